@@ -1,0 +1,30 @@
+# Quick start: `make demo` runs the main job on a built-in example; `make test` runs the tests.
+# Each creates .venv and installs what it needs the first time.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint docs bench clean
+
+$(STAMP): pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -c constraints.txt -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(PY) -m msc demo
+
+test: $(STAMP)
+	MSC_CHECK=1 $(PY) -m pytest -n 2 -q
+
+lint: $(STAMP)
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+
+docs: $(STAMP)
+	$(PY) -m msc.ops.doc > docs/ops.md
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,3 @@
+from msc.cli import main
+
+raise SystemExit(main())

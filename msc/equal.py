@@ -1,0 +1,323 @@
+"""Structural equality and hashing of graphs.
+
+# NOTE: invariants
+# - One walk, linear in graph size: inputs are paired by position, nodes by topological
+#   position, and every value reference must map consistently (a bijection), so a swapped edge,
+#   a reordered input or a different output is a difference.
+# - Modulo names by default (alpha-equivalence); ``names=True`` also compares value, node,
+#   weight and graph names, provenance and graph metadata.
+# - ``structural_hash`` hashes exactly what ``structural_equal`` compares, so equal graphs hash
+#   equal.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from msc.ir.attrs import attr_equal, infer_kind, normalize
+from msc.ir.dtype import DType
+from msc.ir.graph import Graph, Value, Weight
+from msc.ir.types import SymDim, TensorType
+from msc.text.printer import format_attr, format_type
+
+__all__ = ["structural_equal", "assert_structural_equal", "structural_hash", "EqualResult"]
+
+
+@dataclass(frozen=True, slots=True)
+class EqualResult:
+    """Truthy when equal; ``diff`` names the first difference as a path, else None."""
+
+    diff: str | None = None
+
+    def __bool__(self) -> bool:
+        return self.diff is None
+
+    def __repr__(self) -> str:
+        return "EqualResult(equal)" if self.diff is None else f"EqualResult({self.diff!r})"
+
+
+class _Diff(Exception):
+    pass
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, Graph):
+        return f"<graph {v.name!r}>"
+    if isinstance(v, np.ndarray):
+        return f"tensor {v.dtype}{list(v.shape)}"
+    s = format_attr(v)
+    return s if len(s) < 80 else s[:77] + "..."
+
+
+def _meta(m: dict[str, Any]) -> dict[str, Any]:
+    return {k: normalize(infer_kind(v), v) if v is not None else None for k, v in m.items()}
+
+
+def _weight_bytes(w: Weight) -> bytes | None:
+    if not w.has_data:
+        return None
+    return np.ascontiguousarray(w.numpy()).tobytes()
+
+
+class _Comparer:
+    def __init__(self, names: bool, weights: str) -> None:
+        if weights not in ("values", "types"):
+            raise ValueError(f"weights must be 'values' or 'types', got {weights!r}")
+        self.names, self.weights = names, weights
+        self.fwd: dict[int, Value] = {}
+        self.bwd: dict[int, Value] = {}
+
+    def fail(self, path: str, what: str, a: Any, b: Any) -> None:
+        raise _Diff(f"{path}: {what} differs: expected {a}, found {b}")
+
+    def pair(self, path: str, a: Value, b: Value) -> None:
+        self.fwd[id(a)], self.bwd[id(b)] = b, a
+
+    def types(self, path: str, a: TensorType, b: TensorType) -> None:
+        if a.dtype is not b.dtype:
+            self.fail(path, "dtype", a.dtype.short, b.dtype.short)
+        if a.shape != b.shape:
+            self.fail(path, "shape", format_type(a), format_type(b))
+
+    def weight(self, path: str, a: Weight, b: Weight) -> None:
+        if self.names and a.name != b.name:
+            self.fail(path, "weight name", repr(a.name), repr(b.name))
+        self.types(path, a.type, b.type)
+        if self.weights == "values":
+            da, db = _weight_bytes(a), _weight_bytes(b)
+            if (da is None) != (db is None):
+                self.fail(
+                    path,
+                    "weight data",
+                    "present" if da is not None else "absent",
+                    "present" if db is not None else "absent",
+                )
+            if da != db:
+                self.fail(
+                    path,
+                    "weight values",
+                    f"@{a.name} (hash {_digest(da)})",
+                    f"@{b.name} (hash {_digest(db)})",
+                )
+
+    def ref(self, path: str, a: Value | None, b: Value | None) -> None:
+        if a is None or b is None:
+            if a is not b:
+                self.fail(
+                    path,
+                    "input",
+                    "_" if a is None else f"%{a.name}",
+                    "_" if b is None else f"%{b.name}",
+                )
+            return
+        if isinstance(a, Weight) != isinstance(b, Weight):
+            self.fail(
+                path,
+                "input kind",
+                "weight" if isinstance(a, Weight) else "value",
+                "weight" if isinstance(b, Weight) else "value",
+            )
+        mapped = self.fwd.get(id(a))
+        if mapped is None and isinstance(a, Weight) and id(b) not in self.bwd:
+            self.weight(path, a, b)  # weights pair on first use
+            self.pair(path, a, b)
+            return
+        if mapped is not b:
+            self.fail(
+                path, "edge", f"%{a.name} (maps to %{mapped.name if mapped else '?'})", f"%{b.name}"
+            )
+
+    def attr(self, path: str, a: Any, b: Any) -> None:
+        if isinstance(a, Graph) and isinstance(b, Graph):
+            self.graph(a, b, path)
+        elif not attr_equal(a, b):
+            self.fail(path, "value", _fmt(a), _fmt(b))
+
+    def graph(self, a: Graph, b: Graph, path: str = "graph") -> None:
+        if self.names:
+            if a.name != b.name:
+                self.fail(path, "name", repr(a.name), repr(b.name))
+            ma, mb = _meta(a.meta), _meta(b.meta)
+            if sorted(ma) != sorted(mb):
+                self.fail(path + ".meta", "keys", sorted(ma), sorted(mb))
+            for k in sorted(ma):
+                self.attr(f"{path}.meta.{k}", ma[k], mb[k])
+        if len(a.inputs) != len(b.inputs):
+            self.fail(path, "input count", len(a.inputs), len(b.inputs))
+        for i, (x, y) in enumerate(zip(a.inputs, b.inputs)):
+            p = f"{path}.inputs[{i}] %{x.name}"
+            if self.names and x.name != y.name:
+                self.fail(p, "name", repr(x.name), repr(y.name))
+            self.types(p, x.type, y.type)
+            self.pair(p, x, y)
+        if len(a.nodes) != len(b.nodes):
+            self.fail(path, "node count", len(a.nodes), len(b.nodes))
+        for i, (n, m) in enumerate(zip(a.nodes, b.nodes)):
+            p = f"{path}.nodes[{i}] ({n.name or n.op}: {n.op})"
+            if n.op != m.op:
+                self.fail(p, "op", n.op, m.op)
+            if self.names:
+                if n.name != m.name:
+                    self.fail(p, "node name", repr(n.name), repr(m.name))
+                if n.provenance != m.provenance:
+                    self.fail(p, "provenance", n.provenance, m.provenance)
+            if sorted(n.attrs) != sorted(m.attrs):
+                self.fail(p + ".attrs", "keys", sorted(n.attrs), sorted(m.attrs))
+            for k in sorted(n.attrs):
+                self.attr(f"{p}.attrs.{k}", n.attrs[k], m.attrs[k])
+            if len(n.inputs) != len(m.inputs):
+                self.fail(p, "input count", len(n.inputs), len(m.inputs))
+            for j, (x, y) in enumerate(zip(n.inputs, m.inputs)):
+                self.ref(f"{p}.inputs[{j}]", x, y)
+            if len(n.outputs) != len(m.outputs):
+                self.fail(p, "output count", len(n.outputs), len(m.outputs))
+            for j, (x, y) in enumerate(zip(n.outputs, m.outputs)):
+                q = f"{p}.outputs[{j}] %{x.name}"
+                if self.names and x.name != y.name:
+                    self.fail(q, "name", repr(x.name), repr(y.name))
+                self.types(q, x.type, y.type)
+                self.pair(q, x, y)
+        if len(a.outputs) != len(b.outputs):
+            self.fail(path, "output count", len(a.outputs), len(b.outputs))
+        for i, (x, y) in enumerate(zip(a.outputs, b.outputs)):
+            self.ref(f"{path}.outputs[{i}]", x, y)
+        # Weights no node uses still count: pair the rest in declaration order.
+        rest_a = [w for w in a.weights.values() if id(w) not in self.fwd]
+        rest_b = [w for w in b.weights.values() if id(w) not in self.bwd]
+        if len(rest_a) != len(rest_b):
+            self.fail(path, "weight count", len(a.weights), len(b.weights))
+        for x, y in zip(rest_a, rest_b):
+            self.weight(f"{path}.weights @{x.name}", x, y)
+            self.pair(path, x, y)
+
+
+def structural_equal(
+    a: Graph, b: Graph, *, names: bool = False, weights: str = "values"
+) -> EqualResult:
+    """Compare two graphs. Truthy if equal; ``.diff`` gives the path of the first difference.
+
+    Args:
+        names: also compare value, node, weight and graph names, provenance and metadata.
+        weights: "values" compares weight data byte for byte; "types" only dtypes and shapes.
+    """
+    try:
+        _Comparer(names, weights).graph(a, b)
+    except _Diff as e:
+        return EqualResult(str(e))
+    return EqualResult(None)
+
+
+def assert_structural_equal(
+    a: Graph, b: Graph, *, names: bool = False, weights: str = "values"
+) -> None:
+    """Raise AssertionError naming the first difference if the graphs differ."""
+    r = structural_equal(a, b, names=names, weights=weights)
+    if not r:
+        raise AssertionError(f"graphs differ: {r.diff}")
+
+
+def _digest(b: bytes | None) -> str:
+    return "none" if b is None else hashlib.blake2b(b, digest_size=8).hexdigest()
+
+
+class _Hasher:
+    def __init__(self, names: bool, weights: str) -> None:
+        self.h = hashlib.blake2b(digest_size=16)
+        self.names, self.weights = names, weights
+        self.ids: dict[int, int] = {}
+
+    def put(self, *items: Any) -> None:
+        for x in items:
+            if isinstance(x, bytes):
+                self.h.update(struct.pack("<Q", len(x)) + x)
+            else:
+                s = str(x).encode("utf-8", "surrogatepass")
+                self.h.update(struct.pack("<Q", len(s)) + s)
+
+    def type(self, t: TensorType) -> None:
+        self.put(format_type(t))
+
+    def define(self, v: Value) -> None:
+        self.ids[id(v)] = len(self.ids)
+        self.type(v.type)
+        if self.names:
+            self.put(v.name)
+
+    def ref(self, v: Value | None) -> None:
+        if v is None:
+            self.put("_")
+        elif id(v) in self.ids:
+            self.put("%", self.ids[id(v)])
+        elif isinstance(v, Weight):
+            self.weight(v)
+        else:
+            self.put("?")
+
+    def weight(self, w: Weight) -> None:
+        self.ids[id(w)] = len(self.ids)
+        self.put("@")
+        self.type(w.type)
+        if self.names:
+            self.put(w.name)
+        if self.weights == "values":
+            self.put(_digest(_weight_bytes(w)))
+
+    def attr(self, v: Any) -> None:
+        if isinstance(v, Graph):
+            self.graph(v)
+        elif isinstance(v, float) and math.isnan(v):
+            self.put("nan")
+        elif isinstance(v, np.ndarray):
+            self.put(
+                "tensor",
+                DType.from_numpy(v.dtype).short,
+                v.shape,
+                np.ascontiguousarray(v).tobytes(),
+            )
+        elif isinstance(v, tuple):
+            self.put("[", len(v))
+            for x in v:
+                self.attr(x)
+        else:
+            self.put(type(v).__name__, format_attr(v) if not isinstance(v, SymDim) else v)
+
+    def graph(self, g: Graph) -> None:
+        self.put("graph", len(g.inputs), len(g.nodes), len(g.outputs))
+        if self.names:
+            self.put(g.name)
+            m = _meta(g.meta)
+            for k in sorted(m):
+                self.put(k)
+                self.attr(m[k])
+        for v in g.inputs:
+            self.define(v)
+        for n in g.nodes:
+            self.put(n.op, len(n.inputs), len(n.outputs))
+            if self.names:
+                p = n.provenance
+                self.put(n.name, p.framework, p.op, p.name, p.module)
+            for k in sorted(n.attrs):
+                self.put(k)
+                self.attr(n.attrs[k])
+            for v in n.inputs:
+                self.ref(v)
+            for v in n.outputs:
+                self.define(v)
+        for v in g.outputs:
+            self.ref(v)
+        for w in g.weights.values():
+            if id(w) not in self.ids:
+                self.weight(w)
+
+
+def structural_hash(g: Graph, *, names: bool = False, weights: str = "values") -> str:
+    """A hex digest consistent with ``structural_equal`` (equal graphs, equal hashes)."""
+    h = _Hasher(names, weights)
+    h.graph(g)
+    return h.h.hexdigest()

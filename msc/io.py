@@ -1,0 +1,87 @@
+"""Save and load a graph: a directory with ``graph.msc`` (text) and ``weights.safetensors``.
+
+# NOTE: saving is atomic per directory: everything is written into a temporary sibling
+# directory that replaces the target only when complete, so a failure leaves no half-written
+# output. Loading memory-maps the weights (no copy, no pickle).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+from msc import safetensors
+from msc.ir.graph import Graph, Weight
+from msc.text import from_text, to_text
+
+__all__ = ["save", "load", "atomic_dir", "GRAPH_FILE", "WEIGHTS_FILE"]
+
+GRAPH_FILE = "graph.msc"
+WEIGHTS_FILE = "weights.safetensors"
+
+
+def _all_weights(g: Graph) -> list[Weight]:
+    out = list(g.weights.values())
+    for n in g.nodes:
+        for sub in n.subgraphs():
+            out.extend(_all_weights(sub))
+    return out
+
+
+@contextlib.contextmanager
+def atomic_dir(target: Path) -> Iterator[Path]:
+    """Yield a temporary directory that replaces ``target`` only if the block succeeds."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    try:
+        yield tmp
+        if target.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old.", dir=target.parent))
+            os.rename(target, old / "x")
+            os.rename(tmp, target)
+            shutil.rmtree(old)
+        else:
+            os.rename(tmp, target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def save(graph: Graph, directory: str | os.PathLike) -> Path:
+    """Write ``graph`` to ``directory`` (created or replaced atomically). Returns the path."""
+    target = Path(directory)
+    weights = _all_weights(graph)
+    names = [w.name for w in weights]
+    if len(set(names)) != len(names):
+        dup = sorted({n for n in names if names.count(n) > 1})
+        raise ValueError(f"cannot save: weight names used by more than one weight: {dup}")
+    text = to_text(graph)
+    with atomic_dir(target) as tmp:
+        (tmp / GRAPH_FILE).write_text(text, encoding="utf-8")
+        safetensors.write_lazy(
+            tmp / WEIGHTS_FILE,
+            [(w.name, w.type.dtype, w.type.shape, w.numpy) for w in weights if w.has_data],
+            metadata={"format": "msc"},
+        )
+    return target
+
+
+def load(directory: str | os.PathLike, mmap: bool = True) -> Graph:
+    """Read a graph saved by ``save``; weights are memory-mapped unless ``mmap=False``."""
+    d = Path(directory)
+    gfile = d / GRAPH_FILE
+    if not gfile.is_file():
+        raise FileNotFoundError(f"{d}: no {GRAPH_FILE} (not a saved msc graph)")
+    graph = from_text(gfile.read_text(encoding="utf-8"))
+    wfile = d / WEIGHTS_FILE
+    data = safetensors.read(wfile, mmap=mmap) if wfile.is_file() else {}
+    for w in _all_weights(graph):
+        if w.name in data:
+            w.set_data(data.pop(w.name))
+    if data:
+        raise ValueError(f"{wfile}: tensors not declared in the graph: {sorted(data)[:5]}")
+    return graph

@@ -1,0 +1,131 @@
+"""msc's own dtype enum.
+
+# NOTE: invariants
+# - Framework dtype objects and strings ("float", "long") never travel inside the graph:
+#   frontends map them to ``DType`` at once, codegens map back.
+# - Every member has a short text name (``f32``, ``i64``, ``bf16``) used by the text format;
+#   the short names are unique and are bare identifiers.
+# - numpy conversion lives here because weights are numpy arrays; bf16 and the float8 family
+#   come from ml_dtypes.
+"""
+
+from __future__ import annotations
+
+import enum
+
+import ml_dtypes
+import numpy as np
+
+__all__ = ["DType"]
+
+
+class DType(enum.Enum):
+    """An element type. The value is the text-format short name."""
+
+    BOOL = "bool"
+    INT8 = "i8"
+    INT16 = "i16"
+    INT32 = "i32"
+    INT64 = "i64"
+    UINT8 = "u8"
+    UINT16 = "u16"
+    UINT32 = "u32"
+    UINT64 = "u64"
+    FLOAT16 = "f16"
+    BFLOAT16 = "bf16"
+    FLOAT32 = "f32"
+    FLOAT64 = "f64"
+    COMPLEX64 = "c64"
+    COMPLEX128 = "c128"
+    FLOAT8_E4M3FN = "f8e4m3fn"
+    FLOAT8_E4M3FNUZ = "f8e4m3fnuz"
+    FLOAT8_E5M2 = "f8e5m2"
+    FLOAT8_E5M2FNUZ = "f8e5m2fnuz"
+
+    @property
+    def short(self) -> str:
+        return self.value
+
+    @classmethod
+    def from_short(cls, name: str) -> DType:
+        try:
+            return cls(name)
+        except ValueError:
+            raise ValueError(f"unknown dtype {name!r}") from None
+
+    @property
+    def itemsize(self) -> int:
+        return self.to_numpy().itemsize
+
+    @property
+    def is_bool(self) -> bool:
+        return self is DType.BOOL
+
+    @property
+    def is_floating(self) -> bool:
+        return self in _FLOATING
+
+    @property
+    def is_complex(self) -> bool:
+        return self in (DType.COMPLEX64, DType.COMPLEX128)
+
+    @property
+    def is_integer(self) -> bool:
+        return self in _SIGNED or self in _UNSIGNED
+
+    @property
+    def is_signed(self) -> bool:
+        return self in _SIGNED or self.is_floating or self.is_complex
+
+    def to_numpy(self) -> np.dtype:
+        return _TO_NUMPY[self]
+
+    @classmethod
+    def from_numpy(cls, dtype: np.dtype | type) -> DType:
+        dt = np.dtype(dtype)
+        try:
+            return _FROM_NUMPY[dt]
+        except KeyError:
+            raise ValueError(f"numpy dtype {dt} has no msc DType") from None
+
+    def __repr__(self) -> str:
+        return f"DType.{self.name}"
+
+
+_SIGNED = frozenset({DType.INT8, DType.INT16, DType.INT32, DType.INT64})
+_UNSIGNED = frozenset({DType.UINT8, DType.UINT16, DType.UINT32, DType.UINT64})
+_FLOATING = frozenset(
+    {
+        DType.FLOAT16,
+        DType.BFLOAT16,
+        DType.FLOAT32,
+        DType.FLOAT64,
+        DType.FLOAT8_E4M3FN,
+        DType.FLOAT8_E4M3FNUZ,
+        DType.FLOAT8_E5M2,
+        DType.FLOAT8_E5M2FNUZ,
+    }
+)
+
+_TO_NUMPY: dict[DType, np.dtype] = {
+    DType.BOOL: np.dtype(np.bool_),
+    DType.INT8: np.dtype(np.int8),
+    DType.INT16: np.dtype(np.int16),
+    DType.INT32: np.dtype(np.int32),
+    DType.INT64: np.dtype(np.int64),
+    DType.UINT8: np.dtype(np.uint8),
+    DType.UINT16: np.dtype(np.uint16),
+    DType.UINT32: np.dtype(np.uint32),
+    DType.UINT64: np.dtype(np.uint64),
+    DType.FLOAT16: np.dtype(np.float16),
+    DType.BFLOAT16: np.dtype(ml_dtypes.bfloat16),
+    DType.FLOAT32: np.dtype(np.float32),
+    DType.FLOAT64: np.dtype(np.float64),
+    DType.COMPLEX64: np.dtype(np.complex64),
+    DType.COMPLEX128: np.dtype(np.complex128),
+    DType.FLOAT8_E4M3FN: np.dtype(ml_dtypes.float8_e4m3fn),
+    DType.FLOAT8_E4M3FNUZ: np.dtype(ml_dtypes.float8_e4m3fnuz),
+    DType.FLOAT8_E5M2: np.dtype(ml_dtypes.float8_e5m2),
+    DType.FLOAT8_E5M2FNUZ: np.dtype(ml_dtypes.float8_e5m2fnuz),
+}
+_FROM_NUMPY: dict[np.dtype, DType] = {v: k for k, v in _TO_NUMPY.items()}

@@ -1,0 +1,329 @@
+"""The neutral graph: Value, Weight, Node, Graph.
+
+# NOTE: invariants
+# - A Value is an edge: a name, a TensorType, and its producer (a Node and output index, or None
+#   for graph inputs and weights). Its ``uses`` are kept right by ``Node.inputs``' setter; callers
+#   never edit them.
+# - A Weight is a Value whose data lives in the graph: an eager numpy array, a zero-argument
+#   loader (lazy), or a memory-mapped array. Data is never copied when it need not be.
+# - ``Graph.nodes`` is in topological order; ``validate()`` checks it and everything else.
+# - Names are kept exactly as the source gave them. Values and weights live in separate
+#   namespaces (``%`` and ``@`` in text). A value with no source name gets the next free
+#   positional name (``0``, ``1``, ...) when it joins a graph, never one derived from ``id()``.
+# - Weights live in the top-level graph; a subgraph (an attribute of kind GRAPH) uses them and
+#   any outer value by reference.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from msc.ir.dtype import DType
+from msc.ir.types import TensorType
+
+__all__ = ["Value", "Weight", "Node", "Provenance", "Graph", "GraphError"]
+
+
+class GraphError(ValueError):
+    """A graph is not well formed; the message names the node and value."""
+
+
+@dataclass(frozen=True, slots=True)
+class Provenance:
+    """Where a node came from: framework, source op, source node name, module path."""
+
+    framework: str = ""
+    op: str = ""
+    name: str = ""
+    module: str = ""
+
+    def __bool__(self) -> bool:
+        return bool(self.framework or self.op or self.name or self.module)
+
+
+class Value:
+    """A named, typed edge of the graph."""
+
+    __slots__ = ("name", "type", "producer", "index", "_uses")
+
+    def __init__(self, name: str | None, type: TensorType) -> None:
+        if name is not None and not isinstance(name, str):
+            raise TypeError(f"value name must be str, got {name!r}")
+        if not isinstance(type, TensorType):
+            raise TypeError(f"value {name!r}: type must be TensorType, got {type!r}")
+        self.name = name
+        self.type = type
+        self.producer: Node | None = None
+        self.index = 0
+        self._uses: list[tuple[Node, int]] = []
+
+    @property
+    def dtype(self) -> DType:
+        return self.type.dtype
+
+    @property
+    def shape(self):
+        return self.type.shape
+
+    @property
+    def uses(self) -> tuple[tuple[Node, int], ...]:
+        return tuple(self._uses)
+
+    def replace_all_uses_with(self, other: Value) -> None:
+        for node, i in list(self._uses):
+            ins = list(node.inputs)
+            ins[i] = other
+            node.inputs = ins
+
+    def __repr__(self) -> str:
+        return f"%{self.name}: {self.type}"
+
+
+class Weight(Value):
+    """A Value whose data the graph holds (parameters, buffers, constants, initializers)."""
+
+    __slots__ = ("_data",)
+
+    def __init__(
+        self,
+        name: str,
+        type: TensorType | None = None,
+        data: np.ndarray | Callable[[], np.ndarray] | None = None,
+    ) -> None:
+        if type is None:
+            if not isinstance(data, np.ndarray):
+                raise TypeError(f"weight {name!r}: give a type, or data as a numpy array")
+            type = TensorType(DType.from_numpy(data.dtype), data.shape)
+        super().__init__(name, type)
+        if isinstance(data, np.ndarray):
+            self._check(data)
+        self._data = data
+
+    def _check(self, arr: np.ndarray) -> None:
+        dt = DType.from_numpy(arr.dtype)
+        if dt is not self.type.dtype or (
+            self.type.shape is not None and tuple(arr.shape) != self.type.shape
+        ):
+            raise GraphError(
+                f"weight {self.name!r}: data is {dt.short}{list(arr.shape)}, type says {self.type}"
+            )
+
+    @property
+    def has_data(self) -> bool:
+        return self._data is not None
+
+    def numpy(self) -> np.ndarray:
+        """The data, loaded on first use (a lazy loader runs once and its result is kept)."""
+        if self._data is None:
+            raise GraphError(f"weight {self.name!r} has no data (a type-only graph?)")
+        if callable(self._data):
+            arr = self._data()
+            self._check(arr)
+            self._data = arr
+        return self._data
+
+    def set_data(self, data: np.ndarray | Callable[[], np.ndarray] | None) -> None:
+        if isinstance(data, np.ndarray):
+            self._check(data)
+        self._data = data
+
+    def __repr__(self) -> str:
+        return f"@{self.name}: {self.type}"
+
+
+class Node:
+    """One op application: canonical op name, typed attributes, inputs, outputs, provenance."""
+
+    __slots__ = ("op", "name", "attrs", "provenance", "outputs", "_inputs", "__weakref__")
+
+    def __init__(
+        self,
+        op: str,
+        inputs: Sequence[Value | None] = (),
+        attrs: Mapping[str, Any] | None = None,
+        *,
+        outputs: Sequence[Value] | None = None,
+        output_types: Sequence[TensorType] | None = None,
+        output_names: Sequence[str | None] | None = None,
+        name: str = "",
+        provenance: Provenance | None = None,
+    ) -> None:
+        from msc.ops import registry
+
+        schema = registry.get(op)
+        self.op = op
+        self.name = name
+        self.provenance = provenance or Provenance()
+        self._inputs: tuple[Value | None, ...] = ()
+        inputs = list(inputs)
+        schema.check_inputs(inputs, where=self._where())
+        self.attrs = schema.normalize_attrs(attrs or {}, where=self._where())
+        self.inputs = inputs
+        if outputs is None:
+            if output_types is None:
+                output_types = schema.infer(self)
+            names = list(output_names) if output_names is not None else [None] * len(output_types)
+            if len(names) != len(output_types):
+                raise GraphError(
+                    f"{self._where()}: {len(names)} names for {len(output_types)} outputs"
+                )
+            outputs = [Value(n, t) for n, t in zip(names, output_types)]
+        schema.check_output_count(len(outputs), self.attrs, where=self._where())
+        for i, v in enumerate(outputs):
+            if v.producer is not None:
+                raise GraphError(f"{self._where()}: output {v.name!r} already has a producer")
+            v.producer, v.index = self, i
+        self.outputs: tuple[Value, ...] = tuple(outputs)
+
+    def _where(self) -> str:
+        return f"node {self.name!r} ({self.op})" if self.name else f"node ({self.op})"
+
+    @property
+    def inputs(self) -> tuple[Value | None, ...]:
+        return self._inputs
+
+    @inputs.setter
+    def inputs(self, new: Iterable[Value | None]) -> None:
+        new = tuple(new)
+        for i, v in enumerate(self._inputs):
+            if v is not None:
+                v._uses.remove((self, i))
+        for i, v in enumerate(new):
+            if v is not None:
+                if not isinstance(v, Value):
+                    raise TypeError(
+                        f"{self._where()}: input {i} is {type(v).__name__}, not a Value"
+                    )
+                v._uses.append((self, i))
+        self._inputs = new
+
+    @property
+    def output(self) -> Value:
+        if len(self.outputs) != 1:
+            raise GraphError(f"{self._where()} has {len(self.outputs)} outputs, not one")
+        return self.outputs[0]
+
+    def subgraphs(self) -> Iterator[Graph]:
+        for v in self.attrs.values():
+            if isinstance(v, Graph):
+                yield v
+
+    def __repr__(self) -> str:
+        outs = ", ".join(f"%{v.name}" for v in self.outputs)
+        ins = ", ".join("_" if v is None else f"%{v.name}" for v in self.inputs)
+        return f"<Node {outs} = {self.op}({ins})>"
+
+
+class Graph:
+    """Inputs, outputs, nodes in topological order, weights, metadata."""
+
+    __slots__ = ("name", "inputs", "outputs", "nodes", "weights", "meta", "_counter", "_taken")
+
+    def __init__(self, name: str = "") -> None:
+        self.name = name
+        self.inputs: list[Value] = []
+        self.outputs: list[Value] = []
+        self.nodes: list[Node] = []
+        self.weights: dict[str, Weight] = {}
+        self.meta: dict[str, Any] = {}
+        self._counter = 0
+        self._taken: set[str] = set()
+
+    # ---------------------------------------------------------------- building
+    def _claim(self, v: Value) -> None:
+        if v.name is None:
+            while str(self._counter) in self._taken:
+                self._counter += 1
+            v.name = str(self._counter)
+            self._counter += 1
+        elif v.name in self._taken:
+            raise GraphError(f"graph {self.name!r}: value name {v.name!r} is used twice")
+        self._taken.add(v.name)
+
+    def add_input(self, name: str | None, type: TensorType) -> Value:
+        v = Value(name, type)
+        self._claim(v)
+        self.inputs.append(v)
+        return v
+
+    def add_weight(
+        self,
+        name: str,
+        data: np.ndarray | Callable[[], np.ndarray] | None = None,
+        type: TensorType | None = None,
+    ) -> Weight:
+        if name in self.weights:
+            raise GraphError(f"graph {self.name!r}: weight {name!r} is declared twice")
+        w = Weight(name, type, data)
+        self.weights[name] = w
+        return w
+
+    def add_node(
+        self,
+        node_or_op: Node | str,
+        inputs: Sequence[Value | None] = (),
+        attrs: Mapping[str, Any] | None = None,
+        **kw: Any,
+    ) -> Node:
+        node = node_or_op if isinstance(node_or_op, Node) else Node(node_or_op, inputs, attrs, **kw)
+        for v in node.outputs:
+            self._claim(v)
+        self.nodes.append(node)
+        return node
+
+    def op(self, op: str, *inputs: Value | None, **attrs: Any) -> Value:
+        """Add a single-output node and return its output: ``y = g.op("relu", x)``."""
+        return self.add_node(op, inputs, attrs).output
+
+    def set_outputs(self, values: Iterable[Value]) -> None:
+        self.outputs = list(values)
+
+    def remove_node(self, node: Node) -> None:
+        for v in node.outputs:
+            if v._uses or v in self.outputs:
+                raise GraphError(f"cannot remove {node._where()}: output {v.name!r} is still used")
+        node.inputs = ()
+        self.nodes.remove(node)
+        for v in node.outputs:
+            self._taken.discard(v.name)  # type: ignore[arg-type]
+
+    # ---------------------------------------------------------------- queries
+    def values(self) -> Iterator[Value]:
+        """Every value defined in this graph (inputs, then node outputs), not weights."""
+        yield from self.inputs
+        for n in self.nodes:
+            yield from n.outputs
+
+    def __repr__(self) -> str:
+        return (
+            f"<Graph {self.name!r}: {len(self.inputs)} inputs, {len(self.nodes)} nodes, "
+            f"{len(self.weights)} weights, {len(self.outputs)} outputs>"
+        )
+
+    def __str__(self) -> str:
+        from msc.text.printer import to_text
+
+        return to_text(self)
+
+    def validate(self) -> Graph:
+        """Check the graph; raise GraphError naming the node and value at fault. Returns self."""
+        from msc.ir.validate import validate
+
+        validate(self)
+        return self
+
+    def sort(self) -> None:
+        """Put nodes in a topological order (stable: keeps the current order where it can)."""
+        from msc.ir.validate import topological_order
+
+        self.nodes = topological_order(self)
+
+    def to_networkx(self):
+        """A networkx.MultiDiGraph: one vertex per node (by position), graph input and weight."""
+        from msc.ir.nx import to_networkx
+
+        return to_networkx(self)

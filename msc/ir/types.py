@@ -1,0 +1,105 @@
+"""Tensor types: a dtype and a shape whose dims are ints, named symbols, or unknown.
+
+# NOTE: invariants
+# - ``TensorType.shape is None`` means unknown rank, stated explicitly; ``()`` is a 0-d tensor.
+# - A dim is an ``int >= 0``, a ``SymDim`` (a named symbol, optionally with a range), or ``None``
+#   (a dim of known position but unknown size, e.g. an ONNX dim with neither value nor param).
+# - Leaf values are frozen, hashable and compared by value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from msc.ir.dtype import DType
+
+__all__ = ["SymDim", "Dim", "TensorType"]
+
+
+@dataclass(frozen=True, slots=True)
+class SymDim:
+    """A named symbolic dimension, e.g. ``batch`` with range [1, 64]. ``None`` bounds are open."""
+
+    name: str
+    min: int | None = None
+    max: int | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str):
+            raise TypeError(f"symbol name must be str, got {type(self.name).__name__}")
+        if self.min is not None and self.max is not None and self.min > self.max:
+            raise ValueError(f"symbol {self.name!r}: min {self.min} > max {self.max}")
+
+    def __str__(self) -> str:
+        return self.name
+
+
+Dim = int | SymDim | None
+
+
+def _check_dim(d: object) -> Dim:
+    if d is None or isinstance(d, SymDim):
+        return d
+    if isinstance(d, bool) or not isinstance(d, int):
+        # numpy integers are accepted and normalized.
+        try:
+            import numpy as np
+
+            if isinstance(d, np.integer):
+                d = int(d)
+            else:
+                raise TypeError
+        except TypeError:
+            raise TypeError(f"a dim must be int, SymDim or None, got {d!r}") from None
+    if d < 0:
+        raise ValueError(f"a dim must be >= 0, got {d}")
+    return d
+
+
+@dataclass(frozen=True, slots=True)
+class TensorType:
+    """dtype + shape. ``shape=None`` is unknown rank."""
+
+    dtype: DType
+    shape: tuple[Dim, ...] | None
+
+    def __init__(self, dtype: DType, shape: Iterable[Dim] | None) -> None:
+        if not isinstance(dtype, DType):
+            raise TypeError(f"dtype must be msc DType, got {dtype!r}")
+        object.__setattr__(self, "dtype", dtype)
+        object.__setattr__(
+            self, "shape", None if shape is None else tuple(_check_dim(d) for d in shape)
+        )
+
+    @property
+    def rank(self) -> int | None:
+        return None if self.shape is None else len(self.shape)
+
+    @property
+    def is_static(self) -> bool:
+        return self.shape is not None and all(isinstance(d, int) for d in self.shape)
+
+    def numel(self) -> int | None:
+        """Element count when every dim is known, else None."""
+        if not self.is_static:
+            return None
+        n = 1
+        for d in self.shape:  # type: ignore[union-attr]
+            n *= d  # type: ignore[operator]
+        return n
+
+    def nbytes(self) -> int | None:
+        n = self.numel()
+        return None if n is None else n * self.dtype.itemsize
+
+    def with_shape(self, shape: Iterable[Dim] | None) -> TensorType:
+        return TensorType(self.dtype, shape)
+
+    def with_dtype(self, dtype: DType) -> TensorType:
+        return TensorType(dtype, self.shape)
+
+    def __str__(self) -> str:
+        from msc.text.printer import format_type
+
+        return format_type(self)

@@ -1,0 +1,156 @@
+"""Graph validation and topological ordering.
+
+# NOTE: every error names the graph, the node (name and op) and the value at fault.
+"""
+
+from __future__ import annotations
+
+from msc.ir.graph import Graph, GraphError, Node, Value, Weight
+from msc.ir.types import TensorType
+
+__all__ = ["validate", "topological_order"]
+
+
+def _where(node: Node, i: int) -> str:
+    label = f"{node.name!r} " if node.name else ""
+    return f"node #{i} {label}({node.op})"
+
+
+def _types_agree(stored: TensorType, inferred: TensorType) -> bool:
+    if stored.dtype is not inferred.dtype:
+        return False
+    if stored.shape is None or inferred.shape is None:
+        return True
+    if len(stored.shape) != len(inferred.shape):
+        return False
+    # Only concrete sizes can disagree; a symbol on either side may stand for the other.
+    return all(
+        not (isinstance(a, int) and isinstance(b, int)) or a == b
+        for a, b in zip(stored.shape, inferred.shape)
+    )
+
+
+def validate(graph: Graph, outer: frozenset[int] = frozenset()) -> None:
+    from msc.ops import registry
+
+    gname = f"graph {graph.name!r}"
+    defined: set[int] = set(outer)
+    value_names: dict[str, Value] = {}
+    weights = set(id(w) for w in graph.weights.values())
+
+    def define(v: Value, what: str) -> None:
+        if isinstance(v, Weight):
+            raise GraphError(f"{gname}: {what} defines weight {v.name!r} as a value")
+        if not v.name:
+            raise GraphError(f"{gname}: {what} has a value with no name")
+        if v.name in value_names:
+            raise GraphError(f"{gname}: value name {v.name!r} is defined twice ({what})")
+        value_names[v.name] = v
+        defined.add(id(v))
+
+    for name, w in graph.weights.items():
+        if w.name != name:
+            raise GraphError(f"{gname}: weight listed as {name!r} is named {w.name!r}")
+        defined.add(id(w))
+    for v in graph.inputs:
+        if v.producer is not None:
+            raise GraphError(f"{gname}: input {v.name!r} is produced by a node")
+        define(v, "graph input")
+
+    later = {id(v): i for i, n in enumerate(graph.nodes) for v in n.outputs}
+    for i, node in enumerate(graph.nodes):
+        where = f"{gname}: {_where(node, i)}"
+        if node.op not in registry:
+            raise GraphError(f"{where}: unknown op {node.op!r}")
+        schema = registry.get(node.op)
+        try:
+            schema.check_inputs(list(node.inputs), where=where)
+            schema.normalize_attrs(node.attrs, where=where)
+            schema.check_output_count(len(node.outputs), node.attrs, where=where)
+        except (TypeError, ValueError) as e:
+            raise GraphError(str(e)) from None
+        for j, v in enumerate(node.inputs):
+            if v is None:
+                continue
+            if isinstance(v, Weight) and id(v) not in weights and id(v) not in outer:
+                raise GraphError(f"{where}: input {j} is weight {v.name!r}, not in this graph")
+            if id(v) not in defined:
+                if id(v) in later and later[id(v)] >= i:
+                    # Used before defined: a cycle, or just out of order?
+                    try:
+                        topological_order(graph)
+                        raise GraphError(
+                            f"{where}: input {j} %{v.name} is used before it is defined "
+                            f"(nodes are not in topological order; call graph.sort())"
+                        )
+                    except GraphError as e:
+                        raise GraphError(f"{where}: input {j} %{v.name}: {e}") from None
+                raise GraphError(f"{where}: input {j} %{v.name} is not defined in this graph")
+        for sub in node.subgraphs():
+            validate(sub, frozenset(defined))
+        for j, v in enumerate(node.outputs):
+            if v.producer is not node or v.index != j:
+                raise GraphError(f"{where}: output {j} %{v.name} has a wrong producer link")
+            define(v, _where(node, i))
+        try:
+            inferred = schema.infer(node)
+        except Exception as e:  # noqa: BLE001 - inference errors are reported, not raised raw
+            raise GraphError(f"{where}: type inference failed: {e}") from None
+        for j, (v, t) in enumerate(zip(node.outputs, inferred)):
+            if not _types_agree(v.type, t):
+                raise GraphError(
+                    f"{where}: output {j} %{v.name} has type {v.type}, but the op gives {t}"
+                )
+    for v in graph.outputs:
+        if id(v) not in defined:
+            raise GraphError(f"{gname}: output %{v.name} is not defined in this graph")
+
+
+def topological_order(graph: Graph) -> list[Node]:
+    """Nodes in a topological order, stable where possible; raises GraphError on a cycle."""
+    producer = {id(v): n for n in graph.nodes for v in n.outputs}
+    deps: dict[int, set[int]] = {}
+    users: dict[int, list[Node]] = {}
+    for n in graph.nodes:
+        ds = set()
+        for v in _all_inputs(n):
+            p = producer.get(id(v))
+            if p is not None and p is not n:
+                ds.add(id(p))
+                users.setdefault(id(p), []).append(n)
+            elif p is n:
+                raise GraphError(f"cycle: node {n.name!r} ({n.op}) uses its own output %{v.name}")
+        deps[id(n)] = ds
+    import heapq
+
+    pos = {id(n): i for i, n in enumerate(graph.nodes)}
+    ready = [pos[id(n)] for n in graph.nodes if not deps[id(n)]]
+    heapq.heapify(ready)
+    out: list[Node] = []
+    while ready:
+        n = graph.nodes[heapq.heappop(ready)]
+        out.append(n)
+        for u in users.get(id(n), ()):
+            d = deps[id(u)]
+            if id(n) in d:
+                d.discard(id(n))
+                if not d:
+                    heapq.heappush(ready, pos[id(u)])
+    if len(out) != len(graph.nodes):
+        stuck = [n for n in graph.nodes if deps[id(n)]]
+        names = ", ".join(f"{n.name or '?'} ({n.op})" for n in stuck[:5])
+        raise GraphError(f"graph {graph.name!r} has a cycle through: {names}")
+    return out
+
+
+def _all_inputs(node: Node):
+    """Inputs plus outer values used inside the node's subgraphs."""
+    for v in node.inputs:
+        if v is not None:
+            yield v
+    for sub in node.subgraphs():
+        inner = {id(v) for v in sub.values()}
+        for n in sub.nodes:
+            for v in _all_inputs(n):
+                if id(v) not in inner:
+                    yield v

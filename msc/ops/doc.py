@@ -1,0 +1,71 @@
+"""Generate docs/ops.md from the registries: ``python -m msc.ops.doc > docs/ops.md``.
+
+The canonical vocabulary comes from ``msc.ops.registry``. Frontends and codegens that define a
+``coverage_markdown()`` function add their own section (which source ops they translate, which
+canonical ops they emit, and what is missing and why).
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from msc.ops import registry
+
+# Modules that may add a coverage section, in the order they appear.
+COVERAGE_MODULES = ("msc.frontend.torch", "msc.frontend.onnx", "codegen.torch", "codegen.onnx")
+
+
+def canonical_markdown() -> str:
+    lines = [
+        "## Canonical ops",
+        "",
+        f"{len(registry)} ops. Inputs marked `?` are optional, `*` variadic. "
+        "Attributes show kind and default.",
+        "",
+    ]
+    by_cat: dict[str, list] = {}
+    for s in registry:
+        by_cat.setdefault(s.category, []).append(s)
+    for cat in sorted(by_cat):
+        lines += [
+            f"### {cat}",
+            "",
+            "| op | inputs | attributes | outputs | meaning |",
+            "|---|---|---|---|---|",
+        ]
+        for s in by_cat[cat]:
+            ins = ", ".join(f"`{i}`" for i in s.inputs) or "-"
+            ats = "<br>".join(f"`{k}`: {a.describe()}" for k, a in s.attrs.items()) or "-"
+            outs = str(s.outputs) if not callable(s.outputs) else "by attrs"
+            doc = s.doc.replace("|", "\\|")
+            lines.append(f"| `{s.name}` | {ins} | {ats.replace('|', '/')} | {outs} | {doc} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def markdown() -> str:
+    parts = [
+        "# Op coverage",
+        "",
+        "Generated from the registries by `python -m msc.ops.doc` (`make docs`); a test keeps "
+        "this file in sync. Do not edit by hand.",
+        "",
+        canonical_markdown(),
+    ]
+    for name in COVERAGE_MODULES:
+        try:
+            mod = importlib.import_module(name)
+        except ImportError:
+            continue
+        fn = getattr(mod, "coverage_markdown", None)
+        if fn is not None:
+            parts.append(fn())
+    return "\n".join(parts).rstrip("\n") + "\n"
+
+
+def main() -> None:
+    print(markdown(), end="")
+
+
+if __name__ == "__main__":
+    main()

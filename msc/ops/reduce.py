@@ -1,0 +1,154 @@
+"""Reductions, scans, arg-reductions, top-k and sorting.
+
+# NOTE: ``axes=None`` reduces over every dim; ``keepdims`` keeps reduced dims as size 1.
+"""
+
+from __future__ import annotations
+
+from msc.ir.dtype import DType
+from msc.ir.types import TensorType
+from msc.ops import registry
+from msc.ops.infer import axes as norm_axes
+from msc.ops.infer import axis as norm_axis
+from msc.ops.schema import Attr
+
+REDUCTIONS = {
+    "reduce_sum": "sum",
+    "reduce_mean": "mean",
+    "reduce_max": "maximum (NaN propagates)",
+    "reduce_min": "minimum (NaN propagates)",
+    "reduce_prod": "product",
+    "reduce_l1": "sum of |x|",
+    "reduce_l2": "sqrt of sum of x^2",
+    "reduce_sum_square": "sum of x^2",
+    "reduce_log_sum": "log of sum",
+    "reduce_log_sum_exp": "log of sum of e^x (stable)",
+    "reduce_any": "logical or (bool)",
+    "reduce_all": "logical and (bool)",
+}
+
+REDUCE_ATTRS = {"axes": Attr.ints(None, doc="none = all dims"), "keepdims": Attr.bool(False)}
+
+
+def _reduced(x: TensorType, axes, keepdims: bool):
+    if x.shape is None:
+        return None
+    ax = set(norm_axes(axes, len(x.shape)))
+    if keepdims:
+        return tuple(1 if i in ax else d for i, d in enumerate(x.shape))
+    return tuple(d for i, d in enumerate(x.shape) if i not in ax)
+
+
+def _reduce(x: TensorType, *, axes, keepdims) -> TensorType:
+    return TensorType(x.dtype, _reduced(x, axes, keepdims))
+
+
+for _name, _doc in REDUCTIONS.items():
+    registry.op(_name, ["x"], REDUCE_ATTRS, category="reduce", doc=_doc)(_reduce)
+
+
+@registry.op(
+    "var",
+    ["x"],
+    {**REDUCE_ATTRS, "correction": Attr.float(1.0, doc="1 = unbiased (Bessel)")},
+    category="reduce",
+)
+def var(x, *, axes, keepdims, correction):
+    """Variance: sum((x - mean)^2) / (N - correction)."""
+    return TensorType(x.dtype, _reduced(x, axes, keepdims))
+
+
+def _arg(x, *, axis, keepdims, select_last_index):
+    ax = None if axis is None else [axis]
+    return TensorType(DType.INT64, _reduced(x, ax, keepdims))
+
+
+ARG_ATTRS = {
+    "axis": Attr.int(None, doc="none = over the flattened input"),
+    "keepdims": Attr.bool(False),
+    "select_last_index": Attr.bool(False),
+}
+registry.op("argmax", ["x"], ARG_ATTRS, category="reduce", doc="index of the max (i64)")(_arg)
+registry.op("argmin", ["x"], ARG_ATTRS, category="reduce", doc="index of the min (i64)")(_arg)
+
+
+def _max_with_index(x, *, axis, keepdims):
+    shape = _reduced(x, [axis], keepdims)
+    return [TensorType(x.dtype, shape), TensorType(DType.INT64, shape)]
+
+
+_WITH_INDEX = {"axis": Attr.int(), "keepdims": Attr.bool(False)}
+registry.op(
+    "max_dim",
+    ["x"],
+    _WITH_INDEX,
+    outputs=2,
+    category="reduce",
+    doc="(values, indices) of the max along axis (torch.max(x, dim))",
+)(_max_with_index)
+registry.op(
+    "min_dim",
+    ["x"],
+    _WITH_INDEX,
+    outputs=2,
+    category="reduce",
+    doc="(values, indices) of the min along axis (torch.min(x, dim))",
+)(_max_with_index)
+
+
+@registry.op(
+    "cumsum",
+    ["x"],
+    {"axis": Attr.int(), "exclusive": Attr.bool(False), "reverse": Attr.bool(False)},
+    category="reduce",
+)
+def cumsum(x, *, axis, exclusive, reverse):
+    """Running sum along axis."""
+    if x.shape is not None:
+        norm_axis(axis, len(x.shape))
+    return x
+
+
+@registry.op("cumprod", ["x"], {"axis": Attr.int()}, category="reduce")
+def cumprod(x, *, axis):
+    """Running product along axis."""
+    return x
+
+
+@registry.op(
+    "topk",
+    ["x"],
+    {"k": Attr.int(), "axis": Attr.int(-1), "largest": Attr.bool(True), "sorted": Attr.bool(True)},
+    outputs=2,
+    category="reduce",
+)
+def topk(x, *, k, axis, largest, sorted):
+    """(values, i64 indices) of the k largest (or smallest) along axis."""
+    if x.shape is None:
+        return [TensorType(x.dtype, None), TensorType(DType.INT64, None)]
+    a = norm_axis(axis, len(x.shape))
+    shape = tuple(k if i == a else d for i, d in enumerate(x.shape))
+    return [TensorType(x.dtype, shape), TensorType(DType.INT64, shape)]
+
+
+@registry.op(
+    "sort",
+    ["x"],
+    {"axis": Attr.int(-1), "descending": Attr.bool(False), "stable": Attr.bool(False)},
+    outputs=2,
+    category="reduce",
+)
+def sort(x, *, axis, descending, stable):
+    """(sorted values, i64 indices) along axis."""
+    return [x, TensorType(DType.INT64, x.shape)]
+
+
+@registry.op(
+    "argsort",
+    ["x"],
+    {"axis": Attr.int(-1), "descending": Attr.bool(False), "stable": Attr.bool(False)},
+    category="reduce",
+)
+def argsort(x, *, axis, descending, stable):
+    """i64 indices that sort x along axis."""
+    return TensorType(DType.INT64, x.shape)

@@ -1,0 +1,6 @@
+"""msc's text format: deterministic printing and a parser with line/column errors."""
+
+from msc.text.parser import ParseError, from_text
+from msc.text.printer import format_type, quote_name, to_text
+
+__all__ = ["to_text", "from_text", "ParseError", "format_type", "quote_name"]
