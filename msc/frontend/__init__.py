@@ -1,0 +1,1 @@
+"""Frontends: translate a source framework's model into an msc Graph."""

@@ -1,0 +1,7 @@
+"""Test-wide settings: every graph a frontend returns is self-checked (MSC_CHECK=1)."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("MSC_CHECK", "1")
