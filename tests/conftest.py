@@ -5,3 +5,9 @@ from __future__ import annotations
 import os
 
 os.environ.setdefault("MSC_CHECK", "1")
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--update-golden", action="store_true", help="rewrite tests/golden/*.msc from the code"
+    )

@@ -41,7 +41,7 @@ def validate(graph: Graph, outer: frozenset[int] = frozenset()) -> None:
     def define(v: Value, what: str) -> None:
         if isinstance(v, Weight):
             raise GraphError(f"{gname}: {what} defines weight {v.name!r} as a value")
-        if not v.name:
+        if v.name is None:
             raise GraphError(f"{gname}: {what} has a value with no name")
         if v.name in value_names:
             raise GraphError(f"{gname}: value name {v.name!r} is defined twice ({what})")

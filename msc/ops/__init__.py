@@ -9,6 +9,6 @@ from msc.ops.schema import REQUIRED, Attr, InputSpec, OpError, OpRegistry, OpSch
 registry = OpRegistry()
 
 # Importing a family registers its ops.
-from msc.ops import elementwise, nn, reduce, shape  # noqa: E402,F401
+from msc.ops import control, elementwise, nn, reduce, shape  # noqa: E402,F401
 
 __all__ = ["registry", "Attr", "InputSpec", "OpError", "OpRegistry", "OpSchema", "REQUIRED"]

@@ -1,0 +1,124 @@
+"""save/load: safetensors weights (no pickle), memory-mapped loads, atomic writes."""
+
+from __future__ import annotations
+
+import os
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import msc
+from msc import DType, Graph, TensorType
+from msc import safetensors as st
+from tests import graphs
+
+ARRAYS = {
+    "f32": np.arange(6, dtype=np.float32).reshape(2, 3),
+    "bf16": np.array([1.0, -2.5, 3.140625], ml_dtypes.bfloat16),
+    "scalar": np.array(7.25, np.float64),
+    "i64": np.array([-(2**62), 2**62], np.int64),
+    "bool": np.array([[True, False]]),
+    "u8": np.arange(5, dtype=np.uint8),
+    "f16": np.array([65504, -0.0], np.float16),
+    "fp8": np.array([0.5, -448.0], ml_dtypes.float8_e4m3fn),
+    "c64": np.array([1 + 2j], np.complex64),
+    "empty": np.zeros((0, 4), np.float32),
+}
+
+
+def weights_graph() -> Graph:
+    g = Graph("weights")
+    x = g.add_input("x", TensorType(DType.FLOAT32, (2, 3)))
+    for name, arr in ARRAYS.items():
+        g.add_weight(f"w.{name}", arr)
+    g.set_outputs([g.op("add", x, g.weights["w.f32"])])
+    return g.validate()
+
+
+def test_save_load_roundtrip_all_dtypes(tmp_path):
+    g = weights_graph()
+    msc.save(g, tmp_path / "m")
+    assert sorted(os.listdir(tmp_path / "m")) == ["graph.msc", "weights.safetensors"]
+    h = msc.load(tmp_path / "m")
+    msc.assert_structural_equal(g, h, names=True)
+    for name, arr in ARRAYS.items():
+        got = h.weights[f"w.{name}"].numpy()
+        assert got.dtype == arr.dtype and got.shape == arr.shape
+        assert got.tobytes() == arr.tobytes()
+
+
+def test_load_memory_maps(tmp_path):
+    msc.save(weights_graph(), tmp_path / "m")
+    w = msc.load(tmp_path / "m").weights["w.f32"].numpy()
+    base = w
+    while getattr(base, "base", None) is not None and not isinstance(base, np.memmap):
+        base = base.base
+    assert isinstance(base, np.memmap), "weights were copied instead of memory-mapped"
+    assert not w.flags.writeable
+
+
+@pytest.mark.parametrize("name", sorted(graphs.ALL))
+def test_builtin_graphs_save_load(tmp_path, name):
+    g = graphs.ALL[name]()
+    msc.save(g, tmp_path / name)
+    msc.assert_structural_equal(g, msc.load(tmp_path / name), names=True)
+
+
+def test_files_load_with_the_safetensors_library(tmp_path):
+    safetensors_torch = pytest.importorskip("safetensors.torch")
+    import torch
+
+    arrays = {k: v for k, v in ARRAYS.items() if k not in ("c64",)}
+    st.write(tmp_path / "w.safetensors", arrays)
+    loaded = safetensors_torch.load_file(str(tmp_path / "w.safetensors"))
+    for k, v in arrays.items():
+        t = loaded[k]
+        if v.dtype == ml_dtypes.bfloat16:
+            assert t.dtype == torch.bfloat16
+            np.testing.assert_array_equal(t.float().numpy(), v.astype(np.float32))
+        elif v.dtype == ml_dtypes.float8_e4m3fn:
+            assert t.dtype == torch.float8_e4m3fn
+            np.testing.assert_array_equal(t.float().numpy(), v.astype(np.float32))
+        else:
+            np.testing.assert_array_equal(t.numpy(), v)
+
+
+def test_reads_files_the_safetensors_library_wrote(tmp_path):
+    safetensors_numpy = pytest.importorskip("safetensors.numpy")
+    arrays = {"a": np.arange(12, dtype=np.float32).reshape(3, 4), "b": np.ones(3, np.int64)}
+    safetensors_numpy.save_file(arrays, str(tmp_path / "lib.safetensors"))
+    got = st.read(tmp_path / "lib.safetensors")
+    for k, v in arrays.items():
+        np.testing.assert_array_equal(got[k], v)
+
+
+def test_failed_save_leaves_nothing_and_keeps_the_old(tmp_path):
+    g = weights_graph()
+    msc.save(g, tmp_path / "m")
+    before = (tmp_path / "m" / "graph.msc").read_text()
+
+    def boom():
+        raise RuntimeError("disk on fire")
+
+    bad = graphs.mlp()
+    bad.weights["layers.0.bias"].set_data(boom)
+    with pytest.raises(RuntimeError, match="disk on fire"):
+        msc.save(bad, tmp_path / "m")
+    with pytest.raises(RuntimeError):
+        msc.save(bad, tmp_path / "new")
+    assert (tmp_path / "m" / "graph.msc").read_text() == before
+    assert sorted(os.listdir(tmp_path)) == ["m"], "a half-written directory was left behind"
+
+
+def test_corrupt_files_give_clear_errors(tmp_path):
+    (tmp_path / "bad.safetensors").write_bytes(b"\xff" * 16)
+    with pytest.raises(ValueError, match="not a safetensors file"):
+        st.read(tmp_path / "bad.safetensors")
+    with pytest.raises(FileNotFoundError, match="not a saved msc graph"):
+        msc.load(tmp_path)
+    msc.save(weights_graph(), tmp_path / "m")
+    p = tmp_path / "m" / "weights.safetensors"
+    p.write_bytes(p.read_bytes()[:-8])
+    with pytest.raises(ValueError, match="out of bounds"):
+        msc.load(tmp_path / "m")
