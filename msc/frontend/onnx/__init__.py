@@ -1,0 +1,92 @@
+"""The ONNX frontend: ``from_onnx(path_or_model)`` -> msc Graph.
+
+Any default-domain opset from 7 to the newest the installed ``onnx`` knows. One converter per op
+and opset range (``@converter("Conv", since=11)``), grouped by op family in this package; the
+converter chosen is the newest whose ``since`` is <= the model's opset.
+
+# NOTE: invariants
+# - Initializers become weights without copying: numpy views of raw_data, external data
+#   memory-mapped (a model over 2 GB loads). Names are kept exactly.
+# - Every unsupported op (node names included) is reported at once in one UnsupportedOpsError.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+from msc.errors import ConversionError
+from msc.frontend.onnx import (  # noqa: F401 - importing a family registers its converters
+    elementwise,
+    nn,
+    reduce,
+    shape,
+)
+from msc.frontend.onnx.coverage import coverage_markdown, supported_ops, unsupported_ops
+from msc.frontend.onnx.importer import Importer, OnnxUnsupportedOpsError
+from msc.frontend.onnx.registry import REGISTRY, ConverterRegistry, converter
+from msc.ir import Graph, TensorType
+
+__all__ = [
+    "from_onnx",
+    "OnnxUnsupportedOpsError",
+    "converter",
+    "REGISTRY",
+    "ConverterRegistry",
+    "coverage_markdown",
+    "supported_ops",
+    "unsupported_ops",
+]
+
+
+def from_onnx(
+    model: str | os.PathLike | onnx.ModelProto | bytes,
+    *,
+    input_types: Mapping[str, TensorType] | None = None,
+    constant_inputs: Mapping[str, np.ndarray] | None = None,
+    registry: ConverterRegistry = REGISTRY,
+) -> Graph:
+    """Translate an ONNX model into an msc Graph.
+
+    Args:
+        model: a path to a ``.onnx`` file (external data is memory-mapped from its directory),
+            a ``ModelProto``, or serialized model bytes.
+        input_types: overrides of graph input types by input name (e.g. a static batch size).
+        constant_inputs: graph inputs to bind to fixed values (numpy arrays) at import; they
+            stop being inputs. Use it for inputs that only set shapes or axes (a Reshape target,
+            ReduceSum axes, Resize scales), which msc keeps as attributes.
+        registry: the converter registry (tests may pass their own).
+
+    Returns:
+        The graph: inputs, initializers (as weights) and value names as in the model.
+
+    Raises:
+        UnsupportedOpsError: listing every op (with node names) msc cannot translate; its
+            ``runtime_inputs`` names graph inputs converters needed as constants.
+        ConversionError: the file or model is malformed, or its opset is out of range.
+    """
+    base_dir: str | None = None
+    if isinstance(model, str | os.PathLike):
+        path = Path(model)
+        if not path.is_file():
+            raise ConversionError(f"ONNX file {str(path)!r} does not exist")
+        try:
+            proto = onnx.load(os.fspath(path), load_external_data=False)
+        except Exception as e:  # noqa: BLE001 - protobuf raises several kinds
+            raise ConversionError(f"cannot read ONNX file {str(path)!r}: {e}") from None
+        base_dir = os.fspath(path.resolve().parent)
+    elif isinstance(model, bytes):
+        proto = onnx.ModelProto()
+        try:
+            proto.ParseFromString(model)
+        except Exception as e:  # noqa: BLE001
+            raise ConversionError(f"cannot parse ONNX model bytes: {e}") from None
+    elif isinstance(model, onnx.ModelProto):
+        proto = model
+    else:
+        raise TypeError(f"from_onnx takes a path, bytes or ModelProto, got {type(model).__name__}")
+    return Importer(proto, base_dir, input_types, registry, constant_inputs).run()

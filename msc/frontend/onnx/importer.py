@@ -1,0 +1,642 @@
+"""The ONNX importer: walks a ModelProto's graph and runs one converter per node.
+
+# NOTE: invariants
+# - Every ONNX value name maps to a ``Slot``: a graph Value, a known constant (numpy array), or
+#   both. Constants come from initializers, Constant nodes, static shapes (``Shape`` of a static
+#   tensor) and folding small all-constant subexpressions; they are turned into graph tensors
+#   (a ``constant`` node when small, a weight when large) only where a converter needs a tensor,
+#   under their ONNX name. Nodes left unused once constants became attributes are dropped.
+# - Names are kept exactly: graph inputs, initializers (weights), value names, node names.
+#   Values a converter makes in between get the next free positional name ("0", "1", ...),
+#   skipping every name the model uses.
+# - Every unsupported op, domain, type and attribute is collected; ``UnsupportedOpsError`` is
+#   raised once, after the whole model was walked, listing them all with node names.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import helper
+
+from msc.check import checked
+from msc.errors import ConversionError, UnsupportedOp, UnsupportedOpsError
+from msc.frontend.onnx.registry import REGISTRY, ConverterRegistry, NoConverter
+from msc.frontend.onnx.tensors import UnsupportedType, tensor_to_numpy, type_from_onnx
+from msc.ir import DType, Graph, GraphError, Node, Provenance, TensorType, Value
+from msc.ops.infer import InferError
+from msc.ops.schema import OpError
+
+__all__ = [
+    "OnnxUnsupportedOpsError",
+    "Unsupported",
+    "Slot",
+    "Ctx",
+    "Importer",
+    "MIN_OPSET",
+    "SMALL_CONSTANT",
+]
+
+MIN_OPSET = 7
+# Constants with at most this many elements become ``constant`` nodes; larger ones weights.
+SMALL_CONSTANT = 64
+# All-constant nodes whose inputs hold at most this many elements are folded at import.
+FOLD_LIMIT = 1 << 16
+DEFAULT_DOMAINS = ("", "ai.onnx")
+
+# Deterministic ops cheap enough to evaluate at import when every input is constant (shape
+# arithmetic in exported models and in the ONNX function bodies).
+FOLDABLE = frozenset(
+    """Abs Add And Cast CastLike Ceil Concat ConstantOfShape Div Equal Expand Flatten Floor Gather
+    Greater GreaterOrEqual Identity Less LessOrEqual Max Min Mod Mul Neg Not Or Range Reciprocal
+    ReduceMax ReduceMin ReduceProd ReduceSum Reshape Shape Sign Size Slice Sqrt Squeeze Sub Sum
+    Tile Transpose Unsqueeze Where Xor""".split()
+)
+
+
+class Unsupported(Exception):
+    """Raised by a converter: this node cannot be translated, and why."""
+
+
+class OnnxUnsupportedOpsError(UnsupportedOpsError):
+    """UnsupportedOpsError that also names the graph inputs whose values converters needed
+    at import; binding them (``from_onnx(..., constant_inputs={...})``) may make the model
+    convertible."""
+
+    def __init__(self, ops: list[UnsupportedOp], runtime_inputs: list[str], what: str) -> None:
+        super().__init__(ops, what=what)
+        self.runtime_inputs = list(runtime_inputs)
+        if self.runtime_inputs:
+            self.args = (
+                self.args[0] + "\nthese graph inputs are needed as constants (bind them with "
+                f"constant_inputs=...): {', '.join(self.runtime_inputs)}",
+            )
+
+
+class Slot:
+    """What an ONNX value name stands for: a graph value, a known constant, or both."""
+
+    __slots__ = ("name", "value", "const", "poisoned", "origin")
+
+    def __init__(
+        self,
+        name: str,
+        value: Value | None = None,
+        const: np.ndarray | None = None,
+        origin: onnx.NodeProto | None = None,
+    ) -> None:
+        self.name = name
+        self.value = value
+        self.const = const
+        self.poisoned = False
+        self.origin = origin  # the node that made a constant (for provenance)
+
+    @property
+    def type(self) -> TensorType:
+        if self.value is not None:
+            return self.value.type
+        assert self.const is not None, self.name
+        return TensorType(DType.from_numpy(self.const.dtype), self.const.shape)
+
+    def __repr__(self) -> str:
+        kind = "const" if self.const is not None else "value"
+        return f"<Slot {self.name!r} {kind} {self.type}>"
+
+
+Operand = Slot | Value | np.ndarray | None
+
+
+def _attr_value(a: onnx.AttributeProto, base_dir: str | None) -> Any:
+    T = onnx.AttributeProto
+    if a.ref_attr_name:
+        raise Unsupported(f"attribute {a.name!r} refers to a function attribute")
+    if a.type == T.FLOAT:
+        return float(a.f)
+    if a.type == T.INT:
+        return int(a.i)
+    if a.type == T.STRING:
+        return a.s.decode("utf-8", errors="replace")
+    if a.type == T.TENSOR:
+        return tensor_to_numpy(a.t, base_dir)
+    if a.type == T.GRAPH:
+        return a.g
+    if a.type == T.FLOATS:
+        return [float(x) for x in a.floats]
+    if a.type == T.INTS:
+        return [int(x) for x in a.ints]
+    if a.type == T.STRINGS:
+        return [s.decode("utf-8", errors="replace") for s in a.strings]
+    if a.type == T.TYPE_PROTO:
+        return a.tp
+    raise Unsupported(f"attribute {a.name!r} has type {T.AttributeType.Name(a.type)}")
+
+
+def _op_label(node: onnx.NodeProto) -> str:
+    return f"{node.domain}::{node.op_type}" if node.domain not in DEFAULT_DOMAINS else node.op_type
+
+
+def _topological(nodes: list[onnx.NodeProto], known: set[str]) -> list[onnx.NodeProto]:
+    """``nodes`` in a topological order (kept as given when it already is one)."""
+    defined = set(known)
+    ok = True
+    for n in nodes:
+        if any(i and i not in defined for i in n.input):
+            ok = False
+            break
+        defined.update(o for o in n.output if o)
+    if ok:
+        return nodes
+    producer = {o: i for i, n in enumerate(nodes) for o in n.output if o}
+    order: list[onnx.NodeProto] = []
+    state = [0] * len(nodes)  # 0 new, 1 visiting, 2 done
+    for start in range(len(nodes)):
+        stack = [(start, False)]
+        while stack:
+            i, expanded = stack.pop()
+            if expanded:
+                state[i] = 2
+                order.append(nodes[i])
+                continue
+            if state[i] == 2:
+                continue
+            if state[i] == 1:
+                raise ConversionError(f"ONNX graph has a cycle through node {nodes[i].name!r}")
+            state[i] = 1
+            stack.append((i, True))
+            for inp in nodes[i].input:
+                j = producer.get(inp)
+                if j is not None and state[j] != 2:
+                    if state[j] == 1:
+                        raise ConversionError(
+                            f"ONNX graph has a cycle through node {nodes[j].name!r}"
+                        )
+                    stack.append((j, False))
+    return order
+
+
+class Ctx:
+    """What a converter sees: the node, its opset, and helpers to read inputs and add ops."""
+
+    def __init__(self, imp: Importer, node: onnx.NodeProto, opset: int) -> None:
+        self._imp = imp
+        self.node = node
+        self.opset = opset
+        self.name = node.name
+        self.pending: list[Node] = []
+        self.provenance = Provenance("onnx", _op_label(node), node.name)
+
+    # ------------------------------------------------------------------ reading inputs
+    def const(self, x: Operand) -> np.ndarray | None:
+        """The value of ``x`` when it is known at import, else None."""
+        if x is None:
+            return None
+        if isinstance(x, np.ndarray):
+            return x
+        if isinstance(x, Slot):
+            return x.const
+        return None
+
+    def type(self, x: Operand) -> TensorType:
+        if isinstance(x, np.ndarray):
+            return TensorType(DType.from_numpy(x.dtype), x.shape)
+        assert x is not None
+        return x.type
+
+    def dtype(self, x: Operand) -> DType:
+        return self.type(x).dtype
+
+    def rank(self, x: Operand) -> int:
+        r = self.type(x).rank
+        if r is None:
+            raise Unsupported(f"input {self._label(x)} has unknown rank")
+        return r
+
+    def shape(self, x: Operand) -> tuple:
+        s = self.type(x).shape
+        if s is None:
+            raise Unsupported(f"input {self._label(x)} has unknown rank")
+        return s
+
+    def static_shape(self, x: Operand) -> tuple[int, ...] | None:
+        t = self.type(x)
+        return t.shape if t.is_static else None  # type: ignore[return-value]
+
+    def need(self, x: Operand, what: str) -> np.ndarray:
+        """The constant value of ``x``; Unsupported when it is only known at run time."""
+        c = self.const(x)
+        if c is None:
+            if isinstance(x, Slot) and x.value is not None and x.value.producer is None:
+                self._imp.runtime_inputs.add(x.name)
+            raise Unsupported(f"{what} is computed at run time; msc needs it constant")
+        return c
+
+    def ints(self, x: Operand, what: str) -> list[int]:
+        """A constant integer input as a list; Unsupported when it is only known at run time."""
+        c = self.need(x, what)
+        return [int(v) for v in np.asarray(c).reshape(-1)]
+
+    def scalar(self, x: Operand, what: str) -> float | int:
+        v = np.asarray(self.need(x, what)).reshape(-1)
+        if v.size != 1:
+            raise Unsupported(f"{what} must hold one element, has {v.size}")
+        return v[0].item()
+
+    def _label(self, x: Operand) -> str:
+        n = getattr(x, "name", None)
+        return repr(n) if n else "(tensor)"
+
+    # ------------------------------------------------------------------ making nodes
+    def value(self, x: Operand) -> Value:
+        """``x`` as a graph value (a constant is materialized under its ONNX name)."""
+        if isinstance(x, Value):
+            return x
+        if isinstance(x, np.ndarray):
+            return self.constant(x)
+        if x is None:
+            raise Unsupported("a required input is missing")
+        if x.value is None:
+            x.value = self._imp.materialize(x, self)
+        return x.value
+
+    def constant(self, arr: np.ndarray, name: str | None = None) -> Value:
+        """A new ``constant`` node (or weight, when large) holding ``arr``."""
+        arr = np.asarray(arr)
+        if name is None and arr.size > SMALL_CONSTANT:
+            name = self._imp.fresh_weight_name(self.name or "const")
+        if arr.size > SMALL_CONSTANT:
+            return self._imp.graph.add_weight(name, np.ascontiguousarray(arr))  # type: ignore[arg-type]
+        return self.add("constant", [], {"value": arr}, names=[name]).output
+
+    def add(
+        self,
+        op: str,
+        inputs: list[Operand],
+        attrs: Mapping[str, Any] | None = None,
+        names: list[str | None] | None = None,
+    ) -> Node:
+        ins = [None if x is None else self.value(x) for x in inputs]
+        node = Node(
+            op,
+            ins,
+            attrs or {},
+            name=self.name,
+            provenance=self.provenance,
+            output_names=names,
+        )
+        self.pending.append(node)
+        return node
+
+    def op(self, op: str, *inputs: Operand, **attrs: Any) -> Value:
+        """Add a one-output canonical node: ``y = ctx.op("relu", x)``."""
+        return self.add(op, list(inputs), attrs).output
+
+    def ops(self, op: str, *inputs: Operand, **attrs: Any) -> tuple[Value, ...]:
+        """Add a multi-output canonical node and return its outputs."""
+        return self.add(op, list(inputs), attrs).outputs
+
+    def cast(self, x: Operand, dtype: DType) -> Operand:
+        """``x`` as ``dtype`` (no node when it already is)."""
+        if self.dtype(x) is dtype:
+            return x
+        c = self.const(x)
+        if c is not None and not isinstance(x, Value):
+            return np.asarray(c).astype(dtype.to_numpy())
+        return self.op("cast", x, to=dtype)
+
+    @staticmethod
+    def unsupported(reason: str) -> Unsupported:
+        return Unsupported(reason)
+
+
+class Importer:
+    """One import of one ModelProto."""
+
+    def __init__(
+        self,
+        model: onnx.ModelProto,
+        base_dir: str | os.PathLike | None,
+        input_types: Mapping[str, TensorType] | None = None,
+        registry: ConverterRegistry = REGISTRY,
+        constant_inputs: Mapping[str, np.ndarray] | None = None,
+    ) -> None:
+        self.model = model
+        self.constant_inputs = {k: np.asarray(v) for k, v in (constant_inputs or {}).items()}
+        self.base_dir = None if base_dir is None else os.fspath(base_dir)
+        self.input_types = dict(input_types or {})
+        self.registry = registry
+        self.opsets = {(o.domain or ""): int(o.version) for o in model.opset_import}
+        if "ai.onnx" in self.opsets and "" not in self.opsets:
+            self.opsets[""] = self.opsets["ai.onnx"]
+        self.opset = self.opsets.get("", 0)
+        self.graph = Graph(model.graph.name)
+        self.env: dict[str, Slot] = {}
+        self.problems: list[UnsupportedOp] = []
+        # Graph inputs whose values a converter needed at import (see constant_inputs).
+        self.runtime_inputs: set[str] = set()
+        self.reserved: set[str] = set()
+        self._counter = 0
+        self._wcounter = 0
+
+    # ------------------------------------------------------------------ names
+    def fresh_name(self) -> str:
+        taken = self.graph._taken  # noqa: SLF001 - the graph's own claimed names
+        while str(self._counter) in self.reserved or str(self._counter) in taken:
+            self._counter += 1
+        name = str(self._counter)
+        self._counter += 1
+        return name
+
+    def fresh_weight_name(self, base: str) -> str:
+        while True:
+            name = f"{base}.const{self._wcounter}"
+            self._wcounter += 1
+            if name not in self.graph.weights and name not in self.reserved:
+                return name
+
+    # ------------------------------------------------------------------ problems
+    def problem(self, node: onnx.NodeProto | None, op: str, reason: str, name: str = "") -> None:
+        self.problems.append(
+            UnsupportedOp(op=op, node=node.name if node is not None else name, reason=reason)
+        )
+
+    # ------------------------------------------------------------------ run
+    def run(self) -> Graph:
+        newest = onnx.defs.onnx_opset_version()
+        if not self.opset:
+            if any(n.domain in DEFAULT_DOMAINS for n in self.model.graph.node):
+                raise ConversionError("model imports no default-domain (ai.onnx) opset")
+            self.opset = newest  # only other domains: each node is reported unsupported
+        if not MIN_OPSET <= self.opset <= newest:
+            raise ConversionError(
+                f"model uses ai.onnx opset {self.opset}; msc reads opsets {MIN_OPSET} to {newest}"
+            )
+        g = self.model.graph
+        for n in _all_nodes(g):
+            self.reserved.update(x for x in list(n.input) + list(n.output) if x)
+        self.reserved.update(v.name for v in list(g.input) + list(g.output) + list(g.value_info))
+        nodes = list(g.node)  # one Python object per node, so ids stay stable
+        self._check_nodes(nodes)
+        self._weights(g)
+        self._inputs(g)
+        for n in _topological(nodes, set(self.env)):
+            self._node(n)
+        self._outputs(g)
+        if self.problems:
+            raise OnnxUnsupportedOpsError(
+                self.problems, sorted(self.runtime_inputs), what=f"ONNX model {g.name!r}"
+            )
+        self._prune()
+        self.graph.meta["source"] = "onnx"
+        self.graph.meta["onnx_opset"] = self.opset
+        if self.model.producer_name:
+            self.graph.meta["producer"] = self.model.producer_name
+        return checked(self.graph)
+
+    def _check_nodes(self, nodes: list[onnx.NodeProto]) -> None:
+        """Report every op msc has no converter for, before converting anything."""
+        self.skip: set[int] = set()
+        for n in nodes:
+            try:
+                conv = self._lookup(n)
+            except NoConverter as e:
+                reason = str(e)
+                if n.domain not in DEFAULT_DOMAINS:
+                    reason = f"domain {n.domain!r} is not supported"
+                self.problem(n, _op_label(n), reason)
+                self.skip.add(id(n))
+                continue
+            bad = [a.name for a in n.attribute if a.name not in conv.attrs]
+            if bad and not conv.takes_any_attr:
+                self.problem(n, _op_label(n), f"attribute(s) {bad} not supported")
+                self.skip.add(id(n))
+
+    def _lookup(self, n: onnx.NodeProto):
+        if n.domain not in DEFAULT_DOMAINS:
+            raise NoConverter(f"domain {n.domain!r} is not supported")
+        return self.registry.lookup(n.op_type, self.opset)
+
+    def _weights(self, g: onnx.GraphProto) -> None:
+        for t in g.initializer:
+            try:
+                arr = tensor_to_numpy(t, self.base_dir)
+            except UnsupportedType as e:
+                self.problem(None, "initializer", str(e), name=t.name)
+                continue
+            w = self.graph.add_weight(t.name, arr)
+            self.env[t.name] = Slot(t.name, value=w, const=arr)
+        for t in g.sparse_initializer:
+            self.problem(
+                None, "sparse initializer", "sparse tensors are not supported", name=t.values.name
+            )
+
+    def _inputs(self, g: onnx.GraphProto) -> None:
+        for vi in g.input:
+            if vi.name in self.env:  # an initializer listed as an input (IR < 4 style)
+                continue
+            if vi.name in self.constant_inputs:
+                self.env[vi.name] = Slot(vi.name, const=self.constant_inputs[vi.name])
+                continue
+            try:
+                t = self.input_types.get(vi.name) or type_from_onnx(vi.type, f"input {vi.name!r}")
+            except UnsupportedType as e:
+                self.problem(None, "graph input", str(e), name=vi.name)
+                self.env[vi.name] = _poisoned(vi.name)
+                continue
+            self.env[vi.name] = Slot(vi.name, value=self.graph.add_input(vi.name, t))
+        names = {vi.name for vi in g.input}
+        for what, given in (
+            ("input_types", self.input_types),
+            ("constant_inputs", self.constant_inputs),
+        ):
+            unknown = set(given) - names
+            if unknown:
+                raise ConversionError(f"{what} names unknown graph input(s) {sorted(unknown)}")
+
+    def _node(self, n: onnx.NodeProto) -> None:
+        def poison() -> None:
+            for o in n.output:
+                if o:
+                    self.env[o] = _poisoned(o)
+
+        missing = [i for i in n.input if i and i not in self.env]
+        if missing:
+            raise ConversionError(f"node {n.name!r} ({n.op_type}) reads undefined {missing}")
+        ins = [self.env[i] if i else None for i in n.input]
+        if id(n) in self.skip or any(s is not None and s.poisoned for s in ins):
+            poison()
+            return
+        if self._fold(n, ins):
+            return
+        conv = self._lookup(n)
+        ctx = Ctx(self, n, self.opset)
+        try:
+            attrs = {a.name: _attr_value(a, self.base_dir) for a in n.attribute}
+            while ins and ins[-1] is None:
+                ins.pop()
+            if len(ins) > conv.n_inputs and not conv.variadic:
+                raise Unsupported(f"{len(ins)} inputs given, msc reads {conv.n_inputs}")
+            result = conv.fn(ctx, *ins, **attrs)
+            self._bind(ctx, n, result)
+        except (Unsupported, UnsupportedType) as e:
+            self._discard(ctx)
+            self.problem(n, _op_label(n), str(e))
+            poison()
+        except (OpError, InferError, GraphError) as e:
+            self._discard(ctx)
+            self.problem(n, _op_label(n), f"cannot convert: {e}")
+            poison()
+
+    def _discard(self, ctx: Ctx) -> None:
+        for node in reversed(ctx.pending):
+            node.inputs = ()
+        for s in self.env.values():
+            if s.value is not None and s.value.producer in ctx.pending:
+                s.value = None
+        ctx.pending.clear()
+
+    def _bind(self, ctx: Ctx, n: onnx.NodeProto, result: Any) -> None:
+        outs = list(result) if isinstance(result, list | tuple) else [result]
+        names = list(n.output)
+        if len(outs) < len(names):
+            outs += [None] * (len(names) - len(outs))
+        mine = {id(v) for node in ctx.pending for v in node.outputs}
+        bound: list[tuple[str, Value | np.ndarray]] = []
+        for i, name in enumerate(names):
+            if not name:
+                continue
+            r = outs[i]
+            if r is None:
+                raise Unsupported(f"output {i} ({name!r}) is not supported")
+            if isinstance(r, Slot):
+                r = r.const if r.value is None else r.value
+            if isinstance(r, np.ndarray | np.generic):
+                bound.append((name, np.asarray(r)))
+                continue
+            if id(r) in mine and r.name is None:
+                r.name = name
+            else:
+                r = ctx.add("identity", [r], names=[name]).output
+            bound.append((name, r))
+        for node in ctx.pending:
+            for v in node.outputs:
+                if v.name is None:
+                    v.name = self.fresh_name()
+            self.graph.add_node(node)
+        ctx.pending.clear()
+        for name, r in bound:
+            if isinstance(r, np.ndarray):
+                self.env[name] = Slot(name, const=r, origin=n)
+            else:
+                self.env[name] = Slot(name, value=r)
+
+    def _fold(self, n: onnx.NodeProto, ins: list[Slot | None]) -> bool:
+        """Evaluate an all-constant node at import; True when done."""
+        if n.op_type not in FOLDABLE or n.domain not in DEFAULT_DOMAINS:
+            return False
+        present = [s for s in ins if s is not None]
+        if not present or any(s.const is None for s in present):
+            return False
+        if sum(s.const.size for s in present) > FOLD_LIMIT:  # type: ignore[union-attr]
+            return False
+        try:
+            outs = _evaluate(n, [None if s is None else s.const for s in ins], self.opset)
+        except Exception:  # noqa: BLE001 - a node the reference cannot fold is converted
+            return False
+        for name, arr in zip(n.output, outs):
+            if name:
+                arr = np.asarray(arr)
+                try:
+                    DType.from_numpy(arr.dtype)
+                except ValueError:
+                    return False
+                self.env[name] = Slot(name, const=arr, origin=n)
+        return True
+
+    def materialize(self, slot: Slot, ctx: Ctx | None) -> Value:
+        """A graph tensor for a constant slot, under the slot's ONNX name."""
+        arr = slot.const
+        assert arr is not None
+        if arr.size > SMALL_CONSTANT:
+            name = slot.name if slot.name not in self.graph.weights else None
+            return self.graph.add_weight(
+                name or self.fresh_weight_name(slot.name), np.ascontiguousarray(arr)
+            )
+        origin = slot.origin
+        prov = Provenance("onnx", _op_label(origin), origin.name) if origin is not None else None
+        node = Node(
+            "constant",
+            [],
+            {"value": np.array(arr)},
+            name=origin.name if origin is not None else "",
+            provenance=prov,
+            output_names=[slot.name],
+        )
+        if ctx is not None:
+            ctx.pending.append(node)
+        else:
+            self.graph.add_node(node)
+        return node.output
+
+    def _outputs(self, g: onnx.GraphProto) -> None:
+        outs: list[Value] = []
+        for vi in g.output:
+            s = self.env.get(vi.name)
+            if s is None:
+                raise ConversionError(f"graph output {vi.name!r} is not produced by any node")
+            if s.poisoned:
+                continue
+            if s.value is None:
+                s.value = self.materialize(s, None)
+            outs.append(s.value)
+        self.graph.set_outputs(outs)
+
+    def _prune(self) -> None:
+        """Drop nodes and weights nothing uses (shape arithmetic folded into attributes)."""
+        keep = {id(v) for v in self.graph.outputs}
+        for node in reversed(list(self.graph.nodes)):
+            if not any(v.uses or id(v) in keep for v in node.outputs):
+                self.graph.remove_node(node)
+        for name, w in list(self.graph.weights.items()):
+            if not w.uses and id(w) not in keep:
+                del self.graph.weights[name]
+
+
+def _poisoned(name: str) -> Slot:
+    s = Slot(name)
+    s.poisoned = True
+    return s
+
+
+def _all_nodes(g: onnx.GraphProto):
+    for n in g.node:
+        yield n
+        for a in n.attribute:
+            if a.type == onnx.AttributeProto.GRAPH:
+                yield from _all_nodes(a.g)
+            elif a.type == onnx.AttributeProto.GRAPHS:
+                for sub in a.graphs:
+                    yield from _all_nodes(sub)
+
+
+def _evaluate(n: onnx.NodeProto, arrays: list[np.ndarray | None], opset: int) -> list:
+    """Run one node with the ONNX reference implementation at the model's opset."""
+    from onnx.reference import ReferenceEvaluator
+
+    names = [f"i{k}" if a is not None else "" for k, a in enumerate(arrays)]
+    node = helper.make_node(
+        n.op_type, names, [f"o{k}" for k in range(len(n.output))], domain=n.domain
+    )
+    node.attribute.extend(n.attribute)
+    graph = helper.make_graph(
+        [node],
+        "fold",
+        [helper.make_value_info(x, onnx.TypeProto()) for x in names if x],
+        [helper.make_value_info(f"o{k}", onnx.TypeProto()) for k in range(len(n.output))],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    feeds = {x: a for x, a in zip(names, arrays) if x}
+    return ReferenceEvaluator(model).run(None, feeds)

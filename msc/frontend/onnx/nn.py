@@ -1,0 +1,590 @@
+"""Neural-network ONNX ops: MatMul/Gemm/Einsum, Conv, pooling, normalization, softmax, Dropout,
+Resize.
+
+# NOTE: ``auto_pad`` is resolved to explicit ``padding`` at import (SAME_* needs the spatial
+# input dims, which must then be static). Gemm keeps transA/transB/alpha/beta exactly (canonical
+# ``gemm``); normalization ops stay high-level (``layer_norm``, ``rms_norm``, ``group_norm``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from msc.frontend.onnx.importer import Ctx, Unsupported
+from msc.frontend.onnx.registry import converter
+from msc.ir import DType
+
+
+# ---------------------------------------------------------------------------- linear algebra
+@converter("MatMul", since=1)
+def matmul(ctx: Ctx, A, B):  # noqa: N803
+    return ctx.op("matmul", A, B)
+
+
+@converter("Gemm", since=7)
+def gemm(ctx: Ctx, A, B, C=None, *, alpha=1.0, beta=1.0, transA=0, transB=0):  # noqa: N803
+    return ctx.op(
+        "gemm", A, B, C, alpha=alpha, beta=beta, trans_a=bool(transA), trans_b=bool(transB)
+    )
+
+
+@converter("Einsum", since=12)
+def einsum(ctx: Ctx, *Inputs, equation):  # noqa: N803
+    return ctx.op("einsum", *Inputs, equation=equation)
+
+
+# ---------------------------------------------------------------------------- padding
+def _auto_pads(
+    ctx: Ctx, x, auto_pad: str, kernel, strides, dilations, pads, what: str
+) -> list[int]:
+    n = len(kernel)
+    if auto_pad in ("NOTSET", ""):
+        return list(pads) if pads else [0] * (2 * n)
+    if auto_pad == "VALID":
+        return [0] * (2 * n)
+    if auto_pad not in ("SAME_UPPER", "SAME_LOWER"):
+        raise Unsupported(f"auto_pad={auto_pad!r}")
+    spatial = ctx.shape(x)[2:]
+    begin, end = [], []
+    for i in range(n):
+        size = spatial[i]
+        if not isinstance(size, int):
+            raise Unsupported(f"{what} auto_pad={auto_pad} over a dim only known at run time")
+        out = -(-size // strides[i])
+        total = max(0, (out - 1) * strides[i] + (kernel[i] - 1) * dilations[i] + 1 - size)
+        small, big = total // 2, total - total // 2
+        begin.append(small if auto_pad == "SAME_UPPER" else big)
+        end.append(big if auto_pad == "SAME_UPPER" else small)
+    return begin + end
+
+
+def _kernel(ctx: Ctx, W, kernel_shape) -> list[int]:
+    if kernel_shape:
+        return list(kernel_shape)
+    s = ctx.shape(W)[2:]
+    if not all(isinstance(d, int) for d in s):
+        raise Unsupported("kernel size only known at run time")
+    return list(s)
+
+
+# ---------------------------------------------------------------------------- convolution
+@converter("Conv", since=1)
+def conv(
+    ctx: Ctx,
+    X,  # noqa: N803
+    W,  # noqa: N803
+    B=None,  # noqa: N803
+    *,
+    auto_pad="NOTSET",
+    dilations=None,
+    group=1,
+    kernel_shape=None,
+    pads=None,
+    strides=None,
+):
+    k = _kernel(ctx, W, kernel_shape)
+    n = len(k)
+    strides = list(strides or [1] * n)
+    dilations = list(dilations or [1] * n)
+    pads = _auto_pads(ctx, X, auto_pad, k, strides, dilations, pads, "Conv")
+    return ctx.op("conv", X, W, B, stride=strides, padding=pads, dilation=dilations, groups=group)
+
+
+@converter("ConvTranspose", since=1)
+def conv_transpose(
+    ctx: Ctx,
+    X,  # noqa: N803
+    W,  # noqa: N803
+    B=None,  # noqa: N803
+    *,
+    auto_pad="NOTSET",
+    dilations=None,
+    group=1,
+    kernel_shape=None,
+    output_padding=None,
+    output_shape=None,
+    pads=None,
+    strides=None,
+):
+    k = _kernel(ctx, W, kernel_shape)
+    n = len(k)
+    strides = list(strides or [1] * n)
+    dilations = list(dilations or [1] * n)
+    out_pad = list(output_padding or [0] * n)
+    if output_shape is None and auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        spatial = ctx.shape(X)[2:]
+        if not all(isinstance(d, int) for d in spatial):
+            raise Unsupported("ConvTranspose auto_pad over a dim only known at run time")
+        output_shape = [d * s for d, s in zip(spatial, strides)]
+    if output_shape is not None:
+        output_shape = list(output_shape)[-n:]
+        spatial = ctx.shape(X)[2:]
+        if not all(isinstance(d, int) for d in spatial):
+            raise Unsupported("ConvTranspose output_shape with a dim only known at run time")
+        begin, end = [], []
+        for i in range(n):
+            total = (
+                strides[i] * (spatial[i] - 1)
+                + out_pad[i]
+                + (k[i] - 1) * dilations[i]
+                + 1
+                - output_shape[i]
+            )
+            if total < 0:
+                out_pad[i] -= total
+                total = 0
+            if auto_pad == "SAME_LOWER":
+                begin.append(total - total // 2)
+                end.append(total // 2)
+            else:
+                begin.append(total // 2)
+                end.append(total - total // 2)
+        pads = begin + end
+    elif auto_pad == "VALID" or not pads:
+        pads = [0] * (2 * n)
+    return ctx.op(
+        "conv_transpose",
+        X,
+        W,
+        B,
+        stride=strides,
+        padding=list(pads),
+        dilation=dilations,
+        groups=group,
+        output_padding=out_pad,
+    )
+
+
+# ---------------------------------------------------------------------------- pooling
+def _pool_common(ctx, X, auto_pad, kernel_shape, strides, dilations, pads, what):
+    n = len(kernel_shape)
+    strides = list(strides or [1] * n)
+    dilations = list(dilations or [1] * n)
+    pads = _auto_pads(ctx, X, auto_pad, kernel_shape, strides, dilations, pads, what)
+    return strides, dilations, pads
+
+
+@converter("MaxPool", since=1)
+def max_pool(
+    ctx: Ctx,
+    X,  # noqa: N803
+    *,
+    auto_pad="NOTSET",
+    ceil_mode=0,
+    dilations=None,
+    kernel_shape,
+    pads=None,
+    storage_order=0,
+    strides=None,
+):
+    strides, dilations, pads = _pool_common(
+        ctx, X, auto_pad, kernel_shape, strides, dilations, pads, "MaxPool"
+    )
+    want_indices = len(ctx.node.output) > 1 and bool(ctx.node.output[1])
+    attrs = dict(
+        kernel=list(kernel_shape),
+        stride=strides,
+        padding=pads,
+        dilation=dilations,
+        ceil_mode=bool(ceil_mode),
+    )
+    if not want_indices:
+        return ctx.op("max_pool", X, **attrs)
+    if storage_order:
+        raise Unsupported("MaxPool indices in column-major storage_order")
+    y, idx = ctx.ops("max_pool", X, return_indices=True, **attrs)
+    # ONNX indices are flat over the whole input; the canonical ones over each channel.
+    s = ctx.static_shape(X)
+    if s is None:
+        raise Unsupported("MaxPool indices of an input with a shape only known at run time")
+    per = int(np.prod(s[2:]))
+    offset = (np.arange(s[0] * s[1], dtype=np.int64) * per).reshape(
+        (s[0], s[1]) + (1,) * (len(s) - 2)
+    )
+    return [y, ctx.op("add", idx, offset)]
+
+
+@converter("AveragePool", since=1)
+def average_pool(
+    ctx: Ctx,
+    X,  # noqa: N803
+    *,
+    auto_pad="NOTSET",
+    ceil_mode=0,
+    count_include_pad=0,
+    dilations=None,
+    kernel_shape,
+    pads=None,
+    strides=None,
+):
+    strides, dilations, pads = _pool_common(
+        ctx, X, auto_pad, kernel_shape, strides, dilations, pads, "AveragePool"
+    )
+    if any(d != 1 for d in dilations):
+        raise Unsupported("AveragePool with dilations (the canonical avg_pool has none)")
+    return ctx.op(
+        "avg_pool",
+        X,
+        kernel=list(kernel_shape),
+        stride=strides,
+        padding=pads,
+        ceil_mode=bool(ceil_mode),
+        count_include_pad=bool(count_include_pad),
+    )
+
+
+@converter("LpPool", since=1)
+def lp_pool(
+    ctx: Ctx,
+    X,  # noqa: N803
+    *,
+    auto_pad="NOTSET",
+    ceil_mode=0,
+    dilations=None,
+    kernel_shape,
+    p=2,
+    pads=None,
+    strides=None,
+):
+    strides, dilations, pads = _pool_common(
+        ctx, X, auto_pad, kernel_shape, strides, dilations, pads, "LpPool"
+    )
+    return ctx.op(
+        "lp_pool",
+        X,
+        kernel=list(kernel_shape),
+        stride=strides,
+        padding=pads,
+        dilation=dilations,
+        ceil_mode=bool(ceil_mode),
+        p=float(p),
+    )
+
+
+def _spatial_axes(ctx: Ctx, X) -> list[int]:  # noqa: N803
+    return list(range(2, ctx.rank(X)))
+
+
+@converter("GlobalAveragePool", since=1)
+def global_average_pool(ctx: Ctx, X):  # noqa: N803
+    return ctx.op("reduce_mean", X, axes=_spatial_axes(ctx, X), keepdims=True)
+
+
+@converter("GlobalMaxPool", since=1)
+def global_max_pool(ctx: Ctx, X):  # noqa: N803
+    return ctx.op("reduce_max", X, axes=_spatial_axes(ctx, X), keepdims=True)
+
+
+@converter("GlobalLpPool", since=2)
+def global_lp_pool(ctx: Ctx, X, *, p=2):  # noqa: N803
+    axes = _spatial_axes(ctx, X)
+    if p == 1:
+        return ctx.op("reduce_l1", X, axes=axes, keepdims=True)
+    if p == 2:
+        return ctx.op("reduce_l2", X, axes=axes, keepdims=True)
+    dt = ctx.dtype(X).to_numpy()
+    s = ctx.op(
+        "reduce_sum", ctx.op("pow", ctx.op("abs", X), np.array(p, dt)), axes=axes, keepdims=True
+    )
+    return ctx.op("pow", s, np.array(1.0 / p, dt))
+
+
+# ---------------------------------------------------------------------------- normalization
+@converter("BatchNormalization", since=7)
+def batch_norm(
+    ctx: Ctx,
+    X,  # noqa: N803
+    scale,
+    B,  # noqa: N803
+    input_mean,
+    input_var,
+    *,
+    epsilon=1e-5,
+    momentum=0.9,
+    spatial=1,
+    training_mode=0,
+):
+    if training_mode:
+        raise Unsupported("BatchNormalization in training mode")
+    if any(o for o in ctx.node.output[1:]):
+        raise Unsupported("BatchNormalization running-statistics outputs (training)")
+    if not spatial:
+        raise Unsupported("BatchNormalization with spatial=0")
+    dt = ctx.dtype(X)
+    return ctx.op(
+        "batch_norm",
+        X,
+        ctx.cast(scale, dt),
+        ctx.cast(B, dt),
+        ctx.cast(input_mean, dt),
+        ctx.cast(input_var, dt),
+        eps=epsilon,
+    )
+
+
+@converter("InstanceNormalization", since=6)
+def instance_norm(ctx: Ctx, input, scale, B, *, epsilon=1e-5):  # noqa: A002, N803
+    return ctx.op("instance_norm", input, scale, B, eps=epsilon)
+
+
+def _affine_fits(ctx: Ctx, w, x, axis: int) -> bool:
+    if w is None:
+        return True
+    ws, xs = ctx.type(w).shape, ctx.type(x).shape
+    return ws is not None and xs is not None and tuple(ws) == tuple(xs[axis:])
+
+
+@converter("LayerNormalization", since=17)
+def layer_norm(ctx: Ctx, X, Scale, B=None, *, axis=-1, epsilon=1e-5, stash_type=1):  # noqa: N803
+    r = ctx.rank(X)
+    a = axis % r
+    if _affine_fits(ctx, Scale, X, a) and _affine_fits(ctx, B, X, a):
+        y = ctx.op("layer_norm", X, Scale, B, axis=a, eps=epsilon)
+    else:  # Scale/B broadcast against the normalized dims: apply them after
+        y = ctx.op("mul", ctx.op("layer_norm", X, axis=a, eps=epsilon), Scale)
+        if B is not None:
+            y = ctx.op("add", y, B)
+    outs = ctx.node.output
+    if len(outs) == 1 or not any(outs[1:]):
+        return y
+    # Mean and InvStdDev are asked for: compute them beside the high-level op.
+    axes = list(range(a, r))
+    xs = ctx.cast(X, DType.FLOAT32) if stash_type == 1 else X
+    mean = ctx.op("reduce_mean", xs, axes=axes, keepdims=True)
+    var = ctx.op("var", xs, axes=axes, keepdims=True, correction=0.0)
+    eps = np.array(epsilon, ctx.dtype(xs).to_numpy())
+    inv = ctx.op("rsqrt", ctx.op("add", var, eps))
+    return [y, mean, inv]
+
+
+@converter("RMSNormalization", since=23)
+def rms_norm(ctx: Ctx, X, scale, *, axis=-1, epsilon=1e-5, stash_type=1):  # noqa: N803
+    a = axis % ctx.rank(X)
+    if _affine_fits(ctx, scale, X, a):
+        return ctx.op("rms_norm", X, scale, axis=a, eps=epsilon)
+    return ctx.op("mul", ctx.op("rms_norm", X, axis=a, eps=epsilon), scale)
+
+
+def _per_channel(ctx: Ctx, t, channels, groups):
+    """A per-group [G] tensor as per-channel [C] (GroupNormalization before opset 21)."""
+    if not isinstance(channels, int):
+        raise Unsupported("GroupNormalization-18 with a channel count only known at run time")
+    idx = np.arange(channels, dtype=np.int64) // (channels // groups)
+    return ctx.op("gather", t, idx, axis=0)
+
+
+@converter("GroupNormalization", since=18)
+def group_norm_18(ctx: Ctx, X, scale, bias, *, epsilon=1e-5, num_groups):  # noqa: N803
+    c = ctx.shape(X)[1]
+    s = _per_channel(ctx, scale, c, num_groups)
+    b = _per_channel(ctx, bias, c, num_groups)
+    return ctx.op("group_norm", X, s, b, num_groups=num_groups, eps=epsilon)
+
+
+@converter("GroupNormalization", since=21)
+def group_norm(ctx: Ctx, X, scale, bias, *, epsilon=1e-5, num_groups, stash_type=1):  # noqa: N803
+    return ctx.op("group_norm", X, scale, bias, num_groups=num_groups, eps=epsilon)
+
+
+@converter("LRN", since=1)
+def lrn(ctx: Ctx, X, *, size, alpha=1e-4, beta=0.75, bias=1.0):  # noqa: N803
+    return ctx.op("lrn", X, size=size, alpha=alpha, beta=beta, bias=bias)
+
+
+@converter("LpNormalization", since=1)
+def lp_normalization(ctx: Ctx, input, *, axis=-1, p=2):  # noqa: A002
+    if p not in (1, 2):
+        raise Unsupported(f"LpNormalization with p={p}")
+    norm = ctx.op("reduce_l2" if p == 2 else "reduce_l1", input, axes=[axis], keepdims=True)
+    return ctx.op("div", input, norm)
+
+
+@converter("MeanVarianceNormalization", since=9)
+def mean_variance_normalization(ctx: Ctx, X, *, axes=(0, 2, 3)):  # noqa: N803
+    dt = ctx.dtype(X).to_numpy()
+    mean = ctx.op("reduce_mean", X, axes=list(axes), keepdims=True)
+    sq_mean = ctx.op("reduce_mean", ctx.op("mul", X, X), axes=list(axes), keepdims=True)
+    var = ctx.op("sub", sq_mean, ctx.op("mul", mean, mean))
+    std = ctx.op("add", ctx.op("sqrt", var), np.array(1e-9, dt))
+    return ctx.op("div", ctx.op("sub", X, mean), std)
+
+
+# ---------------------------------------------------------------------------- softmax
+def _softmax_2d(ctx: Ctx, canon: str, x, axis: int):
+    """Before opset 13 softmax sees the input as 2-d [prod(dims[:axis]), prod(dims[axis:])]."""
+    r = ctx.rank(x)
+    a = axis % r if r else 0
+    if a == r - 1:
+        return ctx.op(canon, x, axis=-1)
+    flat = ctx.op("flatten", x, start_axis=a, end_axis=-1)
+    if a > 1:
+        flat = ctx.op("flatten", flat, start_axis=0, end_axis=a - 1)
+    elif a == 0:
+        flat = ctx.op("unsqueeze", flat, axes=[0])
+    y = ctx.op(canon, flat, axis=-1)
+    s = ctx.static_shape(x)
+    if s is not None:
+        return ctx.op("reshape", y, shape=list(s))
+    return ctx.op("reshape", y, ctx.op("shape", x))
+
+
+@converter("Softmax", since=1)
+def softmax_1(ctx: Ctx, input, *, axis=1):  # noqa: A002
+    return _softmax_2d(ctx, "softmax", input, axis)
+
+
+@converter("Softmax", since=13)
+def softmax(ctx: Ctx, input, *, axis=-1):  # noqa: A002
+    return ctx.op("softmax", input, axis=axis)
+
+
+@converter("LogSoftmax", since=1)
+def log_softmax_1(ctx: Ctx, input, *, axis=1):  # noqa: A002
+    return _softmax_2d(ctx, "log_softmax", input, axis)
+
+
+@converter("LogSoftmax", since=13)
+def log_softmax(ctx: Ctx, input, *, axis=-1):  # noqa: A002
+    return ctx.op("log_softmax", input, axis=axis)
+
+
+# ---------------------------------------------------------------------------- dropout
+def _dropout(ctx: Ctx, data, train: bool, ratio: float):
+    if train and ratio > 0:
+        raise Unsupported("Dropout in training mode (random)")
+    y = ctx.op("identity", data)
+    if len(ctx.node.output) > 1 and ctx.node.output[1]:
+        return [y, ctx.op("full_like", data, value=1.0, dtype=DType.BOOL)]
+    return y
+
+
+@converter("Dropout", since=7)
+def dropout_7(ctx: Ctx, data, *, ratio=0.5):
+    return _dropout(ctx, data, False, ratio)
+
+
+@converter("Dropout", since=12)
+def dropout(ctx: Ctx, data, ratio=None, training_mode=None, *, seed=0):
+    train = False if training_mode is None else bool(ctx.scalar(training_mode, "training_mode"))
+    r = 0.5 if ratio is None else float(ctx.scalar(ratio, "ratio"))
+    return _dropout(ctx, data, train, r)
+
+
+# ---------------------------------------------------------------------------- resize
+def _resize(ctx: Ctx, X, scales, sizes, mode, ctm, nearest_mode, cubic_coeff_a, antialias):  # noqa: N803
+    r = ctx.rank(X)
+    dims = ctx.shape(X)
+    if mode not in ("nearest", "linear", "cubic"):
+        raise Unsupported(f"mode={mode!r}")
+    if sizes is not None:
+        if len(sizes) != r:
+            raise Unsupported(f"{len(sizes)} sizes for a rank-{r} input")
+        if any(isinstance(d, int) and d != s for d, s in zip(dims[:2], sizes[:2])):
+            raise Unsupported("resizing the batch or channel dim")
+        sizes, scales = [int(s) for s in sizes[2:]], None
+    else:
+        if len(scales) != r:
+            raise Unsupported(f"{len(scales)} scales for a rank-{r} input")
+        if any(s != 1.0 for s in scales[:2]):
+            raise Unsupported("resizing the batch or channel dim")
+        scales = [float(s) for s in scales[2:]]
+    return ctx.op(
+        "resize",
+        X,
+        sizes=sizes,
+        scales=scales,
+        mode=mode,
+        coordinate_transformation_mode=ctm,
+        nearest_mode=nearest_mode,
+        cubic_coeff_a=cubic_coeff_a,
+        antialias=bool(antialias),
+    )
+
+
+@converter("Upsample", since=7)
+def upsample_7(ctx: Ctx, X, *, mode="nearest", scales):  # noqa: N803
+    m = "linear" if mode in ("linear", "bilinear") else mode
+    return _resize(ctx, X, list(scales), None, m, "asymmetric", "floor", -0.75, 0)
+
+
+@converter("Upsample", since=9)
+def upsample(ctx: Ctx, X, scales, *, mode="nearest"):  # noqa: N803
+    s = [float(v) for v in ctx.need(scales, "scales").reshape(-1)]
+    m = "linear" if mode in ("linear", "bilinear") else mode
+    return _resize(ctx, X, s, None, m, "asymmetric", "floor", -0.75, 0)
+
+
+@converter("Resize", since=10)
+def resize_10(ctx: Ctx, X, scales, *, mode="nearest"):  # noqa: N803
+    return upsample(ctx, X, scales, mode=mode)
+
+
+@converter("Resize", since=11)
+def resize(
+    ctx: Ctx,
+    X,  # noqa: N803
+    roi=None,
+    scales=None,
+    sizes=None,
+    *,
+    antialias=0,
+    axes=None,
+    coordinate_transformation_mode="half_pixel",
+    cubic_coeff_a=-0.75,
+    exclude_outside=0,
+    extrapolation_value=0.0,
+    keep_aspect_ratio_policy="stretch",
+    mode="nearest",
+    nearest_mode="round_prefer_floor",
+):
+    if coordinate_transformation_mode == "tf_crop_and_resize":
+        raise Unsupported("coordinate_transformation_mode='tf_crop_and_resize'")
+    if exclude_outside and mode == "cubic":
+        raise Unsupported("exclude_outside=1 with cubic mode")
+    r = ctx.rank(X)
+    dims = ctx.shape(X)
+    sc = None if scales is None else ctx.need(scales, "scales")
+    sz = None if sizes is None else ctx.need(sizes, "sizes")
+    sc = None if sc is None or sc.size == 0 else [float(v) for v in sc.reshape(-1)]
+    sz = None if sz is None or sz.size == 0 else [int(v) for v in sz.reshape(-1)]
+    if sc is None and sz is None:
+        raise Unsupported("neither scales nor sizes given")
+    ax = list(range(r)) if axes is None else [a % r for a in axes]
+    if sz is not None and keep_aspect_ratio_policy != "stretch":
+        if not all(isinstance(dims[a], int) for a in ax):
+            raise Unsupported("keep_aspect_ratio_policy over dims only known at run time")
+        ratios = [s / dims[a] for s, a in zip(sz, ax)]
+        k = min(ratios) if keep_aspect_ratio_policy == "not_larger" else max(ratios)
+        sz = [int(np.floor(dims[a] * k + 0.5)) for a in ax]
+    if sz is not None:
+        full = list(dims)
+        for s, a in zip(sz, ax):
+            full[a] = s
+        if not all(isinstance(d, int) for d in full[:2]):
+            full[:2] = [dims[0], dims[1]]
+        sizes_full = [d if isinstance(d, int) else -1 for d in full]
+        return _resize(
+            ctx,
+            X,
+            None,
+            sizes_full,
+            mode,
+            coordinate_transformation_mode,
+            nearest_mode,
+            cubic_coeff_a,
+            antialias,
+        )
+    full_s = [1.0] * r
+    for s, a in zip(sc, ax):
+        full_s[a] = s
+    return _resize(
+        ctx,
+        X,
+        full_s,
+        None,
+        mode,
+        coordinate_transformation_mode,
+        nearest_mode,
+        cubic_coeff_a,
+        antialias,
+    )

@@ -1,0 +1,376 @@
+"""Shape and data-movement ONNX ops, indexing, and ops that make tensors.
+
+# NOTE: shape-like inputs (Reshape's shape, Slice's starts/ends, Pad's pads, ...) become
+# attributes when they are known at import (initializer, Constant node, or folded shape
+# arithmetic on static shapes). When only known at run time, the canonical op's tensor input is
+# used where it has one (reshape, expand, full); otherwise the node is reported unsupported.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from msc.frontend.onnx.importer import Ctx, Unsupported
+from msc.frontend.onnx.registry import converter
+from msc.ir import DType
+
+
+def _norm_axes(axes, rank: int) -> list[int]:
+    return [a + rank if a < 0 else a for a in axes]
+
+
+# ---------------------------------------------------------------------------- reshaping
+@converter("Reshape", since=5)
+def reshape(ctx: Ctx, data, shape, *, allowzero=0):
+    target = ctx.const(shape)
+    if target is None:
+        return ctx.op("reshape", data, shape)
+    t = [int(v) for v in target.reshape(-1)]
+    if allowzero or 0 not in t:
+        return ctx.op("reshape", data, shape=t)
+    dims = ctx.shape(data)
+    out = list(t)
+    for i, v in enumerate(t):
+        if v == 0:
+            if i >= len(dims):
+                raise Unsupported(f"shape {t} copies dim {i} of a rank-{len(dims)} input")
+            out[i] = dims[i] if isinstance(dims[i], int) else None
+    unknown = [i for i, v in enumerate(out) if v is None]
+    if not unknown:
+        return ctx.op("reshape", data, shape=out)
+    if len(unknown) == 1 and -1 not in out:
+        out[unknown[0]] = -1
+        return ctx.op("reshape", data, shape=out)
+    # Copied dims are only known at run time: build the target from the input's shape.
+    now = ctx.op("shape", data, start=0, end=len(t))
+    mask = np.array([v == 0 for v in t])
+    target_v = ctx.op("where", mask, now, np.array(t, np.int64))
+    return ctx.op("reshape", data, target_v)
+
+
+@converter("Transpose", since=1)
+def transpose(ctx: Ctx, data, *, perm=None):
+    if perm is None:
+        perm = list(reversed(range(ctx.rank(data))))
+    return ctx.op("transpose", data, perm=perm)
+
+
+@converter("Squeeze", since=1)
+def squeeze_1(ctx: Ctx, data, *, axes=None):
+    return ctx.op("squeeze", data, axes=axes)
+
+
+@converter("Squeeze", since=13)
+def squeeze(ctx: Ctx, data, axes=None):
+    ax = None if axes is None else ctx.ints(axes, "axes")
+    return ctx.op("squeeze", data, axes=ax)
+
+
+@converter("Unsqueeze", since=1)
+def unsqueeze_1(ctx: Ctx, data, *, axes):
+    return ctx.op("unsqueeze", data, axes=axes)
+
+
+@converter("Unsqueeze", since=13)
+def unsqueeze(ctx: Ctx, data, axes):
+    return ctx.op("unsqueeze", data, axes=ctx.ints(axes, "axes"))
+
+
+@converter("Flatten", since=1)
+def flatten(ctx: Ctx, input, *, axis=1):  # noqa: A002
+    r = ctx.rank(input)
+    a = axis + r if axis < 0 else axis
+    if a == 0:
+        return ctx.op("unsqueeze", ctx.op("flatten", input, start_axis=0, end_axis=-1), axes=[0])
+    if a == r:
+        return ctx.op("unsqueeze", ctx.op("flatten", input, start_axis=0, end_axis=-1), axes=[1])
+    inner = ctx.op("flatten", input, start_axis=a, end_axis=-1) if a < r - 1 else input
+    return ctx.op("flatten", inner, start_axis=0, end_axis=a - 1) if a > 1 else inner
+
+
+# ---------------------------------------------------------------------------- slicing
+def _slice(ctx: Ctx, data, starts, ends, axes, steps):
+    r = ctx.rank(data)
+    axes = list(range(len(starts))) if axes is None else _norm_axes(axes, r)
+    steps = steps or [1] * len(axes)
+    return ctx.op("slice", data, starts=starts, ends=ends, axes=axes, steps=steps)
+
+
+@converter("Slice", since=1)
+def slice_1(ctx: Ctx, data, *, starts, ends, axes=None):
+    return _slice(ctx, data, starts, ends, axes, None)
+
+
+@converter("Slice", since=10)
+def slice_(ctx: Ctx, data, starts, ends, axes=None, steps=None):
+    return _slice(
+        ctx,
+        data,
+        ctx.ints(starts, "starts"),
+        ctx.ints(ends, "ends"),
+        None if axes is None else ctx.ints(axes, "axes"),
+        None if steps is None else ctx.ints(steps, "steps"),
+    )
+
+
+@converter("Concat", since=4)
+def concat(ctx: Ctx, *inputs, axis):
+    return ctx.op("concat", *inputs, axis=axis)
+
+
+def _split_sizes(ctx: Ctx, x, axis: int, n: int, split, num_outputs=None) -> list[int]:
+    if split is not None:
+        return list(split)
+    dim = ctx.shape(x)[axis]
+    if not isinstance(dim, int):
+        raise Unsupported("an even split of a dim only known at run time")
+    if num_outputs is not None:
+        chunk = -(-dim // num_outputs)
+        sizes = [chunk] * (dim // chunk) + ([dim % chunk] if dim % chunk else [])
+        if len(sizes) != n:
+            raise Unsupported(f"num_outputs={num_outputs} gives {len(sizes)} pieces of {dim}")
+        return sizes
+    if dim % n:
+        raise Unsupported(f"dim {dim} does not split evenly into {n}")
+    return [dim // n] * n
+
+
+def _split(ctx: Ctx, x, axis, sizes):
+    outs = ctx.ops("split", x, axis=axis, sizes=sizes)
+    return list(outs)
+
+
+@converter("Split", since=2)
+def split_2(ctx: Ctx, input, *, axis=0, split=None):  # noqa: A002
+    n = len(ctx.node.output)
+    return _split(ctx, input, axis, _split_sizes(ctx, input, axis, n, split))
+
+
+@converter("Split", since=13)
+def split_13(ctx: Ctx, input, split=None, *, axis=0):  # noqa: A002
+    n = len(ctx.node.output)
+    sizes = None if split is None else ctx.ints(split, "split")
+    return _split(ctx, input, axis, _split_sizes(ctx, input, axis, n, sizes))
+
+
+@converter("Split", since=18)
+def split_18(ctx: Ctx, input, split=None, *, axis=0, num_outputs=None):  # noqa: A002
+    n = len(ctx.node.output)
+    sizes = None if split is None else ctx.ints(split, "split")
+    return _split(ctx, input, axis, _split_sizes(ctx, input, axis, n, sizes, num_outputs))
+
+
+# ---------------------------------------------------------------------------- indexing
+def _indices(ctx: Ctx, indices, dim):
+    """Constant indices with negatives resolved against a known dim; others as they are."""
+    c = ctx.const(indices)
+    if c is not None and isinstance(dim, int) and (c < 0).any():
+        return np.where(c < 0, c + dim, c).astype(c.dtype)
+    return indices
+
+
+@converter("Gather", since=1)
+def gather(ctx: Ctx, data, indices, *, axis=0):
+    dim = ctx.shape(data)[axis]
+    return ctx.op("gather", data, _indices(ctx, indices, dim), axis=axis)
+
+
+@converter("GatherElements", since=11)
+def gather_elements(ctx: Ctx, data, indices, *, axis=0):
+    dim = ctx.shape(data)[axis]
+    return ctx.op("gather_elements", data, _indices(ctx, indices, dim), axis=axis)
+
+
+@converter("GatherND", since=11)
+def gather_nd(ctx: Ctx, data, indices, *, batch_dims=0):
+    return ctx.op("gather_nd", data, indices, batch_dims=batch_dims)
+
+
+@converter("Scatter", since=9)
+def scatter(ctx: Ctx, data, indices, updates, *, axis=0):
+    return ctx.op("scatter_elements", data, indices, updates, axis=axis)
+
+
+@converter("ScatterElements", since=11)
+def scatter_elements(ctx: Ctx, data, indices, updates, *, axis=0, reduction="none"):
+    dim = ctx.shape(data)[axis]
+    idx = _indices(ctx, indices, dim)
+    return ctx.op("scatter_elements", data, idx, updates, axis=axis, reduction=reduction)
+
+
+@converter("ScatterND", since=11)
+def scatter_nd(ctx: Ctx, data, indices, updates, *, reduction="none"):
+    return ctx.op("scatter_nd", data, indices, updates, reduction=reduction)
+
+
+@converter("Compress", since=11)
+def compress(ctx: Ctx, input, condition, *, axis=None):  # noqa: A002
+    x = input
+    if axis is None:
+        x, axis = ctx.op("reshape", input, shape=[-1]), 0
+    idx = ctx.op("reshape", ctx.op("nonzero", condition), shape=[-1])
+    return ctx.op("gather", x, idx, axis=axis)
+
+
+@converter("NonZero", since=9)
+def nonzero(ctx: Ctx, X):  # noqa: N803
+    return ctx.op("transpose", ctx.op("nonzero", X), perm=[1, 0])
+
+
+# ---------------------------------------------------------------------------- pad, tile
+@converter("Pad", since=2)
+def pad_2(ctx: Ctx, data, *, pads, mode="constant", value=0.0):
+    return ctx.op("pad", data, pads=pads, mode=mode, value=value)
+
+
+@converter("Pad", since=11)
+def pad(ctx: Ctx, data, pads, constant_value=None, axes=None, *, mode="constant"):
+    p = ctx.ints(pads, "pads")
+    r = ctx.rank(data)
+    if axes is not None:
+        ax = _norm_axes(ctx.ints(axes, "axes"), r)
+        full = [0] * (2 * r)
+        for i, a in enumerate(ax):
+            full[a], full[r + a] = p[i], p[len(ax) + i]
+        p = full
+    value = 0.0 if constant_value is None else float(ctx.scalar(constant_value, "constant_value"))
+    return ctx.op("pad", data, pads=p, mode=mode, value=value)
+
+
+@converter("Expand", since=8)
+def expand(ctx: Ctx, input, shape):  # noqa: A002
+    target = ctx.const(shape)
+    if target is None:
+        return ctx.op("expand", input, shape)
+    t = [int(v) for v in target.reshape(-1)]
+    dims = ctx.shape(input)
+    n = max(len(t), len(dims))
+    t = [1] * (n - len(t)) + t
+    lead = n - len(dims)
+    # A 1 in the target keeps the input's dim (bidirectional broadcasting): say so with -1.
+    out = [-1 if v == 1 and i >= lead else v for i, v in enumerate(t)]
+    return ctx.op("expand", input, shape=out)
+
+
+@converter("Tile", since=6)
+def tile(ctx: Ctx, input, repeats):  # noqa: A002
+    return ctx.op("tile", input, repeats=ctx.ints(repeats, "repeats"))
+
+
+# ---------------------------------------------------------------------------- shapes
+@converter("Shape", since=1)
+def shape(ctx: Ctx, data, *, start=0, end=None):
+    dims = ctx.type(data).shape
+    if dims is not None:
+        part = dims[start:end]
+        if all(isinstance(d, int) for d in part):
+            return np.array(part, np.int64)
+    return ctx.op("shape", data, start=start, end=end)
+
+
+@converter("Size", since=1)
+def size(ctx: Ctx, data):
+    n = ctx.type(data).numel()
+    if n is not None:
+        return np.array(n, np.int64)
+    return ctx.op("reduce_prod", ctx.op("shape", data), axes=None, keepdims=False)
+
+
+# ---------------------------------------------------------------------------- making tensors
+@converter("Constant", since=1)
+def constant(
+    ctx: Ctx,
+    *,
+    value=None,
+    value_float=None,
+    value_floats=None,
+    value_int=None,
+    value_ints=None,
+    value_string=None,
+    value_strings=None,
+    sparse_value=None,
+):
+    if value is not None:
+        return value
+    if value_float is not None:
+        return np.array(value_float, np.float32)
+    if value_floats is not None:
+        return np.array(value_floats, np.float32)
+    if value_int is not None:
+        return np.array(value_int, np.int64)
+    if value_ints is not None:
+        return np.array(value_ints, np.int64)
+    raise Unsupported("string and sparse constants are not supported")
+
+
+@converter("ConstantOfShape", since=9)
+def constant_of_shape(ctx: Ctx, input, *, value=None):  # noqa: A002
+    v = np.zeros(1, np.float32) if value is None else value
+    dtype = DType.from_numpy(v.dtype)
+    fill = v.reshape(-1)[0].item()
+    if isinstance(fill, complex):
+        raise Unsupported("complex fill value")
+    s = ctx.const(input)
+    if s is not None:
+        return ctx.op("full", shape=[int(d) for d in s.reshape(-1)], value=float(fill), dtype=dtype)
+    return ctx.op("full", input, value=float(fill), dtype=dtype)
+
+
+@converter("Range", since=11)
+def range_(ctx: Ctx, start, limit, delta):
+    s = ctx.scalar(start, "start")
+    e = ctx.scalar(limit, "limit")
+    d = ctx.scalar(delta, "delta")
+    return ctx.op("arange", start=s, end=e, step=d, dtype=ctx.dtype(start))
+
+
+@converter("EyeLike", since=9)
+def eye_like(ctx: Ctx, input, *, dtype=None, k=0):  # noqa: A002
+    s = ctx.static_shape(input)
+    if s is None:
+        raise Unsupported("EyeLike of a shape only known at run time")
+    from msc.frontend.onnx.tensors import dtype_from_onnx
+
+    dt = ctx.dtype(input) if dtype is None else dtype_from_onnx(dtype)
+    return np.eye(s[0], s[1], k=k).astype(dt.to_numpy())
+
+
+@converter("OneHot", since=9)
+def one_hot(ctx: Ctx, indices, depth, values, *, axis=-1):
+    d = int(ctx.scalar(depth, "depth"))
+    idx = indices
+    if not ctx.dtype(idx).is_integer or ctx.dtype(idx) is not DType.INT64:
+        idx = ctx.op("cast", idx, to=DType.INT64)
+    # Negative indices count from the end (ONNX); torch's one_hot rejects them.
+    idx = ctx.op(
+        "where",
+        ctx.op("lt", idx, np.array(0, np.int64)),
+        ctx.op("add", idx, np.array(d, np.int64)),
+        idx,
+    )
+    vals = ctx.const(values)
+    vdt = ctx.dtype(values)
+    hot = ctx.op("one_hot", idx, depth=d, axis=axis, dtype=vdt)
+    if vals is not None and vals.reshape(-1).tolist() == [0, 1]:
+        return hot
+    off = ctx.op("gather", values, np.array(0, np.int64), axis=0)
+    on = ctx.op("gather", values, np.array(1, np.int64), axis=0)
+    return ctx.op("add", ctx.op("mul", hot, ctx.op("sub", on, off)), off)
+
+
+@converter("Trilu", since=14)
+def trilu(ctx: Ctx, input, k=None, *, upper=1):  # noqa: A002
+    kk = 0 if k is None else int(ctx.scalar(k, "k"))
+    return ctx.op("trilu", input, upper=bool(upper), k=kk)
+
+
+@converter("DepthToSpace", since=1)
+def depth_to_space(ctx: Ctx, input, *, blocksize, mode="DCR"):  # noqa: A002
+    if mode == "CRD":
+        return ctx.op("pixel_shuffle", input, upscale_factor=blocksize)
+    return ctx.op("depth_to_space", input, blocksize=blocksize, mode=mode)
+
+
+@converter("SpaceToDepth", since=1)
+def space_to_depth(ctx: Ctx, input, *, blocksize):  # noqa: A002
+    return ctx.op("space_to_depth", input, blocksize=blocksize)

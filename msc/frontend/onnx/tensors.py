@@ -1,0 +1,158 @@
+"""ONNX tensors and types -> numpy arrays and msc types, without copying data.
+
+# NOTE: invariants
+# - ``raw_data`` becomes a numpy view (``np.frombuffer``) of the bytes protobuf hands us; external
+#   data is memory-mapped read-only (``np.memmap``) at its offset, never read into memory.
+# - An external data location must be a relative path that stays inside the model's directory
+#   (a model file cannot make msc open ``/etc/passwd`` or ``../../secret``).
+# - ONNX element types msc has no DType for (strings, 4-bit and 2-bit ints, float4, float8e8m0)
+#   raise ``UnsupportedType`` naming the type; callers report it with the node or value name.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, numpy_helper
+
+from msc.errors import ConversionError
+from msc.ir import DType, SymDim, TensorType
+
+__all__ = [
+    "UnsupportedType",
+    "dtype_from_onnx",
+    "dtype_to_onnx",
+    "tensor_to_numpy",
+    "type_from_onnx",
+]
+
+
+class UnsupportedType(ConversionError):
+    """An ONNX type msc cannot hold (strings, sequences, optionals, 4-bit types, ...)."""
+
+
+_FROM_ONNX: dict[int, DType] = {
+    TensorProto.FLOAT: DType.FLOAT32,
+    TensorProto.UINT8: DType.UINT8,
+    TensorProto.INT8: DType.INT8,
+    TensorProto.UINT16: DType.UINT16,
+    TensorProto.INT16: DType.INT16,
+    TensorProto.INT32: DType.INT32,
+    TensorProto.INT64: DType.INT64,
+    TensorProto.BOOL: DType.BOOL,
+    TensorProto.FLOAT16: DType.FLOAT16,
+    TensorProto.DOUBLE: DType.FLOAT64,
+    TensorProto.UINT32: DType.UINT32,
+    TensorProto.UINT64: DType.UINT64,
+    TensorProto.COMPLEX64: DType.COMPLEX64,
+    TensorProto.COMPLEX128: DType.COMPLEX128,
+    TensorProto.BFLOAT16: DType.BFLOAT16,
+    TensorProto.FLOAT8E4M3FN: DType.FLOAT8_E4M3FN,
+    TensorProto.FLOAT8E4M3FNUZ: DType.FLOAT8_E4M3FNUZ,
+    TensorProto.FLOAT8E5M2: DType.FLOAT8_E5M2,
+    TensorProto.FLOAT8E5M2FNUZ: DType.FLOAT8_E5M2FNUZ,
+}
+_TO_ONNX = {v: k for k, v in _FROM_ONNX.items()}
+
+
+def _type_name(elem_type: int) -> str:
+    try:
+        return TensorProto.DataType.Name(elem_type)
+    except ValueError:
+        return f"type #{elem_type}"
+
+
+def dtype_from_onnx(elem_type: int) -> DType:
+    """The msc DType of an ONNX ``TensorProto.DataType``; raises UnsupportedType."""
+    try:
+        return _FROM_ONNX[elem_type]
+    except KeyError:
+        raise UnsupportedType(f"element type {_type_name(elem_type)} has no msc dtype") from None
+
+
+def dtype_to_onnx(dtype: DType) -> int:
+    return _TO_ONNX[dtype]
+
+
+def type_from_onnx(tp: onnx.TypeProto, what: str = "value") -> TensorType:
+    """A tensor TypeProto as a TensorType: dim_value -> int, dim_param -> SymDim, else None."""
+    kind = tp.WhichOneof("value")
+    if kind != "tensor_type":
+        raise UnsupportedType(f"{what} has type {kind or 'undefined'}, msc holds tensors only")
+    tt = tp.tensor_type
+    dtype = dtype_from_onnx(tt.elem_type)
+    if not tt.HasField("shape"):
+        return TensorType(dtype, None)
+    dims: list[int | SymDim | None] = []
+    for d in tt.shape.dim:
+        which = d.WhichOneof("value")
+        if which == "dim_value" and d.dim_value >= 0:
+            dims.append(int(d.dim_value))
+        elif which == "dim_param" and d.dim_param:
+            dims.append(SymDim(d.dim_param))
+        else:
+            dims.append(None)
+    return TensorType(dtype, dims)
+
+
+def _external_path(base_dir: str | os.PathLike | None, location: str, name: str) -> Path:
+    if base_dir is None:
+        raise ConversionError(
+            f"tensor {name!r} keeps its data in external file {location!r}; load the model "
+            f"from its path (not a ModelProto) so the file can be found"
+        )
+    base = Path(base_dir).resolve()
+    if not location or Path(location).is_absolute():
+        raise ConversionError(
+            f"tensor {name!r}: external data location {location!r} is not relative"
+        )
+    path = (base / location).resolve()
+    if base != path and base not in path.parents:
+        raise ConversionError(
+            f"tensor {name!r}: external data location {location!r} leaves the model directory"
+        )
+    if not path.is_file():
+        raise ConversionError(f"tensor {name!r}: external data file {str(path)!r} does not exist")
+    return path
+
+
+def tensor_to_numpy(t: TensorProto, base_dir: str | os.PathLike | None = None) -> np.ndarray:
+    """The data of ``t`` as a numpy array: a view of raw_data, a read-only memmap of external
+    data, or (for the typed fields) a converted copy."""
+    dtype = dtype_from_onnx(t.data_type).to_numpy()
+    shape = tuple(int(d) for d in t.dims)
+    if t.data_location == TensorProto.EXTERNAL:
+        info = {e.key: e.value for e in t.external_data}
+        path = _external_path(base_dir, info.get("location", ""), t.name)
+        offset = int(info.get("offset", 0) or 0)
+        count = int(np.prod(shape, dtype=np.int64))
+        nbytes = count * dtype.itemsize
+        if "length" in info and int(info["length"]) < nbytes:
+            raise ConversionError(
+                f"tensor {t.name!r}: external data has {info['length']} bytes, needs {nbytes}"
+            )
+        if offset + nbytes > path.stat().st_size:
+            raise ConversionError(
+                f"tensor {t.name!r}: external file {str(path)!r} is too short "
+                f"for {nbytes} bytes at offset {offset}"
+            )
+        if count == 0:
+            return np.zeros(shape, dtype)
+        return np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=shape)
+    if t.HasField("raw_data"):
+        raw = t.raw_data
+        want = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        if len(raw) != want:
+            raise ConversionError(
+                f"tensor {t.name!r}: raw_data has {len(raw)} bytes, "
+                f"{_type_name(t.data_type)}{list(shape)} needs {want}"
+            )
+        # ONNX raw_data is little-endian, as every host msc runs on.
+        return np.frombuffer(raw, dtype=dtype).reshape(shape)
+    arr = numpy_helper.to_array(t)
+    if arr.dtype != dtype:
+        arr = arr.view(dtype) if arr.dtype.itemsize == dtype.itemsize else arr.astype(dtype)
+    return arr.reshape(shape)
