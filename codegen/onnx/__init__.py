@@ -1,0 +1,65 @@
+"""ONNX codegen: an msc Graph as an ``onnx.ModelProto`` for a chosen opset.
+
+    proto = codegen.onnx.to_model(g, opset=None)   # default: newest opset onnxruntime runs
+    codegen.onnx.save(g, "model.onnx", external_data=None)
+
+Each canonical op has emitters by opset (``registry``, grouped by op family in
+elementwise.py, nn.py, reduce.py, shape.py); where the target opset lacks an op, the node is
+lowered through ``msc.decompose``. Every node that can be expressed neither way is reported
+at once in one ``msc.errors.UnsupportedOpsError``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import onnx
+
+from codegen.onnx import elementwise, nn, reduce, shape  # noqa: F401  (register emitters)
+from codegen.onnx.model import Converter
+from codegen.onnx.opset import MIN_OPSET, default_opset, max_opset
+from codegen.onnx.registry import Emit, EmitterRegistry, Ref, Unsupported, emitter, registry
+from codegen.onnx.save import save
+from msc.ir.graph import Graph
+
+__all__ = [
+    "to_model",
+    "save",
+    "default_opset",
+    "max_opset",
+    "MIN_OPSET",
+    "registry",
+    "emitter",
+    "Emit",
+    "EmitterRegistry",
+    "Ref",
+    "Unsupported",
+    "Converter",
+    "coverage_markdown",
+]
+
+
+def to_model(graph: Graph, opset: int | None = None, **kwargs: Any) -> onnx.ModelProto:
+    """Translate ``graph`` to an ONNX model with weights as inline initializers.
+
+    Args:
+        graph: the graph to translate (left unchanged).
+        opset: the default-domain opset to target; None for ``default_opset()``.
+        **kwargs: passed to ``Converter`` (``emitters``, ``decompositions``, ``value_infos``).
+
+    Returns:
+        The ModelProto; ``onnx.checker.check_model(m, full_check=True)`` accepts it.
+
+    Raises:
+        UnsupportedOpsError: every node that neither an emitter nor a decomposition can
+            express at this opset, all at once.
+        ConversionError: the opset is outside what the codegen targets.
+    """
+    return Converter(graph, opset, **kwargs).run()
+
+
+def coverage_markdown(opsets: tuple[int, ...] | None = None) -> str:
+    """Which canonical ops emit at which opsets, and which go through a decomposition."""
+    from codegen.onnx.coverage import coverage_markdown as impl
+
+    return impl(opsets)

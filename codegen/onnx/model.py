@@ -1,0 +1,342 @@
+"""msc Graph -> onnx.ModelProto.
+
+# NOTE: invariants
+# - Names are kept: graph inputs, weights (initializers), node names and value names are the
+#   graph's own. ONNX has one namespace where msc has two (values and weights): a value whose
+#   name a weight already took gets a ``__<k>`` suffix, recorded in metadata_props.
+# - Each canonical node goes through the emitter for the target opset; if there is none, or it
+#   raises ``Unsupported``, through the op's decomposition (recursively). Every node that can
+#   go neither way is collected, and all of them are raised at once as UnsupportedOpsError.
+# - The emission of one node is all-or-nothing: a failed attempt leaves no ONNX nodes behind.
+# - Weights become initializers (raw_data) or external-data references chosen by the caller;
+#   this module never reads weight data for external ones.
+# - Types: dtypes and shapes of graph inputs, outputs and intermediate values are written
+#   (SymDim -> dim_param, unknown dim -> empty dim); SymDim ranges go to metadata_props.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import onnx
+
+from codegen.onnx.opset import MIN_OPSET, default_opset, ir_version_for, max_opset
+from codegen.onnx.registry import (
+    ONNX_DTYPE,
+    Emit,
+    EmitterRegistry,
+    Ref,
+    Unsupported,
+    tensor_proto,
+)
+from codegen.onnx.registry import registry as default_emitters
+from msc.decompose import DecompositionRegistry, NotDecomposable
+from msc.decompose import registry as default_decompositions
+from msc.errors import ConversionError, UnsupportedOp, UnsupportedOpsError
+from msc.ir.graph import Graph, Node, Value, Weight
+from msc.ir.types import SymDim, TensorType
+
+__all__ = ["Converter", "value_info"]
+
+PROVENANCE_KEYS = ("framework", "op", "name", "module")
+
+
+def type_proto(t: TensorType) -> onnx.TypeProto:
+    tp = onnx.TypeProto()
+    tt = tp.tensor_type
+    tt.elem_type = ONNX_DTYPE[t.dtype]
+    if t.shape is not None:
+        shape = tt.shape
+        shape.SetInParent()
+        for d in t.shape:
+            dim = shape.dim.add()
+            if isinstance(d, int):
+                dim.dim_value = d
+            elif isinstance(d, SymDim):
+                dim.dim_param = d.name
+    return tp
+
+
+def value_info(name: str, t: TensorType) -> onnx.ValueInfoProto:
+    vi = onnx.ValueInfoProto()
+    vi.name = name
+    vi.type.CopyFrom(type_proto(t))
+    return vi
+
+
+class Converter:
+    """One conversion of a graph to a ModelProto; subclass to override how weights are
+    stored (``initializer``) or how a node is lowered (``emit_node``).
+
+    Args:
+        graph: the graph to convert.
+        opset: target default-domain opset (None: ``default_opset()``).
+        emitters: emitter registry (default: the package's).
+        decompositions: decomposition registry (default: ``msc.decompose.registry``).
+        external: weight name -> a function that fills an external-data TensorProto, for
+            weights stored outside the model; others are written inline.
+        value_infos: write the types of intermediate values.
+    """
+
+    def __init__(
+        self,
+        graph: Graph,
+        opset: int | None = None,
+        *,
+        emitters: EmitterRegistry | None = None,
+        decompositions: DecompositionRegistry | None = None,
+        external: Callable[[Weight], onnx.TensorProto | None] | None = None,
+        value_infos: bool = True,
+    ) -> None:
+        self.graph = graph
+        self.opset = default_opset() if opset is None else int(opset)
+        if not MIN_OPSET <= self.opset <= max_opset():
+            raise ConversionError(
+                f"opset {self.opset} is outside what the ONNX codegen targets "
+                f"({MIN_OPSET} to {max_opset()})"
+            )
+        self.emitters = emitters or default_emitters
+        self.decompositions = decompositions or default_decompositions
+        self.external = external
+        self.value_infos = value_infos
+        self._taken: set[str] = set()
+        self._renamed: dict[str, str] = {}
+        self._names: dict[Value, str] = {}
+        self._types: dict[str, TensorType] = {}
+        self._counter = 0
+
+    # ------------------------------------------------------------------ names
+    def _reserve(self, v: Value) -> str:
+        name = v.name or "v"
+        if name in self._taken:
+            new = self._fresh_name(name)
+            self._renamed[name] = new
+            name = new
+        self._taken.add(name)
+        self._names[v] = name
+        return name
+
+    def _fresh_name(self, hint: str) -> str:
+        name = hint
+        while name in self._taken:
+            self._counter += 1
+            name = f"{hint}__{self._counter}"
+        self._taken.add(name)
+        return name
+
+    def ref(self, v: Value | None) -> Ref | None:
+        return None if v is None else Ref(self._names[v], v.type)
+
+    # ------------------------------------------------------------------ weights
+    def initializer(self, w: Weight, target: onnx.TensorProto) -> None:
+        """Fill ``target`` for a weight: external when ``external`` says so, else inline."""
+        if self.external is not None:
+            t = self.external(w)
+            if t is not None:
+                target.CopyFrom(t)  # a small proto: no data, only the reference
+                target.name = self._names[w]
+                return
+        tensor_proto(w.numpy(), self._names[w], target)
+
+    # ------------------------------------------------------------------ nodes
+    def emit_node(self, node: Node, ins: list[Ref | None], outs: list[str]) -> list[onnx.NodeProto]:
+        """ONNX nodes for one msc node whose outputs must be named ``outs``.
+
+        Raises:
+            Unsupported: neither an emitter nor a decomposition can express it.
+        """
+        reasons: list[str] = []
+        em = self.emitters.lookup(node.op, self.opset)
+        if em is not None:
+            base = node.name or outs[0]
+            e = Emit(self.opset, self._fresh_name, base, node)
+            try:
+                result = em.fn(e, *ins, **node.attrs)
+            except Unsupported as u:
+                reasons.append(f"emitter (opset {em.since}+): {u}")
+            else:
+                return self._bind(e.nodes, result, outs, node, base)
+        else:
+            vs = self.emitters.versions(node.op)
+            reasons.append(f"no emitter before opset {vs[0]}" if vs else "no ONNX emitter")
+        if node.op in self.decompositions:
+            try:
+                return self._decompose(node, ins, outs)
+            except NotDecomposable as d:
+                reasons.append(f"decomposition: {d}")
+            except Unsupported as u:
+                reasons.append(f"decomposition: {u}")
+        raise Unsupported("; ".join(reasons))
+
+    def _decompose(self, node: Node, ins: list[Ref | None], outs: list[str]) -> list:
+        proxies = [None if r is None else Value(str(r), r.type) for r in ins]
+        refs: dict[Value, Ref] = {p: r for p, r in zip(proxies, ins) if p is not None}
+        new_nodes, results = self.decompositions.expand(node, proxies)
+        want = {id(v): outs[i] for i, v in enumerate(results)}
+        emitted: list[onnx.NodeProto] = []
+        for n in new_nodes:
+            n_ins = [None if v is None else refs[v] for v in n.inputs]
+            n_outs = [
+                want.pop(id(o)) if id(o) in want else self._fresh_name(o.name) for o in n.outputs
+            ]
+            try:
+                emitted += self.emit_node(n, n_ins, n_outs)
+            except Unsupported as u:
+                raise Unsupported(f"{n.op} inside: {u}") from None
+            for o, name in zip(n.outputs, n_outs):
+                refs[o] = Ref(name, o.type)
+                self._note_type(name, o.type)
+        # An output that is an input of the node (a no-op rule) needs a copy.
+        for i, v in enumerate(results):
+            if id(v) in want:
+                emitted.append(
+                    onnx.helper.make_node(
+                        "Identity", [refs[v]], [outs[i]], name=f"{node.name or outs[i]}/Identity"
+                    )
+                )
+        return emitted
+
+    def _bind(self, nodes: list, result: Any, outs: list[str], node: Node, base: str) -> list:
+        results = list(result) if isinstance(result, (tuple, list)) else [result]
+        if len(results) != len(outs):
+            raise AssertionError(
+                f"emitter for {node.op} gave {len(results)} outputs for {len(outs)}"
+            )
+        produced = {o: n for n in nodes for o in n.output}
+        renames: dict[str, str] = {}
+        for r, want in zip(results, outs):
+            r = str(r)
+            if r in produced and r not in renames:
+                renames[r] = want
+            else:
+                nodes.append(
+                    onnx.helper.make_node(
+                        "Identity", [renames.get(r, r)], [want], name=f"{base}/Identity_{want}"
+                    )
+                )
+        for n in nodes:
+            for i, name in enumerate(n.output):
+                if name in renames:
+                    n.output[i] = renames[name]
+            for i, name in enumerate(n.input):
+                if name in renames:
+                    n.input[i] = renames[name]
+        # The node that makes the first output carries the msc node's own name.
+        for n in nodes:
+            if outs[0] in n.output:
+                n.name = node.name
+        prov = node.provenance
+        for n in nodes:
+            for key in PROVENANCE_KEYS:
+                val = getattr(prov, key)
+                if val:
+                    p = n.metadata_props.add()
+                    p.key, p.value = f"msc.provenance.{key}", val
+        return nodes
+
+    def _note_type(self, name: str, t: TensorType) -> None:
+        self._types[name] = t
+
+    # ------------------------------------------------------------------ driver
+    def run(self) -> onnx.ModelProto:
+        g = self.graph
+        for v in g.inputs:
+            self._reserve(v)
+        for w in g.weights.values():
+            self._reserve(w)
+        for n in g.nodes:
+            for o in n.outputs:
+                self._reserve(o)
+
+        nodes: list[onnx.NodeProto] = []
+        unsupported: list[UnsupportedOp] = []
+        for node in g.nodes:
+            outs = [self._names[o] for o in node.outputs]
+            ins = [self.ref(v) for v in node.inputs]
+            if any(True for _ in node.subgraphs()):
+                unsupported.append(UnsupportedOp(node.op, node.name, reason="subgraph attributes"))
+                continue
+            try:
+                nodes += self.emit_node(node, ins, outs)
+            except Unsupported as u:
+                unsupported.append(
+                    UnsupportedOp(
+                        f"{node.op} (opset {self.opset})", node.name, node.provenance.module, str(u)
+                    )
+                )
+            for o, name in zip(node.outputs, outs):
+                self._note_type(name, o.type)
+        if unsupported:
+            raise UnsupportedOpsError(
+                unsupported, what=f"graph {g.name!r} at ONNX opset {self.opset}"
+            )
+
+        model = onnx.ModelProto()
+        og = model.graph
+        graph_inputs = [value_info(self._names[v], v.type) for v in g.inputs]
+        for w in g.weights.values():
+            if w.has_data:
+                self.initializer(w, og.initializer.add())
+            else:  # a type-only graph: its weights become inputs
+                graph_inputs.append(value_info(self._names[w], w.type))
+
+        out_names: list[str] = []
+        boundary = {self._names[v] for v in g.inputs} | {self._names[w] for w in g.weights.values()}
+        for v in g.outputs:
+            name = self._names[v]
+            if name in boundary or name in out_names:
+                copy = self._fresh_name(f"{name}__out")
+                nodes.append(
+                    onnx.helper.make_node("Identity", [name], [copy], name=f"{copy}/Identity")
+                )
+                name = copy
+            out_names.append(name)
+        graph_outputs = [value_info(n, v.type) for n, v in zip(out_names, g.outputs)]
+
+        og.name = g.name or "msc"
+        og.node.extend(nodes)
+        og.input.extend(graph_inputs)
+        og.output.extend(graph_outputs)
+        if self.value_infos:
+            skip = set(out_names) | boundary
+            made = {o for n in nodes for o in n.output}
+            for name, t in self._types.items():
+                if name not in skip and name in made:
+                    og.value_info.append(value_info(name, t))
+
+        model.ir_version = ir_version_for(self.opset)
+        model.producer_name = "msc"
+        from msc import __version__
+
+        model.producer_version = __version__
+        op = model.opset_import.add()
+        op.domain, op.version = "", self.opset
+        self._metadata(model)
+        return model
+
+    def _metadata(self, model: onnx.ModelProto) -> None:
+        g = self.graph
+        props: dict[str, str] = {}
+        ranges: dict[str, list[int | None]] = {}
+        for v in [*g.inputs, *g.outputs, *(o for n in g.nodes for o in n.outputs)]:
+            for d in v.type.shape or ():
+                if isinstance(d, SymDim) and (d.min is not None or d.max is not None):
+                    ranges[d.name] = [d.min, d.max]
+        if ranges:
+            props["msc.dim_ranges"] = json.dumps(ranges, sort_keys=True)
+        if self._renamed:
+            props["msc.renamed_values"] = json.dumps(self._renamed, sort_keys=True)
+        for k, v in g.meta.items():
+            try:
+                props[f"msc.meta.{k}"] = v if isinstance(v, str) else json.dumps(v, sort_keys=True)
+            except TypeError:
+                continue
+        for k in sorted(props):
+            p = model.metadata_props.add()
+            p.key, p.value = k, props[k]
+
+
+def to_model_impl(graph: Graph, opset: int | None = None, **kw: Any) -> onnx.ModelProto:
+    return Converter(graph, opset, **kw).run()

@@ -1,0 +1,57 @@
+"""Which opsets the codegen targets, and the IR version that goes with one.
+
+# NOTE: the default opset is the newest one the installed onnxruntime loads, found by loading
+# a one-node model at each opset from the newest ``onnx`` knows downwards (cached per process);
+# without onnxruntime it is the newest opset ``onnx`` knows.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import onnx
+from onnx import helper
+
+__all__ = ["MIN_OPSET", "max_opset", "default_opset", "ir_version_for"]
+
+MIN_OPSET = 9  # the oldest opset the emitters target (Where, Erf, Sign, Shrink, IsNaN: 9)
+_MIN_IR = 10  # nodes carry provenance in metadata_props (IR 10, onnx 1.16)
+
+
+def max_opset() -> int:
+    """The newest default-domain opset the installed ``onnx`` defines."""
+    return onnx.defs.onnx_opset_version()
+
+
+def ir_version_for(opset: int) -> int:
+    """The IR version to write with ``opset``: what the opset needs, at least IR 10."""
+    need = helper.find_min_ir_version_for([helper.make_opsetid("", opset)])
+    return max(need, _MIN_IR)
+
+
+def _probe_model(opset: int) -> bytes:
+    x = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1])
+    y = helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1])
+    g = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "probe", [x], [y])
+    m = helper.make_model(
+        g, opset_imports=[helper.make_opsetid("", opset)], ir_version=ir_version_for(opset)
+    )
+    return m.SerializeToString()
+
+
+@functools.cache
+def default_opset() -> int:
+    """The newest opset the installed onnxruntime runs (or ``onnx`` knows, without it)."""
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        return max_opset()
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 4
+    for opset in range(max_opset(), MIN_OPSET - 1, -1):
+        try:
+            ort.InferenceSession(_probe_model(opset), opts, providers=["CPUExecutionProvider"])
+        except Exception:
+            continue
+        return opset
+    return MIN_OPSET

@@ -1,0 +1,137 @@
+"""Emitters for reductions, arg-reductions, scans, top-k and sorting.
+
+# NOTE: ReduceSum takes its axes as an input from opset 13, the other reductions from 18;
+# ``axes=None`` omits them (ONNX then reduces every dim). Bool any/all go through int32.
+"""
+
+from __future__ import annotations
+
+from codegen.onnx.registry import Emit, Ref, emitter
+from msc.ir.dtype import DType
+
+REDUCTIONS = {
+    "reduce_sum": ("ReduceSum", 13),
+    "reduce_mean": ("ReduceMean", 18),
+    "reduce_max": ("ReduceMax", 18),
+    "reduce_min": ("ReduceMin", 18),
+    "reduce_prod": ("ReduceProd", 18),
+    "reduce_l1": ("ReduceL1", 18),
+    "reduce_l2": ("ReduceL2", 18),
+    "reduce_sum_square": ("ReduceSumSquare", 18),
+    "reduce_log_sum": ("ReduceLogSum", 18),
+    "reduce_log_sum_exp": ("ReduceLogSumExp", 18),
+}
+
+
+def reduce(e: Emit, onnx_op: str, x: str, axes, keepdims: bool, as_input=None) -> Ref:
+    """``onnx_op`` over ``axes`` with the axes as an attribute or an input, per opset."""
+    if as_input is None:
+        as_input = e.opset >= (13 if onnx_op == "ReduceSum" else 18)
+    if axes is None:
+        return e.op(onnx_op, x, keepdims=int(keepdims))
+    if as_input:
+        return e.op(onnx_op, x, e.ints(axes), keepdims=int(keepdims))
+    return e.op(onnx_op, x, axes=list(axes), keepdims=int(keepdims))
+
+
+def _reduction(onnx_op: str, as_input: bool):
+    def emit(e: Emit, x: Ref, *, axes, keepdims) -> Ref:
+        return reduce(e, onnx_op, x, axes, keepdims, as_input)
+
+    return emit
+
+
+for _op, (_onnx, _since) in REDUCTIONS.items():
+    emitter.register(_op, 1, _reduction(_onnx, as_input=False))  # axes attribute
+    emitter.register(_op, _since, _reduction(_onnx, as_input=True))  # axes input
+
+
+def _bool_reduce(onnx_op: str):
+    def emit(e: Emit, x: Ref, *, axes, keepdims) -> Ref:
+        b = x if x.dtype is DType.BOOL else e.cast(x, DType.BOOL)
+        r = reduce(e, onnx_op, e.cast(b, DType.INT32), axes, keepdims)
+        return e.cast(r, DType.BOOL)
+
+    return emit
+
+
+emitter.register("reduce_any", 1, _bool_reduce("ReduceMax"))
+emitter.register("reduce_all", 1, _bool_reduce("ReduceMin"))
+
+
+def _arg(onnx_op: str):
+    def emit(e: Emit, x: Ref, *, axis, keepdims, select_last_index) -> Ref:
+        attrs = {"keepdims": int(keepdims)}
+        if select_last_index:
+            e.require(e.opset >= 12, f"{onnx_op} select_last_index needs opset 12")
+            attrs["select_last_index"] = 1
+        if axis is not None:
+            return e.op(onnx_op, x, axis=axis, **attrs)
+        flat = e.op("Reshape", x, e.ints([-1]))
+        attrs["keepdims"] = 0
+        out = e.op(onnx_op, flat, axis=0, **attrs)
+        if keepdims:
+            return e.op("Reshape", out, e.ints([1] * x.rank))
+        return out
+
+    return emit
+
+
+emitter.register("argmax", 1, _arg("ArgMax"))
+emitter.register("argmin", 1, _arg("ArgMin"))
+
+
+def _with_index(reduce_op: str, arg_op: str):
+    def emit(e: Emit, x: Ref, *, axis, keepdims):
+        values = reduce(e, reduce_op, x, [axis], keepdims)
+        indices = e.op(arg_op, x, axis=axis, keepdims=int(keepdims))
+        return values, indices
+
+    return emit
+
+
+emitter.register("max_dim", 1, _with_index("ReduceMax", "ArgMax"))
+emitter.register("min_dim", 1, _with_index("ReduceMin", "ArgMin"))
+
+
+@emitter("cumsum", since=11)
+def cumsum(e: Emit, x: Ref, *, axis, exclusive, reverse) -> Ref:
+    return e.op(
+        "CumSum", x, e.scalar(axis, DType.INT64), exclusive=int(exclusive), reverse=int(reverse)
+    )
+
+
+@emitter("cumprod", since=26)
+def cumprod(e: Emit, x: Ref, *, axis) -> Ref:
+    return e.op("CumProd", x, e.scalar(axis, DType.INT64))
+
+
+def _topk(e: Emit, x: Ref, k: Ref, axis: int, largest: bool, sorted_: bool):
+    if e.opset >= 11:
+        return e.op("TopK", x, k, outputs=2, axis=axis, largest=int(largest), sorted=int(sorted_))
+    e.require(largest and sorted_, "TopK smallest/unsorted needs opset 11")
+    return e.op("TopK", x, k, outputs=2, axis=axis)
+
+
+@emitter("topk", since=10)
+def topk(e: Emit, x: Ref, *, k, axis, largest, sorted):
+    return _topk(e, x, e.ints([k]), axis, largest, sorted)
+
+
+def _sort_k(e: Emit, x: Ref, axis: int) -> Ref:
+    d = x.shape[axis % x.rank]
+    if isinstance(d, int):
+        return e.ints([d])
+    shape = e.op("Shape", x)
+    return e.op("Gather", shape, e.ints([axis % x.rank]), axis=0)
+
+
+@emitter("sort", since=10)
+def sort(e: Emit, x: Ref, *, axis, descending, stable):
+    return _topk(e, x, _sort_k(e, x, axis), axis, descending, True)
+
+
+@emitter("argsort", since=10)
+def argsort(e: Emit, x: Ref, *, axis, descending, stable) -> Ref:
+    _, idx = _topk(e, x, _sort_k(e, x, axis), axis, descending, True)
+    return idx

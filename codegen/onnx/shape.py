@@ -1,0 +1,315 @@
+"""Emitters for shape and data-movement ops, indexing, and ops that make tensors.
+
+# NOTE: static attributes (reshape targets, slice bounds, pads, axes) become int64 Constant
+# inputs from the opset where ONNX moved them from attributes to inputs; a dynamic target the
+# graph computes (the optional shape input) passes through unchanged.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from codegen.onnx.registry import ONNX_DTYPE, Emit, Ref, emitter
+from msc.ir.dtype import DType
+
+INT64_MAX = 2**63 - 1
+
+
+@emitter("reshape", since=5)
+def reshape(e: Emit, x: Ref, shape_in: Ref | None, *, shape) -> Ref:
+    if shape is None:
+        return e.op("Reshape", x, shape_in)
+    if 0 in shape:
+        e.require(e.opset >= 14, "Reshape to a zero-size dim needs allowzero (opset 14)")
+        return e.op("Reshape", x, e.ints(shape), allowzero=1)
+    return e.op("Reshape", x, e.ints(shape))
+
+
+@emitter("transpose", since=1)
+def transpose(e: Emit, x: Ref, *, perm) -> Ref:
+    return e.op("Transpose", x, perm=list(perm))
+
+
+def _axes_op(onnx_op: str, as_input: bool):
+    def emit(e: Emit, x: Ref, *, axes) -> Ref:
+        if axes is None:
+            return e.op(onnx_op, x)
+        if as_input:
+            return e.op(onnx_op, x, e.ints(axes))
+        return e.op(onnx_op, x, axes=list(axes))
+
+    return emit
+
+
+for _op, _onnx in (("squeeze", "Squeeze"), ("unsqueeze", "Unsqueeze")):
+    emitter.register(_op, 1, _axes_op(_onnx, as_input=False))
+    emitter.register(_op, 13, _axes_op(_onnx, as_input=True))
+
+
+def _shape_slice(e: Emit, shape: Ref, start: int, end: int) -> Ref:
+    if e.opset >= 10:
+        return e.op("Slice", shape, e.ints([start]), e.ints([end]), e.ints([0]))
+    return e.op("Slice", shape, starts=[start], ends=[end], axes=[0])
+
+
+@emitter("flatten", since=5)
+def flatten(e: Emit, x: Ref, *, start_axis, end_axis) -> Ref:
+    r = x.rank
+    if r == 0:
+        return e.op("Reshape", x, e.ints([1]))
+    s, t = start_axis % r, end_axis % r
+    after = x.shape[t + 1 :]
+    if all(isinstance(d, int) for d in after):
+        return e.op("Reshape", x, e.ints([0] * s + [-1] + list(after)))
+    shape = e.op("Shape", x)
+    parts = [_shape_slice(e, shape, 0, s)] if s else []
+    parts += [e.ints([-1]), _shape_slice(e, shape, t + 1, r)]
+    return e.op("Reshape", x, e.op("Concat", *parts, axis=0))
+
+
+@emitter("slice", since=1)
+def slice_1(e: Emit, x: Ref, *, starts, ends, axes, steps) -> Ref:
+    e.require(all(s == 1 for s in steps), "Slice steps need opset 10")
+    return e.op("Slice", x, starts=list(starts), ends=list(ends), axes=list(axes))
+
+
+@emitter("slice", since=10)
+def slice_10(e: Emit, x: Ref, *, starts, ends, axes, steps) -> Ref:
+    st = e.ints(steps) if steps and any(s != 1 for s in steps) else None
+    return e.op("Slice", x, e.ints(starts), e.ints(ends), e.ints(axes), st)
+
+
+@emitter("concat", since=4)
+def concat(e: Emit, *xs: Ref, axis) -> Ref:
+    return e.op("Concat", *xs, axis=axis)
+
+
+@emitter("split", since=2)
+def split_2(e: Emit, x: Ref, *, axis, sizes):
+    return e.op("Split", x, outputs=len(sizes), axis=axis, split=list(sizes))
+
+
+@emitter("split", since=13)
+def split_13(e: Emit, x: Ref, *, axis, sizes):
+    return e.op("Split", x, e.ints(sizes), outputs=len(sizes), axis=axis)
+
+
+@emitter("gather", since=1)
+def gather(e: Emit, x: Ref, indices: Ref, *, axis) -> Ref:
+    return e.op("Gather", x, indices, axis=axis)
+
+
+@emitter("gather_elements", since=11)
+def gather_elements(e: Emit, x: Ref, indices: Ref, *, axis) -> Ref:
+    return e.op("GatherElements", x, indices, axis=axis)
+
+
+@emitter("gather_nd", since=11)
+def gather_nd(e: Emit, x: Ref, indices: Ref, *, batch_dims) -> Ref:
+    if batch_dims:
+        e.require(e.opset >= 12, "GatherND batch_dims needs opset 12")
+        return e.op("GatherND", x, indices, batch_dims=batch_dims)
+    return e.op("GatherND", x, indices)
+
+
+def _reduction_attr(e: Emit, reduction: str) -> dict:
+    if reduction == "none":
+        return {}
+    need = 16 if reduction in ("add", "mul") else 18
+    e.require(e.opset >= need, f"scatter reduction {reduction!r} needs opset {need}")
+    return {"reduction": reduction}
+
+
+@emitter("scatter_elements", since=11)
+def scatter_elements(e: Emit, x, indices, updates, *, axis, reduction) -> Ref:
+    attrs = _reduction_attr(e, reduction)
+    return e.op("ScatterElements", x, indices, updates, axis=axis, **attrs)
+
+
+@emitter("scatter_nd", since=11)
+def scatter_nd(e: Emit, x, indices, updates, *, reduction) -> Ref:
+    return e.op("ScatterND", x, indices, updates, **_reduction_attr(e, reduction))
+
+
+class _Advanced:
+    """The layout of advanced indexing x[i0, i1, ...] on ``axes`` as one GatherND/ScatterND
+    on x transposed so the indexed axes lead."""
+
+    def __init__(self, e: Emit, x: Ref, indices: tuple[Ref, ...], axes) -> None:
+        r = x.rank
+        self.axes = [a % r for a in axes]
+        self.rest = [i for i in range(r) if i not in self.axes]
+        self.perm = self.axes + self.rest
+        shapes = [i.static_shape("advanced indexing") for i in indices]
+        self.b = list(np.broadcast_shapes(*shapes))
+        nb, lead = len(self.b), self.axes[0]
+        contiguous = self.axes == list(range(lead, lead + len(self.axes)))
+        # torch keeps the broadcast dims where the indexed axes were when they are adjacent.
+        self.lead = lead if contiguous else 0
+        n_after = r - len(self.axes) - self.lead
+        # result layout -> GatherND layout ([*b, *rest]) and back
+        self.to_nd = [
+            *range(self.lead, self.lead + nb),
+            *range(self.lead),
+            *range(self.lead + nb, self.lead + nb + n_after),
+        ]
+        parts = []
+        for i in indices:
+            if i.dtype is not DType.INT64:
+                i = e.cast(i, DType.INT64)
+            if list(i.shape) != self.b:
+                i = e.op("Expand", i, e.ints(self.b))
+            parts.append(
+                e.op("Unsqueeze", i, e.ints([-1]))
+                if e.opset >= 13
+                else e.op("Unsqueeze", i, axes=[-1])
+            )
+        self.nd = parts[0] if len(parts) == 1 else e.op("Concat", *parts, axis=-1)
+
+    def front(self, e: Emit, x: Ref) -> Ref:
+        return x if self.perm == sorted(self.perm) else e.op("Transpose", x, perm=self.perm)
+
+    def back(self, e: Emit, x: Ref) -> Ref:
+        if self.perm == sorted(self.perm):
+            return x
+        inv = list(np.argsort(self.perm))
+        return e.op("Transpose", x, perm=[int(i) for i in inv])
+
+    def result_from_nd(self, e: Emit, y: Ref) -> Ref:
+        if self.to_nd == sorted(self.to_nd):
+            return y
+        inv = [int(i) for i in np.argsort(self.to_nd)]
+        return e.op("Transpose", y, perm=inv)
+
+    def nd_from_result(self, e: Emit, y: Ref) -> Ref:
+        if self.to_nd == sorted(self.to_nd):
+            return y
+        return e.op("Transpose", y, perm=self.to_nd)
+
+
+@emitter("index", since=11)
+def index(e: Emit, x: Ref, *indices: Ref, axes) -> Ref:
+    if len(indices) == 1:
+        return e.op("Gather", x, indices[0], axis=axes[0])
+    adv = _Advanced(e, x, indices, axes)
+    return adv.result_from_nd(e, e.op("GatherND", adv.front(e, x), adv.nd))
+
+
+@emitter("index_put", since=11)
+def index_put(e: Emit, x: Ref, values: Ref, *indices: Ref, axes, accumulate) -> Ref:
+    attrs = _reduction_attr(e, "add" if accumulate else "none")
+    adv = _Advanced(e, x, indices, axes)
+    xs = x.static_shape("index_put")
+    rest = [xs[i] for i in adv.rest]
+    result_shape = [*rest[: adv.lead], *adv.b, *rest[adv.lead :]]
+    upd = values
+    if values.type is None or list(values.shape) != result_shape:
+        upd = e.op("Expand", values, e.ints(result_shape))
+    upd = adv.nd_from_result(e, upd)
+    y = e.op("ScatterND", adv.front(e, x), adv.nd, upd, **attrs)
+    return adv.back(e, y)
+
+
+@emitter("pad", since=2)
+def pad_2(e: Emit, x: Ref, *, pads, mode, value) -> Ref:
+    e.require(mode != "wrap", "Pad mode wrap needs opset 19")
+    return e.op("Pad", x, pads=list(pads), mode=mode, value=value)
+
+
+@emitter("pad", since=11)
+def pad_11(e: Emit, x: Ref, *, pads, mode, value) -> Ref:
+    e.require(mode != "wrap" or e.opset >= 19, "Pad mode wrap needs opset 19")
+    cval = e.scalar(value, x.dtype) if mode == "constant" and value != 0 else None
+    return e.op("Pad", x, e.ints(pads), cval, mode=mode)
+
+
+@emitter("expand", since=8)
+def expand(e: Emit, x: Ref, shape_in: Ref | None, *, shape) -> Ref:
+    if shape is None:
+        return e.op("Expand", x, shape_in)
+    return e.op("Expand", x, e.ints([1 if d == -1 else d for d in shape]))
+
+
+@emitter("tile", since=6)
+def tile(e: Emit, x: Ref, *, repeats) -> Ref:
+    r = x.rank
+    reps = list(repeats)
+    if len(reps) > r:
+        extra = list(range(len(reps) - r))
+        x = (
+            e.op("Unsqueeze", x, e.ints(extra))
+            if e.opset >= 13
+            else e.op("Unsqueeze", x, axes=extra)
+        )
+    elif len(reps) < r:
+        reps = [1] * (r - len(reps)) + reps
+    return e.op("Tile", x, e.ints(reps))
+
+
+@emitter("trilu", since=14)
+def trilu(e: Emit, x: Ref, *, upper, k) -> Ref:
+    return e.op("Trilu", x, e.scalar(k, DType.INT64), upper=int(upper))
+
+
+@emitter("shape", since=1)
+def shape_1(e: Emit, x: Ref, *, start, end) -> Ref:
+    s = e.op("Shape", x)
+    if start == 0 and end is None:
+        return s
+    return _shape_slice(e, s, start, INT64_MAX if end is None else end)
+
+
+@emitter("shape", since=15)
+def shape_15(e: Emit, x: Ref, *, start, end) -> Ref:
+    return e.op("Shape", x, start=start if start else None, end=end)
+
+
+@emitter("constant", since=1)
+def constant(e: Emit, *, value) -> Ref:
+    return e.const(value)
+
+
+@emitter("arange", since=11)
+def arange(e: Emit, *, start, end, step, dtype) -> Ref:
+    ok = (DType.FLOAT32, DType.FLOAT64, DType.INT16, DType.INT32, DType.INT64)
+    kind = dtype if dtype in ok else DType.FLOAT32
+    conv = (lambda v: v) if kind.is_floating else int
+    out = e.op(
+        "Range",
+        e.scalar(conv(start), kind),
+        e.scalar(conv(end), kind),
+        e.scalar(conv(step), kind),
+    )
+    return out if kind is dtype else e.cast(out, dtype)
+
+
+def _fill_value(value: float, dtype: DType) -> np.ndarray:
+    return np.asarray([value], dtype=dtype.to_numpy())
+
+
+@emitter("full", since=9)
+def full(e: Emit, shape_in: Ref | None, *, shape, value, dtype) -> Ref:
+    e.require(dtype is not DType.BFLOAT16 or e.opset >= 20, "ConstantOfShape bf16 needs 20")
+    target = shape_in if shape is None else e.ints(shape)
+    return e.op("ConstantOfShape", target, value=_fill_value(value, dtype))
+
+
+@emitter("full_like", since=9)
+def full_like(e: Emit, x: Ref, *, value, dtype) -> Ref:
+    dt = dtype or x.dtype
+    e.require(dt is not DType.BFLOAT16 or e.opset >= 20, "ConstantOfShape bf16 needs 20")
+    return e.op("ConstantOfShape", e.op("Shape", x), value=_fill_value(value, dt))
+
+
+@emitter("one_hot", since=11)
+def one_hot(e: Emit, indices: Ref, *, depth, axis, dtype) -> Ref:
+    values = e.const(np.asarray([0, 1], dtype=dtype.to_numpy()))
+    return e.op("OneHot", indices, e.scalar(depth, DType.INT64), values, axis=axis)
+
+
+@emitter("nonzero", since=9)
+def nonzero(e: Emit, x: Ref) -> Ref:
+    return e.op("Transpose", e.op("NonZero", x), perm=[1, 0])
+
+
+_ = ONNX_DTYPE
