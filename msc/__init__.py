@@ -46,17 +46,22 @@ __all__ = [
     "Value",
     "Weight",
     "assert_structural_equal",
+    "convert",
+    "diff",
     "from_exported_program",
     "from_fx",
     "from_onnx",
     "from_text",
     "from_torch",
+    "inspect",
     "load",
     "ops",
+    "render",
     "save",
     "structural_equal",
     "structural_hash",
     "to_text",
+    "verify",
 ]
 
 
@@ -86,3 +91,39 @@ def from_onnx(model: Any, **kwargs: Any) -> Graph:
     from msc.frontend.onnx import from_onnx as impl
 
     return impl(model, **kwargs)
+
+
+# The analysis tools behind the ``msc`` command (see msc.analysis); imported on first use.
+def inspect(model: Any, shapes: Any = None) -> Any:
+    """Inputs/outputs, ops, parameters, FLOPs/MACs and peak memory (msc.analysis.inspect)."""
+    from msc.analysis import inspect as impl
+
+    return impl(model, shapes)
+
+
+def diff(a: Any, b: Any) -> Any:
+    """Structural equality, else a node-level diff of two models (msc.analysis.diff)."""
+    from msc.analysis import diff as impl
+
+    return impl(a, b)
+
+
+def verify(a: Any, b: Any, inputs: Any = None, **kwargs: Any) -> Any:
+    """Run two models on the same inputs; name the first divergence (msc.analysis.verify)."""
+    from msc.analysis import verify as impl
+
+    return impl(a, b, inputs, **kwargs)
+
+
+def render(model: Any, path: Any) -> Any:
+    """Draw a model's graph to .svg, .dot or .html (msc.analysis.render)."""
+    from msc.analysis import render as impl
+
+    return impl(model, path)
+
+
+def convert(src: Any, out: Any, **kwargs: Any) -> Any:
+    """Convert a model file to torch / onnx / msc and check it (msc.analysis.convert)."""
+    from msc.analysis import convert as impl
+
+    return impl(src, out, **kwargs)

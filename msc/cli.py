@@ -1,34 +1,377 @@
-"""The ``msc`` command. A thin layer over the Python API."""
+"""The ``msc`` command. A thin layer over the Python API (``msc.convert``, ``msc.inspect``,
+``msc.diff``, ``msc.verify``, ``msc.render``).
+
+Exit codes: 0 success (for ``diff``: the models are structurally equal); 1 a check, a
+verification or a diff found a difference; 2 a user error (bad arguments, a missing or corrupt
+file, unsupported ops), reported as one line plus details, without a traceback.
+
+# NOTE: progress goes to stderr and only when stderr is a terminal and ``--quiet`` is not given;
+# results go to stdout (``--json``: one JSON document and nothing else).
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+from collections.abc import Callable, Sequence
+from typing import Any
 
-__all__ = ["main"]
+__all__ = ["main", "build_parser"]
+
+EXIT_OK, EXIT_MISMATCH, EXIT_USAGE = 0, 1, 2
+
+_EPILOG = """\
+model formats: .onnx, .pt2 (torch.export.save), a saved msc graph directory (msc.save),
+a codegen.torch directory (model.py + model.safetensors), .msc text, or module.py:ClassName
+(a file defining an nn.Module built with no arguments; give --input-shape for its inputs).
+
+exit codes: 0 ok, 1 a check/verify/diff found a difference, 2 user error.
+"""
 
 
-def _demo(args: argparse.Namespace) -> int:
+class _Progress:
+    """Step-by-step progress on stderr with rich, or nothing."""
+
+    def __init__(self, enabled: bool) -> None:
+        self._p: Any = None
+        self._task: Any = None
+        if not enabled:
+            return
+        try:
+            from rich.console import Console
+            from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+        except ImportError:
+            return
+        self._p = Progress(
+            SpinnerColumn(),
+            TextColumn("{task.description}"),
+            TimeElapsedColumn(),
+            console=Console(stderr=True),
+            transient=True,
+        )
+
+    def __enter__(self) -> Callable[[str], None]:
+        if self._p is not None:
+            self._p.start()
+        return self.step
+
+    def step(self, text: str) -> None:
+        if self._p is None:
+            return
+        if self._task is not None:
+            self._p.update(self._task, completed=1, total=1)
+        self._task = self._p.add_task(text, total=None)
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._p is not None:
+            self._p.stop()
+
+
+def _progress(args: argparse.Namespace) -> _Progress:
+    return _Progress(not args.quiet and not getattr(args, "json", False) and sys.stderr.isatty())
+
+
+def _specs(args: argparse.Namespace):
+    from msc.analysis.shapes import parse_input_shape
+
+    return [parse_input_shape(s) for s in args.input_shape or ()]
+
+
+def _is_module(src: str) -> bool:
+    from pathlib import Path
+
+    return ":" in src and not Path(src).exists()
+
+
+def _load(src: str, args: argparse.Namespace, say: Callable[[str], None]):
+    from msc.analysis.model import load_model
+
+    if _is_module(src):
+        return load_model(src, _specs(args), args.dynamic or (), say)
+    return load_model(src, progress=say)
+
+
+def _emit(args: argparse.Namespace, data: dict[str, Any], text: str) -> None:
+    if getattr(args, "json", False):
+        sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+    else:
+        sys.stdout.write(text)
+
+
+# ------------------------------------------------------------------------------ commands
+def _cmd_inspect(args: argparse.Namespace) -> int:
+    from msc.analysis.inspect import format_report, inspect_graph
+    from msc.analysis.shapes import bind
+
+    with _progress(args) as say:
+        m = _load(args.model, args, say)
+        binding = {} if _is_module(args.model) else bind(m.graph, _specs(args))
+        say("analysing")
+        r = inspect_graph(m.graph, binding, source=m.label)
+    _emit(args, r.to_json(), format_report(r, top=args.top))
+    return EXIT_OK
+
+
+def _cmd_diff(args: argparse.Namespace) -> int:
+    from msc.analysis.diff import diff_graphs, format_diff
+
+    with _progress(args) as say:
+        a = _load(args.a, args, say)
+        b = _load(args.b, args, say)
+        say("comparing")
+        r = diff_graphs(a.graph, b.graph)
+    _emit(args, r.to_json(), format_diff(r, a.label, b.label))
+    return EXIT_OK if r.equal else EXIT_MISMATCH
+
+
+def _cmd_verify(args: argparse.Namespace) -> int:
+    from msc.analysis.shapes import bind
+    from msc.analysis.verify import format_verify, verify_models
+
+    with _progress(args) as say:
+        a = _load(args.a, args, say)
+        b = _load(args.b, args, say)
+        inputs: Any = args.inputs
+        if inputs is None and a.example is not None:
+            inputs = None  # random inputs of the exported shapes (seeded) are still used
+        binding = {} if _is_module(args.a) else bind(a.graph, _specs(args))
+        r = verify_models(
+            a,
+            b,
+            inputs,
+            rtol=args.rtol,
+            atol=args.atol,
+            seed=args.seed,
+            binding=binding,
+            localize=not args.no_localize,
+            progress=say,
+        )
+    _emit(args, r.to_json(), format_verify(r, a.label, b.label))
+    return EXIT_OK if r.ok else EXIT_MISMATCH
+
+
+def _cmd_render(args: argparse.Namespace) -> int:
+    from msc.analysis.render import render
+    from msc.analysis.shapes import bind, specialize
+
+    with _progress(args) as say:
+        m = _load(args.model, args, say)
+        g = m.graph
+        if not _is_module(args.model) and args.input_shape:
+            g = specialize(g, bind(g, _specs(args)))
+        say(f"rendering {args.output}")
+        path = render(g, args.output)
+    if not args.quiet:
+        print(f"wrote {path} ({len(g.nodes)} nodes)")
+    return EXIT_OK
+
+
+def _cmd_convert(args: argparse.Namespace) -> int:
+    from msc.analysis.convert import convert
+    from msc.analysis.verify import format_verify
+
+    with _progress(args) as say:
+        r = convert(
+            args.src,
+            args.output,
+            to=args.to,
+            opset=args.opset,
+            input_specs=_specs(args),
+            dynamic=args.dynamic or (),
+            check=not args.no_check,
+            rtol=args.rtol,
+            atol=args.atol,
+            seed=args.seed,
+            progress=say,
+        )
+    lines: list[str] = []
+    if r.ok:
+        lines.append(f"wrote {r.out} ({r.target}): " + ", ".join(r.files))
+    if r.checked:
+        if r.structural is None:
+            lines.append("check: re-imported output is structurally equal to the converted graph")
+        else:
+            lines.append(f"check: re-imported output differs structurally: {r.structural}")
+        assert r.numeric is not None
+        lines.append(
+            "check: outputs "
+            + ("match" if r.numeric.ok else "DO NOT match")
+            + f" on random inputs (rtol {r.numeric.rtol:g}, atol {r.numeric.atol:g}): "
+            + ", ".join(f"{o.name} max abs {o.max_abs:.3g}" for o in r.numeric.outputs)
+        )
+        if not r.ok:
+            lines.append(format_verify(r.numeric, r.src, f"{r.out} (not written)").rstrip())
+            lines.append("nothing written; --no-check writes it anyway")
+    else:
+        lines.append("check: skipped (--no-check)")
+    _emit(args, r.to_json(), "\n".join(lines) + "\n")
+    return EXIT_OK if r.ok else EXIT_MISMATCH
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
     from msc.examples import demo
 
     return demo(out=sys.stdout)
 
 
+# ------------------------------------------------------------------------------ parser
+def _shape_opts(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--input-shape",
+        action="append",
+        metavar="NAME=DIMS[:DTYPE]",
+        help="an input's shape, e.g. x=1,3,224,224 or ids=1,128:i64 (repeatable); binds "
+        "symbolic dims, or gives the example inputs of a module.py:Class source",
+    )
+    p.add_argument(
+        "--dynamic",
+        action="append",
+        metavar="NAME:AXIS=SYMBOL",
+        help="make a dim symbolic, e.g. x:0=batch or x:0=batch{1..64} (repeatable)",
+    )
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress display")
+
+
+def _tol(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--rtol", type=float, default=1e-4, help="relative tolerance (default 1e-4)")
+    p.add_argument("--atol", type=float, default=1e-5, help="absolute tolerance (default 1e-5)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+
+
 def build_parser() -> argparse.ArgumentParser:
+    import msc
+
+    fmt = argparse.RawDescriptionHelpFormatter
     p = argparse.ArgumentParser(
         prog="msc",
-        description="msc: translate models between PyTorch and ONNX through one neutral graph.",
+        description="msc: translate models between PyTorch and ONNX through one neutral "
+        "graph, and look inside them.",
+        epilog=_EPILOG,
+        formatter_class=fmt,
     )
+    p.add_argument("--version", action="version", version=f"msc {msc.__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
-    d = sub.add_parser("demo", help="run the main job on a small built-in example")
-    d.set_defaults(func=_demo)
+
+    c = sub.add_parser(
+        "convert",
+        help="convert a model to PyTorch source, ONNX or an msc graph, and check it",
+        description="Convert SRC and write OUT; then re-import OUT, compare it with the "
+        "converted graph, and run both on random inputs (unless --no-check). Nothing is "
+        "written if anything fails.",
+        epilog=_EPILOG,
+        formatter_class=fmt,
+    )
+    c.add_argument("src", metavar="SRC", help="the model to convert")
+    c.add_argument("-o", "--output", required=True, metavar="OUT", help="where to write it")
+    c.add_argument(
+        "--to",
+        choices=("torch", "onnx", "msc"),
+        help="target (default: onnx for *.onnx, msc for *.msc, else a torch directory)",
+    )
+    c.add_argument("--opset", type=int, help="ONNX opset to emit (default: the codegen's)")
+    _shape_opts(c)
+    c.add_argument("--no-check", action="store_true", help="skip checking the output")
+    _tol(c)
+    c.add_argument("--json", action="store_true", help="print the result as JSON")
+    _common(c)
+    c.set_defaults(func=_cmd_convert)
+
+    i = sub.add_parser(
+        "inspect",
+        help="inputs, outputs, ops, parameters, FLOPs and memory of a model",
+        description="Show a model's inputs and outputs, op histogram, parameters per dtype, "
+        "FLOPs/MACs per node and in total, and a peak activation memory estimate. Symbolic "
+        "dims stay formulas unless bound with --input-shape.",
+        epilog=_EPILOG,
+        formatter_class=fmt,
+    )
+    i.add_argument("model", metavar="MODEL")
+    _shape_opts(i)
+    i.add_argument("--top", type=int, default=15, help="nodes listed by FLOPs (0: all)")
+    i.add_argument("--json", action="store_true", help="print the report as JSON")
+    _common(i)
+    i.set_defaults(func=_cmd_inspect)
+
+    d = sub.add_parser(
+        "diff",
+        help="structural equality, else a node-level diff of two models",
+        description="Compare two models of any formats: structural equality first, else "
+        "matched, changed, added and removed nodes. Exit 0 when equal, 1 when not.",
+        epilog=_EPILOG,
+        formatter_class=fmt,
+    )
+    d.add_argument("a", metavar="A")
+    d.add_argument("b", metavar="B")
+    _shape_opts(d)
+    d.add_argument("--json", action="store_true", help="print the diff as JSON")
+    _common(d)
+    d.set_defaults(func=_cmd_diff)
+
+    v = sub.add_parser(
+        "verify",
+        help="run two models on the same inputs and compare, localising a divergence",
+        description="Run A and B on the same inputs (random and seeded, or --inputs) and "
+        "report per-output errors; on a mismatch, name the first node where they diverge. "
+        "Exit 0 on a match, 1 on a mismatch.",
+        epilog=_EPILOG,
+        formatter_class=fmt,
+    )
+    v.add_argument("a", metavar="A")
+    v.add_argument("b", metavar="B")
+    v.add_argument("--inputs", metavar="FILE.npz", help="inputs by name (np.savez)")
+    _tol(v)
+    _shape_opts(v)
+    v.add_argument("--no-localize", action="store_true", help="skip per-layer localisation")
+    v.add_argument("--json", action="store_true", help="print the report as JSON")
+    _common(v)
+    v.set_defaults(func=_cmd_verify)
+
+    r = sub.add_parser(
+        "render",
+        help="draw a model's graph (.svg, .dot or .html)",
+        description="Write a picture of the graph: nodes labelled with op and shape, module "
+        "paths as clusters. .svg needs Graphviz's `dot`; .dot and .html do not.",
+        epilog=_EPILOG,
+        formatter_class=fmt,
+    )
+    r.add_argument("model", metavar="MODEL")
+    r.add_argument("-o", "--output", required=True, metavar="FILE", help=".svg, .dot or .html")
+    _shape_opts(r)
+    _common(r)
+    r.set_defaults(func=_cmd_render)
+
+    dm = sub.add_parser("demo", help="run the main job on a small built-in example")
+    _common(dm)
+    dm.set_defaults(func=_cmd_demo)
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
+def _report_error(e: BaseException) -> int:
+    lines = str(e).strip().splitlines() or [type(e).__name__]
+    sys.stderr.write(f"msc: error: {lines[0]}\n")
+    for line in lines[1:]:
+        sys.stderr.write(f"  {line}\n")
+    return EXIT_USAGE
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from msc.errors import MscError
+
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
-        return 0
-    return int(args.func(args) or 0)
+        return EXIT_OK
+    try:
+        return int(args.func(args) or 0)
+    except MscError as e:
+        return _report_error(e)
+    except FileNotFoundError as e:
+        return _report_error(MscError(f"{e.filename or ''}: no such file or directory"))
+    except KeyboardInterrupt:
+        sys.stderr.write("msc: interrupted\n")
+        return 130

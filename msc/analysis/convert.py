@@ -1,0 +1,229 @@
+"""``convert``: load a model in any supported format, write it for a target, and check it.
+
+Targets: ``torch`` (a directory with ``model.py`` + ``model.safetensors``, by
+``codegen.torch.save``), ``onnx`` (an ``.onnx`` file, external data when large, by
+``codegen.onnx``), ``msc`` (a saved graph directory, by ``msc.save``). Without ``to`` the target
+follows OUT: ``*.onnx`` is onnx, ``*.msc`` or an existing saved graph is msc, anything else is a
+torch directory.
+
+The check, unless turned off: re-import what was written and compare it with the graph it was
+generated from (structural equality, modulo names), then run the source model and the written
+one on the same random inputs (``msc.analysis.verify``). Output is staged in a temporary
+sibling and moved into place only when everything (the check included) succeeded, so a failure
+leaves nothing half-written and never clobbers an existing OUT.
+
+# NOTE: ``input_specs`` fix input shapes (and are the example inputs of a ``module.py:Class``
+# source); ``dynamic`` makes a dim symbolic (``x:0=batch``); both re-infer every node type.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from msc.analysis.model import Model, load_model
+from msc.analysis.shapes import (
+    InputSpec,
+    bind,
+    dynamic_items,
+    parse_dynamic,
+    retype,
+    specialize,
+)
+from msc.analysis.verify import VerifyReport, verify_models
+from msc.errors import MscError
+from msc.ir.graph import Graph
+from msc.ir.types import TensorType
+
+__all__ = ["convert", "ConvertReport", "TARGETS", "target_for"]
+
+TARGETS = ("torch", "onnx", "msc")
+
+
+@dataclass
+class ConvertReport:
+    src: str
+    out: str
+    target: str
+    files: list[str] = field(default_factory=list)
+    checked: bool = False
+    structural: str | None = None  # None: equal; else the first difference
+    numeric: VerifyReport | None = None
+    ok: bool = True
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "src": self.src,
+            "out": self.out,
+            "target": self.target,
+            "files": self.files,
+            "checked": self.checked,
+            "structurally_equal": self.structural is None if self.checked else None,
+            "first_difference": self.structural,
+            "numeric": None if self.numeric is None else self.numeric.to_json(),
+            "ok": self.ok,
+        }
+
+
+def target_for(out: str | os.PathLike, to: str | None) -> str:
+    if to is not None:
+        if to not in TARGETS:
+            raise MscError(f"unknown target {to!r} (choose from {', '.join(TARGETS)})")
+        return to
+    p = Path(out)
+    if p.suffix.lower() == ".onnx":
+        return "onnx"
+    if p.suffix.lower() == ".msc" or (p / "graph.msc").is_file():
+        return "msc"
+    return "torch"
+
+
+def _adjust(g: Graph, specs: Sequence[InputSpec], dynamic: Sequence[str]) -> Graph:
+    """Apply --input-shape (fix symbols) and --dynamic (make dims symbolic) to a graph."""
+    if specs:
+        g = specialize(g, bind(g, specs))
+        # Inputs named with a shape become exactly that shape (ints), even where unnamed dims
+        # were unknown.
+        fixed = {s.name: s for s in specs}
+        types = {
+            v.name: TensorType(v.type.dtype, fixed[v.name].shape)
+            for v in g.inputs
+            if v.name in fixed and v.type.shape != fixed[v.name].shape
+        }
+        if types:
+            g = retype(g, types, {})
+    if dynamic:
+        inputs = {v.name: v for v in g.inputs}
+        types: dict[str, TensorType] = {}
+        for item in dynamic:
+            name, axis, sym = parse_dynamic(item)
+            v = inputs.get(name)
+            if v is None:
+                raise MscError(f"--dynamic {item}: no input {name!r}")
+            t = types.get(name, v.type)
+            if t.shape is None or not -len(t.shape) <= axis < len(t.shape):
+                raise MscError(f"--dynamic {item}: input {name!r} is {t}, no axis {axis}")
+            dims = list(t.shape)
+            dims[axis] = sym
+            types[name] = t.with_shape(dims)
+        g = retype(g, types)
+    return g
+
+
+def _write(g: Graph, target: str, dest: Path, opset: int | None) -> None:
+    if target == "msc":
+        import msc
+
+        msc.save(g, dest)
+    elif target == "torch":
+        try:
+            import codegen.torch as cgt
+        except ImportError as e:
+            raise MscError(f"the torch target needs codegen.torch: {e}") from None
+        cgt.save(g, dest)
+    else:
+        try:
+            import codegen.onnx as cgo
+        except ImportError as e:
+            raise MscError(f"the onnx target needs codegen.onnx: {e}") from None
+        if opset is None:
+            cgo.save(g, dest)
+        else:
+            cgo.save(g, dest, opset=opset)
+
+
+def _stage(out: Path, target: str) -> tuple[Path, Path]:
+    """A temporary sibling directory and where the output goes inside it."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    return tmp, tmp / out.name
+
+
+def _install(staged: Path, out: Path, target: str) -> list[str]:
+    """Move the staged output into place (replacing OUT), returning the files written."""
+    tmp = staged.parent
+    if target == "onnx":
+        names = [p.name for p in tmp.iterdir()]
+        for name in names:
+            os.replace(tmp / name, out.parent / name)
+        return sorted(str(out.parent / n) for n in names)
+    if out.exists():
+        if not out.is_dir():
+            raise MscError(f"{out}: exists and is not a directory")
+        old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=out.parent))
+        os.rename(out, old / "x")
+        os.rename(staged, out)
+        shutil.rmtree(old)
+    else:
+        os.rename(staged, out)
+    return sorted(str(p) for p in out.rglob("*") if p.is_file())
+
+
+def convert(
+    src: str | os.PathLike,
+    out: str | os.PathLike,
+    *,
+    to: str | None = None,
+    opset: int | None = None,
+    input_specs: Sequence[InputSpec] = (),
+    dynamic: Sequence[str] = (),
+    check: bool = True,
+    rtol: float = 1e-4,
+    atol: float = 1e-5,
+    seed: int = 0,
+    progress: Callable[[str], None] | None = None,
+) -> ConvertReport:
+    """Convert ``src`` to ``out`` (see the module docstring). Raises MscError for user errors;
+    a failed check is reported (``ok`` False) and nothing is written."""
+    say = progress or (lambda s: None)
+    out_p = Path(out)
+    target = target_for(out_p, to)
+    if target == "onnx" and out_p.suffix.lower() != ".onnx":
+        raise MscError(f"{out_p}: an onnx output must be a .onnx file")
+    if opset is not None and target != "onnx":
+        raise MscError("--opset applies to the onnx target only")
+    is_module = ":" in os.fspath(src) and not Path(src).exists()
+    model = load_model(src, input_specs if is_module else (), dynamic if is_module else (), say)
+    g = model.graph if is_module else _adjust(model.graph, input_specs, dynamic)
+    source = model if g is model.graph else Model(g, "msc", f"{src} (adjusted)")
+    report = ConvertReport(str(src), str(out_p), target)
+    tmp, staged = _stage(out_p, target)
+    try:
+        say(f"writing {target}")
+        _write(g, target, staged, opset)
+        if check:
+            say("re-importing the output")
+            if target == "torch":
+                again = load_model(staged, _specs_of(g), dynamic_items(g))
+            else:
+                again = load_model(staged)
+            eq = _structural(g, again.graph)
+            report.checked = True
+            report.structural = eq
+            say("running source and output on random inputs")
+            report.numeric = verify_models(source, again, rtol=rtol, atol=atol, seed=seed)
+            report.ok = report.numeric.ok
+        if report.ok:
+            report.files = _install(staged, out_p, target)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return report
+
+
+def _specs_of(g: Graph) -> list[InputSpec]:
+    """Example shapes for re-importing a torch module generated from ``g`` (symbols at 2)."""
+    from msc.analysis.shapes import concrete_shape
+
+    return [InputSpec(v.name, concrete_shape(v.type, {}), v.type.dtype) for v in g.inputs]
+
+
+def _structural(a: Graph, b: Graph) -> str | None:
+    import msc
+
+    r = msc.structural_equal(a, b)
+    return None if r else r.diff

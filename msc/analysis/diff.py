@@ -1,0 +1,366 @@
+"""``diff``: structural equality first, else a node-level diff of two graphs.
+
+Nodes are paired in three passes, each only among nodes not yet paired:
+
+1. by source identity: the provenance name (or the node name), then (module path, op,
+   occurrence) -- when such a key is unique on both sides;
+2. by structure, walking A in topological order: a node of B with the same op whose inputs are
+   the paired images of A's inputs (weights pair by name, else by type);
+3. by position in the dataflow: a node of B of any op whose inputs are all paired images (an
+   op that changed, e.g. ``linear`` that came back as ``gemm``).
+
+Paired nodes pair their outputs, which is what lets pass 2 and 3 walk forward. A paired node
+is *changed* when its op, attributes, output types, weights or wiring differ. What is left is
+*removed* (only in A) or *added* (only in B).
+
+# NOTE: the pairing (``match``) is also what ``verify`` uses to compare intermediate values;
+# it never pairs two nodes of A with one node of B.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from msc.equal import structural_equal
+from msc.ir.attrs import attr_equal
+from msc.ir.graph import Graph, Node, Value, Weight
+from msc.text.printer import format_attr, format_type
+
+__all__ = ["Match", "match", "DiffReport", "diff_graphs", "format_diff"]
+
+
+@dataclass
+class Match:
+    """Node and value pairing between graphs A and B."""
+
+    nodes: dict[int, Node] = field(default_factory=dict)  # id(A node) -> B node
+    rev: dict[int, Node] = field(default_factory=dict)  # id(B node) -> A node
+    values: dict[int, Value] = field(default_factory=dict)  # id(A value) -> B value
+    vrev: dict[int, Value] = field(default_factory=dict)
+    how: dict[int, str] = field(default_factory=dict)  # id(A node) -> "name" | "structure" | ...
+
+    def pair_value(self, a: Value, b: Value) -> None:
+        if id(a) not in self.values and id(b) not in self.vrev:
+            self.values[id(a)], self.vrev[id(b)] = b, a
+
+    def pair(self, a: Node, b: Node, how: str) -> None:
+        self.nodes[id(a)], self.rev[id(b)], self.how[id(a)] = b, a, how
+        if len(a.outputs) == len(b.outputs):
+            for x, y in zip(a.outputs, b.outputs):
+                self.pair_value(x, y)
+
+
+def _ident(n: Node) -> str:
+    return n.provenance.name or n.name
+
+
+def _unique_keys(nodes: Iterable[Node], key) -> dict[Any, Node]:
+    seen: dict[Any, Node] = {}
+    dup: set[Any] = set()
+    for n in nodes:
+        k = key(n)
+        if not k:
+            continue
+        if k in seen:
+            dup.add(k)
+        seen[k] = n
+    return {k: n for k, n in seen.items() if k not in dup}
+
+
+def _module_keys(nodes: list[Node]) -> dict[Any, Node]:
+    count: Counter[tuple[str, str]] = Counter()
+    out: dict[Any, Node] = {}
+    for n in nodes:
+        if n.provenance.module:
+            k = (n.provenance.module, n.op)
+            out[(*k, count[k])] = n
+            count[k] += 1
+    return out
+
+
+def _weights_alike(a: Weight, b: Weight) -> bool:
+    return a.name == b.name or a.type == b.type
+
+
+def _inputs_fit(m: Match, a: Node, b: Node, strict: bool) -> bool:
+    """B's inputs are the images of A's (``strict``: all of them; else every non-weight)."""
+    if len(a.inputs) != len(b.inputs):
+        return False
+    seen_value = False
+    for x, y in zip(a.inputs, b.inputs):
+        if x is None or y is None:
+            if x is not y:
+                return False
+            continue
+        if isinstance(x, Weight) or isinstance(y, Weight):
+            if not (isinstance(x, Weight) and isinstance(y, Weight)):
+                return False
+            if strict and not _weights_alike(x, y):
+                return False
+            continue
+        if m.values.get(id(x)) is not y:
+            return False
+        seen_value = True
+    return seen_value or strict
+
+
+def match(a: Graph, b: Graph) -> Match:
+    """Pair the nodes and values of ``a`` and ``b`` (see the module docstring)."""
+    m = Match()
+    by_name_b = {v.name: v for v in b.inputs}
+    for i, x in enumerate(a.inputs):
+        y = by_name_b.get(x.name) or (b.inputs[i] if i < len(b.inputs) else None)
+        if y is not None:
+            m.pair_value(x, y)
+    for key in (_ident,):
+        ka, kb = _unique_keys(a.nodes, key), _unique_keys(b.nodes, key)
+        for k, n in ka.items():
+            if k in kb and id(kb[k]) not in m.rev:
+                m.pair(n, kb[k], "name")
+    ka, kb = _module_keys(a.nodes), _module_keys(b.nodes)
+    for k, n in ka.items():
+        if id(n) not in m.nodes and k in kb and id(kb[k]) not in m.rev:
+            m.pair(n, kb[k], "module")
+    for _ in range(4):  # forward and backward passes feed each other; a few rounds settle
+        before = len(m.nodes)
+        _forward(m, a, b, strict=True)
+        _backward(m, a, b)
+        if len(m.nodes) == before:
+            break
+    _forward(m, a, b, strict=False)
+    for n in a.nodes:
+        c = m.nodes.get(id(n))
+        if c is not None:
+            for x, y in zip(n.inputs, c.inputs):
+                if isinstance(x, Weight) and isinstance(y, Weight):
+                    m.pair_value(x, y)
+    return m
+
+
+def _forward(m: Match, a: Graph, b: Graph, strict: bool) -> None:
+    """Pair A's unpaired nodes, in order, with a B node fed by the images of their inputs."""
+    how = "structure" if strict else "dataflow"
+    free_b = [n for n in b.nodes if id(n) not in m.rev]
+    for n in a.nodes:
+        if id(n) in m.nodes:
+            continue
+        fits = [
+            c
+            for c in free_b
+            if id(c) not in m.rev
+            and (c.op == n.op or not strict)
+            and len(c.outputs) == len(n.outputs)
+            and _inputs_fit(m, n, c, strict)
+        ]
+        if fits:
+            same = [c for c in fits if c.op == n.op]
+            m.pair(n, (same or fits)[0], how)
+
+
+def _backward(m: Match, a: Graph, b: Graph) -> None:
+    """From paired consumers (and the graph outputs) back to producers of the same op."""
+    pending: list[tuple[Value | None, Value | None]] = list(zip(a.outputs, b.outputs))
+    for n in reversed(a.nodes):
+        c = m.nodes.get(id(n))
+        if c is not None and len(c.inputs) == len(n.inputs):
+            pending += list(zip(n.inputs, c.inputs))
+    while pending:
+        x, y = pending.pop()
+        if x is None or y is None or x.producer is None or y.producer is None:
+            continue
+        px, py = x.producer, y.producer
+        if id(px) in m.nodes or id(py) in m.rev:
+            continue
+        if px.op == py.op and x.index == y.index and len(px.outputs) == len(py.outputs):
+            m.pair(px, py, "structure")
+            if len(px.inputs) == len(py.inputs):
+                pending += list(zip(px.inputs, py.inputs))
+
+
+# ------------------------------------------------------------------------------------ report
+@dataclass
+class Change:
+    a: str
+    b: str
+    op: str
+    changes: list[str]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"a": self.a, "b": self.b, "op": self.op, "changes": self.changes}
+
+
+@dataclass
+class DiffReport:
+    """What ``msc diff`` shows, as data."""
+
+    equal: bool
+    first_difference: str | None
+    a_name: str
+    b_name: str
+    matched: list[tuple[str, str, str]]  # (A node, B node, how paired)
+    changed: list[Change]
+    removed: list[str]
+    added: list[str]
+    io_changes: list[str]
+    weight_changes: list[str]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "equal": self.equal,
+            "first_difference": self.first_difference,
+            "a": self.a_name,
+            "b": self.b_name,
+            "matched": [{"a": x, "b": y, "by": h} for x, y, h in self.matched],
+            "changed": [c.to_json() for c in self.changed],
+            "removed": self.removed,
+            "added": self.added,
+            "io_changes": self.io_changes,
+            "weight_changes": self.weight_changes,
+        }
+
+
+def _label(n: Node, g: Graph) -> str:
+    name = n.name or f"#{g.nodes.index(n)}"
+    mod = f" [{n.provenance.module}]" if n.provenance.module else ""
+    return f"{name} ({n.op}){mod}"
+
+
+def _vname(v: Value | None) -> str:
+    if v is None:
+        return "_"
+    return f"@{v.name}" if isinstance(v, Weight) else f"%{v.name}"
+
+
+def _short(x: Any) -> str:
+    s = format_attr(x) if not isinstance(x, Graph) else f"<graph {x.name!r}>"
+    return s if len(s) <= 60 else s[:57] + "..."
+
+
+def _weight_differs(x: Weight, y: Weight) -> str | None:
+    if x.type != y.type:
+        return f"{format_type(x.type)} -> {format_type(y.type)}"
+    if x.has_data and y.has_data:
+        xa, ya = x.numpy(), y.numpy()
+        if not np.array_equal(xa.view(np.uint8), ya.view(np.uint8)):
+            return "values differ"
+    return None
+
+
+def _node_changes(m: Match, n: Node, c: Node) -> list[str]:
+    out: list[str] = []
+    if n.op != c.op:
+        out.append(f"op {n.op} -> {c.op}")
+    else:
+        for k in sorted(set(n.attrs) | set(c.attrs)):
+            x, y = n.attrs.get(k), c.attrs.get(k)
+            if not attr_equal(x, y):
+                out.append(f"attr {k}: {_short(x)} -> {_short(y)}")
+    if len(n.inputs) != len(c.inputs):
+        out.append(f"inputs: {len(n.inputs)} -> {len(c.inputs)}")
+    else:
+        for i, (x, y) in enumerate(zip(n.inputs, c.inputs)):
+            if isinstance(x, Weight) and isinstance(y, Weight):
+                why = _weight_differs(x, y)
+                if why:
+                    out.append(f"input {i} {_vname(x)}: {why}")
+            elif x is not None and y is not None and not isinstance(x, Weight):
+                img = m.values.get(id(x))
+                if img is not y and not (img is None and m.vrev.get(id(y)) is None):
+                    out.append(f"input {i}: {_vname(x)} -> {_vname(y)} (rewired)")
+            elif (x is None) != (y is None) or isinstance(x, Weight) != isinstance(y, Weight):
+                out.append(f"input {i}: {_vname(x)} -> {_vname(y)}")
+    if len(n.outputs) != len(c.outputs):
+        out.append(f"outputs: {len(n.outputs)} -> {len(c.outputs)}")
+    else:
+        for i, (x, y) in enumerate(zip(n.outputs, c.outputs)):
+            if x.type != y.type:
+                out.append(f"output {i} type: {format_type(x.type)} -> {format_type(y.type)}")
+    return out
+
+
+def diff_graphs(a: Graph, b: Graph) -> DiffReport:
+    """Compare ``a`` and ``b``: structural equality, else a node-level diff."""
+    eq = structural_equal(a, b)
+    m = match(a, b)
+    matched, changed = [], []
+    for n in a.nodes:
+        c = m.nodes.get(id(n))
+        if c is None:
+            continue
+        matched.append((_label(n, a), _label(c, b), m.how[id(n)]))
+        ch = _node_changes(m, n, c)
+        if ch:
+            changed.append(Change(_label(n, a), _label(c, b), n.op, ch))
+    removed = [_label(n, a) for n in a.nodes if id(n) not in m.nodes]
+    added = [_label(n, b) for n in b.nodes if id(n) not in m.rev]
+    io: list[str] = []
+    for kind, xs, ys in (("input", a.inputs, b.inputs), ("output", a.outputs, b.outputs)):
+        if len(xs) != len(ys):
+            io.append(f"{kind}s: {len(xs)} -> {len(ys)}")
+        for i, (x, y) in enumerate(zip(xs, ys)):
+            if x.type != y.type:
+                io.append(f"{kind} {i} %{x.name}: {format_type(x.type)} -> {format_type(y.type)}")
+            elif x.name != y.name:
+                io.append(f"{kind} {i}: renamed %{x.name} -> %{y.name}")
+    wc: list[str] = []
+    wa, wb = a.weights, b.weights
+    only_a = [k for k in wa if k not in wb and id(wa[k]) not in m.values]
+    only_b = [k for k in wb if k not in wa and id(wb[k]) not in m.vrev]
+    wc += [f"removed @{k}: {format_type(wa[k].type)}" for k in only_a]
+    wc += [f"added @{k}: {format_type(wb[k].type)}" for k in only_b]
+    for k in wa:
+        if k in wb:
+            why = _weight_differs(wa[k], wb[k])
+            if why:
+                wc.append(f"@{k}: {why}")
+    return DiffReport(
+        equal=bool(eq),
+        first_difference=eq.diff,
+        a_name=a.name,
+        b_name=b.name,
+        matched=matched,
+        changed=changed,
+        removed=removed,
+        added=added,
+        io_changes=io,
+        weight_changes=wc,
+    )
+
+
+def format_diff(r: DiffReport, a_label: str = "A", b_label: str = "B") -> str:
+    """The text ``msc diff`` prints."""
+    lines = [f"A: {a_label}", f"B: {b_label}"]
+    if r.equal:
+        lines.append("structurally equal: yes (same ops, attributes, types, wiring and weights)")
+        return "\n".join(lines) + "\n"
+    lines.append("structurally equal: no")
+    lines.append(f"  first difference: {r.first_difference}")
+    same = len(r.matched) - len(r.changed)
+    lines.append(
+        f"nodes: {len(r.matched)} matched ({same} identical, {len(r.changed)} changed), "
+        f"{len(r.removed)} removed, {len(r.added)} added"
+    )
+    if r.io_changes:
+        lines.append("inputs/outputs")
+        lines += [f"  {s}" for s in r.io_changes]
+    if r.changed:
+        lines.append("changed")
+        for c in r.changed:
+            head = c.a if c.a == c.b else f"{c.a} ~ {c.b}"
+            lines.append(f"  {head}")
+            lines += [f"      {s}" for s in c.changes]
+    if r.removed:
+        lines.append("removed (only in A)")
+        lines += [f"  - {s}" for s in r.removed]
+    if r.added:
+        lines.append("added (only in B)")
+        lines += [f"  + {s}" for s in r.added]
+    if r.weight_changes:
+        lines.append("weights")
+        lines += [f"  {s}" for s in r.weight_changes]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,424 @@
+"""Models on disk, whatever their format: load one into an msc graph, and run it natively.
+
+Sources ``load_model`` understands:
+
+- ``model.onnx`` -- an ONNX file (external data next to it is found by the ONNX loader);
+- ``model.pt2`` -- a saved ExportedProgram (``torch.export.save``; loaded without pickle);
+- a directory holding ``graph.msc`` -- a graph saved by ``msc.save``; ``file.msc`` -- text only;
+- a directory holding ``model.py`` + ``model.safetensors`` -- what ``codegen.torch.save`` writes;
+- ``module.py:ClassName`` -- a Python file defining an ``nn.Module`` built with no arguments,
+  exported with example inputs from ``--input-shape`` (forward parameters by name).
+
+A ``Model`` runs in its own framework where it has one (onnxruntime for ONNX, the exported or
+eager module for PyTorch) and through ``codegen.torch`` for an msc graph. ``run`` can also
+return the values of named intermediate graph values; for that, a PyTorch model runs its msc
+graph (with those values made outputs) and an ONNX model runs with them added as outputs.
+
+# NOTE: user errors (no such file, a corrupt file, a module that will not build) become
+# ``MscError`` with one clear line; anything else is a bug and propagates.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect as pyinspect
+import itertools
+import os
+import sys
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from msc.analysis.shapes import InputSpec, parse_dynamic
+from msc.errors import MscError
+from msc.ir.dtype import DType
+from msc.ir.graph import Graph
+
+__all__ = ["Model", "load_model", "graph_of", "to_torch", "from_torch_value", "flatten"]
+
+_counter = itertools.count()
+
+
+@dataclass
+class Model:
+    """A loaded model: its msc graph, what it came from, and how to run it."""
+
+    graph: Graph
+    kind: str  # "onnx" | "pt2" | "msc" | "torch-module" | "torch-source"
+    path: str
+    native: Any = None  # onnx path, ExportedProgram, nn.Module, or None
+    example: dict[str, np.ndarray] | None = None  # example inputs a module was exported with
+    _session: Any = field(default=None, repr=False)
+
+    @property
+    def label(self) -> str:
+        return f"{self.path} ({self.kind})"
+
+    def run(
+        self, inputs: Mapping[str, np.ndarray], extra: Sequence[str] = ()
+    ) -> tuple[list[np.ndarray], dict[str, np.ndarray]]:
+        """Run on ``inputs`` (by graph input name); returns the flat outputs and the values of
+        the ``extra`` graph value names (those it could produce)."""
+        args = [inputs[v.name] for v in self.graph.inputs]
+        if self.kind == "onnx":
+            return _run_onnx(self, args, extra)
+        outs: list[np.ndarray] | None = None
+        if self.kind == "pt2":
+            outs = _run_torch(self.native.module(), args)
+        elif self.kind in ("torch-module", "torch-source"):
+            outs = _run_torch(self.native, args)
+        if outs is not None and not extra:
+            return outs, {}
+        g_outs, vals = run_graph(self.graph, args, extra)
+        return (outs if outs is not None else g_outs), vals
+
+
+def flatten(x: Any) -> list[Any]:
+    """Leaves of nested tuples / lists / dicts, in order (None and constants dropped)."""
+    if isinstance(x, tuple | list):
+        return [y for e in x for y in flatten(e)]
+    if isinstance(x, dict):
+        return [y for e in x.values() for y in flatten(e)]
+    if x is None or isinstance(x, bool | int | float | str):
+        return []
+    return [x]
+
+
+def to_torch(a: np.ndarray):
+    """numpy -> torch without a copy; ml_dtypes arrays (bf16, float8) go through a bit view."""
+    import torch
+
+    if a.dtype.kind == "V" or a.dtype.name in ("bfloat16",) or a.dtype.name.startswith("float8"):
+        dt = DType.from_numpy(a.dtype)
+        tdt = {
+            DType.BFLOAT16: torch.bfloat16,
+            DType.FLOAT8_E4M3FN: torch.float8_e4m3fn,
+            DType.FLOAT8_E5M2: torch.float8_e5m2,
+            DType.FLOAT8_E4M3FNUZ: torch.float8_e4m3fnuz,
+            DType.FLOAT8_E5M2FNUZ: torch.float8_e5m2fnuz,
+        }[dt]
+        raw = np.ascontiguousarray(a).view(np.int16 if a.dtype.itemsize == 2 else np.int8)
+        return torch.from_numpy(raw).view(tdt)
+    return torch.from_numpy(np.ascontiguousarray(a))
+
+
+def from_torch_value(t: Any) -> np.ndarray:
+    import ml_dtypes
+    import torch
+
+    if not isinstance(t, torch.Tensor):
+        return np.asarray(t)
+    t = t.detach().cpu()
+    special = {
+        torch.bfloat16: (torch.int16, ml_dtypes.bfloat16),
+        torch.float8_e4m3fn: (torch.int8, ml_dtypes.float8_e4m3fn),
+        torch.float8_e5m2: (torch.int8, ml_dtypes.float8_e5m2),
+    }
+    if t.dtype in special:
+        raw, npdt = special[t.dtype]
+        return t.contiguous().view(raw).numpy().view(npdt)
+    return t.contiguous().numpy()
+
+
+def _run_torch(module: Any, args: list[np.ndarray]) -> list[np.ndarray]:
+    import torch
+
+    with torch.no_grad():
+        out = module(*[to_torch(a) for a in args])
+    return [from_torch_value(t) for t in flatten(out)]
+
+
+def _with_outputs(g: Graph, names: Sequence[str]) -> tuple[Graph, list[str]]:
+    """A copy of ``g`` whose outputs are its own followed by the values ``names`` (those that
+    exist and are not already outputs); weights share their data."""
+    from msc.structure import OUTPUT_TREE
+    from msc.text import from_text, to_text
+
+    g2 = from_text(to_text(g))
+    for w in g2.weights.values():
+        src = g.weights[w.name]
+        if src.has_data:
+            w.set_data(lambda src=src: src.numpy())
+    g2.meta.pop(OUTPUT_TREE, None)
+    by_name = {v.name: v for v in g2.values()}
+    have = {v.name for v in g2.outputs}
+    extra = [n for n in dict.fromkeys(names) if n in by_name and n not in have]
+    g2.set_outputs([*g2.outputs, *(by_name[n] for n in extra)])
+    return g2, extra
+
+
+def run_graph(
+    g: Graph, args: Sequence[np.ndarray], extra: Sequence[str] = ()
+) -> tuple[list[np.ndarray], dict[str, np.ndarray]]:
+    """Run an msc graph through ``codegen.torch`` (positional inputs in graph order); returns
+    the flat outputs and the values of ``extra`` value names."""
+    try:
+        import codegen.torch as cgt
+    except ImportError as e:
+        raise MscError(f"running an msc graph needs codegen.torch, which failed: {e}") from None
+    from msc.structure import OUTPUT_TREE
+
+    if extra or OUTPUT_TREE in g.meta:
+        g2, names = _with_outputs(g, extra)
+    else:
+        g2, names = g, []
+    if any(not w.has_data for w in g.weights.values()):
+        raise MscError(f"graph {g.name!r} has weights without data (a text-only graph?)")
+    module = cgt.to_module(g2)
+    outs = _run_torch(module, list(args))
+    n = len(g.outputs)
+    return outs[:n], dict(zip(names, outs[n:]))
+
+
+def _run_onnx(m: Model, args: list[np.ndarray], extra: Sequence[str]):
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        raise MscError(
+            "running an .onnx model needs onnxruntime (pip install onnxruntime)"
+        ) from None
+    import onnx
+
+    feeds: dict[str, np.ndarray] = {}
+    sess = m._session
+    if sess is None or extra:
+        if extra:
+            proto = onnx.load(m.path)
+            have = {o.name for o in proto.graph.output}
+            produced = {o for n in proto.graph.node for o in n.output if o}
+            for name in dict.fromkeys(extra):
+                if name in produced and name not in have:
+                    proto.graph.output.append(onnx.ValueInfoProto(name=name))
+            src: Any = proto.SerializeToString()
+        else:
+            src = m.path
+        opts = ort.SessionOptions()
+        opts.log_severity_level = 3
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        sess = ort.InferenceSession(src, opts, providers=["CPUExecutionProvider"])
+        if not extra:
+            m._session = sess
+    for meta, a in zip(sess.get_inputs(), args):
+        feeds[meta.name] = a
+    names = [o.name for o in sess.get_outputs()]
+    outs = sess.run(names, feeds)
+    n = len(m.graph.outputs)
+    return list(outs[:n]), dict(zip(names[n:], outs[n:]))
+
+
+# ---------------------------------------------------------------------------- loading
+def _torch_dtype(dt: DType):
+    import torch
+
+    return {
+        DType.FLOAT32: torch.float32,
+        DType.FLOAT16: torch.float16,
+        DType.BFLOAT16: torch.bfloat16,
+        DType.FLOAT64: torch.float64,
+        DType.INT64: torch.int64,
+        DType.INT32: torch.int32,
+        DType.INT8: torch.int8,
+        DType.UINT8: torch.uint8,
+        DType.BOOL: torch.bool,
+    }[dt]
+
+
+def _import_file(path: Path, attr: str) -> Any:
+    name = f"_msc_user_{next(_counter)}_{path.stem}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise MscError(f"{path}: cannot import it as a Python module")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    try:
+        spec.loader.exec_module(mod)
+    except Exception as e:
+        raise MscError(f"{path}: importing it failed: {type(e).__name__}: {e}") from None
+    if not hasattr(mod, attr):
+        classes = sorted(
+            k for k, v in vars(mod).items() if isinstance(v, type) and v.__module__ == name
+        )
+        raise MscError(f"{path}: no {attr!r} in it (classes: {', '.join(classes) or 'none'})")
+    return getattr(mod, attr)
+
+
+def _example_inputs(
+    module: Any, specs: Sequence[InputSpec], seed: int = 0
+) -> tuple[list[str], dict[str, np.ndarray]]:
+    params = [
+        p
+        for p in pyinspect.signature(module.forward).parameters.values()
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+    ]
+    given = {s.name: s for s in specs}
+    unknown = sorted(set(given) - {p.name for p in params})
+    if unknown:
+        raise MscError(
+            f"--input-shape {unknown[0]}: forward() has no such parameter "
+            f"(it takes {', '.join(p.name for p in params) or 'nothing'})"
+        )
+    names, arrays = [], {}
+    rng = np.random.default_rng(seed)
+    for p in params:
+        s = given.get(p.name)
+        if s is None:
+            if p.default is not p.empty:
+                break
+            raise MscError(
+                f"forward() parameter {p.name!r} needs an example shape: "
+                f"--input-shape {p.name}=1,3,224,224 (add :i64 for integer inputs)"
+            )
+        dt = s.dtype or DType.FLOAT32
+        arrays[p.name] = random_array(dt, s.shape, rng)
+        names.append(p.name)
+    return names, arrays
+
+
+def random_array(dt: DType, shape: Sequence[int], rng: np.random.Generator, high: int = 10):
+    """Random data of ``dt``: normal floats, ints in [0, high), fair bools."""
+    if dt.is_bool:
+        return rng.integers(0, 2, size=shape).astype(np.bool_)
+    if dt.is_integer:
+        return rng.integers(0, max(high, 1), size=shape).astype(dt.to_numpy())
+    if dt.is_complex:
+        return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(dt.to_numpy())
+    return rng.standard_normal(shape).astype(np.float32).astype(dt.to_numpy())
+
+
+def _from_module(
+    module: Any, specs: Sequence[InputSpec], dynamic: Iterable[str], label: str
+) -> tuple[Graph, dict[str, np.ndarray]]:
+    import msc
+
+    names, example = _example_inputs(module, specs)
+    dyn: dict[str, dict[int, Any]] = {}
+    if dynamic:
+        import torch
+
+        syms: dict[str, Any] = {}
+        for item in dynamic:
+            name, axis, sym = parse_dynamic(item)
+            if name not in example:
+                raise MscError(f"--dynamic {item}: forward() has no input {name!r}")
+            if sym.name not in syms:
+                syms[sym.name] = torch.export.Dim(sym.name, min=sym.min, max=sym.max)
+            dyn.setdefault(name, {})[axis] = syms[sym.name]
+    args = tuple(to_torch(example[n]) for n in names)
+    kwargs: dict[str, Any] = {}
+    if dyn:
+        kwargs["dynamic_shapes"] = {n: dyn.get(n) for n in names}
+    try:
+        g = msc.from_torch(module, args, **kwargs)
+    except MscError:
+        raise
+    except Exception as e:
+        raise MscError(f"{label}: torch.export failed: {type(e).__name__}: {_first(e)}") from None
+    return g, example
+
+
+def _first(e: BaseException) -> str:
+    s = str(e).strip().splitlines()
+    return s[0] if s else ""
+
+
+def load_model(
+    src: str | os.PathLike,
+    input_specs: Sequence[InputSpec] = (),
+    dynamic: Sequence[str] = (),
+    progress: Callable[[str], None] | None = None,
+) -> Model:
+    """Load ``src`` (any supported format) into a ``Model``. Raises MscError for user errors."""
+    import msc
+
+    say = progress or (lambda s: None)
+    text = os.fspath(src)
+    path = Path(text)
+    if not path.exists() and ":" in text:
+        file, _, cls = text.rpartition(":")
+        fp = Path(file)
+        if not fp.is_file():
+            raise MscError(f"{file}: no such file")
+        if not cls.isidentifier():
+            raise MscError(f"{text}: expected module.py:ClassName")
+        say(f"building {cls} from {file}")
+        factory = _import_file(fp, cls)
+        try:
+            module = factory()
+        except Exception as e:
+            raise MscError(f"{text}: {cls}() failed: {type(e).__name__}: {e}") from None
+        if hasattr(module, "eval"):
+            module.eval()
+        say("exporting with torch.export")
+        g, ex = _from_module(module, input_specs, dynamic, text)
+        return Model(g, "torch-module", text, module, ex)
+    if not path.exists():
+        raise MscError(f"{text}: no such file or directory")
+    try:
+        if path.is_dir():
+            if (path / "graph.msc").is_file():
+                say("loading the msc graph")
+                return Model(msc.load(path), "msc", text)
+            if (path / "model.py").is_file():
+                return _load_torch_source(path, input_specs, dynamic, say)
+            raise MscError(
+                f"{text}: a directory that holds neither graph.msc (msc.save) nor model.py "
+                "(codegen.torch.save)"
+            )
+        suffix = path.suffix.lower()
+        if suffix == ".onnx":
+            say("importing the ONNX model")
+            return Model(msc.from_onnx(text), "onnx", text, text)
+        if suffix in (".pt2", ".ep"):
+            import torch
+
+            say("loading the ExportedProgram")
+            ep = torch.export.load(text)
+            say("importing the ExportedProgram")
+            return Model(msc.from_exported_program(ep), "pt2", text, ep)
+        if suffix == ".msc":
+            return Model(msc.from_text(path.read_text(encoding="utf-8")), "msc", text)
+    except MscError:
+        raise
+    except (OSError, ValueError, RuntimeError, KeyError, EOFError) as e:
+        raise MscError(f"{text}: cannot read it: {type(e).__name__}: {_first(e)}") from None
+    except Exception as e:  # a corrupt protobuf / zip raises its own exception types
+        if type(e).__module__.split(".")[0] in ("google", "onnx", "zipfile", "torch"):
+            raise MscError(f"{text}: cannot read it: {type(e).__name__}: {_first(e)}") from None
+        raise
+    raise MscError(
+        f"{text}: unknown model format (expected .onnx, .pt2, .msc, a saved msc graph "
+        "directory, a codegen.torch directory, or module.py:ClassName)"
+    )
+
+
+def _load_torch_source(path: Path, specs, dynamic, say) -> Model:
+    """A directory written by ``codegen.torch.save``: import model.py, build its module with the
+    weights, export it with the input shapes it records (or ``--input-shape``)."""
+    import codegen.torch as cgt
+
+    loader = getattr(cgt, "load", None)
+    if loader is None:
+        raise MscError(f"{path}: this msc cannot load codegen.torch directories yet")
+    say("loading the generated PyTorch module")
+    module = loader(path)
+    if hasattr(module, "eval"):
+        module.eval()
+    if not specs:
+        spec_fn = getattr(cgt, "input_specs", None)
+        if spec_fn is not None:
+            specs = spec_fn(path)
+    say("exporting with torch.export")
+    g, ex = _from_module(module, specs, dynamic, str(path))
+    return Model(g, "torch-source", str(path), module, ex)
+
+
+def graph_of(src: str | os.PathLike | Graph | Model, **kw: Any) -> Graph:
+    """The msc graph of a path, a Model, or a Graph."""
+    if isinstance(src, Graph):
+        return src
+    if isinstance(src, Model):
+        return src.graph
+    return load_model(src, **kw).graph

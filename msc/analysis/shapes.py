@@ -1,0 +1,244 @@
+"""Input-shape options and dim bindings: ``name=1,3,224,224``, ``name:0=batch``, ``batch=8``.
+
+# NOTE: a binding maps symbol names to sizes. It comes from ``--input-shape`` (each symbolic dim
+# of the named input takes the given size; a fixed dim must agree) or names a symbol directly
+# (``batch=8``). ``specialize`` re-runs type inference with bound inputs so interior dims that
+# inference could not keep symbolic (conv output sizes of a symbolic image) become numbers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from msc.errors import MscError
+from msc.ir.dtype import DType
+from msc.ir.graph import Graph, Node, Value
+from msc.ir.types import SymDim, TensorType
+
+__all__ = [
+    "InputSpec",
+    "parse_input_shape",
+    "parse_dynamic",
+    "bind",
+    "specialize",
+    "symbols",
+    "concrete_shape",
+    "dynamic_items",
+    "retype",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class InputSpec:
+    """One ``--input-shape`` item: a name, its dims, and optionally a dtype (``ids=1,128:i64``)."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: DType | None = None
+
+
+def parse_input_shape(text: str) -> InputSpec:
+    """Parse ``name=1,3,224,224`` (optionally ``:i64`` for the dtype; ``name=`` is a scalar)."""
+    name, eq, rest = text.partition("=")
+    if not eq or not name:
+        raise MscError(f"bad --input-shape {text!r}: expected name=1,3,224,224[:dtype]")
+    dims, _, dt = rest.partition(":")
+    try:
+        shape = tuple(int(d) for d in dims.replace("x", ",").split(",") if d.strip())
+    except ValueError:
+        raise MscError(f"bad --input-shape {text!r}: dims must be integers") from None
+    if any(d < 0 for d in shape):
+        raise MscError(f"bad --input-shape {text!r}: dims must be >= 0")
+    dtype = None
+    if dt:
+        try:
+            dtype = DType.from_short(dt)
+        except ValueError:
+            names = ", ".join(d.short for d in DType)
+            raise MscError(f"bad --input-shape {text!r}: unknown dtype {dt!r} ({names})") from None
+    return InputSpec(name, shape, dtype)
+
+
+def parse_dynamic(text: str) -> tuple[str, int, SymDim]:
+    """Parse ``name:0=batch`` (or ``name:0=batch{1..64}`` with a range, as the text format
+    writes it) into (input name, axis, symbol)."""
+    lhs, eq, sym = text.partition("=")
+    name, colon, ax = lhs.rpartition(":")
+    lo = hi = None
+    if "{" in sym and sym.endswith("}"):
+        sym, _, rng = sym[:-1].partition("{")
+        a, dots, b = rng.partition("..")
+        try:
+            lo, hi = (int(a) if a else None), (int(b) if b else None)
+        except ValueError:
+            dots = ""
+        if not dots:
+            raise MscError(
+                f"bad --dynamic {text!r}: a range reads {{min..max}}, e.g. batch{{1..64}}"
+            )
+    if not eq or not colon or not name or not sym.isidentifier():
+        raise MscError(f"bad --dynamic {text!r}: expected input:axis=symbol, e.g. x:0=batch")
+    try:
+        axis = int(ax)
+    except ValueError:
+        raise MscError(f"bad --dynamic {text!r}: the axis must be an integer") from None
+    try:
+        return name, axis, SymDim(sym, lo, hi)
+    except ValueError as e:
+        raise MscError(f"bad --dynamic {text!r}: {e}") from None
+
+
+def dynamic_items(g: Graph) -> list[str]:
+    """The ``--dynamic`` items that describe ``g``'s symbolic input dims."""
+    out = []
+    for v in g.inputs:
+        for i, d in enumerate(v.type.shape or ()):
+            if isinstance(d, SymDim):
+                rng = (
+                    ""
+                    if d.min is None and d.max is None
+                    else (f"{{{'' if d.min is None else d.min}..{'' if d.max is None else d.max}}}")
+                )
+                out.append(f"{v.name}:{i}={d.name}{rng}")
+    return out
+
+
+def symbols(g: Graph) -> dict[str, SymDim]:
+    """Every symbol in the graph's input and value types, by name."""
+    out: dict[str, SymDim] = {}
+    for v in g.values():
+        for d in v.type.shape or ():
+            if isinstance(d, SymDim):
+                out.setdefault(d.name, d)
+    return out
+
+
+def bind(g: Graph, specs: Iterable[InputSpec]) -> dict[str, int]:
+    """Symbol sizes from input shapes (or direct ``symbol=size`` items). Raises MscError when a
+    fixed dim disagrees, a rank differs, a size is out of a symbol's range, or a name is
+    neither an input nor a symbol."""
+    inputs = {v.name: v for v in g.inputs}
+    syms = symbols(g)
+    binding: dict[str, int] = {}
+
+    def put(sym: SymDim | str, size: int, where: str) -> None:
+        name = sym.name if isinstance(sym, SymDim) else sym
+        s = syms.get(name)
+        if s is not None and (
+            (s.min is not None and size < s.min) or (s.max is not None and size > s.max)
+        ):
+            raise MscError(f"{where}: {name}={size} is outside its range {s.min}..{s.max}")
+        if binding.get(name, size) != size:
+            raise MscError(f"{where}: {name} is bound to both {binding[name]} and {size}")
+        binding[name] = size
+
+    for spec in specs:
+        v = inputs.get(spec.name)
+        if v is None:
+            if spec.name in syms and len(spec.shape) == 1:
+                put(spec.name, spec.shape[0], f"--input-shape {spec.name}")
+                continue
+            known = ", ".join(sorted(inputs)) or "none"
+            raise MscError(
+                f"--input-shape {spec.name}: no such input (inputs: {known}; symbols: "
+                f"{', '.join(sorted(syms)) or 'none'})"
+            )
+        shape = v.type.shape
+        if shape is None:
+            continue
+        if len(shape) != len(spec.shape):
+            raise MscError(
+                f"--input-shape {spec.name}: rank {len(spec.shape)} given, the input is "
+                f"{v.type} (rank {len(shape)})"
+            )
+        for i, (d, size) in enumerate(zip(shape, spec.shape)):
+            if isinstance(d, SymDim):
+                put(d, size, f"--input-shape {spec.name}")
+            elif isinstance(d, int) and d != size:
+                raise MscError(
+                    f"--input-shape {spec.name}: dim {i} is fixed at {d} in the model, got {size}"
+                )
+    return binding
+
+
+def _subst(t: TensorType, binding: Mapping[str, int]) -> TensorType:
+    if t.shape is None:
+        return t
+    return t.with_shape(
+        binding.get(d.name, d) if isinstance(d, SymDim) else d  # type: ignore[misc]
+        for d in t.shape
+    )
+
+
+def concrete_shape(t: TensorType, binding: Mapping[str, int], default: int = 2) -> tuple[int, ...]:
+    """A runnable shape: bound symbols, else ``default`` clipped to the symbol's range.
+    Raises MscError for an unknown rank or an unknown (unnamed) dim."""
+    if t.shape is None:
+        raise MscError(f"cannot make an input of unknown rank ({t}); give --input-shape")
+    out: list[int] = []
+    for d in t.shape:
+        if isinstance(d, int):
+            out.append(d)
+        elif isinstance(d, SymDim):
+            size = binding.get(d.name, default)
+            if d.min is not None:
+                size = max(size, d.min)
+            if d.max is not None:
+                size = min(size, d.max)
+            out.append(size)
+        else:
+            raise MscError(f"cannot make an input with an unknown dim ({t}); give --input-shape")
+    return tuple(out)
+
+
+def specialize(g: Graph, binding: Mapping[str, int]) -> Graph:
+    """A copy of ``g`` with bound symbols replaced by sizes and types re-inferred.
+
+    Node types are re-inferred from the new input types; where inference cannot run (a subgraph
+    attribute, an op whose inference fails), the original type with symbols substituted is
+    kept, so the result is always a graph of the same shape as ``g``.
+    """
+    if not binding:
+        return g
+    return retype(g, {v.name: _subst(v.type, binding) for v in g.inputs}, binding)
+
+
+def retype(
+    g: Graph, input_types: Mapping[str, TensorType], binding: Mapping[str, int] | None = None
+) -> Graph:
+    """A copy of ``g`` with new input types and every node type re-inferred.
+
+    With ``binding`` (specialising), a node whose inference fails keeps its old type with the
+    bound symbols substituted. Without it (e.g. making a dim dynamic), a failure is an MscError
+    naming the node, since the old type would be wrong.
+    """
+    out = Graph(g.name)
+    out.meta = dict(g.meta)
+    vmap: dict[int, Value] = {}
+    for v in g.inputs:
+        vmap[id(v)] = out.add_input(v.name, input_types.get(v.name, v.type))
+    for w in g.weights.values():
+        data = (lambda w=w: w.numpy()) if w.has_data else None
+        vmap[id(w)] = out.add_weight(w.name, data, type=w.type)
+    for n in g.nodes:
+        ins = [None if v is None else vmap.get(id(v), v) for v in n.inputs]
+        kw: dict = {"name": n.name, "provenance": n.provenance}
+        names = [v.name for v in n.outputs]
+        node: Node | None = None
+        err: Exception | None = None
+        if not any(True for _ in n.subgraphs()):
+            try:
+                node = Node(n.op, ins, n.attrs, output_names=names, **kw)
+            except (ValueError, TypeError) as e:
+                err = e
+        if node is None:
+            if binding is None and err is not None:
+                raise MscError(f"cannot re-type the graph: {err}") from None
+            types = [_subst(v.type, binding or {}) for v in n.outputs]
+            node = Node(n.op, ins, n.attrs, output_types=types, output_names=names, **kw)
+        out.add_node(node)
+        for a, b in zip(n.outputs, node.outputs):
+            vmap[id(a)] = b
+    out.set_outputs(vmap[id(v)] for v in g.outputs)
+    return out

@@ -1,0 +1,379 @@
+"""``verify``: run two models on the same inputs, compare their outputs, and on a mismatch name
+the first node where they diverge.
+
+Inputs are random (seeded) of each input's dtype, or come from an .npz file keyed by input name.
+Integer inputs that index something (embedding rows, gather) are drawn inside that range. A and
+B's inputs pair by name when every name of A is an input of B, else by position.
+
+Per output: ``max_abs = max|a - b|`` and ``max_rel = max(|a - b| / |b|)`` over elements with
+``|b| > atol``; an output passes when ``|a - b| <= atol + rtol * |b|`` everywhere (numpy's
+``allclose``), and integer or bool outputs must be equal.
+
+Per-layer localisation: nodes of A and B are paired as in ``msc.analysis.diff.match``; both
+models are run again with the outputs of every paired node exposed, and the paired values are
+compared in A's topological order with the same tolerance. The first one that fails is where
+the models diverge; its node, source op and module path are reported.
+
+# NOTE: verification never modifies either model: exposing intermediates works on copies
+# (an msc graph copy with extra outputs, an ONNX model copy with extra graph outputs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from msc.analysis.diff import match
+from msc.analysis.model import Model, load_model, random_array
+from msc.analysis.shapes import concrete_shape
+from msc.errors import MscError
+from msc.ir.graph import Graph, Value, Weight
+
+__all__ = ["verify_models", "VerifyReport", "compare", "make_inputs", "format_verify"]
+
+
+@dataclass
+class Compared:
+    """How two arrays compare."""
+
+    name: str
+    shape: str
+    ok: bool
+    max_abs: float
+    max_rel: float
+    mismatched: int = 0
+    note: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "shape": self.shape,
+            "ok": self.ok,
+            "max_abs": self.max_abs,
+            "max_rel": self.max_rel,
+            "mismatched": self.mismatched,
+            "note": self.note,
+        }
+
+
+@dataclass
+class Divergence:
+    """The first paired node whose output differs."""
+
+    node: str
+    op: str
+    source_op: str
+    module: str
+    b_node: str
+    b_op: str
+    value: Compared
+    agreeing_before: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "node": self.node,
+            "op": self.op,
+            "source_op": self.source_op,
+            "module": self.module,
+            "b_node": self.b_node,
+            "b_op": self.b_op,
+            "value": self.value.to_json(),
+            "agreeing_before": self.agreeing_before,
+        }
+
+
+@dataclass
+class VerifyReport:
+    ok: bool
+    rtol: float
+    atol: float
+    inputs: list[str]
+    input_source: str
+    outputs: list[Compared]
+    divergence: Divergence | None = None
+    compared_values: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "rtol": self.rtol,
+            "atol": self.atol,
+            "inputs": self.inputs,
+            "input_source": self.input_source,
+            "outputs": [o.to_json() for o in self.outputs],
+            "divergence": None if self.divergence is None else self.divergence.to_json(),
+            "compared_values": self.compared_values,
+            "notes": self.notes,
+        }
+
+
+def compare(name: str, a: np.ndarray, b: np.ndarray, rtol: float, atol: float) -> Compared:
+    """Compare ``a`` (from A) with ``b`` (from B, the reference for relative error)."""
+    a, b = np.asarray(a), np.asarray(b)
+    shape = f"{a.dtype}{list(a.shape)}"
+    if a.shape != b.shape:
+        return Compared(
+            name,
+            shape,
+            False,
+            float("inf"),
+            float("inf"),
+            note=f"shapes differ: {list(a.shape)} vs {list(b.shape)}",
+        )
+    if a.size == 0:
+        return Compared(name, shape, True, 0.0, 0.0)
+    exact = a.dtype.kind in "biu" or b.dtype.kind in "biu"
+    x = a.astype(np.float64) if a.dtype.kind != "c" else a.astype(np.complex128)
+    y = b.astype(np.float64) if b.dtype.kind != "c" else b.astype(np.complex128)
+    with np.errstate(invalid="ignore", over="ignore"):
+        err = np.abs(x - y)
+        both_nan = np.isnan(x) & np.isnan(y)
+        same_inf = np.isinf(x) & (x == y)
+        err = np.where(both_nan | same_inf, 0.0, err)
+        err = np.where(np.isnan(err), np.inf, err)
+        big = np.abs(y) > atol
+        rel = float(np.max(err[big] / np.abs(y[big]))) if big.any() else 0.0
+        bad = err > 0 if exact else err > atol + rtol * np.abs(y)
+    bad = bad & ~(both_nan | same_inf)
+    n_bad = int(np.count_nonzero(bad))
+    return Compared(name, shape, n_bad == 0, float(np.max(err)), rel, n_bad)
+
+
+def _index_bound(v: Value) -> int | None:
+    """An exclusive upper bound for an integer input used as an index, when its uses say."""
+    bound: int | None = None
+    for node, i in v.uses:
+        hi: Any = None
+        if node.op == "embedding" and i == 1:
+            w = node.inputs[0]
+            hi = w.type.shape[0] if w is not None and w.type.shape else None
+        elif node.op in ("gather", "gather_elements") and i == 1:
+            x = node.inputs[0]
+            if x is not None and x.type.shape is not None:
+                hi = x.type.shape[node.attrs["axis"] % len(x.type.shape)]
+        elif node.op == "one_hot":
+            hi = node.attrs["depth"]
+        if isinstance(hi, int):
+            bound = hi if bound is None else min(bound, hi)
+    return bound
+
+
+def make_inputs(
+    g: Graph, seed: int = 0, binding: Mapping[str, int] | None = None
+) -> dict[str, np.ndarray]:
+    """Random inputs for ``g``: seeded, of each input's dtype; symbols take their binding or 2
+    (clipped to their range)."""
+    rng = np.random.default_rng(seed)
+    out: dict[str, np.ndarray] = {}
+    for v in g.inputs:
+        shape = concrete_shape(v.type, binding or {})
+        hi = _index_bound(v) if v.type.dtype.is_integer else None
+        out[v.name] = random_array(v.type.dtype, shape, rng, high=hi or 10)  # type: ignore[arg-type]
+    return out
+
+
+def load_inputs(path: str | Path, g: Graph) -> dict[str, np.ndarray]:
+    """Inputs from an .npz file keyed by input name (or ``arr_0``, ``arr_1``... by position)."""
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            data = {k: z[k] for k in z.files}
+    except FileNotFoundError:
+        raise MscError(f"{path}: no such file") from None
+    except (OSError, ValueError) as e:
+        raise MscError(f"{path}: not a readable .npz file: {e}") from None
+    out: dict[str, np.ndarray] = {}
+    for i, v in enumerate(g.inputs):
+        arr = data.get(v.name, data.get(f"arr_{i}"))
+        if arr is None:
+            raise MscError(f"{path}: no array for input {v.name!r} (has {sorted(data)})")
+        want = v.type.dtype.to_numpy()
+        if arr.dtype != want:
+            raise MscError(f"{path}: input {v.name!r} is {arr.dtype}, the model takes {want}")
+        out[v.name] = arr
+    return out
+
+
+def _inputs_for(b: Graph, a: Graph, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    names_b = {v.name for v in b.inputs}
+    if len(a.inputs) != len(b.inputs):
+        raise MscError(f"A takes {len(a.inputs)} inputs and B takes {len(b.inputs)}")
+    by_name = all(v.name in names_b for v in a.inputs)
+    out = {}
+    for i, v in enumerate(b.inputs):
+        src = inputs[v.name] if by_name else inputs[a.inputs[i].name]
+        want = v.type.dtype.to_numpy()
+        out[v.name] = src if src.dtype == want else src.astype(want)
+    return out
+
+
+def _as_model(x: str | Path | Model) -> Model:
+    return x if isinstance(x, Model) else load_model(x)
+
+
+def verify_models(
+    a: str | Path | Model,
+    b: str | Path | Model,
+    inputs: str | Path | Mapping[str, np.ndarray] | None = None,
+    *,
+    rtol: float = 1e-4,
+    atol: float = 1e-5,
+    seed: int = 0,
+    binding: Mapping[str, int] | None = None,
+    localize: bool = True,
+    progress: Callable[[str], None] | None = None,
+) -> VerifyReport:
+    """Run A and B on the same inputs and compare; see the module docstring."""
+    say = progress or (lambda s: None)
+    ma, mb = _as_model(a), _as_model(b)
+    ga, gb = ma.graph, mb.graph
+    if inputs is None:
+        feeds = make_inputs(ga, seed, binding)
+        source = f"random, seed {seed}"
+    elif isinstance(inputs, str | Path):
+        feeds = load_inputs(inputs, ga)
+        source = str(inputs)
+    else:
+        feeds = dict(inputs)
+        source = "given"
+    feeds_b = _inputs_for(gb, ga, feeds)
+    say("running A")
+    outs_a, _ = _guard(ma, lambda: ma.run(feeds))
+    say("running B")
+    outs_b, _ = _guard(mb, lambda: mb.run(feeds_b))
+    report = VerifyReport(
+        ok=True,
+        rtol=rtol,
+        atol=atol,
+        inputs=[f"{k} {v.dtype}{list(v.shape)}" for k, v in feeds.items()],
+        input_source=source,
+        outputs=[],
+    )
+    if len(outs_a) != len(outs_b):
+        report.ok = False
+        report.notes.append(f"A gives {len(outs_a)} outputs, B gives {len(outs_b)}")
+    names = [v.name for v in ga.outputs] + [f"output{i}" for i in range(len(ga.outputs), 999)]
+    for i, (x, y) in enumerate(zip(outs_a, outs_b)):
+        c = compare(names[i], x, y, rtol, atol)
+        report.outputs.append(c)
+        report.ok &= c.ok
+    if not report.ok and localize:
+        say("localising the first divergence")
+        _localize(report, ma, mb, feeds, feeds_b, rtol, atol)
+    return report
+
+
+def _guard(m: Model, fn: Callable[[], Any]) -> Any:
+    try:
+        return fn()
+    except MscError:
+        raise
+    except Exception as e:
+        msg = str(e).strip().splitlines()
+        raise MscError(
+            f"{m.label}: running it failed: {type(e).__name__}: {msg[0] if msg else ''}"
+        ) from None
+
+
+def _localize(
+    report: VerifyReport,
+    ma: Model,
+    mb: Model,
+    feeds: dict[str, np.ndarray],
+    feeds_b: dict[str, np.ndarray],
+    rtol: float,
+    atol: float,
+) -> None:
+    ga, gb = ma.graph, mb.graph
+    m = match(ga, gb)
+    pairs: list[tuple[Any, Value, Value]] = []
+    for n in ga.nodes:
+        c = m.nodes.get(id(n))
+        if c is None or len(c.outputs) != len(n.outputs):
+            continue
+        for x, y in zip(n.outputs, c.outputs):
+            if x.type.dtype is y.type.dtype and not isinstance(x, Weight):
+                pairs.append((n, x, y))
+    if not pairs:
+        report.notes.append("no nodes correspond between A and B; cannot localise")
+        return
+    try:
+        _, va = ma.run(feeds, [x.name for _, x, _ in pairs])
+        _, vb = mb.run(feeds_b, [y.name for _, _, y in pairs])
+    except MscError as e:
+        report.notes.append(f"cannot run with intermediate values exposed: {e}")
+        return
+    agreeing = 0
+    for n, x, y in pairs:
+        if x.name not in va or y.name not in vb:
+            continue
+        c = compare(f"%{x.name} ~ %{y.name}", va[x.name], vb[y.name], rtol, atol)
+        report.compared_values += 1
+        if c.ok:
+            agreeing += 1
+            continue
+        b = m.nodes[id(n)]
+        report.divergence = Divergence(
+            node=n.name or f"#{ga.nodes.index(n)}",
+            op=n.op,
+            source_op=n.provenance.op,
+            module=n.provenance.module,
+            b_node=b.name or f"#{gb.nodes.index(b)}",
+            b_op=b.op,
+            value=c,
+            agreeing_before=agreeing,
+        )
+        return
+    report.notes.append(
+        f"all {report.compared_values} corresponding intermediate values agree; the outputs "
+        "differ after the last corresponding node"
+    )
+
+
+def _e(x: float) -> str:
+    return f"{x:.3g}" if np.isfinite(x) else str(x)
+
+
+def format_verify(r: VerifyReport, a_label: str = "A", b_label: str = "B") -> str:
+    """The text ``msc verify`` prints."""
+    lines = [f"A: {a_label}", f"B: {b_label}"]
+    lines.append(f"inputs ({r.input_source}): " + ", ".join(r.inputs))
+    lines.append(f"outputs (rtol {r.rtol:g}, atol {r.atol:g})")
+    rows = [["output", "value", "max abs", "max rel", ""]]
+    for o in r.outputs:
+        verdict = (
+            "ok"
+            if o.ok
+            else f"MISMATCH ({o.mismatched} elements)"
+            if o.mismatched
+            else (f"MISMATCH ({o.note})")
+        )
+        rows.append([o.name, o.shape, _e(o.max_abs), _e(o.max_rel), verdict])
+    widths = [max(len(row[i]) for row in rows) for i in range(5)]
+    lines += ["  " + "  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows]
+    d = r.divergence
+    if d is not None:
+        where = f"node {d.node!r} ({d.op}"
+        if d.source_op:
+            where += f", from {d.source_op}"
+        where += ")"
+        if d.module:
+            where += f" in module {d.module!r}"
+        lines.append(f"first divergence: {where}")
+        if (d.b_node, d.b_op) != (d.node, d.op):
+            lines.append(f"  corresponds to B's node {d.b_node!r} ({d.b_op})")
+        lines.append(
+            f"  {d.value.name}: max abs {_e(d.value.max_abs)}, max rel {_e(d.value.max_rel)}"
+            + (f" ({d.value.note})" if d.value.note else "")
+        )
+        lines.append(
+            f"  {d.agreeing_before} corresponding value(s) before it agree "
+            f"({r.compared_values} compared)"
+        )
+    lines += [f"note: {n}" for n in r.notes]
+    lines.append("result: " + ("match" if r.ok else "MISMATCH"))
+    return "\n".join(lines) + "\n"

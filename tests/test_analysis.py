@@ -1,0 +1,388 @@
+"""Analysis on msc graphs alone: symbolic counts, FLOP/MAC formulas, peak memory, diff, R.
+
+Every expected count below is worked out by hand from the formula in msc.analysis.cost.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pytest
+
+import msc
+from msc.analysis import cost
+from msc.analysis.diff import match
+from msc.analysis.inspect import inspect_graph
+from msc.analysis.shapes import bind, parse_dynamic, parse_input_shape, specialize
+from msc.analysis.symbolic import Poly
+from msc.errors import MscError
+from msc.examples import small_cnn_graph
+from msc.ir import DType, Graph, Provenance, SymDim, TensorType
+
+F32 = DType.FLOAT32
+R = sys.modules["msc.analysis.render"]  # the module (msc.analysis.render is the function)
+
+
+def _w(g: Graph, name: str, *shape: int):
+    return g.add_weight(name, np.ones(shape, np.float32))
+
+
+def _one(build) -> Graph:
+    g = Graph("t")
+    y = build(g)
+    g.set_outputs([y])
+    return g
+
+
+# ---------------------------------------------------------------------------- symbolic
+def test_poly_arithmetic_and_format():
+    b, s = Poly.of("batch"), Poly.of("seq")
+    p = b * s * 2 + b * 3 + 8
+    assert str(p) == "2*batch*seq + 3*batch + 8"
+    assert p.evaluate({"batch": 2, "seq": 5}) == 20 + 6 + 8
+    assert str(p.subs({"seq": 5})) == "13*batch + 8"
+    assert p.subs({"batch": 1, "seq": 1}).constant() == 13
+    assert str(b * b) == "batch^2"
+    assert Poly.of(0) == Poly() and not Poly()
+    with pytest.raises(ValueError):
+        p.constant()
+
+
+# ---------------------------------------------------------------------------- FLOPs table
+def _x(g: Graph, *shape, name="x"):
+    return g.add_input(name, TensorType(F32, shape))
+
+
+CASES = [
+    # (id, builder, MACs, FLOPs) -- counts from the formulas in msc.analysis.cost
+    (
+        "conv_bias",
+        lambda g: g.op(
+            "conv", _x(g, 2, 3, 8, 8), _w(g, "w", 4, 3, 3, 3), _w(g, "b", 4), padding=[1] * 4
+        ),
+        2 * 4 * 8 * 8 * 27,
+        2 * (2 * 4 * 8 * 8 * 27) + 2 * 4 * 8 * 8,
+    ),
+    (
+        "conv_grouped_nobias",
+        lambda g: g.op("conv", _x(g, 1, 4, 5, 5), _w(g, "w", 4, 1, 3, 3), groups=4),
+        4 * 3 * 3 * 9,
+        2 * 4 * 3 * 3 * 9,
+    ),
+    (
+        "conv_transpose",
+        lambda g: g.op("conv_transpose", _x(g, 1, 2, 3, 3), _w(g, "w", 2, 5, 2, 2), stride=[2, 2]),
+        2 * 9 * 5 * 4,
+        2 * 2 * 9 * 5 * 4,
+    ),
+    ("matmul", lambda g: g.op("matmul", _x(g, 2, 5, 7), _w(g, "w", 7, 3)), 210, 420),
+    (
+        "linear",
+        lambda g: g.op("linear", _x(g, 4, 6), _w(g, "w", 5, 6), _w(g, "b", 5)),
+        120,
+        260,
+    ),
+    (
+        "gemm_trans_b",
+        lambda g: g.op("gemm", _x(g, 3, 4), _w(g, "w", 5, 4), _w(g, "c", 5), trans_b=True),
+        60,
+        135,
+    ),
+    (
+        "einsum",
+        lambda g: g.op("einsum", _x(g, 2, 3, 4), _w(g, "w", 2, 4, 5), equation="bij,bjk->bik"),
+        120,
+        240,
+    ),
+    (
+        "attention",
+        lambda g: g.op(
+            "attention", _x(g, 2, 4, 6, 8), _w(g, "k", 2, 4, 10, 8), _w(g, "v", 2, 4, 10, 16)
+        ),
+        48 * 10 * 24,
+        2 * 48 * 10 * 24 + 5 * 48 * 10,
+    ),
+    (
+        "layer_norm_affine",
+        lambda g: g.op("layer_norm", _x(g, 2, 10), _w(g, "w", 10), _w(g, "b", 10)),
+        0,
+        7 * 20,
+    ),
+    ("rms_norm", lambda g: g.op("rms_norm", _x(g, 2, 10), _w(g, "w", 10)), 0, 4 * 20),
+    (
+        "batch_norm",
+        lambda g: g.op(
+            "batch_norm",
+            _x(g, 2, 3, 4, 4),
+            _w(g, "w", 3),
+            _w(g, "b", 3),
+            _w(g, "m", 3),
+            _w(g, "v", 3),
+        ),
+        0,
+        2 * 96,
+    ),
+    ("softmax", lambda g: g.op("softmax", _x(g, 3, 4)), 0, 60),
+    ("relu", lambda g: g.op("relu", _x(g, 3, 4)), 0, 12),
+    ("add_broadcast", lambda g: g.op("add", _x(g, 3, 4), _w(g, "b", 4)), 0, 12),
+    ("reduce_sum", lambda g: g.op("reduce_sum", _x(g, 3, 4), axes=[1]), 0, 12),
+    (
+        "max_pool",
+        lambda g: g.op("max_pool", _x(g, 1, 1, 4, 4), kernel=[2, 2], stride=[2, 2]),
+        0,
+        16,
+    ),
+    ("reshape_is_free", lambda g: g.op("reshape", _x(g, 3, 4), shape=[12]), 0, 0),
+    ("transpose_is_free", lambda g: g.op("transpose", _x(g, 3, 4), perm=[1, 0]), 0, 0),
+]
+
+
+@pytest.mark.parametrize("build,macs,flops", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_node_cost(build, macs, flops):
+    g = _one(build)
+    c = cost.node_cost(g.nodes[-1])
+    assert c is not None and c.macs is not None and c.flops is not None
+    assert (c.macs.constant(), c.flops.constant()) == (macs, flops)
+
+
+def test_symbolic_cost_is_a_formula_and_binds():
+    def build(g):
+        x = g.add_input("x", TensorType(F32, (SymDim("batch", 1, 8), SymDim("seq"), 6)))
+        return g.op("linear", x, _w(g, "w", 5, 6))
+
+    g = _one(build)
+    c = cost.node_cost(g.nodes[0])
+    assert str(c.macs) == "30*batch*seq"
+    r = msc.inspect(g, {"x": (2, 7, 6)})
+    assert r.macs.constant() == 30 * 14 and r.binding == {"batch": 2, "seq": 7}
+    assert msc.inspect(g).to_json()["macs"] == "30*batch*seq"
+
+
+def test_unknown_dim_gives_unknown_count_not_a_guess():
+    g = _one(lambda g: g.op("relu", g.add_input("x", TensorType(F32, (None, 3)))))
+    c = cost.node_cost(g.nodes[0])
+    assert c.flops is None
+    assert msc.inspect(g).flops is None
+
+
+# ---------------------------------------------------------------------------- inspect
+def test_inspect_small_cnn():
+    r = msc.inspect(small_cnn_graph(), {"batch": 4})
+    j = r.to_json()
+    assert j["inputs"][0] == {
+        "name": "x",
+        "dtype": "f32",
+        "shape": ["batch", 3, 16, 16],
+        "type": "f32[batch{1..64}, 3, 16, 16]",
+    }
+    assert j["op_histogram"] == {
+        "conv": 1,
+        "batch_norm": 1,
+        "relu": 1,
+        "reduce_mean": 1,
+        "linear": 1,
+    }
+    assert j["params"] == 8 * 27 + 8 + 4 * 8 + 80 + 10
+    assert j["params_by_dtype"]["f32"]["bytes"] == 4 * j["params"]
+    conv_macs = 4 * 8 * 256 * 27
+    assert j["nodes"][0]["macs"] == conv_macs
+    assert j["macs"] == conv_macs + 4 * 80
+    # Peak: conv output + batch_norm output live together, 2 x 4*8*16*16 f32.
+    assert j["peak_activation_bytes"] == 2 * 4 * 8 * 256 * 4
+    assert j["peak_at"] == "features.1"
+    text = str(r)
+    for s in ("inputs", "parameters", "FLOPs", "peak activation memory", "features.0"):
+        assert s in text
+
+
+def test_peak_memory_keeps_values_alive_until_last_use():
+    g = Graph("branch")
+    x = g.add_input("x", TensorType(F32, (10,)))
+    a = g.op("relu", x)
+    b = g.op("neg", x)
+    c = g.op("add", a, b)
+    g.set_outputs([c])
+    r = inspect_graph(g)
+    # At the neg node: x, a and b are all live (x is freed after its last use, neg).
+    assert r.peak_memory.constant() == 3 * 40
+    chain = Graph("chain")
+    x = chain.add_input("x", TensorType(F32, (10,)))
+    chain.set_outputs([chain.op("relu", chain.op("relu", chain.op("relu", x)))])
+    assert inspect_graph(chain).peak_memory.constant() == 2 * 40
+
+
+# ---------------------------------------------------------------------------- shapes
+def test_input_shape_and_dynamic_parsing():
+    assert parse_input_shape("x=1,3,224,224") == parse_input_shape("x=1x3x224x224")
+    s = parse_input_shape("ids=1,128:i64")
+    assert s.shape == (1, 128) and s.dtype is DType.INT64
+    assert parse_dynamic("x:0=batch") == ("x", 0, SymDim("batch"))
+    assert parse_dynamic("x:1=seq{1..512}") == ("x", 1, SymDim("seq", 1, 512))
+    for bad in ("x", "x=a,b", "x=1:f99"):
+        with pytest.raises(MscError):
+            parse_input_shape(bad)
+    for bad in ("x=batch", "x:a=batch", "x:0=1batch", "x:0=b{2..1}"):
+        with pytest.raises(MscError):
+            parse_dynamic(bad)
+
+
+def test_bind_errors_name_the_problem():
+    g = small_cnn_graph()
+    with pytest.raises(MscError, match="fixed at 3"):
+        bind(g, [parse_input_shape("x=2,4,16,16")])
+    with pytest.raises(MscError, match="outside its range"):
+        bind(g, [parse_input_shape("x=100,3,16,16")])
+    with pytest.raises(MscError, match="no such input"):
+        bind(g, [parse_input_shape("y=1")])
+    assert bind(g, [parse_input_shape("batch=5")]) == {"batch": 5}
+
+
+def test_specialize_reinfers_dims_inference_could_not_keep():
+    g = Graph("img")
+    x = g.add_input("x", TensorType(F32, (1, 3, SymDim("h"), SymDim("w"))))
+    y = g.op("conv", x, _w(g, "w", 4, 3, 3, 3), stride=[2, 2])
+    g.set_outputs([y])
+    assert g.outputs[0].type.shape[2] is None
+    s = specialize(g, {"h": 9, "w": 9})
+    assert s.outputs[0].type.shape == (1, 4, 4, 4)
+    assert inspect_graph(g, {"h": 9, "w": 9}).macs.constant() == 16 * 4 * 27
+
+
+# ---------------------------------------------------------------------------- diff
+def _mutated(text_edit=None, build_edit=None) -> Graph:
+    g = small_cnn_graph()
+    if text_edit:
+        g2 = msc.from_text(text_edit(msc.to_text(g)))
+        for w in g2.weights.values():
+            w.set_data(g.weights[w.name].numpy())
+        return g2
+    build_edit(g)
+    return g
+
+
+def _insert_neg(g: Graph) -> None:
+    relu = g.nodes[2]
+    neg = g.add_node("neg", [relu.output], name="extra")
+    g.nodes.remove(neg)
+    g.nodes.insert(3, neg)
+    g.nodes[4].inputs = [neg.output]
+
+
+def _drop_relu(g: Graph) -> None:
+    relu = g.nodes[2]
+    g.nodes[3].inputs = [relu.inputs[0]]
+    g.remove_node(relu)
+
+
+def _new_weights(g: Graph) -> None:
+    w = g.weights["classifier.weight"]
+    w.set_data(w.numpy() + 1)
+
+
+DIFF_CASES = [
+    (
+        "eps",
+        lambda: _mutated(lambda t: t.replace("eps = 1e-05", "eps = 0.001")),
+        {"changed": 1, "added": 0, "removed": 0},
+        "attr eps: 1e-05 -> 0.001",
+    ),
+    (
+        "op",
+        lambda: _mutated(lambda t: t.replace("= relu(", "= sigmoid(")),
+        {"changed": 1, "added": 0, "removed": 0},
+        "op relu -> sigmoid",
+    ),
+    (
+        "insert",
+        lambda: _mutated(build_edit=_insert_neg),
+        {"changed": 1, "added": 1, "removed": 0},
+        "rewired",
+    ),
+    (
+        "remove",
+        lambda: _mutated(build_edit=_drop_relu),
+        {"changed": 1, "added": 0, "removed": 1},
+        "rewired",
+    ),
+    (
+        "weights",
+        lambda: _mutated(build_edit=_new_weights),
+        {"changed": 1, "added": 0, "removed": 0},
+        "values differ",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    "make,counts,needle", [c[1:] for c in DIFF_CASES], ids=[c[0] for c in DIFF_CASES]
+)
+def test_diff_finds_each_kind_of_change(make, counts, needle):
+    r = msc.diff(small_cnn_graph(), make())
+    assert not r.equal and r.first_difference
+    got = {"changed": len(r.changed), "added": len(r.added), "removed": len(r.removed)}
+    assert got == counts
+    assert needle in str(r)
+
+
+def test_diff_equal_graphs_and_renamed_nodes_match_by_structure():
+    a = small_cnn_graph()
+    assert msc.diff(a, small_cnn_graph()).equal
+    b = _mutated(lambda t: t.replace('name = "features.1"', 'name = "bn"'))
+    r = msc.diff(a, b)
+    assert r.equal  # names do not count for structural equality
+    assert len(r.matched) == 5 and not r.changed
+
+
+def test_match_pairs_by_provenance_across_different_structure():
+    a = small_cnn_graph()
+    b = _mutated(build_edit=_insert_neg)
+    m = match(a, b)
+    assert len(m.nodes) == 5
+    by = {n.name: m.how[id(n)] for n in a.nodes if n.name}
+    assert by["features.0"] == "name" and by["classifier"] == "name"
+
+
+# ---------------------------------------------------------------------------- render
+def _hostile() -> Graph:
+    g = Graph('evil "graph"')
+    x = g.add_input('in"put\\', TensorType(F32, (2, 3)))
+    y = g.add_node(
+        "relu",
+        [x],
+        name='</script><b>"n"',
+        provenance=Provenance("torch", "aten.relu", "relu", 'blk."0"'),
+    ).output
+    g.set_outputs([y])
+    return g
+
+
+def test_render_dot_clusters_and_escaping(tmp_path):
+    dot = R.to_dot(small_cnn_graph())
+    assert 'label="features.0"' in dot and "subgraph cluster_" in dot
+    assert "conv\\nfeatures.0" in dot
+    hostile = R.to_dot(_hostile())
+    assert 'label="in\\"put\\\\' in hostile
+    page = R.to_html(_hostile())
+    assert "</script><b>" not in page and "&lt;/script&gt;" in page
+    with pytest.raises(MscError, match=".svg, .dot or .html"):
+        msc.render(small_cnn_graph(), tmp_path / "g.png")
+
+
+def test_render_svg_with_graphviz(tmp_path):
+    if not R.have_graphviz():
+        pytest.skip("graphviz `dot` is not installed (apt-get install graphviz)")
+    p = msc.render(small_cnn_graph(), tmp_path / "g.svg")
+    svg = p.read_text()
+    assert "<svg" in svg and "features.0" in svg
+    assert "<svg" in R.to_svg(_hostile())
+
+
+def test_render_html_without_graphviz_uses_builtin_layout(monkeypatch, tmp_path):
+    monkeypatch.setattr(R.shutil, "which", lambda name: None)
+    p = msc.render(small_cnn_graph(), tmp_path / "g.html")
+    page = p.read_text()
+    assert page.count("<svg") == 1 and "reduce_mean" in page and "<table>" in page
+    with pytest.raises(MscError, match="graphviz"):
+        msc.render(small_cnn_graph(), tmp_path / "g.svg")
+    assert not (tmp_path / "g.svg").exists()
