@@ -122,19 +122,16 @@ def _write(g: Graph, target: str, dest: Path, opset: int | None) -> None:
         msc.save(g, dest)
     elif target == "torch":
         try:
-            import codegen.torch as cgt
+            from codegen.torch import save
         except ImportError as e:
             raise MscError(f"the torch target needs codegen.torch: {e}") from None
-        cgt.save(g, dest)
+        save(g, dest)
     else:
         try:
-            import codegen.onnx as cgo
+            from codegen.onnx import save
         except ImportError as e:
             raise MscError(f"the onnx target needs codegen.onnx: {e}") from None
-        if opset is None:
-            cgo.save(g, dest)
-        else:
-            cgo.save(g, dest, opset=opset)
+        save(g, dest, opset=opset)
 
 
 def _stage(out: Path, target: str) -> tuple[Path, Path]:

@@ -29,6 +29,7 @@ import numpy as np
 from msc.equal import structural_equal
 from msc.ir.attrs import attr_equal
 from msc.ir.graph import Graph, Node, Value, Weight
+from msc.ir.types import SymDim, TensorType
 from msc.text.printer import format_attr, format_type
 
 __all__ = ["Match", "match", "DiffReport", "diff_graphs", "format_diff"]
@@ -132,6 +133,7 @@ def match(a: Graph, b: Graph) -> Match:
         _backward(m, a, b)
         if len(m.nodes) == before:
             break
+    _backward(m, a, b, strict=False)
     _forward(m, a, b, strict=False)
     for n in a.nodes:
         c = m.nodes.get(id(n))
@@ -162,8 +164,9 @@ def _forward(m: Match, a: Graph, b: Graph, strict: bool) -> None:
             m.pair(n, (same or fits)[0], how)
 
 
-def _backward(m: Match, a: Graph, b: Graph) -> None:
-    """From paired consumers (and the graph outputs) back to producers of the same op."""
+def _backward(m: Match, a: Graph, b: Graph, strict: bool = True) -> None:
+    """From paired consumers (and the graph outputs) back to producers of the same op (any op
+    unless ``strict``)."""
     pending: list[tuple[Value | None, Value | None]] = list(zip(a.outputs, b.outputs))
     for n in reversed(a.nodes):
         c = m.nodes.get(id(n))
@@ -176,8 +179,12 @@ def _backward(m: Match, a: Graph, b: Graph) -> None:
         px, py = x.producer, y.producer
         if id(px) in m.nodes or id(py) in m.rev:
             continue
-        if px.op == py.op and x.index == y.index and len(px.outputs) == len(py.outputs):
-            m.pair(px, py, "structure")
+        if (
+            (px.op == py.op or not strict)
+            and x.index == y.index
+            and len(px.outputs) == len(py.outputs)
+        ):
+            m.pair(px, py, "structure" if strict else "dataflow")
             if len(px.inputs) == len(py.inputs):
                 pending += list(zip(px.inputs, py.inputs))
 
@@ -251,6 +258,13 @@ def _weight_differs(x: Weight, y: Weight) -> str | None:
     return None
 
 
+def _unranged(t: TensorType) -> TensorType:
+    """``t`` with symbol ranges dropped: a range is a property of an input, reported once."""
+    if t.shape is None:
+        return t
+    return t.with_shape(SymDim(d.name) if isinstance(d, SymDim) else d for d in t.shape)
+
+
 def _node_changes(m: Match, n: Node, c: Node) -> list[str]:
     out: list[str] = []
     if n.op != c.op:
@@ -259,7 +273,10 @@ def _node_changes(m: Match, n: Node, c: Node) -> list[str]:
         for k in sorted(set(n.attrs) | set(c.attrs)):
             x, y = n.attrs.get(k), c.attrs.get(k)
             if not attr_equal(x, y):
-                out.append(f"attr {k}: {_short(x)} -> {_short(y)}")
+                note = ""
+                if isinstance(x, float) and isinstance(y, float) and np.float32(x) == np.float32(y):
+                    note = " (equal as float32)"
+                out.append(f"attr {k}: {_short(x)} -> {_short(y)}{note}")
     if len(n.inputs) != len(c.inputs):
         out.append(f"inputs: {len(n.inputs)} -> {len(c.inputs)}")
     else:
@@ -278,7 +295,7 @@ def _node_changes(m: Match, n: Node, c: Node) -> list[str]:
         out.append(f"outputs: {len(n.outputs)} -> {len(c.outputs)}")
     else:
         for i, (x, y) in enumerate(zip(n.outputs, c.outputs)):
-            if x.type != y.type:
+            if _unranged(x.type) != _unranged(y.type):
                 out.append(f"output {i} type: {format_type(x.type)} -> {format_type(y.type)}")
     return out
 

@@ -17,6 +17,7 @@ the bytes of that step are reported as a formula.
 
 from __future__ import annotations
 
+import importlib
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -124,20 +125,22 @@ def _io(v: Value) -> dict[str, Any]:
 
 
 def target_support(g: Graph) -> dict[str, list[str]]:
-    """Ops of ``g`` each installed codegen cannot emit, by target (empty lists: all emitted).
-    Targets whose codegen is not importable are left out."""
+    """Ops of ``g`` each installed codegen can neither emit nor lower through a registered
+    decomposition, by target (an empty list: every op). Codegens that do not import are left
+    out. (A decomposition may still refuse a particular node; convert reports that.)"""
+    from msc.decompose import registry as decompositions
+
     ops = sorted({n.op for n in _walk(g)})
     out: dict[str, list[str]] = {}
     for target in ("torch", "onnx"):
         try:
-            mod = __import__(f"codegen.{target}", fromlist=["supported_ops"])
-            supported = getattr(mod, "supported_ops", None)
-            if supported is None:
-                continue
-            have = set(supported())
-        except Exception:  # a codegen that fails to import is simply not reported
+            mod = importlib.import_module(f"codegen.{target}")
+        except Exception:  # noqa: BLE001 - a codegen that fails to import is not reported
             continue
-        out[target] = [op for op in ops if op not in have]
+        reg = getattr(mod, "registry", None)
+        if reg is None:
+            continue
+        out[target] = [op for op in ops if op not in reg and op not in decompositions]
     return out
 
 
@@ -276,6 +279,8 @@ def _count(p: Poly | None, unit: str = "", exact: bool = True) -> str:
 
 
 def _range(lo: int | None, hi: int | None) -> str:
+    if lo is None and hi is None:
+        return "(no range)"
     return f"{'' if lo is None else lo}..{'' if hi is None else hi}"
 
 

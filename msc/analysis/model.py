@@ -153,24 +153,44 @@ def _with_outputs(g: Graph, names: Sequence[str]) -> tuple[Graph, list[str]]:
 def run_graph(
     g: Graph, args: Sequence[np.ndarray], extra: Sequence[str] = ()
 ) -> tuple[list[np.ndarray], dict[str, np.ndarray]]:
-    """Run an msc graph through ``codegen.torch`` (positional inputs in graph order); returns
-    the flat outputs and the values of ``extra`` value names."""
-    try:
-        import codegen.torch as cgt
-    except ImportError as e:
-        raise MscError(f"running an msc graph needs codegen.torch, which failed: {e}") from None
+    """Run an msc graph (positional inputs in graph order) through ``codegen.torch``, or, when
+    that is unavailable, through ``codegen.onnx`` and onnxruntime. Returns the flat outputs and
+    the values of the ``extra`` value names."""
     from msc.structure import OUTPUT_TREE
 
+    if any(not w.has_data for w in g.weights.values()):
+        raise MscError(f"graph {g.name!r} has weights without data (a text-only graph?)")
     if extra or OUTPUT_TREE in g.meta:
         g2, names = _with_outputs(g, extra)
     else:
         g2, names = g, []
-    if any(not w.has_data for w in g.weights.values()):
-        raise MscError(f"graph {g.name!r} has weights without data (a text-only graph?)")
-    module = cgt.to_module(g2)
-    outs = _run_torch(module, list(args))
+    try:
+        import codegen.torch as cgt
+
+        to_module = cgt.to_module
+    except (ImportError, AttributeError):
+        to_module = None
+    if to_module is not None:
+        outs = _run_torch(to_module(g2), list(args))
+    else:
+        outs = _run_via_onnx(g2, list(args))
     n = len(g.outputs)
     return outs[:n], dict(zip(names, outs[n:]))
+
+
+def _run_via_onnx(g: Graph, args: list[np.ndarray]) -> list[np.ndarray]:
+    try:
+        import onnxruntime as ort
+
+        import codegen.onnx as cgo
+    except ImportError as e:
+        raise MscError(f"running an msc graph needs codegen.torch or codegen.onnx: {e}") from None
+    proto = cgo.to_model(g)
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    sess = ort.InferenceSession(proto.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    feeds = {meta.name: a for meta, a in zip(sess.get_inputs(), args)}
+    return list(sess.run(None, feeds))
 
 
 def _run_onnx(m: Model, args: list[np.ndarray], extra: Sequence[str]):
@@ -395,21 +415,19 @@ def load_model(
 
 
 def _load_torch_source(path: Path, specs, dynamic, say) -> Model:
-    """A directory written by ``codegen.torch.save``: import model.py, build its module with the
-    weights, export it with the input shapes it records (or ``--input-shape``)."""
-    import codegen.torch as cgt
-
-    loader = getattr(cgt, "load", None)
-    if loader is None:
-        raise MscError(f"{path}: this msc cannot load codegen.torch directories yet")
+    """A directory written by ``codegen.torch.save``: import its model.py, build the module
+    with its weights (the file's own ``load()``), and export it with ``--input-shape``."""
     say("loading the generated PyTorch module")
-    module = loader(path)
-    if hasattr(module, "eval"):
-        module.eval()
+    load = _import_file(path / "model.py", "load")
+    try:
+        module = load(str(path / "model.safetensors"))
+    except Exception as e:
+        raise MscError(f"{path}: building the module failed: {type(e).__name__}: {e}") from None
     if not specs:
-        spec_fn = getattr(cgt, "input_specs", None)
-        if spec_fn is not None:
-            specs = spec_fn(path)
+        raise MscError(
+            f"{path}: give the input shapes to export the generated module with, "
+            "e.g. --input-shape x=1,3,224,224"
+        )
     say("exporting with torch.export")
     g, ex = _from_module(module, specs, dynamic, str(path))
     return Model(g, "torch-source", str(path), module, ex)
