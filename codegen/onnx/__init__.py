@@ -15,7 +15,7 @@ from typing import Any
 
 import onnx
 
-from codegen.onnx import elementwise, nn, reduce, shape  # noqa: F401  (register emitters)
+from codegen.onnx import control, elementwise, nn, reduce, shape  # noqa: F401  (emitters)
 from codegen.onnx.model import Converter
 from codegen.onnx.opset import MIN_OPSET, default_opset, max_opset
 from codegen.onnx.registry import Emit, EmitterRegistry, Ref, Unsupported, emitter, registry

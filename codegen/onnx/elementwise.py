@@ -52,8 +52,6 @@ BINARY = {
     "sub": ("Sub", 7),
     "mul": ("Mul", 7),
     "div": ("Div", 7),
-    "maximum": ("Max", 8),
-    "minimum": ("Min", 8),
     "logical_and": ("And", 7),
     "logical_or": ("Or", 7),
     "logical_xor": ("Xor", 7),
@@ -86,11 +84,6 @@ def selu(e: Emit, x: Ref) -> Ref:
 @emitter("gelu", since=20)
 def gelu(e: Emit, x: Ref, *, approximate: str) -> Ref:
     return e.op("Gelu", x, approximate=approximate)
-
-
-@emitter("silu", since=24)
-def silu(e: Emit, x: Ref) -> Ref:
-    return e.op("Swish", x, alpha=1.0)
 
 
 @emitter("elu", since=6)
@@ -173,6 +166,18 @@ def _bitwise(onnx_op: str, bool_op: str):
 emitter.register("bitwise_and", 7, _bitwise("BitwiseAnd", "And"))
 emitter.register("bitwise_or", 7, _bitwise("BitwiseOr", "Or"))
 emitter.register("bitwise_xor", 7, _bitwise("BitwiseXor", "Xor"))
+
+
+def _minmax(onnx_op: str):
+    def emit(e: Emit, a: Ref, b: Ref) -> Ref:
+        e.require(a.dtype.is_floating or e.opset >= 12, f"{onnx_op} takes integers from opset 12")
+        return e.op(onnx_op, a, b)
+
+    return emit
+
+
+emitter.register("maximum", 8, _minmax("Max"))
+emitter.register("minimum", 8, _minmax("Min"))
 
 
 @emitter("pow", since=7)

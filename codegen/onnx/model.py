@@ -148,10 +148,11 @@ class Converter:
             Unsupported: neither an emitter nor a decomposition can express it.
         """
         reasons: list[str] = []
+        ins = _pad(node.op, ins)
         em = self.emitters.lookup(node.op, self.opset)
         if em is not None:
             base = node.name or outs[0]
-            e = Emit(self.opset, self._fresh_name, base, node)
+            e = Emit(self.opset, self._fresh_name, base, node, self.subgraph)
             try:
                 result = em.fn(e, *ins, **node.attrs)
             except Unsupported as u:
@@ -236,6 +237,40 @@ class Converter:
                     p.key, p.value = f"msc.provenance.{key}", val
         return nodes
 
+    def subgraph(self, g: Graph, name: str) -> onnx.GraphProto:
+        """A branch or loop body: its nodes emitted in this model's namespace, outer values
+        (and weights) referenced by name.
+
+        Raises:
+            Unsupported: a node of the subgraph cannot be emitted.
+        """
+        for n in g.nodes:
+            for o in n.outputs:
+                self._reserve(o)
+        nodes: list[onnx.NodeProto] = []
+        for n in g.nodes:
+            outs = [self._names[o] for o in n.outputs]
+            try:
+                nodes += self.emit_node(n, [self.ref(v) for v in n.inputs], outs)
+            except Unsupported as u:
+                raise Unsupported(f"{n.op} in subgraph {name!r}: {u}") from None
+            for o, oname in zip(n.outputs, outs):
+                self._note_type(oname, o.type)
+        inner = {o for n in g.nodes for o in n.outputs}
+        out_names = []
+        for v in g.outputs:
+            oname = self._names[v]
+            if v not in inner or oname in out_names:  # an outer value: copy it into the scope
+                copy = self._fresh_name(f"{oname}__{name}")
+                nodes.append(onnx.helper.make_node("Identity", [oname], [copy], name=copy))
+                oname = copy
+            out_names.append(oname)
+        sg = onnx.GraphProto()
+        sg.name = name
+        sg.node.extend(nodes)
+        sg.output.extend(value_info(n, v.type) for n, v in zip(out_names, g.outputs))
+        return sg
+
     def _note_type(self, name: str, t: TensorType) -> None:
         self._types[name] = t
 
@@ -255,9 +290,6 @@ class Converter:
         for node in g.nodes:
             outs = [self._names[o] for o in node.outputs]
             ins = [self.ref(v) for v in node.inputs]
-            if any(True for _ in node.subgraphs()):
-                unsupported.append(UnsupportedOp(node.op, node.name, reason="subgraph attributes"))
-                continue
             try:
                 nodes += self.emit_node(node, ins, outs)
             except Unsupported as u:
@@ -336,6 +368,17 @@ class Converter:
         for k in sorted(props):
             p = model.metadata_props.add()
             p.key, p.value = k, props[k]
+
+
+def _pad(op: str, ins: list) -> list:
+    """Inputs padded with None up to the schema's fixed inputs, so emitters' optional
+    parameters always receive a value."""
+    from msc.ops import registry as ops
+
+    specs = ops.get(op).inputs
+    if any(s.variadic for s in specs) or len(ins) >= len(specs):
+        return ins
+    return list(ins) + [None] * (len(specs) - len(ins))
 
 
 def to_model_impl(graph: Graph, opset: int | None = None, **kw: Any) -> onnx.ModelProto:

@@ -191,8 +191,16 @@ class Emit:
         base: the base of helper node names (the msc node's name or first output name).
     """
 
-    def __init__(self, opset: int, fresh: Callable[[str], str], base: str, node: Any = None):
+    def __init__(
+        self,
+        opset: int,
+        fresh: Callable[[str], str],
+        base: str,
+        node: Any = None,
+        subgraph: Callable[[Any, str], onnx.GraphProto] | None = None,
+    ):
         self.opset = opset
+        self._subgraph = subgraph
         self.nodes: list[onnx.NodeProto] = []
         self.node = node  # the msc node being emitted (read-only)
         self._fresh = fresh
@@ -258,6 +266,12 @@ class Emit:
 
     def cast(self, x: str, dtype: DType) -> Ref:
         return self.op("Cast", x, to=ONNX_DTYPE[dtype])
+
+    def subgraph(self, graph: Any, name: str) -> onnx.GraphProto:
+        """An msc subgraph (a branch) as a GraphProto in this model's namespace."""
+        if self._subgraph is None:
+            raise Unsupported("subgraphs are not available here")
+        return self._subgraph(graph, name)
 
     def require(self, cond: bool, reason: str) -> None:
         if not cond:

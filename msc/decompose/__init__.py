@@ -164,6 +164,11 @@ class DecompositionRegistry:
             raise KeyError(f"no decomposition for {node.op!r}")
         b = Builder(node, prefix)
         ins = list(node.inputs if inputs is None else inputs)
+        from msc.ops import registry as ops
+
+        specs = ops.get(node.op).inputs
+        if not any(s.variadic for s in specs) and len(ins) < len(specs):
+            ins += [None] * (len(specs) - len(ins))
         out = rule.fn(b, *ins, **node.attrs)
         outs = [out] if isinstance(out, Value) else list(out)
         if len(outs) != len(node.outputs):

@@ -63,7 +63,7 @@ def _affine(b: Builder, y: Value, weight: Value | None, bias: Value | None) -> V
 @registry("linear")
 def linear(b: Builder, x: Value, weight: Value, bias: Value | None) -> Value:
     """matmul(x, weight^T) + bias."""
-    w = weight if weight.rank == 1 else b.op("transpose", weight, perm=[1, 0])
+    w = weight if weight.type.rank == 1 else b.op("transpose", weight, perm=[1, 0])
     return _affine(b, b.op("matmul", x, w), None, bias)
 
 
