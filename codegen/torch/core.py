@@ -1,0 +1,422 @@
+"""The PyTorch codegen: an msc Graph to the source of an ``nn.Module``.
+
+# NOTE: invariants
+# - One ``TorchCodegen`` per emission; its ``Namespace`` is fresh, so identifiers never depend on
+#   an earlier run. Override points: ``class_name``, ``is_buffer``, ``plan``, ``emit_init``,
+#   ``emit_forward``, ``emit_node``, ``emit_return``, and the ``emitters``/``module_rules``
+#   registries.
+# - The source is assembled from sections: a header comment (model strings only via ``repr``),
+#   imports (torch only), the ``NAMES`` map (identifier -> source name), the helpers the
+#   emitters asked for (verbatim source of ``helpers.py`` functions), the class (``ast`` then
+#   ``ast.unparse``), and the ``load`` function.
+# - Every node gets one statement ``out = <expr>`` (or ``a, b = <expr>``); nodes in a subgraph
+#   (the ``if`` op) get theirs inside the branch.
+# - Nothing in the generated code depends on an example size of a symbolic dim: emitters read
+#   static sizes only from ints in the graph and sizes of symbols from tensors at run time.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from codegen.torch import code
+from codegen.torch.helpers import HELPERS
+from codegen.torch.modules import ModulePlan, init_statements, plan_modules
+from codegen.torch.names import Namespace, sanitize
+from codegen.torch.registry import EMITTERS, MODULE_RULES, EmitterRegistry, ModuleRule
+from msc import structure
+from msc.errors import UnsupportedOp, UnsupportedOpsError
+from msc.ir.dtype import DType
+from msc.ir.graph import Graph, Node, Value, Weight
+from msc.ir.types import TensorType
+from msc.ops import registry as op_registry
+
+__all__ = ["TorchCodegen", "Arg", "NodeEmit"]
+
+
+class Arg:
+    """An emitter's view of one input: its code expression and its graph Value."""
+
+    __slots__ = ("expr", "value")
+
+    def __init__(self, expr: ast.expr, value: Value) -> None:
+        self.expr = expr
+        self.value = value
+
+    @property
+    def type(self) -> TensorType:
+        return self.value.type
+
+    @property
+    def dtype(self) -> DType:
+        return self.value.type.dtype
+
+    @property
+    def shape(self) -> tuple | None:
+        return self.value.type.shape
+
+    @property
+    def rank(self) -> int | None:
+        return self.value.type.rank
+
+    @property
+    def weight(self) -> Weight | None:
+        return self.value if isinstance(self.value, Weight) else None
+
+    @property
+    def const(self) -> np.ndarray | None:
+        """The tensor, when the input is produced by a ``constant`` node."""
+        p = self.value.producer
+        return p.attrs["value"] if p is not None and p.op == "constant" else None
+
+    def static_dim(self, i: int) -> int | None:
+        s = self.shape
+        if s is None:
+            return None
+        d = s[i]
+        return d if isinstance(d, int) else None
+
+    def __repr__(self) -> str:
+        return f"Arg({ast.unparse(self.expr)}: {self.type})"
+
+
+class NodeEmit:
+    """What an emitter may use while emitting one node."""
+
+    def __init__(self, cg: TorchCodegen, node: Node, outputs: list[str], out: list[ast.stmt]):
+        self.cg = cg
+        self.node = node
+        self.outputs = outputs
+        self._out = out
+
+    @property
+    def output_types(self) -> list[TensorType]:
+        return [v.type for v in self.node.outputs]
+
+    def helper(self, name: str) -> ast.Name:
+        """Use run-time helper ``name`` (from helpers.py); returns its name in the code."""
+        self.cg.use_helper(name)
+        return code.name(name)
+
+    def tmp(self, hint: str = "t") -> str:
+        """A fresh local identifier."""
+        return self.cg.ns.create(f"{self.outputs[0] if self.outputs else ''}_{hint}")
+
+    def stmt(self, s: ast.stmt) -> None:
+        """Emit ``s`` before the node's own statement."""
+        self._out.append(s)
+
+    def let(self, hint: str, value: ast.expr) -> ast.Name:
+        """``tmp = value``; returns the temporary's name."""
+        t = self.tmp(hint)
+        self.stmt(ast.Assign([ast.Name(t, ast.Store())], value))
+        return code.name(t)
+
+    def assign(self, value: ast.expr) -> None:
+        """Assign ``value`` to the node's outputs (for emitters that return None)."""
+        self._out.append(self.cg.assign_outputs(self.outputs, value))
+
+    def block(self, graph: Graph) -> tuple[list[ast.stmt], list[ast.expr]]:
+        """Statements for a subgraph's nodes and the expressions of its outputs."""
+        stmts: list[ast.stmt] = []
+        for n in graph.nodes:
+            stmts.extend(self.cg.emit_node(n))
+        return stmts, [self.cg.ref(v) for v in graph.outputs]
+
+
+class TorchCodegen:
+    """Generates the source of an ``nn.Module`` for a graph. Subclass to change a part."""
+
+    emitters: EmitterRegistry = EMITTERS
+    module_rules = MODULE_RULES
+    base_reserved: frozenset[str] = frozenset()
+
+    def __init__(self, graph: Graph) -> None:
+        from codegen.torch import emitters as _  # noqa: F401  (registers the emitters)
+
+        self.graph = graph
+        self.ns = Namespace(set(HELPERS) | set(self.base_reserved))
+        self._helpers: list[str] = []
+        self._refs: dict[int, ast.expr] = {}
+        self.plan_: ModulePlan | None = None
+        self.class_name_ = ""
+
+    # ------------------------------------------------------------------ override points
+    def class_name(self) -> str:
+        """CamelCase from the graph name, ``Model`` when it has none."""
+        words = sanitize(self.graph.name, "").split("_")
+        name = "".join(w[:1].upper() + w[1:] for w in words if w)
+        return name if name and name[0].isalpha() else "Model"
+
+    def is_buffer(self, w: Weight) -> bool:
+        """Register as a buffer (not a parameter)? Non-float tensors, and names the graph lists
+        in ``meta["torch_buffers"]``."""
+        listed = self.graph.meta.get("torch_buffers")
+        if isinstance(listed, list | tuple) and w.name in listed:
+            return True
+        return not (w.dtype.is_floating or w.dtype.is_complex)
+
+    def plan(self) -> ModulePlan:
+        return plan_modules(
+            self.graph, self.module_rules.get, self.call_module_rule, self.is_buffer
+        )
+
+    def emit_init(self) -> ast.FunctionDef:
+        body = init_statements(self.plan_)  # type: ignore[arg-type]
+        return _func("__init__", ["self"], body)
+
+    def emit_forward(self) -> ast.FunctionDef:
+        args = ["self"]
+        for v in self.graph.inputs:
+            ident = self.ns.create(v.name or "", "x")
+            self._refs[id(v)] = code.name(ident)
+            args.append(ident)
+        body: list[ast.stmt] = []
+        for node in self.graph.nodes:
+            body.extend(self.emit_node(node))
+        body.append(self.emit_return())
+        return _func("forward", args, body)
+
+    def emit_node(self, node: Node) -> list[ast.stmt]:
+        out: list[ast.stmt] = []
+        names = [self.ns.create(v.name or "", "v") for v in node.outputs]
+        e = NodeEmit(self, node, names, out)
+        leaf = self.plan_.node_leaf.get(node) if self.plan_ else None
+        if leaf is not None:
+            callee = self.plan_.access(self.plan_.paths[next(iter(leaf.roles.values())).name][:-1])  # type: ignore[union-attr]
+            value = ast.Call(callee, [code.to_ast(a) for a in leaf.calls[node]], [])
+        else:
+            fn = self.emitters.get(node.op)
+            if fn is None:  # generate() checks coverage first; this is a programming error
+                raise UnsupportedOpsError([UnsupportedOp(node.op, node.name)], "graph")
+            args, kwargs = self.node_args(node)
+            value = fn(e, *args, **kwargs)
+        if value is not None:
+            out.append(self.assign_outputs(names, value))
+        for v, ident in zip(node.outputs, names):
+            self._refs[id(v)] = code.name(ident)
+        return out
+
+    def emit_return(self) -> ast.stmt:
+        raw = self.graph.meta.get(structure.OUTPUT_TREE)
+        outs = [self.ref(v) for v in self.graph.outputs]
+        if raw is not None:
+            spec = structure.decode(raw) if isinstance(raw, str) else raw
+            structure.check(spec)
+            return ast.Return(_tree(spec, outs))
+        if len(outs) == 1:
+            return ast.Return(outs[0])
+        return ast.Return(ast.Tuple(outs, ast.Load()))
+
+    # ------------------------------------------------------------------ machinery
+    def ref(self, v: Value) -> ast.expr:
+        """The expression of a graph value (a local name or a module attribute)."""
+        if isinstance(v, Weight):
+            return self.plan_.weight_expr(v)  # type: ignore[union-attr]
+        try:
+            return self._refs[id(v)]
+        except KeyError:
+            raise ValueError(f"value {v.name!r} is used before it is defined") from None
+
+    def arg(self, v: Value | None) -> Arg | None:
+        return None if v is None else Arg(self.ref(v), v)
+
+    def node_args(self, node: Node) -> tuple[list[Any], dict[str, Any]]:
+        """Inputs shaped like the schema (a list for a variadic input), and the attributes."""
+        schema = op_registry.get(node.op)
+        ins = [self.arg(v) for v in node.inputs]
+        vi = next((i for i, s in enumerate(schema.inputs) if s.variadic), None)
+        if vi is None:
+            args = ins + [None] * (len(schema.inputs) - len(ins))
+        else:
+            after = len(schema.inputs) - vi - 1
+            args = ins[:vi] + [ins[vi : len(ins) - after]] + ins[len(ins) - after :]
+        return args, dict(node.attrs)
+
+    def call_module_rule(self, rule: ModuleRule, node: Node) -> tuple[ast.expr, list] | None:
+        """Ask ``rule`` whether ``node`` is its module; call arguments resolve at emission."""
+        schema = op_registry.get(node.op)
+        pending = ast.Name("pending", ast.Load())
+        ins = [None if v is None else Arg(pending, v) for v in node.inputs]
+        got = rule.fn(*ins, *[None] * (len(schema.inputs) - len(ins)), **node.attrs)
+        if got is None:
+            return None
+        ctor, call_args = got
+        return ctor, [_Deferred(self, a.value) if isinstance(a, Arg) else a for a in call_args]
+
+    def assign_outputs(self, names: Sequence[str], value: ast.expr) -> ast.stmt:
+        if len(names) == 1:
+            target: ast.expr = ast.Name(names[0], ast.Store())
+        else:
+            target = ast.Tuple([ast.Name(n, ast.Store()) for n in names], ast.Store())
+        return ast.Assign([target], value)
+
+    def use_helper(self, name: str) -> None:
+        if name not in HELPERS:
+            raise KeyError(f"no helper {name!r}")
+        if name in self._helpers:
+            return
+        for dep in _helper_deps(name):
+            self.use_helper(dep)
+        self._helpers.append(name)
+
+    def unsupported(self) -> list[UnsupportedOp]:
+        bad = []
+        for node in _walk(self.graph):
+            if node.op not in self.emitters:
+                bad.append(
+                    UnsupportedOp(
+                        node.op, node.name, node.provenance.module, self.emitters.reason(node.op)
+                    )
+                )
+        return bad
+
+    # ------------------------------------------------------------------ the source
+    def generate(self) -> str:
+        """The module source: header, imports, NAMES, helpers, the class, ``load``."""
+        bad = self.unsupported()
+        if bad:
+            raise UnsupportedOpsError(bad, f"graph {self.graph.name!r} (torch codegen)")
+        self.class_name_ = self.class_name()
+        self.ns.reserve(self.class_name_)
+        self.plan_ = self.plan()
+        self.use_helper("_msc_load_weights")
+        forward = self.emit_forward()
+        cls = ast.ClassDef(
+            name=self.class_name_,
+            bases=[code.expr("nn.Module")],
+            keywords=[],
+            body=[
+                ast.Expr(ast.Constant(self._docstring())),
+                self.emit_init(),
+                forward,
+            ],
+            decorator_list=[],
+            **({"type_params": []} if "type_params" in ast.ClassDef._fields else {}),
+        )
+        names = {k: v for k, v in self.ns.source.items()}
+        mod = ast.Module(
+            [
+                ast.Assign([ast.Name("NAMES", ast.Store())], code.const(names)),
+                ast.Assign([ast.Name("WEIGHT_KEYS", ast.Store())], code.const(self.plan_.keys)),
+            ],
+            [],
+        )
+        parts = [
+            self._header(),
+            "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n",
+            "# Code identifier -> source name, for every value; and state_dict key -> source"
+            " weight name\n# for weights whose names cannot be module paths.\n" + _unparse(mod),
+        ]
+        parts += [inspect.getsource(HELPERS[h]).rstrip() + "\n" for h in self._helpers]
+        parts.append(_unparse(ast.Module([cls], [])))
+        parts.append(_LOADER.replace("MODEL_CLASS", self.class_name_))
+        return "\n\n\n".join(p.rstrip("\n") for p in parts) + "\n"
+
+    def _header(self) -> str:
+        g = self.graph
+        return (
+            f"# Generated by msc from graph {g.name!r}: {len(g.nodes)} nodes, "
+            f"{len(g.weights)} weights.\n"
+            "# Imports only torch (and safetensors in load()); edit freely."
+        )
+
+    def _docstring(self) -> str:
+        ins = ", ".join(f"{self.ns_name(v)}: {v.type}" for v in self.graph.inputs)
+        return f"Generated from an msc graph. Inputs: {ins or 'none'}."
+
+    def ns_name(self, v: Value) -> str:
+        r = self._refs.get(id(v))
+        return r.id if isinstance(r, ast.Name) else "?"
+
+
+class _Deferred:
+    """An argument of a module call, resolved to its expression at emission time."""
+
+    def __init__(self, cg: TorchCodegen, value: Value) -> None:
+        self.cg = cg
+        self.value = value
+
+    @property
+    def expr(self) -> ast.expr:
+        return self.cg.ref(self.value)
+
+
+def _walk(g: Graph):
+    for n in g.nodes:
+        yield n
+        for sub in n.subgraphs():
+            yield from _walk(sub)
+
+
+def _tree(spec: Any, outs: list[ast.expr]) -> ast.expr:
+    ((kind, body),) = spec.items()
+    if kind == "leaf":
+        return outs[body]
+    if kind == "tuple":
+        return ast.Tuple([_tree(s, outs) for s in body], ast.Load())
+    if kind == "list":
+        return ast.List([_tree(s, outs) for s in body], ast.Load())
+    if kind == "dict":
+        return ast.Dict([code.const(k) for k, _ in body], [_tree(s, outs) for _, s in body])
+    return code.const(body)
+
+
+def _func(name: str, args: list[str], body: list[ast.stmt]) -> ast.FunctionDef:
+    extra = {"type_params": []} if "type_params" in ast.FunctionDef._fields else {}
+    return ast.FunctionDef(
+        name=name,
+        args=ast.arguments(
+            posonlyargs=[],
+            args=[ast.arg(a) for a in args],
+            vararg=None,
+            kwonlyargs=[],
+            kw_defaults=[],
+            kwarg=None,
+            defaults=[],
+        ),
+        body=body or [ast.Pass()],
+        decorator_list=[],
+        returns=None,
+        **extra,
+    )
+
+
+def _unparse(mod: ast.Module) -> str:
+    return ast.unparse(ast.fix_missing_locations(mod))
+
+
+_DEPS: dict[str, list[str]] = {}
+
+
+def _helper_deps(name: str) -> list[str]:
+    if name not in _DEPS:
+        tree = ast.parse(inspect.getsource(HELPERS[name]))
+        _DEPS[name] = sorted(
+            {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id in HELPERS} - {name}
+        )
+    return _DEPS[name]
+
+
+_LOADER = '''
+def load(path=None, device="cpu"):
+    """MODEL_CLASS with its weights from ``path`` (default: model.safetensors next to this
+    file), in eval mode. Needs the safetensors package."""
+    import os
+
+    from safetensors.torch import load_file
+
+    if path is None:
+        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "model.safetensors")
+    tensors = load_file(path, device=str(device))
+    by_source = {source: key for key, source in WEIGHT_KEYS.items()}
+    state = {by_source.get(name, name): t for name, t in tensors.items()}
+    with torch.device("meta"):
+        model = MODEL_CLASS()
+    return _msc_load_weights(model, state).to(device).eval()
+'''

@@ -1,0 +1,9 @@
+"""Per-op emitters of the PyTorch codegen, one module per op family.
+
+Importing this package registers every emitter and module rule in
+``codegen.torch.registry.EMITTERS`` / ``MODULE_RULES``.
+"""
+
+from codegen.torch.emitters import conv, elementwise, nn, reduce, shape  # noqa: F401
+
+FAMILIES = ("elementwise", "nn", "conv", "reduce", "shape")

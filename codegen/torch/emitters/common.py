@@ -1,0 +1,45 @@
+"""Small pieces shared by the emitter families."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from msc.ir.dtype import DType
+
+__all__ = ["scalar_for", "norm_axis", "torch_pads", "symmetric", "fn_nd"]
+
+
+def scalar_for(dt: DType, v: float) -> Any:
+    """``v`` as the Python scalar that keeps a tensor of ``dt`` in its dtype."""
+    if dt is DType.BOOL:
+        return bool(v)
+    if (dt.is_integer) and float(v).is_integer():
+        return int(v)
+    return float(v)
+
+
+def norm_axis(a: int, rank: int) -> int:
+    return a % rank if rank else 0
+
+
+def torch_pads(pads: tuple[int, ...]) -> list[int]:
+    """ONNX-ordered pads [b0, b1, ..., e0, e1, ...] in F.pad's order (last dim first)."""
+    n = len(pads) // 2
+    out: list[int] = []
+    for i in reversed(range(n)):
+        out += [pads[i], pads[n + i]]
+    return out
+
+
+def symmetric(pads: tuple[int, ...], n: int) -> tuple[int, ...] | None:
+    """Per-dim padding when begins equal ends (torch's conv/pool padding), else None."""
+    if not pads:
+        return (0,) * n
+    if tuple(pads[:n]) != tuple(pads[n:]):
+        return None
+    return tuple(pads[:n])
+
+
+def fn_nd(prefix: str, n: int) -> str | None:
+    """``F.conv2d`` style name for n spatial dims (1 to 3), else None."""
+    return f"{prefix}{n}d" if 1 <= n <= 3 else None

@@ -1,0 +1,239 @@
+"""Emitters for elementwise ops: unary, activations, binary, comparisons, where, clamp, cast.
+
+# NOTE: canonical binary ops take one dtype and keep it; where torch would promote (true
+# division of integers, float-only functions on integer tensors) the emitter states the
+# canonical result (``rounding_mode="trunc"``, a trailing ``.to(dtype)``).
+"""
+
+from __future__ import annotations
+
+import ast
+
+from codegen.torch.code import call, expr
+from codegen.torch.core import Arg, NodeEmit
+from codegen.torch.registry import emitter
+from msc.ir.dtype import DType
+
+# canonical op -> torch function. Those marked float may promote integer inputs to float.
+_UNARY = {
+    "abs": ("torch.abs", False),
+    "exp": ("torch.exp", True),
+    "exp2": ("torch.exp2", True),
+    "log": ("torch.log", True),
+    "log2": ("torch.log2", True),
+    "log10": ("torch.log10", True),
+    "log1p": ("torch.log1p", True),
+    "expm1": ("torch.expm1", True),
+    "sqrt": ("torch.sqrt", True),
+    "rsqrt": ("torch.rsqrt", True),
+    "reciprocal": ("torch.reciprocal", True),
+    "sin": ("torch.sin", True),
+    "cos": ("torch.cos", True),
+    "tan": ("torch.tan", True),
+    "asin": ("torch.asin", True),
+    "acos": ("torch.acos", True),
+    "atan": ("torch.atan", True),
+    "sinh": ("torch.sinh", True),
+    "cosh": ("torch.cosh", True),
+    "tanh": ("torch.tanh", True),
+    "asinh": ("torch.asinh", True),
+    "acosh": ("torch.acosh", True),
+    "atanh": ("torch.atanh", True),
+    "erf": ("torch.erf", True),
+    "erfinv": ("torch.erfinv", True),
+    "floor": ("torch.floor", False),
+    "ceil": ("torch.ceil", False),
+    "round": ("torch.round", False),  # half to even, as canonical
+    "trunc": ("torch.trunc", False),
+    "sign": ("torch.sign", False),
+    "sigmoid": ("torch.sigmoid", True),
+    "relu": ("torch.relu", False),
+    "silu": ("F.silu", True),
+    "mish": ("F.mish", True),
+    "selu": ("F.selu", True),
+    "softsign": ("F.softsign", True),
+    "log_sigmoid": ("F.logsigmoid", True),
+    "hardswish": ("F.hardswish", True),
+    "bitwise_not": ("torch.bitwise_not", False),
+    "isnan": ("torch.isnan", False),
+    "isinf": ("torch.isinf", False),
+    "isfinite": ("torch.isfinite", False),
+    "logical_not": ("torch.logical_not", False),
+}
+
+
+def _fix_dtype(x: Arg, value: ast.expr, out: DType, may_promote: bool) -> ast.expr:
+    if may_promote and not (x.dtype.is_floating or x.dtype.is_complex):
+        return expr("v.to(d)", v=value, d=out)
+    return value
+
+
+def _make_unary(fn: str, may_promote: bool):
+    def emit(e: NodeEmit, x: Arg) -> ast.expr:
+        return _fix_dtype(x, call(fn, x), e.output_types[0].dtype, may_promote)
+
+    return emit
+
+
+for _op, (_fn, _promote) in _UNARY.items():
+    emitter(_op)(_make_unary(_fn, _promote))
+
+
+@emitter("neg")
+def neg(e: NodeEmit, x: Arg) -> ast.expr:
+    return expr("-x", x=x)
+
+
+@emitter("identity")
+def identity(e: NodeEmit, x: Arg) -> ast.expr:
+    return expr("x.clone()", x=x)
+
+
+# ---------------------------------------------------------------- activations with attributes
+@emitter("gelu")
+def gelu(e: NodeEmit, x: Arg, *, approximate: str) -> ast.expr:
+    if approximate == "none":
+        return call("F.gelu", x)
+    return call("F.gelu", x, approximate=approximate)
+
+
+@emitter("elu")
+def elu(e: NodeEmit, x: Arg, *, alpha: float) -> ast.expr:
+    return call("F.elu", x) if alpha == 1.0 else call("F.elu", x, alpha=alpha)
+
+
+@emitter("celu")
+def celu(e: NodeEmit, x: Arg, *, alpha: float) -> ast.expr:
+    return call("F.celu", x) if alpha == 1.0 else call("F.celu", x, alpha=alpha)
+
+
+@emitter("leaky_relu")
+def leaky_relu(e: NodeEmit, x: Arg, *, negative_slope: float) -> ast.expr:
+    return call("F.leaky_relu", x, negative_slope)
+
+
+@emitter("hardsigmoid")
+def hardsigmoid(e: NodeEmit, x: Arg, *, alpha: float, beta: float) -> ast.expr:
+    if alpha == 1 / 6 and beta == 0.5:
+        return call("F.hardsigmoid", x)
+    return expr("torch.clamp(x * a + b, 0.0, 1.0)", x=x, a=alpha, b=beta)
+
+
+@emitter("hardtanh")
+def hardtanh(e: NodeEmit, x: Arg, *, min: float, max: float) -> ast.expr:
+    return call("F.hardtanh", x, min, max)
+
+
+@emitter("softplus")
+def softplus(e: NodeEmit, x: Arg, *, beta: float, threshold: float) -> ast.expr:
+    if beta == 1.0 and threshold == 20.0:
+        return call("F.softplus", x)
+    return call("F.softplus", x, beta=beta, threshold=threshold)
+
+
+@emitter("hardshrink")
+def hardshrink(e: NodeEmit, x: Arg, *, lambd: float) -> ast.expr:
+    return call("F.hardshrink", x, lambd)
+
+
+@emitter("softshrink")
+def softshrink(e: NodeEmit, x: Arg, *, lambd: float) -> ast.expr:
+    return call("F.softshrink", x, lambd)
+
+
+@emitter("threshold")
+def threshold(e: NodeEmit, x: Arg, *, threshold: float, value: float) -> ast.expr:
+    return call("F.threshold", x, threshold, value)
+
+
+@emitter("shrink")
+def shrink(e: NodeEmit, x: Arg, *, bias: float, lambd: float) -> ast.expr:
+    return call(e.helper("_msc_shrink").id, x, bias, lambd)
+
+
+@emitter("thresholded_relu")
+def thresholded_relu(e: NodeEmit, x: Arg, *, alpha: float) -> ast.expr:
+    return expr("torch.where(x > a, x, 0)", x=x, a=alpha)
+
+
+# ---------------------------------------------------------------- binary
+_OPERATORS = {"add": "a + b", "sub": "a - b", "mul": "a * b", "pow": "a ** b"}
+for _op, _tpl in _OPERATORS.items():
+
+    def _emit(e: NodeEmit, a: Arg, b: Arg, _tpl: str = _tpl) -> ast.expr:
+        return expr(_tpl, a=a, b=b)
+
+    emitter(_op)(_emit)
+
+_BINARY_FNS = {
+    "floor_divide": ("torch.floor_divide", False),
+    "maximum": ("torch.maximum", False),
+    "minimum": ("torch.minimum", False),
+    "remainder": ("torch.remainder", False),
+    "fmod": ("torch.fmod", False),
+    "atan2": ("torch.atan2", True),
+    "bitwise_and": ("torch.bitwise_and", False),
+    "bitwise_or": ("torch.bitwise_or", False),
+    "bitwise_xor": ("torch.bitwise_xor", False),
+    "bitshift_left": ("torch.bitwise_left_shift", False),
+    "bitshift_right": ("torch.bitwise_right_shift", False),
+    "logical_and": ("torch.logical_and", False),
+    "logical_or": ("torch.logical_or", False),
+    "logical_xor": ("torch.logical_xor", False),
+}
+for _op, (_fn, _promote) in _BINARY_FNS.items():
+
+    def _emit2(e: NodeEmit, a: Arg, b: Arg, _fn: str = _fn, _p: bool = _promote) -> ast.expr:
+        out = e.output_types[0].dtype
+        value = call(_fn, a, b)
+        if _fn.startswith("torch.logical") and out is not DType.BOOL:
+            return expr("v.to(d)", v=value, d=out)
+        return _fix_dtype(a, value, out, _p)
+
+    emitter(_op)(_emit2)
+
+
+@emitter("div")
+def div(e: NodeEmit, a: Arg, b: Arg) -> ast.expr:
+    if a.dtype.is_floating or a.dtype.is_complex:
+        return expr("a / b", a=a, b=b)
+    # C and ONNX integer division truncates toward zero (torch's `/` would give floats).
+    return call("torch.div", a, b, rounding_mode="trunc")
+
+
+@emitter("prelu")
+def prelu(e: NodeEmit, a: Arg, b: Arg) -> ast.expr:
+    # F.prelu applies a 1-d weight along dim 1; numpy broadcasting agrees when b is 1-d and a
+    # is 2-d, or b has one element.
+    n = b.type.numel()
+    if n == 1 and b.rank == 1 or (b.rank == 1 and a.rank == 2 and b.shape[0] == a.shape[1]):
+        return call("F.prelu", a, b)
+    return expr("torch.where(a >= 0, a, a * b)", a=a, b=b)
+
+
+_COMPARE = {"eq": "a == b", "ne": "a != b", "lt": "a < b", "le": "a <= b", "gt": "a > b"}
+_COMPARE["ge"] = "a >= b"
+for _op, _tpl in _COMPARE.items():
+
+    def _emit3(e: NodeEmit, a: Arg, b: Arg, _tpl: str = _tpl) -> ast.expr:
+        return expr(_tpl, a=a, b=b)
+
+    emitter(_op)(_emit3)
+
+
+@emitter("where")
+def where(e: NodeEmit, condition: Arg, x: Arg, y: Arg) -> ast.expr:
+    return call("torch.where", condition, x, y)
+
+
+@emitter("clamp")
+def clamp(e: NodeEmit, x: Arg, min: Arg | None = None, max: Arg | None = None) -> ast.expr:
+    if min is None and max is None:
+        return expr("x.clone()", x=x)
+    kw = {k: v for k, v in (("min", min), ("max", max)) if v is not None}
+    return call("torch.clamp", x, **kw)
+
+
+@emitter("cast")
+def cast(e: NodeEmit, x: Arg, *, to: DType) -> ast.expr:
+    return expr("x.to(d)", x=x, d=to)

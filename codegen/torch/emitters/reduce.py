@@ -1,0 +1,224 @@
+"""Emitters for reductions, scans, arg-reductions, top-k and sorting.
+
+# NOTE: canonical reductions keep the input dtype; torch sums and products of small integer
+# types promote to int64, so those get an explicit ``dtype=``. ``axes=None`` reduces every dim;
+# ``axes=()`` reduces none (a copy), unlike torch's ``dim=()``.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Any
+
+from codegen.torch.code import call, expr
+from codegen.torch.core import Arg, NodeEmit
+from codegen.torch.emitters.common import norm_axis
+from codegen.torch.registry import emitter
+from msc.ir.dtype import DType
+
+
+def _dims(x: Arg, axes) -> tuple[int, ...] | None:
+    """Normalized dims, or None for "all dims"."""
+    if axes is None:
+        return None
+    r = x.rank
+    return tuple(sorted({norm_axis(a, r) for a in axes})) if r is not None else tuple(axes)
+
+
+def _all(x: Arg) -> tuple[int, ...]:
+    return tuple(range(x.rank or 0))
+
+
+def _keep_dtype(x: Arg) -> dict[str, Any]:
+    if x.dtype is not DType.INT64 and (x.dtype.is_integer or x.dtype is DType.BOOL):
+        return {"dtype": x.dtype}
+    return {}
+
+
+def _reduce(fn: str, x: Any, dims, keepdims: bool, rank: int, **extra: Any) -> ast.expr:
+    if dims is None and not keepdims:
+        return call(fn, x, **extra)
+    d = tuple(range(rank)) if dims is None else dims
+    kw: dict[str, Any] = {"keepdim": True} if keepdims else {}
+    return call(fn, x, d, **kw, **extra)
+
+
+def _simple(fn: str, keep_dtype: bool):
+    def emit(e: NodeEmit, x: Arg, *, axes, keepdims) -> ast.expr:
+        dims = _dims(x, axes)
+        if dims == ():
+            return expr("x.clone()", x=x)
+        extra = _keep_dtype(x) if keep_dtype else {}
+        return _reduce(fn, x, dims, keepdims, x.rank or 0, **extra)
+
+    return emit
+
+
+emitter("reduce_sum")(_simple("torch.sum", True))
+emitter("reduce_mean")(_simple("torch.mean", False))
+emitter("reduce_max")(_simple("torch.amax", False))
+emitter("reduce_min")(_simple("torch.amin", False))
+
+
+@emitter("reduce_prod")
+def reduce_prod(e: NodeEmit, x: Arg, *, axes, keepdims) -> ast.expr:
+    dims = _dims(x, axes)
+    if dims == ():
+        return expr("x.clone()", x=x)
+    extra = _keep_dtype(x)
+    if dims is None and not keepdims:
+        return call("torch.prod", x, **extra)
+    dims = _all(x) if dims is None else dims
+    if len(dims) == 1:
+        kw = {"keepdim": True} if keepdims else {}
+        return call("torch.prod", x, dims[0], **kw, **extra)
+    return call(e.helper("_msc_reduce_prod").id, x, dims, keepdims)
+
+
+def _with_keep(fn_expr: str, x: Arg, dims, keepdims: bool, **extra: Any) -> ast.expr:
+    d = _all(x) if dims is None else dims
+    return expr(fn_expr, x=x, d=d, k=keepdims, **extra)
+
+
+@emitter("reduce_l1")
+def reduce_l1(e: NodeEmit, x: Arg, *, axes, keepdims) -> ast.expr:
+    dims = _dims(x, axes)
+    if dims == ():
+        return expr("x.abs()", x=x)
+    if x.dtype.is_floating:
+        return _with_keep("torch.linalg.vector_norm(x, 1, dim=d, keepdim=k)", x, dims, keepdims)
+    return _reduce("torch.sum", expr("x.abs()", x=x), dims, keepdims, x.rank, **_keep_dtype(x))
+
+
+@emitter("reduce_l2")
+def reduce_l2(e: NodeEmit, x: Arg, *, axes, keepdims) -> ast.expr:
+    dims = _dims(x, axes)
+    if dims == ():
+        return expr("x.abs()", x=x)
+    return _with_keep("torch.linalg.vector_norm(x, 2, dim=d, keepdim=k)", x, dims, keepdims)
+
+
+@emitter("reduce_sum_square")
+def reduce_sum_square(e: NodeEmit, x: Arg, *, axes, keepdims) -> ast.expr:
+    dims = _dims(x, axes)
+    if dims == ():
+        return expr("x * x", x=x)
+    return _reduce("torch.sum", expr("x * x", x=x), dims, keepdims, x.rank, **_keep_dtype(x))
+
+
+@emitter("reduce_log_sum")
+def reduce_log_sum(e: NodeEmit, x: Arg, *, axes, keepdims) -> ast.expr:
+    dims = _dims(x, axes)
+    if dims == ():
+        return call("torch.log", x)
+    return call("torch.log", _reduce("torch.sum", x, dims, keepdims, x.rank))
+
+
+@emitter("reduce_log_sum_exp")
+def reduce_log_sum_exp(e: NodeEmit, x: Arg, *, axes, keepdims) -> ast.expr:
+    dims = _dims(x, axes)
+    if dims == ():
+        return expr("x.clone()", x=x)
+    d = _all(x) if dims is None else dims
+    return call("torch.logsumexp", x, d, **({"keepdim": True} if keepdims else {}))
+
+
+def _logical(fn: str):
+    def emit(e: NodeEmit, x: Arg, *, axes, keepdims) -> ast.expr:
+        dims = _dims(x, axes)
+        if dims == ():
+            return expr("x.clone()", x=x)
+        y = _reduce(fn, x, dims, keepdims, x.rank or 0)
+        return y if x.dtype is DType.BOOL else expr("y.to(d)", y=y, d=x.dtype)
+
+    return emit
+
+
+emitter("reduce_any")(_logical("torch.any"))
+emitter("reduce_all")(_logical("torch.all"))
+
+
+@emitter("var")
+def var(e: NodeEmit, x: Arg, *, axes, keepdims, correction) -> ast.expr:
+    dims = _dims(x, axes)
+    kw: dict[str, Any] = {}
+    if correction != 1.0:
+        kw["correction"] = int(correction) if correction.is_integer() else correction
+    if dims is None and not keepdims:
+        return call("torch.var", x, **kw)
+    d = _all(x) if dims is None else dims
+    return call("torch.var", x, d, **kw, **({"keepdim": True} if keepdims else {}))
+
+
+def _arg(largest: bool):
+    fn = "torch.argmax" if largest else "torch.argmin"
+
+    def emit(e: NodeEmit, x: Arg, *, axis, keepdims, select_last_index) -> ast.expr:
+        if axis is None:
+            flat = expr("x.flatten()", x=x)
+            if select_last_index:
+                y = call(e.helper("_msc_arg_last").id, flat, 0, False, largest)
+            else:
+                y = call(fn, x)
+            return expr("y.reshape(s)", y=y, s=(1,) * x.rank) if keepdims else y
+        kw = {"keepdim": True} if keepdims else {}
+        if select_last_index:
+            return call(e.helper("_msc_arg_last").id, x, axis, keepdims, largest)
+        return call(fn, x, axis, **kw)
+
+    return emit
+
+
+emitter("argmax")(_arg(True))
+emitter("argmin")(_arg(False))
+
+
+@emitter("max_dim")
+def max_dim(e: NodeEmit, x: Arg, *, axis, keepdims) -> ast.expr:
+    return call("torch.max", x, axis, **({"keepdim": True} if keepdims else {}))
+
+
+@emitter("min_dim")
+def min_dim(e: NodeEmit, x: Arg, *, axis, keepdims) -> ast.expr:
+    return call("torch.min", x, axis, **({"keepdim": True} if keepdims else {}))
+
+
+@emitter("cumsum")
+def cumsum(e: NodeEmit, x: Arg, *, axis, exclusive, reverse) -> ast.expr:
+    if exclusive or reverse:
+        return call(e.helper("_msc_cumsum").id, x, axis, exclusive, reverse)
+    return call("torch.cumsum", x, axis, **_keep_dtype(x))
+
+
+@emitter("cumprod")
+def cumprod(e: NodeEmit, x: Arg, *, axis) -> ast.expr:
+    return call("torch.cumprod", x, axis, **_keep_dtype(x))
+
+
+@emitter("topk")
+def topk(e: NodeEmit, x: Arg, *, k, axis, largest, sorted) -> ast.expr:
+    kw: dict[str, Any] = {"dim": axis} if axis != -1 else {}
+    if not largest:
+        kw["largest"] = False
+    if not sorted:
+        kw["sorted"] = False
+    return call("torch.topk", x, k, **kw)
+
+
+def _sort_kw(axis: int, descending: bool, stable: bool) -> dict[str, Any]:
+    kw: dict[str, Any] = {"dim": axis} if axis != -1 else {}
+    if descending:
+        kw["descending"] = True
+    if stable:
+        kw["stable"] = True
+    return kw
+
+
+@emitter("sort")
+def sort(e: NodeEmit, x: Arg, *, axis, descending, stable) -> ast.expr:
+    return call("torch.sort", x, **_sort_kw(axis, descending, stable))
+
+
+@emitter("argsort")
+def argsort(e: NodeEmit, x: Arg, *, axis, descending, stable) -> ast.expr:
+    return call("torch.argsort", x, **_sort_kw(axis, descending, stable))

@@ -1,0 +1,308 @@
+"""Emitters for shape and data-movement ops, indexing, tensor creation and control flow.
+
+# NOTE: static shapes come from attributes (ints in the graph); a shape computed at run time
+# arrives as a 1-d int64 tensor input and is read with ``.tolist()``. Slices print as Python
+# subscripts (``x[:, 1:3]``); what torch subscripts cannot do (negative steps) goes through a
+# helper.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Any
+
+import numpy as np
+
+from codegen.torch.code import call, const, expr
+from codegen.torch.core import Arg, NodeEmit
+from codegen.torch.emitters.common import norm_axis, scalar_for, torch_pads
+from codegen.torch.registry import emitter
+from msc.ir.dtype import DType
+
+_BIG = 2**62  # ends at or beyond this are "to the end"
+
+
+def _shape_list(s: Arg) -> ast.expr:
+    return expr("s.tolist()", s=s)
+
+
+# ---------------------------------------------------------------- reshaping
+@emitter("reshape")
+def reshape(e: NodeEmit, x: Arg, shape_in: Arg | None = None, *, shape) -> ast.expr:
+    if shape is not None:
+        return expr("x.reshape(s)", x=x, s=tuple(shape))
+    return expr("x.reshape(s)", x=x, s=_shape_list(shape_in))
+
+
+@emitter("transpose")
+def transpose(e: NodeEmit, x: Arg, *, perm) -> ast.expr:
+    return expr("x.permute(p)", x=x, p=tuple(perm))
+
+
+@emitter("squeeze")
+def squeeze(e: NodeEmit, x: Arg, *, axes) -> ast.expr:
+    if axes is None:
+        return expr("x.squeeze()", x=x)
+    if len(axes) == 1:
+        return expr("x.squeeze(a)", x=x, a=axes[0])
+    return expr("x.squeeze(a)", x=x, a=tuple(axes))
+
+
+@emitter("unsqueeze")
+def unsqueeze(e: NodeEmit, x: Arg, *, axes) -> ast.expr:
+    r = (x.rank or 0) + len(axes)
+    y: Any = x
+    for a in sorted(norm_axis(a, r) for a in axes):
+        y = expr("y.unsqueeze(a)", y=y, a=a)
+    return y
+
+
+@emitter("flatten")
+def flatten(e: NodeEmit, x: Arg, *, start_axis, end_axis) -> ast.expr:
+    if start_axis == 0 and end_axis == -1:
+        return call("torch.flatten", x)
+    if end_axis == -1:
+        return call("torch.flatten", x, start_axis)
+    return call("torch.flatten", x, start_axis, end_axis)
+
+
+def _index(x: Arg, items: dict[int, ast.expr]) -> ast.expr:
+    """``x[...]`` with ``items`` at their dims and ``:`` elsewhere (up to the last item)."""
+    last = max(items)
+    parts = [items.get(i, ast.Slice()) for i in range(last + 1)]
+    sl: ast.expr = parts[0] if len(parts) == 1 else ast.Tuple(parts, ast.Load())
+    return ast.Subscript(x.expr if isinstance(x, Arg) else x, sl, ast.Load())
+
+
+@emitter("slice")
+def slice_(e: NodeEmit, x: Arg, *, starts, ends, axes, steps) -> ast.expr:
+    r = x.rank
+    steps = steps or (1,) * len(axes)
+    items: dict[int, ast.expr] = {}
+    negative = []
+    for st, en, ax, sp in zip(starts, ends, axes, steps):
+        a = norm_axis(ax, r)
+        if sp < 0:
+            negative.append((a, st, en, sp))
+            continue
+        lo = None if st == 0 else const(st)
+        hi = None if en >= _BIG else const(en)
+        items[a] = ast.Slice(lo, hi, None if sp == 1 else const(sp))
+    y: Any = _index(x, items) if items else x
+    for a, st, en, sp in negative:
+        y = call(e.helper("_msc_slice").id, y, a, st, en, sp)
+    return y if (items or negative) else expr("x.clone()", x=x)
+
+
+@emitter("concat")
+def concat(e: NodeEmit, xs: list[Arg], *, axis) -> ast.expr:
+    return call("torch.cat", list(xs), axis)
+
+
+@emitter("split")
+def split(e: NodeEmit, x: Arg, *, axis, sizes) -> ast.expr:
+    y = call("torch.split", x, list(sizes), axis)
+    return y if len(sizes) > 1 else expr("y[0]", y=y)
+
+
+@emitter("pad")
+def pad(e: NodeEmit, x: Arg, *, pads, mode, value) -> ast.expr:
+    r = x.rank
+    tp = torch_pads(pads)
+    while len(tp) > 2 and tp[-1] == 0 and tp[-2] == 0:
+        tp = tp[:-2]
+    k = len(tp) // 2
+    if mode == "constant":
+        kw = {"value": scalar_for(x.dtype, value)} if value != 0 else {}
+        return call("F.pad", x, tuple(tp), **kw)
+    tmode = {"reflect": "reflect", "edge": "replicate", "wrap": "circular"}[mode]
+    if all(p >= 0 for p in pads) and k <= 3 and r in (k + 1, k + 2):
+        return call("F.pad", x, tuple(tp), mode=tmode)
+    return call(e.helper("_msc_pad").id, x, list(pads), mode, value)
+
+
+@emitter("expand")
+def expand(e: NodeEmit, x: Arg, shape_in: Arg | None = None, *, shape) -> ast.expr:
+    if shape is None:
+        return call(e.helper("_msc_expand").id, x, _shape_list(shape_in))
+    xs = list(x.shape or ())
+    lead = len(shape) - len(xs)
+    ok = lead >= 0 and x.shape is not None
+    if ok:
+        for i, t in enumerate(shape):
+            if i < lead:
+                ok = ok and t >= 0
+            else:
+                d = xs[i - lead]
+                ok = ok and (t == -1 or (isinstance(d, int) and (d == t or d == 1)))
+    if ok:
+        return expr("x.expand(s)", x=x, s=tuple(shape))
+    return call(e.helper("_msc_expand").id, x, list(shape))
+
+
+@emitter("tile")
+def tile(e: NodeEmit, x: Arg, *, repeats) -> ast.expr:
+    if x.rank is not None and len(repeats) >= x.rank:
+        return expr("x.repeat(r)", x=x, r=tuple(repeats))
+    return call("torch.tile", x, tuple(repeats))
+
+
+@emitter("flip")
+def flip(e: NodeEmit, x: Arg, *, axes) -> ast.expr:
+    return call("torch.flip", x, tuple(axes))
+
+
+@emitter("roll")
+def roll(e: NodeEmit, x: Arg, *, shifts, axes) -> ast.expr:
+    return call("torch.roll", x, tuple(shifts), tuple(axes))
+
+
+@emitter("trilu")
+def trilu(e: NodeEmit, x: Arg, *, upper, k) -> ast.expr:
+    fn = "torch.triu" if upper else "torch.tril"
+    return call(fn, x) if k == 0 else call(fn, x, k)
+
+
+@emitter("depth_to_space")
+def depth_to_space(e: NodeEmit, x: Arg, *, blocksize, mode) -> ast.expr:
+    if mode == "CRD":
+        return call("F.pixel_shuffle", x, blocksize)
+    return call(e.helper("_msc_depth_to_space").id, x, blocksize, mode)
+
+
+@emitter("space_to_depth")
+def space_to_depth(e: NodeEmit, x: Arg, *, blocksize) -> ast.expr:
+    return call(e.helper("_msc_space_to_depth").id, x, blocksize)
+
+
+# ---------------------------------------------------------------- indexing
+@emitter("gather")
+def gather(e: NodeEmit, x: Arg, indices: Arg, *, axis) -> ast.expr:
+    a = norm_axis(axis, x.rank)
+    c = indices.const
+    if c is not None and c.ndim == 0:
+        return _index(x, {a: const(int(c))})
+    if indices.rank == 1 and (c is None or (c >= 0).all()):
+        return call("torch.index_select", x, a, indices)
+    return _index(x, {a: indices.expr})
+
+
+@emitter("gather_elements")
+def gather_elements(e: NodeEmit, x: Arg, indices: Arg, *, axis) -> ast.expr:
+    return call("torch.gather", x, axis, indices)
+
+
+@emitter("gather_nd")
+def gather_nd(e: NodeEmit, x: Arg, indices: Arg, *, batch_dims) -> ast.expr:
+    return call(e.helper("_msc_gather_nd").id, x, indices, batch_dims)
+
+
+@emitter("scatter_elements")
+def scatter_elements(e, x, indices, updates, *, axis, reduction) -> ast.expr:
+    if reduction == "none":
+        return call("torch.scatter", x, axis, indices, updates)
+    if reduction == "add":
+        return call("torch.scatter_add", x, axis, indices, updates)
+    how = {"mul": "prod", "max": "amax", "min": "amin"}[reduction]
+    return call("torch.scatter_reduce", x, axis, indices, updates, how)
+
+
+@emitter("scatter_nd")
+def scatter_nd(e, x, indices, updates, *, reduction) -> ast.expr:
+    return call(e.helper("_msc_scatter_nd").id, x, indices, updates, reduction)
+
+
+@emitter("index")
+def index(e: NodeEmit, x: Arg, indices: list[Arg], *, axes) -> ast.expr:
+    r = x.rank
+    return _index(x, {norm_axis(a, r): i.expr for a, i in zip(axes, indices)})
+
+
+@emitter("index_put")
+def index_put(e, x, values, indices, *, axes, accumulate) -> ast.expr:
+    r = x.rank
+    at = {norm_axis(a, r): i for a, i in zip(axes, indices)}
+    idx = tuple(at.get(i) for i in range(max(at) + 1))
+    kw = {"accumulate": True} if accumulate else {}
+    return call("torch.index_put", x, idx, values, **kw)
+
+
+@emitter("nonzero")
+def nonzero(e: NodeEmit, x: Arg) -> ast.expr:
+    return call("torch.nonzero", x)
+
+
+@emitter("shape")
+def shape(e: NodeEmit, x: Arg, *, start, end) -> ast.expr:
+    if start == 0 and end is None:
+        return call("torch.tensor", expr("x.shape", x=x), dtype=DType.INT64)
+    sl = ast.Slice(None if start == 0 else const(start), None if end is None else const(end))
+    return call(
+        "torch.tensor", ast.Subscript(expr("x.shape", x=x), sl, ast.Load()), dtype=DType.INT64
+    )
+
+
+# ---------------------------------------------------------------- creation
+def _values(arr: np.ndarray) -> Any:
+    dt = DType.from_numpy(arr.dtype)
+    if dt.is_floating:
+        return arr.astype(np.float64).tolist()
+    return arr.tolist()
+
+
+@emitter("constant")
+def constant(e: NodeEmit, *, value: np.ndarray) -> ast.expr:
+    dt = DType.from_numpy(value.dtype)
+    if value.size == 0:
+        return call("torch.zeros", tuple(value.shape), dtype=dt)
+    return call("torch.tensor", _values(value), dtype=dt)
+
+
+def _num(dt: DType, v: float) -> Any:
+    return scalar_for(dt, v)
+
+
+@emitter("arange")
+def arange(e: NodeEmit, *, start, end, step, dtype) -> ast.expr:
+    ints = dtype.is_integer and all(float(v).is_integer() for v in (start, end, step))
+    conv = int if ints else float
+    args: list[Any] = [conv(end)] if start == 0 and step == 1 else [conv(start), conv(end)]
+    if step != 1:
+        args.append(conv(step))
+    return call("torch.arange", *args, dtype=dtype)
+
+
+@emitter("full")
+def full(e: NodeEmit, shape_in: Arg | None = None, *, shape, value, dtype) -> ast.expr:
+    size: Any = tuple(shape) if shape is not None else _shape_list(shape_in)
+    return call("torch.full", size, _num(dtype, value), dtype=dtype)
+
+
+@emitter("full_like")
+def full_like(e: NodeEmit, x: Arg, *, value, dtype) -> ast.expr:
+    dt = dtype or x.dtype
+    kw = {} if dtype is None else {"dtype": dtype}
+    return call("torch.full_like", x, _num(dt, value), **kw)
+
+
+@emitter("one_hot")
+def one_hot(e: NodeEmit, indices: Arg, *, depth, axis, dtype) -> ast.expr:
+    if axis == -1 and dtype is DType.INT64 and indices.dtype is DType.INT64:
+        return call("F.one_hot", indices, depth)
+    return call(e.helper("_msc_one_hot").id, indices, depth, axis, dtype)
+
+
+# ---------------------------------------------------------------- control flow
+@emitter("if")
+def if_(e: NodeEmit, condition: Arg, *, then_branch, else_branch) -> None:
+    def branch(g) -> list[ast.stmt]:
+        stmts, outs = e.block(g)
+        stmts.append(e.cg.assign_outputs(e.outputs, _tuple(outs)))
+        return stmts
+
+    e.stmt(ast.If(expr("bool(c)", c=condition), branch(then_branch), branch(else_branch)))
+    return None
+
+
+def _tuple(outs: list[ast.expr]) -> ast.expr:
+    return outs[0] if len(outs) == 1 else ast.Tuple(outs, ast.Load())

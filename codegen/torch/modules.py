@@ -1,0 +1,300 @@
+"""Rebuild the module hierarchy from dotted weight names.
+
+# NOTE: invariants
+# - A weight ``a.b.weight`` lives at that path in the generated module, so ``state_dict()`` keys
+#   equal the graph's weight names (and so a source PyTorch model's keys).
+# - A node whose weights are exactly a torch module's parameters (``P.weight``/``P.bias`` used
+#   by nothing else, nothing else under ``P.``) becomes that module (``nn.Conv2d`` ...) at ``P``;
+#   every other weight is a registered parameter (float) or buffer at its path, inside plain
+#   ``nn.Module``/``nn.ModuleList`` holders.
+# - A name that cannot be a module path (an empty component, a component that is an
+#   ``nn.Module`` attribute like ``training``, a path that is both a tensor and a holder) is
+#   kept at the root under a sanitized name; ``keys`` maps it back to the source name.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+from codegen.torch import code
+from codegen.torch.names import sanitize
+from codegen.torch.registry import ModuleRule
+from msc.ir.graph import Graph, Node, Weight
+
+__all__ = ["Leaf", "Param", "Holder", "ModulePlan", "plan_modules"]
+
+
+@dataclass
+class Leaf:
+    """A torch module standing for the nodes that use its weights."""
+
+    prefix: str
+    ctor: ast.expr
+    roles: dict[str, Weight]
+    calls: dict[Node, list[Any]] = field(default_factory=dict)
+
+
+@dataclass
+class Param:
+    weight: Weight
+    buffer: bool
+
+
+@dataclass
+class Holder:
+    children: dict[str, Holder | Leaf | Param] = field(default_factory=dict)
+
+    @property
+    def is_list(self) -> bool:
+        """Render as nn.ModuleList: children "0".."n-1", all modules."""
+        keys = list(self.children)
+        return (
+            bool(keys)
+            and keys == [str(i) for i in range(len(keys))]
+            and all(not isinstance(c, Param) for c in self.children.values())
+        )
+
+
+@dataclass
+class ModulePlan:
+    root: Holder
+    leaves: dict[str, Leaf]  # prefix -> leaf
+    node_leaf: dict[Node, Leaf]
+    keys: dict[str, str]  # state_dict key -> source weight name (only where they differ)
+    paths: dict[str, list[str]]  # source weight name -> components of its state_dict key
+
+    def access(self, parts: list[str]) -> ast.expr:
+        """``self.a[0].b`` for the module path ``parts``."""
+        e: ast.expr = code.name("self")
+        h: Holder | Leaf | Param = self.root
+        for p in parts:
+            assert isinstance(h, Holder)
+            e = code.attr_path(e, [int(p) if h.is_list else p])
+            h = h.children[p]
+        return e
+
+    def weight_expr(self, w: Weight) -> ast.expr:
+        return self.access(self.paths[w.name])
+
+
+@lru_cache(maxsize=1)
+def _module_attrs() -> frozenset[str]:
+    import torch
+
+    return frozenset(dir(torch.nn.Module()))
+
+
+def _parts(name: str) -> list[str] | None:
+    parts = name.split(".")
+    if any(not p or p in _module_attrs() for p in parts):
+        return None
+    return parts
+
+
+def _insert(root: Holder, parts: list[str], item: Leaf | Param) -> bool:
+    h = root
+    for p in parts[:-1]:
+        c = h.children.get(p)
+        if c is None:
+            c = h.children[p] = Holder()
+        if not isinstance(c, Holder):
+            return False
+        h = c
+    if parts[-1] in h.children:
+        return False
+    h.children[parts[-1]] = item
+    return True
+
+
+def plan_modules(
+    graph: Graph,
+    rules: Callable[[str], ModuleRule | None],
+    call_rule: Callable[[ModuleRule, Node], tuple[ast.expr, list[Any]] | None],
+    is_buffer: Callable[[Weight], bool],
+) -> ModulePlan:
+    """Decide which nodes become torch modules and where every weight lives."""
+    groups: dict[str, list[tuple[Node, dict[str, Weight]]]] = {}
+    for node in _all_nodes(graph):
+        rule = rules(node.op)
+        if rule is None:
+            continue
+        found = _role_weights(node, rule)
+        if found is not None:
+            groups.setdefault(found[0], []).append((node, found[1]))
+
+    leaves: dict[str, Leaf] = {}
+    owner: dict[str, str] = {}  # weight name -> leaf prefix
+    for prefix, members in groups.items():
+        leaf = _make_leaf(graph, prefix, members, rules, call_rule)
+        if leaf is not None:
+            leaves[prefix] = leaf
+            for w in leaf.roles.values():
+                owner[w.name] = prefix
+            for extra in rules(members[0][0].op).extras:  # type: ignore[union-attr]
+                if f"{prefix}.{extra}" in graph.weights:
+                    owner[f"{prefix}.{extra}"] = prefix
+
+    root = Holder()
+    paths: dict[str, list[str]] = {}
+    keys: dict[str, str] = {}
+    placed: set[str] = set()
+    homeless: list[Weight] = []
+    for w in graph.weights.values():
+        prefix = owner.get(w.name)
+        if prefix is not None:
+            leaf = leaves[prefix]
+            if prefix not in placed:
+                parts = _parts(prefix)
+                if parts is not None and _insert(root, parts, leaf):
+                    placed.add(prefix)
+                else:  # the module path does not fit: its weights become plain tensors
+                    del leaves[prefix]
+                    for ww in graph.weights.values():
+                        if owner.get(ww.name) == prefix:
+                            del owner[ww.name]
+                    prefix = None
+            if prefix is not None:
+                paths[w.name] = [*_parts(prefix), w.name[len(prefix) + 1 :]]  # type: ignore[misc]
+                continue
+        parts = _parts(w.name)
+        if parts is not None and _insert(root, parts, Param(w, is_buffer(w))):
+            paths[w.name] = parts
+        else:
+            homeless.append(w)
+    for w in homeless:
+        base = "renamed_" + sanitize(w.name, "w")
+        key, n = base, 0
+        while key in root.children or key in _module_attrs():
+            n += 1
+            key = f"{base}_{n}"
+        root.children[key] = Param(w, is_buffer(w))
+        paths[w.name] = [key]
+        keys[key] = w.name
+    node_leaf = {n: leaf for leaf in leaves.values() for n in leaf.calls}
+    return ModulePlan(root, leaves, node_leaf, keys, paths)
+
+
+def _all_nodes(graph: Graph):
+    for n in graph.nodes:
+        yield n
+        for sub in n.subgraphs():
+            yield from _all_nodes(sub)
+
+
+def _role_weights(node: Node, rule: ModuleRule) -> tuple[str, dict[str, Weight]] | None:
+    from msc.ops import registry
+
+    schema = registry.get(node.op)
+    specs = [s for s in schema.inputs if not s.variadic]
+    if len(specs) != len(schema.inputs):
+        return None
+    found: dict[str, Weight] = {}
+    prefix = None
+    for spec, v in zip(specs, node.inputs):
+        if spec.name not in rule.roles or v is None:
+            continue
+        if not isinstance(v, Weight):
+            return None
+        p, dot, leaf = v.name.rpartition(".")
+        if not dot or leaf != spec.name or (prefix is not None and p != prefix):
+            return None
+        prefix = p
+        found[spec.name] = v
+    if prefix is None:
+        return None
+    return prefix, found
+
+
+def _make_leaf(graph, prefix, members, rules, call_rule) -> Leaf | None:
+    first_node, roles = members[0]
+    rule = rules(first_node.op)
+    for node, r in members:
+        if node.op != first_node.op or r != roles or not _same_attrs(node, first_node):
+            return None
+    users = {id(n) for n, _ in members}
+    for w in roles.values():
+        if any(id(n) not in users for n, _ in w.uses) or w in graph.outputs:
+            return None
+    allowed = {f"{prefix}.{r}" for r in roles} | {f"{prefix}.{e}" for e in rule.extras}
+    for name, w in graph.weights.items():
+        if name == prefix or (name.startswith(prefix + ".") and name not in allowed):
+            return None
+        if name in allowed and name not in {x.name for x in roles.values()} and w.uses:
+            return None
+    leaf = None
+    for node, _ in members:
+        got = call_rule(rule, node)
+        if got is None:
+            return None
+        ctor, args = got
+        if leaf is None:
+            leaf = Leaf(prefix, ctor, roles)
+        elif ast.dump(ctor) != ast.dump(leaf.ctor):
+            return None
+        leaf.calls[node] = args
+    return leaf
+
+
+def _same_attrs(a: Node, b: Node) -> bool:
+    from msc.ir.attrs import attr_equal
+
+    return a.attrs.keys() == b.attrs.keys() and all(
+        attr_equal(a.attrs[k], b.attrs[k]) for k in a.attrs
+    )
+
+
+# ---------------------------------------------------------------- __init__ statements
+def init_statements(plan: ModulePlan) -> list[ast.stmt]:
+    """``super().__init__()`` then one statement per module, holder and tensor."""
+    out: list[ast.stmt] = [ast.Expr(code.expr("super().__init__()"))]
+    _emit_children(plan.root, code.name("self"), out)
+    return out
+
+
+def _tensor_ctor(w: Weight) -> ast.expr:
+    shape = tuple(d if isinstance(d, int) else 0 for d in (w.type.shape or ()))
+    return code.call("torch.empty", *shape, dtype=w.type.dtype)
+
+
+def _value_expr(child: Holder | Leaf | Param) -> ast.expr:
+    if isinstance(child, Leaf):
+        return child.ctor
+    if isinstance(child, Param):
+        return code.call("nn.Parameter", _tensor_ctor(child.weight))
+    if child.is_list:
+        return code.call("nn.ModuleList", [_value_expr(c) for c in child.children.values()])
+    return code.call("nn.Module")
+
+
+def _fill(h: Holder, here: ast.expr, out: list[ast.stmt]) -> None:
+    """Statements for the contents of holder ``h``, which already exists at ``here``."""
+    if h.is_list:  # leaves were built inline in the nn.ModuleList([...]) call
+        for i, c in enumerate(h.children.values()):
+            if isinstance(c, Holder):
+                _fill(c, ast.Subscript(here, ast.Constant(i), ast.Load()), out)
+    else:
+        _emit_children(h, here, out)
+
+
+def _emit_children(h: Holder, parent: ast.expr, out: list[ast.stmt]) -> None:
+    for key, child in h.children.items():
+        if isinstance(child, Param) and child.buffer:
+            method, value = "register_buffer", _tensor_ctor(child.weight)
+        else:
+            value = _value_expr(child)
+            method = "register_parameter" if isinstance(child, Param) else "add_module"
+            if code.is_plain_attr(key):
+                method = ""
+        if method:
+            call = ast.Call(
+                ast.Attribute(parent, method, ast.Load()), [ast.Constant(key), value], []
+            )
+            out.append(ast.Expr(call))
+        else:
+            out.append(ast.Assign([ast.Attribute(parent, key, ast.Store())], value))
+        if isinstance(child, Holder):
+            _fill(child, code.attr_path(parent, [key]), out)
