@@ -1,0 +1,314 @@
+"""torch.export ExportedProgram -> msc Graph, and nn.Module -> ExportedProgram -> msc Graph.
+
+# NOTE: invariants
+# - Parameters, buffers and lifted constants become weights named by their state_dict /
+#   constants key (``encoder.layers.0.self_attn.in_proj_weight``), found through the
+#   graph signature; a weight used twice (tied) is one weight.
+# - Graph inputs are the user-input placeholders, named after the forward signature (torch
+#   names placeholders by argument), in flattened order; ``input_names`` overrides them.
+# - A symbolic dim becomes ``SymDim(name, min, max)``: the name of the user's ``Dim`` where the
+#   shape environment remembers it, else torch's symbol (``s0``); the range from
+#   ``range_constraints``.
+# - The output structure (``out_spec``) is kept in ``graph.meta["output_tree"]``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import torch
+import torch.fx
+from torch.export import ExportedProgram
+from torch.export.graph_signature import InputKind, OutputKind
+
+from msc import structure
+from msc.check import checked
+from msc.errors import ConversionError, UnsupportedOp, UnsupportedOpsError
+from msc.frontend.torch.dtypes import tensor_to_numpy
+from msc.frontend.torch.translate import Call, Source, Translator, target_key
+from msc.ir import Graph, SymDim, TensorType, Value
+
+__all__ = ["from_torch", "from_exported_program"]
+
+
+def _module_path(node: torch.fx.Node) -> str:
+    stack = node.meta.get("nn_module_stack")
+    if not stack:
+        return ""
+    path = list(stack.values())[-1][0]
+    if not isinstance(path, str) or path.startswith("_empty_nn_module_stack"):
+        return ""
+    for prefix in ("L['self'].", "L__self__."):
+        if path.startswith(prefix):
+            path = path[len(prefix) :]
+    return path
+
+
+class ExportSource(Source):
+    def __init__(self, ep: ExportedProgram, translator_graph: Graph, overrides: bool) -> None:
+        self.ep = ep
+        self.graph = translator_graph
+        self.weights: dict[str, Value] = {}  # placeholder name -> weight
+        self.inputs: dict[str, Value] = {}  # placeholder name -> graph input
+        self.constants: dict[str, Any] = {}  # placeholder name -> non-tensor constant
+        self.overrides = overrides
+
+    def placeholder(self, node: torch.fx.Node) -> Any:
+        for table in (self.weights, self.inputs, self.constants):
+            if node.name in table:
+                return table[node.name]
+        return None  # a token or an unused input
+
+    def get_attr(self, node: torch.fx.Node) -> Any:
+        from msc.frontend.torch.translate import POISON
+
+        return POISON  # submodules of control-flow ops (cond, map) are not translated
+
+    def normalize(self, node: torch.fx.Node, env: dict) -> Call:
+        return Call(target_key(node.target), tuple(node.args), dict(node.kwargs))
+
+    def meta(self, node: torch.fx.Node) -> Any:
+        return node.meta.get("val")
+
+    def module_path(self, node: torch.fx.Node) -> str:
+        return _module_path(node)
+
+    def refine_shapes(self) -> bool:
+        return not self.overrides
+
+
+def _symbols(ep: ExportedProgram, placeholders: list[torch.fx.Node]) -> dict[Any, SymDim]:
+    """torch symbol -> SymDim with the user's Dim name and the range torch proved."""
+    env = None
+    for n in placeholders:
+        val = n.meta.get("val")
+        for d in getattr(val, "shape", ()):
+            if isinstance(d, torch.SymInt):
+                env = d.node.shape_env
+                break
+        if env is not None:
+            break
+    debug = getattr(env, "source_name_to_debug_name", {}) if env is not None else {}
+    sources = getattr(env, "var_to_sources", {}) if env is not None else {}
+    out: dict[Any, SymDim] = {}
+    taken: set[str] = set()
+    for sym, vr in ep.range_constraints.items():
+        if not getattr(sym, "is_Symbol", False):
+            continue
+        name = str(sym)
+        for src in sources.get(sym, ()):
+            user = debug.get(src.name() if callable(src.name) else src.name)
+            if user and user not in taken:
+                name = user
+                break
+        taken.add(name)
+        lo = _bound(vr.lower)
+        hi = _bound(vr.upper)
+        out[sym] = SymDim(name, lo, hi)
+    return out
+
+
+def _bound(x: Any) -> int | None:
+    try:
+        v = int(x)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return v if abs(v) < 2**62 else None
+
+
+def tree_spec(spec: Any, leaves: list[Any], index: dict[int, int]) -> Any:
+    """An output_tree spec from a pytree TreeSpec and the flat outputs (Values or constants)."""
+    pos = [0]
+
+    def walk(s: Any) -> Any:
+        if s.is_leaf():
+            x = leaves[pos[0]]
+            pos[0] += 1
+            if isinstance(x, Value):
+                return {"leaf": index[id(x)]}
+            if x is None or isinstance(x, bool | int | float | str):
+                return {"const": x}
+            raise ConversionError(f"output of type {type(x).__name__} cannot be kept")
+        kids = [walk(c) for c in s.children()]
+        t = s.type
+        if t is dict or (isinstance(t, type) and issubclass(t, dict)) or _is_model_output(t):
+            keys = list(s.context) if s.context is not None else []
+            return {"dict": [[k, c] for k, c in zip(keys, kids)]}
+        if t is list:
+            return {"list": kids}
+        return {"tuple": kids}
+
+    return walk(spec)
+
+
+def _is_model_output(t: Any) -> bool:
+    return isinstance(t, type) and any(c.__name__ == "ModelOutput" for c in t.__mro__)
+
+
+def from_exported_program(
+    ep: ExportedProgram,
+    *,
+    input_names: list[str] | None = None,
+    input_types: dict[str, TensorType] | None = None,
+    name: str = "",
+    _aliases: dict[str, str] | None = None,
+) -> Graph:
+    """Translate a torch.export ExportedProgram (the default IR or after run_decompositions).
+
+    Args:
+        ep: the exported program.
+        input_names: names for the graph inputs (flattened user inputs, in order); by default
+            the forward signature's argument names as torch.export gives them.
+        input_types: overrides for input types by (final) input name.
+        name: the graph's name.
+
+    Returns:
+        The translated graph (self-checked when MSC_CHECK is set).
+
+    Raises:
+        UnsupportedOpsError: listing every op that could not be translated.
+    """
+    g = Graph(name)
+    gm = ep.graph_module
+    sig = ep.graph_signature
+    src = ExportSource(ep, g, overrides=bool(input_types))
+    tr = Translator(g, src)
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    tr.symbols = _symbols(ep, placeholders)
+
+    # Weights: parameters, buffers, lifted constants, by their state_dict/constants key.
+    problems: list[UnsupportedOp] = []
+    by_name = {n.name: n for n in placeholders}
+    user_specs = []
+    for spec in sig.input_specs:
+        arg_name = getattr(spec.arg, "name", None)
+        if spec.kind == InputKind.USER_INPUT:
+            user_specs.append(spec)
+            continue
+        if spec.kind in (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR):
+            key = spec.target
+            t = ep.state_dict.get(key) if key in ep.state_dict else ep.constants.get(key)
+            if not isinstance(t, torch.Tensor):
+                problems.append(UnsupportedOp("constant", arg_name, key, "not a tensor"))
+                continue
+            if key in g.weights:
+                src.weights[arg_name] = g.weights[key]
+            else:
+                src.weights[arg_name] = g.add_weight(key, tensor_to_numpy(t))
+        elif spec.kind == InputKind.CUSTOM_OBJ:
+            problems.append(UnsupportedOp("custom object", arg_name, spec.target, "script object"))
+        # TOKEN inputs (effect ordering) carry no data.
+    if problems:
+        raise UnsupportedOpsError(problems)
+
+    # User inputs, in flattened order.
+    tensor_specs = []
+    for spec in user_specs:
+        node = by_name[spec.arg.name]
+        val = node.meta.get("val")
+        if isinstance(val, torch.Tensor):
+            tensor_specs.append((spec.arg.name, val))
+        else:
+            src.constants[spec.arg.name] = val
+    if input_names is not None and len(input_names) != len(tensor_specs):
+        raise ConversionError(
+            f"input_names has {len(input_names)} names for {len(tensor_specs)} tensor inputs "
+            f"({', '.join(n for n, _ in tensor_specs)})"
+        )
+    for i, (pname, val) in enumerate(tensor_specs):
+        iname = input_names[i] if input_names is not None else pname
+        t = tr.torch_type(val)
+        if input_types and iname in input_types:
+            t = input_types[iname]
+        src.inputs[pname] = g.add_input(iname, t)
+        tr.ctx.torch_shapes[id(src.inputs[pname])] = tuple(val.shape)
+    if input_types:
+        unknown = set(input_types) - {v.name for v in g.inputs}
+        if unknown:
+            raise ConversionError(f"input_types names unknown inputs: {sorted(unknown)}")
+
+    out_arg = tr.run(gm.graph)
+
+    # Outputs: user outputs only (buffer mutations are training state).
+    flat = list(out_arg) if isinstance(out_arg, list | tuple) else [out_arg]
+    user_out = [
+        i for i, s in enumerate(sig.output_specs) if s.kind == OutputKind.USER_OUTPUT
+    ] or list(range(len(flat)))
+    leaves = [tr.resolve(flat[i]) for i in user_out]
+    outputs: list[Value] = []
+    index: dict[int, int] = {}
+    for x in leaves:
+        if isinstance(x, Value) and id(x) not in index:
+            index[id(x)] = len(outputs)
+            outputs.append(x)
+    g.set_outputs(outputs)
+    g.meta[structure.OUTPUT_TREE] = structure.encode(
+        tree_spec(ep.call_spec.out_spec, leaves, index)
+    )
+    g.meta["producer"] = "msc.frontend.torch"
+    if _aliases:
+        g.meta["tied_weights"] = json.dumps(_aliases, sort_keys=True)
+    return checked(g)
+
+
+def _aliases(module: torch.nn.Module) -> dict[str, str]:
+    """Tied parameter/buffer names -> the name torch.export keeps (the first)."""
+    first: dict[int, str] = {}
+    out: dict[str, str] = {}
+    items = list(module.named_parameters(remove_duplicate=False))
+    items += list(module.named_buffers(remove_duplicate=False))
+    for n, t in items:
+        k = id(t)
+        if k in first:
+            if first[k] != n:
+                out[n] = first[k]
+        else:
+            first[k] = n
+    return out
+
+
+def from_torch(
+    module: torch.nn.Module,
+    example_args: tuple = (),
+    *,
+    example_kwargs: dict[str, Any] | None = None,
+    input_names: list[str] | None = None,
+    input_types: dict[str, TensorType] | None = None,
+    dynamic_shapes: Any = None,
+) -> Graph:
+    """Export ``module`` with torch.export (eval mode, non-strict) and translate it.
+
+    Args:
+        module: the model; it is put in eval mode for the export and restored after.
+        example_args: example positional inputs (a single tensor is accepted too).
+        example_kwargs: example keyword inputs.
+        input_names: names for the graph inputs; default: the forward signature's.
+        input_types: dtype/shape overrides by input name.
+        dynamic_shapes: as for ``torch.export.export``; ``Dim`` names become symbol names.
+
+    Returns:
+        The translated graph.
+    """
+    if isinstance(example_args, torch.Tensor):
+        example_args = (example_args,)
+    was_training = module.training
+    module.eval()
+    try:
+        ep = torch.export.export(
+            module,
+            tuple(example_args),
+            kwargs=example_kwargs,
+            dynamic_shapes=dynamic_shapes,
+            strict=False,
+        )
+    finally:
+        module.train(was_training)
+    name = type(module).__name__
+    return from_exported_program(
+        ep,
+        input_names=input_names,
+        input_types=input_types,
+        name=name,
+        _aliases=_aliases(module),
+    )

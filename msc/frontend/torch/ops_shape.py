@@ -1,0 +1,416 @@
+"""Converters for shape and data-movement ATen ops, and for symbolic-int arithmetic.
+
+# NOTE: view ops become their functional meaning (view/reshape -> ``reshape``, permute ->
+# ``transpose``, select -> ``slice`` + ``squeeze``). A size list with symbolic entries becomes
+# a static target with one ``-1`` when it can, else a shape tensor built from ``shape`` nodes.
+# Symbolic ints (``aten.sym_size.int`` and Python arithmetic on it) are 0-d i64 values.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from msc.frontend.torch.registry import Ctx, Unsupported, converter
+from msc.ir import DType, Value
+
+INT_MAX = 2**63 - 1
+
+
+def _axis(d: int, rank: int) -> int:
+    return d % rank if rank else 0
+
+
+def reshape_to(ctx: Ctx, x: Value, sizes: Any) -> Value:
+    if isinstance(sizes, int | Value):
+        sizes = [sizes]
+    sizes = list(sizes)
+    dyn = [i for i, s in enumerate(sizes) if isinstance(s, Value)]
+    if not dyn:
+        return ctx.op("reshape", x, shape=[int(s) for s in sizes])
+    if len(dyn) == 1 and -1 not in sizes:
+        sizes[dyn[0]] = -1
+        return ctx.op("reshape", x, shape=sizes)
+    if -1 in sizes:
+        raise Unsupported("reshape with -1 and several symbolic sizes")
+    return ctx.op("reshape", x, ctx.shape_tensor(sizes))
+
+
+@converter(
+    "aten.view.default",
+    "aten.reshape.default",
+    "aten._unsafe_view.default",
+    "aten.view_copy.default",
+    "aten._reshape_alias.default",
+)
+def view(ctx: Ctx, self: Value, size: Any, *args: Any, **_: Any) -> Value:
+    return reshape_to(ctx, self, size)
+
+
+@converter("aten.view_as.default", "aten.reshape_as.default")
+def view_as(ctx: Ctx, self: Value, other: Value) -> Value:
+    shape = ctx.shape(other)
+    if all(isinstance(d, int) for d in shape):
+        return ctx.op("reshape", self, shape=list(shape))
+    return ctx.op("reshape", self, ctx.op("shape", other))
+
+
+@converter("aten.view.dtype")
+def view_dtype(ctx: Ctx, self: Value, dtype: Any) -> Value:
+    raise Unsupported("reinterpreting bits as another dtype (Tensor.view(dtype))")
+
+
+@converter("aten.flatten.using_ints")
+def flatten(ctx: Ctx, self: Value, start_dim: int = 0, end_dim: int = -1) -> Value:
+    if ctx.rank(self) == 0:
+        return ctx.op("reshape", self, shape=[1])
+    return ctx.op("flatten", self, start_axis=start_dim, end_axis=end_dim)
+
+
+@converter("aten.unflatten.int")
+def unflatten(ctx: Ctx, self: Value, dim: int, sizes: Any) -> Value:
+    shape = list(ctx.shape(self))
+    d = _axis(dim, len(shape))
+    keep = [x if isinstance(x, int) else None for x in shape]
+    if any(x is None for i, x in enumerate(keep) if i != d):
+        raise Unsupported("unflatten of a tensor with symbolic dims")
+    return reshape_to(ctx, self, keep[:d] + list(sizes) + keep[d + 1 :])
+
+
+@converter("aten.permute.default", "aten.permute_copy.default")
+def permute(ctx: Ctx, self: Value, dims: Any) -> Value:
+    r = ctx.rank(self)
+    return ctx.op("transpose", self, perm=[_axis(d, r) for d in dims])
+
+
+@converter("aten.transpose.int", "aten.swapaxes.default", "aten.swapdims.default")
+def transpose(ctx: Ctx, self: Value, **kw: int) -> Value:
+    d0, d1 = kw.values()
+    r = ctx.rank(self)
+    if r < 2:
+        return self
+    perm = list(range(r))
+    a, b = _axis(d0, r), _axis(d1, r)
+    perm[a], perm[b] = perm[b], perm[a]
+    return ctx.op("transpose", self, perm=perm)
+
+
+@converter("aten.t.default", "aten.numpy_T.default")
+def t(ctx: Ctx, self: Value) -> Value:
+    r = ctx.rank(self)
+    return self if r < 2 else ctx.op("transpose", self, perm=list(reversed(range(r))))
+
+
+@converter("aten.movedim.int", "aten.movedim.intlist", "aten.moveaxis.int")
+def movedim(ctx: Ctx, self: Value, source: Any, destination: Any) -> Value:
+    r = ctx.rank(self)
+    src = [_axis(s, r) for s in ([source] if isinstance(source, int) else source)]
+    dst = [_axis(d, r) for d in ([destination] if isinstance(destination, int) else destination)]
+    perm: list[int | None] = [None] * r
+    for s, d in zip(src, dst):
+        perm[d] = s
+    rest = iter(i for i in range(r) if i not in src)
+    return ctx.op("transpose", self, perm=[p if p is not None else next(rest) for p in perm])
+
+
+def _sym_matches(ctx: Ctx, s: Value, x: Value, i: int) -> bool:
+    """Is symbolic size ``s`` the same expression as dim ``i`` of ``x``?"""
+    shape = ctx.torch_shapes.get(id(x))
+    if shape is None or i >= len(shape):
+        return False
+    d = shape[i]
+    expr = getattr(getattr(d, "node", None), "expr", d)
+    return ctx.sym_exprs.get(id(s)) == expr
+
+
+@converter("aten.expand.default", "aten.expand_copy.default")
+def expand(ctx: Ctx, self: Value, size: Any, *, implicit: bool = False) -> Value:
+    size = list(size)
+    off = len(size) - ctx.rank(self)
+    out: list[Any] = []
+    for i, s in enumerate(size):
+        if isinstance(s, Value) and i >= off and _sym_matches(ctx, s, self, i - off):
+            s = -1
+        out.append(s)
+    if any(isinstance(s, Value) for s in out):
+        keep = [ctx.op("squeeze", ctx.op("shape", self, start=i - off, end=i - off + 1),
+                       axes=[0]) if s == -1 and i >= off else s
+                for i, s in enumerate(out)]  # fmt: skip
+        return ctx.op("expand", self, ctx.shape_tensor(keep))
+    return ctx.op("expand", self, shape=[int(s) for s in out])
+
+
+@converter("aten.expand_as.default")
+def expand_as(ctx: Ctx, self: Value, other: Value) -> Value:
+    shape = ctx.shape(other)
+    if all(isinstance(d, int) for d in shape):
+        return ctx.op("expand", self, shape=list(shape))
+    return ctx.op("expand", self, ctx.op("shape", other))
+
+
+@converter("aten.broadcast_to.default")
+def broadcast_to(ctx: Ctx, self: Value, size: Any) -> Value:
+    return expand(ctx, self, size)
+
+
+@converter("aten.unsqueeze.default", "aten.unsqueeze_copy.default")
+def unsqueeze(ctx: Ctx, self: Value, dim: int) -> Value:
+    return ctx.op("unsqueeze", self, axes=[_axis(dim, ctx.rank(self) + 1)])
+
+
+@converter("aten.squeeze.dim", "aten.squeeze.dims", "aten.squeeze.default")
+def squeeze(ctx: Ctx, self: Value, dim: Any = None) -> Value:
+    shape = ctx.shape(self)
+    r = len(shape)
+    if r == 0:
+        return self
+    dims = range(r) if dim is None else [dim] if isinstance(dim, int) else dim
+    axes = sorted({_axis(d, r) for d in dims if shape[_axis(d, r)] == 1})
+    if dim is None and any(not isinstance(d, int) for d in shape):
+        raise Unsupported("squeeze of every size-1 dim with symbolic dims")
+    return ctx.op("squeeze", self, axes=axes) if axes else self
+
+
+@converter("aten.cat.default", "aten.concat.default", "aten.concatenate.default")
+def cat(ctx: Ctx, tensors: list[Value], dim: int = 0) -> Value:
+    # Legacy torch skips 1-d empty tensors in cat.
+    xs = [t for t in tensors if not (t.type.shape == (0,))] or list(tensors)[:1]
+    xs = ctx.promote(*xs)
+    if len(xs) == 1:
+        return xs[0]
+    return ctx.op("concat", *xs, axis=dim)
+
+
+@converter("aten.stack.default")
+def stack(ctx: Ctx, tensors: list[Value], dim: int = 0) -> Value:
+    xs = ctx.promote(*tensors)
+    a = _axis(dim, ctx.rank(xs[0]) + 1)
+    xs = [ctx.op("unsqueeze", x, axes=[a]) for x in xs]
+    return xs[0] if len(xs) == 1 else ctx.op("concat", *xs, axis=a)
+
+
+@converter("aten.hstack.default", "aten.vstack.default")
+def hvstack(ctx: Ctx, tensors: list[Value]) -> Value:
+    raise Unsupported("hstack/vstack (decomposed by torch.export)")
+
+
+def _dim_size(ctx: Ctx, x: Value, dim: int) -> int:
+    d = ctx.shape(x)[dim]
+    if not isinstance(d, int):
+        raise Unsupported("split of a symbolic dim")
+    return d
+
+
+@converter("aten.split.Tensor", "aten.split.sizes", "aten.split_with_sizes.default")
+def split(ctx: Ctx, self: Value, split_size: Any = None, dim: int = 0, **kw: Any) -> tuple:
+    if "split_sizes" in kw:
+        split_size = kw["split_sizes"]
+    n = _dim_size(ctx, self, dim)
+    if isinstance(split_size, int):
+        sizes = [split_size] * (n // split_size) + ([n % split_size] if n % split_size else [])
+        sizes = sizes or [0]
+    else:
+        sizes = ctx.ints(split_size, "split sizes")
+    if len(sizes) == 1:
+        return (self,)
+    return ctx.node("split", [self], {"axis": dim, "sizes": sizes})
+
+
+@converter("aten.chunk.default")
+def chunk(ctx: Ctx, self: Value, chunks: int, dim: int = 0) -> tuple:
+    n = _dim_size(ctx, self, dim)
+    each = -(-n // chunks)
+    return split(ctx, self, each, dim)
+
+
+@converter("aten.unbind.int")
+def unbind(ctx: Ctx, self: Value, dim: int = 0) -> tuple:
+    n = _dim_size(ctx, self, dim)
+    parts = ctx.node("split", [self], {"axis": dim, "sizes": [1] * n}) if n > 1 else (self,)
+    return tuple(ctx.op("squeeze", p, axes=[_axis(dim, ctx.rank(self))]) for p in parts)
+
+
+def _slice_bound(ctx: Ctx, v: Any, x: Value, dim: int, default: int) -> int:
+    if v is None:
+        return default
+    if isinstance(v, Value):
+        if _sym_matches(ctx, v, x, dim):
+            return INT_MAX
+        raise Unsupported("slice bound depends on a symbolic size")
+    return int(v)
+
+
+@converter("aten.slice.Tensor", "aten.slice_copy.Tensor")
+def slice_(
+    ctx: Ctx, self: Value, dim: int = 0, start: Any = None, end: Any = None, step: int = 1
+) -> Value:
+    r = ctx.rank(self)
+    d = _axis(dim, r)
+    s = _slice_bound(ctx, start, self, d, 0)
+    e = _slice_bound(ctx, end, self, d, INT_MAX)
+    if s == 0 and e >= INT_MAX and step == 1:
+        return self
+    e = min(e, INT_MAX)
+    return ctx.op("slice", self, starts=[s], ends=[e], axes=[d], steps=[step])
+
+
+@converter("aten.narrow.default")
+def narrow(ctx: Ctx, self: Value, dim: int, start: Any, length: Any) -> Value:
+    s, n = ctx.ints([start, length], "narrow bounds")
+    r = ctx.rank(self)
+    if s < 0:
+        s += _dim_size(ctx, self, dim)
+    return ctx.op("slice", self, starts=[s], ends=[s + n], axes=[_axis(dim, r)], steps=[1])
+
+
+@converter("aten.select.int", "aten.select_copy.int")
+def select(ctx: Ctx, self: Value, dim: int, index: Any) -> Value:
+    (i,) = ctx.ints([index], "select index")
+    r = ctx.rank(self)
+    d = _axis(dim, r)
+    end = i + 1 if i != -1 else INT_MAX
+    y = ctx.op("slice", self, starts=[i], ends=[end], axes=[d], steps=[1])
+    return ctx.op("squeeze", y, axes=[d])
+
+
+@converter("aten.repeat.default", "aten.tile.default")
+def repeat(ctx: Ctx, self: Value, **kw: Any) -> Value:
+    (repeats,) = kw.values()
+    reps = ctx.ints(repeats, "repeats")
+    x = self
+    if len(reps) > ctx.rank(x):
+        x = reshape_to(ctx, x, [1] * (len(reps) - ctx.rank(x)) + _sizes(ctx, x))
+    return ctx.op("tile", x, repeats=reps)
+
+
+def _sizes(ctx: Ctx, x: Value) -> list[int]:
+    out = []
+    for d in ctx.shape(x):
+        if not isinstance(d, int):
+            raise Unsupported("this op needs static sizes")
+        out.append(d)
+    return out
+
+
+@converter("aten.flip.default")
+def flip(ctx: Ctx, self: Value, dims: Any) -> Value:
+    r = ctx.rank(self)
+    return ctx.op("flip", self, axes=[_axis(d, r) for d in dims])
+
+
+@converter("aten.roll.default")
+def roll(ctx: Ctx, self: Value, shifts: Any, dims: Any = ()) -> Value:
+    shifts = ctx.ints(shifts, "shifts")
+    dims = [dims] if isinstance(dims, int) else list(dims)
+    if not dims:
+        flat = ctx.op("reshape", self, shape=[-1])
+        y = ctx.op("roll", flat, shifts=shifts, axes=[0])
+        return ctx.op("reshape", y, shape=_sizes(ctx, self))
+    return ctx.op("roll", self, shifts=shifts, axes=[_axis(d, ctx.rank(self)) for d in dims])
+
+
+def _trilu(upper: bool):
+    def convert(ctx: Ctx, self: Value, diagonal: int = 0) -> Value:
+        return ctx.op("trilu", self, upper=upper, k=diagonal)
+
+    return convert
+
+
+converter("aten.tril.default")(_trilu(False))
+converter("aten.triu.default")(_trilu(True))
+
+
+@converter("aten.diagonal.default", "aten.diagonal_copy.default")
+def diagonal(ctx: Ctx, self: Value, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Value:
+    shape = _sizes(ctx, self)
+    r = len(shape)
+    a, b = _axis(dim1, r), _axis(dim2, r)
+    rest = [i for i in range(r) if i not in (a, b)]
+    x = ctx.op("transpose", self, perm=rest + [a, b]) if rest + [a, b] != list(range(r)) else self
+    n, m = shape[a], shape[b]
+    length = max(0, min(n, m - offset) if offset >= 0 else min(n + offset, m))
+    batch = [shape[i] for i in rest]
+    flat = ctx.op("reshape", x, shape=batch + [n * m])
+    start = offset if offset >= 0 else -offset * m
+    idx = [start + i * (m + 1) for i in range(length)]
+    return ctx.op("gather", flat, ctx.const(idx, DType.INT64), axis=len(batch))
+
+
+@converter("aten.unfold.default")
+def unfold(ctx: Ctx, self: Value, dimension: int, size: int, step: int) -> Value:
+    r = ctx.rank(self)
+    if r == 0:
+        return ctx.op("reshape", self, shape=[1])
+    d = _axis(dimension, r)
+    n = _dim_size(ctx, self, d)
+    windows = (n - size) // step + 1
+    idx = [[w * step + k for k in range(size)] for w in range(windows)]
+    y = ctx.op("gather", self, ctx.const(idx, DType.INT64), axis=d)  # [..., W, size, ...]
+    perm = list(range(r + 1))
+    perm.pop(d + 1)
+    return ctx.op("transpose", y, perm=perm + [d + 1])
+
+
+@converter("aten.as_strided.default", "aten.as_strided_copy.default")
+def as_strided(ctx: Ctx, self: Value, size: Any, stride: Any, storage_offset: Any = None):
+    raise Unsupported("as_strided reads memory by strides; msc graphs have no memory layout")
+
+
+# ----------------------------------------------------------------------- symbolic ints
+@converter("aten.sym_size.int")
+def sym_size(ctx: Ctx, self: Value, dim: int) -> Value:
+    d = _axis(dim, ctx.rank(self))
+    return ctx.op("squeeze", ctx.op("shape", self, start=d, end=d + 1), axes=[0])
+
+
+@converter("aten.sym_numel.default")
+def sym_numel(ctx: Ctx, self: Value) -> Value:
+    return ctx.op("reduce_prod", ctx.op("shape", self), keepdims=False)
+
+
+def _sym_binary(op: str):
+    def convert(ctx: Ctx, a: Any, b: Any) -> Any:
+        if not isinstance(a, Value) and not isinstance(b, Value):
+            raise Unsupported("arithmetic on non-tensor values")
+        kind = "int_to_float" if op == "div" else "default"
+        x, y = ctx.promote(a, b, kind=kind)
+        return ctx.op(op, x, y)
+
+    return convert
+
+
+for _name, _op in (
+    ("add", "add"),
+    ("sub", "sub"),
+    ("mul", "mul"),
+    ("floordiv", "floor_divide"),
+    ("mod", "remainder"),
+    ("truediv", "div"),
+    ("eq", "eq"),
+    ("ne", "ne"),
+    ("lt", "lt"),
+    ("le", "le"),
+    ("gt", "gt"),
+    ("ge", "ge"),
+):
+    converter(f"operator.{_name}")(_sym_binary(_op))
+
+
+@converter("operator.neg")
+def sym_neg(ctx: Ctx, a: Value) -> Value:
+    return ctx.op("neg", a)
+
+
+@converter("aten.scalar_tensor.default")
+def scalar_tensor(ctx: Ctx, s: Any, *, dtype: Any = None, **_: Any) -> Value:
+    from msc.frontend.torch.dtypes import to_msc
+    from msc.frontend.torch.registry import scalar_dtype
+
+    dt = to_msc(dtype) if dtype is not None else None
+    if isinstance(s, Value):
+        return ctx.cast(s, dt or ctx.result_dtype(s))
+    return ctx.const(s, dt or (scalar_dtype(s) if not isinstance(s, float) else DType.FLOAT32))
+
+
+@converter("aten._local_scalar_dense.default", "aten.item.default")
+def local_scalar_dense(ctx: Ctx, self: Value) -> Value:
+    raise Unsupported("reading a tensor element as a Python number (.item()) is data-dependent")

@@ -1,0 +1,325 @@
+"""The walk over a torch.fx graph shared by torch.export and fx translation.
+
+# NOTE: invariants
+# - Nodes are translated in graph order; every unsupported op (and every converter failure) is
+#   collected, translation continues past it (its users are skipped), and one
+#   UnsupportedOpsError lists them all at the end.
+# - What differs between an ExportedProgram and an fx GraphModule sits behind ``Source``:
+#   placeholders and get_attr (parameter lookup), how a call node becomes a converter key plus
+#   arguments, the recorded torch value of a node, and its module path.
+# - After each converter the result is checked against the value PyTorch recorded for the node:
+#   the dtype must be equal (so the graph's dtypes are PyTorch's), and the shape is refined with
+#   what torch knows (named symbols, sizes inference left unknown).
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.fx
+
+from msc.check import enabled as check_enabled
+from msc.errors import ConversionError, UnsupportedOp, UnsupportedOpsError
+from msc.frontend.torch.dtypes import to_msc
+from msc.frontend.torch.registry import CONVERTERS, Ctx, Unsupported, aten_op, bind
+from msc.ir import Graph, SymDim, TensorType, Value
+
+__all__ = ["Call", "Source", "Translator", "POISON", "target_key"]
+
+
+class _Poison:
+    """The value of a node that could not be translated; its users are skipped."""
+
+    def __repr__(self) -> str:
+        return "<untranslated>"
+
+
+POISON: Any = _Poison()
+
+_OPERATOR_NAMES = {
+    getattr(operator, n): f"operator.{n}"
+    for n in (
+        "add",
+        "sub",
+        "mul",
+        "truediv",
+        "floordiv",
+        "mod",
+        "neg",
+        "pow",
+        "getitem",
+        "eq",
+        "ne",
+        "lt",
+        "le",
+        "gt",
+        "ge",
+        "and_",
+        "or_",
+        "not_",
+        "pos",
+    )
+}
+
+
+def target_key(target: Any) -> str:
+    """A stable string for an fx call target: ``aten.add.Tensor``, ``operator.mul``, ..."""
+    if isinstance(target, torch._ops.OpOverload | torch._ops.HigherOrderOperator):
+        return str(target)
+    if target in _OPERATOR_NAMES:
+        return _OPERATOR_NAMES[target]
+    if isinstance(target, str):
+        return target
+    mod = getattr(target, "__module__", None) or ""
+    name = getattr(target, "__qualname__", None) or getattr(target, "__name__", repr(target))
+    return f"{mod}.{name}" if mod else name
+
+
+@dataclass
+class Call:
+    """A normalized call: a converter key with arguments, or a handler function."""
+
+    key: str
+    args: tuple = ()
+    kwargs: dict = field(default_factory=dict)
+    fn: Callable[..., Any] | None = None  # handler(ctx, *args, **kwargs) instead of the key's
+    inplace_arg: torch.fx.Node | None = None  # an input the call mutates (rebound to the result)
+
+
+class Source:
+    """How one kind of graph (export or fx) answers the questions the walk asks."""
+
+    def placeholder(self, node: torch.fx.Node) -> Any:
+        raise NotImplementedError
+
+    def get_attr(self, node: torch.fx.Node) -> Any:
+        raise NotImplementedError
+
+    def normalize(self, node: torch.fx.Node, env: dict) -> Call:
+        raise NotImplementedError
+
+    def meta(self, node: torch.fx.Node) -> Any:
+        """The torch value recorded for ``node`` (FakeTensor, tensor meta, SymInt, int...)."""
+        raise NotImplementedError
+
+    def module_path(self, node: torch.fx.Node) -> str:
+        return ""
+
+    def refine_shapes(self) -> bool:
+        return True
+
+
+_IGNORED = {
+    "aten._assert_scalar.default",
+    "aten._assert_tensor_metadata.default",
+    "aten.sym_constrain_range_for_size.default",
+    "aten.sym_constrain_range.default",
+    "aten._assert_async.msg",
+    "aten._assert_async.default",
+    "aten._functional_assert_async.msg",
+    "torch._check",
+    "torch._check_is_size",
+}
+
+
+class Translator:
+    """Translate the nodes of an fx graph into ``graph`` through ``source``."""
+
+    def __init__(self, graph: Graph, source: Source) -> None:
+        self.graph = graph
+        self.source = source
+        self.ctx = Ctx(graph, CONVERTERS)
+        self.env: dict[torch.fx.Node, Any] = {}
+        self.problems: list[UnsupportedOp] = []
+        self.first_error: BaseException | None = None
+        self.symbols: dict[Any, SymDim] = {}
+        self.strict = check_enabled()
+        self.prefix = ""  # prepended to value and node names (inlined submodules)
+
+    # ------------------------------------------------------------------ types
+    def sym_dim(self, expr: Any) -> SymDim | int | None:
+        if getattr(expr, "is_Integer", False):
+            return int(expr)
+        return self.symbols.get(expr)
+
+    def torch_type(self, t: Any) -> TensorType:
+        dims = []
+        for d in t.shape:
+            if isinstance(d, torch.SymInt):
+                dims.append(self.sym_dim(d.node.expr))
+            else:
+                dims.append(int(d))
+        return TensorType(to_msc(t.dtype), dims)
+
+    def _refine(self, v: Value, meta: Any, fresh: bool) -> Value:
+        if not isinstance(meta, torch.Tensor):
+            return v
+        want = to_msc(meta.dtype)
+        if v.dtype is not want:
+            if self.strict:
+                raise AssertionError(
+                    f"converter produced {v.dtype.short}, torch computes {want.short}"
+                )
+            v = self.ctx.cast(v, want)
+            fresh = True
+        self.ctx.torch_shapes[id(v)] = tuple(meta.shape)
+        if not fresh or not self.source.refine_shapes() or v.type.shape is None:
+            return v
+        tt = self.torch_type(meta)
+        if len(tt.shape) != len(v.type.shape):
+            raise AssertionError(f"converter produced rank {len(v.type.shape)}, torch {tt.shape}")
+        merged = []
+        for mine, theirs in zip(v.type.shape, tt.shape):
+            if isinstance(mine, int) and isinstance(theirs, int) and mine != theirs:
+                raise AssertionError(f"converter produced shape {v.type}, torch {tt}")
+            merged.append(theirs if theirs is not None else mine)
+        v.type = TensorType(v.dtype, merged)
+        return v
+
+    # ------------------------------------------------------------------ walk
+    def resolve(self, a: Any) -> Any:
+        if isinstance(a, torch.fx.Node):
+            return self.env[a]
+        if isinstance(a, list | tuple):
+            return type(a)(self.resolve(x) for x in a)
+        if isinstance(a, dict):
+            return {k: self.resolve(x) for k, x in a.items()}
+        if isinstance(a, slice):
+            return slice(self.resolve(a.start), self.resolve(a.stop), self.resolve(a.step))
+        return a
+
+    def _poisoned(self, a: Any) -> bool:
+        if a is POISON:
+            return True
+        if isinstance(a, list | tuple):
+            return any(self._poisoned(x) for x in a)
+        if isinstance(a, dict):
+            return any(self._poisoned(x) for x in a.values())
+        if isinstance(a, slice):
+            return any(self._poisoned(x) for x in (a.start, a.stop, a.step))
+        return False
+
+    def _report(self, op: str, node: torch.fx.Node, reason: str, err: BaseException | None) -> None:
+        self.problems.append(UnsupportedOp(op, node.name, self.source.module_path(node), reason))
+        if err is not None and self.first_error is None:
+            self.first_error = err
+
+    def run(self, fx_graph: torch.fx.Graph) -> Any:
+        """Translate every node; return the output node's (resolved) argument."""
+        from msc.frontend.torch.coverage import UNSUPPORTED
+
+        out: Any = None
+        for node in fx_graph.nodes:
+            if node.op == "placeholder":
+                self.env[node] = self.source.placeholder(node)
+                continue
+            if node.op == "get_attr":
+                self.env[node] = self.source.get_attr(node)
+                continue
+            if node.op == "output":
+                out = node.args[0]
+                break
+            self._call(node, UNSUPPORTED)
+        if self.problems:
+            raise UnsupportedOpsError(self.problems) from self.first_error
+        return out
+
+    def _call(self, node: torch.fx.Node, reasons: dict[str, str]) -> None:
+        meta = self.source.meta(node)
+        if isinstance(meta, bool | int | float) and not isinstance(meta, torch.SymInt):
+            self.env[node] = meta  # a Python value torch computed once: a constant
+            return
+        if node.op == "call_function" and node.target is operator.getitem:
+            base = self.env[node.args[0]]
+            if isinstance(base, list | tuple) or base is POISON:
+                item = POISON if base is POISON else base[node.args[1]]
+                if item is None:
+                    self._report("operator.getitem", node, "this output is not translated", None)
+                    item = POISON
+                self.env[node] = item
+                return
+        try:
+            call = self.source.normalize(node, self.env)
+        except Unsupported as e:
+            self._report(target_key(node.target), node, str(e), e)
+            self.env[node] = POISON
+            return
+        if call.key in _IGNORED:
+            self.env[node] = None
+            return
+        fn = call.fn
+        inplace = False
+        if fn is None:
+            fn, inplace = CONVERTERS.lookup(call.key)
+            if fn is None:
+                self._report(call.key, node, reasons.get(call.key, "no converter"), None)
+                self.env[node] = POISON
+                return
+        args, kwargs = self.resolve(call.args), self.resolve(call.kwargs)
+        if self._poisoned(args) or self._poisoned(kwargs):
+            self.env[node] = POISON
+            return
+        ctx = self.ctx
+        ctx.pending = []
+        ctx.node_name = self.prefix + node.name
+        ctx.module = self.source.module_path(node)
+        ctx.source_op = "" if call.fn is not None else call.key
+        try:
+            if call.fn is not None:
+                result = call.fn(ctx, *args, **kwargs)
+            else:
+                op = aten_op(call.key)
+                if op is not None:
+                    result = fn(ctx, **bind(op._schema, args, kwargs))
+                else:
+                    result = fn(ctx, *args, **kwargs)
+            result = self._finish(node, result, meta)
+        except Unsupported as e:
+            self._report(call.key, node, str(e), e)
+            self.env[node] = POISON
+            return
+        except Exception as e:  # noqa: BLE001 - reported with the node, all at once
+            self._report(call.key, node, f"{type(e).__name__}: {e}", e)
+            self.env[node] = POISON
+            return
+        for n in ctx.pending:
+            self.graph.add_node(n)
+        ctx.pending = []
+        self.env[node] = result
+        target = call.inplace_arg
+        if target is None and inplace and node.args and isinstance(node.args[0], torch.fx.Node):
+            target = node.args[0]
+        if target is not None:
+            self.env[target] = result
+
+    def _finish(self, node: torch.fx.Node, result: Any, meta: Any) -> Any:
+        produced = {id(v) for n in self.ctx.pending for v in n.outputs}
+        if isinstance(result, Value):
+            if id(result) in produced and result.name is None:
+                result.name = self.prefix + node.name
+            if isinstance(meta, torch.SymInt):
+                return self.ctx.mark_sym(result, meta.node.expr)
+            return self._refine(result, meta, id(result) in produced)
+        if isinstance(result, list | tuple):
+            names: dict[int, str] = {}
+            for u in node.users:
+                if u.target is operator.getitem and isinstance(u.args[1], int):
+                    names.setdefault(u.args[1], self.prefix + u.name)
+            metas = meta if isinstance(meta, list | tuple) else [None] * len(result)
+            out = []
+            for i, v in enumerate(result):
+                if isinstance(v, Value):
+                    fresh = id(v) in produced
+                    if fresh and v.name is None and i in names:
+                        v.name = names[i]
+                    if i < len(metas):
+                        v = self._refine(v, metas[i], fresh)
+                out.append(v)
+            return type(result)(out) if isinstance(result, tuple) else out
+        if isinstance(meta, torch.Tensor):
+            raise ConversionError(f"converter returned {type(result).__name__} for a tensor")
+        return result
