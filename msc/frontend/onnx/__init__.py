@@ -21,6 +21,7 @@ import onnx
 
 from msc.errors import ConversionError
 from msc.frontend.onnx import (  # noqa: F401 - importing a family registers its converters
+    attention,
     elementwise,
     nn,
     reduce,

@@ -251,4 +251,78 @@ def cast(ctx: Ctx, input, *, to, saturate=1, round_mode="up"):  # noqa: A002
 
 @converter("CastLike", since=15)
 def cast_like(ctx: Ctx, input, target_type, *, saturate=1, round_mode="up"):  # noqa: A002
-    return _cast(ctx, input, ctx.dtype(target_type), saturate, round_mode)
+    to = ctx.dtype(target_type)
+    c = ctx.const(input)
+    if c is not None and c.size <= 1024 and to not in _FLOAT8_MAX:
+        # Only the target's type matters: a constant input stays a constant (shape arithmetic).
+        return c.astype(to.to_numpy())
+    return _cast(ctx, input, to, saturate, round_mode)
+
+
+# ---------------------------------------------------------------------------- (de)quantization
+_INT_RANGE = {
+    DType.INT8: (-128, 127),
+    DType.UINT8: (0, 255),
+    DType.INT16: (-32768, 32767),
+    DType.UINT16: (0, 65535),
+    DType.INT32: (-(2**31), 2**31 - 1),
+}
+
+
+def _per_axis(ctx: Ctx, t, x, axis: int):
+    """A 1-d per-channel tensor reshaped to broadcast along ``axis`` of ``x``."""
+    if ctx.rank(t) == 0 or ctx.rank(x) <= 1:
+        return t
+    if ctx.shape(t)[0] == 1:
+        return ctx.op("reshape", t, shape=[])
+    r = ctx.rank(x)
+    a = axis % r
+    return ctx.op("reshape", t, shape=[-1] + [1] * (r - a - 1))
+
+
+@converter("DequantizeLinear", since=10)
+def dequantize_linear(
+    ctx: Ctx, x, x_scale, x_zero_point=None, *, axis=1, block_size=0, output_dtype=0
+):
+    if block_size:
+        raise Unsupported("blocked dequantization (block_size)")
+    dt = ctx.dtype(x_scale) if not output_dtype else dtype_from_onnx(output_dtype)
+    y = ctx.cast(x, dt)
+    if x_zero_point is not None:
+        y = ctx.op("sub", y, ctx.cast(_per_axis(ctx, x_zero_point, x, axis), dt))
+    return ctx.op("mul", y, ctx.cast(_per_axis(ctx, x_scale, x, axis), dt))
+
+
+@converter("QuantizeLinear", since=10)
+def quantize_linear(
+    ctx: Ctx,
+    x,
+    y_scale,
+    y_zero_point=None,
+    *,
+    axis=1,
+    block_size=0,
+    output_dtype=0,
+    saturate=1,
+    precision=0,
+):
+    if block_size:
+        raise Unsupported("blocked quantization (block_size)")
+    if y_zero_point is not None:
+        to = ctx.dtype(y_zero_point)
+    else:
+        to = dtype_from_onnx(output_dtype) if output_dtype else DType.UINT8
+    dt = ctx.dtype(x)
+    y = ctx.op("div", x, ctx.cast(_per_axis(ctx, y_scale, x, axis), dt))
+    if to in _FLOAT8_MAX:
+        if y_zero_point is not None:
+            y = ctx.op("add", y, ctx.cast(_per_axis(ctx, y_zero_point, x, axis), dt))
+        return _cast(ctx, y, to, saturate, "up")
+    if to not in _INT_RANGE:
+        raise Unsupported(f"quantizing to {to.short}")
+    y = ctx.op("round", y)
+    if y_zero_point is not None:
+        y = ctx.op("add", y, ctx.cast(_per_axis(ctx, y_zero_point, x, axis), dt))
+    lo, hi = _INT_RANGE[to]
+    y = ctx.op("clamp", y, np.array(lo, dt.to_numpy()), np.array(hi, dt.to_numpy()))
+    return ctx.op("cast", y, to=to)

@@ -41,7 +41,9 @@ __all__ = [
     "SMALL_CONSTANT",
 ]
 
-MIN_OPSET = 7
+# Opsets before 7 load, but most converters start at 7 (numpy broadcasting); an op older
+# than every converter of it is reported with both versions.
+MIN_OPSET = 1
 # Constants with at most this many elements become ``constant`` nodes; larger ones weights.
 SMALL_CONSTANT = 64
 # All-constant nodes whose inputs hold at most this many elements are folded at import.

@@ -372,5 +372,34 @@ def depth_to_space(ctx: Ctx, input, *, blocksize, mode="DCR"):  # noqa: A002
 
 
 @converter("SpaceToDepth", since=1)
-def space_to_depth(ctx: Ctx, input, *, blocksize):  # noqa: A002
+def space_to_depth(ctx: Ctx, input, *, blocksize, mode="DCR"):  # noqa: A002
+    if mode != "DCR":
+        raise Unsupported(f"SpaceToDepth mode={mode!r}")
     return ctx.op("space_to_depth", input, blocksize=blocksize)
+
+
+def _window(ctx: Ctx, size, periodic: int, output_datatype: int, coeffs: tuple[float, ...]):
+    from msc.frontend.onnx.tensors import dtype_from_onnx
+
+    n = int(ctx.scalar(size, "size"))
+    denom = n if periodic else n - 1
+    k = np.arange(n, dtype=np.float64)
+    w = np.zeros(n)
+    for i, a in enumerate(coeffs):
+        w += a * np.cos(2 * np.pi * i * k / denom) * (-1) ** i
+    return w.astype(dtype_from_onnx(output_datatype).to_numpy())
+
+
+@converter("HannWindow", since=17)
+def hann_window(ctx: Ctx, size, *, output_datatype=1, periodic=1):
+    return _window(ctx, size, periodic, output_datatype, (0.5, 0.5))
+
+
+@converter("HammingWindow", since=17)
+def hamming_window(ctx: Ctx, size, *, output_datatype=1, periodic=1):
+    return _window(ctx, size, periodic, output_datatype, (25 / 46, 21 / 46))
+
+
+@converter("BlackmanWindow", since=17)
+def blackman_window(ctx: Ctx, size, *, output_datatype=1, periodic=1):
+    return _window(ctx, size, periodic, output_datatype, (0.42, 0.5, 0.08))

@@ -1,0 +1,1 @@
+EXCLUDES: dict[str, str] = {}
