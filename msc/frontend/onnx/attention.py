@@ -124,6 +124,8 @@ def attention(
                 keep = ctx.op("logical_and", keep, ctx.op("ge", d, rw))
         parts.append(ctx.op("where", keep, np.array(0, npdt), np.array(-np.inf, npdt)))
         dynamic = True
+    elif is_causal and not windowed and not parts and past_key is None:
+        parts = None  # plain top-left causal: the canonical flag says it
     elif is_causal or windowed:
         if not (isinstance(q_seq, int) and isinstance(kv_seq, int) and isinstance(past, int)):
             if is_causal and not windowed and not parts and past_key is None:

@@ -112,12 +112,18 @@ class Slot:
 Operand = Slot | Value | np.ndarray | None
 
 
+def _f32(x: float) -> float:
+    """An ONNX float attribute (float32) as the shortest decimal that reads back to the same
+    float32: an epsilon written as 1e-12 comes back as 1e-12, not 9.99999996e-13."""
+    return float(str(np.float32(x)))
+
+
 def _attr_value(a: onnx.AttributeProto, base_dir: str | None) -> Any:
     T = onnx.AttributeProto
     if a.ref_attr_name:
         raise Unsupported(f"attribute {a.name!r} refers to a function attribute")
     if a.type == T.FLOAT:
-        return float(a.f)
+        return _f32(a.f)
     if a.type == T.INT:
         return int(a.i)
     if a.type == T.STRING:
@@ -127,7 +133,7 @@ def _attr_value(a: onnx.AttributeProto, base_dir: str | None) -> Any:
     if a.type == T.GRAPH:
         return a.g
     if a.type == T.FLOATS:
-        return [float(x) for x in a.floats]
+        return [_f32(x) for x in a.floats]
     if a.type == T.INTS:
         return [int(x) for x in a.ints]
     if a.type == T.STRINGS:
