@@ -59,13 +59,23 @@ def _collect() -> tuple[BackendCase, ...]:
             BackendCase(
                 name=t.name,
                 model=t.model,
-                inputs=list(inputs),
-                expected=list(expected),
+                inputs=[_array(x) for x in inputs],
+                expected=[_array(x) for x in expected],
                 rtol=float(t.rtol),
                 atol=float(t.atol),
             )
         )
     return tuple(out)
+
+
+def _array(x: Any) -> Any:
+    """Some cases give exact values as TensorProtos: as numpy arrays where numpy can hold them."""
+    if isinstance(x, onnx.TensorProto):
+        try:
+            return onnx.numpy_helper.to_array(x)
+        except Exception:  # noqa: BLE001 - e.g. 4-bit types: left as the proto
+            return x
+    return x
 
 
 def backend_cases() -> Iterator[BackendCase]:
