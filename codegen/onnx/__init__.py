@@ -19,7 +19,7 @@ from codegen.onnx import control, elementwise, nn, reduce, shape  # noqa: F401  
 from codegen.onnx.model import Converter
 from codegen.onnx.opset import MIN_OPSET, default_opset, max_opset
 from codegen.onnx.registry import Emit, EmitterRegistry, Ref, Unsupported, emitter, registry
-from codegen.onnx.save import save
+from codegen.onnx.writer import save
 from msc.ir.graph import Graph
 
 __all__ = [

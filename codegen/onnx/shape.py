@@ -58,6 +58,8 @@ def flatten(e: Emit, x: Ref, *, start_axis, end_axis) -> Ref:
     if r == 0:
         return e.op("Reshape", x, e.ints([1]))
     s, t = start_axis % r, end_axis % r
+    if (s, t) in ((1, r - 1), (0, r - 2)):  # a 2-d result: ONNX's own Flatten
+        return e.op("Flatten", x, axis=1 if s == 1 else r - 1)
     after = x.shape[t + 1 :]
     if all(isinstance(d, int) for d in after):
         return e.op("Reshape", x, e.ints([0] * s + [-1] + list(after)))

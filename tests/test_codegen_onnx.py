@@ -1,0 +1,275 @@
+"""codegen.onnx at the model level: names, types, metadata, opsets, errors, saving."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime", reason="onnxruntime runs the generated models")
+
+import codegen.onnx as conx  # noqa: E402
+import codegen.onnx.writer as save_mod  # noqa: E402
+import msc  # noqa: E402
+from codegen.onnx.registry import ONNX_DTYPE, EmitterRegistry  # noqa: E402
+from msc.errors import ConversionError, MscError, UnsupportedOpsError  # noqa: E402
+from msc.examples import small_cnn_graph  # noqa: E402
+from msc.ir import DType, Graph, Provenance, SymDim, TensorType  # noqa: E402
+
+
+def session(model_or_path):
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    src = model_or_path if isinstance(model_or_path, str) else model_or_path.SerializeToString()
+    return ort.InferenceSession(src, opts, providers=["CPUExecutionProvider"])
+
+
+def cnn_inputs(batch: int = 2) -> dict:
+    return {"x": np.random.default_rng(0).standard_normal((batch, 3, 16, 16)).astype(np.float32)}
+
+
+def reference(g: Graph, feeds: dict) -> list[np.ndarray]:
+    return session(conx.to_model(g)).run(None, feeds)
+
+
+def test_names_types_and_dim_params_are_kept() -> None:
+    g = small_cnn_graph()
+    m = conx.to_model(g)
+    onnx.checker.check_model(m, full_check=True)
+    gp = m.graph
+    assert [i.name for i in gp.input] == ["x"]
+    dims = gp.input[0].type.tensor_type.shape.dim
+    assert dims[0].dim_param == "batch" and [d.dim_value for d in dims[1:]] == [3, 16, 16]
+    assert {t.name for t in gp.initializer} == set(g.weights)
+    assert all(t.HasField("raw_data") for t in gp.initializer)
+    assert [o.name for o in gp.output] == ["logits"]
+    names = [n.name for n in gp.node]
+    assert "features.0" in names and "features.1" in names and "classifier" in names
+    made = {o for n in gp.node for o in n.output}
+    assert {v.name for n in g.nodes for v in n.outputs} <= made
+    conv = next(n for n in gp.node if n.name == "features.0")
+    props = {p.key: p.value for p in conv.metadata_props}
+    assert props["msc.provenance.op"] == "aten.conv2d.default"
+    assert props["msc.provenance.module"] == "features.0"
+    meta = {p.key: p.value for p in m.metadata_props}
+    assert json.loads(meta["msc.dim_ranges"]) == {"batch": [1, 64]}
+    assert meta["msc.meta.producer"] == "msc.examples"
+    # value_info keeps intermediate types, symbolic batch included
+    vi = {v.name: v for v in gp.value_info}
+    assert vi["0"].type.tensor_type.shape.dim[0].dim_param == "batch"
+    for batch in (1, 5):
+        (out,) = session(m).run(None, cnn_inputs(batch))
+        assert out.shape == (batch, 10)
+
+
+def test_weight_and_value_sharing_a_name_and_boundary_outputs() -> None:
+    g = Graph("clash")
+    x = g.add_input("w", TensorType(DType.FLOAT32, (3,)))
+    w = g.add_weight("w", np.arange(3, dtype=np.float32))
+    y = g.add_node("add", [x, w], output_names=["y"]).output
+    g.set_outputs([y, x, w, y])  # an input, a weight and a repeated value as outputs
+    m = conx.to_model(g)
+    onnx.checker.check_model(m, full_check=True)
+    renamed = json.loads({p.key: p.value for p in m.metadata_props}["msc.renamed_values"])
+    assert renamed == {"w": "w__1"}
+    outs = session(m).run(None, {"w": np.ones(3, np.float32)})
+    np.testing.assert_array_equal(outs[0], [1, 2, 3])
+    np.testing.assert_array_equal(outs[1], [1, 1, 1])
+    np.testing.assert_array_equal(outs[2], [0, 1, 2])
+    np.testing.assert_array_equal(outs[3], outs[0])
+    assert len({o.name for o in m.graph.output}) == 4
+
+
+@pytest.mark.parametrize(
+    "dtype", [DType.FLOAT16, DType.BFLOAT16, DType.FLOAT64, DType.INT8, DType.UINT16, DType.BOOL]
+)
+def test_dtypes_are_kept(dtype: DType) -> None:
+    g = Graph("dt")
+    x = g.add_input("x", TensorType(dtype, (2, SymDim("n"))))
+    w = g.add_weight("w", np.ones((2, 1), dtype=dtype.to_numpy()))
+    g.set_outputs([g.op("identity", x), g.op("identity", w)])
+    m = conx.to_model(g)
+    onnx.checker.check_model(m, full_check=True)
+    assert m.graph.input[0].type.tensor_type.elem_type == ONNX_DTYPE[dtype]
+    assert m.graph.initializer[0].data_type == ONNX_DTYPE[dtype]
+    back = onnx.numpy_helper.to_array(m.graph.initializer[0])
+    assert back.tobytes() == w.numpy().tobytes()
+
+
+def test_unsupported_nodes_are_reported_all_at_once() -> None:
+    g = Graph("old")
+    x = g.add_input("x", TensorType(DType.FLOAT32, (SymDim("b"), 4, 4)))
+    a = g.add_node("einsum", [x, x], {"equation": "bij,bjk->bik"}, name="mix").output
+    b = g.add_node("trilu", [a], {"upper": True}, name="tri").output  # ok: static last dims
+    c = g.add_node("cumprod", [x], {"axis": 0}, name="scan").output  # symbolic axis
+    d = g.add_node("gelu", [b], name="act").output  # decomposes fine at 11
+    g.set_outputs([c, d])
+    with pytest.raises(UnsupportedOpsError) as err:
+        conx.to_model(g, 11)
+    ops = {(o.op, o.node) for o in err.value.ops}
+    assert ops == {("einsum (opset 11)", "mix"), ("cumprod (opset 11)", "scan")}
+    text = str(err.value)
+    assert "no emitter before opset 12" in text and "cumprod: needs a static dim" in text
+    if conx.max_opset() >= 26:  # CumProd exists from 26: then everything converts
+        conx.to_model(g, 26)
+
+
+def test_opset_range_and_default() -> None:
+    g = small_cnn_graph()
+    with pytest.raises(ConversionError, match="outside"):
+        conx.to_model(g, conx.MIN_OPSET - 1)
+    with pytest.raises(ConversionError, match="outside"):
+        conx.to_model(g, conx.max_opset() + 1)
+    d = conx.default_opset()
+    assert conx.to_model(g).opset_import[0].version == d
+    session(conx.to_model(g, d))  # onnxruntime runs the default
+    if d < conx.max_opset():  # and not the next one, else the default would be higher
+        with pytest.raises(Exception):  # noqa: B017 (onnxruntime's own error types)
+            session(conx.to_model(g, d + 1))
+
+
+def test_emitter_registry_lookup_and_duplicates() -> None:
+    r = EmitterRegistry()
+    r.register("relu", 6, lambda e, x: e.op("Relu", x))
+    r.register("relu", 14, lambda e, x: e.op("Relu", x))
+    assert r.lookup("relu", 5) is None
+    assert r.lookup("relu", 13).since == 6 and r.lookup("relu", 20).since == 14
+    with pytest.raises(ValueError, match="twice"):
+        r.register("relu", 14, lambda e, x: x)
+    with pytest.raises(ValueError, match="unknown"):
+        r.register("no_such_op", 1, lambda e, x: x)
+
+
+def test_coverage_markdown_lists_every_op() -> None:
+    text = conx.coverage_markdown()
+    for op in msc.ops.names():
+        assert f"| `{op}` |" in text
+    row = next(line for line in text.splitlines() if line.startswith("| `gelu` |"))
+    assert row.split("|")[2].strip() == "20"
+    assert "| D |" in row and "E/D" in row
+
+
+# ----------------------------------------------------------------------------- saving
+def big_graph(n_weights: int = 3, size: int = 4096) -> Graph:
+    g = Graph("big")
+    x = g.add_input("x", TensorType(DType.FLOAT32, (size,)))
+    y = x
+    rng = np.random.default_rng(0)
+    for i in range(n_weights):
+        w = g.add_weight(f"layer.{i}.weight", rng.standard_normal(size).astype(np.float32))
+        y = g.op("add", y, w)
+    small = g.add_weight("small", np.float32([2.0]))
+    g.set_outputs([g.add_node("mul", [y, small], output_names=["out"]).output])
+    return g
+
+
+def test_save_external_data_loads_and_runs(tmp_path) -> None:
+    g = big_graph()
+    path = conx.save(g, tmp_path / "m.onnx", external_data=True)
+    assert sorted(os.listdir(tmp_path)) == ["m.onnx", "m.onnx.data"]
+    assert (tmp_path / "m.onnx.data").stat().st_size >= 3 * 4096 * 4
+    m = onnx.load(str(path), load_external_data=False)
+    ext = {t.name for t in m.graph.initializer if t.data_location == onnx.TensorProto.EXTERNAL}
+    assert ext == {"layer.0.weight", "layer.1.weight", "layer.2.weight"}  # "small" stays inline
+    onnx.checker.check_model(str(path), full_check=True)
+    feeds = {"x": np.ones(4096, np.float32)}
+    np.testing.assert_array_equal(session(str(path)).run(None, feeds)[0], reference(g, feeds)[0])
+    full = onnx.load(str(path))
+    for t in full.graph.initializer:
+        np.testing.assert_array_equal(onnx.numpy_helper.to_array(t), g.weights[t.name].numpy())
+
+
+def test_save_inline_by_default_and_named_data_file(tmp_path) -> None:
+    g = big_graph(1)
+    conx.save(g, tmp_path / "a.onnx")
+    assert os.listdir(tmp_path) == ["a.onnx"]
+    conx.save(g, tmp_path / "b.onnx", external_data="weights.bin", size_threshold=0)
+    assert (tmp_path / "weights.bin").exists()
+    m = onnx.load(str(tmp_path / "b.onnx"), load_external_data=False)
+    assert all(t.data_location == onnx.TensorProto.EXTERNAL for t in m.graph.initializer)
+    with pytest.raises(MscError, match="beside"):
+        conx.save(g, tmp_path / "c.onnx", external_data="../escape.bin")
+
+
+def test_save_goes_external_above_the_protobuf_limit(tmp_path, monkeypatch) -> None:
+    g = big_graph(2)
+    monkeypatch.setattr(save_mod, "PROTO_LIMIT", 10_000)  # stands in for 2 GB
+    conx.save(g, tmp_path / "m.onnx")
+    assert (tmp_path / "m.onnx.data").exists()
+    with pytest.raises(MscError, match="do not fit"):
+        conx.save(g, tmp_path / "n.onnx", external_data=False)
+    assert not (tmp_path / "n.onnx").exists()
+
+
+def test_save_is_atomic(tmp_path, monkeypatch) -> None:
+    g = big_graph()
+    conx.save(g, tmp_path / "m.onnx", external_data=True)
+    before = {p: (tmp_path / p).read_bytes() for p in os.listdir(tmp_path)}
+    calls = []
+
+    def failing(f, arr):
+        calls.append(1)
+        if len(calls) == 2:
+            raise OSError("disk full")
+        return real(f, arr)
+
+    real = save_mod._write_array
+    monkeypatch.setattr(save_mod, "_write_array", failing)
+    with pytest.raises(OSError, match="disk full"):
+        conx.save(big_graph(3, 4096), tmp_path / "m.onnx", external_data=True)
+    after = {p: (tmp_path / p).read_bytes() for p in os.listdir(tmp_path)}
+    assert after == before  # no temporaries left, old files untouched
+    # an unsupported op fails before anything is written
+    bad = Graph("bad")
+    x = bad.add_input("x", TensorType(DType.FLOAT32, (SymDim("n"),)))
+    bad.set_outputs([bad.op("cumprod", x, axis=0)])
+    with pytest.raises(UnsupportedOpsError):
+        conx.save(bad, tmp_path / "bad.onnx", opset=11, external_data=True)
+    assert sorted(os.listdir(tmp_path)) == sorted(before)
+
+
+def test_lazy_weights_are_streamed(tmp_path) -> None:
+    arr = np.arange(5000, dtype=np.float32)
+    mm_path = tmp_path / "w.bin"
+    arr.tofile(mm_path)
+    loads = []
+
+    def loader():
+        loads.append(1)
+        return np.memmap(mm_path, dtype=np.float32, mode="r", shape=(5000,))
+
+    g = Graph("lazy")
+    x = g.add_input("x", TensorType(DType.FLOAT32, (5000,)))
+    w = g.add_weight("w", loader, type=TensorType(DType.FLOAT32, (5000,)))
+    g.set_outputs([g.op("add", x, w)])
+    conx.save(g, tmp_path / "m.onnx", external_data=True)
+    assert loads == [1]
+    out = session(str(tmp_path / "m.onnx")).run(None, {"x": np.zeros(5000, np.float32)})[0]
+    np.testing.assert_array_equal(out, arr)
+
+
+def test_type_only_graph_weights_become_inputs() -> None:
+    g = Graph("typed")
+    x = g.add_input("x", TensorType(DType.FLOAT32, (2,)))
+    w = g.add_weight("w", None, type=TensorType(DType.FLOAT32, (2,)))
+    g.set_outputs([g.op("mul", x, w)])
+    m = conx.to_model(g)
+    assert [i.name for i in m.graph.input] == ["x", "w"] and not m.graph.initializer
+
+
+def test_provenance_of_decomposed_nodes() -> None:
+    g = Graph("p")
+    x = g.add_input("x", TensorType(DType.FLOAT32, (2, 8)))
+    prov = Provenance("torch", "aten.gelu.default", "gelu", "mlp.act")
+    g.add_node("gelu", [x], name="mlp.act", provenance=prov, output_names=["h"])
+    g.set_outputs([g.nodes[0].output])
+    m = conx.to_model(g, 17)  # no Gelu before 20: decomposed
+    assert len(m.graph.node) > 1
+    for n in m.graph.node:
+        props = {p.key: p.value for p in n.metadata_props}
+        assert props["msc.provenance.module"] == "mlp.act", n.name
+        assert n.name.startswith("mlp.act")
+    assert m.graph.output[0].name == "h"
