@@ -24,7 +24,16 @@ def _norm_axes(axes, rank: int) -> list[int]:
 def reshape(ctx: Ctx, data, shape, *, allowzero=0):
     target = ctx.const(shape)
     if target is None:
-        return ctx.op("reshape", data, shape)
+        n = ctx.shape(shape)[0]
+        r = ctx.type(data).rank
+        if allowzero or not isinstance(n, int) or r is None:
+            return ctx.op("reshape", data, shape)
+        # A 0 in a run-time target copies the input's dim (allowzero=0): say so explicitly.
+        zero = ctx.op("eq", shape, np.array(0, np.int64))
+        now = ctx.op("shape", data, start=0, end=min(n, r))
+        if n > r:
+            now = ctx.op("concat", now, np.zeros(n - r, np.int64), axis=0)
+        return ctx.op("reshape", data, ctx.op("where", zero, now, shape))
     t = [int(v) for v in target.reshape(-1)]
     if allowzero or 0 not in t:
         return ctx.op("reshape", data, shape=t)
