@@ -216,7 +216,17 @@ def test_dynamic_reshape_uses_the_tensor_input():
     ]
     g = from_onnx(model(nodes, [vi("x", ["N", 6]), vi("y", ["N", 2, 3])], [vi("out", None)]))
     n = only(g, "reshape")
-    assert n.attrs["shape"] is None and n.inputs[1].producer.op == "shape"
+    assert n.attrs["shape"] is None and n.inputs[1] is not None
+    # allowzero=0: a 0 in the run-time target copies the input's dim, spelled out as a where.
+    assert n.inputs[1].producer.op == "where"
+    g2 = from_onnx(
+        model(
+            [nodes[0], helper.make_node("Reshape", ["x", "s"], ["out"], allowzero=1)],
+            [vi("x", ["N", 6]), vi("y", ["N", 2, 3])],
+            [vi("out", None)],
+        )
+    )
+    assert only(g2, "reshape").inputs[1].producer.op == "shape"
 
 
 def test_static_shape_arithmetic_is_folded():
