@@ -27,7 +27,8 @@ def graphs(draw):
     used: set[str] = set()
 
     def fresh():
-        n = draw(names.filter(lambda s: s not in used))
+        # Digit-only names are what the graph generates for unnamed values; avoid clashes.
+        n = draw(names.filter(lambda s: s not in used and not s.isdigit()))
         used.add(n)
         return n
 

@@ -123,9 +123,24 @@ class OpSchema:
     doc: str = ""
     min_variadic: int = 1
     extra: dict[str, Any] = field(default_factory=dict)
+    _variadic: bool = field(init=False, repr=False, default=False)
+    _required: int = field(init=False, repr=False, default=0)
+
+    def __post_init__(self) -> None:
+        self._variadic = any(s.variadic for s in self.inputs)
+        self._required = sum(1 for s in self.inputs if not s.optional and not s.variadic)
 
     # ------------------------------------------------------------ checking
     def check_inputs(self, inputs: Sequence[Any], *, where: str = "") -> None:
+        n = len(inputs)
+        specs = self.inputs
+        if not self._variadic and self._required <= n <= len(specs):
+            # Fast path: the common fixed-arity case, checked without building lists.
+            for i in range(n):
+                if inputs[i] is None and not specs[i].optional:
+                    break
+            else:
+                return
         where = where or f"op {self.name}"
         fixed = [s for s in self.inputs if not s.variadic]
         variadic = any(s.variadic for s in self.inputs)

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import base64
+import bisect
 import re
 from typing import Any
 
@@ -27,16 +28,46 @@ class ParseError(ValueError):
         self.line, self.col = line, col
 
 
-_TOKEN = re.compile(
-    r"""
-    (?P<ws>[ \t\r\n]+|\#[^\n]*)
-  | (?P<str>"(?:[^"\\\n]|\\.)*")
-  | (?P<num>-inf\b|-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)
-  | (?P<ident>[A-Za-z_][A-Za-z0-9_]*)
-  | (?P<punct>\.\.|!\{|[{}()\[\],:=?*%@])
-    """,
-    re.VERBOSE,
+_SKIP = r"(?:[ \t\r\n]+|\#[^\n]*)*"
+_TOKEN_BODY = (
+    # Compound tokens for the common shapes, so a node line is ~9 tokens, not ~22:
+    r"[%@](?:[A-Za-z_][A-Za-z0-9_]*|[0-9]+)(?![A-Za-z0-9_])"  # a bare %value / @weight
+    r"|[a-z0-9]+\[[^\]\"\n]*\]"  # a type with no quoted symbol: f32[1, batch{1..8}, ?]
+    r'|!\{(?:[^"\\}\n]|"[^"\\\n]*")*\}'  # node metadata with no escapes
+    r'|"(?:[^"\\\n]|\\.)*"'  # string
+    r"|-inf\b|-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?"  # number
+    r"|[A-Za-z_][A-Za-z0-9_]*"  # identifier
+    r"|\.\.|!\{|[{}()\[\],:=?*%@]"  # punctuation
+    r"|[^ \t\r\n]"  # anything else: reported as an unexpected character
 )
+# Each token swallows the blanks and comments before it; findall returns just the token texts.
+_TOKEN = re.compile(_SKIP + "(" + _TOKEN_BODY + ")")
+_KINDS = {c: "num" for c in "-0123456789"}
+
+
+_PUNCT = frozenset("{}()[],:=?*%@") | {"..", "!{"}
+
+
+def _kind(text: str) -> str:
+    """A token's kind from its text (the grammar keeps these disjoint)."""
+    if not text:
+        return "eof"
+    c = text[0]
+    if c == '"':
+        return "str" if len(text) > 1 else "bad"
+    if c in _KINDS:
+        return _KINDS[c]
+    if text[-1] == "]" and len(text) > 1:
+        return "type"
+    if c == "_" or c.isalpha():
+        return "ident"
+    if (c == "%" or c == "@") and len(text) > 1:
+        return "ref"
+    if c == "!" and len(text) > 2:
+        return "meta"
+    return "punct" if text in _PUNCT else "bad"
+
+
 _ESC = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", '"': '"'}
 
 
@@ -65,6 +96,8 @@ def _unescape(s: str, line: int, col: int) -> str:
 
 
 class _Tok:
+    """One token, built only when an error message needs its line and column."""
+
     __slots__ = ("kind", "text", "line", "col")
 
     def __init__(self, kind: str, text: str, line: int, col: int) -> None:
@@ -74,24 +107,28 @@ class _Tok:
         return "end of input" if self.kind == "eof" else repr(self.text)
 
 
-def _lex(src: str) -> list[_Tok]:
-    toks: list[_Tok] = []
-    pos, line, line_start = 0, 1, 0
-    while pos < len(src):
-        m = _TOKEN.match(src, pos)
-        if not m:
-            raise ParseError(f"unexpected character {src[pos]!r}", line, pos - line_start + 1)
-        kind = m.lastgroup
-        text = m.group()
-        if kind != "ws":
-            toks.append(_Tok(kind, text, line, pos - line_start + 1))  # type: ignore[arg-type]
-        nl = text.count("\n")
-        if nl:
-            line += nl
-            line_start = pos + text.rfind("\n") + 1
-        pos = m.end()
-    toks.append(_Tok("eof", "", line, pos - line_start + 1))
-    return toks
+def _lex(src: str) -> list[str]:
+    """Token texts, ending with "" for end of input (stray characters are "bad" tokens)."""
+    texts = _TOKEN.findall(src)
+    texts.append("")
+    return texts
+
+
+def _newlines(src: str) -> list[int]:
+    return [m.start() for m in re.finditer("\n", src)]
+
+
+def _token_ends(src: str) -> list[int]:
+    """End offsets of the tokens (only computed when an error message needs a position)."""
+    ends = [m.end() for m in _TOKEN.finditer(src)]
+    ends.append(len(src))
+    return ends
+
+
+def _line_col(newlines: list[int], pos: int) -> tuple[int, int]:
+    line = bisect.bisect_left(newlines, pos)
+    start = newlines[line - 1] + 1 if line else 0
+    return line + 1, pos - start + 1
 
 
 class _Scope:
@@ -112,79 +149,120 @@ class _Scope:
 
 class _Parser:
     def __init__(self, src: str) -> None:
-        self.toks = _lex(src)
+        self.src = src
+        self.texts = _lex(src)
         self.i = 0
+        self._ends: list[int] | None = None
+        self._newlines: list[int] = []
 
     # ------------------------------------------------------------ token helpers
     @property
     def tok(self) -> _Tok:
-        return self.toks[self.i]
+        i = self.i
+        if self._ends is None:
+            self._ends = _token_ends(self.src)
+            self._newlines = _newlines(self.src)
+        text = self.texts[i]
+        line, col = _line_col(self._newlines, self._ends[i] - len(text))
+        return _Tok(_kind(text), text, line, col)
 
     def error(self, expected: str, tok: _Tok | None = None) -> ParseError:
         t = tok or self.tok
+        if t.kind == "bad":
+            return ParseError(f"unexpected character {t.text!r}", t.line, t.col)
         return ParseError(f"expected {expected}, found {t!r}", t.line, t.col)
 
-    def next(self) -> _Tok:
-        t = self.tok
-        self.i += 1
-        return t
+    def at(self, text: str) -> bool:
+        return self.texts[self.i] == text
 
     def accept(self, text: str) -> bool:
-        if self.tok.text == text and self.tok.kind in ("punct", "ident"):
+        if self.texts[self.i] == text:
             self.i += 1
             return True
         return False
 
-    def expect(self, text: str) -> _Tok:
-        if not (self.tok.text == text and self.tok.kind in ("punct", "ident")):
+    def expect(self, text: str) -> None:
+        if self.texts[self.i] != text:
             raise self.error(repr(text))
-        return self.next()
+        self.i += 1
 
     def name(self, what: str = "a name") -> str:
-        t = self.tok
-        if t.kind == "ident":
-            self.i += 1
-            return t.text
-        if t.kind == "str":
-            self.i += 1
-            return _unescape(t.text, t.line, t.col)
+        i = self.i
+        kind = _kind(self.texts[i])
+        if kind == "ident":
+            self.i = i + 1
+            return self.texts[i]
+        if kind == "str":
+            return self.string()
         raise self.error(what)
+
+    def sigil_name(self, sigil: str, what: str) -> str:
+        """``%name`` / ``@name``: one compound token when bare, else the sigil and a string."""
+        text = self.texts[self.i]
+        if len(text) > 1 and text[0] == sigil:
+            self.i += 1
+            return text[1:]
+        self.expect(sigil)
+        return self.ref_name(what)
 
     def ref_name(self, what: str) -> str:
         """A name after % or @: an identifier, a quoted string, or a run of digits."""
-        t = self.tok
-        if t.kind == "num" and t.text.isdigit():
-            self.i += 1
-            return t.text
+        i = self.i
+        if _kind(self.texts[i]) == "num" and self.texts[i].isdigit():
+            self.i = i + 1
+            return self.texts[i]
         return self.name(what)
 
     def string(self) -> str:
-        t = self.tok
-        if t.kind != "str":
+        i = self.i
+        if _kind(self.texts[i]) != "str":
             raise self.error("a string")
-        self.i += 1
-        return _unescape(t.text, t.line, t.col)
+        text = self.texts[i]
+        if "\\" not in text:
+            self.i = i + 1
+            return text[1:-1]
+        t = self.tok
+        self.i = i + 1
+        return _unescape(text, t.line, t.col)
 
     def integer(self) -> int:
-        t = self.tok
-        if t.kind != "num" or not re.fullmatch(r"-?\d+", t.text):
+        i = self.i
+        if _kind(self.texts[i]) != "num" or not _INT.fullmatch(self.texts[i]):
             raise self.error("an integer")
-        self.i += 1
-        return int(t.text)
+        self.i = i + 1
+        return int(self.texts[i])
 
     # ------------------------------------------------------------ types
     def dtype(self) -> DType:
-        t = self.tok
-        if t.kind != "ident":
+        i = self.i
+        dt = _DTYPES.get(self.texts[i]) if _kind(self.texts[i]) == "ident" else None
+        if dt is None:
             raise self.error("a dtype (f32, i64, bool, ...)")
-        try:
-            dt = DType.from_short(t.text)
-        except ValueError:
-            raise self.error("a dtype (f32, i64, bool, ...)") from None
-        self.i += 1
+        self.i = i + 1
         return dt
 
     def type(self) -> TensorType:
+        text = self.texts[self.i]
+        if text[-1:] == "]" and text[:1].isalpha():
+            t = _TYPE_CACHE.get(text)
+            if t is None:
+                cut = text.index("[")
+                try:
+                    sub = _Parser(text[:cut] + " [ " + text[cut + 1 :])
+                    t = sub.type_tokens()
+                    if sub.texts[sub.i] != "":
+                        raise sub.error("end of type")
+                except ParseError as e:
+                    # Map the position inside the token back to the source (" [ " added 2).
+                    at = self.tok
+                    col = at.col + e.col - 1 - (2 if e.col > cut + 1 else 0)
+                    raise ParseError(e.args[0].split(": ", 1)[1], at.line, col) from None
+                _TYPE_CACHE[text] = t
+            self.i += 1
+            return t
+        return self.type_tokens()
+
+    def type_tokens(self) -> TensorType:
         dt = self.dtype()
         self.expect("[")
         if self.accept("*"):
@@ -200,10 +278,11 @@ class _Parser:
         return TensorType(dt, dims)
 
     def dim(self):
-        t = self.tok
-        if t.kind == "num":
+        i = self.i
+        if _kind(self.texts[i]) == "num":
             v = self.integer()
             if v < 0:
+                t = self.toks_at(i)
                 raise ParseError(f"a dim must be >= 0, found {v}", t.line, t.col)
             return v
         if self.accept("?"):
@@ -211,25 +290,26 @@ class _Parser:
         name = self.name("a dim (an integer, ?, or a symbol)")
         lo = hi = None
         if self.accept("{"):
-            if self.tok.kind == "num":
+            if _kind(self.texts[self.i]) == "num":
                 lo = self.integer()
             self.expect("..")
-            if self.tok.kind == "num":
+            if _kind(self.texts[self.i]) == "num":
                 hi = self.integer()
             self.expect("}")
         return SymDim(name, lo, hi)
 
     # ------------------------------------------------------------ attribute values
     def value(self, scope: _Scope) -> Any:
-        t = self.tok
-        if t.kind == "num":
-            self.i += 1
-            if t.text == "-inf":
+        i = self.i
+        kind, text = _kind(self.texts[i]), self.texts[i]
+        if kind == "num":
+            self.i = i + 1
+            if text == "-inf":
                 return float("-inf")
-            if re.fullmatch(r"-?\d+", t.text):
-                return int(t.text)
-            return float(t.text)
-        if t.kind == "str":
+            if _INT.fullmatch(text):
+                return int(text)
+            return float(text)
+        if kind == "str":
             return self.string()
         if self.accept("["):
             items: list[Any] = []
@@ -240,34 +320,23 @@ class _Parser:
                         break
                     self.expect(",")
             return tuple(items)
-        if t.kind == "ident":
-            simple = {
-                "none": None,
-                "true": True,
-                "false": False,
-                "inf": float("inf"),
-                "nan": float("nan"),
-            }
-            if t.text in simple:
-                self.i += 1
-                return simple[t.text]
-            if t.text == "graph":
+        if kind == "ident":
+            if text in _SIMPLE:
+                self.i = i + 1
+                return _SIMPLE[text]
+            if text == "graph":
                 return self.graph(scope)
-            if t.text == "type":
-                self.i += 1
+            if text == "type":
+                self.i = i + 1
                 self.expect("(")
                 ty = self.type()
                 self.expect(")")
                 return ty
-            if t.text == "tensor":
+            if text == "tensor":
                 return self.tensor()
-            try:
-                dt = DType.from_short(t.text)
-            except ValueError:
-                pass
-            else:
-                self.i += 1
-                return dt
+            if text in _DTYPES:
+                self.i = i + 1
+                return _DTYPES[text]
         raise self.error("a value (number, string, list, true/false/none, dtype, tensor, graph)")
 
     def tensor(self) -> np.ndarray:
@@ -309,38 +378,75 @@ class _Parser:
         if self.accept("}"):
             return out
         while True:
-            t = self.tok
+            t = self.i
             key = self.name("an attribute name")
             if key in out:
-                raise ParseError(f"attribute {key!r} given twice", t.line, t.col)
+                tok = self.toks_at(t)
+                raise ParseError(f"attribute {key!r} given twice", tok.line, tok.col)
             self.expect("=")
             out[key] = self.value(scope)
             if self.accept("}"):
                 return out
             self.expect(",")
 
+    def meta_items(self) -> dict[str, str]:
+        """``key = "string", ... }`` after ``!{``."""
+        meta: dict[str, str] = {}
+        if not self.accept("}"):
+            while True:
+                key = self.name("name, framework, op, source or module")
+                self.expect("=")
+                meta[key] = self.string()
+                if self.accept("}"):
+                    break
+                self.expect(",")
+        return meta
+
+    def toks_at(self, i: int) -> _Tok:
+        saved, self.i = self.i, i
+        try:
+            return self.tok
+        finally:
+            self.i = saved
+
     # ------------------------------------------------------------ graphs
     def ref(self, scope: _Scope) -> Value | None:
-        t = self.tok
-        if t.kind == "ident" and t.text == "_":
-            self.i += 1
+        i = self.i
+        text = self.texts[i]
+        if text == "_":
+            self.i = i + 1
             return None
+        if len(text) > 1 and (text[0] == "%" or text[0] == "@"):
+            v = scope.lookup("values" if text[0] == "%" else "weights", text[1:])
+            if v is None:
+                t = self.toks_at(i)
+                what = "value" if text[0] == "%" else "weight"
+                raise ParseError(
+                    f"{what} {text} is not {what == 'value' and 'defined' or 'declared'}",
+                    t.line,
+                    t.col,
+                )
+            self.i = i + 1
+            return v
         if self.accept("%"):
             name = self.ref_name("a value name")
             v = scope.lookup("values", name)
             if v is None:
+                t = self.toks_at(i)
                 raise ParseError(f"value %{name} is not defined", t.line, t.col)
             return v
         if self.accept("@"):
             name = self.ref_name("a weight name")
             w = scope.lookup("weights", name)
             if w is None:
+                t = self.toks_at(i)
                 raise ParseError(f"weight @{name} is not declared", t.line, t.col)
             return w
         raise self.error("%value, @weight or _")
 
-    def define(self, scope: _Scope, t: _Tok, name: str, type: TensorType) -> Value:
+    def define(self, scope: _Scope, at: int, name: str, type: TensorType) -> Value:
         if name in scope.values:
+            t = self.toks_at(at)
             raise ParseError(f"value %{name} is defined twice", t.line, t.col)
         v = Value(name, type)
         scope.values[name] = v
@@ -352,34 +458,34 @@ class _Parser:
         scope = _Scope(parent)
         self.expect("{")
         while not self.accept("}"):
-            t = self.tok
+            at = self.i
             if self.accept("meta"):
                 g.meta.update(self.attrs(scope))
             elif self.accept("input"):
-                self.expect("%")
-                name = self.ref_name("an input name")
+                name = self.sigil_name("%", "an input name")
                 self.expect(":")
-                v = self.define(scope, t, name, self.type())
+                v = self.define(scope, at, name, self.type())
                 g.inputs.append(v)
                 g._taken.add(name)
             elif self.accept("weight"):
-                self.expect("@")
-                name = self.ref_name("a weight name")
+                name = self.sigil_name("@", "a weight name")
                 self.expect(":")
                 if name in scope.weights:
+                    t = self.toks_at(at)
                     raise ParseError(f"weight @{name} is declared twice", t.line, t.col)
                 w = g.add_weight(name, None, self.type())
                 scope.weights[name] = w
             elif self.accept("output"):
                 outs = []
-                if self.tok.text != "}":
+                if not self.at("}"):
                     outs.append(self.ref(scope))
                     while self.accept(","):
                         outs.append(self.ref(scope))
                 if any(v is None for v in outs):
+                    t = self.toks_at(at)
                     raise ParseError("a graph output cannot be _", t.line, t.col)
                 g.outputs = outs  # type: ignore[assignment]
-            elif t.text == "%":
+            elif self.texts[self.i][:1] == "%":
                 self.node(g, scope)
             else:
                 raise self.error(
@@ -388,20 +494,20 @@ class _Parser:
         return g
 
     def node(self, g: Graph, scope: _Scope) -> None:
-        start = self.tok
-        outs: list[tuple[_Tok, str, TensorType]] = []
+        start = self.i
+        outs: list[tuple[int, str, TensorType]] = []
         while True:
-            t = self.tok
-            self.expect("%")
-            name = self.ref_name("an output name")
+            at = self.i
+            name = self.sigil_name("%", "an output name")
             self.expect(":")
-            outs.append((t, name, self.type()))
+            outs.append((at, name, self.type()))
             if self.accept("="):
                 break
             self.expect(",")
-        op_tok = self.tok
-        if op_tok.kind != "ident":
+        op_at = self.i
+        if _kind(self.texts[op_at]) != "ident":
             raise self.error("an op name")
+        op = self.texts[op_at]
         self.i += 1
         self.expect("(")
         inputs: list[Value | None] = []
@@ -411,24 +517,29 @@ class _Parser:
                 if self.accept(")"):
                     break
                 self.expect(",")
-        attrs = self.attrs(scope) if self.tok.text == "{" else {}
+        attrs = self.attrs(scope) if self.at("{") else {}
         meta: dict[str, str] = {}
-        if self.accept("!{"):
-            if not self.accept("}"):
-                while True:
-                    key = self.name("name, framework, op, source or module")
-                    self.expect("=")
-                    meta[key] = self.string()
-                    if self.accept("}"):
-                        break
-                    self.expect(",")
-        bad = set(meta) - {"name", "framework", "op", "source", "module"}
+        text = self.texts[self.i]
+        if len(text) > 2 and text[0] == "!" and _META_FULL.match(text):
+            meta = dict(_META_ITEM.findall(text))
+            self.i += 1
+        elif len(text) > 2 and text[0] == "!":
+            try:
+                meta = _Parser(text[2:-1] + "}").meta_items()
+            except ParseError as e:
+                at = self.tok
+                raise ParseError(e.args[0].split(": ", 1)[1], at.line, at.col + e.col + 1) from None
+            self.i += 1
+        elif self.accept("!{"):
+            meta = self.meta_items()
+        bad = set(meta) - _META_KEYS
         if bad:
-            raise ParseError(f"unknown node metadata {sorted(bad)}", start.line, start.col)
+            t = self.toks_at(start)
+            raise ParseError(f"unknown node metadata {sorted(bad)}", t.line, t.col)
         values = [Value(n, ty) for _, n, ty in outs]
         try:
             node = Node(
-                op_tok.text,
+                op,
                 inputs,
                 attrs,
                 outputs=values,
@@ -438,22 +549,38 @@ class _Parser:
                     meta.get("op", ""),
                     meta.get("source", ""),
                     meta.get("module", ""),
-                ),
+                )
+                if meta
+                else None,
             )
         except (TypeError, ValueError) as e:
-            raise ParseError(str(e), op_tok.line, op_tok.col) from None
-        for (t, n, _ty), v in zip(outs, values):
+            t = self.toks_at(op_at)
+            raise ParseError(str(e), t.line, t.col) from None
+        for (at, n, _), v in zip(outs, values):
             if n in scope.values:
+                t = self.toks_at(at)
                 raise ParseError(f"value %{n} is defined twice", t.line, t.col)
             scope.values[n] = v
             g._taken.add(n)
         g.nodes.append(node)
 
 
+_INT = re.compile(r"-?\d+")
+_TYPE_CACHE: dict[str, TensorType] = {}
+_META_ITEM = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)\s*=\s*"([^"\\\n]*)"')
+_META_FULL = re.compile(
+    r'!\{\s*(?:[A-Za-z_]\w*\s*=\s*"[^"\\\n]*"\s*,\s*)*(?:[A-Za-z_]\w*\s*=\s*"[^"\\\n]*"\s*)?\}\Z',
+    re.ASCII,
+)
+_DTYPES = {d.short: d for d in DType}
+_SIMPLE = {"none": None, "true": True, "false": False, "inf": float("inf"), "nan": float("nan")}
+_META_KEYS = frozenset({"name", "framework", "op", "source", "module"})
+
+
 def from_text(text: str) -> Graph:
     """Parse a graph printed by ``to_text``. Raises ParseError with line and column."""
     p = _Parser(text)
     g = p.graph()
-    if p.tok.kind != "eof":
+    if p.texts[p.i] != "":
         raise p.error("end of input")
     return g
