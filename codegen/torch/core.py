@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -40,13 +41,62 @@ __all__ = ["TorchCodegen", "Arg", "NodeEmit"]
 
 
 class Arg:
-    """An emitter's view of one input: its code expression and its graph Value."""
+    """An emitter's view of one input: its graph Value and the ways to spell it in code.
 
-    __slots__ = ("expr", "value")
+    ``expr`` is always a tensor. ``s`` may be a Python value instead, which torch accepts as
+    an operand in most places and which keeps the graph's structure when the module is traced
+    again: a 0-d constant is its literal (``x * 0.5``), a size read from a shape is a Python
+    int (``x.shape[0]``, a SymInt when traced). Emitters use ``s`` where a scalar is allowed.
+    """
 
-    def __init__(self, expr: ast.expr, value: Value) -> None:
-        self.expr = expr
+    __slots__ = ("cg", "value")
+
+    def __init__(self, cg: TorchCodegen | None, value: Value) -> None:
+        self.cg = cg
         self.value = value
+
+    @property
+    def expr(self) -> ast.expr:
+        """The value as a tensor."""
+        return self.cg.tensor_expr(self.value)  # type: ignore[union-attr]
+
+    @property
+    def s(self) -> ast.expr:
+        """A literal for a 0-d constant, the Python value of a size, else the tensor."""
+        lit = self.literal
+        if lit is not None and self.rank == 0:
+            return code.const(lit)
+        return self.cg.py_expr(self.value) if self.is_py else self.expr  # type: ignore[union-attr]
+
+    @property
+    def is_py(self) -> bool:
+        """Held as a Python int / sequence of ints (a size computed from shapes)."""
+        return self.cg is not None and id(self.value) in self.cg.py_values
+
+    @property
+    def literal(self) -> Any:
+        """The Python value of a constant (0-d: a scalar; 1-d integer: a list), else None."""
+        c = self.const
+        if c is None or c.ndim > 1 or c.dtype.kind not in "biuf":
+            return None
+        if c.ndim == 1 and (c.dtype.kind not in "iu" or c.size > 16):
+            return None
+        if c.ndim == 0:
+            from codegen.torch.emitters.common import scalar_for
+
+            if c.dtype.kind != "f":
+                return scalar_for(self.dtype, c.item())
+            v = float(c.item())
+            # An integral float reads (and traces) as an int; torch converts it exactly.
+            if v.is_integer() and abs(v) < 2**53 and (v != 0 or str(v)[0] != "-"):
+                return int(v)
+            return v
+        return [int(v) for v in c.tolist()]
+
+    @property
+    def is_scalar(self) -> bool:
+        """0-d with a Python form (a literal or a size): usable as a torch scalar operand."""
+        return self.rank == 0 and (self.is_py or self.literal is not None)
 
     @property
     def type(self) -> TensorType:
@@ -74,15 +124,8 @@ class Arg:
         p = self.value.producer
         return p.attrs["value"] if p is not None and p.op == "constant" else None
 
-    def static_dim(self, i: int) -> int | None:
-        s = self.shape
-        if s is None:
-            return None
-        d = s[i]
-        return d if isinstance(d, int) else None
-
     def __repr__(self) -> str:
-        return f"Arg({ast.unparse(self.expr)}: {self.type})"
+        return f"Arg({self.value.name!r}: {self.type})"
 
 
 class NodeEmit:
@@ -117,6 +160,12 @@ class NodeEmit:
         self.stmt(ast.Assign([ast.Name(t, ast.Store())], value))
         return code.name(t)
 
+    def py(self, value: ast.expr) -> ast.expr:
+        """Mark the node's outputs as Python values (sizes), not tensors; returns ``value``."""
+        for v in self.node.outputs:
+            self.cg.py_values.add(id(v))
+        return value
+
     def assign(self, value: ast.expr) -> None:
         """Assign ``value`` to the node's outputs (for emitters that return None)."""
         self._out.append(self.cg.assign_outputs(self.outputs, value))
@@ -143,6 +192,9 @@ class TorchCodegen:
         self.ns = Namespace(set(HELPERS) | set(self.base_reserved))
         self._helpers: list[str] = []
         self._refs: dict[int, ast.expr] = {}
+        self.py_values: set[int] = set()  # ids of values held as Python ints/sequences
+        self._reads: list[set[int]] = [set()]  # values each node's code reads (a stack)
+        self._emitted: list[tuple[Node, list[ast.stmt], set[int]]] = []
         self.plan_: ModulePlan | None = None
         self.class_name_ = ""
 
@@ -154,17 +206,30 @@ class TorchCodegen:
         return name if name and name[0].isalpha() else "Model"
 
     def is_buffer(self, w: Weight) -> bool:
-        """Register as a buffer (not a parameter)? Non-float tensors, and names the graph lists
-        in ``meta["torch_buffers"]``."""
-        listed = self.graph.meta.get("torch_buffers")
-        if isinstance(listed, list | tuple) and w.name in listed:
+        """Register as a buffer (not a parameter)? Names the graph lists in
+        ``meta["torch_buffers"]`` (a JSON list), non-float tensors, and batch_norm's running
+        statistics (which torch refuses to differentiate)."""
+        if w.name in _meta_names(self.graph, "torch_buffers"):
+            return True
+        if any(n.op == "batch_norm" and i >= 3 for n, i in w.uses):
             return True
         return not (w.dtype.is_floating or w.dtype.is_complex)
 
+    def is_constant(self, w: Weight) -> bool:
+        """A tensor constant rather than model state: a non-persistent buffer, so state_dict()
+        keeps the source model's keys. Names listed in ``meta["torch_constants"]``, and the
+        names torch.export gives lifted constants in a graph from the torch frontend."""
+        if w.name in _meta_names(self.graph, "torch_constants"):
+            return True
+        return self.graph.meta.get("producer") == "msc.frontend.torch" and bool(
+            _LIFTED.fullmatch(w.name)
+        )
+
     def plan(self) -> ModulePlan:
         return plan_modules(
-            self.graph, self.module_rules.get, self.call_module_rule, self.is_buffer
-        )
+            self.graph, self.module_rules.get, self.call_module_rule, self.is_buffer,
+            self.is_constant,
+        )  # fmt: skip
 
     def emit_init(self) -> ast.FunctionDef:
         body = init_statements(self.plan_)  # type: ignore[arg-type]
@@ -183,6 +248,17 @@ class TorchCodegen:
         return _func("forward", args, body)
 
     def emit_node(self, node: Node) -> list[ast.stmt]:
+        self._reads.append(set())
+        try:
+            out = self._emit_node(node)
+        finally:
+            reads = self._reads.pop()
+            if len(self._reads) > 1:  # a node inside a branch: the branch node reads it too
+                self._reads[-1] |= reads
+        self._emitted.append((node, list(out), reads))
+        return out
+
+    def _emit_node(self, node: Node) -> list[ast.stmt]:
         out: list[ast.stmt] = []
         names = [self.ns.create(v.name or "", "v") for v in node.outputs]
         e = NodeEmit(self, node, names, out)
@@ -202,6 +278,26 @@ class TorchCodegen:
             self._refs[id(v)] = code.name(ident)
         return out
 
+    def _dead_statements(self) -> set[int]:
+        """Statements of nodes whose results no code reads because of how they were emitted:
+        constants used only as literals, shape arithmetic folded into Python ints (and the
+        size checks on it, which torch regenerates). A node the graph itself leaves unused is
+        kept: one statement per node."""
+        outputs = {id(v) for v in self.graph.outputs}
+        live = set(self._reads[0])
+        dead: set[int] = set()
+        for node, stmts, reads in reversed(self._emitted):
+            if any(id(v) in live for v in node.outputs):
+                live |= reads
+                continue
+            used = any(v.uses or id(v) in outputs for v in node.outputs)
+            on_sizes = any(v is not None and id(v) in self.py_values for v in node.inputs)
+            if used or on_sizes:
+                dead |= {id(st) for st in stmts}
+            else:
+                live |= reads
+        return dead
+
     def emit_return(self) -> ast.stmt:
         raw = self.graph.meta.get(structure.OUTPUT_TREE)
         outs = [self.ref(v) for v in self.graph.outputs]
@@ -215,16 +311,29 @@ class TorchCodegen:
 
     # ------------------------------------------------------------------ machinery
     def ref(self, v: Value) -> ast.expr:
-        """The expression of a graph value (a local name or a module attribute)."""
+        """The value as a tensor expression (a local, a module attribute, or a size made a
+        tensor)."""
+        return self.tensor_expr(v)
+
+    def tensor_expr(self, v: Value) -> ast.expr:
         if isinstance(v, Weight):
             return self.plan_.weight_expr(v)  # type: ignore[union-attr]
+        e = self.py_expr(v)
+        if id(v) in self.py_values:
+            return code.call("torch.tensor", e, dtype=v.dtype)
+        return e
+
+    def py_expr(self, v: Value) -> ast.expr:
+        """The local name of ``v`` (for a size: its Python value)."""
         try:
-            return self._refs[id(v)]
+            ref = self._refs[id(v)]
         except KeyError:
             raise ValueError(f"value {v.name!r} is used before it is defined") from None
+        self._reads[-1].add(id(v))
+        return ref
 
     def arg(self, v: Value | None) -> Arg | None:
-        return None if v is None else Arg(self.ref(v), v)
+        return None if v is None else Arg(self, v)
 
     def node_args(self, node: Node) -> tuple[list[Any], dict[str, Any]]:
         """Inputs shaped like the schema (a list for a variadic input), and the attributes."""
@@ -241,8 +350,7 @@ class TorchCodegen:
     def call_module_rule(self, rule: ModuleRule, node: Node) -> tuple[ast.expr, list] | None:
         """Ask ``rule`` whether ``node`` is its module; call arguments resolve at emission."""
         schema = op_registry.get(node.op)
-        pending = ast.Name("pending", ast.Load())
-        ins = [None if v is None else Arg(pending, v) for v in node.inputs]
+        ins = [None if v is None else Arg(None, v) for v in node.inputs]
         got = rule.fn(*ins, *[None] * (len(schema.inputs) - len(ins)), **node.attrs)
         if got is None:
             return None
@@ -287,6 +395,7 @@ class TorchCodegen:
         self.plan_ = self.plan()
         self.use_helper("_msc_load_weights")
         forward = self.emit_forward()
+        forward.body = _prune(forward.body, self._dead_statements())
         cls = ast.ClassDef(
             name=self.class_name_,
             bases=[code.expr("nn.Module")],
@@ -345,6 +454,37 @@ class _Deferred:
     @property
     def expr(self) -> ast.expr:
         return self.cg.ref(self.value)
+
+
+_LIFTED = re.compile(r"(c_)?lifted_tensor_\d+|_tensor_constant\d+")
+
+
+def _meta_names(g: Graph, key: str) -> set[str]:
+    """A set of names kept in ``g.meta[key]`` as a JSON list (or a list)."""
+    raw = g.meta.get(key)
+    if isinstance(raw, str):
+        import json
+
+        try:
+            raw = json.loads(raw)
+        except ValueError:
+            return set()
+    if isinstance(raw, list | tuple):
+        return {x for x in raw if isinstance(x, str)}
+    return set()
+
+
+def _prune(stmts: list[ast.stmt], drop: set[int]) -> list[ast.stmt]:
+    """``stmts`` without the statements in ``drop`` (constants only ever used as literals)."""
+    out = []
+    for st in stmts:
+        if id(st) in drop:
+            continue
+        if isinstance(st, ast.If):
+            st.body = _prune(st.body, drop) or [ast.Pass()]
+            st.orelse = _prune(st.orelse, drop)
+        out.append(st)
+    return out
 
 
 def _walk(g: Graph):

@@ -24,6 +24,13 @@ def _msc_load_weights(model, state):
     Buffers a torch module has but the graph did not keep (BatchNorm's num_batches_tracked)
     are set to zero; any other missing or unexpected key is an error.
     """
+    state = dict(state)
+    persistent = set(model.state_dict())
+    for key in [k for k in state if k not in persistent]:  # constants: non-persistent buffers
+        owner, _, leaf = key.rpartition(".")
+        module = model.get_submodule(owner)
+        if leaf in module._buffers:
+            module._buffers[leaf] = state.pop(key)
     missing, unexpected = model.load_state_dict(state, strict=False, assign=True)
     bad = [k for k in missing if not k.endswith("num_batches_tracked")]
     if bad or unexpected:

@@ -42,6 +42,7 @@ class Leaf:
 class Param:
     weight: Weight
     buffer: bool
+    persistent: bool = True  # False: a constant, not part of state_dict()
 
 
 @dataclass
@@ -115,6 +116,7 @@ def plan_modules(
     rules: Callable[[str], ModuleRule | None],
     call_rule: Callable[[ModuleRule, Node], tuple[ast.expr, list[Any]] | None],
     is_buffer: Callable[[Weight], bool],
+    is_constant: Callable[[Weight], bool] = lambda w: False,
 ) -> ModulePlan:
     """Decide which nodes become torch modules and where every weight lives."""
     groups: dict[str, list[tuple[Node, dict[str, Weight]]]] = {}
@@ -161,7 +163,9 @@ def plan_modules(
                 paths[w.name] = [*_parts(prefix), w.name[len(prefix) + 1 :]]  # type: ignore[misc]
                 continue
         parts = _parts(w.name)
-        if parts is not None and _insert(root, parts, Param(w, is_buffer(w))):
+        const = is_constant(w)
+        param = Param(w, const or is_buffer(w), not const)
+        if parts is not None and _insert(root, parts, param):
             paths[w.name] = parts
         else:
             homeless.append(w)
@@ -171,7 +175,8 @@ def plan_modules(
         while key in root.children or key in _module_attrs():
             n += 1
             key = f"{base}_{n}"
-        root.children[key] = Param(w, is_buffer(w))
+        const = is_constant(w)
+        root.children[key] = Param(w, const or is_buffer(w), not const)
         paths[w.name] = [key]
         keys[key] = w.name
     node_leaf = {n: leaf for leaf in leaves.values() for n in leaf.calls}
@@ -257,7 +262,7 @@ def init_statements(plan: ModulePlan) -> list[ast.stmt]:
 
 def _tensor_ctor(w: Weight) -> ast.expr:
     shape = tuple(d if isinstance(d, int) else 0 for d in (w.type.shape or ()))
-    return code.call("torch.empty", *shape, dtype=w.type.dtype)
+    return code.call("torch.empty", *(shape or [()]), dtype=w.type.dtype)
 
 
 def _value_expr(child: Holder | Leaf | Param) -> ast.expr:
@@ -282,8 +287,11 @@ def _fill(h: Holder, here: ast.expr, out: list[ast.stmt]) -> None:
 
 def _emit_children(h: Holder, parent: ast.expr, out: list[ast.stmt]) -> None:
     for key, child in h.children.items():
+        kw: list[ast.keyword] = []
         if isinstance(child, Param) and child.buffer:
             method, value = "register_buffer", _tensor_ctor(child.weight)
+            if not child.persistent:
+                kw = [ast.keyword("persistent", ast.Constant(False))]
         else:
             value = _value_expr(child)
             method = "register_parameter" if isinstance(child, Param) else "add_module"
@@ -291,7 +299,7 @@ def _emit_children(h: Holder, parent: ast.expr, out: list[ast.stmt]) -> None:
                 method = ""
         if method:
             call = ast.Call(
-                ast.Attribute(parent, method, ast.Load()), [ast.Constant(key), value], []
+                ast.Attribute(parent, method, ast.Load()), [ast.Constant(key), value], kw
             )
             out.append(ast.Expr(call))
         else:

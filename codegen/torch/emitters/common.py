@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import ast
 from typing import Any
 
 from msc.ir.dtype import DType
 
-__all__ = ["scalar_for", "norm_axis", "torch_pads", "symmetric", "fn_nd"]
+__all__ = ["scalar_for", "norm_axis", "torch_pads", "symmetric", "fn_nd", "operands"]
 
 
 def scalar_for(dt: DType, v: float) -> Any:
@@ -43,3 +44,23 @@ def symmetric(pads: tuple[int, ...], n: int) -> tuple[int, ...] | None:
 def fn_nd(prefix: str, n: int) -> str | None:
     """``F.conv2d`` style name for n spatial dims (1 to 3), else None."""
     return f"{prefix}{n}d" if 1 <= n <= 3 else None
+
+
+def operands(a: Any, b: Any) -> tuple[ast.expr, ast.expr, bool]:
+    """Code for the two operands of a binary operator, and whether the result is a Python
+    value.
+
+    A scalar (0-d constant or size) next to a tensor is written as a Python scalar, which
+    torch takes without changing the dtype (both have the tensor's dtype category). Two
+    integer scalars, one of them a size, compute in Python (sizes stay SymInts when traced).
+    Anything else is tensor op tensor.
+    """
+    if not a.is_scalar and not b.is_scalar:
+        return a.expr, b.expr, False
+    if not a.is_scalar:
+        return a.expr, b.s, False
+    if not b.is_scalar:
+        return a.s, b.expr, False
+    if (a.is_py or b.is_py) and a.dtype.is_integer:
+        return a.s, b.s, True
+    return a.expr, b.expr, False

@@ -46,12 +46,27 @@ def conv(e, x, weight, bias=None, *, stride, padding, dilation, groups) -> ast.e
     if fn is None:
         raise ConversionError(f"conv: torch has no {n}-d convolution")
     sym = symmetric(padding, n)
-    xin: Any = x
+    args = [x, weight] + ([bias] if bias is not None else [])
+    if sym is None and _is_same(weight, stride, padding, dilation, n):
+        return call(fn, *args, padding="same", **_nondefault(n, (), (), dilation, groups))
     if sym is None:
-        xin = call("F.pad", x, torch_pads(padding))
+        args[0] = call("F.pad", x, torch_pads(padding))
         sym = (0,) * n
-    args = [xin, weight] + ([bias] if bias is not None else [])
     return call(fn, *args, **_nondefault(n, stride, sym, dilation, groups))
+
+
+def _is_same(weight: Arg, stride, padding, dilation, n: int) -> bool:
+    """torch's padding="same" (stride 1): total d*(k-1), the smaller half first."""
+    if any(s != 1 for s in stride) or weight.shape is None or not padding:
+        return False
+    for i in range(n):
+        k = weight.shape[2 + i]
+        if not isinstance(k, int):
+            return False
+        total = (dilation[i] if dilation else 1) * (k - 1)
+        if padding[i] != total // 2 or padding[n + i] != total - total // 2:
+            return False
+    return True
 
 
 @module_rule("conv")
@@ -60,10 +75,13 @@ def conv_module(x, weight, bias=None, *, stride, padding, dilation, groups):
         return None
     n = x.rank - 2
     sym = symmetric(padding, n)
-    if fn_nd("", n) is None or sym is None or weight.rank != n + 2:
+    same = sym is None and weight.rank == n + 2 and _is_same(weight, stride, padding, dilation, n)
+    if fn_nd("", n) is None or (sym is None and not same) or weight.rank != n + 2:
         return None
     cout, cin_g, *kernel = weight.shape
-    kw = _nondefault(n, stride, sym, dilation, groups)
+    kw = _nondefault(n, stride, sym or (), dilation, groups)
+    if same:
+        kw["padding"] = "same"
     if bias is None:
         kw["bias"] = False
     if weight.dtype is not DType.FLOAT32:
@@ -141,6 +159,13 @@ def _pool_helper(e, x, kind, kernel, stride, padding, dilation, ceil_mode, cip, 
     )
 
 
+def _pool_kw(stride, padding, dilation) -> dict[str, Any]:
+    """Pool keywords: a pool's stride defaults to its kernel, so a given stride is kept."""
+    kw: dict[str, Any] = {"stride": tuple(stride)} if stride else {}
+    kw.update(_nondefault(0, (), padding, dilation))
+    return kw
+
+
 def _torch_pool_pad(padding, kernel, dilation, n) -> tuple[int, ...] | None:
     sym = symmetric(padding, n)
     if sym is None:
@@ -161,7 +186,7 @@ def max_pool(e, x, *, kernel, stride, padding, dilation, ceil_mode, return_indic
             e, x, "max", kernel, stride, padding, dilation, ceil_mode, True, None, 2.0,
             return_indices,
         )  # fmt: skip
-    kw = _nondefault(n, stride, sym, dilation)
+    kw = _pool_kw(stride, sym, dilation)
     if ceil_mode:
         kw["ceil_mode"] = True
     if return_indices:
@@ -178,7 +203,7 @@ def avg_pool(e, x, *, kernel, stride, padding, ceil_mode, count_include_pad, div
             e, x, "avg", kernel, stride, padding, (), ceil_mode, count_include_pad,
             divisor_override, 2.0, False,
         )  # fmt: skip
-    kw = _nondefault(n, stride, sym)
+    kw = _pool_kw(stride, sym, ())
     if ceil_mode:
         kw["ceil_mode"] = True
     if not count_include_pad:

@@ -11,6 +11,7 @@ import ast
 
 from codegen.torch.code import call, expr
 from codegen.torch.core import Arg, NodeEmit
+from codegen.torch.emitters.common import operands
 from codegen.torch.registry import emitter
 from msc.ir.dtype import DType
 
@@ -81,6 +82,8 @@ for _op, (_fn, _promote) in _UNARY.items():
 
 @emitter("neg")
 def neg(e: NodeEmit, x: Arg) -> ast.expr:
+    if x.is_py and x.rank == 0:
+        return e.py(expr("-x", x=x.s))
     return expr("-x", x=x)
 
 
@@ -157,72 +160,115 @@ def thresholded_relu(e: NodeEmit, x: Arg, *, alpha: float) -> ast.expr:
 
 
 # ---------------------------------------------------------------- binary
-_OPERATORS = {"add": "a + b", "sub": "a - b", "mul": "a * b", "pow": "a ** b"}
-for _op, _tpl in _OPERATORS.items():
+def _operator(tpl: str, py_ok: bool = True):
+    def emit(e: NodeEmit, a: Arg, b: Arg) -> ast.expr:
+        x, y, py = operands(a, b)
+        if py and not py_ok:
+            x, y, py = a.expr, b.expr, False
+        value = expr(tpl, a=x, b=y)
+        return e.py(value) if py else value
 
-    def _emit(e: NodeEmit, a: Arg, b: Arg, _tpl: str = _tpl) -> ast.expr:
-        return expr(_tpl, a=a, b=b)
+    return emit
 
-    emitter(_op)(_emit)
 
-_BINARY_FNS = {
-    "floor_divide": ("torch.floor_divide", False),
-    "maximum": ("torch.maximum", False),
-    "minimum": ("torch.minimum", False),
-    "remainder": ("torch.remainder", False),
-    "fmod": ("torch.fmod", False),
-    "atan2": ("torch.atan2", True),
-    "bitwise_and": ("torch.bitwise_and", False),
-    "bitwise_or": ("torch.bitwise_or", False),
-    "bitwise_xor": ("torch.bitwise_xor", False),
-    "bitshift_left": ("torch.bitwise_left_shift", False),
-    "bitshift_right": ("torch.bitwise_right_shift", False),
-    "logical_and": ("torch.logical_and", False),
-    "logical_or": ("torch.logical_or", False),
-    "logical_xor": ("torch.logical_xor", False),
+_OPERATORS = {
+    "add": "a + b",
+    "sub": "a - b",
+    "mul": "a * b",
+    "pow": "a ** b",
+    "floor_divide": "a // b",
+    "remainder": "a % b",
 }
-for _op, (_fn, _promote) in _BINARY_FNS.items():
+for _op, _tpl in _OPERATORS.items():
+    emitter(_op)(_operator(_tpl))
 
-    def _emit2(e: NodeEmit, a: Arg, b: Arg, _fn: str = _fn, _p: bool = _promote) -> ast.expr:
+for _op, _tpl in {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}.items():
+    emitter(_op)(_operator(f"a {_tpl} b", py_ok=False))
+
+# torch function -> (second operand may be a Python scalar, integer inputs may become float)
+_BINARY_FNS = {
+    "fmod": ("torch.fmod", True, False),
+    "atan2": ("torch.atan2", False, True),
+    "bitwise_and": ("torch.bitwise_and", True, False),
+    "bitwise_or": ("torch.bitwise_or", True, False),
+    "bitwise_xor": ("torch.bitwise_xor", True, False),
+    "bitshift_left": ("torch.bitwise_left_shift", True, False),
+    "bitshift_right": ("torch.bitwise_right_shift", True, False),
+    "logical_and": ("torch.logical_and", False, False),
+    "logical_or": ("torch.logical_or", False, False),
+    "logical_xor": ("torch.logical_xor", False, False),
+}
+
+
+# torch has no CPU shifts for these: shift in the next wider signed type (same bits).
+_WIDER = {DType.UINT16: DType.INT32, DType.UINT32: DType.INT64}
+
+
+def _function(fn: str, scalar_ok: bool, promote: bool):
+    def emit(e: NodeEmit, a: Arg, b: Arg) -> ast.expr:
         out = e.output_types[0].dtype
-        value = call(_fn, a, b)
-        if _fn.startswith("torch.logical") and out is not DType.BOOL:
+        if "shift" in fn and a.dtype in _WIDER:
+            wide = _WIDER[a.dtype]
+            value = call(fn, expr("a.to(d)", a=a, d=wide), expr("b.to(d)", b=b, d=wide))
+            return expr("v.to(d)", v=value, d=a.dtype)
+        second = b.s if scalar_ok and b.is_scalar else b
+        value = call(fn, a, second)
+        if fn.startswith("torch.logical") and out is not DType.BOOL:
             return expr("v.to(d)", v=value, d=out)
-        return _fix_dtype(a, value, out, _p)
+        return _fix_dtype(a, value, out, promote)
 
-    emitter(_op)(_emit2)
+    return emit
+
+
+for _op, (_fn, _scalar, _promote) in _BINARY_FNS.items():
+    emitter(_op)(_function(_fn, _scalar, _promote))
+
+
+def _extremum(fn: str, sym: str):
+    def emit(e: NodeEmit, a: Arg, b: Arg) -> ast.expr:
+        x, y, py = operands(a, b)
+        if py:
+            return e.py(call(sym, x, y))
+        return call(fn, a, b)
+
+    return emit
+
+
+emitter("maximum")(_extremum("torch.maximum", "torch.sym_max"))
+emitter("minimum")(_extremum("torch.minimum", "torch.sym_min"))
 
 
 @emitter("div")
 def div(e: NodeEmit, a: Arg, b: Arg) -> ast.expr:
     if a.dtype.is_floating or a.dtype.is_complex:
-        return expr("a / b", a=a, b=b)
+        x, y, _ = operands(a, b)
+        return expr("a / b", a=x, b=y)
     # C and ONNX integer division truncates toward zero (torch's `/` would give floats).
-    return call("torch.div", a, b, rounding_mode="trunc")
+    return call("torch.div", a, b.s if b.is_scalar else b, rounding_mode="trunc")
 
 
 @emitter("prelu")
 def prelu(e: NodeEmit, a: Arg, b: Arg) -> ast.expr:
-    # F.prelu applies a 1-d weight along dim 1; numpy broadcasting agrees when b is 1-d and a
-    # is 2-d, or b has one element.
+    # F.prelu applies a 1-d weight along dim 1. Numpy broadcasting agrees when b has one
+    # element, when b is 1-d and a 2-d, and when b is a [C] tensor reshaped to [C, 1, ...]
+    # (how torch's own prelu reaches the graph): then F.prelu takes the [C] tensor itself.
     n = b.type.numel()
     if n == 1 and b.rank == 1 or (b.rank == 1 and a.rank == 2 and b.shape[0] == a.shape[1]):
         return call("F.prelu", a, b)
+    p = b.value.producer
+    if p is not None and p.op == "reshape" and a.rank is not None and a.rank >= 2:
+        src = p.inputs[0]
+        c = src.type.shape
+        if c is not None and len(c) == 1 and b.shape == (c[0],) + (1,) * (a.rank - 2):
+            if a.shape[1] == c[0]:
+                return call("F.prelu", a, e.cg.arg(src))
     return expr("torch.where(a >= 0, a, a * b)", a=a, b=b)
-
-
-_COMPARE = {"eq": "a == b", "ne": "a != b", "lt": "a < b", "le": "a <= b", "gt": "a > b"}
-_COMPARE["ge"] = "a >= b"
-for _op, _tpl in _COMPARE.items():
-
-    def _emit3(e: NodeEmit, a: Arg, b: Arg, _tpl: str = _tpl) -> ast.expr:
-        return expr(_tpl, a=a, b=b)
-
-    emitter(_op)(_emit3)
 
 
 @emitter("where")
 def where(e: NodeEmit, condition: Arg, x: Arg, y: Arg) -> ast.expr:
+    if x.is_scalar != y.is_scalar:  # one Python scalar beside a tensor keeps the dtype
+        return call("torch.where", condition, x.s, y.s)
     return call("torch.where", condition, x, y)
 
 
@@ -230,10 +276,12 @@ def where(e: NodeEmit, condition: Arg, x: Arg, y: Arg) -> ast.expr:
 def clamp(e: NodeEmit, x: Arg, min: Arg | None = None, max: Arg | None = None) -> ast.expr:
     if min is None and max is None:
         return expr("x.clone()", x=x)
-    kw = {k: v for k, v in (("min", min), ("max", max)) if v is not None}
+    kw = {k: (v.s if v.is_scalar else v) for k, v in (("min", min), ("max", max)) if v is not None}
     return call("torch.clamp", x, **kw)
 
 
 @emitter("cast")
 def cast(e: NodeEmit, x: Arg, *, to: DType) -> ast.expr:
+    if x.is_py and to.is_integer:
+        return e.py(x.s)
     return expr("x.to(d)", x=x, d=to)

@@ -265,9 +265,21 @@ def embedding_module(weight: Arg, indices: Arg, *, padding_idx):
 _TORCH_MODES = {1: "linear", 2: "bilinear", 3: "trilinear"}
 
 
-def _torch_interp_mode(x: Arg, sizes, mode, coord, nearest_mode, a, antialias) -> tuple | None:
+def _out_above_one(x: Arg, sizes, scales) -> bool:
+    """Every output spatial size is known to be > 1 (pytorch_half_pixel = half_pixel then)."""
+    if sizes is not None:
+        return all(s > 1 for s in sizes)
+    dims = x.shape[2:]
+    return all(isinstance(d, int) and int(d * s) > 1 for d, s in zip(dims, scales))
+
+
+def _torch_interp_mode(
+    x: Arg, sizes, scales, mode, coord, nearest_mode, a, antialias
+) -> tuple | None:
     """(mode, align_corners) when F.interpolate computes exactly this resize, else None."""
     n = x.rank - 2
+    if coord == "pytorch_half_pixel" and _out_above_one(x, sizes, scales):
+        coord = "half_pixel"
     if mode == "nearest" and not antialias:
         if coord == "asymmetric" and nearest_mode == "floor":
             return "nearest", None
@@ -276,8 +288,6 @@ def _torch_interp_mode(x: Arg, sizes, mode, coord, nearest_mode, a, antialias) -
         return None
     if mode == "linear" and n in _TORCH_MODES and (not antialias or n == 2):
         if coord == "half_pixel":
-            return _TORCH_MODES[n], False
-        if coord == "pytorch_half_pixel" and sizes is not None and all(s > 1 for s in sizes):
             return _TORCH_MODES[n], False
         if coord == "align_corners" and not antialias:
             return _TORCH_MODES[n], True
@@ -304,7 +314,7 @@ def resize(
     antialias,
 ) -> ast.expr:
     coord = coordinate_transformation_mode
-    fast = _torch_interp_mode(x, sizes, mode, coord, nearest_mode, cubic_coeff_a, antialias)
+    fast = _torch_interp_mode(x, sizes, scales, mode, coord, nearest_mode, cubic_coeff_a, antialias)
     if fast is not None:
         tmode, align = fast
         kw: dict[str, Any] = {"size": tuple(sizes)} if sizes is not None else {}

@@ -12,17 +12,13 @@ from typing import Any
 
 from codegen.torch.code import call, expr
 from codegen.torch.core import Arg, NodeEmit
-from codegen.torch.emitters.common import norm_axis
 from codegen.torch.registry import emitter
 from msc.ir.dtype import DType
 
 
 def _dims(x: Arg, axes) -> tuple[int, ...] | None:
-    """Normalized dims, or None for "all dims"."""
-    if axes is None:
-        return None
-    r = x.rank
-    return tuple(sorted({norm_axis(a, r) for a in axes})) if r is not None else tuple(axes)
+    """The dims as the graph states them (negative ones kept), or None for "all dims"."""
+    return None if axes is None else tuple(axes)
 
 
 def _all(x: Arg) -> tuple[int, ...]:

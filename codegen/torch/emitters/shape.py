@@ -23,12 +23,24 @@ _BIG = 2**62  # ends at or beyond this are "to the end"
 
 
 def _shape_list(s: Arg) -> ast.expr:
+    """A run-time shape as torch takes it: the Python sizes when the graph computed them
+    from shapes (SymInts when traced), a literal, or a tensor's ``tolist()``."""
+    if s.is_py:
+        return s.s
+    if s.literal is not None and s.rank == 1:
+        return const(tuple(s.literal))
     return expr("s.tolist()", s=s)
+
+
+def _py_list(a: Arg) -> bool:
+    return a.is_py and a.rank == 1
 
 
 # ---------------------------------------------------------------- reshaping
 @emitter("reshape")
 def reshape(e: NodeEmit, x: Arg, shape_in: Arg | None = None, *, shape) -> ast.expr:
+    if x.is_py and shape is not None and len(shape) == 1 and shape[0] in (-1, 1):
+        return e.py(ast.List([x.s], ast.Load()) if x.rank == 0 else x.s)
     if shape is not None:
         return expr("x.reshape(s)", x=x, s=tuple(shape))
     return expr("x.reshape(s)", x=x, s=_shape_list(shape_in))
@@ -41,6 +53,8 @@ def transpose(e: NodeEmit, x: Arg, *, perm) -> ast.expr:
 
 @emitter("squeeze")
 def squeeze(e: NodeEmit, x: Arg, *, axes) -> ast.expr:
+    if _py_list(x) and x.shape == (1,) and (axes is None or tuple(axes) in ((0,), (-1,))):
+        return e.py(expr("v[0]", v=x.s))
     if axes is None:
         return expr("x.squeeze()", x=x)
     if len(axes) == 1:
@@ -50,6 +64,10 @@ def squeeze(e: NodeEmit, x: Arg, *, axes) -> ast.expr:
 
 @emitter("unsqueeze")
 def unsqueeze(e: NodeEmit, x: Arg, *, axes) -> ast.expr:
+    if x.is_py and x.rank == 0 and tuple(axes) in ((0,), (-1,)):
+        return e.py(ast.List([x.s], ast.Load()))
+    if len(axes) == 1:
+        return expr("x.unsqueeze(a)", x=x, a=axes[0])
     r = (x.rank or 0) + len(axes)
     y: Any = x
     for a in sorted(norm_axis(a, r) for a in axes):
@@ -78,6 +96,11 @@ def _index(x: Arg, items: dict[int, ast.expr]) -> ast.expr:
 def slice_(e: NodeEmit, x: Arg, *, starts, ends, axes, steps) -> ast.expr:
     r = x.rank
     steps = steps or (1,) * len(axes)
+    if _py_list(x) and len(axes) == 1 and steps[0] > 0:
+        lo = None if starts[0] == 0 else const(starts[0])
+        hi = None if ends[0] >= _BIG else const(ends[0])
+        sl = ast.Slice(lo, hi, None if steps[0] == 1 else const(steps[0]))
+        return e.py(ast.Subscript(x.s, sl, ast.Load()))
     items: dict[int, ast.expr] = {}
     negative = []
     for st, en, ax, sp in zip(starts, ends, axes, steps):
@@ -96,6 +119,16 @@ def slice_(e: NodeEmit, x: Arg, *, starts, ends, axes, steps) -> ast.expr:
 
 @emitter("concat")
 def concat(e: NodeEmit, xs: list[Arg], *, axis) -> ast.expr:
+    fits = all(_py_list(x) or (x.literal is not None and x.rank == 1) for x in xs)
+    if fits and any(x.is_py for x in xs):  # sizes: a Python list
+        items: list[ast.expr] = []
+        for x in xs:
+            if x.is_py:
+                s = x.s
+                items += s.elts if isinstance(s, ast.List) else [ast.Starred(s, ast.Load())]
+            else:
+                items += [const(v) for v in x.literal]
+        return e.py(ast.List(items, ast.Load()))
     return call("torch.cat", list(xs), axis)
 
 
@@ -124,6 +157,8 @@ def pad(e: NodeEmit, x: Arg, *, pads, mode, value) -> ast.expr:
 @emitter("expand")
 def expand(e: NodeEmit, x: Arg, shape_in: Arg | None = None, *, shape) -> ast.expr:
     if shape is None:
+        if e.node.provenance.framework == "torch":  # torch's own expand made this node
+            return expr("x.expand(s)", x=x, s=_shape_list(shape_in))
         return call(e.helper("_msc_expand").id, x, _shape_list(shape_in))
     xs = list(x.shape or ())
     lead = len(shape) - len(xs)
@@ -180,6 +215,10 @@ def space_to_depth(e: NodeEmit, x: Arg, *, blocksize) -> ast.expr:
 def gather(e: NodeEmit, x: Arg, indices: Arg, *, axis) -> ast.expr:
     a = norm_axis(axis, x.rank)
     c = indices.const
+    if _py_list(x) and indices.literal is not None:
+        if indices.rank == 0:
+            return e.py(expr("v[i]", v=x.s, i=indices.literal))
+        return e.py(ast.List([expr("v[i]", v=x.s, i=i) for i in indices.literal], ast.Load()))
     if c is not None and c.ndim == 0:
         return _index(x, {a: const(int(c))})
     if indices.rank == 1 and (c is None or (c >= 0).all()):
@@ -222,9 +261,9 @@ def index(e: NodeEmit, x: Arg, indices: list[Arg], *, axes) -> ast.expr:
 def index_put(e, x, values, indices, *, axes, accumulate) -> ast.expr:
     r = x.rank
     at = {norm_axis(a, r): i for a, i in zip(axes, indices)}
-    idx = tuple(at.get(i) for i in range(max(at) + 1))
-    kw = {"accumulate": True} if accumulate else {}
-    return call("torch.index_put", x, idx, values, **kw)
+    idx = [at.get(i) for i in range(max(at) + 1)]
+    # aten.index_put takes None for the dims that are not indexed (x[:, i] = v).
+    return call("torch.ops.aten.index_put", x, idx, values, accumulate)
 
 
 @emitter("nonzero")
@@ -234,12 +273,11 @@ def nonzero(e: NodeEmit, x: Arg) -> ast.expr:
 
 @emitter("shape")
 def shape(e: NodeEmit, x: Arg, *, start, end) -> ast.expr:
+    # Sizes stay Python ints (SymInts when traced); a tensor is made only where one is needed.
     if start == 0 and end is None:
-        return call("torch.tensor", expr("x.shape", x=x), dtype=DType.INT64)
+        return e.py(expr("x.shape", x=x))
     sl = ast.Slice(None if start == 0 else const(start), None if end is None else const(end))
-    return call(
-        "torch.tensor", ast.Subscript(expr("x.shape", x=x), sl, ast.Load()), dtype=DType.INT64
-    )
+    return e.py(ast.Subscript(expr("x.shape", x=x), sl, ast.Load()))
 
 
 # ---------------------------------------------------------------- creation
