@@ -42,6 +42,12 @@ SAFETENSORS_DTYPES: dict[DType, str] = {
     DType.FLOAT8_E5M2FNUZ: "F8_E5M2FNUZ",
     DType.COMPLEX64: "C64",
     DType.COMPLEX128: "C128",
+    DType.FLOAT8_E8M0: "F8_E8M0",
+    DType.FLOAT4_E2M1: "F4_E2M1_UNPACKED",
+    DType.INT4: "I4_UNPACKED",
+    DType.UINT4: "U4_UNPACKED",
+    DType.INT2: "I2_UNPACKED",
+    DType.UINT2: "U2_UNPACKED",
 }
 _FROM_ST = {v: k for k, v in SAFETENSORS_DTYPES.items()}
 _CHUNK = 64 << 20

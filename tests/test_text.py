@@ -105,6 +105,9 @@ def test_nan_attribute_roundtrips():
         np.array([1.0, 3.14159, -65504], ml_dtypes.bfloat16),
         np.array([0.5, -448.0], ml_dtypes.float8_e4m3fn),
         np.array([1 + 2j, -3.5j], np.complex64),
+        np.array([-8, 7, 0], ml_dtypes.int4),
+        np.array([0.5, -6.0], ml_dtypes.float4_e2m1fn),
+        np.array([2.0, 0.25], ml_dtypes.float8_e8m0fnu),
         np.arange(200, dtype=np.float16).reshape(10, 20),  # large: base64 form
         np.zeros((0, 3), np.float32),
     ],

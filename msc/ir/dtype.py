@@ -41,6 +41,12 @@ class DType(enum.Enum):
     FLOAT8_E4M3FNUZ = "f8e4m3fnuz"
     FLOAT8_E5M2 = "f8e5m2"
     FLOAT8_E5M2FNUZ = "f8e5m2fnuz"
+    FLOAT8_E8M0 = "f8e8m0"
+    FLOAT4_E2M1 = "f4e2m1"
+    INT4 = "i4"
+    UINT4 = "u4"
+    INT2 = "i2"
+    UINT2 = "u2"
 
     @property
     def short(self) -> str:
@@ -92,8 +98,10 @@ class DType(enum.Enum):
         return f"DType.{self.name}"
 
 
-_SIGNED = frozenset({DType.INT8, DType.INT16, DType.INT32, DType.INT64})
-_UNSIGNED = frozenset({DType.UINT8, DType.UINT16, DType.UINT32, DType.UINT64})
+_SIGNED = frozenset({DType.INT2, DType.INT4, DType.INT8, DType.INT16, DType.INT32, DType.INT64})
+_UNSIGNED = frozenset(
+    {DType.UINT2, DType.UINT4, DType.UINT8, DType.UINT16, DType.UINT32, DType.UINT64}
+)
 _FLOATING = frozenset(
     {
         DType.FLOAT16,
@@ -104,6 +112,8 @@ _FLOATING = frozenset(
         DType.FLOAT8_E4M3FNUZ,
         DType.FLOAT8_E5M2,
         DType.FLOAT8_E5M2FNUZ,
+        DType.FLOAT8_E8M0,
+        DType.FLOAT4_E2M1,
     }
 )
 
@@ -127,5 +137,12 @@ _TO_NUMPY: dict[DType, np.dtype] = {
     DType.FLOAT8_E4M3FNUZ: np.dtype(ml_dtypes.float8_e4m3fnuz),
     DType.FLOAT8_E5M2: np.dtype(ml_dtypes.float8_e5m2),
     DType.FLOAT8_E5M2FNUZ: np.dtype(ml_dtypes.float8_e5m2fnuz),
+    # Sub-byte types are stored one element per byte (ml_dtypes' layout); ONNX packs them.
+    DType.FLOAT8_E8M0: np.dtype(ml_dtypes.float8_e8m0fnu),
+    DType.FLOAT4_E2M1: np.dtype(ml_dtypes.float4_e2m1fn),
+    DType.INT4: np.dtype(ml_dtypes.int4),
+    DType.UINT4: np.dtype(ml_dtypes.uint4),
+    DType.INT2: np.dtype(ml_dtypes.int2),
+    DType.UINT2: np.dtype(ml_dtypes.uint2),
 }
 _FROM_NUMPY: dict[np.dtype, DType] = {v: k for k, v in _TO_NUMPY.items()}
