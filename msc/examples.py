@@ -275,7 +275,7 @@ def _pipeline(out: TextIO, work: Path, model: str) -> int:
     import codegen.torch
     import msc
     from msc.analysis.inspect import format_report, inspect_graph
-    from msc.analysis.model import Model, load_model
+    from msc.analysis.model import Model, _import_file, load_model
     from msc.analysis.verify import verify_models
 
     def say(s: str = "") -> None:
@@ -308,11 +308,8 @@ def _pipeline(out: TextIO, work: Path, model: str) -> int:
     torch_dir = work / f"{model}_torch"
     codegen.torch.save(g2, torch_dir)
     lines = (torch_dir / "model.py").read_text().count("\n")
-    generated = load_model(
-        torch_dir,
-        [_spec(v) for v in g2.inputs],
-        _dyn(g2),
-    )
+    load = _import_file(torch_dir / "model.py", "load")  # the generated file's own loader
+    generated = Model(g2, "torch-source", str(torch_dir), load())
     r2 = verify_models(src, generated, seed=1)
     ok &= r2.ok
     say(
@@ -331,20 +328,10 @@ def _pipeline(out: TextIO, work: Path, model: str) -> int:
             f"{len(d.changed)} changed, {len(d.added)} added, {len(d.removed)} removed"
         )
     )
+    for c in d.changed:
+        say(f"     changed {c.a}: " + "; ".join(c.changes))
     say()
     say(format_report(inspect_graph(g, source="from PyTorch"), top=5).rstrip())
     say()
     say("result: " + ("every conversion verified" if ok else "a conversion did NOT verify"))
     return 0 if ok else 1
-
-
-def _spec(v):
-    from msc.analysis.shapes import InputSpec, concrete_shape
-
-    return InputSpec(v.name, concrete_shape(v.type, {}), v.type.dtype)
-
-
-def _dyn(g: Graph) -> list[str]:
-    from msc.analysis.shapes import dynamic_items
-
-    return dynamic_items(g)

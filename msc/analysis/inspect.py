@@ -132,13 +132,12 @@ def target_support(g: Graph) -> dict[str, list[str]]:
 
     ops = sorted({n.op for n in _walk(g)})
     out: dict[str, list[str]] = {}
-    for target in ("torch", "onnx"):
+    for target, attr in (("torch", "EMITTERS"), ("onnx", "registry")):
         try:
-            mod = importlib.import_module(f"codegen.{target}")
+            reg = getattr(importlib.import_module(f"codegen.{target}"), attr)
         except Exception:  # noqa: BLE001 - a codegen that fails to import is not reported
             continue
-        reg = getattr(mod, "registry", None)
-        if reg is None:
+        if not hasattr(reg, "__contains__"):
             continue
         out[target] = [op for op in ops if op not in reg and op not in decompositions]
     return out

@@ -23,6 +23,7 @@ from __future__ import annotations
 import importlib.util
 import inspect as pyinspect
 import itertools
+import logging
 import os
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -395,7 +396,15 @@ def load_model(
             import torch
 
             say("loading the ExportedProgram")
-            ep = torch.export.load(text)
+            # torch logs its own traceback for a corrupt archive before raising; the error
+            # below is what the user needs.
+            log = logging.getLogger("torch.export")
+            level = log.level
+            log.setLevel(logging.CRITICAL)
+            try:
+                ep = torch.export.load(text)
+            finally:
+                log.setLevel(level)
             say("importing the ExportedProgram")
             return Model(msc.from_exported_program(ep), "pt2", text, ep)
         if suffix == ".msc":
