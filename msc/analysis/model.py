@@ -25,6 +25,7 @@ import inspect as pyinspect
 import itertools
 import logging
 import os
+import re
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -33,10 +34,11 @@ from typing import Any
 
 import numpy as np
 
-from msc.analysis.shapes import InputSpec, parse_dynamic
+from msc.analysis.shapes import InputSpec, concrete_shape, dynamic_items, parse_dynamic
 from msc.errors import MscError
 from msc.ir.dtype import DType
 from msc.ir.graph import Graph
+from msc.ir.types import TensorType
 
 __all__ = ["Model", "load_model", "graph_of", "to_torch", "from_torch_value", "flatten"]
 
@@ -433,13 +435,52 @@ def _load_torch_source(path: Path, specs, dynamic, say) -> Model:
     except Exception as e:
         raise MscError(f"{path}: building the module failed: {type(e).__name__}: {e}") from None
     if not specs:
-        raise MscError(
-            f"{path}: give the input shapes to export the generated module with, "
-            "e.g. --input-shape x=1,3,224,224"
-        )
+        declared = _declared_inputs(type(module).__doc__ or "")
+        if declared is None:
+            raise MscError(
+                f"{path}: give the input shapes to export the generated module with, "
+                "e.g. --input-shape x=1,3,224,224"
+            )
+        specs = [InputSpec(n, concrete_shape(t, {}), t.dtype) for n, t in declared]
+        if not dynamic:
+            g = Graph()
+            for n, t in declared:
+                g.add_input(n, t)
+            dynamic = dynamic_items(g)
     say("exporting with torch.export")
     g, ex = _from_module(module, specs, dynamic, str(path))
     return Model(g, "torch-source", str(path), module, ex)
+
+
+def _declared_inputs(doc: str) -> list[tuple[str, TensorType]] | None:
+    """The inputs a codegen.torch class docstring declares (``Inputs: x: f32[N, 3], ...``),
+    types parsed by the msc text parser; None when absent or unreadable."""
+    from msc.text import ParseError, from_text
+
+    m = re.search(r"Inputs: (.*)\.\s*$", doc.strip(), re.S)
+    if m is None or m.group(1) == "none":
+        return None
+    items, depth, cur = [], 0, ""
+    for ch in m.group(1):
+        depth += ch in "[{"
+        depth -= ch in "]}"
+        if ch == "," and depth == 0:
+            items.append(cur.strip())
+            cur = ""
+        else:
+            cur += ch
+    items.append(cur.strip())
+    out = []
+    for item in items:
+        name, sep, ty = item.partition(": ")
+        if not sep or not name.isidentifier():
+            return None
+        try:
+            g = from_text(f"graph t {{\n  input %x: {ty}\n  output %x\n}}\n")
+        except (ParseError, ValueError):
+            return None
+        out.append((name, g.inputs[0].type))
+    return out
 
 
 def graph_of(src: str | os.PathLike | Graph | Model, **kw: Any) -> Graph:
