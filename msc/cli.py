@@ -150,7 +150,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
             localize=not args.no_localize,
             progress=say,
         )
-    _emit(args, r.to_json(), format_verify(r, a.label, b.label))
+    _emit(args, r.to_json(), format_verify(r))
     return EXIT_OK if r.ok else EXIT_MISMATCH
 
 
@@ -204,7 +204,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
             + ", ".join(f"{o.name} max abs {o.max_abs:.3g}" for o in r.numeric.outputs)
         )
         if not r.ok:
-            lines.append(format_verify(r.numeric, r.src, f"{r.out} (not written)").rstrip())
+            lines.append(format_verify(r.numeric).rstrip())
             lines.append("nothing written; --no-check writes it anyway")
     else:
         lines.append("check: skipped (--no-check)")

@@ -98,20 +98,7 @@ def verify(
         inputs: arrays by input name, or an .npz path; None: random (seeded) inputs.
         shapes: sizes for symbolic dims of the random inputs (else 2, within range).
     """
-    ma = (
-        a
-        if isinstance(a, Model)
-        else Model(a, "msc", a.name)
-        if isinstance(a, Graph)
-        else load_model(a)
-    )
-    mb = (
-        b
-        if isinstance(b, Model)
-        else Model(b, "msc", b.name)
-        if isinstance(b, Graph)
-        else load_model(b)
-    )
+    ma, mb = Model.of(a), Model.of(b)
     binding = _binding(ma.graph, shapes)
     return verify_models(
         ma, mb, inputs, rtol=rtol, atol=atol, seed=seed, binding=binding, localize=localize

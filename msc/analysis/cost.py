@@ -41,6 +41,9 @@ shape, index, create ops    0                                           0 (data 
 if (control flow)           the costlier branch                         the costlier branch
 ==========================  ==========================================  =====================
 
+A causal or masked attention is counted in full (masked scores are still computed by the
+usual kernels); ``alpha``/``beta`` scaling of gemm is not counted.
+
 # NOTE: a formula that meets an unknown dim (``None``) gives an unknown count (``None``), never
 # a guess; an op with no formula is reported as "not counted" rather than as zero.
 """

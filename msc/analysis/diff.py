@@ -2,12 +2,16 @@
 
 Nodes are paired in three passes, each only among nodes not yet paired:
 
-1. by source identity: the provenance name (or the node name), then (module path, op,
-   occurrence) -- when such a key is unique on both sides;
-2. by structure, walking A in topological order: a node of B with the same op whose inputs are
-   the paired images of A's inputs (weights pair by name, else by type);
-3. by position in the dataflow: a node of B of any op whose inputs are all paired images (an
-   op that changed, e.g. ``linear`` that came back as ``gemm``).
+1. anchors: the same source name (provenance name, else node name), op and weight names; or
+   the same (module path, op, occurrence) -- each key unique on both sides. Positional names
+   alone (torch's ``relu_1``) are not trusted: they shift when a model changes;
+2. by structure, repeated until nothing changes: walking A in topological order, a node of B
+   with the same op whose inputs are the paired images of A's inputs (weights pair by name,
+   else by type; a same-named candidate first); and walking back from paired consumers (and
+   the graph outputs), producers of the same op;
+3. the same unique source name and op, among what is left;
+4. by position in the dataflow: producers of paired consumers, then nodes whose inputs are all
+   paired images, of any op (an op that changed: ``linear`` that came back as ``gemm``).
 
 Paired nodes pair their outputs, which is what lets pass 2 and 3 walk forward. A paired node
 is *changed* when its op, attributes, output types, weights or wiring differ. What is left is
@@ -118,21 +122,27 @@ def match(a: Graph, b: Graph) -> Match:
         y = by_name_b.get(x.name) or (b.inputs[i] if i < len(b.inputs) else None)
         if y is not None:
             m.pair_value(x, y)
-    for key in (_ident,):
-        ka, kb = _unique_keys(a.nodes, key), _unique_keys(b.nodes, key)
-        for k, n in ka.items():
-            if k in kb and id(kb[k]) not in m.rev:
-                m.pair(n, kb[k], "name")
+    # Anchors: a source name plus the same op and weights (positional names like ``relu_1``
+    # shift when a model changes, weight names do not), and module path + op + occurrence.
+    ka, kb = _unique_keys(a.nodes, _ident), _unique_keys(b.nodes, _ident)
+    for k, n in ka.items():
+        c = kb.get(k)
+        if c is not None and id(c) not in m.rev and c.op == n.op:
+            if _weight_names(n) and _weight_names(n) == _weight_names(c):
+                m.pair(n, c, "name")
     ka, kb = _module_keys(a.nodes), _module_keys(b.nodes)
     for k, n in ka.items():
         if id(n) not in m.nodes and k in kb and id(kb[k]) not in m.rev:
             m.pair(n, kb[k], "module")
-    for _ in range(4):  # forward and backward passes feed each other; a few rounds settle
+    for _ in range(8):  # forward and backward passes feed each other; a few rounds settle
         before = len(m.nodes)
         _forward(m, a, b, strict=True)
         _backward(m, a, b)
         if len(m.nodes) == before:
             break
+    # What structure left: same name and op.
+    for k, n in ka_names(a, b, m):
+        m.pair(n, k, "name")
     _backward(m, a, b, strict=False)
     _forward(m, a, b, strict=False)
     for n in a.nodes:
@@ -142,6 +152,17 @@ def match(a: Graph, b: Graph) -> Match:
                 if isinstance(x, Weight) and isinstance(y, Weight):
                     m.pair_value(x, y)
     return m
+
+
+def _weight_names(n: Node) -> tuple[str, ...]:
+    return tuple(v.name for v in n.inputs if isinstance(v, Weight) and v.name is not None)
+
+
+def ka_names(a: Graph, b: Graph, m: Match) -> list[tuple[Node, Node]]:
+    """Unpaired (B node, A node) pairs with the same unique source name and op."""
+    ka = _unique_keys((n for n in a.nodes if id(n) not in m.nodes), _ident)
+    kb = _unique_keys((n for n in b.nodes if id(n) not in m.rev), _ident)
+    return [(kb[k], n) for k, n in ka.items() if k in kb and kb[k].op == n.op]
 
 
 def _forward(m: Match, a: Graph, b: Graph, strict: bool) -> None:
@@ -160,8 +181,9 @@ def _forward(m: Match, a: Graph, b: Graph, strict: bool) -> None:
             and _inputs_fit(m, n, c, strict)
         ]
         if fits:
-            same = [c for c in fits if c.op == n.op]
-            m.pair(n, (same or fits)[0], how)
+            same = [c for c in fits if c.op == n.op] or fits
+            named = [c for c in same if _ident(c) and _ident(c) == _ident(n)]
+            m.pair(n, (named or same)[0], how)
 
 
 def _backward(m: Match, a: Graph, b: Graph, strict: bool = True) -> None:
@@ -288,7 +310,11 @@ def _node_changes(m: Match, n: Node, c: Node) -> list[str]:
             elif x is not None and y is not None and not isinstance(x, Weight):
                 img = m.values.get(id(x))
                 if img is not y and not (img is None and m.vrev.get(id(y)) is None):
-                    out.append(f"input {i}: {_vname(x)} -> {_vname(y)} (rewired)")
+                    if img is not None:
+                        why = f"B reads {_vname(y)}, not {_vname(img)} (A's {_vname(x)})"
+                    else:
+                        why = f"A reads {_vname(x)}, B reads {_vname(y)}"
+                    out.append(f"input {i} rewired: {why}")
             elif (x is None) != (y is None) or isinstance(x, Weight) != isinstance(y, Weight):
                 out.append(f"input {i}: {_vname(x)} -> {_vname(y)}")
     if len(n.outputs) != len(c.outputs):
@@ -349,9 +375,9 @@ def diff_graphs(a: Graph, b: Graph) -> DiffReport:
     )
 
 
-def format_diff(r: DiffReport, a_label: str = "A", b_label: str = "B") -> str:
-    """The text ``msc diff`` prints."""
-    lines = [f"A: {a_label}", f"B: {b_label}"]
+def format_diff(r: DiffReport, a_label: str = "", b_label: str = "") -> str:
+    """The text ``msc diff`` prints (``a_label``/``b_label`` default to the graph names)."""
+    lines = [f"A: {a_label or r.a_name or '(unnamed)'}", f"B: {b_label or r.b_name or '(unnamed)'}"]
     if r.equal:
         lines.append("structurally equal: yes (same ops, attributes, types, wiring and weights)")
         return "\n".join(lines) + "\n"

@@ -60,6 +60,26 @@ class Model:
     def label(self) -> str:
         return f"{self.path} ({self.kind})"
 
+    @classmethod
+    def from_torch(
+        cls, module: Any, example_args: tuple, dynamic_shapes: Any = None, **kwargs: Any
+    ) -> Model:
+        """Translate an ``nn.Module`` (``msc.from_torch``) and keep the module to run natively,
+        so ``msc.verify(Model.from_torch(m, args), "m.onnx")`` compares against eager PyTorch."""
+        import msc
+
+        g = msc.from_torch(module, example_args, dynamic_shapes=dynamic_shapes, **kwargs)
+        return cls(g, "torch-module", type(module).__name__, module)
+
+    @classmethod
+    def of(cls, x: Any) -> Model:
+        """A Model from a Model, a Graph (run through codegen.torch) or a path."""
+        if isinstance(x, Model):
+            return x
+        if isinstance(x, Graph):
+            return cls(x, "msc", x.name or "graph")
+        return load_model(x)
+
     def run(
         self, inputs: Mapping[str, np.ndarray], extra: Sequence[str] = ()
     ) -> tuple[list[np.ndarray], dict[str, np.ndarray]]:

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from msc.analysis.diff import match
-from msc.analysis.model import Model, load_model, random_array
+from msc.analysis.model import Model, random_array
 from msc.analysis.shapes import concrete_shape
 from msc.errors import MscError
 from msc.ir.graph import Graph, Value, Weight
@@ -97,6 +97,8 @@ class VerifyReport:
     divergence: Divergence | None = None
     compared_values: int = 0
     notes: list[str] = field(default_factory=list)
+    a_label: str = "A"
+    b_label: str = "B"
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -211,10 +213,6 @@ def _inputs_for(b: Graph, a: Graph, inputs: Mapping[str, np.ndarray]) -> dict[st
     return out
 
 
-def _as_model(x: str | Path | Model) -> Model:
-    return x if isinstance(x, Model) else load_model(x)
-
-
 def verify_models(
     a: str | Path | Model,
     b: str | Path | Model,
@@ -229,7 +227,7 @@ def verify_models(
 ) -> VerifyReport:
     """Run A and B on the same inputs and compare; see the module docstring."""
     say = progress or (lambda s: None)
-    ma, mb = _as_model(a), _as_model(b)
+    ma, mb = Model.of(a), Model.of(b)
     ga, gb = ma.graph, mb.graph
     if inputs is None:
         feeds = make_inputs(ga, seed, binding)
@@ -252,6 +250,8 @@ def verify_models(
         inputs=[f"{k} {v.dtype}{list(v.shape)}" for k, v in feeds.items()],
         input_source=source,
         outputs=[],
+        a_label=ma.label,
+        b_label=mb.label,
     )
     if len(outs_a) != len(outs_b):
         report.ok = False
@@ -338,9 +338,9 @@ def _e(x: float) -> str:
     return f"{x:.3g}" if np.isfinite(x) else str(x)
 
 
-def format_verify(r: VerifyReport, a_label: str = "A", b_label: str = "B") -> str:
+def format_verify(r: VerifyReport) -> str:
     """The text ``msc verify`` prints."""
-    lines = [f"A: {a_label}", f"B: {b_label}"]
+    lines = [f"A: {r.a_label}", f"B: {r.b_label}"]
     lines.append(f"inputs ({r.input_source}): " + ", ".join(r.inputs))
     lines.append(f"outputs (rtol {r.rtol:g}, atol {r.atol:g})")
     rows = [["output", "value", "max abs", "max rel", ""]]
