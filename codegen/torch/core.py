@@ -77,21 +77,20 @@ class Arg:
     def literal(self) -> Any:
         """The Python value of a constant (0-d: a scalar; 1-d integer: a list), else None."""
         c = self.const
-        if c is None or c.ndim > 1 or c.dtype.kind not in "biuf":
+        dt = self.dtype
+        if c is None or c.ndim > 1 or dt.is_complex:
             return None
-        if c.ndim == 1 and (c.dtype.kind not in "iu" or c.size > 16):
-            return None
-        if c.ndim == 0:
+        if c.ndim == 1:
+            return [int(v) for v in c.tolist()] if dt.is_integer and c.size <= 16 else None
+        if not dt.is_floating:
             from codegen.torch.emitters.common import scalar_for
 
-            if c.dtype.kind != "f":
-                return scalar_for(self.dtype, c.item())
-            v = float(c.item())
-            # An integral float reads (and traces) as an int; torch converts it exactly.
-            if v.is_integer() and abs(v) < 2**53 and (v != 0 or str(v)[0] != "-"):
-                return int(v)
-            return v
-        return [int(v) for v in c.tolist()]
+            return scalar_for(dt, c.item())
+        v = float(c.astype(np.float64))
+        # An integral float reads (and traces) as an int; torch converts it exactly.
+        if v.is_integer() and abs(v) < 2**53 and (v != 0 or str(v)[0] != "-"):
+            return int(v)
+        return v
 
     @property
     def is_scalar(self) -> bool:
@@ -176,6 +175,15 @@ class NodeEmit:
         for n in graph.nodes:
             stmts.extend(self.cg.emit_node(n))
         return stmts, [self.cg.ref(v) for v in graph.outputs]
+
+    def bind(self, v: Value, hint: str = "v", py: bool = False) -> str:
+        """A fresh local name for subgraph input ``v`` (a loop body's per-iteration input),
+        which the emitter assigns; ``py``: it holds a Python int/bool, not a tensor."""
+        ident = self.cg.ns.create(v.name or "", hint)
+        self.cg._refs[id(v)] = code.name(ident)
+        if py:
+            self.cg.py_values.add(id(v))
+        return ident
 
 
 class TorchCodegen:
@@ -480,7 +488,7 @@ def _prune(stmts: list[ast.stmt], drop: set[int]) -> list[ast.stmt]:
     for st in stmts:
         if id(st) in drop:
             continue
-        if isinstance(st, ast.If):
+        if isinstance(st, ast.If | ast.For | ast.While):  # branches and loop bodies
             st.body = _prune(st.body, drop) or [ast.Pass()]
             st.orelse = _prune(st.orelse, drop)
         out.append(st)

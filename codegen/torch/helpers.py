@@ -209,7 +209,9 @@ def _msc_pool(x, kind, kernel, stride, padding, dilation, ceil_mode, count_inclu
         ends.append(max(padding[n + i], need))
     pads = [v for i in reversed(range(n)) for v in (padding[i], ends[i])]
     real = torch.ones([1, 1, *spatial], dtype=x.dtype, device=x.device)
-    declared = F.pad(real, [v for i in reversed(range(n)) for v in (padding[i], padding[n + i])])
+    declared = F.pad(
+        real, [v for i in reversed(range(n)) for v in (padding[i], padding[n + i])], value=1.0
+    )
     declared = F.pad(
         declared, [v for i in reversed(range(n)) for v in (0, ends[i] - padding[n + i])]
     )

@@ -64,6 +64,14 @@ class EmitterRegistry:
             raise ValueError(f"unsupported op {op!r} needs a reason")
         self._gaps[op] = reason
 
+    def fill(self, op: str, fn: Emit) -> None:
+        """Register ``fn`` for an op declared unsupported, closing that gap (an emitter
+        family added later; registering over an existing emitter is still an error)."""
+        if op in self._fns:
+            raise ValueError(f"torch emitter for op {op!r} is registered twice")
+        self._gaps.pop(op, None)
+        self._fns[op] = fn
+
     def get(self, op: str) -> Emit | None:
         return self._fns.get(op)
 

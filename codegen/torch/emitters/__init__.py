@@ -4,6 +4,6 @@ Importing this package registers every emitter and module rule in
 ``codegen.torch.registry.EMITTERS`` / ``MODULE_RULES``.
 """
 
-from codegen.torch.emitters import conv, elementwise, nn, reduce, shape  # noqa: F401
+from codegen.torch.emitters import conv, elementwise, extra, nn, reduce, shape  # noqa: F401
 
-FAMILIES = ("elementwise", "nn", "conv", "reduce", "shape")
+FAMILIES = ("elementwise", "nn", "conv", "reduce", "shape", "extra")

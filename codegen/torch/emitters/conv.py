@@ -50,7 +50,7 @@ def conv(e, x, weight, bias=None, *, stride, padding, dilation, groups) -> ast.e
     if sym is None and _is_same(weight, stride, padding, dilation, n):
         return call(fn, *args, padding="same", **_nondefault(n, (), (), dilation, groups))
     if sym is None:
-        args[0] = call("F.pad", x, torch_pads(padding))
+        args[0] = call("F.pad", x, tuple(torch_pads(padding)))
         sym = (0,) * n
     return call(fn, *args, **_nondefault(n, stride, sym, dilation, groups))
 

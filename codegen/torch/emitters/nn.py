@@ -280,22 +280,24 @@ def _torch_interp_mode(
     n = x.rank - 2
     if coord == "pytorch_half_pixel" and _out_above_one(x, sizes, scales):
         coord = "half_pixel"
-    if mode == "nearest" and not antialias:
+    if antialias:  # torch's antialias weights are not ONNX's (a test compares them)
+        return None
+    if mode == "nearest":
         if coord == "asymmetric" and nearest_mode == "floor":
             return "nearest", None
         if coord == "half_pixel" and nearest_mode == "round_prefer_ceil":
             return "nearest-exact", None
         return None
-    if mode == "linear" and n in _TORCH_MODES and (not antialias or n == 2):
+    if mode == "linear" and n in _TORCH_MODES:
         if coord == "half_pixel":
             return _TORCH_MODES[n], False
-        if coord == "align_corners" and not antialias:
+        if coord == "align_corners":
             return _TORCH_MODES[n], True
         return None
     if mode == "cubic" and n == 2 and a == -0.75:
         if coord == "half_pixel":
             return "bicubic", False
-        if coord == "align_corners" and not antialias:
+        if coord == "align_corners":
             return "bicubic", True
     return None
 
@@ -323,8 +325,6 @@ def resize(
         kw["mode"] = tmode
         if align is not None:
             kw["align_corners"] = align
-        if antialias:
-            kw["antialias"] = True
         return call("F.interpolate", x, **kw)
     return call(
         e.helper("_msc_resize").id,
