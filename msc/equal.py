@@ -1,9 +1,11 @@
 """Structural equality and hashing of graphs.
 
 # NOTE: invariants
-# - One walk, linear in graph size: inputs are paired by position, nodes by topological
-#   position, and every value reference must map consistently (a bijection), so a swapped edge,
-#   a reordered input or a different output is a difference.
+# - One walk, linear in graph size: inputs are paired by position, nodes by their position in a
+#   canonical topological order (depth-first from the outputs, operands in order; nodes no
+#   output depends on follow in list order), so two graphs that list independent nodes in a
+#   different order still compare equal. Every value reference must map consistently (a
+#   bijection), so a swapped edge, a reordered input or a different output is a difference.
 # - Modulo names by default (alpha-equivalence); ``names=True`` also compares value, node,
 #   weight and graph names, provenance and graph metadata.
 # - ``structural_hash`` hashes exactly what ``structural_equal`` compares, so equal graphs hash
@@ -22,11 +24,17 @@ import numpy as np
 
 from msc.ir.attrs import attr_equal, infer_kind, normalize
 from msc.ir.dtype import DType
-from msc.ir.graph import Graph, Value, Weight
+from msc.ir.graph import Graph, Node, Value, Weight
 from msc.ir.types import SymDim, TensorType
 from msc.text.printer import format_attr, format_type
 
-__all__ = ["structural_equal", "assert_structural_equal", "structural_hash", "EqualResult"]
+__all__ = [
+    "structural_equal",
+    "assert_structural_equal",
+    "structural_hash",
+    "canonical_order",
+    "EqualResult",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,7 +166,7 @@ class _Comparer:
             self.pair(p, x, y)
         if len(a.nodes) != len(b.nodes):
             self.fail(path, "node count", len(a.nodes), len(b.nodes))
-        for i, (n, m) in enumerate(zip(a.nodes, b.nodes)):
+        for i, (n, m) in enumerate(zip(canonical_order(a), canonical_order(b))):
             p = f"{path}.nodes[{i}] ({n.name or n.op}: {n.op})"
             if n.op != m.op:
                 self.fail(p, "op", n.op, m.op)
@@ -195,6 +203,37 @@ class _Comparer:
         for x, y in zip(rest_a, rest_b):
             self.weight(f"{path}.weights @{x.name}", x, y)
             self.pair(path, x, y)
+
+
+def canonical_order(g: Graph) -> list[Node]:
+    """The nodes in a topological order that depends only on the graph's structure: depth-first
+    from the outputs in order, each node's operands (and the outer values its subgraphs read) in
+    order; nodes no output needs come last, in list order."""
+    from msc.ir.validate import _all_inputs
+
+    producer = {id(v): n for n in g.nodes for v in n.outputs}
+    seen: set[int] = set()
+    order: list[Node] = []
+    for out in g.outputs:
+        root = producer.get(id(out))
+        if root is None or id(root) in seen:
+            continue
+        seen.add(id(root))
+        stack = [(root, iter(list(_all_inputs(root))))]
+        while stack:
+            node, it = stack[-1]
+            for v in it:
+                p = producer.get(id(v))
+                if p is not None and id(p) not in seen:
+                    seen.add(id(p))
+                    stack.append((p, iter(list(_all_inputs(p)))))
+                    break
+            else:
+                stack.pop()
+                order.append(node)
+    if len(order) != len(g.nodes):
+        order.extend(n for n in g.nodes if id(n) not in seen)
+    return order
 
 
 def structural_equal(
@@ -297,7 +336,7 @@ class _Hasher:
                 self.attr(m[k])
         for v in g.inputs:
             self.define(v)
-        for n in g.nodes:
+        for n in canonical_order(g):
             self.put(n.op, len(n.inputs), len(n.outputs))
             if self.names:
                 p = n.provenance
