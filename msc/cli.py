@@ -124,7 +124,7 @@ def _cmd_diff(args: argparse.Namespace) -> int:
         b = _load(args.b, args, say)
         say("comparing")
         r = diff_graphs(a.graph, b.graph)
-    _emit(args, r.to_json(), format_diff(r, a.label, b.label))
+    _emit(args, r.to_json(), format_diff(r, a.label, b.label, limit=0 if args.all else 25))
     return EXIT_OK if r.equal else EXIT_MISMATCH
 
 
@@ -310,6 +310,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("a", metavar="A")
     d.add_argument("b", metavar="B")
     _shape_opts(d)
+    d.add_argument("--all", action="store_true", help="list every change (default: 25 each)")
     d.add_argument("--json", action="store_true", help="print the diff as JSON")
     _common(d)
     d.set_defaults(func=_cmd_diff)

@@ -382,3 +382,33 @@ def test_demo_runs():
     assert p.stdout.strip()
     if _have("codegen.torch", "save") and _have("msc.frontend.torch", "from_torch"):
         assert "result: every conversion verified" in p.stdout
+
+
+# ------------------------------------------------------------------------------ frontend models
+@needs_torch_frontend
+@pytest.mark.parametrize("name", ["small_cnn", "transformer"])
+def test_every_command_on_frontend_test_models(name, tmp_path):
+    """Models from the frontend tests (tests/torch_cases.py), as .pt2 and as .onnx."""
+    import torch
+
+    from tests.torch_cases import MODEL_CASES
+
+    case = MODEL_CASES[name]()
+    module, args = case[0], case[1]
+    dyn = case[2] if len(case) > 2 else None
+    pt2, onnx_path = tmp_path / f"{name}.pt2", tmp_path / f"{name}.onnx"
+    torch.export.save(torch.export.export(module, args, dynamic_shapes=dyn), pt2)
+    p = run("convert", pt2, "-o", onnx_path)
+    assert "check: outputs match" in p.stdout
+    assert "result: match" in run("verify", pt2, onnx_path).stdout
+    d = json.loads(run("diff", pt2, onnx_path, "--json", ok=None).stdout)
+    assert not d["removed"], d["removed"]  # every node of the source has a counterpart
+    ja = json.loads(run("inspect", pt2, "--json").stdout)
+    jb = json.loads(run("inspect", onnx_path, "--json").stdout)
+    # Float parameters agree (BatchNorm's int64 num_batches_tracked buffers do not reach ONNX).
+    assert ja["params_by_dtype"]["f32"] == jb["params_by_dtype"]["f32"]
+    assert ja["macs"] == jb["macs"]  # a decomposition must not change the arithmetic
+    assert [i["dtype"] for i in ja["inputs"]] == [i["dtype"] for i in jb["inputs"]]
+    for src in (pt2, onnx_path):
+        run("render", src, "-o", tmp_path / "g.html")
+        assert "<svg" in (tmp_path / "g.html").read_text()

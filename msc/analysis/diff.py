@@ -375,9 +375,30 @@ def diff_graphs(a: Graph, b: Graph) -> DiffReport:
     )
 
 
-def format_diff(r: DiffReport, a_label: str = "", b_label: str = "") -> str:
-    """The text ``msc diff`` prints (``a_label``/``b_label`` default to the graph names)."""
-    lines = [f"A: {a_label or r.a_name or '(unnamed)'}", f"B: {b_label or r.b_name or '(unnamed)'}"]
+def _kind(change: str) -> str:
+    """A change with value names taken out, so equal kinds of change count together."""
+    if change.startswith("input ") and "rewired" in change:
+        return "input rewired"
+    if change.startswith("input ") and ":" in change:
+        return "input " + change.split(":", 1)[1].strip()
+    return change
+
+
+def _capped(items: list[str], limit: int, prefix: str) -> list[str]:
+    shown = items if limit <= 0 else items[:limit]
+    out = [f"{prefix}{s}" for s in shown]
+    if len(shown) < len(items):
+        out.append(f"{prefix}... and {len(items) - len(shown)} more (--all or --json lists all)")
+    return out
+
+
+def format_diff(r: DiffReport, a_label: str = "", b_label: str = "", limit: int = 25) -> str:
+    """The text ``msc diff`` prints (labels default to the graph names; ``limit`` caps each
+    list, 0 for no cap)."""
+    lines = [
+        f"A: {a_label or r.a_name or '(unnamed)'}",
+        f"B: {b_label or r.b_name or '(unnamed)'}",
+    ]
     if r.equal:
         lines.append("structurally equal: yes (same ops, attributes, types, wiring and weights)")
         return "\n".join(lines) + "\n"
@@ -391,19 +412,29 @@ def format_diff(r: DiffReport, a_label: str = "", b_label: str = "") -> str:
     if r.io_changes:
         lines.append("inputs/outputs")
         lines += [f"  {s}" for s in r.io_changes]
+    if len(r.changed) > 3:
+        kinds = Counter(_kind(s) for c in r.changed for s in c.changes)
+        lines.append("changes by kind")
+        lines += _table_rows([(k, f"x{n}") for k, n in kinds.most_common()], limit)
     if r.changed:
         lines.append("changed")
+        entries = []
         for c in r.changed:
             head = c.a if c.a == c.b else f"{c.a} ~ {c.b}"
-            lines.append(f"  {head}")
-            lines += [f"      {s}" for s in c.changes]
+            entries.append(head + "".join(f"\n      {s}" for s in c.changes))
+        lines += _capped(entries, limit, "  ")
     if r.removed:
         lines.append("removed (only in A)")
-        lines += [f"  - {s}" for s in r.removed]
+        lines += _capped(r.removed, limit, "  - ")
     if r.added:
         lines.append("added (only in B)")
-        lines += [f"  + {s}" for s in r.added]
+        lines += _capped(r.added, limit, "  + ")
     if r.weight_changes:
         lines.append("weights")
-        lines += [f"  {s}" for s in r.weight_changes]
+        lines += _capped(r.weight_changes, limit, "  ")
     return "\n".join(lines) + "\n"
+
+
+def _table_rows(rows: list[tuple[str, str]], limit: int) -> list[str]:
+    w = max(len(a) for a, _ in rows)
+    return _capped([f"{a.ljust(w)}  {b}" for a, b in rows], limit, "  ")
