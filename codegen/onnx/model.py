@@ -244,6 +244,9 @@ class Converter:
         Raises:
             Unsupported: a node of the subgraph cannot be emitted.
         """
+        for v in g.inputs:  # a loop body's per-iteration inputs
+            self._reserve(v)
+            self._note_type(self._names[v], v.type)
         for n in g.nodes:
             for o in n.outputs:
                 self._reserve(o)
@@ -267,7 +270,9 @@ class Converter:
             out_names.append(oname)
         sg = onnx.GraphProto()
         sg.name = name
+        _unique_node_names(nodes, set())
         sg.node.extend(nodes)
+        sg.input.extend(value_info(self._names[v], v.type) for v in g.inputs)
         sg.output.extend(value_info(n, v.type) for n, v in zip(out_names, g.outputs))
         return sg
 
@@ -328,6 +333,7 @@ class Converter:
         graph_outputs = [value_info(n, v.type) for n, v in zip(out_names, g.outputs)]
 
         og.name = g.name or "msc"
+        _unique_node_names(nodes, set())
         og.node.extend(nodes)
         og.input.extend(graph_inputs)
         og.output.extend(graph_outputs)
@@ -368,6 +374,20 @@ class Converter:
         for k in sorted(props):
             p = model.metadata_props.add()
             p.key, p.value = k, props[k]
+
+
+def _unique_node_names(nodes: list[onnx.NodeProto], used: set[str]) -> None:
+    """onnxruntime rejects a graph with two nodes of one name; msc allows it (a frontend may
+    give every node of one source op the op's name). Later duplicates get ``__<k>``."""
+    for n in nodes:
+        if not n.name:
+            continue
+        name, k = n.name, 0
+        while name in used:
+            k += 1
+            name = f"{n.name}__{k}"
+        used.add(name)
+        n.name = name
 
 
 def _pad(op: str, ins: list) -> list:

@@ -18,7 +18,9 @@ INT64_MAX = 2**63 - 1
 @emitter("reshape", since=5)
 def reshape(e: Emit, x: Ref, shape_in: Ref | None, *, shape) -> Ref:
     if shape is None:
-        return e.op("Reshape", x, shape_in)
+        # A runtime target: 0 means a zero-size dim (canonical), which is allowzero=1. Before
+        # opset 14 ONNX would copy the input's dim instead; targets rarely hold 0 at run time.
+        return e.op("Reshape", x, shape_in, allowzero=1 if e.opset >= 14 else None)
     if 0 in shape:
         e.require(e.opset >= 14, "Reshape to a zero-size dim needs allowzero (opset 14)")
         return e.op("Reshape", x, e.ints(shape), allowzero=1)
@@ -142,8 +144,11 @@ class _Advanced:
         self.axes = [a % r for a in axes]
         self.rest = [i for i in range(r) if i not in self.axes]
         self.perm = self.axes + self.rest
-        shapes = [i.static_shape("advanced indexing") for i in indices]
-        self.b = list(np.broadcast_shapes(*shapes))
+        if all(i.shape == indices[0].shape for i in indices):  # nothing to broadcast
+            self.b = list(indices[0].shape)
+        else:
+            shapes = [i.static_shape("advanced indexing") for i in indices]
+            self.b = list(np.broadcast_shapes(*shapes))
         nb, lead = len(self.b), self.axes[0]
         contiguous = self.axes == list(range(lead, lead + len(self.axes)))
         # torch keeps the broadcast dims where the indexed axes were when they are adjacent.
@@ -160,7 +165,7 @@ class _Advanced:
             if i.dtype is not DType.INT64:
                 i = e.cast(i, DType.INT64)
             if list(i.shape) != self.b:
-                i = e.op("Expand", i, e.ints(self.b))
+                i = e.op("Expand", i, e.ints(self.b))  # static here (see above)
             parts.append(
                 e.op("Unsqueeze", i, e.ints([-1]))
                 if e.opset >= 13
