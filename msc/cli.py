@@ -44,7 +44,7 @@ class _Progress:
         except ImportError:
             return
         self._p = Progress(
-            SpinnerColumn(),
+            SpinnerColumn(finished_text="[green]✓[/green]"),
             TextColumn("{task.description}"),
             TimeElapsedColumn(),
             console=Console(stderr=True),
@@ -195,7 +195,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
         if r.structural is None:
             lines.append("check: re-imported output is structurally equal to the converted graph")
         else:
-            lines.append(f"check: re-imported output differs structurally: {r.structural}")
+            lines.append(f"check: re-imported output differs structurally: {r.changes}")
         assert r.numeric is not None
         lines.append(
             "check: outputs "
@@ -215,7 +215,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
 def _cmd_demo(args: argparse.Namespace) -> int:
     from msc.examples import demo
 
-    return demo(out=sys.stdout)
+    return demo(out=sys.stdout, keep=args.out, model=args.model)
 
 
 # ------------------------------------------------------------------------------ parser
@@ -348,7 +348,14 @@ def build_parser() -> argparse.ArgumentParser:
     _common(r)
     r.set_defaults(func=_cmd_render)
 
-    dm = sub.add_parser("demo", help="run the main job on a small built-in example")
+    dm = sub.add_parser(
+        "demo",
+        help="run the main job on a small built-in example",
+        description="Convert a built-in PyTorch model (msc.examples) to msc, ONNX and back to "
+        "PyTorch source, verifying each step numerically, then inspect it.",
+    )
+    dm.add_argument("--model", choices=("cnn", "transformer"), default="cnn", help="which model")
+    dm.add_argument("--out", metavar="DIR", help="keep the files in DIR (default: temporary)")
     _common(dm)
     dm.set_defaults(func=_cmd_demo)
     return p

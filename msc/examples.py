@@ -328,8 +328,10 @@ def _pipeline(out: TextIO, work: Path, model: str) -> int:
             f"{len(d.changed)} changed, {len(d.added)} added, {len(d.removed)} removed"
         )
     )
-    for c in d.changed:
+    for c in d.changed[:4]:
         say(f"     changed {c.a}: " + "; ".join(c.changes))
+    if len(d.changed) > 4:
+        say(f"     ... and {len(d.changed) - 4} more (msc diff lists them)")
     say()
     say(format_report(inspect_graph(g, source="from PyTorch"), top=5).rstrip())
     say()

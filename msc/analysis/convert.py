@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,7 +39,7 @@ from msc.analysis.shapes import (
 from msc.analysis.verify import VerifyReport, verify_models
 from msc.errors import MscError
 from msc.ir.graph import Graph
-from msc.ir.types import TensorType
+from msc.ir.types import SymDim, TensorType
 
 __all__ = ["convert", "ConvertReport", "TARGETS", "target_for"]
 
@@ -53,6 +54,7 @@ class ConvertReport:
     files: list[str] = field(default_factory=list)
     checked: bool = False
     structural: str | None = None  # None: equal; else the first difference
+    changes: str = ""  # when not equal: a one-line summary of the node-level diff
     numeric: VerifyReport | None = None
     ok: bool = True
 
@@ -65,6 +67,7 @@ class ConvertReport:
             "checked": self.checked,
             "structurally_equal": self.structural is None if self.checked else None,
             "first_difference": self.structural,
+            "changes": self.changes,
             "numeric": None if self.numeric is None else self.numeric.to_json(),
             "ok": self.ok,
         }
@@ -199,9 +202,8 @@ def convert(
                 again = load_model(staged, _specs_of(g), dynamic_items(g))
             else:
                 again = load_model(staged)
-            eq = _structural(g, again.graph)
             report.checked = True
-            report.structural = eq
+            report.structural, report.changes = _structural(g, again.graph)
             say("running source and output on random inputs")
             report.numeric = verify_models(source, again, rtol=rtol, atol=atol, seed=seed)
             report.ok = report.numeric.ok
@@ -219,8 +221,33 @@ def _specs_of(g: Graph) -> list[InputSpec]:
     return [InputSpec(v.name, concrete_shape(v.type, {}), v.type.dtype) for v in g.inputs]
 
 
-def _structural(a: Graph, b: Graph) -> str | None:
-    import msc
+def _unranged(g: Graph) -> Graph:
+    """``g`` with symbol ranges dropped (ONNX cannot store them; torch.export adds its own)."""
+    types = {}
+    for v in g.inputs:
+        if v.type.shape is not None and any(isinstance(d, SymDim) for d in v.type.shape):
+            dims = (SymDim(d.name) if isinstance(d, SymDim) else d for d in v.type.shape)
+            types[v.name] = v.type.with_shape(dims)
+    return retype(g, types, {}) if types else g
 
-    r = msc.structural_equal(a, b)
-    return None if r else r.diff
+
+def _structural(a: Graph, b: Graph) -> tuple[str | None, str]:
+    """(None, "") when equal modulo names and symbol ranges; else the first difference and a
+    one-line summary of the node-level diff."""
+    import msc
+    from msc.analysis.diff import _kind, diff_graphs
+
+    r = msc.structural_equal(_unranged(a), _unranged(b))
+    if r:
+        return None, ""
+    d = diff_graphs(a, b)
+    kinds = Counter(_kind(s) for c in d.changed for s in c.changes if "type:" not in s)
+    summary = (
+        f"{len(d.matched)} nodes matched ({len(d.matched) - len(d.changed)} identical), "
+        f"{len(d.added)} added, {len(d.removed)} removed"
+    )
+    if kinds:
+        summary += "; " + ", ".join(
+            k + (f" x{n}" if n > 1 else "") for k, n in kinds.most_common(4)
+        )
+    return r.diff, summary

@@ -428,7 +428,8 @@ def load_model(
             finally:
                 log.setLevel(level)
             say("importing the ExportedProgram")
-            return Model(msc.from_exported_program(ep), "pt2", text, ep)
+            g = msc.from_exported_program(ep, name=path.stem)
+            return Model(g, "pt2", text, ep)
         if suffix == ".msc":
             return Model(msc.from_text(path.read_text(encoding="utf-8")), "msc", text)
     except MscError:
