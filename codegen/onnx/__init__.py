@@ -16,6 +16,7 @@ from typing import Any
 import onnx
 
 from codegen.onnx import control, elementwise, nn, reduce, shape  # noqa: F401  (emitters)
+from codegen.onnx import ext  # noqa: F401, E402  (emitters of the later op families)
 from codegen.onnx.model import Converter
 from codegen.onnx.opset import MIN_OPSET, default_opset, max_opset
 from codegen.onnx.registry import Emit, EmitterRegistry, Ref, Unsupported, emitter, registry

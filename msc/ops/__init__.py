@@ -10,5 +10,6 @@ registry = OpRegistry()
 
 # Importing a family registers its ops.
 from msc.ops import control, elementwise, nn, reduce, shape  # noqa: E402,F401
+from msc.ops import signal, tensor, transformer, vision  # noqa: E402,F401
 
 __all__ = ["registry", "Attr", "InputSpec", "OpError", "OpRegistry", "OpSchema", "REQUIRED"]

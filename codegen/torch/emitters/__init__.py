@@ -5,5 +5,6 @@ Importing this package registers every emitter and module rule in
 """
 
 from codegen.torch.emitters import conv, elementwise, extra, nn, reduce, shape  # noqa: F401
+from codegen.torch.emitters import ext  # noqa: F401, E402 - after extra: fills its gaps
 
 FAMILIES = ("elementwise", "nn", "conv", "reduce", "shape", "extra")

@@ -327,6 +327,8 @@ def constant_of_shape(ctx: Ctx, input, *, value=None):  # noqa: A002
 
 @converter("Range", since=11)
 def range_(ctx: Ctx, start, limit, delta):
+    if any(ctx.const(v) is None for v in (start, limit, delta)):
+        return ctx.op("range", start, limit, delta)  # bounds known at run time
     s = ctx.scalar(start, "start")
     e = ctx.scalar(limit, "limit")
     d = ctx.scalar(delta, "delta")

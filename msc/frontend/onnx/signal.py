@@ -1,0 +1,48 @@
+"""Signal-processing ONNX ops: DFT and STFT.
+
+# NOTE: DFT's axis and dft_length (inputs from opset 20 / 17) and STFT's frame_step and
+# frame_length must be constant at import; they become attributes of ``dft`` / ``stft``. The
+# ONNX real layout of complex tensors (trailing dim 1 or 2) is kept as is.
+"""
+
+from __future__ import annotations
+
+from msc.frontend.onnx.importer import Ctx
+from msc.frontend.onnx.registry import converter
+
+
+def _length(ctx: Ctx, dft_length) -> int | None:
+    return None if dft_length is None else int(ctx.scalar(dft_length, "dft_length"))
+
+
+@converter("DFT", since=17)
+def dft_17(ctx: Ctx, input, dft_length=None, *, axis=1, inverse=0, onesided=0):  # noqa: A002
+    return ctx.op(
+        "dft",
+        input,
+        axis=axis,
+        inverse=bool(inverse),
+        onesided=bool(onesided),
+        length=_length(ctx, dft_length),
+    )
+
+
+@converter("DFT", since=20)
+def dft(ctx: Ctx, input, dft_length=None, axis=None, *, inverse=0, onesided=0):  # noqa: A002
+    a = -2 if axis is None else int(ctx.scalar(axis, "axis"))
+    return dft_17(ctx, input, dft_length, axis=a, inverse=inverse, onesided=onesided)
+
+
+@converter("STFT", since=17)
+def stft(ctx: Ctx, signal, frame_step, window=None, frame_length=None, *, onesided=1):
+    n = None if frame_length is None else int(ctx.scalar(frame_length, "frame_length"))
+    if n is None and window is None:
+        n = ctx.shape(signal)[1]
+    return ctx.op(
+        "stft",
+        signal,
+        window,
+        frame_step=int(ctx.scalar(frame_step, "frame_step")),
+        frame_length=n,
+        onesided=bool(onesided),
+    )

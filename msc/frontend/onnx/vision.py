@@ -1,0 +1,205 @@
+"""Vision ONNX ops: GridSample, AffineGrid, Col2Im, DeformConv, RoiAlign, NonMaxSuppression,
+MaxUnpool, CenterCropPad.
+
+# NOTE: shape-setting inputs (AffineGrid size, Col2Im image/block shapes, MaxUnpool
+# output_shape, CenterCropPad shape) must be constant at import; they become attributes.
+# MaxUnpool indices are made per channel over the output's spatial size (the canonical, torch
+# layout), which needs the input's static shape. CenterCropPad maps onto ``slice`` and ``pad``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from msc.frontend.onnx.importer import Ctx, Unsupported
+from msc.frontend.onnx.registry import converter
+from msc.ir import DType
+
+_GRID_MODES = {"bilinear": "linear", "bicubic": "cubic"}
+
+
+@converter("GridSample", since=16)
+def grid_sample(ctx: Ctx, X, grid, *, align_corners=0, mode="linear", padding_mode="zeros"):  # noqa: N803
+    return ctx.op(
+        "grid_sample",
+        X,
+        ctx.cast(grid, ctx.dtype(X)),
+        mode=_GRID_MODES.get(mode, mode),
+        padding_mode=padding_mode,
+        align_corners=bool(align_corners),
+    )
+
+
+@converter("AffineGrid", since=20)
+def affine_grid(ctx: Ctx, theta, size, *, align_corners=0):
+    return ctx.op(
+        "affine_grid", theta, size=ctx.ints(size, "size"), align_corners=bool(align_corners)
+    )
+
+
+@converter("Col2Im", since=18)
+def col2im(ctx: Ctx, input, image_shape, block_shape, *, dilations=None, pads=None, strides=None):  # noqa: A002
+    return ctx.op(
+        "col2im",
+        input,
+        image_shape=ctx.ints(image_shape, "image_shape"),
+        block_shape=ctx.ints(block_shape, "block_shape"),
+        dilation=list(dilations or ()),
+        padding=list(pads or ()),
+        stride=list(strides or ()),
+    )
+
+
+@converter("DeformConv", since=19)
+def deform_conv(
+    ctx: Ctx,
+    X,  # noqa: N803
+    W,  # noqa: N803
+    offset,
+    B=None,  # noqa: N803
+    mask=None,
+    *,
+    dilations=None,
+    group=1,
+    kernel_shape=None,
+    offset_group=1,
+    pads=None,
+    strides=None,
+):
+    if ctx.rank(X) != 4:
+        raise Unsupported("DeformConv over other than 2 spatial dims")
+    return ctx.op(
+        "deform_conv",
+        X,
+        W,
+        offset,
+        B,
+        mask,
+        stride=list(strides or ()),
+        padding=list(pads or ()),
+        dilation=list(dilations or ()),
+        groups=group,
+        offset_groups=offset_group,
+    )
+
+
+@converter("RoiAlign", since=10)
+def roi_align(
+    ctx: Ctx,
+    X,  # noqa: N803
+    rois,
+    batch_indices,
+    *,
+    coordinate_transformation_mode=None,
+    mode="avg",
+    output_height=1,
+    output_width=1,
+    sampling_ratio=0,
+    spatial_scale=1.0,
+):
+    # The default was output_half_pixel until opset 16, half_pixel since.
+    ctm = coordinate_transformation_mode or (
+        "half_pixel" if ctx.opset >= 16 else "output_half_pixel"
+    )
+    if ctm not in ("half_pixel", "output_half_pixel"):
+        raise Unsupported(f"RoiAlign coordinate_transformation_mode={ctm!r}")
+    return ctx.op(
+        "roi_align",
+        X,
+        ctx.cast(rois, ctx.dtype(X)),
+        ctx.cast(batch_indices, DType.INT64),
+        mode=mode,
+        output_height=output_height,
+        output_width=output_width,
+        sampling_ratio=sampling_ratio,
+        spatial_scale=spatial_scale,
+        half_pixel=ctm == "half_pixel",
+    )
+
+
+@converter("NonMaxSuppression", since=10)
+def non_max_suppression(
+    ctx: Ctx,
+    boxes,
+    scores,
+    max_output_boxes_per_class=None,
+    iou_threshold=None,
+    score_threshold=None,
+    *,
+    center_point_box=0,
+):
+    return ctx.op(
+        "non_max_suppression",
+        boxes,
+        scores,
+        max_output_boxes_per_class,
+        iou_threshold,
+        score_threshold,
+        center_point_box=bool(center_point_box),
+    )
+
+
+@converter("MaxUnpool", since=9)
+def max_unpool(ctx: Ctx, X, I, output_shape=None, *, kernel_shape, pads=None, strides=None):  # noqa: N803, E741
+    s = ctx.static_shape(X)
+    if s is None:
+        raise Unsupported("MaxUnpool of an input with a shape only known at run time")
+    n = len(kernel_shape)
+    st = list(strides or [1] * n)
+    p = list(pads or [0] * (2 * n))
+    inferred = [(s[2 + i] - 1) * st[i] - p[i] - p[n + i] + kernel_shape[i] for i in range(n)]
+    # ONNX indices count over the whole [N, C, *inferred] tensor; the canonical ones per
+    # channel over the output's spatial size.
+    per = int(np.prod(inferred))
+    offset = (np.arange(s[0] * s[1], dtype=np.int64) * per).reshape(s[0], s[1], *[1] * n)
+    idx = ctx.op("sub", ctx.cast(I, DType.INT64), offset)
+    out = None if output_shape is None else ctx.ints(output_shape, "output_shape")[2:]
+    if out is not None and out != inferred:
+        flat = None  # re-flatten each (i_0, ..., i_n-1) position over the output size
+        rest = idx
+        for d in reversed(range(n)):
+            i_d = ctx.op("remainder", rest, np.array(inferred[d], np.int64))
+            rest = ctx.op("floor_divide", rest, np.array(inferred[d], np.int64))
+            stride_out = int(np.prod(out[d + 1 :]))
+            term = ctx.op("mul", i_d, np.array(stride_out, np.int64))
+            flat = term if flat is None else ctx.op("add", flat, term)
+        idx = flat
+    return ctx.op(
+        "max_unpool",
+        X,
+        idx,
+        kernel=list(kernel_shape),
+        stride=st,
+        padding=p,
+        output_size=out if out != inferred else None,
+    )
+
+
+@converter("CenterCropPad", since=18)
+def center_crop_pad(ctx: Ctx, input_data, shape, *, axes=None):
+    dims = ctx.shape(input_data)
+    r = len(dims)
+    target = ctx.ints(shape, "shape")
+    ax = [a % r for a in axes] if axes is not None else list(range(r))
+    starts, ends, sl_axes = [], [], []
+    pads = [0] * (2 * r)
+    for a, want in zip(ax, target):
+        have = dims[a]
+        if not isinstance(have, int):
+            raise Unsupported("CenterCropPad over a dim only known at run time")
+        if want < have:  # crop: the smaller half before
+            d = have - want
+            starts.append(d // 2)
+            ends.append(d // 2 + want)
+            sl_axes.append(a)
+        elif want > have:  # pad: the smaller half before
+            d = want - have
+            pads[a], pads[r + a] = d // 2, d - d // 2
+    y = input_data
+    if sl_axes:
+        y = ctx.op("slice", y, starts=starts, ends=ends, axes=sl_axes, steps=[1] * len(starts))
+    if any(pads):
+        y = ctx.op("pad", y, pads=pads)
+    if y is input_data:
+        y = ctx.op("identity", y)
+    return y

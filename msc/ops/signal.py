@@ -1,0 +1,71 @@
+"""Signal-processing ops: discrete Fourier transforms.
+
+# NOTE: complex tensors use the ONNX real layout: a trailing dim of 2 (real, imaginary), or of
+# 1 for a real input. ``axis`` counts dims of that tensor (the trailing dim included), so it is
+# never the trailing dim itself.
+"""
+
+from __future__ import annotations
+
+from msc.ir.types import TensorType
+from msc.ops import registry
+from msc.ops.infer import InferError, known
+from msc.ops.infer import axis as norm_axis
+from msc.ops.schema import Attr
+
+
+@registry.op(
+    "dft",
+    ["x"],
+    {
+        "axis": Attr.int(-2),
+        "inverse": Attr.bool(False),
+        "onesided": Attr.bool(False),
+        "length": Attr.int(None, doc="none = the input's length (2*(n-1) for onesided inverse)"),
+    },
+    category="signal",
+)
+def dft(x, *, axis, inverse, onesided, length):
+    """Discrete Fourier transform along ``axis`` of x [..., 1|2] -> [..., 2]; onesided keeps
+    the n//2+1 non-negative frequencies (forward) or takes them and returns a real [..., 1]
+    signal (inverse). The inverse divides by the length (ONNX DFT)."""
+    if x.shape is None:
+        return x
+    r = len(x.shape)
+    a = norm_axis(axis, r)
+    if a == r - 1:
+        raise InferError("dft: axis is the trailing (real, imaginary) dim")
+    shape = list(x.shape)
+    n = length
+    if n is None and known(shape[a]):
+        n = 2 * (shape[a] - 1) if inverse and onesided else shape[a]
+    if inverse and onesided:
+        shape[a], shape[-1] = n, 1
+    else:
+        shape[a] = (n // 2 + 1 if onesided else n) if n is not None else None
+        shape[-1] = 2
+    return TensorType(x.dtype, shape)
+
+
+@registry.op(
+    "stft",
+    ["signal", "window?"],
+    {
+        "frame_step": Attr.int(),
+        "frame_length": Attr.int(None, doc="none = the window's length"),
+        "onesided": Attr.bool(True),
+    },
+    category="signal",
+)
+def stft(signal, window, *, frame_step, frame_length, onesided):
+    """Short-time Fourier transform of signal [B, L, 1|2] -> [B, frames, bins, 2], frames =
+    1 + (L - frame_length) // frame_step, each frame times the window (ONNX STFT)."""
+    n = frame_length
+    if n is None and window is not None and window.shape is not None:
+        n = window.shape[0]
+    if signal.shape is None:
+        return TensorType(signal.dtype, None)
+    b, length = signal.shape[0], signal.shape[1]
+    frames = 1 + (length - n) // frame_step if known(length) and known(n) else None
+    bins = (n // 2 + 1 if onesided else n) if known(n) else None
+    return TensorType(signal.dtype, (b, frames, bins, 2))
