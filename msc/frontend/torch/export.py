@@ -61,9 +61,10 @@ class ExportSource(Source):
         return None  # a token or an unused input
 
     def get_attr(self, node: torch.fx.Node) -> Any:
-        from msc.frontend.torch.translate import POISON
-
-        return POISON  # submodules of control-flow ops (cond, map) are not translated
+        obj: Any = self.ep.graph_module
+        for part in node.target.split("."):
+            obj = getattr(obj, part)
+        return obj  # a submodule of a higher-order op (wrap_with_set_grad_enabled, cond)
 
     def normalize(self, node: torch.fx.Node, env: dict) -> Call:
         return Call(target_key(node.target), tuple(node.args), dict(node.kwargs))
@@ -112,7 +113,7 @@ def _symbols(ep: ExportedProgram, placeholders: list[torch.fx.Node]) -> dict[Any
 def _bound(x: Any) -> int | None:
     try:
         v = int(x)
-    except (TypeError, ValueError, OverflowError):
+    except Exception:  # noqa: BLE001 - sympy infinities raise assorted errors
         return None
     return v if abs(v) < 2**62 else None
 
@@ -169,6 +170,10 @@ def from_exported_program(
     Raises:
         UnsupportedOpsError: listing every op that could not be translated.
     """
+    if _mutates_views(ep):
+        # Writes through views (x[:, 1] = 0) need functionalization; an empty decomposition
+        # table functionalizes and keeps the high-level ops.
+        ep = ep.run_decompositions({})
     g = Graph(name)
     gm = ep.graph_module
     sig = ep.graph_signature
@@ -181,6 +186,7 @@ def from_exported_program(
     problems: list[UnsupportedOp] = []
     by_name = {n.name: n for n in placeholders}
     user_specs = []
+    by_tensor: dict[int, Value] = {}
     for spec in sig.input_specs:
         arg_name = getattr(spec.arg, "name", None)
         if spec.kind == InputKind.USER_INPUT:
@@ -194,8 +200,10 @@ def from_exported_program(
                 continue
             if key in g.weights:
                 src.weights[arg_name] = g.weights[key]
+            elif id(t) in by_tensor:  # tied: one weight, used wherever either name is
+                src.weights[arg_name] = by_tensor[id(t)]
             else:
-                src.weights[arg_name] = g.add_weight(key, tensor_to_numpy(t))
+                src.weights[arg_name] = by_tensor[id(t)] = g.add_weight(key, tensor_to_numpy(t))
         elif spec.kind == InputKind.CUSTOM_OBJ:
             problems.append(UnsupportedOp("custom object", arg_name, spec.target, "script object"))
         # TOKEN inputs (effect ordering) carry no data.
@@ -250,6 +258,26 @@ def from_exported_program(
     if _aliases:
         g.meta["tied_weights"] = json.dumps(_aliases, sort_keys=True)
     return checked(g)
+
+
+def _is_view(node: Any) -> bool:
+    t = getattr(node, "target", None)
+    if not isinstance(t, torch._ops.OpOverload):
+        return False
+    return any(r.alias_info is not None for r in t._schema.returns)
+
+
+def _mutates_views(ep: ExportedProgram) -> bool:
+    """Does the graph write in place into a view of another tensor?"""
+    for n in ep.graph.nodes:
+        t = n.target
+        if n.op != "call_function" or not isinstance(t, torch._ops.OpOverload):
+            continue
+        if not t._schema.is_mutable or not n.args:
+            continue
+        if _is_view(n.args[0]) or any(_is_view(u) for u in n.args[0].users if u is not n):
+            return True
+    return False
 
 
 def _aliases(module: torch.nn.Module) -> dict[str, str]:

@@ -19,6 +19,7 @@ from typing import Any
 import torch
 import torch.fx
 import torch.nn.functional as F
+from torch.utils import _pytree as pytree
 
 from msc import structure
 from msc.check import checked
@@ -159,7 +160,8 @@ _CASTS = {
     "byte": torch.uint8,
     "bool": torch.bool,
 }
-_VARARGS = {"view", "reshape", "permute", "expand", "repeat", "tile", "new_zeros", "new_ones"}
+_VARARGS = {"view", "reshape", "permute", "expand", "repeat", "tile", "new_zeros", "new_ones",
+            "flip"}  # fmt: skip
 _CREATE = {"zeros", "ones", "empty", "full", "rand", "randn"}
 _REVERSED = {operator.add, operator.mul}
 
@@ -317,18 +319,43 @@ class FxSource(Source):
                 named.pop(drop, None)
             first = next(iter(named))
             args, kwargs = (named.pop(first),), named
-        return self._generic(node, name, args, kwargs, inplace_ok=False)
+        try:
+            return self._generic(node, name, args, kwargs, inplace_ok=False)
+        except Unsupported:
+            if node.name not in self.rec.module_args:
+                raise
+        return self._inline_function(node, fn)
+
+    def _inline_function(self, node: torch.fx.Node, fn: Any) -> Call:
+        """A Python-level function with no ATen twin: export it on the inputs it saw."""
+        real_args, real_kwargs = self.rec.module_args[node.name]
+        leaves, spec = pytree.tree_flatten((list(real_args), dict(real_kwargs)))
+        slots = [i for i, x in enumerate(leaves) if isinstance(x, torch.Tensor)]
+        wrapper = _CallFunction(fn, leaves, spec, slots)
+        tensors = tuple(leaves[i] for i in slots)
+        fx_leaves = pytree.tree_leaves((list(node.args), dict(node.kwargs)))
+
+        def convert(ctx: Ctx, *vals: Any) -> Any:
+            return export_inline(ctx, wrapper, "", tensors, {}, self, vals, {})
+
+        picked = tuple(fx_leaves[i] for i in slots) if len(fx_leaves) == len(leaves) else None
+        if picked is None:
+            raise Unsupported(f"cannot line up the arguments of {getattr(fn, '__name__', fn)}")
+        return Call(f"{getattr(fn, '__module__', '')}.{getattr(fn, '__name__', '')}", picked,
+                    fn=convert)  # fmt: skip
 
     def _reverse(self, name: str, args: tuple) -> Call:
         scalar, tensor = args
-        key = {"sub": "aten.rsub.Scalar"}.get(name)
-        if key is not None:
-            return Call(key, (tensor, scalar))
+        if name == "sub":
+            return Call("aten.rsub.Scalar", (tensor, scalar))
+        if name == "pow":
+            return Call("aten.pow.Scalar", (scalar, tensor))
+        key = "aten.floor_divide.default" if name == "floor_divide" else f"aten.{name}.Tensor"
 
         def convert(ctx: Ctx, s: Any, t: Value) -> Value:
-            return ctx.call(f"aten.{name}.Tensor", ctx.tensor(s, ctx.result_dtype(s, t)), t)
+            return ctx.call(key, ctx.tensor(s, ctx.result_dtype(s, t)), t)
 
-        return Call(f"aten.{name}.Tensor", (scalar, tensor), fn=convert)
+        return Call(key, (scalar, tensor), fn=convert)
 
     def probe(self, a: Any) -> Any:
         """An argument as the value it had when the module ran (for overload matching)."""
@@ -455,6 +482,21 @@ _FUNCTIONS = {
 }
 
 
+class _CallFunction(torch.nn.Module):
+    """``fn`` applied to the recorded arguments with their tensors as the inputs."""
+
+    def __init__(self, fn: Any, leaves: list, spec: Any, slots: list[int]) -> None:
+        super().__init__()
+        self.fn, self.leaves, self.spec, self.slots = fn, leaves, spec, slots
+
+    def forward(self, *tensors: torch.Tensor) -> Any:
+        leaves = list(self.leaves)
+        for i, t in zip(self.slots, tensors):
+            leaves[i] = t
+        args, kwargs = pytree.tree_unflatten(leaves, self.spec)
+        return self.fn(*args, **kwargs)
+
+
 def tensor_getitem(ctx: Ctx, x: Value, idx: Any) -> Value:
     """``x[idx]``: ints, slices, None, Ellipsis, index tensors and lists."""
     if isinstance(x, list | tuple):
@@ -536,7 +578,8 @@ def from_fx(
     leaf = {
         n.name
         for n in gm.graph.nodes
-        if n.op == "call_module" and type(gm.get_submodule(n.target)) not in MODULES
+        if (n.op == "call_module" and type(gm.get_submodule(n.target)) not in MODULES)
+        or (n.op == "call_function" and inspect.isfunction(n.target) and n.target not in _FUNCTIONS)
     }
     was = gm.training
     gm.eval()
@@ -554,14 +597,18 @@ def from_fx(
             f"input_names has {len(input_names)} names for {len(tensor_inputs)} tensor inputs"
         )
     for i, (n, v) in enumerate(tensor_inputs):
-        name = input_names[i] if input_names is not None else n.name
+        # The forward signature's name (fx renames builtins such as `input` to `input_1`).
+        default = n.target if isinstance(n.target, str) and n.target.isidentifier() else n.name
+        name = input_names[i] if input_names is not None else default
         t = TensorType(to_msc(v.dtype), tuple(v.shape))
         if input_types and name in input_types:
             t = input_types[name]
         src.inputs[n.name] = g.add_input(name, t)
     # Every parameter and buffer, by state_dict name (tied ones once).
     seen: dict[int, Value] = {}
-    for path, t in list(gm.named_parameters()) + list(gm.named_buffers()):
+    named = list(gm.named_parameters(remove_duplicate=False))
+    named += list(gm.named_buffers(remove_duplicate=False))
+    for path, t in named:
         if id(t) in seen:
             src.weights[path] = seen[id(t)]
         else:

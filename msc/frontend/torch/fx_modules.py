@@ -260,7 +260,7 @@ def export_inline(
     class _Inner(ExportSource):
         def module_path(self, node: torch.fx.Node) -> str:
             inner = _module_path(node)
-            return f"{path}.{inner}" if inner else path
+            return ".".join(p for p in (path, inner) if p)
 
     src = _Inner(ep, ctx.graph, overrides=not fxsrc.refine_shapes())
     flat_vals = [a for a in pytree.tree_leaves((list(args), dict(kwargs)))]

@@ -259,6 +259,8 @@ def floor_divide(ctx: Ctx, self: Any, other: Any) -> Value:
 def _binary(canonical: str, kind: str = "default"):
     def convert(ctx: Ctx, self: Any, other: Any, **_: Any) -> Value:
         a, b = ctx.promote(self, other, kind=kind)
+        if a.dtype is DType.BOOL and canonical.startswith("bitwise_"):
+            return ctx.op("logical_" + canonical[len("bitwise_") :], a, b)
         return ctx.op(canonical, a, b)
 
     return convert
@@ -270,9 +272,36 @@ for _keys, _canonical, _kind in (
     (("aten.atan2.default", "aten.atan2.out"), "atan2", "int_to_float"),
     (("aten.maximum.default",), "maximum", "default"),
     (("aten.minimum.default",), "minimum", "default"),
-    (("aten.bitwise_and.Tensor", "aten.bitwise_and.Scalar"), "bitwise_and", "default"),
-    (("aten.bitwise_or.Tensor", "aten.bitwise_or.Scalar"), "bitwise_or", "default"),
-    (("aten.bitwise_xor.Tensor", "aten.bitwise_xor.Scalar"), "bitwise_xor", "default"),
+    (
+        (
+            "aten.bitwise_and.Tensor",
+            "aten.bitwise_and.Scalar",
+            "aten.__and__.Tensor",
+            "aten.__and__.Scalar",
+        ),
+        "bitwise_and",
+        "default",
+    ),
+    (
+        (
+            "aten.bitwise_or.Tensor",
+            "aten.bitwise_or.Scalar",
+            "aten.__or__.Tensor",
+            "aten.__or__.Scalar",
+        ),
+        "bitwise_or",
+        "default",
+    ),
+    (
+        (
+            "aten.bitwise_xor.Tensor",
+            "aten.bitwise_xor.Scalar",
+            "aten.__xor__.Tensor",
+            "aten.__xor__.Scalar",
+        ),
+        "bitwise_xor",
+        "default",
+    ),
     (("aten.bitwise_left_shift.Tensor",), "bitshift_left", "default"),
     (("aten.bitwise_right_shift.Tensor",), "bitshift_right", "default"),
 ):
@@ -283,7 +312,7 @@ for _keys, _canonical, _kind in (
 def pow_(ctx: Ctx, self: Any, exponent: Any) -> Value:
     if isinstance(exponent, int | float) and not isinstance(exponent, bool):
         if exponent == 2 and isinstance(self, Value):
-            (a,) = ctx.promote(self, exponent)
+            a, _ = ctx.promote(self, exponent)
             return ctx.op("mul", a, a)
         if exponent == 0.5 and isinstance(self, Value) and self.dtype.is_floating:
             return ctx.op("sqrt", self)
@@ -372,8 +401,8 @@ def addcdiv(ctx: Ctx, self: Value, tensor1: Value, tensor2: Value, *, value: Any
 
 
 # ----------------------------------------------------------------------- casts, copies
-def _identity(ctx: Ctx, self: Value, *args: Any, **kwargs: Any) -> Value:
-    return self
+def _identity(ctx: Ctx, **kw: Any) -> Value:
+    return kw["self"] if "self" in kw else kw["input"]
 
 
 converter(

@@ -34,7 +34,8 @@ def addmm(
 
 
 @converter("aten.mm.default", "aten.bmm.default", "aten.matmul.default")
-def matmul(ctx: Ctx, self: Value, other: Value) -> Value:
+def matmul(ctx: Ctx, self: Value, **kw: Value) -> Value:
+    (other,) = kw.values()  # other (matmul) or mat2 (mm, bmm)
     return ctx.op("matmul", self, other)
 
 

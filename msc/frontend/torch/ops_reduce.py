@@ -172,6 +172,11 @@ def var_mean(ctx, self, dim=None, *, correction=None, keepdim=False) -> tuple:
     return v, m
 
 
+@converter("aten.var_mean.dim")
+def var_mean_dim(ctx, self, dim, unbiased=True, keepdim=False) -> tuple:
+    return var_mean(ctx, self, dim, correction=1 if unbiased else 0, keepdim=keepdim)
+
+
 @converter("aten.std_mean.correction")
 def std_mean(ctx, self, dim=None, *, correction=None, keepdim=False) -> tuple:
     v, m = var_mean(ctx, self, dim, correction=correction, keepdim=keepdim)

@@ -42,7 +42,8 @@ def reshape_to(ctx: Ctx, x: Value, sizes: Any) -> Value:
     "aten.view_copy.default",
     "aten._reshape_alias.default",
 )
-def view(ctx: Ctx, self: Value, size: Any, *args: Any, **_: Any) -> Value:
+def view(ctx: Ctx, self: Value, **kw: Any) -> Value:
+    size = kw["size"] if "size" in kw else kw["shape"]
     return reshape_to(ctx, self, size)
 
 
@@ -348,6 +349,19 @@ def unfold(ctx: Ctx, self: Value, dimension: int, size: int, step: int) -> Value
     perm = list(range(r + 1))
     perm.pop(d + 1)
     return ctx.op("transpose", y, perm=perm + [d + 1])
+
+
+@converter("aten.diff.default")
+def diff(ctx: Ctx, self: Value, n: int = 1, dim: int = -1, prepend=None, append=None) -> Value:
+    x = self
+    d = _axis(dim, ctx.rank(x))
+    if prepend is not None or append is not None:
+        x = cat(ctx, [t for t in (prepend, x, append) if t is not None], d)
+    for _ in range(n):
+        hi = ctx.op("slice", x, starts=[1], ends=[INT_MAX], axes=[d], steps=[1])
+        lo = ctx.op("slice", x, starts=[0], ends=[-1], axes=[d], steps=[1])
+        x = ctx.op("logical_xor", hi, lo) if x.dtype is DType.BOOL else ctx.op("sub", hi, lo)
+    return x
 
 
 @converter("aten.as_strided.default", "aten.as_strided_copy.default")

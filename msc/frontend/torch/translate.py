@@ -126,6 +126,34 @@ _IGNORED = {
 }
 
 
+_INLINED_HOPS = {"wrap_with_set_grad_enabled", "wrap_with_autocast"}
+
+
+class _BodySource(Source):
+    """The body of a higher-order op: placeholders are bound by the caller."""
+
+    def __init__(self, outer: Source, env: dict) -> None:
+        self.outer, self.env = outer, env
+
+    def placeholder(self, node: torch.fx.Node) -> Any:
+        return self.env[node]
+
+    def get_attr(self, node: torch.fx.Node) -> Any:
+        return self.outer.get_attr(node)
+
+    def normalize(self, node: torch.fx.Node, env: dict) -> Call:
+        return self.outer.normalize(node, env)
+
+    def meta(self, node: torch.fx.Node) -> Any:
+        return self.outer.meta(node)
+
+    def module_path(self, node: torch.fx.Node) -> str:
+        return self.outer.module_path(node)
+
+    def refine_shapes(self) -> bool:
+        return self.outer.refine_shapes()
+
+
 class Translator:
     """Translate the nodes of an fx graph into ``graph`` through ``source``."""
 
@@ -251,6 +279,9 @@ class Translator:
         if call.key in _IGNORED:
             self.env[node] = None
             return
+        if call.key in _INLINED_HOPS:
+            self._inline_hop(node, call)
+            return
         fn = call.fn
         inplace = False
         if fn is None:
@@ -295,6 +326,35 @@ class Translator:
             target = node.args[0]
         if target is not None:
             self.env[target] = result
+
+    def _inline_hop(self, node: torch.fx.Node, call: Call) -> None:
+        """wrap_with_set_grad_enabled / wrap_with_autocast: translate the body in place."""
+        args = self.resolve(call.args)
+        if self._poisoned(args):
+            self.env[node] = POISON
+            return
+        body = next((a for a in args if isinstance(a, torch.fx.GraphModule)), None)
+        operands = args[args.index(body) + 1 :] if body is not None else []
+        if body is None:
+            self._report(call.key, node, "no body graph", None)
+            self.env[node] = POISON
+            return
+        inner = Translator(self.graph, self.source)
+        inner.symbols, inner.prefix, inner.ctx = (
+            self.symbols,
+            f"{self.prefix}{node.name}.",
+            self.ctx,
+        )
+        for p, v in zip([n for n in body.graph.nodes if n.op == "placeholder"], operands):
+            inner.env[p] = v
+        inner.source = _BodySource(self.source, inner.env)
+        try:
+            out = inner.run(body.graph)
+        except UnsupportedOpsError as e:
+            self.problems.extend(e.ops)
+            self.env[node] = POISON
+            return
+        self.env[node] = inner.resolve(out)
 
     def _finish(self, node: torch.fx.Node, result: Any, meta: Any) -> Any:
         produced = {id(v) for n in self.ctx.pending for v in n.outputs}
