@@ -68,6 +68,9 @@ OPS = (
     "test_reversesequence",
     "test_tensorscatter",
     "test_qlinearmatmul",
+    "test_matmulinteger",
+    "test_convinteger",
+    "test_dynamicquantizelinear",
 )
 TORCH_XFAIL = {
     "test_dft_inverse": "expected values carry float32 FFT rounding (1.9e-7 for an exact 0) "
