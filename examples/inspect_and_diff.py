@@ -11,6 +11,7 @@ The same from the command line:
 
     msc inspect v1.onnx
     msc diff v1.onnx v2.onnx
+    msc verify v1.pt2 v2.onnx
 """
 
 from __future__ import annotations
@@ -38,12 +39,14 @@ class TinyCNNv2(TinyCNN):
         self.features.append(nn.ReLU())
 
 
-def _export(module: nn.Module, path: Path) -> None:
+def _export(module: nn.Module, out: Path, name: str) -> None:
+    """Save the model as a torch.export program (.pt2) and as ONNX (.onnx)."""
     batch = torch.export.Dim("batch", min=1, max=64)
-    g = msc.from_torch(
+    ep = torch.export.export(
         module.eval(), (torch.randn(2, 3, 32, 32),), dynamic_shapes={"x": {0: batch}}
     )
-    codegen.onnx.save(g, path)
+    torch.export.save(ep, out / f"{name}.pt2")
+    codegen.onnx.save(msc.from_exported_program(ep, name=name), out / f"{name}.onnx")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -57,8 +60,8 @@ def main(argv: list[str] | None = None) -> int:
         v1 = TinyCNN()
         torch.manual_seed(0)
         v2 = TinyCNNv2()
-        _export(v1, out / "v1.onnx")
-        _export(v2, out / "v2.onnx")
+        _export(v1, out, "v1")
+        _export(v2, out, "v2")
 
         r1 = msc.inspect(out / "v1.onnx", {"batch": 1})
         r2 = msc.inspect(out / "v2.onnx", {"batch": 1})
@@ -71,8 +74,9 @@ def main(argv: list[str] | None = None) -> int:
 
         d = msc.diff(out / "v1.onnx", out / "v2.onnx")
         print(d)
-        # The same first block, then different: verify names where outputs first diverge.
-        v = msc.verify(out / "v1.onnx", out / "v2.onnx")
+        # The same first block, then different: verify names where outputs first diverge. The
+        # .pt2 side knows module paths, so the divergence is located in the source model.
+        v = msc.verify(out / "v1.pt2", out / "v2.onnx")
         print(v)
         found = v.divergence is not None and v.divergence.op in ("relu", "silu", "sigmoid", "mul")
         return 0 if (not d.equal and d.added and found) else 1
