@@ -290,8 +290,6 @@ def test_verify_names_the_first_divergent_node(models, tmp_path):
 @needs_torch_frontend
 def test_verify_pt2_against_broken_onnx_names_module(models, tmp_path):
     import codegen.onnx
-
-    g = msc.load(models["dir"] / "small_cnn") if False else None  # noqa: F841
     from msc.analysis.model import load_model
 
     src = load_model(models["cnn.pt2"]).graph
