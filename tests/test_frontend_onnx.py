@@ -478,10 +478,10 @@ def test_coverage_lists_supported_and_unsupported_with_reasons():
     sup = dict(supported_ops())
     assert sup["Squeeze"] == [1, 13] and "Conv" in sup and "Attention" in sup
     missing = unsupported_ops()
-    assert "Loop" in missing and missing["SequenceAt"].startswith("sequence")
+    assert "ImageDecoder" in missing and missing["SequenceAt"].startswith("sequence")
     assert not set(sup) & set(missing)
     md = coverage_markdown()
-    assert "## ONNX frontend" in md and "| `Conv` |" in md and "| `Loop` |" in md
+    assert "## ONNX frontend" in md and "| `Conv` |" in md and "| `ImageDecoder` |" in md
 
 
 # ---------------------------------------------------------------------------- torch.onnx.export

@@ -27,8 +27,8 @@ from msc.frontend.onnx import OnnxUnsupportedOpsError
 from tests.onnx_cases import BackendCase, backend_cases
 from tests.onnx_conformance_excludes import EXCLUDES
 
-# The issue asks for 0.85; this is the floor measured now, so the pass rate cannot regress.
-TARGET = 0.73
+# The issue asks for 0.85 (88% measured with control flow, RNNs and sub-byte dtypes).
+TARGET = 0.85
 
 
 def _torch_codegen():
@@ -71,19 +71,39 @@ _VIEW = {
 }
 
 
+# Sub-byte types (and float8_e8m0) go in and out of generated modules through their carriers.
+_LOWBIT = {
+    np.dtype(ml_dtypes.int4),
+    np.dtype(ml_dtypes.uint4),
+    np.dtype(ml_dtypes.int2),
+    np.dtype(ml_dtypes.uint2),
+    np.dtype(ml_dtypes.float4_e2m1fn),
+    np.dtype(ml_dtypes.float8_e8m0fnu),
+}
+
+
 def to_torch(a):
     import torch
 
-    a = np.asarray(a)
+    a = np.array(a, order="C")  # a copy, 0-d kept 0-d (ascontiguousarray makes it 1-d)
+    if a.dtype in _LOWBIT:
+        from codegen.torch.lowbit import to_torch as carrier
+
+        return carrier(a)
     if a.dtype in _VIEW:
         raw, name = _VIEW[a.dtype]
-        return torch.from_numpy(np.ascontiguousarray(a).view(raw).copy()).view(getattr(torch, name))
-    return torch.from_numpy(np.ascontiguousarray(a).copy())
+        return torch.from_numpy(a.view(raw)).view(getattr(torch, name))
+    return torch.from_numpy(a)
 
 
-def to_numpy(t) -> np.ndarray:
+def to_numpy(t, like: np.dtype | None = None) -> np.ndarray:
+    """``t`` as numpy; ``like``: the dtype expected, for outputs held in a carrier."""
     import torch
 
+    if like is not None and np.dtype(like) in _LOWBIT:
+        from codegen.torch.lowbit import from_torch
+
+        return from_torch(t, msc.DType.from_numpy(like))
     t = t.detach().cpu()
     for np_dt, (raw, name) in _VIEW.items():
         if t.dtype == getattr(torch, name):
@@ -98,7 +118,7 @@ def compare(expected, actual: np.ndarray, rtol: float, atol: float) -> str:
         return f"dtype {actual.dtype}, expected {expected.dtype}"
     if expected.shape != actual.shape:
         return f"shape {actual.shape}, expected {expected.shape}"
-    if expected.dtype in _VIEW or expected.dtype == np.float16:
+    if expected.dtype in _VIEW or expected.dtype in _LOWBIT or expected.dtype == np.float16:
         expected, actual = expected.astype(np.float64), actual.astype(np.float64)
     try:
         np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol)
@@ -132,7 +152,7 @@ def run_case(case: BackendCase, cg) -> Outcome:
     if len(outs) != len(case.expected):
         return Outcome(case.name, "compare", f"{len(outs)} outputs, expected {len(case.expected)}")
     for i, (exp, act) in enumerate(zip(case.expected, outs)):
-        why = compare(exp, to_numpy(act), case.rtol, case.atol)
+        why = compare(exp, to_numpy(act, np.asarray(exp).dtype), case.rtol, case.atol)
         if why:
             return Outcome(case.name, "compare", f"output {i}: {why}", bound)
     return Outcome(case.name, "pass", bound=bound)

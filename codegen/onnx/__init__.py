@@ -15,8 +15,9 @@ from typing import Any
 
 import onnx
 
-from codegen.onnx import control, elementwise, nn, reduce, shape  # noqa: F401  (emitters)
-from codegen.onnx import ext  # noqa: F401, E402  (emitters of the later op families)
+# Importing a family registers its emitters (ext: the later op families; loops: loop, scan,
+# rnn, gru, lstm).
+from codegen.onnx import control, elementwise, ext, loops, nn, reduce, shape  # noqa: F401
 from codegen.onnx.model import Converter
 from codegen.onnx.opset import MIN_OPSET, default_opset, max_opset
 from codegen.onnx.registry import Emit, EmitterRegistry, Ref, Unsupported, emitter, registry

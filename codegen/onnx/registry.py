@@ -59,6 +59,21 @@ ONNX_DTYPE: dict[DType, int] = {
     DType.FLOAT8_E4M3FNUZ: onnx.TensorProto.FLOAT8E4M3FNUZ,
     DType.FLOAT8_E5M2: onnx.TensorProto.FLOAT8E5M2,
     DType.FLOAT8_E5M2FNUZ: onnx.TensorProto.FLOAT8E5M2FNUZ,
+    DType.FLOAT8_E8M0: onnx.TensorProto.FLOAT8E8M0,
+    DType.FLOAT4_E2M1: onnx.TensorProto.FLOAT4E2M1,
+    DType.INT4: onnx.TensorProto.INT4,
+    DType.UINT4: onnx.TensorProto.UINT4,
+    DType.INT2: onnx.TensorProto.INT2,
+    DType.UINT2: onnx.TensorProto.UINT2,
+}
+
+
+_PACKED = {
+    onnx.TensorProto.INT4,
+    onnx.TensorProto.UINT4,
+    onnx.TensorProto.INT2,
+    onnx.TensorProto.UINT2,
+    onnx.TensorProto.FLOAT4E2M1,
 }
 
 
@@ -70,6 +85,11 @@ def tensor_proto(
     t.name = name
     t.data_type = ONNX_DTYPE[DType.from_numpy(arr.dtype)]
     t.dims.extend(int(d) for d in arr.shape)
+    if t.data_type in _PACKED:  # ONNX packs 4-/2-bit types; msc holds one per byte
+        from onnx import numpy_helper
+
+        t.raw_data = numpy_helper.from_array(np.asarray(arr)).raw_data
+        return t
     a = np.ascontiguousarray(arr)
     if a.dtype.byteorder == ">":
         a = a.astype(a.dtype.newbyteorder("<"))

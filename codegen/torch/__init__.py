@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from codegen.torch import emitters as _emitters  # noqa: F401  (registers every emitter)
+from codegen.torch import lowbit
 from codegen.torch.core import Arg, NodeEmit, TorchCodegen
 from codegen.torch.registry import EMITTERS, MODULE_RULES, emitter, module_rule, unsupported
 from msc import safetensors
@@ -126,6 +127,8 @@ def tensor_from_numpy(arr: np.ndarray) -> Any:
         arr = np.ascontiguousarray(arr, dtype=arr.dtype.newbyteorder("="))
     arr = np.asarray(arr)
     dt = DType.from_numpy(arr.dtype)
+    if dt in lowbit.TORCH_NAMES:  # sub-byte types: their carrier (a copy); float8_e8m0
+        return lowbit.to_torch(arr)
     if dt in _VIEW_AS:
         raw, name = _VIEW_AS[dt]
         return torch.from_numpy(arr.view(raw)).view(getattr(torch, name))

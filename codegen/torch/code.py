@@ -51,6 +51,13 @@ TORCH_DTYPES: dict[DType, str] = {
     DType.FLOAT8_E4M3FNUZ: "float8_e4m3fnuz",
     DType.FLOAT8_E5M2: "float8_e5m2",
     DType.FLOAT8_E5M2FNUZ: "float8_e5m2fnuz",
+    DType.FLOAT8_E8M0: "float8_e8m0fnu",
+    # torch has no 4-/2-bit kernels: these live in carrier dtypes (see lowbit.py).
+    DType.INT4: "int8",
+    DType.INT2: "int8",
+    DType.UINT4: "uint8",
+    DType.UINT2: "uint8",
+    DType.FLOAT4_E2M1: "float32",
 }
 
 

@@ -9,7 +9,17 @@ from msc.ops.schema import REQUIRED, Attr, InputSpec, OpError, OpRegistry, OpSch
 registry = OpRegistry()
 
 # Importing a family registers its ops.
-from msc.ops import control, elementwise, nn, reduce, shape  # noqa: E402,F401
-from msc.ops import signal, tensor, transformer, vision  # noqa: E402,F401
+from msc.ops import (  # noqa: E402,F401
+    control,
+    elementwise,
+    nn,
+    recurrent,
+    reduce,
+    shape,
+    signal,
+    tensor,
+    transformer,
+    vision,
+)
 
 __all__ = ["registry", "Attr", "InputSpec", "OpError", "OpRegistry", "OpSchema", "REQUIRED"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 
+from codegen.torch import lowbit
 from codegen.torch.code import call, expr
 from codegen.torch.core import Arg, NodeEmit
 from codegen.torch.emitters.common import operands
@@ -282,6 +283,8 @@ def clamp(e: NodeEmit, x: Arg, min: Arg | None = None, max: Arg | None = None) -
 
 @emitter("cast")
 def cast(e: NodeEmit, x: Arg, *, to: DType) -> ast.expr:
+    if to in lowbit.CARRIERS:  # a sub-byte type: wrap or round into its carrier
+        return lowbit.cast(e, x, to)
     if x.is_py and to.is_integer:
         return e.py(x.s)
     return expr("x.to(d)", x=x, d=to)

@@ -22,12 +22,17 @@ import onnx
 from msc.errors import ConversionError
 from msc.frontend.onnx import (  # noqa: F401 - importing a family registers its converters
     attention,
+    control,
     elementwise,
     nn,
+    recurrent,
     reduce,
     shape,
+    signal,
+    tensor,
+    transformer,
+    vision,
 )
-from msc.frontend.onnx import signal, tensor, transformer, vision  # noqa: F401 - part B ops
 from msc.frontend.onnx.coverage import coverage_markdown, supported_ops, unsupported_ops
 from msc.frontend.onnx.importer import Importer, OnnxUnsupportedOpsError
 from msc.frontend.onnx.registry import REGISTRY, ConverterRegistry, converter

@@ -46,9 +46,6 @@ REASONS: dict[str, str] = {
         "QLinearMatMul ConvInteger MatMulInteger".split()
     },
     **{op: _DATA for op in "Unique NonMaxSuppression".split()},
-    "If": "subgraphs (If) are not translated yet",
-    "Loop": "loops: msc has no canonical loop op",
-    "Scan": "scans: msc has no canonical scan op",
     "ImageDecoder": "decodes image files (bytes in, pixels out)",
     "DFT": "complex-valued spectral ops have no canonical op yet",
     "STFT": "complex-valued spectral ops have no canonical op yet",

@@ -230,13 +230,14 @@ _FLOAT8_MAX = {
     DType.FLOAT8_E4M3FNUZ: 240.0,
     DType.FLOAT8_E5M2: 57344.0,
     DType.FLOAT8_E5M2FNUZ: 57344.0,
+    DType.FLOAT4_E2M1: 6.0,
 }
 
 
 def _cast(ctx: Ctx, x, to: DType, saturate: int, round_mode: str):
-    if round_mode != "up":
-        raise Unsupported(f"round_mode={round_mode!r}")
     src = ctx.dtype(x)
+    if to is DType.FLOAT8_E8M0 and src is not to:
+        return _cast_e8m0(ctx, x, saturate, round_mode)
     if saturate and to in _FLOAT8_MAX and (src.is_floating and src not in _FLOAT8_MAX):
         m = _FLOAT8_MAX[to]
         dt = src.to_numpy()
@@ -259,8 +260,29 @@ def cast_like(ctx: Ctx, input, target_type, *, saturate=1, round_mode="up"):  # 
     return _cast(ctx, input, to, saturate, round_mode)
 
 
+def _cast_e8m0(ctx: Ctx, x, saturate: int, round_mode: str):
+    """Cast to float8e8m0 (powers of two) rounding as ``round_mode`` says: the canonical cast
+    rounds to one of the two neighbouring powers; a where() moves it up or down when needed.
+    Saturation clamps to [2^-127, 2^127] (zero becomes the smallest power)."""
+    if round_mode not in ("up", "down"):
+        raise Unsupported(f"round_mode={round_mode!r} for float8e8m0")
+    f32 = DType.FLOAT32
+    y = ctx.cast(x, f32)
+    hi = np.array(2.0**127 if saturate else np.inf, np.float32)
+    y = ctx.op("clamp", y, np.array(2.0**-127, np.float32), hi)
+    back = ctx.op("cast", ctx.op("cast", y, to=DType.FLOAT8_E8M0), to=f32)
+    off, step = ("lt", 2.0) if round_mode == "up" else ("gt", 0.5)
+    moved = ctx.op("mul", back, np.array(step, np.float32))
+    fixed = ctx.op("where", ctx.op(off, back, y), moved, back)
+    return ctx.op("cast", fixed, to=DType.FLOAT8_E8M0)
+
+
 # ---------------------------------------------------------------------------- (de)quantization
 _INT_RANGE = {
+    DType.INT2: (-2, 1),
+    DType.UINT2: (0, 3),
+    DType.INT4: (-8, 7),
+    DType.UINT4: (0, 15),
     DType.INT8: (-128, 127),
     DType.UINT8: (0, 255),
     DType.INT16: (-32768, 32767),

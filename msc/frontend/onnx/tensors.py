@@ -5,8 +5,10 @@
 #   data is memory-mapped read-only (``np.memmap``) at its offset, never read into memory.
 # - An external data location must be a relative path that stays inside the model's directory
 #   (a model file cannot make msc open ``/etc/passwd`` or ``../../secret``).
-# - ONNX element types msc has no DType for (strings, 4-bit and 2-bit ints, float4, float8e8m0)
-#   raise ``UnsupportedType`` naming the type; callers report it with the node or value name.
+# - 4-bit and 2-bit types (INT4, UINT4, INT2, UINT2, FLOAT4E2M1), which ONNX packs, are
+#   unpacked to one element per byte (ml_dtypes' layout): a copy, the one exception to the above.
+# - ONNX element types msc has no DType for (strings) raise ``UnsupportedType`` naming the
+#   type; callers report it with the node or value name.
 """
 
 from __future__ import annotations
@@ -54,6 +56,21 @@ _FROM_ONNX: dict[int, DType] = {
     TensorProto.FLOAT8E4M3FNUZ: DType.FLOAT8_E4M3FNUZ,
     TensorProto.FLOAT8E5M2: DType.FLOAT8_E5M2,
     TensorProto.FLOAT8E5M2FNUZ: DType.FLOAT8_E5M2FNUZ,
+    TensorProto.FLOAT8E8M0: DType.FLOAT8_E8M0,
+    TensorProto.FLOAT4E2M1: DType.FLOAT4_E2M1,
+    TensorProto.INT4: DType.INT4,
+    TensorProto.UINT4: DType.UINT4,
+    TensorProto.INT2: DType.INT2,
+    TensorProto.UINT2: DType.UINT2,
+}
+# Bits per element of the types ONNX packs several to a byte (low bits first); msc holds them
+# unpacked, one element per byte, so their data is always a converted copy.
+_PACKED_BITS = {
+    TensorProto.FLOAT4E2M1: 4,
+    TensorProto.INT4: 4,
+    TensorProto.UINT4: 4,
+    TensorProto.INT2: 2,
+    TensorProto.UINT2: 2,
 }
 _TO_ONNX = {v: k for k, v in _FROM_ONNX.items()}
 
@@ -124,6 +141,8 @@ def tensor_to_numpy(t: TensorProto, base_dir: str | os.PathLike | None = None) -
     data, or (for the typed fields) a converted copy."""
     dtype = dtype_from_onnx(t.data_type).to_numpy()
     shape = tuple(int(d) for d in t.dims)
+    if t.data_type in _PACKED_BITS:
+        return _unpacked(t, base_dir, dtype, shape)
     if t.data_location == TensorProto.EXTERNAL:
         info = {e.key: e.value for e in t.external_data}
         path = _external_path(base_dir, info.get("location", ""), t.name)
@@ -156,3 +175,37 @@ def tensor_to_numpy(t: TensorProto, base_dir: str | os.PathLike | None = None) -
     if arr.dtype != dtype:
         arr = arr.view(dtype) if arr.dtype.itemsize == dtype.itemsize else arr.astype(dtype)
     return arr.reshape(shape)
+
+
+def _unpacked(
+    t: TensorProto, base_dir: str | os.PathLike | None, dtype: np.dtype, shape: tuple[int, ...]
+) -> np.ndarray:
+    """A packed 4-bit / 2-bit tensor as one element per byte."""
+    count = int(np.prod(shape, dtype=np.int64))
+    bits = _PACKED_BITS[t.data_type]
+    per = 8 // bits
+    nbytes = -(-count // per)
+    if t.data_location == TensorProto.EXTERNAL:
+        info = {e.key: e.value for e in t.external_data}
+        path = _external_path(base_dir, info.get("location", ""), t.name)
+        offset = int(info.get("offset", 0) or 0)
+        if offset + nbytes > path.stat().st_size:
+            raise ConversionError(
+                f"tensor {t.name!r}: external file {str(path)!r} is too short "
+                f"for {nbytes} bytes at offset {offset}"
+            )
+        packed = np.fromfile(path, dtype=np.uint8, count=nbytes, offset=offset)
+    elif t.HasField("raw_data"):
+        packed = np.frombuffer(t.raw_data, dtype=np.uint8)
+        if packed.size != nbytes:
+            raise ConversionError(
+                f"tensor {t.name!r}: raw_data has {packed.size} bytes, "
+                f"{_type_name(t.data_type)}{list(shape)} needs {nbytes}"
+            )
+    else:
+        arr = numpy_helper.to_array(t)
+        return arr.astype(dtype).reshape(shape) if arr.dtype != dtype else arr.reshape(shape)
+    mask = (1 << bits) - 1
+    codes = np.stack([(packed >> (bits * i)) & mask for i in range(per)], axis=-1).reshape(-1)
+    # Each code is the element's bit pattern; ml_dtypes keeps it in the low bits of a byte.
+    return codes[:count].astype(np.uint8).view(dtype).reshape(shape)
