@@ -384,14 +384,18 @@ def test_demo_runs():
 
 # ------------------------------------------------------------------------------ frontend models
 @needs_torch_frontend
-@pytest.mark.parametrize("name", ["small_cnn", "transformer"])
+@pytest.mark.parametrize("name", ["small_cnn", "transformer", "gpt2"])
 def test_every_command_on_frontend_test_models(name, tmp_path):
-    """Models from the frontend tests (tests/torch_cases.py), as .pt2 and as .onnx."""
+    """Models from the frontend tests (tests/torch_cases.py), as .pt2 and as .onnx. (In
+    process: a Hugging Face .pt2 loads only where transformers registered its output classes.)"""
     import torch
 
-    from tests.torch_cases import MODEL_CASES
+    from tests.torch_cases import MODEL_CASES, MissingDependency
 
-    case = MODEL_CASES[name]()
+    try:
+        case = MODEL_CASES[name]()
+    except MissingDependency as e:
+        pytest.skip(str(e))
     module, args = case[0], case[1]
     dyn = case[2] if len(case) > 2 else None
     pt2, onnx_path = tmp_path / f"{name}.pt2", tmp_path / f"{name}.onnx"
@@ -400,11 +404,14 @@ def test_every_command_on_frontend_test_models(name, tmp_path):
     assert "check: outputs match" in p.stdout
     assert "result: match" in run("verify", pt2, onnx_path).stdout
     d = json.loads(run("diff", pt2, onnx_path, "--json", ok=None).stdout)
-    assert not d["removed"], d["removed"]  # every node of the source has a counterpart
+    if name != "gpt2":  # gpt2's attention and indexing are decomposed for ONNX
+        assert not d["removed"], d["removed"]  # every source node has a counterpart
     ja = json.loads(run("inspect", pt2, "--json").stdout)
     jb = json.loads(run("inspect", onnx_path, "--json").stdout)
-    # Float parameters agree (BatchNorm's int64 num_batches_tracked buffers do not reach ONNX).
-    assert ja["params_by_dtype"]["f32"] == jb["params_by_dtype"]["f32"]
+    # Float parameters agree (BatchNorm's int64 num_batches_tracked buffers do not reach ONNX;
+    # for gpt2 the ONNX codegen folds the position embedding and a tied weight's transpose).
+    if name != "gpt2":
+        assert ja["params_by_dtype"]["f32"] == jb["params_by_dtype"]["f32"]
     assert ja["macs"] == jb["macs"]  # a decomposition must not change the arithmetic
     assert [i["dtype"] for i in ja["inputs"]] == [i["dtype"] for i in jb["inputs"]]
     for src in (pt2, onnx_path):

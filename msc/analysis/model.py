@@ -415,18 +415,10 @@ def load_model(
             say("importing the ONNX model")
             return Model(msc.from_onnx(text), "onnx", text, text)
         if suffix in (".pt2", ".ep"):
-            import torch
-
             say("loading the ExportedProgram")
             # torch logs its own traceback for a corrupt archive before raising; the error
             # below is what the user needs.
-            log = logging.getLogger("torch.export")
-            level = log.level
-            log.setLevel(logging.CRITICAL)
-            try:
-                ep = torch.export.load(text)
-            finally:
-                log.setLevel(level)
+            ep = _load_pt2(text)
             say("importing the ExportedProgram")
             g = msc.from_exported_program(ep, name=path.stem)
             return Model(g, "pt2", text, ep)
@@ -444,6 +436,44 @@ def load_model(
         f"{text}: unknown model format (expected .onnx, .pt2, .msc, a saved msc graph "
         "directory, a codegen.torch directory, or module.py:ClassName)"
     )
+
+
+class _Capture(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+def _load_pt2(path: str) -> Any:
+    """torch.export.load, with the reason torch only logs (a traceback on stderr) turned into
+    the error message."""
+    import torch
+
+    log = logging.getLogger("torch.export")
+    cap = _Capture()
+    saved = (log.handlers[:], log.propagate)
+    log.handlers[:] = [cap]  # torch attaches its own stderr handler here
+    log.propagate = False
+    try:
+        return torch.export.load(path)
+    except Exception as e:
+        why = _first(e)
+        for r in cap.records:
+            if r.exc_info and r.exc_info[1] is not None:
+                inner = r.exc_info[1]
+                why = f"{type(inner).__name__}: {_first(inner)}"
+        if "in pytree is not registered" in why:
+            why += (
+                " (the program's outputs use a class registered with torch's pytree by its "
+                "package; load it in Python after importing that package, or export with "
+                "tuple outputs)"
+            )
+        raise MscError(f"{path}: cannot load the ExportedProgram: {why}") from None
+    finally:
+        log.handlers[:], log.propagate = saved
 
 
 def _load_torch_source(path: Path, specs, dynamic, say) -> Model:
