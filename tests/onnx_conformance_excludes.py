@@ -97,7 +97,6 @@ EXCLUDES: dict[str, str] = {
     "test_flexattention_causal_mask": "import: ai.onnx.preview::FlexAttention: domain 'ai.onnx.preview' is not supported",
     "test_flexattention_soft_cap": "import: ai.onnx.preview::FlexAttention: domain 'ai.onnx.preview' is not supported",
     "test_flexattention_relative_positional": "import: ai.onnx.preview::FlexAttention: domain 'ai.onnx.preview' is not supported",
-    "test_gather_negative_indices": "run: IndexError: index out of range in self [IndexError: index out of range in self]",
     "test_gather_elements_negative_indices": "run: RuntimeError: index -1 is out of bounds for dimension 0 with size 3 [RuntimeError: index -1 is out of bounds for dimension 0 with size 3]",
     "test_greater_uint16": "run: NotImplementedError: \"gt_cpu\" not implemented for 'UInt16' [NotImplementedError: \"gt_cpu\" not implemented for 'UInt16']",
     "test_greater_uint32": "run: NotImplementedError: \"gt_cpu\" not implemented for 'UInt32' [NotImplementedError: \"gt_cpu\" not implemented for 'UInt32']",

@@ -184,10 +184,6 @@ def test_loop(trip, cond, grow):
     }
     feeds |= {"x": np.array([1, 2, 3], np.float32), "acc0": np.ones(3, np.float32),
               "n0": np.array(0, np.int64)}  # fmt: skip
-    if trip == 0:  # nothing to stack: torch.stack([]) has no shape to give
-        g = msc.from_onnx(m)
-        assert g.nodes[-1].op == "loop"
-        return
     _check(m, feeds)
 
 

@@ -4,7 +4,8 @@
 # - A body is emitted inline, inside the loop statement; its inputs are locals the loop
 #   assigns (``NodeEmit.bind``): carried values and states are rebound at the end of each
 #   iteration (one tuple assignment, so every new value is computed from the old ones), scan
-#   outputs are appended to lists and stacked after the loop.
+#   outputs are appended to lists and stacked after the loop (an empty tensor when no
+#   iteration ran and the element's shape is static).
 # - The iteration number and the loop condition are Python ints/bools (sizes, in the
 #   codegen's terms); a body that uses one as a tensor gets ``torch.tensor(...)`` of it.
 # - ``if`` lives with the shape emitters (codegen/torch/emitters/shape.py).
@@ -46,11 +47,19 @@ def _result(values: list[ast.expr]) -> ast.expr | None:
     return values[0] if len(values) == 1 else ast.Tuple(values, ast.Load())
 
 
-def _stack(lst: str, axis: int, reverse: bool) -> ast.expr:
+def _stack(lst: str, axis: int, reverse: bool, elem=None) -> ast.expr:
+    """The list's tensors stacked along ``axis``; with ``elem`` (the element's static type),
+    an empty list (no iteration ran) gives an empty tensor of the right shape."""
     seq: ast.expr = name(lst)
     if reverse:
         seq = expr("l[::-1]", l=seq)
-    return call("torch.stack", seq, axis) if axis else call("torch.stack", seq)
+    out = call("torch.stack", seq, axis) if axis else call("torch.stack", seq)
+    if elem is None or not elem.is_static:
+        return out
+    shape = list(elem.shape)
+    shape.insert(axis % (len(shape) + 1), 0)
+    empty = call("torch.zeros", tuple(shape), dtype=elem.dtype)
+    return expr("s if l else z", s=out, l=name(lst), z=empty)
 
 
 @_fill("loop")
@@ -88,7 +97,8 @@ def loop(
         e.stmt(_assign([i], [const(0)]))
         step = ast.AugAssign(ast.Name(i, ast.Store()), ast.Add(), const(1))
         e.stmt(ast.While(name(c), stmts + update + [step], []))
-    return _result([name(v) for v in carried] + [_stack(lst, 0, False) for lst in lists])
+    scans = [_stack(lst, 0, False, v.type) for lst, v in zip(lists, body.outputs[1 + n :])]
+    return _result([name(v) for v in carried] + scans)
 
 
 @_fill("scan")
@@ -130,5 +140,8 @@ def scan(
     update += [_append(lst, o) for lst, o in zip(lists, outs[n:])]
     e.stmt(ast.For(ast.Name(t, ast.Store()), call("range", steps), pre + stmts + update, []))
     results = [name(s) for s in states]
-    results += [_stack(lst, a, d == 1) for lst, a, d in zip(lists, out_axes, out_dirs)]
+    results += [
+        _stack(lst, a, d == 1, v.type)
+        for lst, a, d, v in zip(lists, out_axes, out_dirs, body.outputs[n:])
+    ]
     return _result(results)
