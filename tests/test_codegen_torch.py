@@ -265,6 +265,40 @@ def test_tied_weight_used_by_two_nodes_is_one_parameter():
     close(run(g, iv), e[iv] @ e.T)
 
 
+class _TiedLM(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.emb = torch.nn.Embedding(20, 8)
+        self.body = torch.nn.Linear(8, 8)
+        self.head = torch.nn.Linear(8, 20, bias=False)
+        self.head.weight = self.emb.weight
+
+    def forward(self, ids):
+        return self.head(self.body(self.emb(ids)))
+
+
+def test_tied_names_are_registered_and_stay_shared(tmp_path):
+    pytest.importorskip("safetensors", reason="the saved loader reads safetensors")
+    import importlib.util
+
+    import msc
+
+    src = _TiedLM().eval()
+    ids = torch.tensor([[1, 2, 3]])
+    g = msc.from_torch(src, (ids,))
+    assert list(g.weights) == ["emb.weight", "body.weight", "body.bias"]
+    spec = importlib.util.spec_from_file_location("tied_model", ct.save(g, tmp_path) / "model.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    for m in (ct.to_module(g), mod.load()):
+        assert list(m.state_dict()) == list(src.state_dict())  # same keys, same order
+        assert m.head.weight is m.emb.weight
+        m.load_state_dict(src.state_dict())
+        assert m.head.weight is m.emb.weight
+        with torch.no_grad():
+            assert torch.equal(m(ids), src(ids))
+
+
 # ---------------------------------------------------------------- modules vs functional
 def test_module_rules_and_their_fallbacks():
     g = Graph("mods")

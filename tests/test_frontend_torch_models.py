@@ -123,6 +123,71 @@ def test_tied_weights_one_weight(how: str) -> None:
         assert json.loads(g.meta["tied_weights"]) == {"head.weight": "emb.weight"}
 
 
+class Stateful(nn.Module):
+    """A persistent and a non-persistent buffer, and a small and a large tensor attribute."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("scale", torch.full((3,), 2.0))
+        self.register_buffer("shift", torch.ones(3), persistent=False)
+        self.small = torch.tensor([1.0, 2.0, 3.0])
+        self.large = torch.arange(300.0).reshape(100, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return (x * self.scale + self.shift) * self.small + self.large[:4] + x**2
+
+
+def test_buffers_and_tensor_constants() -> None:
+    m = Stateful().eval()
+    x = torch.randn(4, 3)
+    g = msc.from_torch(m, (x,))
+    # Buffers stay weights, listed by kind; the small constant is a constant node.
+    assert json.loads(g.meta["torch_buffers"]) == ["scale"]
+    assert json.loads(g.meta["torch_constants"]) == ["shift", "large"]
+    assert set(g.weights) == {"scale", "shift", "large"}
+    values = [n.attrs["value"] for n in g.nodes if n.op == "constant"]
+    assert any(v.shape == (3,) and v.tolist() == [1.0, 2.0, 3.0] for v in values)
+    # x**2 became x*x: the frontend leaves no unused constant behind.
+    assert all(n.output.uses for n in g.nodes if n.op == "constant")
+    check_numerics(g, (x,), m(x), 1e-6)
+
+
+def test_buffers_and_tensor_constants_fx() -> None:
+    m = Stateful().eval()
+    x = torch.randn(4, 3)
+    gm = torch.fx.symbolic_trace(m)  # folds large[:4] into _tensor_constant0
+    g = msc.from_fx(gm, (x,))
+    # An fx GraphModule registers every tensor attribute as a persistent buffer.
+    assert json.loads(g.meta["torch_buffers"]) == ["scale", "shift", "small"]
+    assert set(g.weights) == {"scale", "shift", "small"}
+    values = [n.attrs["value"] for n in g.nodes if n.op == "constant"]
+    assert any(v.shape == (4, 3) for v in values)
+    # x**2 became x*x: the frontend leaves no unused constant behind.
+    assert all(n.output.uses for n in g.nodes if n.op == "constant")
+    check_numerics(g, (x,), m(x), 1e-6)
+
+
+@pytest.mark.parametrize("how", ["export", "fx"])
+def test_training_modes_are_restored_per_module(how: str) -> None:
+    bn = nn.BatchNorm1d(3).eval()
+    m = wrap(bn, 1)  # the wrapper is in training mode, the batch norm in eval
+    x = torch.randn(4, 3)
+    if how == "export":
+        msc.from_torch(m, (x,))
+    else:
+        msc.from_fx(torch.fx.symbolic_trace(m), (x,))
+    assert m.training and not bn.training
+
+
+def test_checks_on_unbacked_sizes_are_dropped() -> None:
+    x, mask = torch.randn(2, 3), torch.tensor([[True, False, True], [False, True, True]])
+    g = msc.from_torch(wrap(lambda a, b: a[b], 2), (x, mask))
+    assert [n.op for n in g.nodes if n.op in ("shape", "ge", "le")] == []
+    (nz,) = [n for n in g.nodes if n.op == "nonzero"]
+    assert nz.output.type.shape[0] == g.outputs[0].type.shape[0]  # the same symbol
+    assert isinstance(nz.output.type.shape[0], msc.SymDim)
+
+
 class Mixed(nn.Module):
     def forward(self, ids, mask, h16, hb16, h64):
         return ids.sum(-1), mask.logical_not(), h16 * 2, hb16 + 1, h64.exp()

@@ -396,6 +396,7 @@ def _cases() -> list[OpCase]:
     # indexing, scatter
     idx = torch.tensor([2, 0, 1])
     add("index_tensor", lambda a, i: a[i], x, torch.tensor([1, 0, 1]))
+    add("index_tensor_neg", lambda a, i: a[:, i], x, torch.tensor([[-1, 0], [2, -3]]))
     add("index_two_tensors", lambda a, i, j: a[:, i, j], x, idx, torch.tensor([3, 0, 1]))
     add("index_mask", lambda a, m: a[m], x, mask(2, 3, 4), skip=None)
     add("index_select", lambda a, i: torch.index_select(a, 1, i), x, idx)
@@ -431,6 +432,9 @@ def _cases() -> list[OpCase]:
     add("arange_float", lambda a: a + torch.arange(0.0, 2.0, 0.5), r(4))
     add("scalar_tensor", lambda a: a + torch.tensor(2.0), r(3))
     add("lifted_constant", lambda a: a * torch.tensor([1.0, 2.0, 3.0]), r(2, 3))
+    add("lifted_constant_large", lambda a: a + torch.tensor([float(i) for i in range(80)]),
+        r(2, 80))  # fmt: skip
+    add("round_decimals_neg", lambda a: torch.round(a * 1000, decimals=-2), x)
     return C
 
 

@@ -215,10 +215,13 @@ class TorchCodegen:
 
     def is_buffer(self, w: Weight) -> bool:
         """Register as a buffer (not a parameter)? Names the graph lists in
-        ``meta["torch_buffers"]`` (a JSON list), non-float tensors, and batch_norm's running
-        statistics (which torch refuses to differentiate)."""
+        ``meta["torch_buffers"]`` (a JSON list) and non-float tensors; in a graph without
+        such lists (not from the torch frontend), batch_norm's running statistics too."""
         if w.name in _meta_names(self.graph, "torch_buffers"):
             return True
+        if "torch_buffers" in self.graph.meta or "torch_constants" in self.graph.meta:
+            # The frontend listed the source's buffers: float weights not listed are parameters.
+            return not (w.dtype.is_floating or w.dtype.is_complex)
         if any(n.op == "batch_norm" and i >= 3 for n, i in w.uses):
             return True
         return not (w.dtype.is_floating or w.dtype.is_complex)
@@ -236,7 +239,7 @@ class TorchCodegen:
     def plan(self) -> ModulePlan:
         return plan_modules(
             self.graph, self.module_rules.get, self.call_module_rule, self.is_buffer,
-            self.is_constant,
+            self.is_constant, _meta_map(self.graph, "tied_weights"),
         )  # fmt: skip
 
     def emit_init(self) -> ast.FunctionDef:
@@ -465,6 +468,21 @@ class _Deferred:
 
 
 _LIFTED = re.compile(r"(c_)?lifted_tensor_\d+|_tensor_constant\d+")
+
+
+def _meta_map(g: Graph, key: str) -> dict[str, str]:
+    """A str -> str map kept in ``g.meta[key]`` as a JSON object (or a dict)."""
+    raw = g.meta.get(key)
+    if isinstance(raw, str):
+        import json
+
+        try:
+            raw = json.loads(raw)
+        except ValueError:
+            return {}
+    if not isinstance(raw, dict):
+        return {}
+    return {k: v for k, v in raw.items() if isinstance(k, str) and isinstance(v, str)}
 
 
 def _meta_names(g: Graph, key: str) -> set[str]:

@@ -10,6 +10,9 @@
 # - A name that cannot be a module path (an empty component, a component that is an
 #   ``nn.Module`` attribute like ``training``, a path that is both a tensor and a holder) is
 #   kept at the root under a sanitized name; ``keys`` maps it back to the source name.
+# - A tied name (``meta["tied_weights"]``: alias -> weight) is the same tensor registered again
+#   at its own path, at the end of ``__init__``, so ``state_dict()`` has both keys as the
+#   source module had.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from codegen.torch.names import sanitize
 from codegen.torch.registry import ModuleRule
 from msc.ir.graph import Graph, Node, Weight
 
-__all__ = ["Leaf", "Param", "Holder", "ModulePlan", "plan_modules"]
+__all__ = ["Leaf", "Param", "Alias", "Holder", "ModulePlan", "plan_modules"]
 
 
 @dataclass
@@ -46,8 +49,15 @@ class Param:
 
 
 @dataclass
+class Alias:
+    """A second name of a weight (tied parameters): the same tensor at another path."""
+
+    weight: Weight
+
+
+@dataclass
 class Holder:
-    children: dict[str, Holder | Leaf | Param] = field(default_factory=dict)
+    children: dict[str, Holder | Leaf | Param | Alias] = field(default_factory=dict)
 
     @property
     def is_list(self) -> bool:
@@ -56,7 +66,7 @@ class Holder:
         return (
             bool(keys)
             and keys == [str(i) for i in range(len(keys))]
-            and all(not isinstance(c, Param) for c in self.children.values())
+            and all(not isinstance(c, Param | Alias) for c in self.children.values())
         )
 
 
@@ -67,12 +77,16 @@ class ModulePlan:
     node_leaf: dict[Node, Leaf]
     keys: dict[str, str]  # state_dict key -> source weight name (only where they differ)
     paths: dict[str, list[str]]  # source weight name -> components of its state_dict key
+    aliases: list[tuple[list[str], Weight]] = field(default_factory=list)  # tied names
 
     def access(self, parts: list[str]) -> ast.expr:
         """``self.a[0].b`` for the module path ``parts``."""
         e: ast.expr = code.name("self")
-        h: Holder | Leaf | Param = self.root
+        h: Holder | Leaf | Param | Alias = self.root
         for p in parts:
+            if isinstance(h, Leaf):  # a parameter of a torch module
+                e = code.attr_path(e, [p])
+                continue
             assert isinstance(h, Holder)
             e = code.attr_path(e, [int(p) if h.is_list else p])
             h = h.children[p]
@@ -96,7 +110,7 @@ def _parts(name: str) -> list[str] | None:
     return parts
 
 
-def _insert(root: Holder, parts: list[str], item: Leaf | Param) -> bool:
+def _insert(root: Holder, parts: list[str], item: Leaf | Param | Alias) -> bool:
     h = root
     for p in parts[:-1]:
         c = h.children.get(p)
@@ -117,8 +131,10 @@ def plan_modules(
     call_rule: Callable[[ModuleRule, Node], tuple[ast.expr, list[Any]] | None],
     is_buffer: Callable[[Weight], bool],
     is_constant: Callable[[Weight], bool] = lambda w: False,
+    aliases: dict[str, str] | None = None,
 ) -> ModulePlan:
-    """Decide which nodes become torch modules and where every weight lives."""
+    """Decide which nodes become torch modules and where every weight lives (and every
+    tied name in ``aliases``: alias -> weight name, where its path fits)."""
     groups: dict[str, list[tuple[Node, dict[str, Weight]]]] = {}
     for node in _all_nodes(graph):
         rule = rules(node.op)
@@ -179,8 +195,15 @@ def plan_modules(
         root.children[key] = Param(w, const or is_buffer(w), not const)
         paths[w.name] = [key]
         keys[key] = w.name
+    tied: list[tuple[list[str], Weight]] = []
+    for alias, name in (aliases or {}).items():
+        w = graph.weights.get(name)
+        parts = _parts(alias)
+        if w is not None and alias not in graph.weights and parts is not None:
+            if _insert(root, parts, Alias(w)):
+                tied.append((parts, w))
     node_leaf = {n: leaf for leaf in leaves.values() for n in leaf.calls}
-    return ModulePlan(root, leaves, node_leaf, keys, paths)
+    return ModulePlan(root, leaves, node_leaf, keys, paths, tied)
 
 
 def _all_nodes(graph: Graph):
@@ -254,10 +277,36 @@ def _same_attrs(a: Node, b: Node) -> bool:
 
 # ---------------------------------------------------------------- __init__ statements
 def init_statements(plan: ModulePlan) -> list[ast.stmt]:
-    """``super().__init__()`` then one statement per module, holder and tensor."""
+    """``super().__init__()`` then one statement per module, holder and tensor, then the
+    tied names."""
     out: list[ast.stmt] = [ast.Expr(code.expr("super().__init__()"))]
     _emit_children(plan.root, code.name("self"), out)
+    for parts, w in plan.aliases:
+        owner = plan.access(parts[:-1])
+        kept = _find(plan, plan.paths[w.name])
+        key, value = parts[-1], plan.weight_expr(w)
+        if isinstance(kept, Param) and kept.buffer:
+            kw = [] if kept.persistent else [ast.keyword("persistent", ast.Constant(False))]
+            out.append(_method(owner, "register_buffer", key, value, kw))
+        elif code.is_plain_attr(key):
+            out.append(ast.Assign([ast.Attribute(owner, key, ast.Store())], value))
+        else:
+            out.append(_method(owner, "register_parameter", key, value, []))
     return out
+
+
+def _find(plan: ModulePlan, parts: list[str]) -> Holder | Leaf | Param | Alias:
+    h: Holder | Leaf | Param | Alias = plan.root
+    for p in parts:
+        if not isinstance(h, Holder):
+            return h  # a parameter of a torch module
+        h = h.children[p]
+    return h
+
+
+def _method(owner: ast.expr, method: str, key: str, value: ast.expr, kw: list) -> ast.stmt:
+    call = ast.Call(ast.Attribute(owner, method, ast.Load()), [ast.Constant(key), value], kw)
+    return ast.Expr(call)
 
 
 def _tensor_ctor(w: Weight) -> ast.expr:
@@ -265,7 +314,7 @@ def _tensor_ctor(w: Weight) -> ast.expr:
     return code.call("torch.empty", *(shape or [()]), dtype=w.type.dtype)
 
 
-def _value_expr(child: Holder | Leaf | Param) -> ast.expr:
+def _value_expr(child: Holder | Leaf | Param | Alias) -> ast.expr:
     if isinstance(child, Leaf):
         return child.ctor
     if isinstance(child, Param):
@@ -287,6 +336,8 @@ def _fill(h: Holder, here: ast.expr, out: list[ast.stmt]) -> None:
 
 def _emit_children(h: Holder, parent: ast.expr, out: list[ast.stmt]) -> None:
     for key, child in h.children.items():
+        if isinstance(child, Alias):
+            continue  # registered at the end of __init__ (init_statements)
         kw: list[ast.keyword] = []
         if isinstance(child, Param) and child.buffer:
             method, value = "register_buffer", _tensor_ctor(child.weight)

@@ -221,7 +221,7 @@ def gather(e: NodeEmit, x: Arg, indices: Arg, *, axis) -> ast.expr:
         return e.py(ast.List([expr("v[i]", v=x.s, i=i) for i in indices.literal], ast.Load()))
     if c is not None and c.ndim == 0:
         return _index(x, {a: const(int(c))})
-    if indices.rank == 1 and (c is None or (c >= 0).all()):
+    if indices.rank == 1 and c is not None and (c >= 0).all():
         return call("torch.index_select", x, a, indices)
     return _index(x, {a: indices.expr})
 

@@ -1,9 +1,12 @@
 """torch.export ExportedProgram -> msc Graph, and nn.Module -> ExportedProgram -> msc Graph.
 
 # NOTE: invariants
-# - Parameters, buffers and lifted constants become weights named by their state_dict /
+# - Parameters, buffers and large lifted constants become weights named by their state_dict /
 #   constants key (``encoder.layers.0.self_attn.in_proj_weight``), found through the
-#   graph signature; a weight used twice (tied) is one weight.
+#   graph signature; a weight used twice (tied) is one weight. Small lifted constants (a
+#   ``torch.tensor([...])`` in forward) become ``constant`` nodes. ``meta["torch_buffers"]`` /
+#   ``meta["torch_constants"]`` list the persistent buffers / the non-persistent buffers and
+#   lifted-constant weights, so a codegen registers exactly what the source module had.
 # - Graph inputs are the user-input placeholders, named after the forward signature (torch
 #   names placeholders by argument), in flattened order; ``input_names`` overrides them.
 # - A symbolic dim becomes ``SymDim(name, min, max)``: the name of the user's ``Dim`` where the
@@ -26,7 +29,15 @@ from msc import structure
 from msc.check import checked
 from msc.errors import ConversionError, UnsupportedOp, UnsupportedOpsError
 from msc.frontend.torch.dtypes import tensor_to_numpy
-from msc.frontend.torch.translate import Call, Source, Translator, target_key
+from msc.frontend.torch.translate import (
+    Call,
+    Source,
+    Translator,
+    constant_node,
+    finish,
+    is_small_constant,
+    target_key,
+)
 from msc.ir import Graph, SymDim, TensorType, Value
 
 __all__ = ["from_torch", "from_exported_program"]
@@ -187,6 +198,8 @@ def from_exported_program(
     by_name = {n.name: n for n in placeholders}
     user_specs = []
     by_tensor: dict[int, Value] = {}
+    buffers: list[str] = []  # persistent buffers
+    constants: list[str] = []  # non-persistent buffers and large lifted constants
     for spec in sig.input_specs:
         arg_name = getattr(spec.arg, "name", None)
         if spec.kind == InputKind.USER_INPUT:
@@ -198,12 +211,18 @@ def from_exported_program(
             if not isinstance(t, torch.Tensor):
                 problems.append(UnsupportedOp("constant", arg_name, key, "not a tensor"))
                 continue
-            if key in g.weights:
+            if spec.kind == InputKind.CONSTANT_TENSOR and is_small_constant(t):
+                src.weights[arg_name] = constant_node(g, arg_name, t)
+            elif key in g.weights:
                 src.weights[arg_name] = g.weights[key]
             elif id(t) in by_tensor:  # tied: one weight, used wherever either name is
                 src.weights[arg_name] = by_tensor[id(t)]
             else:
                 src.weights[arg_name] = by_tensor[id(t)] = g.add_weight(key, tensor_to_numpy(t))
+                if spec.kind == InputKind.BUFFER:
+                    (buffers if spec.persistent else constants).append(key)
+                elif spec.kind == InputKind.CONSTANT_TENSOR:
+                    constants.append(key)
         elif spec.kind == InputKind.CUSTOM_OBJ:
             problems.append(UnsupportedOp("custom object", arg_name, spec.target, "script object"))
         # TOKEN inputs (effect ordering) carry no data.
@@ -257,6 +276,7 @@ def from_exported_program(
     g.meta["producer"] = "msc.frontend.torch"
     if _aliases:
         g.meta["tied_weights"] = json.dumps(_aliases, sort_keys=True)
+    finish(g, buffers, constants)
     return checked(g)
 
 
@@ -320,7 +340,7 @@ def from_torch(
     """
     if isinstance(example_args, torch.Tensor):
         example_args = (example_args,)
-    was_training = module.training
+    modes = [(m, m.training) for m in module.modules()]
     module.eval()
     try:
         ep = torch.export.export(
@@ -331,7 +351,8 @@ def from_torch(
             strict=False,
         )
     finally:
-        module.train(was_training)
+        for m, training in modes:  # each as it was (train() would set all alike)
+            m.training = training
     name = type(module).__name__
     return from_exported_program(
         ep,

@@ -13,7 +13,9 @@
 from __future__ import annotations
 
 import inspect
+import json
 import operator
+import re
 from typing import Any
 
 import torch
@@ -27,7 +29,14 @@ from msc.errors import ConversionError
 from msc.frontend.torch.dtypes import tensor_to_numpy, to_msc
 from msc.frontend.torch.fx_modules import MODULES, export_inline
 from msc.frontend.torch.registry import Ctx, Unsupported
-from msc.frontend.torch.translate import Call, Source, Translator
+from msc.frontend.torch.translate import (
+    Call,
+    Source,
+    Translator,
+    constant_node,
+    finish,
+    is_small_constant,
+)
 from msc.ir import DType, Graph, TensorType, Value
 
 __all__ = ["from_fx"]
@@ -166,6 +175,10 @@ _CREATE = {"zeros", "ones", "empty", "full", "rand", "randn"}
 _REVERSED = {operator.add, operator.mul}
 
 
+# fx registers a tensor the traced code created as a buffer under this name.
+_TENSOR_CONSTANT = re.compile(r"_tensor_constant\d+")
+
+
 class FxSource(Source):
     def __init__(self, gm: torch.fx.GraphModule, rec: _Recorder, graph: Graph, overrides: bool):
         self.gm = gm
@@ -173,6 +186,7 @@ class FxSource(Source):
         self.graph = graph
         self.inputs: dict[str, Value] = {}
         self.weights: dict[str, Value] = {}  # attribute path -> weight
+        self.constants: list[str] = []  # tensor attributes kept as weights
         self.overrides = overrides
 
     # -------------------------------------------------------------- lookups
@@ -193,7 +207,11 @@ class FxSource(Source):
         obj: Any = self.gm
         for part in path.split("."):
             obj = getattr(obj, part)
-        if isinstance(obj, torch.Tensor):
+        if isinstance(obj, torch.Tensor):  # a tensor attribute: a constant, not state
+            if is_small_constant(obj):
+                self.weights[path] = constant_node(self.graph, path, obj)
+                return self.weights[path]
+            self.constants.append(path)
             return self._add(path, obj)
         raise Unsupported(f"get_attr of a {type(obj).__name__}")
 
@@ -581,14 +599,15 @@ def from_fx(
         if (n.op == "call_module" and type(gm.get_submodule(n.target)) not in MODULES)
         or (n.op == "call_function" and inspect.isfunction(n.target) and n.target not in _FUNCTIONS)
     }
-    was = gm.training
+    modes = [(m, m.training) for m in gm.modules()]
     gm.eval()
     try:
         rec = _Recorder(gm, leaf)
         with torch.no_grad():
             rec.run(*values)
     finally:
-        gm.train(was)
+        for m, training in modes:  # each as it was (train() would set all alike)
+            m.training = training
     src = FxSource(gm, rec, g, overrides=bool(input_types))
     tr = Translator(g, src)
     tensor_inputs = [(n, v) for n, v in zip(placeholders, values) if isinstance(v, torch.Tensor)]
@@ -608,11 +627,27 @@ def from_fx(
     seen: dict[int, Value] = {}
     named = list(gm.named_parameters(remove_duplicate=False))
     named += list(gm.named_buffers(remove_duplicate=False))
+    buffers = {id(t) for _, t in gm.named_buffers(remove_duplicate=False)}
+    volatile = {
+        f"{prefix}.{b}" if prefix else b
+        for prefix, m in gm.named_modules(remove_duplicate=False)
+        for b in getattr(m, "_non_persistent_buffers_set", ())
+    }
+    persistent: list[str] = []
+    aliases: dict[str, str] = {}
     for path, t in named:
+        if _TENSOR_CONSTANT.fullmatch(path) and id(t) not in seen:
+            if not is_small_constant(t):  # small ones: constant nodes, made by get_attr
+                seen[id(t)] = src._add(path, t)
+                src.constants.append(path)
+            continue
         if id(t) in seen:
             src.weights[path] = seen[id(t)]
+            aliases[path] = seen[id(t)].name  # type: ignore[assignment]
         else:
             seen[id(t)] = src._add(path, t)
+            if id(t) in buffers:
+                (src.constants if path in volatile else persistent).append(path)
     out = tr.run(gm.graph)
     outputs: list[Value] = []
     index: dict[int, int] = {}
@@ -638,4 +673,7 @@ def from_fx(
     g.set_outputs(outputs)
     g.meta[structure.OUTPUT_TREE] = structure.encode(tree)
     g.meta["producer"] = "msc.frontend.torch"
+    if aliases:
+        g.meta["tied_weights"] = json.dumps(aliases, sort_keys=True)
+    finish(g, persistent, src.constants)
     return checked(g)

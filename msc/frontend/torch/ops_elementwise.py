@@ -82,8 +82,12 @@ def round_(ctx: Ctx, self: Value) -> Value:
 def round_decimals(ctx: Ctx, self: Value, *, decimals: int = 0) -> Value:
     if decimals == 0:
         return round_(ctx, self)
-    scale = ctx.const(10.0**decimals, self.dtype)
-    return ctx.op("div", ctx.op("round", ctx.op("mul", self, scale)), scale)
+    # As torch's kernel: x * 10^d / 10^d, or x / 10^-d * 10^-d for negative d. One constant
+    # per use (not shared), as the traced form of the same arithmetic has.
+    scale = 10.0 ** abs(decimals)
+    first, then = ("mul", "div") if decimals > 0 else ("div", "mul")
+    r = ctx.op("round", ctx.op(first, self, ctx.const(scale, self.dtype)))
+    return ctx.op(then, r, ctx.const(scale, self.dtype))
 
 
 def _predicate(op: str):
@@ -314,8 +318,9 @@ def pow_(ctx: Ctx, self: Any, exponent: Any) -> Value:
         if exponent == 2 and isinstance(self, Value):
             a, _ = ctx.promote(self, exponent)
             return ctx.op("mul", a, a)
-        if exponent == 0.5 and isinstance(self, Value) and self.dtype.is_floating:
-            return ctx.op("sqrt", self)
+        if exponent == 0.5 and isinstance(self, Value):
+            a, _ = ctx.promote(self, exponent)
+            return ctx.op("sqrt", a)
     a, b = ctx.promote(self, exponent)
     return ctx.op("pow", a, b)
 
@@ -379,7 +384,7 @@ def masked_fill(ctx: Ctx, self: Value, mask: Value, value: Any) -> Value:
 @converter("aten.lerp.Scalar", "aten.lerp.Tensor")
 def lerp(ctx: Ctx, self: Value, end: Value, weight: Any) -> Value:
     a, b, w = ctx.promote(self, end, weight)
-    return ctx.op("add", a, ctx.op("mul", w, ctx.op("sub", b, a)))
+    return ctx.op("add", a, ctx.op("mul", ctx.op("sub", b, a), w))
 
 
 @converter("aten.addcmul.default")

@@ -11,15 +11,17 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import torch
 
 from msc.frontend.torch.dtypes import to_msc
 from msc.frontend.torch.ops_shape import INT_MAX, _axis, _sizes
 from msc.frontend.torch.registry import Ctx, Unsupported, converter, scalar_dtype
-from msc.ir import DType, Value
+from msc.ir import DType, TensorType, Value
 
 
-def _int_indices(ctx: Ctx, indices: list[Any]) -> tuple[list[Value], list[int]]:
-    """Index tensors and the axes they index; bool masks expand to one index per masked dim."""
+def _int_indices(ctx: Ctx, indices: list[Any], result: Any = None) -> tuple[list[Value], list[int]]:
+    """Index tensors and the axes they index; bool masks expand to one index per masked dim.
+    ``result``: torch's value for ``self[indices]``, whose size names a lone mask's count."""
     out, axes = [], []
     axis = 0
     for t in indices:
@@ -29,9 +31,11 @@ def _int_indices(ctx: Ctx, indices: list[Any]) -> tuple[list[Value], list[int]]:
         if t.dtype is DType.BOOL:
             k = ctx.rank(t)
             nz = ctx.op("nonzero", t)  # [count, k]
+            if sum(x is not None for x in indices) == 1 and isinstance(result, torch.Tensor):
+                # The only index: the result's dim at ``axis`` is the count (torch's symbol).
+                nz.type = TensorType(DType.INT64, [ctx.dim_of(result.shape[axis]), k])
             for j in range(k):
-                col = ctx.op("gather", nz, ctx.const(j, DType.INT64), axis=1)
-                out.append(col)
+                out.append(ctx.call("aten.select.int", nz, 1, j))  # nz[:, j], as torch has it
                 axes.append(axis + j)
             axis += k
             continue
@@ -45,7 +49,12 @@ def _int_indices(ctx: Ctx, indices: list[Any]) -> tuple[list[Value], list[int]]:
 
 @converter("aten.index.Tensor", "aten._unsafe_index.Tensor")
 def index(ctx: Ctx, self: Value, indices: list[Any]) -> Value:
-    idx, axes = _int_indices(ctx, list(indices))
+    given = [i for i, t in enumerate(indices) if t is not None]
+    if len(given) == 1 and indices[given[0]].dtype in (DType.INT32, DType.INT64):
+        # One integer index tensor is numpy.take along its axis: the form index_select and
+        # ``x[:, idx]`` share.
+        return ctx.op("gather", self, indices[given[0]], axis=given[0])
+    idx, axes = _int_indices(ctx, list(indices), ctx.meta)
     if not idx:
         return self
     return ctx.op("index", self, *idx, axes=axes)
@@ -160,7 +169,10 @@ def masked_scatter(ctx: Ctx, self: Value, mask: Value, source: Value) -> Value:
     shape = _sizes(ctx, self)
     m = ctx.op("expand", ctx.cast(mask, DType.BOOL), shape=shape)
     flat_m = ctx.op("reshape", m, shape=[-1])
-    pos = ctx.op("cumsum", ctx.cast(flat_m, DType.INT64), axis=0, exclusive=True)
+    # The k-th masked position takes source[k]: k = inclusive cumsum - 1 there (elsewhere
+    # the clamped value is taken and discarded by ``where``).
+    pos = ctx.op("cumsum", ctx.cast(flat_m, DType.INT64), axis=0)
+    pos = ctx.op("sub", pos, ctx.const(1, DType.INT64))
     src = ctx.op("reshape", ctx.cast(source, self.dtype), shape=[-1])
     n_src = _sizes(ctx, src)[0]
     pos = ctx.op("clamp", pos, ctx.const(0, DType.INT64), ctx.const(max(n_src - 1, 0), DType.INT64))

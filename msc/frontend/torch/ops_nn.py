@@ -661,8 +661,8 @@ def _pnorm(ctx: Ctx, diff: Value, p: float, axis: int) -> Value:
 
 @converter("aten._cdist_forward.default", "aten.cdist.default")
 def cdist(ctx: Ctx, x1: Value, x2: Value, p: float = 2.0, compute_mode: Any = None) -> Value:
-    a = ctx.op("unsqueeze", x1, axes=[-2])  # [..., P, 1, M]
-    b = ctx.op("unsqueeze", x2, axes=[-3])  # [..., 1, R, M]
+    a = ctx.op("unsqueeze", x1, axes=[ctx.rank(x1) - 1])  # [..., P, 1, M]
+    b = ctx.op("unsqueeze", x2, axes=[ctx.rank(x2) - 2])  # [..., 1, R, M]
     return _pnorm(ctx, ctx.op("sub", a, b), float(p), -1)
 
 

@@ -144,6 +144,10 @@ class Ctx:
         self.sym_exprs: dict[int, Any] = {}
         # id(Value) -> the torch shape (ints and SymInts) recorded for a tensor value.
         self.torch_shapes: dict[int, tuple] = {}
+        # The torch value recorded for the node being converted (a FakeTensor, ...), and the
+        # translator's map from a torch size to a graph dim (an int, a SymDim or None).
+        self.meta: Any = None
+        self.dim_of: Callable[[Any], Any] = lambda d: d if isinstance(d, int) else None
 
     # ------------------------------------------------------------------ building
     def node(

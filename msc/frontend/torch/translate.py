@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import json
 import operator
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -24,11 +25,26 @@ import torch.fx
 
 from msc.check import enabled as check_enabled
 from msc.errors import ConversionError, UnsupportedOp, UnsupportedOpsError
-from msc.frontend.torch.dtypes import to_msc
+from msc.frontend.torch.dtypes import tensor_to_numpy, to_msc
 from msc.frontend.torch.registry import CONVERTERS, Ctx, Unsupported, aten_op, bind
-from msc.ir import Graph, SymDim, TensorType, Value
+from msc.ir import Graph, Provenance, SymDim, TensorType, Value
 
-__all__ = ["Call", "Source", "Translator", "POISON", "target_key"]
+__all__ = [
+    "Call",
+    "Source",
+    "Translator",
+    "POISON",
+    "target_key",
+    "SMALL_CONSTANT",
+    "is_small_constant",
+    "constant_node",
+    "finish",
+]
+
+# A tensor constant of the source program (``torch.tensor([...])`` in forward, lifted by
+# torch.export; an fx ``_tensor_constant``) with at most this many elements becomes a
+# ``constant`` node, so a codegen writes it as a literal; a larger one stays a weight.
+SMALL_CONSTANT = 64
 
 
 class _Poison:
@@ -126,6 +142,38 @@ _IGNORED = {
 }
 
 
+def is_small_constant(t: torch.Tensor) -> bool:
+    """Should the source's tensor constant ``t`` be a ``constant`` node (not a weight)?"""
+    return t.numel() <= SMALL_CONSTANT and not t.is_complex()
+
+
+def constant_node(g: Graph, name: str, t: torch.Tensor) -> Value:
+    """A ``constant`` node in ``g`` holding the source's tensor constant ``t``."""
+    taken = {v.name for v in g.values()} | set(g.weights)
+    node = g.add_node(
+        "constant",
+        [],
+        {"value": tensor_to_numpy(t).copy()},
+        name=name,
+        provenance=Provenance("torch", "", name, ""),
+        output_names=[None if name in taken else name],
+    )
+    return node.output
+
+
+def finish(g: Graph, buffers: list[str], constants: list[str]) -> None:
+    """Drop ``constant`` nodes nothing uses (a converter's rewrite can leave one, as
+    ``x**2`` -> ``x*x`` does) and record which weights are buffers / constants."""
+    outputs = {id(v) for v in g.outputs}
+    for n in [n for n in g.nodes if n.op == "constant"]:
+        if not n.output.uses and id(n.output) not in outputs:
+            g.remove_node(n)
+    if buffers:
+        g.meta["torch_buffers"] = json.dumps(buffers)
+    if constants:
+        g.meta["torch_constants"] = json.dumps(constants)
+
+
 _INLINED_HOPS = {"wrap_with_set_grad_enabled", "wrap_with_autocast"}
 
 
@@ -154,6 +202,19 @@ class _BodySource(Source):
         return self.outer.refine_shapes()
 
 
+def _assert_only(fx_graph: torch.fx.Graph) -> set[torch.fx.Node]:
+    """Call nodes whose every use is a run-time check (``_assert_scalar``, ``sym_constrain_range``
+    ...), directly or through other such nodes: torch's checks on unbacked sizes."""
+    out: set[torch.fx.Node] = set()
+    for node in reversed(fx_graph.nodes):
+        if node.op != "call_function" or not node.users:
+            continue
+        if all(u in out or (u.op == "call_function" and target_key(u.target) in _IGNORED)
+               for u in node.users):  # fmt: skip
+            out.add(node)
+    return out
+
+
 class Translator:
     """Translate the nodes of an fx graph into ``graph`` through ``source``."""
 
@@ -161,6 +222,7 @@ class Translator:
         self.graph = graph
         self.source = source
         self.ctx = Ctx(graph, CONVERTERS)
+        self.ctx.dim_of = self.dim_of
         self.env: dict[torch.fx.Node, Any] = {}
         self.problems: list[UnsupportedOp] = []
         self.first_error: BaseException | None = None
@@ -173,6 +235,10 @@ class Translator:
         if getattr(expr, "is_Integer", False):
             return int(expr)
         return self.symbols.get(expr)
+
+    def dim_of(self, d: Any) -> SymDim | int | None:
+        """A torch size (an int or a SymInt) as a graph dim."""
+        return self.sym_dim(d.node.expr) if isinstance(d, torch.SymInt) else int(d)
 
     def torch_type(self, t: Any) -> TensorType:
         dims = []
@@ -241,7 +307,11 @@ class Translator:
         from msc.frontend.torch.coverage import UNSUPPORTED
 
         out: Any = None
+        checks = _assert_only(fx_graph)
         for node in fx_graph.nodes:
+            if node in checks:  # computed only for torch's run-time checks, which we drop
+                self.env[node] = None
+                continue
             if node.op == "placeholder":
                 self.env[node] = self.source.placeholder(node)
                 continue
@@ -299,6 +369,7 @@ class Translator:
         ctx.node_name = self.prefix + node.name
         ctx.module = self.source.module_path(node)
         ctx.source_op = "" if call.fn is not None else call.key
+        ctx.meta = meta
         try:
             if call.fn is not None:
                 result = call.fn(ctx, *args, **kwargs)
