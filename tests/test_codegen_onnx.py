@@ -56,7 +56,7 @@ def test_names_types_and_dim_params_are_kept() -> None:
     assert props["msc.provenance.module"] == "features.0"
     meta = {p.key: p.value for p in m.metadata_props}
     assert json.loads(meta["msc.dim_ranges"]) == {"batch": [1, 64]}
-    assert meta["msc.meta.producer"] == "msc.examples"
+    assert json.loads(meta["msc.meta.producer"]) == "msc.examples"
     # value_info keeps intermediate types, symbolic batch included
     vi = {v.name: v for v in gp.value_info}
     assert vi["0"].type.tensor_type.shape.dim[0].dim_param == "batch"
@@ -273,3 +273,16 @@ def test_provenance_of_decomposed_nodes() -> None:
         assert props["msc.provenance.module"] == "mlp.act", n.name
         assert n.name.startswith("mlp.act")
     assert m.graph.output[0].name == "h"
+
+
+def test_provenance_ranges_and_meta_survive_a_trip_through_onnx(tmp_path):
+    """Module paths, symbol ranges and graph metadata come back from the ONNX file."""
+    g = small_cnn_graph()
+    g.meta["tags"] = (1, 2)
+    path = tmp_path / "m.onnx"
+    conx.save(g, path)
+    back = msc.from_onnx(path)
+    assert back.inputs[0].shape[0] == SymDim("batch", 1, 64)
+    conv = next(n for n in back.nodes if n.op == "conv")
+    assert conv.provenance == Provenance("torch", "aten.conv2d.default", "conv2d", "features.0")
+    assert back.meta["tags"] == (1, 2)

@@ -368,7 +368,8 @@ class Converter:
             props["msc.renamed_values"] = json.dumps(self._renamed, sort_keys=True)
         for k, v in g.meta.items():
             try:
-                props[f"msc.meta.{k}"] = v if isinstance(v, str) else json.dumps(v, sort_keys=True)
+                # JSON for every value (strings too), so the ONNX frontend reads back the type.
+                props[f"msc.meta.{k}"] = json.dumps(v, sort_keys=True)
             except TypeError:
                 continue
         for k in sorted(props):

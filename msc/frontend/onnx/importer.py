@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -27,7 +28,8 @@ from msc.check import checked
 from msc.errors import ConversionError, UnsupportedOp, UnsupportedOpsError
 from msc.frontend.onnx.registry import REGISTRY, ConverterRegistry, NoConverter
 from msc.frontend.onnx.tensors import UnsupportedType, tensor_to_numpy, type_from_onnx
-from msc.ir import DType, Graph, GraphError, Node, Provenance, TensorType, Value
+from msc.ir import DType, Graph, GraphError, Node, Provenance, SymDim, TensorType, Value
+from msc.ir.attrs import infer_kind
 from msc.ops.infer import InferError
 from msc.ops.schema import OpError
 
@@ -143,6 +145,40 @@ def _attr_value(a: onnx.AttributeProto, base_dir: str | None) -> Any:
     raise Unsupported(f"attribute {a.name!r} has type {T.AttributeType.Name(a.type)}")
 
 
+def _provenance(node: onnx.NodeProto) -> Provenance:
+    """The node's provenance: the original source's, when msc's ONNX codegen recorded it in
+    the node's metadata_props (so module paths survive a trip through ONNX), else ONNX's own."""
+    props = {p.key: p.value for p in node.metadata_props if p.key.startswith("msc.provenance.")}
+    if props:
+        get = lambda k: props.get(f"msc.provenance.{k}", "")  # noqa: E731
+        return Provenance(get("framework"), get("op"), get("name"), get("module"))
+    return Provenance("onnx", _op_label(node), node.name)
+
+
+def _restore_ranges(graph: Graph, ranges: dict[str, list]) -> None:
+    """Give symbolic dims the ranges msc's ONNX codegen recorded (ONNX has no place for them)."""
+
+    def fix(t: TensorType) -> TensorType:
+        if t.shape is None or not any(isinstance(d, SymDim) for d in t.shape):
+            return t
+        dims = [
+            SymDim(d.name, *ranges[d.name]) if isinstance(d, SymDim) and d.name in ranges else d
+            for d in t.shape
+        ]
+        return TensorType(t.dtype, dims)
+
+    def walk(g: Graph) -> None:
+        for v in g.inputs:
+            v.type = fix(v.type)
+        for n in g.nodes:
+            for v in n.outputs:
+                v.type = fix(v.type)
+            for sub in n.subgraphs():
+                walk(sub)
+
+    walk(graph)
+
+
 def _op_label(node: onnx.NodeProto) -> str:
     return f"{node.domain}::{node.op_type}" if node.domain not in DEFAULT_DOMAINS else node.op_type
 
@@ -195,7 +231,7 @@ class Ctx:
         self.opset = opset
         self.name = node.name
         self.pending: list[Node] = []
-        self.provenance = Provenance("onnx", _op_label(node), node.name)
+        self.provenance = _provenance(node)
 
     # ------------------------------------------------------------------ reading inputs
     def const(self, x: Operand) -> np.ndarray | None:
@@ -398,11 +434,45 @@ class Importer:
                 self.problems, sorted(self.runtime_inputs), what=f"ONNX model {g.name!r}"
             )
         self._prune()
+        self._msc_metadata()
         self.graph.meta["source"] = "onnx"
         self.graph.meta["onnx_opset"] = self.opset
         if self.model.producer_name:
             self.graph.meta["producer"] = self.model.producer_name
         return checked(self.graph)
+
+    def _msc_metadata(self) -> None:
+        """Restore what msc's ONNX codegen recorded in metadata_props: symbolic dim ranges and
+        graph metadata (JSON-encoded values)."""
+        props = {p.key: p.value for p in self.model.metadata_props}
+        try:
+            ranges = json.loads(props.get("msc.dim_ranges", "{}"))
+        except json.JSONDecodeError:
+            ranges = {}
+        if isinstance(ranges, dict) and ranges:
+            ok = {
+                k: v
+                for k, v in ranges.items()
+                if isinstance(v, list)
+                and len(v) == 2
+                and all(x is None or (isinstance(x, int) and x >= 0) for x in v)
+                and (None in v or v[0] <= v[1])
+            }
+            _restore_ranges(self.graph, ok)
+        for key, raw in props.items():
+            if not key.startswith("msc.meta."):
+                continue
+            try:
+                value = json.loads(raw)
+            except json.JSONDecodeError:
+                value = raw
+            if isinstance(value, list):
+                value = tuple(value)
+            try:
+                infer_kind(value)
+            except TypeError:
+                continue
+            self.graph.meta[key[len("msc.meta.") :]] = value
 
     def _check_nodes(self, nodes: list[onnx.NodeProto]) -> None:
         """Report every op msc has no converter for, before converting anything."""
@@ -574,7 +644,7 @@ class Importer:
                 name or self.fresh_weight_name(slot.name), np.ascontiguousarray(arr)
             )
         origin = slot.origin
-        prov = Provenance("onnx", _op_label(origin), origin.name) if origin is not None else None
+        prov = _provenance(origin) if origin is not None else None
         node = Node(
             "constant",
             [],
