@@ -299,6 +299,26 @@ def _cases() -> list[OpCase]:
     add("interpolate_nearest1d", lambda a: F.interpolate(a, scale_factor=2.0), r(2, 3, 5))
     add("interpolate_trilinear", lambda a: F.interpolate(a, size=(4, 4, 4), mode="trilinear"),
         r(1, 2, 3, 3, 3))  # fmt: skip
+    add("nearest_exact_down", lambda a: F.interpolate(a, size=(5, 7), mode="nearest-exact"),
+        r(1, 2, 9, 11))  # fmt: skip
+    add("nearest_exact_up1d", lambda a: F.interpolate(a, scale_factor=1.7, mode="nearest-exact"),
+        r(2, 3, 5))  # fmt: skip
+    add("nearest_exact_3d", lambda a: F.interpolate(a, size=(3, 5, 2), mode="nearest-exact"),
+        r(1, 2, 4, 3, 5))  # fmt: skip
+    grid = torch.rand(2, 4, 5, 2, generator=_g(3)) * 2.4 - 1.2
+    for gm, pm, ac in (
+        ("bilinear", "zeros", False),
+        ("nearest", "border", True),
+        ("bicubic", "reflection", False),
+        ("bilinear", "reflection", True),
+    ):
+        add(f"grid_sample_{gm}_{pm}",
+            lambda a, g, gm=gm, pm=pm, ac=ac: F.grid_sample(a, g, gm, pm, align_corners=ac),
+            r(2, 3, 6, 7), grid, tol=1e-4)  # fmt: skip
+    add("grid_sample_3d", lambda a, g: F.grid_sample(a, g, align_corners=False),
+        r(1, 2, 3, 4, 5), torch.rand(1, 2, 3, 4, 3, generator=_g(4)) * 2 - 1)  # fmt: skip
+    add("fold", lambda a: F.fold(a, (5, 6), (2, 3), padding=1, stride=(1, 2)), r(2, 12, 18))
+    add("fold_unbatched", lambda a: F.fold(a, (4, 4), 2, dilation=2), r(8, 4))
     add("pad_constant", lambda a: F.pad(a, (1, 2, 0, 1), value=0.5), img)
     add("pad_reflect", lambda a: F.pad(a, (1, 2, 2, 1), mode="reflect"), img)
     add("pad_replicate", lambda a: F.pad(a, (1, 2, 2, 1), mode="replicate"), img)
@@ -413,6 +433,16 @@ def _cases() -> list[OpCase]:
         r(2, 4))  # fmt: skip
     add("scatter_reduce_amax", lambda a, i, s: a.scatter_reduce(0, i, s, "amax"), r(3, 4),
         ints(2, 4, high=3), r(2, 4))  # fmt: skip
+    sidx = torch.tensor([[0, 2, 0, 1], [0, 2, 2, 1]])
+    add("scatter_reduce_mean", lambda a, i, s: a.scatter_reduce(0, i, s, "mean"), r(3, 4), sidx,
+        r(2, 4))  # fmt: skip
+    add("scatter_reduce_mean_int",
+        lambda a, i, s: a.scatter_reduce(1, i, s, "mean", include_self=False),
+        ints(4, 3, high=20), sidx.T.contiguous(), ints(4, 2, high=20, seed=1))  # fmt: skip
+    for how in ("sum", "prod", "amax", "amin"):
+        add(f"scatter_reduce_{how}_no_self",
+            lambda a, i, s, how=how: a.scatter_reduce(0, i, s, how, include_self=False),
+            r(3, 4), sidx, r(2, 4))  # fmt: skip
     add("slice_scatter", lambda a, s: torch.slice_scatter(a, s, 1, 0, 4, 2), r(3, 4), r(3, 2))
     add("select_scatter", lambda a, s: torch.select_scatter(a, s, 0, 1), r(3, 4), r(4))
     add("masked_scatter", lambda a, m, s: a.masked_scatter(m, s), r(3, 4), mask(3, 4),
@@ -498,6 +528,26 @@ class MLPMixer(nn.Module):
         for b in self.blocks:
             x = b(x)
         return self.head(self.norm(x).mean(1))
+
+
+class DynamicOps(nn.Module):
+    """Ops on symbolic sizes: slice bounds from another input's size, arange, a split with a
+    symbolic piece, squeeze() with dynamic dims."""
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor):
+        t = x.shape[1]
+        a = y[:, : t - 1].sum(1) + y[:, 1:t].sum(1) + y[:, :-1].mean(1)
+        h = x + torch.arange(t)[None, :, None].to(x.dtype)
+        left, right = torch.split(h, [t - 2, 2], dim=1)
+        return a, left.mean(1) + right.mean(1), h[:, :1].squeeze()
+
+
+def dynamic_ops():
+    from torch.export import Dim
+
+    b, t, s = Dim("batch", min=2, max=8), Dim("seq", min=4, max=32), Dim("mem", min=4, max=64)
+    dyn = {"x": {0: b, 1: t}, "y": {0: b, 1: s}}
+    return DynamicOps(), (r(2, 6, 8), r(2, 9, 8, seed=1)), dyn
 
 
 def small_cnn():
@@ -590,6 +640,7 @@ MODEL_CASES: dict[str, Callable[[], tuple]] = {
     "small_cnn": small_cnn,
     "transformer": transformer,
     "mlp_mixer": mlp_mixer,
+    "dynamic_ops": dynamic_ops,
     "bert": bert,
     "gpt2": gpt2,
     "llama": llama,

@@ -30,12 +30,9 @@ UNSUPPORTED: dict[str, str] = {
     "aten._fft_c2r.default": "FFT on complex tensors: no canonical FFT op yet",
     "aten.sym_stride.int": "strides are memory layout, which msc graphs do not model",
     "aten.sym_storage_offset.default": "storage offsets are memory layout, not modelled",
-    "aten.col2im.default": "fold (col2im): no canonical op yet",
-    "aten.grid_sampler_2d.default": "grid sampling: no canonical grid_sample op yet",
+    "aten.sym_is_contiguous.default": "contiguity is memory layout, which msc graphs do not model",
+    "aten.resize_.default": "in-place storage resizing (uninitialized memory): not a dataflow op",
     "aten._embedding_bag.default": "embedding_bag: bags of data-dependent size; no canonical op",
-    "aten._upsample_nearest_exact1d.vec": "nearest-exact rounding: no canonical resize mode yet",
-    "aten._upsample_nearest_exact2d.vec": "nearest-exact rounding: no canonical resize mode yet",
-    "aten._upsample_nearest_exact3d.vec": "nearest-exact rounding: no canonical resize mode yet",
 }
 
 
@@ -47,7 +44,9 @@ def supported_ops() -> list[str]:
 def core_aten_ops() -> list[str]:
     """The overloads of torch's Core ATen set (ops tagged ``torch.Tag.core``)."""
     out = []
-    for name in dir(torch.ops.aten):
+    # Every aten op with a schema (``dir(torch.ops.aten)`` lists only the ones loaded so far).
+    names = {s.name[6:] for s in torch._C._jit_get_all_schemas() if s.name.startswith("aten::")}
+    for name in sorted(names | set(dir(torch.ops.aten))):
         try:
             packet = getattr(torch.ops.aten, name)
         except (AttributeError, RuntimeError):

@@ -434,8 +434,8 @@ def _interpolate(src: FxSource, args: tuple, kwargs: dict) -> Call:
 
     def convert(ctx: Ctx, x: Value, size: Any, scale: Any, mode: str, align: Any) -> Value:
         n = ctx.rank(x) - 2
-        modes = {"nearest": "nearest", "bilinear": "linear", "linear": "linear",
-                 "trilinear": "linear", "bicubic": "cubic"}  # fmt: skip
+        modes = {"nearest": "nearest", "nearest-exact": "nearest-exact", "bilinear": "linear",
+                 "linear": "linear", "trilinear": "linear", "bicubic": "cubic"}  # fmt: skip
         if mode not in modes or a["antialias"]:
             raise Unsupported(f"interpolate mode {mode!r}")
         if size is not None and isinstance(size, int):

@@ -121,11 +121,43 @@ def scatter_add(ctx: Ctx, self: Value, dim: int, index: Value, src: Value) -> Va
 
 @converter("aten.scatter_reduce.two")
 def scatter_reduce(ctx, self, dim, index, src, reduce, *, include_self=True) -> Value:
-    if reduce not in _REDUCE:
+    """As torch's kernel: include_self=False first sets the scattered-to positions to the
+    reduction's identity; mean sums, then divides by the count of values reduced (at least 1;
+    floor division for integers)."""
+    if reduce not in _REDUCE and reduce != "mean":
         raise Unsupported(f"scatter_reduce with reduce={reduce!r}")
+    how = _REDUCE.get(reduce, "add")
+    dt = self.dtype
+    base = self
     if not include_self:
-        raise Unsupported("scatter_reduce with include_self=False")
-    return _scatter(ctx, self, dim, index, src, _REDUCE[reduce])
+        hit = ctx.op("scatter_elements", ctx.op("full_like", self, value=0.0, dtype=DType.BOOL),
+                     index, ctx.op("full_like", index, value=1.0, dtype=DType.BOOL), axis=dim,
+                     reduction="none")  # fmt: skip
+        base = ctx.op("where", hit, ctx.const(_identity(how, dt), dt), self)
+    out = _scatter(ctx, base, dim, index, src, how)
+    if reduce != "mean":
+        return out
+    ones = ctx.op("full_like", index, value=1.0, dtype=dt)
+    start = ctx.op("full_like", self, value=1.0 if include_self else 0.0, dtype=dt)
+    count = ctx.op("scatter_elements", start, index, ones, axis=dim, reduction="add")
+    count = ctx.op("clamp", count, ctx.const(1, dt), None)
+    if dt.is_floating or dt.is_complex:
+        return ctx.op("div", out, count)
+    return ctx.call("aten.div.Tensor_mode", out, count, rounding_mode="floor")
+
+
+def _identity(how: str, dt: DType) -> float | int:
+    if how == "add":
+        return 0
+    if how == "mul":
+        return 1
+    np_dt = dt.to_numpy()
+    if dt.is_floating:
+        return float("-inf") if how == "max" else float("inf")
+    info = np.iinfo(np_dt) if np.issubdtype(np_dt, np.integer) else None
+    if info is None:  # bool
+        return how == "min"
+    return int(info.min) if how == "max" else int(info.max)
 
 
 def _slice_positions(n: int, start: Any, end: Any, step: int) -> list[int]:
@@ -290,18 +322,5 @@ def arange(ctx: Ctx, *, dtype: Any = None, **kw: Any) -> Value:
         dt = scalar_dtype(1.0)
     if not any(isinstance(v, Value) for v in (start, end, step)):
         return ctx.op("arange", start=float(start), end=float(end), step=float(step), dtype=dt)
-    if isinstance(start, Value) or isinstance(step, Value) or step <= 0:
-        raise Unsupported("arange with a symbolic start or step")
-    # [start, end) by `step` with a symbolic end: count = ceil((end - start) / step), then
-    # start + step * exclusive-cumsum(ones(count)).
-    n = ctx.op("sub", ctx.cast(end, DType.INT64), ctx.const(start, DType.INT64))
-    if step != 1:
-        n = ctx.op("floor_divide", ctx.op("add", n, ctx.const(step - 1, DType.INT64)),
-                   ctx.const(step, DType.INT64))  # fmt: skip
-    ones = ctx.op("full", ctx.shape_tensor([n]), value=1.0, dtype=dt)
-    y = ctx.op("cumsum", ones, axis=0, exclusive=True)
-    if step != 1:
-        y = ctx.op("mul", y, ctx.const(step, dt))
-    if start != 0:
-        y = ctx.op("add", y, ctx.const(start, dt))
-    return y
+    # A symbolic bound: ONNX-style range over 0-d tensors of the result dtype.
+    return ctx.op("range", *(ctx.tensor(v, dt) for v in (start, end, step)))

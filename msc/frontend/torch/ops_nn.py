@@ -506,16 +506,20 @@ def embedding(
 
 # ----------------------------------------------------------------------- resize
 def _resize(ctx: Ctx, x: Value, n: int, output_size, scale_factors, mode: str, align) -> Value:
-    attrs: dict[str, Any] = {"mode": mode}
+    """``mode``: nearest | nearest-exact | linear | cubic."""
+    attrs: dict[str, Any] = {"mode": "nearest" if mode == "nearest-exact" else mode}
     if output_size is not None:
         attrs["sizes"] = ctx.ints(output_size, "resize sizes")
     elif scale_factors is not None:
         attrs["scales"] = [float(s) for s in dims_tuple_f(scale_factors, n)]
     else:
         raise Unsupported("resize needs output_size or scale_factors")
-    if mode == "nearest":
+    if mode == "nearest":  # src = floor(dst / scale)
         attrs["coordinate_transformation_mode"] = "asymmetric"
         attrs["nearest_mode"] = "floor"
+    elif mode == "nearest-exact":  # src = floor((dst + 0.5) / scale)
+        attrs["coordinate_transformation_mode"] = "half_pixel"
+        attrs["nearest_mode"] = "round_prefer_ceil"
     else:
         attrs["coordinate_transformation_mode"] = "align_corners" if align else "pytorch_half_pixel"
     return ctx.op("resize", x, **attrs)
@@ -536,18 +540,19 @@ def _upsample(n: int, mode: str, has_align: bool):
 
 
 for _n, _mode, _names in (
-    (1, "nearest", ("upsample_nearest1d", "_upsample_nearest_exact1d")),
-    (2, "nearest", ("upsample_nearest2d", "_upsample_nearest_exact2d")),
-    (3, "nearest", ("upsample_nearest3d", "_upsample_nearest_exact3d")),
+    (1, "nearest", ("upsample_nearest1d",)),
+    (2, "nearest", ("upsample_nearest2d",)),
+    (3, "nearest", ("upsample_nearest3d",)),
+    (1, "nearest-exact", ("_upsample_nearest_exact1d",)),
+    (2, "nearest-exact", ("_upsample_nearest_exact2d",)),
+    (3, "nearest-exact", ("_upsample_nearest_exact3d",)),
     (1, "linear", ("upsample_linear1d",)),
     (2, "linear", ("upsample_bilinear2d",)),
     (3, "linear", ("upsample_trilinear3d",)),
     (2, "cubic", ("upsample_bicubic2d",)),
 ):
     for _name in _names:
-        if "exact" in _name:
-            continue  # nearest-exact rounds differently; listed as unsupported
-        converter(f"aten.{_name}.vec")(_upsample(_n, _mode, _mode != "nearest"))
+        converter(f"aten.{_name}.vec")(_upsample(_n, _mode, not _mode.startswith("nearest")))
 
 
 def _upsample_default(n: int, mode: str, has_align: bool):

@@ -3,12 +3,16 @@
 # NOTE: view ops become their functional meaning (view/reshape -> ``reshape``, permute ->
 # ``transpose``, select -> ``slice`` + ``squeeze``). A size list with symbolic entries becomes
 # a static target with one ``-1`` when it can, else a shape tensor built from ``shape`` nodes.
-# Symbolic ints (``aten.sym_size.int`` and Python arithmetic on it) are 0-d i64 values.
+# Symbolic ints (``aten.sym_size.int`` and Python arithmetic on it) are 0-d i64 values. A
+# symbolic slice bound that is the dim's own size minus a constant becomes a static bound from
+# the end (as does a split with one symbolic piece); any other becomes gather(x, range(...)).
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+import torch
 
 from msc.frontend.torch.registry import Ctx, Unsupported, converter
 from msc.ir import DType, Value
@@ -166,8 +170,11 @@ def squeeze(ctx: Ctx, self: Value, dim: Any = None) -> Value:
         return self
     dims = range(r) if dim is None else [dim] if isinstance(dim, int) else dim
     axes = sorted({_axis(d, r) for d in dims if shape[_axis(d, r)] == 1})
-    if dim is None and any(not isinstance(d, int) for d in shape):
-        raise Unsupported("squeeze of every size-1 dim with symbolic dims")
+    # A symbolic dim is never squeezed: torch.export takes dynamic dims to be >= 2 (what it
+    # recorded for the result says so; a different rank would be an error).
+    out = ctx.meta
+    if isinstance(out, torch.Tensor) and out.dim() != r - len(axes):
+        raise Unsupported("squeeze of a symbolic dim that is 1")
     return ctx.op("squeeze", self, axes=axes) if axes else self
 
 
@@ -205,6 +212,8 @@ def _dim_size(ctx: Ctx, x: Value, dim: int) -> int:
 def split(ctx: Ctx, self: Value, split_size: Any = None, dim: int = 0, **kw: Any) -> tuple:
     if "split_sizes" in kw:
         split_size = kw["split_sizes"]
+    if not isinstance(split_size, int) and any(isinstance(v, Value) for v in split_size):
+        return _split_symbolic(ctx, self, list(split_size), dim)
     n = _dim_size(ctx, self, dim)
     if isinstance(split_size, int):
         sizes = [split_size] * (n // split_size) + ([n % split_size] if n % split_size else [])
@@ -214,6 +223,28 @@ def split(ctx: Ctx, self: Value, split_size: Any = None, dim: int = 0, **kw: Any
     if len(sizes) == 1:
         return (self,)
     return ctx.node("split", [self], {"axis": dim, "sizes": sizes})
+
+
+def _split_symbolic(ctx: Ctx, x: Value, sizes: list[Any], dim: int) -> tuple:
+    """Sizes with one symbolic entry (the rest of the dim): static slices, counted from the
+    start before it and from the end after it."""
+    sym = [i for i, v in enumerate(sizes) if isinstance(v, Value)]
+    if len(sym) != 1:
+        raise Unsupported("split into several pieces of symbolic size")
+    d = _axis(dim, ctx.rank(x))
+    k = sym[0]
+    bounds: list[tuple[int, int]] = []
+    at = 0
+    for v in sizes[:k]:
+        bounds.append((at, at + int(v)))
+        at += int(v)
+    tail = [int(v) for v in sizes[k + 1 :]]
+    left = -sum(tail)
+    bounds.append((at, left if left else INT_MAX))
+    for v in tail:
+        bounds.append((left, left + v if left + v else INT_MAX))
+        left += v
+    return tuple(ctx.op("slice", x, starts=[s], ends=[e], axes=[d], steps=[1]) for s, e in bounds)
 
 
 @converter("aten.chunk.default")
@@ -230,13 +261,34 @@ def unbind(ctx: Ctx, self: Value, dim: int = 0) -> tuple:
     return tuple(ctx.op("squeeze", p, axes=[_axis(dim, ctx.rank(self))]) for p in parts)
 
 
-def _slice_bound(ctx: Ctx, v: Any, x: Value, dim: int, default: int) -> int:
+def _expr(x: Any) -> Any:
+    """The sympy expression of a torch size (an int stays an int)."""
+    return getattr(getattr(x, "node", None), "expr", x)
+
+
+def _from_end(ctx: Ctx, v: Value, x: Value, dim: int) -> int | None:
+    """``c`` when symbolic ``v`` is dim ``dim`` of ``x`` plus a constant ``c <= 0``."""
+    shape = ctx.torch_shapes.get(id(x))
+    e = ctx.sym_exprs.get(id(v))
+    if shape is None or dim >= len(shape) or e is None:
+        return None
+    try:
+        c = e - _expr(shape[dim])
+    except TypeError:
+        return None
+    return int(c) if getattr(c, "is_Integer", False) and int(c) <= 0 else None
+
+
+def _slice_bound(ctx: Ctx, v: Any, x: Value, dim: int, default: int) -> int | Value:
+    """A static bound (a symbolic one that is the dim's size minus a constant becomes a
+    negative one), else the symbolic value."""
     if v is None:
         return default
     if isinstance(v, Value):
-        if _sym_matches(ctx, v, x, dim):
-            return INT_MAX
-        raise Unsupported("slice bound depends on a symbolic size")
+        c = _from_end(ctx, v, x, dim)
+        if c is None:
+            return v
+        return INT_MAX if c == 0 else c
     return int(v)
 
 
@@ -248,10 +300,34 @@ def slice_(
     d = _axis(dim, r)
     s = _slice_bound(ctx, start, self, d, 0)
     e = _slice_bound(ctx, end, self, d, INT_MAX)
+    if isinstance(s, Value) or isinstance(e, Value):
+        return _dynamic_slice(ctx, self, d, s, e, step)
     if s == 0 and e >= INT_MAX and step == 1:
         return self
     e = min(e, INT_MAX)
     return ctx.op("slice", self, starts=[s], ends=[e], axes=[d], steps=[step])
+
+
+def _dynamic_slice(ctx: Ctx, x: Value, d: int, start: Any, end: Any, step: int) -> Value:
+    """x[start:end] along ``d`` with a symbolic bound, as gather(x, range(start, end)): exact
+    where torch found the result's size to be end - start (no clamping at run time)."""
+    out = ctx.meta
+    if step != 1 or start == INT_MAX or end == INT_MAX or not isinstance(out, torch.Tensor):
+        raise Unsupported("slice with a symbolic bound that torch clamps")
+    if isinstance(start, int) and start < 0 or isinstance(end, int) and end < 0:
+        raise Unsupported("slice with a symbolic bound and a bound from the end")
+
+    def e(b: Any) -> Any:
+        return ctx.sym_exprs.get(id(b)) if isinstance(b, Value) else b
+
+    try:
+        exact = bool((e(end) - e(start)) - _expr(out.shape[d]) == 0)
+    except TypeError:
+        exact = False
+    if not exact:
+        raise Unsupported("slice with a symbolic bound that torch clamps")
+    idx = ctx.op("range", *(ctx.tensor(b, DType.INT64) for b in (start, end, 1)))
+    return ctx.op("gather", x, idx, axis=d)
 
 
 @converter("aten.narrow.default")

@@ -162,11 +162,12 @@ def constant_node(g: Graph, name: str, t: torch.Tensor) -> Value:
 
 
 def finish(g: Graph, buffers: list[str], constants: list[str]) -> None:
-    """Drop ``constant`` nodes nothing uses (a converter's rewrite can leave one, as
-    ``x**2`` -> ``x*x`` does) and record which weights are buffers / constants."""
+    """Drop nodes nothing uses (a converter's rewrite can leave a constant behind, as
+    ``x**2`` -> ``x*x`` does; torch leaves size arithmetic and views it no longer needs), and
+    record which weights are buffers / constants. Weights stay, used or not (state)."""
     outputs = {id(v) for v in g.outputs}
-    for n in [n for n in g.nodes if n.op == "constant"]:
-        if not n.output.uses and id(n.output) not in outputs:
+    for n in reversed(list(g.nodes)):
+        if not any(v.uses or id(v) in outputs for v in n.outputs):
             g.remove_node(n)
     if buffers:
         g.meta["torch_buffers"] = json.dumps(buffers)
