@@ -286,3 +286,23 @@ def test_provenance_ranges_and_meta_survive_a_trip_through_onnx(tmp_path):
     conv = next(n for n in back.nodes if n.op == "conv")
     assert conv.provenance == Provenance("torch", "aten.conv2d.default", "conv2d", "features.0")
     assert back.meta["tags"] == (1, 2)
+
+
+@pytest.mark.parametrize("dtype", [DType.INT8, DType.INT16, DType.INT32, DType.INT64])
+@pytest.mark.parametrize("op", ["bitshift_left", "bitshift_right"])
+def test_signed_shifts_before_opset_28(op, dtype):
+    """ONNX BitShift takes signed integers only from opset 28, and Pow no 8/16-bit integers:
+    earlier opsets get an arithmetic form, checked in onnxruntime against numpy."""
+    import onnxruntime as ort
+
+    g = Graph()
+    a = g.add_input("a", TensorType(dtype, (6,)))
+    b = g.add_input("b", TensorType(dtype, (6,)))
+    g.set_outputs([g.op(op, a, b)])
+    model = conx.to_model(g, opset=26)
+    npdt = dtype.to_numpy()
+    x = np.array([-7, 5, 100, -100, 3, -1], dtype=npdt)
+    y = np.array([1, 2, 1, 1, 0, 3], dtype=npdt)
+    got = ort.InferenceSession(model.SerializeToString()).run(None, {"a": x, "b": y})[0]
+    want = (x.astype(np.int64) << y) if op == "bitshift_left" else (x >> y)
+    np.testing.assert_array_equal(got, want.astype(npdt))

@@ -223,9 +223,24 @@ def remainder(e: Emit, a: Ref, b: Ref) -> Ref:
 @emitter("bitshift_left", "bitshift_right", since=11)
 def bitshift(e: Emit, a: Ref, b: Ref) -> Ref:
     left = e.node.op == "bitshift_left"
+    direction = "LEFT" if left else "RIGHT"
     if a.dtype in (DType.UINT8, DType.UINT16, DType.UINT32, DType.UINT64):
-        return e.op("BitShift", a, b, direction="LEFT" if left else "RIGHT")
+        return e.op("BitShift", a, b, direction=direction)
     e.require(a.dtype.is_integer and e.opset >= 12, "signed shifts need integer Pow (opset 12)")
+    if e.opset >= 28:  # BitShift takes signed integers (arithmetic right shift) from opset 28
+        return e.op("BitShift", a, b, direction=direction)
+    if a.dtype in (DType.INT8, DType.INT16):
+        # Pow takes no 8/16-bit integers: shift in int32, then wrap back to the narrow type.
+        wide = e.op("Cast", a, to=ONNX_DTYPE[DType.INT32])
+        amount = e.op("Cast", b, to=ONNX_DTYPE[DType.INT32])
+        p = e.op("Pow", e.scalar(2, DType.INT32), amount)
+        if left:
+            return e.op("Cast", e.op("Mul", wide, p), to=ONNX_DTYPE[a.dtype])
+        q = e.op("Div", wide, p)
+        inexact = e.op("Not", e.op("Equal", e.op("Mul", q, p), wide))
+        down = e.op("And", inexact, e.op("Less", wide, e.scalar(0, DType.INT32)))
+        r = e.op("Where", down, e.op("Sub", q, e.scalar(1, DType.INT32)), q)
+        return e.op("Cast", r, to=ONNX_DTYPE[a.dtype])
     p = e.op("Pow", e.scalar(2, a.dtype), b)
     if left:
         return e.op("Mul", a, p)
