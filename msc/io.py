@@ -10,11 +10,10 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from msc import safetensors
+from msc import _fs, safetensors
 from msc.ir.graph import Graph, Weight
 from msc.text import from_text, to_text
 
@@ -36,11 +35,11 @@ def _all_weights(g: Graph) -> list[Weight]:
 def atomic_dir(target: Path) -> Iterator[Path]:
     """Yield a temporary directory that replaces ``target`` only if the block succeeds."""
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    tmp = _fs.mkdtemp(target.parent, prefix=f".{target.name}.")
     try:
         yield tmp
         if target.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old.", dir=target.parent))
+            old = _fs.mkdtemp(target.parent, prefix=f".{target.name}.old.")
             os.rename(target, old / "x")
             os.rename(tmp, target)
             shutil.rmtree(old)

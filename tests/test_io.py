@@ -122,3 +122,26 @@ def test_corrupt_files_give_clear_errors(tmp_path):
     p.write_bytes(p.read_bytes()[:-8])
     with pytest.raises(ValueError, match="out of bounds"):
         msc.load(tmp_path / "m")
+
+
+def test_outputs_get_ordinary_file_modes(tmp_path):
+    """Atomic writes go through temp files, but what lands has the modes open()/mkdir() give."""
+    old = os.umask(0o022)
+    try:
+        msc.save(weights_graph(), tmp_path / "m")
+    finally:
+        os.umask(old)
+    assert (tmp_path / "m").stat().st_mode & 0o777 == 0o755
+    for f in ("graph.msc", "weights.safetensors"):
+        assert (tmp_path / "m" / f).stat().st_mode & 0o777 == 0o644
+
+
+def test_streamed_write_releases_mapped_pages(tmp_path):
+    """Writing memory-mapped weights back out does not keep their pages resident (models
+    larger than RAM convert); the data written is unchanged."""
+    big = np.arange(3 << 20, dtype=np.float32)  # 12 MiB
+    st.write(tmp_path / "a.safetensors", {"w": big})
+    mapped = st.read(tmp_path / "a.safetensors")["w"]
+    st.write(tmp_path / "b.safetensors", {"w": mapped})
+    np.testing.assert_array_equal(st.read(tmp_path / "b.safetensors")["w"], big)
+    np.testing.assert_array_equal(mapped[-4:], big[-4:])  # still readable after the drop

@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 from typing import BinaryIO
 
@@ -21,6 +20,7 @@ import onnx
 
 from codegen.onnx.model import Converter
 from codegen.onnx.registry import ONNX_DTYPE
+from msc import _fs
 from msc.errors import MscError
 from msc.ir.dtype import DType
 from msc.ir.graph import Graph, Weight
@@ -47,7 +47,7 @@ def _write_array(f: BinaryIO, arr: np.ndarray) -> int:
 
 
 def _tmp(directory: Path, name: str) -> tuple[BinaryIO, Path]:
-    fd, p = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory)
+    fd, p = _fs.mkstemp(directory, prefix=f".{name}.")
     return os.fdopen(fd, "wb"), Path(p)
 
 

@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from msc import _fs
 from msc.analysis.model import Model, load_model
 from msc.analysis.shapes import (
     InputSpec,
@@ -140,7 +140,7 @@ def _write(g: Graph, target: str, dest: Path, opset: int | None) -> None:
 def _stage(out: Path, target: str) -> tuple[Path, Path]:
     """A temporary sibling directory and where the output goes inside it."""
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    tmp = _fs.mkdtemp(out.parent, prefix=f".{out.name}.")
     return tmp, tmp / out.name
 
 
@@ -155,7 +155,7 @@ def _install(staged: Path, out: Path, target: str) -> list[str]:
     if out.exists():
         if not out.is_dir():
             raise MscError(f"{out}: exists and is not a directory")
-        old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=out.parent))
+        old = _fs.mkdtemp(out.parent, prefix=f".{out.name}.old.")
         os.rename(out, old / "x")
         os.rename(staged, out)
         shutil.rmtree(old)
