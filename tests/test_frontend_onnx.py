@@ -565,3 +565,11 @@ def test_torch_exported_models_import(tmp_path, case, dynamo, opset):
     assert set(g.weights) <= inits and all(isinstance(w, Weight) for w in g.weights.values())
     with torch.no_grad():
         _check_numerics(g, module, x)
+
+
+def test_split_num_outputs_in_an_opset17_file():
+    """torch.onnx's opset-17 GPT-2 export carries Split's opset-18 num_outputs attribute."""
+    node = helper.make_node("Split", ["x"], ["a", "b", "c"], axis=1, num_outputs=3)
+    outs = [vi(n, None) for n in "abc"]
+    g = from_onnx(model([node], [vi("x", [2, 7])], outs, opset=17))
+    assert only(g, "split").attrs["sizes"] == (3, 3, 1)

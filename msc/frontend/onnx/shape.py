@@ -156,14 +156,9 @@ def split_2(ctx: Ctx, input, *, axis=0, split=None):  # noqa: A002
 
 
 @converter("Split", since=13)
-def split_13(ctx: Ctx, input, split=None, *, axis=0):  # noqa: A002
-    n = len(ctx.node.output)
-    sizes = None if split is None else ctx.ints(split, "split")
-    return _split(ctx, input, axis, _split_sizes(ctx, input, axis, n, sizes))
-
-
-@converter("Split", since=18)
-def split_18(ctx: Ctx, input, split=None, *, axis=0, num_outputs=None):  # noqa: A002
+def split_13(ctx: Ctx, input, split=None, *, axis=0, num_outputs=None):  # noqa: A002
+    # num_outputs is opset 18's, but torch.onnx's version converter leaves it in opset-17
+    # files (GPT-2 exports): read it wherever it appears.
     n = len(ctx.node.output)
     sizes = None if split is None else ctx.ints(split, "split")
     return _split(ctx, input, axis, _split_sizes(ctx, input, axis, n, sizes, num_outputs))
