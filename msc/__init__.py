@@ -27,7 +27,6 @@ from msc.ir import (
     Value,
     Weight,
 )
-from msc.ops import registry as ops
 from msc.text import ParseError, from_text, to_text
 
 __version__ = "0.1.0"
@@ -55,7 +54,6 @@ __all__ = [
     "from_torch",
     "inspect",
     "load",
-    "ops",
     "render",
     "save",
     "structural_equal",
