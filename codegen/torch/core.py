@@ -406,7 +406,7 @@ class TorchCodegen:
         self.plan_ = self.plan()
         self.use_helper("_msc_load_weights")
         forward = self.emit_forward()
-        forward.body = _prune(forward.body, self._dead_statements())
+        forward.body = _release_after_last_use(_prune(forward.body, self._dead_statements()))
         cls = ast.ClassDef(
             name=self.class_name_,
             bases=[code.expr("nn.Module")],
@@ -510,6 +510,45 @@ def _prune(stmts: list[ast.stmt], drop: set[int]) -> list[ast.stmt]:
             st.body = _prune(st.body, drop) or [ast.Pass()]
             st.orelse = _prune(st.orelse, drop)
         out.append(st)
+    return out
+
+
+def _release_after_last_use(body: list[ast.stmt]) -> list[ast.stmt]:
+    """``body`` with ``del a, b`` after the statement that last reads each intermediate, so a
+    forward pass holds only live tensors (torch.fx frees its values the same way). Arguments
+    and anything the return statement reads are left alone."""
+    assigned: set[str] = set()
+    for st in body:
+        if isinstance(st, ast.Assign):
+            for t in st.targets:
+                assigned |= {n.id for n in ast.walk(t) if isinstance(n, ast.Name)}
+    last: dict[str, int] = {}
+    for i, st in enumerate(body):
+        reads = st if not isinstance(st, ast.Assign) else st.value
+        for n in ast.walk(reads):
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id in assigned:
+                last[n.id] = i
+        if not isinstance(st, ast.Assign):  # branches and loops may also write names
+            for n in ast.walk(st):
+                if isinstance(n, ast.Name) and n.id in assigned:
+                    last[n.id] = max(last.get(n.id, i), i)
+    keep = {
+        n.id
+        for st in body
+        if isinstance(st, ast.Return)
+        for n in ast.walk(st)
+        if isinstance(n, ast.Name)
+    }
+    frees: dict[int, list[str]] = {}
+    for name, i in last.items():
+        if name not in keep and not isinstance(body[i], ast.Return):
+            frees.setdefault(i, []).append(name)
+    out: list[ast.stmt] = []
+    for i, st in enumerate(body):
+        out.append(st)
+        if i in frees:
+            names = sorted(frees[i])
+            out.append(ast.Delete([ast.Name(n, ast.Del()) for n in names]))
     return out
 
 
