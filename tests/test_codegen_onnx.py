@@ -145,7 +145,7 @@ def test_emitter_registry_lookup_and_duplicates() -> None:
 
 def test_coverage_markdown_lists_every_op() -> None:
     text = conx.coverage_markdown()
-    for op in msc.ops.names():
+    for op in msc.ops.registry.names():
         assert f"| `{op}` |" in text
     row = next(line for line in text.splitlines() if line.startswith("| `gelu` |"))
     assert row.split("|")[2].strip() == "20"
