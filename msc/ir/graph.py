@@ -160,8 +160,8 @@ class Node:
         self.provenance = provenance or Provenance()
         self._inputs: tuple[Value | None, ...] = ()
         inputs = list(inputs)
-        schema.check_inputs(inputs, where=self._where())
-        self.attrs = schema.normalize_attrs(attrs or {}, where=self._where())
+        schema.check_inputs(inputs, where=self._where)
+        self.attrs = schema.normalize_attrs(attrs or {}, where=self._where)
         self.inputs = inputs
         if outputs is None:
             if output_types is None:
@@ -172,7 +172,7 @@ class Node:
                     f"{self._where()}: {len(names)} names for {len(output_types)} outputs"
                 )
             outputs = [Value(n, t) for n, t in zip(names, output_types)]
-        schema.check_output_count(len(outputs), self.attrs, where=self._where())
+        schema.check_output_count(len(outputs), self.attrs, where=self._where)
         for i, v in enumerate(outputs):
             if v.producer is not None:
                 raise GraphError(f"{self._where()}: output {v.name!r} already has a producer")

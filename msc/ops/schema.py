@@ -25,6 +25,14 @@ class OpError(TypeError):
     """A node does not fit its op's schema."""
 
 
+Where = str | Callable[[], str]
+
+
+def _where(where: Where) -> str:
+    """The location for an error message, built only when an error needs it."""
+    return where() if callable(where) else where
+
+
 class _Required:
     def __repr__(self) -> str:
         return "REQUIRED"
@@ -125,13 +133,18 @@ class OpSchema:
     extra: dict[str, Any] = field(default_factory=dict)
     _variadic: bool = field(init=False, repr=False, default=False)
     _required: int = field(init=False, repr=False, default=0)
+    _defaults: dict[str, Any] | None = field(init=False, repr=False, default=None)
 
     def __post_init__(self) -> None:
         self._variadic = any(s.variadic for s in self.inputs)
         self._required = sum(1 for s in self.inputs if not s.optional and not s.variadic)
+        if all(a.default is not REQUIRED for a in self.attrs.values()):
+            # The normalized defaults, shared by every node that sets no attribute (values
+            # are immutable: numbers, strings, tuples, dtypes).
+            self._defaults = self.normalize_attrs({}, where=f"op {self.name} (defaults)")
 
     # ------------------------------------------------------------ checking
-    def check_inputs(self, inputs: Sequence[Any], *, where: str = "") -> None:
+    def check_inputs(self, inputs: Sequence[Any], *, where: Where = "") -> None:
         n = len(inputs)
         specs = self.inputs
         if not self._variadic and self._required <= n <= len(specs):
@@ -141,7 +154,7 @@ class OpSchema:
                     break
             else:
                 return
-        where = where or f"op {self.name}"
+        where = _where(where) or f"op {self.name}"
         fixed = [s for s in self.inputs if not s.variadic]
         variadic = any(s.variadic for s in self.inputs)
         required = sum(1 for s in fixed if not s.optional)
@@ -167,8 +180,10 @@ class OpSchema:
                 out.append(s)
         return out[:n] if len(out) >= n else out + [InputSpec("?", optional=True)] * (n - len(out))
 
-    def normalize_attrs(self, attrs: Mapping[str, Any], *, where: str = "") -> dict[str, Any]:
-        where = where or f"op {self.name}"
+    def normalize_attrs(self, attrs: Mapping[str, Any], *, where: Where = "") -> dict[str, Any]:
+        if not attrs and self._defaults is not None:
+            return dict(self._defaults)  # fast path: every attribute at its default
+        where = _where(where) or f"op {self.name}"
         unknown = set(attrs) - set(self.attrs)
         if unknown:
             raise OpError(
@@ -197,10 +212,10 @@ class OpSchema:
     def num_outputs(self, attrs: Mapping[str, Any]) -> int:
         return self.outputs(attrs) if callable(self.outputs) else self.outputs
 
-    def check_output_count(self, n: int, attrs: Mapping[str, Any], *, where: str = "") -> None:
+    def check_output_count(self, n: int, attrs: Mapping[str, Any], *, where: Where = "") -> None:
         want = self.num_outputs(attrs)
         if n != want:
-            raise OpError(f"{where or self.name}: has {n} outputs, the op gives {want}")
+            raise OpError(f"{_where(where) or self.name}: has {n} outputs, the op gives {want}")
 
     # ------------------------------------------------------------ inference
     def infer(self, node: Any) -> list[TensorType]:
