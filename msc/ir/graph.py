@@ -22,13 +22,14 @@ from typing import Any
 
 import numpy as np
 
+from msc.errors import MscError
 from msc.ir.dtype import DType
 from msc.ir.types import TensorType
 
 __all__ = ["Value", "Weight", "Node", "Provenance", "Graph", "GraphError"]
 
 
-class GraphError(ValueError):
+class GraphError(MscError, ValueError):
     """A graph is not well formed; the message names the node and value."""
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from msc.errors import MscError
 from msc.ir.dtype import DType
 from msc.ir.types import Dim, SymDim, TensorType
 
@@ -25,7 +26,7 @@ __all__ = [
 ]
 
 
-class InferError(ValueError):
+class InferError(MscError, ValueError):
     """Inputs that the op cannot take (wrong dtype, incompatible shapes, bad axis)."""
 
 

@@ -15,13 +15,14 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from msc.errors import MscError
 from msc.ir.attrs import AttrKind, normalize
 from msc.ir.types import TensorType
 
 __all__ = ["Attr", "InputSpec", "OpSchema", "OpRegistry", "REQUIRED", "OpError"]
 
 
-class OpError(TypeError):
+class OpError(MscError, TypeError):
     """A node does not fit its op's schema."""
 
 

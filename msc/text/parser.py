@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from msc.errors import MscError
 from msc.ir.dtype import DType
 from msc.ir.graph import Graph, Node, Provenance, Value, Weight
 from msc.ir.types import SymDim, TensorType
@@ -20,7 +21,7 @@ from msc.ir.types import SymDim, TensorType
 __all__ = ["from_text", "ParseError"]
 
 
-class ParseError(ValueError):
+class ParseError(MscError, ValueError):
     """Text that is not msc's format; the message gives line, column and what was expected."""
 
     def __init__(self, msg: str, line: int, col: int) -> None:
