@@ -22,6 +22,7 @@ test: $(STAMP)
 lint: $(STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
+	$(VENV)/bin/lint-imports
 
 docs: $(STAMP)
 	$(PY) -m msc.ops.doc > docs/ops.md

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from msc.equal import EqualResult, assert_structural_equal, structural_equal, structural_hash
+import msc.ops  # noqa: F401 - installs the canonical op set every graph uses by default
 from msc.io import load, save
 from msc.ir import (
     AttrKind,
@@ -27,9 +27,9 @@ from msc.ir import (
     Value,
     Weight,
 )
+from msc.ir.equal import EqualResult, assert_structural_equal, structural_equal, structural_hash
 from msc.text import ParseError, from_text, to_text
-
-__version__ = "0.1.0"
+from msc.version import __version__ as __version__
 
 __all__ = [
     "AttrKind",

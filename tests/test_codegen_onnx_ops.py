@@ -22,10 +22,10 @@ torch = pytest.importorskip("torch", reason="torch is the reference for many ops
 F = torch.nn.functional
 
 import codegen.onnx as conx  # noqa: E402
-from msc.decompose import registry as rules  # noqa: E402
 from msc.errors import UnsupportedOpsError  # noqa: E402
 from msc.ir import DType, Graph, SymDim, TensorType  # noqa: E402
 from msc.ops import registry as ops  # noqa: E402
+from msc.ops.decompose import registry as rules  # noqa: E402
 
 RNG = np.random.default_rng(0)
 DEFAULT = conx.default_opset()

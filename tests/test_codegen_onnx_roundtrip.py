@@ -102,7 +102,7 @@ def _close(got, want, rtol, atol) -> bool:
 def _gaps(opset: int) -> set[str]:
     """Canonical ops with neither an emitter at ``opset`` nor a decomposition: the codegen's
     declared gaps (docs/ops.md lists them); a case that needs one is counted, not failed."""
-    from msc.decompose import registry as rules
+    from msc.ops.decompose import registry as rules
 
     return {op for op in msc.ops.registry.names() if conx.registry.lookup(op, opset) is None} - {
         r.op for r in rules

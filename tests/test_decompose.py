@@ -1,4 +1,4 @@
-"""msc.decompose: the registry, whole-graph rewriting, and every rule checked numerically.
+"""msc.ops.decompose: the registry, whole-graph rewriting, and every rule checked numerically.
 
 Each rule is run on the op cases of test_codegen_onnx_ops (the same inputs and torch/numpy
 references): the graph is decomposed, the lowered graph must no longer contain the op, and
@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 import msc
-from msc.decompose import Builder, DecompositionRegistry, NotDecomposable, decompose
-from msc.decompose import registry as rules
 from msc.ir import DType, Graph, SymDim, TensorType
+from msc.ops.decompose import Builder, DecompositionRegistry, NotDecomposable, decompose
+from msc.ops.decompose import registry as rules
 
 ort = pytest.importorskip("onnxruntime", reason="onnxruntime runs the lowered graphs")
 ops_tests = pytest.importorskip("tests.test_codegen_onnx_ops")
@@ -116,7 +116,7 @@ def test_unknown_dims_only_where_a_rule_needs_them() -> None:
 
 def test_decompositions_import_no_framework() -> None:
     code = (
-        "import sys, msc.decompose; "
+        "import sys, msc.ops.decompose; "
         "bad = [m for m in ('torch', 'onnx', 'onnxruntime') if m in sys.modules]; "
         "print(bad); sys.exit(1 if bad else 0)"
     )

@@ -13,9 +13,9 @@ import torch
 from torch.utils import _pytree as pytree
 
 import msc
-from msc import structure
 from msc.errors import UnsupportedOpsError
 from msc.frontend.torch.dtypes import to_msc
+from msc.ir import structure
 from tests.torch_cases import OP_CASES, OpCase, wrap
 
 # Ops whose output size depends on the data: torch's symbol for it is not an msc input dim.

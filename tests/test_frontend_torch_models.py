@@ -13,10 +13,10 @@ from torch.utils import _pytree as pytree
 
 import msc
 import msc.frontend.torch as ft
-from msc import structure
 from msc.errors import UnsupportedOpsError
 from msc.frontend.torch.coverage import UNSUPPORTED
 from msc.frontend.torch.registry import CONVERTERS
+from msc.ir import structure
 from tests.test_frontend_torch import check_numerics, check_outputs
 from tests.torch_cases import MODEL_CASES, MissingDependency, wrap
 

@@ -5,7 +5,7 @@
 
 Each canonical op has emitters by opset (``registry``, grouped by op family in
 elementwise.py, nn.py, reduce.py, shape.py); where the target opset lacks an op, the node is
-lowered through ``msc.decompose``. Every node that can be expressed neither way is reported
+lowered through ``msc.ops.decompose``. Every node that can be expressed neither way is reported
 at once in one ``msc.errors.UnsupportedOpsError``.
 """
 

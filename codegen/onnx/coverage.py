@@ -7,8 +7,8 @@
 from __future__ import annotations
 
 from codegen.onnx.registry import registry as emitters
-from msc.decompose import registry as decompositions
 from msc.ops import registry as ops
+from msc.ops.decompose import registry as decompositions
 
 OPSETS = (9, 11, 13, 17, 18, 20, 21, 23, 26)
 
@@ -20,7 +20,7 @@ def coverage_markdown(opsets: tuple[int, ...] | None = None) -> str:
         "## ONNX codegen (`codegen.onnx`)",
         "",
         "Per canonical op and target opset: `E` = an emitter writes ONNX ops directly, "
-        "`D` = lowered through its decomposition (`msc.decompose`) into ops that are emitted, "
+        "`D` = lowered through its decomposition (`msc.ops.decompose`) into ops that are emitted, "
         "`E/D` = emitted, falling back to the decomposition for cases the emitter cannot "
         "express (an input rank, a dtype, an attribute value), `-` = not available. "
         "Columns are opsets; `since` lists the opsets where the emitter changes.",
@@ -46,7 +46,7 @@ def coverage_markdown(opsets: tuple[int, ...] | None = None) -> str:
         + ", ".join(f"{o}: {counts[o]}/{len(names)}" for o in opsets)
         + ".",
         "",
-        "Decompositions (`msc.decompose`, pure msc, shared by every codegen): "
+        "Decompositions (`msc.ops.decompose`, pure msc, shared by every codegen): "
         + ", ".join(f"`{d.op}`" for d in decompositions)
         + ".",
         "",

@@ -32,11 +32,11 @@ from codegen.onnx.registry import (
     tensor_proto,
 )
 from codegen.onnx.registry import registry as default_emitters
-from msc.decompose import DecompositionRegistry, NotDecomposable
-from msc.decompose import registry as default_decompositions
 from msc.errors import ConversionError, UnsupportedOp, UnsupportedOpsError
 from msc.ir.graph import Graph, Node, Value, Weight
 from msc.ir.types import SymDim, TensorType
+from msc.ops.decompose import DecompositionRegistry, NotDecomposable
+from msc.ops.decompose import registry as default_decompositions
 
 __all__ = ["Converter", "value_info"]
 
@@ -74,7 +74,7 @@ class Converter:
         graph: the graph to convert.
         opset: target default-domain opset (None: ``default_opset()``).
         emitters: emitter registry (default: the package's).
-        decompositions: decomposition registry (default: ``msc.decompose.registry``).
+        decompositions: decomposition registry (default: ``msc.ops.decompose.registry``).
         external: weight name -> a function that fills an external-data TensorProto, for
             weights stored outside the model; others are written inline.
         value_infos: write the types of intermediate values.
@@ -346,7 +346,7 @@ class Converter:
 
         model.ir_version = ir_version_for(self.opset)
         model.producer_name = "msc"
-        from msc import __version__
+        from msc.version import __version__
 
         model.producer_version = __version__
         op = model.opset_import.add()

@@ -30,8 +30,8 @@ from codegen.torch.helpers import HELPERS
 from codegen.torch.modules import ModulePlan, init_statements, plan_modules
 from codegen.torch.names import Namespace, sanitize
 from codegen.torch.registry import EMITTERS, MODULE_RULES, EmitterRegistry, ModuleRule
-from msc import structure
 from msc.errors import UnsupportedOp, UnsupportedOpsError
+from msc.ir import structure
 from msc.ir.dtype import DType
 from msc.ir.graph import Graph, Node, Value, Weight
 from msc.ir.types import TensorType

@@ -30,8 +30,8 @@ from typing import Any
 
 import numpy as np
 
-from msc.equal import structural_equal
 from msc.ir.attrs import attr_equal
+from msc.ir.equal import structural_equal
 from msc.ir.graph import Graph, Node, Value, Weight
 from msc.ir.types import SymDim, TensorType
 from msc.text.printer import format_attr, format_type

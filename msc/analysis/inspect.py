@@ -128,7 +128,7 @@ def target_support(g: Graph) -> dict[str, list[str]]:
     """Ops of ``g`` each installed codegen can neither emit nor lower through a registered
     decomposition, by target (an empty list: every op). Codegens that do not import are left
     out. (A decomposition may still refuse a particular node; convert reports that.)"""
-    from msc.decompose import registry as decompositions
+    from msc.ops.decompose import registry as decompositions
 
     ops = sorted({n.op for n in _walk(g)})
     out: dict[str, list[str]] = {}

@@ -157,7 +157,7 @@ def _run_torch(module: Any, args: list[np.ndarray]) -> list[np.ndarray]:
 def _with_outputs(g: Graph, names: Sequence[str]) -> tuple[Graph, list[str]]:
     """A copy of ``g`` whose outputs are its own followed by the values ``names`` (those that
     exist and are not already outputs); weights share their data."""
-    from msc.structure import OUTPUT_TREE
+    from msc.ir.structure import OUTPUT_TREE
     from msc.text import from_text, to_text
 
     g2 = from_text(to_text(g))
@@ -179,7 +179,7 @@ def run_graph(
     """Run an msc graph (positional inputs in graph order) through ``codegen.torch``, or, when
     that is unavailable, through ``codegen.onnx`` and onnxruntime. Returns the flat outputs and
     the values of the ``extra`` value names."""
-    from msc.structure import OUTPUT_TREE
+    from msc.ir.structure import OUTPUT_TREE
 
     if any(not w.has_data for w in g.weights.values()):
         raise MscError(f"graph {g.name!r} has weights without data (a text-only graph?)")

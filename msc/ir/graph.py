@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -26,11 +26,48 @@ from msc.errors import MscError
 from msc.ir.dtype import DType
 from msc.ir.types import TensorType
 
-__all__ = ["Value", "Weight", "Node", "Provenance", "Graph", "GraphError"]
+__all__ = [
+    "Value",
+    "Weight",
+    "Node",
+    "Provenance",
+    "Graph",
+    "GraphError",
+    "OpSet",
+    "default_opset",
+    "set_default_opset",
+]
 
 
 class GraphError(MscError, ValueError):
     """A graph is not well formed; the message names the node and value."""
+
+
+class OpSet(Protocol):
+    """What the core needs of an op set: the schema of an op by name (``msc.ops.OpRegistry``
+    is one). A schema checks a node's inputs, normalizes its attributes and infers its output
+    types; the core never imports the vocabulary itself."""
+
+    def get(self, name: str) -> Any: ...
+
+    def __contains__(self, name: object) -> bool: ...
+
+
+# The op set a node or graph is checked against when none is given: msc.ops installs the
+# canonical one when it is imported (``import msc`` does), so the core depends on no vocabulary.
+_default_opset: OpSet | None = None
+
+
+def set_default_opset(opset: OpSet) -> None:
+    """Make ``opset`` the one nodes and graphs use when they are given none."""
+    global _default_opset
+    _default_opset = opset
+
+
+def default_opset() -> OpSet:
+    if _default_opset is None:
+        raise GraphError("no op set: import msc.ops, or pass opset= to Node and Graph")
+    return _default_opset
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,10 +189,9 @@ class Node:
         output_names: Sequence[str | None] | None = None,
         name: str = "",
         provenance: Provenance | None = None,
+        opset: OpSet | None = None,
     ) -> None:
-        from msc.ops import registry
-
-        schema = registry.get(op)
+        schema = (opset or default_opset()).get(op)
         self.op = op
         self.name = name
         self.provenance = provenance or Provenance()
@@ -222,10 +258,21 @@ class Node:
 class Graph:
     """Inputs, outputs, nodes in topological order, weights, metadata."""
 
-    __slots__ = ("name", "inputs", "outputs", "nodes", "weights", "meta", "_counter", "_taken")
+    __slots__ = (
+        "name",
+        "inputs",
+        "outputs",
+        "nodes",
+        "weights",
+        "meta",
+        "_opset",
+        "_counter",
+        "_taken",
+    )
 
-    def __init__(self, name: str = "") -> None:
+    def __init__(self, name: str = "", opset: OpSet | None = None) -> None:
         self.name = name
+        self._opset = opset
         self.inputs: list[Value] = []
         self.outputs: list[Value] = []
         self.nodes: list[Node] = []
@@ -233,6 +280,11 @@ class Graph:
         self.meta: dict[str, Any] = {}
         self._counter = 0
         self._taken: set[str] = set()
+
+    @property
+    def opset(self) -> OpSet:
+        """The op set this graph's nodes are checked against (the canonical one by default)."""
+        return self._opset or default_opset()
 
     # ---------------------------------------------------------------- building
     def _claim(self, v: Value) -> None:
@@ -270,7 +322,11 @@ class Graph:
         attrs: Mapping[str, Any] | None = None,
         **kw: Any,
     ) -> Node:
-        node = node_or_op if isinstance(node_or_op, Node) else Node(node_or_op, inputs, attrs, **kw)
+        if isinstance(node_or_op, Node):
+            node = node_or_op
+        else:
+            kw.setdefault("opset", self._opset)
+            node = Node(node_or_op, inputs, attrs, **kw)
         for v in node.outputs:
             self._claim(v)
         self.nodes.append(node)
@@ -306,9 +362,7 @@ class Graph:
         )
 
     def __str__(self) -> str:
-        from msc.text.printer import to_text
-
-        return to_text(self)
+        return _printer(self) if _printer is not None else repr(self)
 
     def validate(self) -> Graph:
         """Check the graph; raise GraphError naming the node and value at fault. Returns self."""
@@ -328,3 +382,13 @@ class Graph:
         from msc.ir.nx import to_networkx
 
         return to_networkx(self)
+
+
+# ``str(graph)`` prints the text format; msc.text installs its printer when imported, so the
+# core does not import the layer above it.
+_printer: Callable[[Graph], str] | None = None
+
+
+def set_printer(printer: Callable[[Graph], str]) -> None:
+    global _printer
+    _printer = printer

@@ -100,6 +100,6 @@ class TensorType:
         return TensorType(dtype, self.shape)
 
     def __str__(self) -> str:
-        from msc.text.printer import format_type
+        from msc.ir.spelling import format_type
 
         return format_type(self)

@@ -31,8 +31,7 @@ def _types_agree(stored: TensorType, inferred: TensorType) -> bool:
 
 
 def validate(graph: Graph, outer: frozenset[int] = frozenset()) -> None:
-    from msc.ops import registry
-
+    registry = graph.opset
     gname = f"graph {graph.name!r}"
     defined: set[int] = set(outer)
     value_names: dict[str, Value] = {}

@@ -4,9 +4,11 @@
 (``python -m msc.ops.doc``).
 """
 
+from msc.ir.graph import set_default_opset
 from msc.ops.schema import REQUIRED, Attr, InputSpec, OpError, OpRegistry, OpSchema
 
 registry = OpRegistry()
+set_default_opset(registry)  # the canonical op set: what a Graph is checked against by default
 
 # Importing a family registers its ops.
 from msc.ops import (  # noqa: E402,F401

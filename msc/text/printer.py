@@ -20,100 +20,18 @@
 from __future__ import annotations
 
 import base64
-import math
-import re
 from typing import Any
 
 import numpy as np
 
 from msc.ir.dtype import DType
 from msc.ir.graph import Graph, Node, Value, Weight
-from msc.ir.types import SymDim, TensorType
+from msc.ir.spelling import escape, format_float, format_scalar, format_type, quote_name, quote_ref
+from msc.ir.types import TensorType
 
 __all__ = ["to_text", "format_type", "quote_name", "quote_ref", "format_attr"]
 
-_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-_KEYWORDS = frozenset(
-    {
-        "graph",
-        "input",
-        "weight",
-        "output",
-        "meta",
-        "true",
-        "false",
-        "none",
-        "inf",
-        "nan",
-        "tensor",
-        "type",
-        "b64",
-    }
-)
 _SMALL_TENSOR = 64  # elements; larger tensor attributes print as base64 bytes
-
-
-def _escape(s: str) -> str:
-    out = []
-    for ch in s:
-        if ch == "\\":
-            out.append("\\\\")
-        elif ch == '"':
-            out.append('\\"')
-        elif ch == "\n":
-            out.append("\\n")
-        elif ch == "\t":
-            out.append("\\t")
-        elif ch == "\r":
-            out.append("\\r")
-        elif not ch.isprintable():
-            o = ord(ch)
-            out.append(
-                f"\\x{o:02x}" if o < 0x100 else f"\\u{o:04x}" if o < 0x10000 else f"\\U{o:08x}"
-            )
-        else:
-            out.append(ch)
-    return '"' + "".join(out) + '"'
-
-
-_DIGITS = re.compile(r"[0-9]+\Z")
-
-
-def quote_ref(name: str) -> str:
-    """A value or weight name after ``%``/``@``: positional names (``0``, ``17``) stay bare."""
-    return name if _DIGITS.match(name) else quote_name(name)
-
-
-def quote_name(name: str) -> str:
-    """A name as the text format writes it: bare if an identifier, else a quoted string."""
-    return name if _IDENT.match(name) and name not in _KEYWORDS else _escape(name)
-
-
-def _dim(d) -> str:
-    if d is None:
-        return "?"
-    if isinstance(d, SymDim):
-        s = quote_name(d.name)
-        if d.min is not None or d.max is not None:
-            lo = "" if d.min is None else str(d.min)
-            hi = "" if d.max is None else str(d.max)
-            s += "{" + lo + ".." + hi + "}"
-        return s
-    return str(d)
-
-
-def format_type(t: TensorType) -> str:
-    if t.shape is None:
-        return f"{t.dtype.short}[*]"
-    return f"{t.dtype.short}[" + ", ".join(_dim(d) for d in t.shape) + "]"
-
-
-def _float(x: float) -> str:
-    if math.isnan(x):
-        return "nan"
-    if math.isinf(x):
-        return "inf" if x > 0 else "-inf"
-    return repr(float(x))
 
 
 def _tensor(a: np.ndarray) -> str:
@@ -124,7 +42,7 @@ def _tensor(a: np.ndarray) -> str:
         if dt.is_bool:
             items = ["true" if v else "false" for v in flat.tolist()]
         elif dt.is_floating:
-            items = [_float(v) for v in flat.astype(np.float64).tolist()]
+            items = [format_float(v) for v in flat.astype(np.float64).tolist()]
         else:
             items = [str(int(v)) for v in flat.tolist()]
         return head + "[" + ", ".join(items) + "])"
@@ -133,27 +51,13 @@ def _tensor(a: np.ndarray) -> str:
 
 
 def format_attr(v: Any, indent: str = "") -> str:
-    if v is None:
-        return "none"
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, int):
-        return str(v)
-    if isinstance(v, float):
-        return _float(v)
-    if isinstance(v, str):
-        return _escape(v)
-    if isinstance(v, DType):
-        return v.short
-    if isinstance(v, TensorType):
-        return "type(" + format_type(v) + ")"
     if isinstance(v, tuple | list):
         return "[" + ", ".join(format_attr(x, indent) for x in v) + "]"
     if isinstance(v, np.ndarray):
         return _tensor(v)
     if isinstance(v, Graph):
         return _Printer(indent).graph(v).rstrip("\n")
-    raise TypeError(f"cannot print attribute value {v!r}")
+    return format_scalar(v)
 
 
 def _attrs(d: dict[str, Any], indent: str) -> str:
@@ -189,7 +93,7 @@ class _Printer:
             if v
         ]
         if meta:
-            s += " !{" + ", ".join(f"{k} = {_escape(v)}" for k, v in meta) + "}"
+            s += " !{" + ", ".join(f"{k} = {escape(v)}" for k, v in meta) + "}"
         return s
 
     def graph(self, g: Graph) -> str:

@@ -24,7 +24,6 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from msc.check import checked
 from msc.errors import ConversionError, UnsupportedOp, UnsupportedOpsError
 from msc.frontend.onnx.registry import REGISTRY, ConverterRegistry, NoConverter
 from msc.frontend.onnx.tensors import UnsupportedType, tensor_to_numpy, type_from_onnx
@@ -32,6 +31,7 @@ from msc.ir import DType, Graph, GraphError, Node, Provenance, SymDim, TensorTyp
 from msc.ir.attrs import infer_kind
 from msc.ops.infer import InferError
 from msc.ops.schema import OpError
+from msc.text.check import checked
 
 __all__ = [
     "OnnxUnsupportedOpsError",

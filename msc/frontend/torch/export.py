@@ -25,8 +25,6 @@ import torch.fx
 from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind, OutputKind
 
-from msc import structure
-from msc.check import checked
 from msc.errors import ConversionError, UnsupportedOp, UnsupportedOpsError
 from msc.frontend.torch.dtypes import tensor_to_numpy
 from msc.frontend.torch.translate import (
@@ -38,7 +36,8 @@ from msc.frontend.torch.translate import (
     is_small_constant,
     target_key,
 )
-from msc.ir import Graph, SymDim, TensorType, Value
+from msc.ir import Graph, SymDim, TensorType, Value, structure
+from msc.text.check import checked
 
 __all__ = ["from_torch", "from_exported_program"]
 

@@ -23,8 +23,6 @@ import torch.fx
 import torch.nn.functional as F
 from torch.utils import _pytree as pytree
 
-from msc import structure
-from msc.check import checked
 from msc.errors import ConversionError
 from msc.frontend.torch.dtypes import tensor_to_numpy, to_msc
 from msc.frontend.torch.fx_modules import MODULES, export_inline
@@ -37,7 +35,8 @@ from msc.frontend.torch.translate import (
     finish,
     is_small_constant,
 )
-from msc.ir import DType, Graph, TensorType, Value
+from msc.ir import DType, Graph, TensorType, Value, structure
+from msc.text.check import checked
 
 __all__ = ["from_fx"]
 

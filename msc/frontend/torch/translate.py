@@ -23,11 +23,11 @@ from typing import Any
 import torch
 import torch.fx
 
-from msc.check import enabled as check_enabled
 from msc.errors import ConversionError, UnsupportedOp, UnsupportedOpsError
 from msc.frontend.torch.dtypes import tensor_to_numpy, to_msc
 from msc.frontend.torch.registry import CONVERTERS, Ctx, Unsupported, aten_op, bind
 from msc.ir import Graph, Provenance, SymDim, TensorType, Value
+from msc.text.check import enabled as check_enabled
 
 __all__ = [
     "Call",

@@ -19,7 +19,7 @@ def enabled() -> bool:
 
 def self_check(graph: Graph) -> None:
     """Validate ``graph`` and check that its text form round-trips exactly."""
-    from msc.equal import structural_equal
+    from msc.ir.equal import structural_equal
     from msc.text import from_text, to_text
 
     graph.validate()

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from msc.decompose import Builder, NotDecomposable, registry
-from msc.decompose.nn import _rank, _static, _target
 from msc.ir.dtype import DType
 from msc.ir.graph import Value
+from msc.ops.decompose import Builder, NotDecomposable, registry
+from msc.ops.decompose.nn import _rank, _static, _target
 
 INT64_MIN = -(2**63)
 

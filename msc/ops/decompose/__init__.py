@@ -203,7 +203,7 @@ def decompose(
     Args:
         graph: the source graph (left unchanged; weights are shared lazily, not copied).
         ops: op names to lower, or a predicate on nodes; None lowers every op with a rule.
-        rules: the registry to use (default: ``msc.decompose.registry``).
+        rules: the registry to use (default: ``msc.ops.decompose.registry``).
         recursive: also lower nodes that a rule produced, when they match.
 
     Returns:
@@ -273,4 +273,4 @@ def decompose(
 
 
 # Importing the rule families registers them.
-from msc.decompose import activation, nn, shape  # noqa: E402,F401
+from msc.ops.decompose import activation, nn, shape  # noqa: E402,F401

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import math
 
-from msc.decompose import Builder, registry
 from msc.ir.graph import Value
+from msc.ops.decompose import Builder, registry
 
 
 def _unary_const(b: Builder, op: str, x: Value, c: float) -> Value:

@@ -25,8 +25,8 @@ import numpy as np
 from msc.ir.attrs import attr_equal, infer_kind, normalize
 from msc.ir.dtype import DType
 from msc.ir.graph import Graph, Node, Value, Weight
+from msc.ir.spelling import format_scalar, format_type
 from msc.ir.types import SymDim, TensorType
-from msc.text.printer import format_attr, format_type
 
 __all__ = [
     "structural_equal",
@@ -59,7 +59,7 @@ def _fmt(v: Any) -> str:
         return f"<graph {v.name!r}>"
     if isinstance(v, np.ndarray):
         return f"tensor {v.dtype}{list(v.shape)}"
-    s = format_attr(v)
+    s = format_scalar(v)
     return s if len(s) < 80 else s[:77] + "..."
 
 
@@ -324,7 +324,7 @@ class _Hasher:
             for x in v:
                 self.attr(x)
         else:
-            self.put(type(v).__name__, format_attr(v) if not isinstance(v, SymDim) else v)
+            self.put(type(v).__name__, format_scalar(v) if not isinstance(v, SymDim) else v)
 
     def graph(self, g: Graph) -> None:
         self.put("graph", len(g.inputs), len(g.nodes), len(g.outputs))

@@ -12,10 +12,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from msc.decompose import Builder, NotDecomposable, registry
 from msc.ir.dtype import DType
 from msc.ir.graph import Value
 from msc.ir.types import Dim
+from msc.ops.decompose import Builder, NotDecomposable, registry
 
 
 def _rank(x: Value, what: str) -> int:

@@ -1,0 +1,129 @@
+"""How names and tensor types are spelled in msc's text format (and in messages).
+
+# NOTE: this lives in the core so that ``TensorType.__str__`` and the text printer share one
+# spelling: a name that is not ``[A-Za-z_][A-Za-z0-9_]*`` (or is a keyword of the format) is
+# quoted and escaped, MLIR's rule, so every name round-trips through print -> parse.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+from msc.ir.dtype import DType
+from msc.ir.types import SymDim, TensorType
+
+__all__ = [
+    "escape",
+    "format_float",
+    "format_scalar",
+    "format_type",
+    "quote_name",
+    "quote_ref",
+    "KEYWORDS",
+]
+
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+KEYWORDS = frozenset(
+    {
+        "graph",
+        "input",
+        "weight",
+        "output",
+        "meta",
+        "true",
+        "false",
+        "none",
+        "inf",
+        "nan",
+        "tensor",
+        "type",
+        "b64",
+    }
+)
+
+
+def escape(s: str) -> str:
+    out = []
+    for ch in s:
+        if ch == "\\":
+            out.append("\\\\")
+        elif ch == '"':
+            out.append('\\"')
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "\t":
+            out.append("\\t")
+        elif ch == "\r":
+            out.append("\\r")
+        elif not ch.isprintable():
+            o = ord(ch)
+            out.append(
+                f"\\x{o:02x}" if o < 0x100 else f"\\u{o:04x}" if o < 0x10000 else f"\\U{o:08x}"
+            )
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
+
+
+_DIGITS = re.compile(r"[0-9]+\Z")
+
+
+def quote_ref(name: str) -> str:
+    """A value or weight name after ``%``/``@``: positional names (``0``, ``17``) stay bare."""
+    return name if _DIGITS.match(name) else quote_name(name)
+
+
+def quote_name(name: str) -> str:
+    """A name as the text format writes it: bare if an identifier, else a quoted string."""
+    return name if _IDENT.match(name) and name not in KEYWORDS else escape(name)
+
+
+def _dim(d) -> str:
+    if d is None:
+        return "?"
+    if isinstance(d, SymDim):
+        s = quote_name(d.name)
+        if d.min is not None or d.max is not None:
+            lo = "" if d.min is None else str(d.min)
+            hi = "" if d.max is None else str(d.max)
+            s += "{" + lo + ".." + hi + "}"
+        return s
+    return str(d)
+
+
+def format_type(t: TensorType) -> str:
+    if t.shape is None:
+        return f"{t.dtype.short}[*]"
+    return f"{t.dtype.short}[" + ", ".join(_dim(d) for d in t.shape) + "]"
+
+
+def format_float(x: float) -> str:
+    if math.isnan(x):
+        return "nan"
+    if math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    return repr(float(x))
+
+
+def format_scalar(v: Any) -> str:
+    """An attribute value that is not a tensor or a graph: none, bool, int, float, str, dtype,
+    tensor type, or a list of them."""
+    if v is None:
+        return "none"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        return format_float(v)
+    if isinstance(v, str):
+        return escape(v)
+    if isinstance(v, DType):
+        return v.short
+    if isinstance(v, TensorType):
+        return "type(" + format_type(v) + ")"
+    if isinstance(v, tuple | list):
+        return "[" + ", ".join(format_scalar(x) for x in v) + "]"
+    raise TypeError(f"cannot print attribute value {v!r}")
