@@ -1,0 +1,33 @@
+"""The registry type every msc table is built on."""
+
+from __future__ import annotations
+
+import pytest
+
+from msc.ir.registry import Registry
+
+
+def test_register_and_lookup_in_key_order():
+    r: Registry[str, int] = Registry("emitter")
+    r.register("b", 2)
+    r("a", "c")(1)
+    assert list(r) == ["a", "b", "c"]
+    assert r["c"] == 1 and r.get("z") is None and "a" in r and len(r) == 3
+    assert r.items() == [("a", 1), ("b", 2), ("c", 1)]
+
+
+def test_duplicate_key_is_an_error_naming_it():
+    r: Registry[str, int] = Registry("converter")
+    r.register("relu", 1)
+    with pytest.raises(ValueError, match="converter 'relu' is registered twice"):
+        r.register("relu", 2)
+
+
+def test_copy_is_independent():
+    r: Registry[str, int] = Registry("rule")
+    r.register("a", 1)
+    c = r.copy()
+    c.register("b", 2)
+    assert "b" not in r and list(c) == ["a", "b"]
+    with pytest.raises(KeyError, match="no rule 'b'"):
+        r["b"]
