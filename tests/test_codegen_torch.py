@@ -19,10 +19,9 @@ F = torch.nn.functional
 
 import codegen.torch as ct  # noqa: E402
 from codegen.torch.names import Namespace, sanitize  # noqa: E402
-from msc.ir import structure  # noqa: E402
 from msc.errors import UnsupportedOpsError  # noqa: E402
 from msc.examples import small_cnn_graph  # noqa: E402
-from msc.ir import DType, Graph, SymDim, TensorType  # noqa: E402
+from msc.ir import DType, Graph, SymDim, TensorType, structure  # noqa: E402
 from msc.ops import registry as ops  # noqa: E402
 
 RNG = np.random.default_rng(0)
