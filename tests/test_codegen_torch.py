@@ -198,9 +198,7 @@ def test_hostile_names_compile_and_run_nothing(monkeypatch):
 
     monkeypatch.setattr(os, "system", lambda *a: pytest.fail("generated code ran os.system"))
     g = Graph('x"); import os #')
-    g.meta[structure.OUTPUT_TREE] = structure.encode(
-        {"dict": [[name, {"leaf": i}] for i, name in enumerate(HOSTILE[:3])]}
-    )
+    g.output_tree = {"dict": [[name, {"leaf": i}] for i, name in enumerate(HOSTILE[:3])]}
     ins = [g.add_input(n or None, TensorType(F32, (2,))) for n in HOSTILE[:6]]
     ws = [g.add_weight(n, f32(2)) for n in HOSTILE if n]
     acc = ins[0]
@@ -435,7 +433,7 @@ def test_output_tree_is_rebuilt():
             [3, {"tuple": [{"leaf": 0}, {"const": "s"}]}],
         ]
     }
-    g.meta[structure.OUTPUT_TREE] = structure.encode(spec)
+    g.output_tree = spec
     xv = f32(2)
     out = run(g, xv)
     assert list(out) == ["logits", "aux", 3]

@@ -12,8 +12,6 @@ that starts to match fails, so the list cannot go stale.
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
 
@@ -81,7 +79,9 @@ def test_round_trip(case_id, make, tol, skip) -> None:
     # The source's buffers, persistent or not, and large tensor constants as non-persistent
     # buffers (small ones are literals in the code).
     buffers = {k for k, _ in module.named_buffers(remove_duplicate=False)}
-    buffers |= {k for k in json.loads(g.meta.get("torch_constants", "[]")) if k not in source_keys}
+    buffers |= {
+        w.name for w in g.weights.values() if w.role == "constant" and w.name not in source_keys
+    }
     assert {k for k, _ in gen.named_buffers(remove_duplicate=False)} == buffers
     if source_keys:
         gen.load_state_dict(module.state_dict())

@@ -34,7 +34,7 @@ def _torch_leaves(out) -> list[torch.Tensor]:
 
 
 def check_outputs(g: msc.Graph, expected, case_id: str) -> None:
-    spec = structure.decode(g.meta[structure.OUTPUT_TREE])
+    spec = g.output_tree
     got = [g.outputs[i] for i in structure.leaves(spec)]
     want = _torch_leaves(expected)
     assert len(got) == len(want), f"{len(got)} graph outputs, torch gave {len(want)}"
@@ -122,12 +122,12 @@ def test_op_core_aten(batch: list[OpCase]) -> None:
     seen = {str(n.target) for n in ep.graph.nodes if n.op == "call_function"}
     g = msc.from_exported_program(ep)
     g.validate()
-    spec = structure.decode(g.meta[structure.OUTPUT_TREE])
+    spec = g.output_tree
     assert len(spec["tuple"]) == len(batch)
     for c, sub, want in zip(batch, spec["tuple"], expected):
         one = msc.Graph()
         one.outputs = g.outputs
-        one.meta[structure.OUTPUT_TREE] = structure.encode(sub)
+        one.output_tree = sub
         check_outputs(one, want, c.id)
     CORE_SEEN.update(seen)
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
 import torch
@@ -16,7 +14,6 @@ import msc.frontend.torch as ft
 from msc.errors import UnsupportedOpsError
 from msc.frontend.torch.coverage import UNSUPPORTED
 from msc.frontend.torch.registry import CONVERTERS
-from msc.ir import structure
 from tests.test_frontend_torch import check_numerics, check_outputs
 from tests.torch_cases import MODEL_CASES, MissingDependency, wrap
 
@@ -120,7 +117,7 @@ def test_tied_weights_one_weight(how: str) -> None:
     w = g.weights["emb.weight"]
     assert len(w.uses) == 2
     if how == "export":
-        assert json.loads(g.meta["tied_weights"]) == {"head.weight": "emb.weight"}
+        assert g.weights["emb.weight"].aliases == ("head.weight",)
 
 
 class Stateful(nn.Module):
@@ -142,8 +139,9 @@ def test_buffers_and_tensor_constants() -> None:
     x = torch.randn(4, 3)
     g = msc.from_torch(m, (x,))
     # Buffers stay weights, listed by kind; the small constant is a constant node.
-    assert json.loads(g.meta["torch_buffers"]) == ["scale"]
-    assert json.loads(g.meta["torch_constants"]) == ["shift", "large"]
+    roles = {w.name: w.role for w in g.weights.values()}
+    assert [n for n, r in roles.items() if r == "buffer"] == ["scale"]
+    assert sorted(n for n, r in roles.items() if r == "constant") == ["large", "shift"]
     assert set(g.weights) == {"scale", "shift", "large"}
     values = [n.attrs["value"] for n in g.nodes if n.op == "constant"]
     assert any(v.shape == (3,) and v.tolist() == [1.0, 2.0, 3.0] for v in values)
@@ -158,7 +156,8 @@ def test_buffers_and_tensor_constants_fx() -> None:
     gm = torch.fx.symbolic_trace(m)  # folds large[:4] into _tensor_constant0
     g = msc.from_fx(gm, (x,))
     # An fx GraphModule registers every tensor attribute as a persistent buffer.
-    assert json.loads(g.meta["torch_buffers"]) == ["scale", "shift", "small"]
+    buffers = [w.name for w in g.weights.values() if w.role == "buffer"]
+    assert sorted(buffers) == ["scale", "shift", "small"]
     assert set(g.weights) == {"scale", "shift", "small"}
     values = [n.attrs["value"] for n in g.nodes if n.op == "constant"]
     assert any(v.shape == (4, 3) for v in values)
@@ -240,7 +239,7 @@ def test_output_structure() -> None:
         msc.from_torch(Multi(), (x, x)),
         msc.from_fx(torch.fx.symbolic_trace(Multi()), (x, x)),
     ):
-        spec = structure.decode(g.meta[structure.OUTPUT_TREE])
+        spec = g.output_tree
         assert [k for k, _ in spec["dict"]] == ["sum", "pair", "n"]
         assert len(g.outputs) == 2
 
@@ -296,4 +295,4 @@ def test_dynamic_reshape_keeps_symbol() -> None:
     b, s = g.inputs[0].type.shape[:2]
     assert (b.name, s.name) == ("b", "s")
     assert g.outputs[0].type.shape[1:] == (s, 4)
-    assert pytree.tree_leaves(structure.decode(g.meta[structure.OUTPUT_TREE])) == [0]
+    assert pytree.tree_leaves(g.output_tree) == [0]

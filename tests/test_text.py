@@ -157,6 +157,65 @@ def test_golden(name, request):
     )
 
 
+@pytest.mark.parametrize("name", sorted(graphs.ALL))
+def test_files_from_before_versions_still_load(name):
+    """Text written before the format had a version line (format 0) reads as the same graph."""
+    old = (GOLDEN / "v0" / f"{name}.msc").read_text(encoding="utf-8")
+    assert not old.startswith("msc format")
+    msc.assert_structural_equal(msc.from_text(old), graphs.ALL[name](), names=True, weights="types")
+
+
+def test_newer_format_or_op_set_is_refused_by_name():
+    body = msc.to_text(graphs.mlp()).split("\n", 1)[1]
+    for header in ("msc format 2, ops 1", "msc format 1, ops 9"):
+        with pytest.raises(msc.ParseError, match=r"newer msc \(text format \d, op set \d\).*"):
+            msc.from_text(header + "\n" + body)
+
+
+def test_weight_roles_aliases_and_output_structure_round_trip():
+    g = graphs.mlp()
+    w = next(iter(g.weights.values()))
+    w.role, w.aliases = "buffer", ["tied.b", "tied.a"]
+    g.output_tree = {"dict": [["y", {"leaf": 0}], [7, {"list": [{"const": None}, {"leaf": 0}]}]]}
+    text = msc.to_text(g)
+    assert 'aliases = ["tied.a", "tied.b"], role = "buffer"' in text
+    assert 'structure dict("y": leaf 0, 7: list(none, leaf 0))' in text
+    back = msc.from_text(text)
+    msc.assert_structural_equal(back, g, names=True, weights="types")
+    assert msc.to_text(back) == text
+    # Compared with names: each field is seen to differ.
+    for change in (
+        lambda h: setattr(next(iter(h.weights.values())), "role", "parameter"),
+        lambda h: setattr(next(iter(h.weights.values())), "aliases", ["other"]),
+        lambda h: setattr(h, "output_tree", {"tuple": [{"leaf": 0}]}),
+    ):
+        h = msc.from_text(text)
+        change(h)
+        assert not msc.structural_equal(h, g, names=True, weights="types")
+        assert msc.structural_equal(h, g, weights="types")
+        assert msc.structural_hash(h, names=True) != msc.structural_hash(back, names=True)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        'weight @w: f32[2] {role = "owner"}',
+        "weight @w: f32[2] {color = 1}",
+        'weight @w: f32[2] {aliases = ["w"]}',
+    ],
+)
+def test_bad_weight_fields_are_parse_errors(line):
+    text = f"graph t {{\n  input %x: f32[2]\n  {line}\n  output %x\n}}\n"
+    with pytest.raises(msc.ParseError, match="line 3"):
+        msc.from_text(text)
+
+
+def test_output_structure_beyond_the_outputs_is_invalid():
+    text = "graph t {\n  input %x: f32[2]\n  output %x\n  structure tuple(leaf 0, leaf 3)\n}\n"
+    with pytest.raises(msc.GraphError, match="names output 3"):
+        msc.from_text(text).validate()
+
+
 BAD = [
     ("graph g {\n  input %x f32[2]\n}", 2, "expected ':'"),
     ("graph g {\n  input %x: f33[2]\n  output %x\n}", 2, "expected a dtype"),

@@ -33,6 +33,7 @@ from codegen.onnx.registry import (
 )
 from codegen.onnx.registry import registry as default_emitters
 from msc.errors import ConversionError, UnsupportedOp, UnsupportedOpsError
+from msc.ir import structure
 from msc.ir.graph import Graph, Node, Value, Weight
 from msc.ir.types import SymDim, TensorType
 from msc.ops.decompose import DecompositionRegistry, NotDecomposable
@@ -366,6 +367,15 @@ class Converter:
             props["msc.dim_ranges"] = json.dumps(ranges, sort_keys=True)
         if self._renamed:
             props["msc.renamed_values"] = json.dumps(self._renamed, sort_keys=True)
+        if g.output_tree is not None:
+            props["msc.output_tree"] = structure.encode(g.output_tree)
+        fields = {
+            w.name: {"role": w.role, "aliases": list(w.aliases)}
+            for w in g.weights.values()
+            if w.role or w.aliases
+        }
+        if fields:
+            props["msc.weights"] = json.dumps(fields, sort_keys=True)
         for k, v in g.meta.items():
             try:
                 # JSON for every value (strings too), so the ONNX frontend reads back the type.

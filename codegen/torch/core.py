@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import ast
 import inspect
-import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -31,7 +30,6 @@ from codegen.torch.modules import ModulePlan, init_statements, plan_modules
 from codegen.torch.names import Namespace, sanitize
 from codegen.torch.registry import EMITTERS, MODULE_RULES, EmitterRegistry, ModuleRule
 from msc.errors import UnsupportedOp, UnsupportedOpsError
-from msc.ir import structure
 from msc.ir.dtype import DType
 from msc.ir.graph import Graph, Node, Value, Weight
 from msc.ir.types import TensorType
@@ -214,32 +212,27 @@ class TorchCodegen:
         return name if name and name[0].isalpha() else "Model"
 
     def is_buffer(self, w: Weight) -> bool:
-        """Register as a buffer (not a parameter)? Names the graph lists in
-        ``meta["torch_buffers"]`` (a JSON list) and non-float tensors; in a graph without
-        such lists (not from the torch frontend), batch_norm's running statistics too."""
-        if w.name in _meta_names(self.graph, "torch_buffers"):
+        """Register as a buffer (not a parameter)? What the weight's role says; a weight with
+        no role (not from the torch frontend) is a buffer when it is not floating point or is
+        batch_norm's running statistics."""
+        if w.role == "buffer":
             return True
-        if "torch_buffers" in self.graph.meta or "torch_constants" in self.graph.meta:
-            # The frontend listed the source's buffers: float weights not listed are parameters.
+        if w.role:  # parameter or constant: a buffer only where torch needs one (no grad)
             return not (w.dtype.is_floating or w.dtype.is_complex)
         if any(n.op == "batch_norm" and i >= 3 for n, i in w.uses):
             return True
         return not (w.dtype.is_floating or w.dtype.is_complex)
 
     def is_constant(self, w: Weight) -> bool:
-        """A tensor constant rather than model state: a non-persistent buffer, so state_dict()
-        keeps the source model's keys. Names listed in ``meta["torch_constants"]``, and the
-        names torch.export gives lifted constants in a graph from the torch frontend."""
-        if w.name in _meta_names(self.graph, "torch_constants"):
-            return True
-        return self.graph.meta.get("producer") == "msc.frontend.torch" and bool(
-            _LIFTED.fullmatch(w.name)
-        )
+        """A tensor constant rather than model state: registered as a non-persistent buffer,
+        so state_dict() keeps the source model's keys."""
+        return w.role == "constant"
 
     def plan(self) -> ModulePlan:
+        tied = {a: w.name for w in self.graph.weights.values() for a in w.aliases}
         return plan_modules(
             self.graph, self.module_rules.get, self.call_module_rule, self.is_buffer,
-            self.is_constant, _meta_map(self.graph, "tied_weights"),
+            self.is_constant, tied,
         )  # fmt: skip
 
     def emit_init(self) -> ast.FunctionDef:
@@ -310,11 +303,9 @@ class TorchCodegen:
         return dead
 
     def emit_return(self) -> ast.stmt:
-        raw = self.graph.meta.get(structure.OUTPUT_TREE)
+        spec = self.graph.output_tree
         outs = [self.ref(v) for v in self.graph.outputs]
-        if raw is not None:
-            spec = structure.decode(raw) if isinstance(raw, str) else raw
-            structure.check(spec)
+        if spec is not None:
             return ast.Return(_tree(spec, outs))
         if len(outs) == 1:
             return ast.Return(outs[0])
@@ -465,39 +456,6 @@ class _Deferred:
     @property
     def expr(self) -> ast.expr:
         return self.cg.ref(self.value)
-
-
-_LIFTED = re.compile(r"(c_)?lifted_tensor_\d+|_tensor_constant\d+")
-
-
-def _meta_map(g: Graph, key: str) -> dict[str, str]:
-    """A str -> str map kept in ``g.meta[key]`` as a JSON object (or a dict)."""
-    raw = g.meta.get(key)
-    if isinstance(raw, str):
-        import json
-
-        try:
-            raw = json.loads(raw)
-        except ValueError:
-            return {}
-    if not isinstance(raw, dict):
-        return {}
-    return {k: v for k, v in raw.items() if isinstance(k, str) and isinstance(v, str)}
-
-
-def _meta_names(g: Graph, key: str) -> set[str]:
-    """A set of names kept in ``g.meta[key]`` as a JSON list (or a list)."""
-    raw = g.meta.get(key)
-    if isinstance(raw, str):
-        import json
-
-        try:
-            raw = json.loads(raw)
-        except ValueError:
-            return set()
-    if isinstance(raw, list | tuple):
-        return {x for x in raw if isinstance(x, str)}
-    return set()
 
 
 def _prune(stmts: list[ast.stmt], drop: set[int]) -> list[ast.stmt]:

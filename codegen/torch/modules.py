@@ -10,7 +10,7 @@
 # - A name that cannot be a module path (an empty component, a component that is an
 #   ``nn.Module`` attribute like ``training``, a path that is both a tensor and a holder) is
 #   kept at the root under a sanitized name; ``keys`` maps it back to the source name.
-# - A tied name (``meta["tied_weights"]``: alias -> weight) is the same tensor registered again
+# - A tied name (a weight's ``aliases``: alias -> weight) is the same tensor registered again
 #   at its own path, at the end of ``__init__``, so ``state_dict()`` has both keys as the
 #   source module had.
 """

@@ -157,7 +157,6 @@ def _run_torch(module: Any, args: list[np.ndarray]) -> list[np.ndarray]:
 def _with_outputs(g: Graph, names: Sequence[str]) -> tuple[Graph, list[str]]:
     """A copy of ``g`` whose outputs are its own followed by the values ``names`` (those that
     exist and are not already outputs); weights share their data."""
-    from msc.ir.structure import OUTPUT_TREE
     from msc.text import from_text, to_text
 
     g2 = from_text(to_text(g))
@@ -165,7 +164,7 @@ def _with_outputs(g: Graph, names: Sequence[str]) -> tuple[Graph, list[str]]:
         src = g.weights[w.name]
         if src.has_data:
             w.set_data(lambda src=src: src.numpy())
-    g2.meta.pop(OUTPUT_TREE, None)
+    g2.output_tree = None
     by_name = {v.name: v for v in g2.values()}
     have = {v.name for v in g2.outputs}
     extra = [n for n in dict.fromkeys(names) if n in by_name and n not in have]
@@ -179,11 +178,9 @@ def run_graph(
     """Run an msc graph (positional inputs in graph order) through ``codegen.torch``, or, when
     that is unavailable, through ``codegen.onnx`` and onnxruntime. Returns the flat outputs and
     the values of the ``extra`` value names."""
-    from msc.ir.structure import OUTPUT_TREE
-
     if any(not w.has_data for w in g.weights.values()):
         raise MscError(f"graph {g.name!r} has weights without data (a text-only graph?)")
-    if extra or OUTPUT_TREE in g.meta:
+    if extra or g.output_tree is not None:
         g2, names = _with_outputs(g, extra)
     else:
         g2, names = g, []

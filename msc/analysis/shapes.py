@@ -215,12 +215,13 @@ def retype(
     """
     out = Graph(g.name)
     out.meta = dict(g.meta)
+    out.output_tree = g.output_tree
     vmap: dict[int, Value] = {}
     for v in g.inputs:
         vmap[id(v)] = out.add_input(v.name, input_types.get(v.name, v.type))
     for w in g.weights.values():
         data = (lambda w=w: w.numpy()) if w.has_data else None
-        vmap[id(w)] = out.add_weight(w.name, data, type=w.type)
+        vmap[id(w)] = out.add_weight(w.name, data, type=w.type, role=w.role, aliases=w.aliases)
     for n in g.nodes:
         ins = [None if v is None else vmap.get(id(v), v) for v in n.inputs]
         kw: dict = {"name": n.name, "provenance": n.provenance}

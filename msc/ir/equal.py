@@ -7,7 +7,8 @@
 #   different order still compare equal. Every value reference must map consistently (a
 #   bijection), so a swapped edge, a reordered input or a different output is a difference.
 # - Modulo names by default (alpha-equivalence); ``names=True`` also compares value, node,
-#   weight and graph names, provenance and graph metadata.
+#   weight and graph names, provenance, graph metadata, weight roles and aliases, and the
+#   output structure.
 # - ``structural_hash`` hashes exactly what ``structural_equal`` compares, so equal graphs hash
 #   equal.
 """
@@ -22,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from msc.ir import structure
 from msc.ir.attrs import attr_equal, infer_kind, normalize
 from msc.ir.dtype import DType
 from msc.ir.graph import Graph, Node, Value, Weight
@@ -94,8 +96,13 @@ class _Comparer:
             self.fail(path, "shape", format_type(a), format_type(b))
 
     def weight(self, path: str, a: Weight, b: Weight) -> None:
-        if self.names and a.name != b.name:
-            self.fail(path, "weight name", repr(a.name), repr(b.name))
+        if self.names:
+            if a.name != b.name:
+                self.fail(path, "weight name", repr(a.name), repr(b.name))
+            if a.role != b.role:
+                self.fail(path, "weight role", repr(a.role), repr(b.role))
+            if a.aliases != b.aliases:
+                self.fail(path, "weight aliases", list(a.aliases), list(b.aliases))
         self.types(path, a.type, b.type)
         if self.weights == "values":
             da, db = _weight_bytes(a), _weight_bytes(b)
@@ -156,6 +163,8 @@ class _Comparer:
                 self.fail(path + ".meta", "keys", sorted(ma), sorted(mb))
             for k in sorted(ma):
                 self.attr(f"{path}.meta.{k}", ma[k], mb[k])
+            if a.output_tree != b.output_tree:
+                self.fail(path, "output structure", a.output_tree, b.output_tree)
         if len(a.inputs) != len(b.inputs):
             self.fail(path, "input count", len(a.inputs), len(b.inputs))
         for i, (x, y) in enumerate(zip(a.inputs, b.inputs)):
@@ -303,7 +312,7 @@ class _Hasher:
         self.put("@")
         self.type(w.type)
         if self.names:
-            self.put(w.name)
+            self.put(w.name, w.role, *w.aliases)
         if self.weights == "values":
             self.put(_digest(_weight_bytes(w)))
 
@@ -334,6 +343,8 @@ class _Hasher:
             for k in sorted(m):
                 self.put(k)
                 self.attr(m[k])
+            if g.output_tree is not None:
+                self.put("structure", structure.encode(g.output_tree))
         for v in g.inputs:
             self.define(v)
         for n in canonical_order(g):

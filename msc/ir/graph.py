@@ -121,16 +121,30 @@ class Value:
         return f"%{self.name}: {self.type}"
 
 
-class Weight(Value):
-    """A Value whose data the graph holds (parameters, buffers, constants, initializers)."""
+# What a weight is in the source model. "" when the source does not say (ONNX initializers);
+# a codegen then guesses from the dtype and the weight's uses.
+ROLES = ("", "parameter", "buffer", "constant")
 
-    __slots__ = ("_data",)
+
+class Weight(Value):
+    """A Value whose data the graph holds (parameters, buffers, constants, initializers).
+
+    ``role`` says what it is in the source: "parameter" (trained), "buffer" (model state, saved
+    with it), "constant" (neither: a non-persistent buffer or a tensor literal of the code), or
+    "" when the source does not say. ``aliases`` are the other source names of the same tensor
+    (tied weights: ``lm_head.weight`` for ``embed.weight``).
+    """
+
+    __slots__ = ("_data", "_role", "_aliases")
 
     def __init__(
         self,
         name: str,
         type: TensorType | None = None,
         data: np.ndarray | Callable[[], np.ndarray] | None = None,
+        *,
+        role: str = "",
+        aliases: Iterable[str] = (),
     ) -> None:
         if type is None:
             if not isinstance(data, np.ndarray):
@@ -140,6 +154,29 @@ class Weight(Value):
         if isinstance(data, np.ndarray):
             self._check(data)
         self._data = data
+        self.role = role
+        self.aliases = aliases
+
+    @property
+    def role(self) -> str:
+        return self._role
+
+    @role.setter
+    def role(self, role: str) -> None:
+        if role not in ROLES:
+            raise GraphError(f"weight {self.name!r}: role {role!r} is not one of {ROLES[1:]}")
+        self._role = role
+
+    @property
+    def aliases(self) -> tuple[str, ...]:
+        return self._aliases
+
+    @aliases.setter
+    def aliases(self, names: Iterable[str]) -> None:
+        names = tuple(names)
+        if any(not isinstance(n, str) or not n for n in names) or self.name in names:
+            raise GraphError(f"weight {self.name!r}: bad aliases {names!r}")
+        self._aliases = tuple(sorted(set(names)))
 
     def _check(self, arr: np.ndarray) -> None:
         dt = DType.from_numpy(arr.dtype)
@@ -256,12 +293,18 @@ class Node:
 
 
 class Graph:
-    """Inputs, outputs, nodes in topological order, weights, metadata."""
+    """Inputs, outputs, nodes in topological order, weights, metadata.
+
+    ``output_tree`` is the structure the source returns its outputs in (tuples, lists, dicts,
+    constants around the flat ``outputs``; see msc.ir.structure), or None: one output returned
+    bare, several as a tuple.
+    """
 
     __slots__ = (
         "name",
         "inputs",
         "outputs",
+        "_output_tree",
         "nodes",
         "weights",
         "meta",
@@ -273,6 +316,7 @@ class Graph:
     def __init__(self, name: str = "", opset: OpSet | None = None) -> None:
         self.name = name
         self._opset = opset
+        self._output_tree: Any = None
         self.inputs: list[Value] = []
         self.outputs: list[Value] = []
         self.nodes: list[Node] = []
@@ -280,6 +324,18 @@ class Graph:
         self.meta: dict[str, Any] = {}
         self._counter = 0
         self._taken: set[str] = set()
+
+    @property
+    def output_tree(self) -> Any:
+        return self._output_tree
+
+    @output_tree.setter
+    def output_tree(self, tree: Any) -> None:
+        from msc.ir import structure
+
+        if tree is not None:
+            structure.check(tree)
+        self._output_tree = tree
 
     @property
     def opset(self) -> OpSet:
@@ -308,10 +364,13 @@ class Graph:
         name: str,
         data: np.ndarray | Callable[[], np.ndarray] | None = None,
         type: TensorType | None = None,
+        *,
+        role: str = "",
+        aliases: Iterable[str] = (),
     ) -> Weight:
         if name in self.weights:
             raise GraphError(f"graph {self.name!r}: weight {name!r} is declared twice")
-        w = Weight(name, type, data)
+        w = Weight(name, type, data, role=role, aliases=aliases)
         self.weights[name] = w
         return w
 

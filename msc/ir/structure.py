@@ -1,10 +1,12 @@
 """The nesting of a model's outputs (tuple, list, dict, None, constants) around graph outputs.
 
-# NOTE: a frontend that sees structured outputs stores ``encode(tree)`` as
-# ``graph.meta["output_tree"]`` (a JSON string: data, never code). A codegen rebuilds the same
-# structure from it. Absent: one output is returned bare, several as a tuple.
+# NOTE: a frontend that sees structured outputs sets ``graph.output_tree`` to a spec (plain
+# data, checked on assignment, never code); the text format prints it, structural equality
+# with names compares it, and a codegen rebuilds the same structure from it. None: one output
+# is returned bare, several as a tuple. ``encode``/``decode`` give its JSON form, for formats
+# that can only store strings (ONNX metadata).
 #
-# Spec (JSON):
+# Spec:
 #   {"leaf": i}                        graph.outputs[i]
 #   {"tuple": [spec, ...]}             {"list": [spec, ...]}
 #   {"dict": [[key, spec], ...]}       keys are str or int, order kept
@@ -16,9 +18,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-__all__ = ["encode", "decode", "leaves", "rebuild", "OUTPUT_TREE"]
+from msc.ir.graph import GraphError
 
-OUTPUT_TREE = "output_tree"
+__all__ = ["encode", "decode", "check", "leaves", "rebuild"]
 
 
 def encode(spec: Any) -> str:
@@ -30,35 +32,35 @@ def decode(text: str) -> Any:
     try:
         spec = json.loads(text)
     except json.JSONDecodeError as e:
-        raise ValueError(f"bad output_tree: {e}") from None
+        raise GraphError(f"bad output_tree: {e}") from None
     check(spec)
     return spec
 
 
 def check(spec: Any) -> None:
     if not isinstance(spec, dict) or len(spec) != 1:
-        raise ValueError(f"bad output_tree node {spec!r}")
+        raise GraphError(f"bad output_tree node {spec!r}")
     ((kind, body),) = spec.items()
     if kind == "leaf":
         if not isinstance(body, int) or isinstance(body, bool) or body < 0:
-            raise ValueError(f"bad leaf index {body!r}")
+            raise GraphError(f"bad leaf index {body!r}")
     elif kind in ("tuple", "list"):
         if not isinstance(body, list):
-            raise ValueError(f"bad {kind} body {body!r}")
+            raise GraphError(f"bad {kind} body {body!r}")
         for s in body:
             check(s)
     elif kind == "dict":
         if not isinstance(body, list):
-            raise ValueError(f"bad dict body {body!r}")
+            raise GraphError(f"bad dict body {body!r}")
         for item in body:
             if not (isinstance(item, list) and len(item) == 2 and isinstance(item[0], str | int)):
-                raise ValueError(f"bad dict item {item!r}")
+                raise GraphError(f"bad dict item {item!r}")
             check(item[1])
     elif kind == "const":
         if not (body is None or isinstance(body, bool | int | float | str)):
-            raise ValueError(f"bad const {body!r}")
+            raise GraphError(f"bad const {body!r}")
     else:
-        raise ValueError(f"unknown output_tree kind {kind!r}")
+        raise GraphError(f"unknown output_tree kind {kind!r}")
 
 
 def leaves(spec: Any) -> list[int]:

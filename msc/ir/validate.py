@@ -103,6 +103,15 @@ def validate(graph: Graph, outer: frozenset[int] = frozenset()) -> None:
     for v in graph.outputs:
         if id(v) not in defined:
             raise GraphError(f"{gname}: output %{v.name} is not defined in this graph")
+    if graph.output_tree is not None:
+        from msc.ir.structure import leaves
+
+        far = [i for i in leaves(graph.output_tree) if i >= len(graph.outputs)]
+        if far:
+            raise GraphError(
+                f"{gname}: output structure names output {far[0]}, "
+                f"but the graph has {len(graph.outputs)}"
+            )
 
 
 def topological_order(graph: Graph) -> list[Node]:

@@ -7,6 +7,11 @@
 from msc.ir.graph import set_default_opset
 from msc.ops.schema import REQUIRED, Attr, InputSpec, OpError, OpRegistry, OpSchema
 
+# The version of the canonical op set: bump it when a schema changes so that graphs written
+# before would mean something else (an attribute's meaning, an input's order); adding ops does
+# not need it. Text files record it; a file from a newer op set is refused by name.
+VERSION = 1
+
 registry = OpRegistry()
 set_default_opset(registry)  # the canonical op set: what a Graph is checked against by default
 
@@ -24,4 +29,13 @@ from msc.ops import (  # noqa: E402,F401
     vision,
 )
 
-__all__ = ["registry", "Attr", "InputSpec", "OpError", "OpRegistry", "OpSchema", "REQUIRED"]
+__all__ = [
+    "VERSION",
+    "registry",
+    "Attr",
+    "InputSpec",
+    "OpError",
+    "OpRegistry",
+    "OpSchema",
+    "REQUIRED",
+]

@@ -17,6 +17,7 @@ from msc.errors import MscError
 from msc.ir.dtype import DType
 from msc.ir.graph import Graph, Node, Provenance, Value, Weight
 from msc.ir.types import SymDim, TensorType
+from msc.text.printer import FORMAT_VERSION, OPS_VERSION
 
 __all__ = ["from_text", "ParseError"]
 
@@ -411,6 +412,26 @@ class _Parser:
             self.i = saved
 
     # ------------------------------------------------------------ graphs
+    def header(self) -> None:
+        """``msc format F, ops O`` before the graph; absent in files from before versions."""
+        if not self.at("msc"):
+            return
+        t = self.tok
+        self.i += 1
+        self.expect("format")
+        fmt = self.integer()
+        self.expect(",")
+        self.expect("ops")
+        ops = self.integer()
+        if fmt > FORMAT_VERSION or ops > OPS_VERSION:
+            raise ParseError(
+                f"this graph was written by a newer msc (text format {fmt}, op set {ops}); "
+                f"this msc reads text format {FORMAT_VERSION} and op set {OPS_VERSION} or "
+                "older: upgrade msc to read it",
+                t.line,
+                t.col,
+            )
+
     def ref(self, scope: _Scope) -> Value | None:
         i = self.i
         text = self.texts[i]
@@ -475,7 +496,17 @@ class _Parser:
                     t = self.toks_at(at)
                     raise ParseError(f"weight @{name} is declared twice", t.line, t.col)
                 w = g.add_weight(name, None, self.type())
+                if self.at("{"):
+                    self.weight_fields(w, scope)
                 scope.weights[name] = w
+            elif self.accept("structure"):
+                tree_at = self.i
+                tree = self.tree()
+                try:
+                    g.output_tree = tree
+                except ValueError as e:
+                    t = self.toks_at(tree_at)
+                    raise ParseError(str(e), t.line, t.col) from None
             elif self.accept("output"):
                 outs = []
                 if not self.at("}"):
@@ -490,9 +521,53 @@ class _Parser:
                 self.node(g, scope)
             else:
                 raise self.error(
-                    "meta, input, weight, output, a node (%name: type = op(...)) or '}'"
+                    "meta, input, weight, output, structure, a node (%name: type = op(...)) or '}'"
                 )
         return g
+
+    def weight_fields(self, w: Weight, scope: _Scope) -> None:
+        """``{role = "buffer", aliases = ["head.weight"]}`` after a weight's type."""
+        at = self.i
+        fields = self.attrs(scope)
+        t = self.toks_at(at)
+        bad = set(fields) - {"role", "aliases"}
+        if bad:
+            raise ParseError(f"unknown weight field(s) {sorted(bad)}", t.line, t.col)
+        role, aliases = fields.get("role", ""), fields.get("aliases", ())
+        if not isinstance(role, str) or not isinstance(aliases, tuple):
+            raise ParseError("a weight's role is a string, its aliases a list", t.line, t.col)
+        try:
+            w.role, w.aliases = role, aliases
+        except ValueError as e:
+            raise ParseError(str(e), t.line, t.col) from None
+
+    def tree(self) -> Any:
+        """An output structure: ``leaf N``, ``tuple(...)``, ``list(...)``, ``dict(key: tree,
+        ...)`` or a constant (none, true, false, a number, a string)."""
+        text = self.texts[self.i]
+        if text == "leaf":
+            self.i += 1
+            return {"leaf": self.integer()}
+        if text in ("tuple", "list", "dict"):
+            self.i += 1
+            self.expect("(")
+            items: list[Any] = []
+            while not self.accept(")"):
+                if items:
+                    self.expect(",")
+                if text == "dict":
+                    key = self.value(_Scope())
+                    if not isinstance(key, str | int) or isinstance(key, bool):
+                        raise self.error("a dict key (a string or an integer)")
+                    self.expect(":")
+                    items.append([key, self.tree()])
+                else:
+                    items.append(self.tree())
+            return {text: items}
+        kind = _kind(text)
+        if kind in ("num", "str") or text in ("none", "true", "false"):
+            return {"const": self.value(_Scope())}
+        raise self.error("an output structure (leaf N, tuple(...), list(...), dict(...))")
 
     def node(self, g: Graph, scope: _Scope) -> None:
         start = self.i
@@ -579,8 +654,10 @@ _META_KEYS = frozenset({"name", "framework", "op", "source", "module"})
 
 
 def from_text(text: str) -> Graph:
-    """Parse a graph printed by ``to_text``. Raises ParseError with line and column."""
+    """Parse a graph printed by ``to_text``. Raises ParseError with line and column, and for a
+    file from a newer msc, an error naming its versions and the ones this msc reads."""
     p = _Parser(text)
+    p.header()
     g = p.graph()
     if p.texts[p.i] != "":
         raise p.error("end of input")

@@ -28,8 +28,23 @@ from msc.ir.dtype import DType
 from msc.ir.graph import Graph, Node, Value, Weight
 from msc.ir.spelling import escape, format_float, format_scalar, format_type, quote_name, quote_ref
 from msc.ir.types import TensorType
+from msc.ops import VERSION as OPS_VERSION
 
-__all__ = ["to_text", "format_type", "quote_name", "quote_ref", "format_attr"]
+__all__ = [
+    "to_text",
+    "format_type",
+    "format_tree",
+    "quote_name",
+    "quote_ref",
+    "format_attr",
+    "FORMAT_VERSION",
+    "OPS_VERSION",
+]
+
+# The version of the text format this printer writes (files without the header line are
+# version 0: the format before versions, which is still read). Bump it when a change makes
+# files that an older parser would misread; the op set has its own version (msc.ops).
+FORMAT_VERSION = 1
 
 _SMALL_TENSOR = 64  # elements; larger tensor attributes print as base64 bytes
 
@@ -104,7 +119,10 @@ class _Printer:
         for v in g.inputs:
             lines.append(f"{ind}input %{quote_ref(v.name or '')}: {format_type(v.type)}")
         for w in g.weights.values():
-            lines.append(f"{ind}weight @{quote_ref(w.name)}: {format_type(w.type)}")
+            line = f"{ind}weight @{quote_ref(w.name)}: {format_type(w.type)}"
+            fields = {"role": w.role or None, "aliases": list(w.aliases) or None}
+            fields = {k: v for k, v in fields.items() if v is not None}
+            lines.append(line + (" " + _attrs(fields, ind) if fields else ""))
         inner = _Printer(ind)
         for n in g.nodes:
             lines.append(inner.node(n, ind))
@@ -112,10 +130,26 @@ class _Printer:
             f"{ind}output"
             + "".join((" " if i == 0 else ", ") + self.ref(v) for i, v in enumerate(g.outputs))
         )
+        if g.output_tree is not None:
+            lines.append(f"{ind}structure {format_tree(g.output_tree)}")
         lines.append(self.indent + "}")
         return "\n".join(lines) + "\n"
 
 
+def format_tree(spec: Any) -> str:
+    """An output structure (msc.ir.structure): ``tuple(leaf 0, dict("k": leaf 1, "n": 3))``."""
+    ((kind, body),) = spec.items()
+    if kind == "leaf":
+        return f"leaf {body}"
+    if kind == "const":
+        return format_scalar(body)
+    if kind == "dict":
+        items = (f"{format_scalar(k)}: {format_tree(s)}" for k, s in body)
+        return "dict(" + ", ".join(items) + ")"
+    return kind + "(" + ", ".join(format_tree(s) for s in body) + ")"
+
+
 def to_text(graph: Graph) -> str:
-    """The graph in msc's text format. ``from_text(to_text(g))`` equals ``g``."""
-    return _Printer().graph(graph)
+    """The graph in msc's text format, after a line naming the format and op-set versions.
+    ``from_text(to_text(g))`` equals ``g``."""
+    return f"msc format {FORMAT_VERSION}, ops {OPS_VERSION}\n" + _Printer().graph(graph)

@@ -27,7 +27,7 @@ from onnx import helper
 from msc.errors import ConversionError, UnsupportedOp, UnsupportedOpsError
 from msc.frontend.onnx.registry import REGISTRY, ConverterRegistry, NoConverter
 from msc.frontend.onnx.tensors import UnsupportedType, tensor_to_numpy, type_from_onnx
-from msc.ir import DType, Graph, GraphError, Node, Provenance, SymDim, TensorType, Value
+from msc.ir import DType, Graph, GraphError, Node, Provenance, SymDim, TensorType, Value, structure
 from msc.ir.attrs import infer_kind
 from msc.ops.infer import InferError
 from msc.ops.schema import OpError
@@ -442,8 +442,9 @@ class Importer:
         return checked(self.graph)
 
     def _msc_metadata(self) -> None:
-        """Restore what msc's ONNX codegen recorded in metadata_props: symbolic dim ranges and
-        graph metadata (JSON-encoded values)."""
+        """Restore what msc's ONNX codegen recorded in metadata_props: symbolic dim ranges,
+        the output structure, weight roles and aliases, and graph metadata (JSON-encoded
+        values). A property that does not hold what msc writes there is ignored."""
         props = {p.key: p.value for p in self.model.metadata_props}
         try:
             ranges = json.loads(props.get("msc.dim_ranges", "{}"))
@@ -459,6 +460,26 @@ class Importer:
                 and (None in v or v[0] <= v[1])
             }
             _restore_ranges(self.graph, ok)
+        if "msc.output_tree" in props:
+            try:
+                tree = structure.decode(props["msc.output_tree"])
+                if all(i < len(self.graph.outputs) for i in structure.leaves(tree)):
+                    self.graph.output_tree = tree
+            except ValueError:
+                pass
+        try:
+            fields = json.loads(props.get("msc.weights", "{}"))
+        except json.JSONDecodeError:
+            fields = {}
+        for name, f in fields.items() if isinstance(fields, dict) else ():
+            w = self.graph.weights.get(name)
+            if w is None or not isinstance(f, dict):
+                continue
+            try:
+                w.role = f.get("role", "")
+                w.aliases = [a for a in f.get("aliases", ()) if a not in self.graph.weights]
+            except (ValueError, TypeError):
+                continue
         for key, raw in props.items():
             if not key.startswith("msc.meta."):
                 continue

@@ -4,20 +4,20 @@
 # - Parameters, buffers and large lifted constants become weights named by their state_dict /
 #   constants key (``encoder.layers.0.self_attn.in_proj_weight``), found through the
 #   graph signature; a weight used twice (tied) is one weight. Small lifted constants (a
-#   ``torch.tensor([...])`` in forward) become ``constant`` nodes. ``meta["torch_buffers"]`` /
-#   ``meta["torch_constants"]`` list the persistent buffers / the non-persistent buffers and
-#   lifted-constant weights, so a codegen registers exactly what the source module had.
+#   ``torch.tensor([...])`` in forward) become ``constant`` nodes. Each weight's ``role`` says
+#   whether it is a parameter, a persistent buffer or a constant (non-persistent buffers and
+#   lifted constants), and a tied weight's other names are its ``aliases``, so a codegen
+#   registers exactly what the source module had.
 # - Graph inputs are the user-input placeholders, named after the forward signature (torch
 #   names placeholders by argument), in flattened order; ``input_names`` overrides them.
 # - A symbolic dim becomes ``SymDim(name, min, max)``: the name of the user's ``Dim`` where the
 #   shape environment remembers it, else torch's symbol (``s0``); the range from
 #   ``range_constraints``.
-# - The output structure (``out_spec``) is kept in ``graph.meta["output_tree"]``.
+# - The output structure (``out_spec``) is kept in ``graph.output_tree``.
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import torch
@@ -36,7 +36,7 @@ from msc.frontend.torch.translate import (
     is_small_constant,
     target_key,
 )
-from msc.ir import Graph, SymDim, TensorType, Value, structure
+from msc.ir import Graph, SymDim, TensorType, Value
 from msc.text.check import checked
 
 __all__ = ["from_torch", "from_exported_program"]
@@ -269,12 +269,10 @@ def from_exported_program(
             index[id(x)] = len(outputs)
             outputs.append(x)
     g.set_outputs(outputs)
-    g.meta[structure.OUTPUT_TREE] = structure.encode(
-        tree_spec(ep.call_spec.out_spec, leaves, index)
-    )
+    g.output_tree = tree_spec(ep.call_spec.out_spec, leaves, index)
     g.meta["producer"] = "msc.frontend.torch"
-    if _aliases:
-        g.meta["tied_weights"] = json.dumps(_aliases, sort_keys=True)
+    for alias, name in (_aliases or {}).items():
+        g.weights[name].aliases = (*g.weights[name].aliases, alias)
     finish(g, buffers, constants)
     return checked(g)
 

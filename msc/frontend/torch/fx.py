@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 import inspect
-import json
 import operator
 import re
 from typing import Any
@@ -35,7 +34,7 @@ from msc.frontend.torch.translate import (
     finish,
     is_small_constant,
 )
-from msc.ir import DType, Graph, TensorType, Value, structure
+from msc.ir import DType, Graph, TensorType, Value
 from msc.text.check import checked
 
 __all__ = ["from_fx"]
@@ -670,9 +669,9 @@ def from_fx(
 
     tree = spec(out)
     g.set_outputs(outputs)
-    g.meta[structure.OUTPUT_TREE] = structure.encode(tree)
+    g.output_tree = tree
     g.meta["producer"] = "msc.frontend.torch"
-    if aliases:
-        g.meta["tied_weights"] = json.dumps(aliases, sort_keys=True)
+    for alias, name in aliases.items():
+        g.weights[name].aliases = (*g.weights[name].aliases, alias)
     finish(g, persistent, src.constants)
     return checked(g)

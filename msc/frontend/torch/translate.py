@@ -14,7 +14,6 @@
 
 from __future__ import annotations
 
-import json
 import operator
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -164,15 +163,16 @@ def constant_node(g: Graph, name: str, t: torch.Tensor) -> Value:
 def finish(g: Graph, buffers: list[str], constants: list[str]) -> None:
     """Drop nodes nothing uses (a converter's rewrite can leave a constant behind, as
     ``x**2`` -> ``x*x`` does; torch leaves size arithmetic and views it no longer needs), and
-    record which weights are buffers / constants. Weights stay, used or not (state)."""
+    give every weight its role: a buffer (``buffers``: persistent), a constant (``constants``:
+    non-persistent buffers and lifted tensor constants) or a parameter. Weights stay, used or
+    not (state)."""
     outputs = {id(v) for v in g.outputs}
     for n in reversed(list(g.nodes)):
         if not any(v.uses or id(v) in outputs for v in n.outputs):
             g.remove_node(n)
-    if buffers:
-        g.meta["torch_buffers"] = json.dumps(buffers)
-    if constants:
-        g.meta["torch_constants"] = json.dumps(constants)
+    roles = dict.fromkeys(buffers, "buffer") | dict.fromkeys(constants, "constant")
+    for w in g.weights.values():
+        w.role = roles.get(w.name, "parameter")
 
 
 _INLINED_HOPS = {"wrap_with_set_grad_enabled", "wrap_with_autocast"}

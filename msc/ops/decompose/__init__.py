@@ -188,7 +188,8 @@ decomposition = registry
 
 
 def _copy_weight(g: Graph, w: Any) -> Value:
-    return g.add_weight(w.name, (w.numpy if w.has_data else None), type=w.type)
+    data = w.numpy if w.has_data else None
+    return g.add_weight(w.name, data, type=w.type, role=w.role, aliases=w.aliases)
 
 
 def decompose(
@@ -223,6 +224,7 @@ def decompose(
 
     out = Graph(graph.name)
     out.meta = dict(graph.meta)
+    out.output_tree = graph.output_tree
     vmap: dict[Value, Value] = {}
     for v in graph.inputs:
         vmap[v] = out.add_input(v.name, v.type)
