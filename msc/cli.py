@@ -239,9 +239,34 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("-q", "--quiet", action="store_true", help="no progress display")
 
 
+def _tolerance(text: str) -> float:
+    """A tolerance: a finite number >= 0 (``nan`` would make every comparison pass)."""
+    import math
+
+    try:
+        tol = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(tol) or tol < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: a tolerance is a finite number >= 0")
+    return tol
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports a bad command line as one ``msc: error:`` line, exit 2."""
+
+    def error(self, message: str):  # type: ignore[override]
+        sys.stderr.write(f"msc: error: {self.prog}: {message} (see {self.prog} --help)\n")
+        sys.exit(EXIT_USAGE)
+
+
 def _tol(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--rtol", type=float, default=1e-4, help="relative tolerance (default 1e-4)")
-    p.add_argument("--atol", type=float, default=1e-5, help="absolute tolerance (default 1e-5)")
+    p.add_argument(
+        "--rtol", type=_tolerance, default=1e-4, help="relative tolerance (default 1e-4)"
+    )
+    p.add_argument(
+        "--atol", type=_tolerance, default=1e-5, help="absolute tolerance (default 1e-5)"
+    )
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
 
 
@@ -249,7 +274,7 @@ def build_parser() -> argparse.ArgumentParser:
     import msc
 
     fmt = argparse.RawDescriptionHelpFormatter
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="msc",
         description="msc: translate models between PyTorch and ONNX through one neutral "
         "graph, and look inside them.",
@@ -257,7 +282,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=fmt,
     )
     p.add_argument("--version", action="version", version=f"msc {msc.__version__}")
-    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     c = sub.add_parser(
         "convert",

@@ -7,7 +7,9 @@ B's inputs pair by name when every name of A is an input of B, else by position.
 
 Per output: ``max_abs = max|a - b|`` and ``max_rel = max(|a - b| / |b|)`` over elements with
 ``|b| > atol``; an output passes when ``|a - b| <= atol + rtol * |b|`` everywhere (numpy's
-``allclose``), and integer or bool outputs must be equal.
+``allclose``), and integer or bool outputs must be equal. NaN and infinities compare by
+position and sign: NaN against NaN and +inf against +inf match, anything else against them is
+a mismatch (``compare``). Tolerances must be finite and >= 0.
 
 Per-layer localisation: nodes of A and B are paired as in ``msc.analysis.diff.match``; both
 models are run again with the outputs of every paired node exposed, and the paired values are
@@ -20,6 +22,7 @@ the models diverge; its node, source op and module path are reported.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -114,8 +117,24 @@ class VerifyReport:
         }
 
 
+def check_tolerances(rtol: float, atol: float) -> None:
+    """Tolerances must be finite and non-negative: a NaN tolerance makes every comparison
+    false, which would read as "no mismatch", and an infinite one accepts anything."""
+    for name, tol in (("rtol", rtol), ("atol", atol)):
+        if not isinstance(tol, int | float) or not math.isfinite(tol) or tol < 0:
+            raise MscError(f"{name} must be a finite number >= 0, got {tol!r}")
+
+
 def compare(name: str, a: np.ndarray, b: np.ndarray, rtol: float, atol: float) -> Compared:
-    """Compare ``a`` (from A) with ``b`` (from B, the reference for relative error)."""
+    """Compare ``a`` (from A) with ``b`` (from B, the reference for relative error).
+
+    Finite values agree when ``|a - b| <= atol + rtol * |b|`` (exactly, for integer and bool
+    outputs). Non-finite values compare by position and sign: NaN matches NaN and +inf matches
+    +inf at the same position; a NaN or an infinity facing anything else is a mismatch, on
+    either side. ``max_abs``/``max_rel`` are over the finite pairs; the note counts the
+    non-finite mismatches.
+    """
+    check_tolerances(rtol, atol)
     a, b = np.asarray(a), np.asarray(b)
     shape = f"{a.dtype}{list(a.shape)}"
     if a.shape != b.shape:
@@ -130,20 +149,22 @@ def compare(name: str, a: np.ndarray, b: np.ndarray, rtol: float, atol: float) -
     if a.size == 0:
         return Compared(name, shape, True, 0.0, 0.0)
     exact = a.dtype.kind in "biu" or b.dtype.kind in "biu"
-    x = a.astype(np.float64) if a.dtype.kind != "c" else a.astype(np.complex128)
-    y = b.astype(np.float64) if b.dtype.kind != "c" else b.astype(np.complex128)
+    x = a.astype(np.complex128 if a.dtype.kind == "c" else np.float64)
+    y = b.astype(np.complex128 if b.dtype.kind == "c" else np.float64)
+    finite = np.isfinite(x) & np.isfinite(y)
     with np.errstate(invalid="ignore", over="ignore"):
-        err = np.abs(x - y)
-        both_nan = np.isnan(x) & np.isnan(y)
-        same_inf = np.isinf(x) & (x == y)
-        err = np.where(both_nan | same_inf, 0.0, err)
-        err = np.where(np.isnan(err), np.inf, err)
-        big = np.abs(y) > atol
-        rel = float(np.max(err[big] / np.abs(y[big]))) if big.any() else 0.0
-        bad = err > 0 if exact else err > atol + rtol * np.abs(y)
-    bad = bad & ~(both_nan | same_inf)
-    n_bad = int(np.count_nonzero(bad))
-    return Compared(name, shape, n_bad == 0, float(np.max(err)), rel, n_bad)
+        same = (np.isnan(x) & np.isnan(y)) | (np.isinf(x) & np.isinf(y) & (x == y))
+        bad_special = ~finite & ~same
+        err = np.where(finite, np.abs(x - y), 0.0)
+        limit = np.where(finite, atol + rtol * np.abs(np.where(finite, y, 0.0)), 0.0)
+        bad = (err > 0 if exact else err > limit) & finite
+        ref = np.abs(np.where(finite, y, 0.0))
+        big = finite & (ref > atol)
+        rel = float(np.max(err[big] / ref[big])) if big.any() else 0.0
+    n_special = int(np.count_nonzero(bad_special))
+    n_bad = int(np.count_nonzero(bad)) + n_special
+    note = f"{n_special} NaN/inf value(s) where the other side differs" if n_special else ""
+    return Compared(name, shape, n_bad == 0, float(np.max(err)), rel, n_bad, note)
 
 
 def _index_bound(v: Value) -> int | None:
@@ -226,6 +247,7 @@ def verify_models(
     progress: Callable[[str], None] | None = None,
 ) -> VerifyReport:
     """Run A and B on the same inputs and compare; see the module docstring."""
+    check_tolerances(rtol, atol)
     say = progress or (lambda s: None)
     ma, mb = Model.of(a), Model.of(b)
     ga, gb = ma.graph, mb.graph
@@ -345,13 +367,9 @@ def format_verify(r: VerifyReport) -> str:
     lines.append(f"outputs (rtol {r.rtol:g}, atol {r.atol:g})")
     rows = [["output", "value", "max abs", "max rel", ""]]
     for o in r.outputs:
-        verdict = (
-            "ok"
-            if o.ok
-            else f"MISMATCH ({o.mismatched} elements)"
-            if o.mismatched
-            else (f"MISMATCH ({o.note})")
-        )
+        why = [f"{o.mismatched} elements"] if o.mismatched else []
+        why += [o.note] if o.note else []
+        verdict = "ok" if o.ok else f"MISMATCH ({'; '.join(why)})"
         rows.append([o.name, o.shape, _e(o.max_abs), _e(o.max_rel), verdict])
     widths = [max(len(row[i]) for row in rows) for i in range(5)]
     lines += ["  " + "  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows]
