@@ -120,7 +120,7 @@ def verify(onnx_path: Path, out: Path, layers: int, width: int) -> dict:
 
     import torch
 
-    from msc import safetensors as st
+    from msc.io import safetensors as st
 
     res: dict[str, Any] = {}
     header, start = st.read_header(out / "model.safetensors")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -394,6 +395,21 @@ def _report_error(e: BaseException) -> int:
     return EXIT_USAGE
 
 
+class _Terminated(BaseException):
+    """SIGTERM, raised where the process is so that every staging directory is removed on the
+    way out (writers clean up on any exception), as Ctrl-C does with KeyboardInterrupt."""
+
+
+def _terminate(signum: int, frame: Any) -> None:
+    raise _Terminated
+
+
+def _main_thread() -> bool:
+    import threading
+
+    return threading.current_thread() is threading.main_thread()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from msc.errors import MscError
 
@@ -402,12 +418,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return EXIT_OK
+    previous = signal.signal(signal.SIGTERM, _terminate) if _main_thread() else None
     try:
         return int(args.func(args) or 0)
     except MscError as e:
         return _report_error(e)
     except FileNotFoundError as e:
         return _report_error(MscError(f"{e.filename or ''}: no such file or directory"))
+    except OSError as e:  # a path msc was told to read or write: permissions, full disk, ...
+        where = f"{e.filename}: " if e.filename else ""
+        return _report_error(MscError(f"{where}{e.strerror or e}"))
     except KeyboardInterrupt:
         sys.stderr.write("msc: interrupted\n")
         return 130
+    except _Terminated:
+        sys.stderr.write("msc: terminated\n")
+        return 143
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)

@@ -10,7 +10,7 @@ import pytest
 
 import msc
 from msc import DType, Graph, TensorType
-from msc import safetensors as st
+from msc.io import safetensors as st
 from tests import graphs
 
 ARRAYS = {

@@ -20,8 +20,8 @@ import onnx
 
 from codegen.onnx.model import Converter
 from codegen.onnx.registry import ONNX_DTYPE
-from msc import _fs
 from msc.errors import MscError
+from msc.io import files
 from msc.ir.dtype import DType
 from msc.ir.graph import Graph, Weight
 
@@ -47,7 +47,7 @@ def _write_array(f: BinaryIO, arr: np.ndarray) -> int:
 
 
 def _tmp(directory: Path, name: str) -> tuple[BinaryIO, Path]:
-    fd, p = _fs.mkstemp(directory, prefix=f".{name}.")
+    fd, p = files.mkstemp(directory, prefix=f".{name}.")
     return os.fdopen(fd, "wb"), Path(p)
 
 
@@ -78,7 +78,7 @@ def save(
         MscError: inline weights were asked for but do not fit in one protobuf.
         UnsupportedOpsError: the graph has ops the opset cannot express.
     """
-    path = Path(path)
+    path = files.check_output(path, "file")
     directory = path.parent if str(path.parent) else Path(".")
     total = _weight_bytes(graph)
     if external_data is None:

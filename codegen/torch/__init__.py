@@ -28,8 +28,7 @@ from codegen.torch import emitters as _emitters  # noqa: F401  (registers every 
 from codegen.torch import lowbit
 from codegen.torch.core import Arg, NodeEmit, TorchCodegen
 from codegen.torch.registry import EMITTERS, MODULE_RULES, emitter, module_rule, unsupported
-from msc import safetensors
-from msc.io import atomic_dir
+from msc.io import atomic_dir, safetensors
 from msc.ir.dtype import DType
 from msc.ir.graph import Graph
 

@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from msc import _fs
 from msc.analysis.model import Model, load_model
 from msc.analysis.shapes import (
     InputSpec,
@@ -38,6 +37,7 @@ from msc.analysis.shapes import (
 )
 from msc.analysis.verify import VerifyReport, verify_models
 from msc.errors import MscError
+from msc.io import files, replace_dir
 from msc.ir.graph import Graph
 from msc.ir.types import SymDim, TensorType
 
@@ -140,7 +140,7 @@ def _write(g: Graph, target: str, dest: Path, opset: int | None) -> None:
 def _stage(out: Path, target: str) -> tuple[Path, Path]:
     """A temporary sibling directory and where the output goes inside it."""
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = _fs.mkdtemp(out.parent, prefix=f".{out.name}.")
+    tmp = files.mkdtemp(out.parent, prefix=f".{out.name}.")
     return tmp, tmp / out.name
 
 
@@ -152,15 +152,7 @@ def _install(staged: Path, out: Path, target: str) -> list[str]:
         for name in names:
             os.replace(tmp / name, out.parent / name)
         return sorted(str(out.parent / n) for n in names)
-    if out.exists():
-        if not out.is_dir():
-            raise MscError(f"{out}: exists and is not a directory")
-        old = _fs.mkdtemp(out.parent, prefix=f".{out.name}.old.")
-        os.rename(out, old / "x")
-        os.rename(staged, out)
-        shutil.rmtree(old)
-    else:
-        os.rename(staged, out)
+    replace_dir(staged, out)
     return sorted(str(p) for p in out.rglob("*") if p.is_file())
 
 
@@ -187,6 +179,7 @@ def convert(
         raise MscError(f"{out_p}: an onnx output must be a .onnx file")
     if opset is not None and target != "onnx":
         raise MscError("--opset applies to the onnx target only")
+    files.check_output(out_p, "file" if target == "onnx" else "dir")
     is_module = ":" in os.fspath(src) and not Path(src).exists()
     model = load_model(src, input_specs if is_module else (), dynamic if is_module else (), say)
     g = model.graph if is_module else _adjust(model.graph, input_specs, dynamic)

@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from msc.errors import MscError
+from msc.io import files
 from msc.ir.graph import Graph, Node, Weight
 from msc.text.printer import format_type
 
@@ -290,8 +291,6 @@ def render(g: Graph, path: str | os.PathLike) -> Path:
     kind = _FORMATS.get(p.suffix.lower())
     if kind is None:
         raise MscError(f"cannot render to {p.name!r}: use a .svg, .dot or .html file name")
+    files.check_output(p, "file")
     text = {"dot": to_dot, "svg": to_svg, "html": to_html}[kind](g)
-    tmp = p.with_name(f".{p.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, p)
-    return p
+    return files.write_text(p, text)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from msc import _fs
+from msc.io import files
 from msc.ir.dtype import DType
 
 __all__ = ["write", "write_lazy", "read", "read_header", "SAFETENSORS_DTYPES"]
@@ -96,7 +96,7 @@ def _write(path: Path, header: dict, items: Iterable) -> None:
     raw = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
     raw += b" " * (-len(raw) % 8)  # align the data to 8 bytes
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = _fs.mkstemp(path.parent, prefix=f".{path.name}.")
+    fd, tmp = files.mkstemp(path.parent, prefix=f".{path.name}.")
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(len(raw).to_bytes(8, "little"))
@@ -114,7 +114,7 @@ def _write(path: Path, header: dict, items: Iterable) -> None:
                 for i in range(0, flat.size, step):
                     chunk = np.ascontiguousarray(flat[i : i + step])
                     f.write(chunk.view(np.uint8).data)  # no copy
-                    _fs.drop_pages(chunk)
+                    files.drop_pages(chunk)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)

@@ -13,11 +13,11 @@ import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
-from msc import _fs, safetensors
+from msc.io import files, safetensors
 from msc.ir.graph import Graph, Weight
 from msc.text import from_text, to_text
 
-__all__ = ["save", "load", "atomic_dir", "GRAPH_FILE", "WEIGHTS_FILE"]
+__all__ = ["save", "load", "atomic_dir", "replace_dir", "GRAPH_FILE", "WEIGHTS_FILE"]
 
 GRAPH_FILE = "graph.msc"
 WEIGHTS_FILE = "weights.safetensors"
@@ -33,21 +33,30 @@ def _all_weights(g: Graph) -> list[Weight]:
 
 @contextlib.contextmanager
 def atomic_dir(target: Path) -> Iterator[Path]:
-    """Yield a temporary directory that replaces ``target`` only if the block succeeds."""
+    """Yield a temporary directory that replaces ``target`` only if the block succeeds.
+    ``target`` must be new, empty, or a directory msc wrote (``files.check_output``)."""
+    files.check_output(target, "dir")
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = _fs.mkdtemp(target.parent, prefix=f".{target.name}.")
+    tmp = files.mkdtemp(target.parent, prefix=f".{target.name}.")
     try:
         yield tmp
-        if target.exists():
-            old = _fs.mkdtemp(target.parent, prefix=f".{target.name}.old.")
-            os.rename(target, old / "x")
-            os.rename(tmp, target)
-            shutil.rmtree(old)
-        else:
-            os.rename(tmp, target)
+        replace_dir(tmp, target)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def replace_dir(staged: Path, target: Path) -> None:
+    """Put the complete directory ``staged`` at ``target`` (a sibling), replacing a directory
+    msc wrote there before: renamed aside, the new one renamed in, the old one removed."""
+    if target.exists():
+        files.check_output(target, "dir")
+        old = files.mkdtemp(target.parent, prefix=f".{target.name}.old.")
+        os.rename(target, old / "x")
+        os.rename(staged, target)
+        shutil.rmtree(old)
+    else:
+        os.rename(staged, target)
 
 
 def save(graph: Graph, directory: str | os.PathLike) -> Path:
