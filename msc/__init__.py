@@ -92,18 +92,18 @@ def from_onnx(model: Any, **kwargs: Any) -> Graph:
 
 
 # The analysis tools behind the ``msc`` command (see msc.analysis); imported on first use.
-def inspect(model: Any, shapes: Any = None) -> Any:
+def inspect(model: Any, shapes: Any = None, **kwargs: Any) -> Any:
     """Inputs/outputs, ops, parameters, FLOPs/MACs and peak memory (msc.analysis.inspect)."""
     from msc.analysis import inspect as impl
 
-    return impl(model, shapes)
+    return impl(model, shapes, **kwargs)
 
 
-def diff(a: Any, b: Any) -> Any:
+def diff(a: Any, b: Any, **kwargs: Any) -> Any:
     """Structural equality, else a node-level diff of two models (msc.analysis.diff)."""
     from msc.analysis import diff as impl
 
-    return impl(a, b)
+    return impl(a, b, **kwargs)
 
 
 def verify(a: Any, b: Any, inputs: Any = None, **kwargs: Any) -> Any:
@@ -113,11 +113,11 @@ def verify(a: Any, b: Any, inputs: Any = None, **kwargs: Any) -> Any:
     return impl(a, b, inputs, **kwargs)
 
 
-def render(model: Any, path: Any) -> Any:
+def render(model: Any, path: Any, **kwargs: Any) -> Any:
     """Draw a model's graph to .svg, .dot or .html (msc.analysis.render)."""
     from msc.analysis import render as impl
 
-    return impl(model, path)
+    return impl(model, path, **kwargs)
 
 
 def convert(src: Any, out: Any, **kwargs: Any) -> Any:

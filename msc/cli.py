@@ -27,6 +27,10 @@ model formats: .onnx, .pt2 (torch.export.save), a saved msc graph directory (msc
 a codegen.torch directory (model.py + model.safetensors), .msc text, or module.py:ClassName
 (a file defining an nn.Module built with no arguments; give --input-shape for its inputs).
 
+security: .onnx, .pt2, .msc, saved graphs and safetensors are only read; nothing in them runs
+(a .pt2 member that needs unpickling is refused unless --trust-pickle). module.py:ClassName
+and a codegen.torch directory ARE Python code: msc imports and runs them.
+
 exit codes: 0 ok, 1 a check/verify/diff found a difference, 2 user error.
 """
 
@@ -91,9 +95,10 @@ def _is_module(src: str) -> bool:
 def _load(src: str, args: argparse.Namespace, say: Callable[[str], None]):
     from msc.analysis.model import load_model
 
+    trust = getattr(args, "trust_pickle", False)
     if _is_module(src):
-        return load_model(src, _specs(args), args.dynamic or (), say)
-    return load_model(src, progress=say)
+        return load_model(src, _specs(args), args.dynamic or (), say, trust_pickle=trust)
+    return load_model(src, progress=say, trust_pickle=trust)
 
 
 def _emit(args: argparse.Namespace, data: dict[str, Any], text: str) -> None:
@@ -188,6 +193,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
             atol=args.atol,
             seed=args.seed,
             progress=say,
+            trust_pickle=args.trust_pickle,
         )
     lines: list[str] = []
     if r.ok:
@@ -236,8 +242,15 @@ def _shape_opts(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _common(p: argparse.ArgumentParser) -> None:
+def _common(p: argparse.ArgumentParser, reads_models: bool = True) -> None:
     p.add_argument("-q", "--quiet", action="store_true", help="no progress display")
+    if reads_models:
+        p.add_argument(
+            "--trust-pickle",
+            action="store_true",
+            help="allow unpickling .pt2 members (pickled weights, custom objects, old "
+            "formats): this RUNS CODE the file contains; only for files you trust",
+        )
 
 
 def _tolerance(text: str) -> float:
@@ -382,7 +395,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     dm.add_argument("--model", choices=("cnn", "transformer"), default="cnn", help="which model")
     dm.add_argument("--out", metavar="DIR", help="keep the files in DIR (default: temporary)")
-    _common(dm)
+    _common(dm, reads_models=False)
     dm.set_defaults(func=_cmd_demo)
     return p
 

@@ -58,7 +58,10 @@ def _binding(g: Graph, shapes: Mapping[str, int | Sequence[int]] | None) -> dict
 
 
 def inspect(
-    model: Source, shapes: Mapping[str, int | Sequence[int]] | None = None
+    model: Source,
+    shapes: Mapping[str, int | Sequence[int]] | None = None,
+    *,
+    trust_pickle: bool = False,
 ) -> InspectReport:
     """Analyse a model: inputs/outputs, ops, parameters, FLOPs/MACs, peak activation memory.
 
@@ -66,18 +69,21 @@ def inspect(
         model: a Graph, a Model, or a path in any supported format.
         shapes: input shapes by input name (``{"x": (1, 3, 224, 224)}``) or symbol sizes
             (``{"batch": 8}``); unbound symbolic dims are reported as formulas.
+        trust_pickle: allow unpickling .pt2 members (runs code the file contains).
     """
-    g = graph_of(model)
+    g = graph_of(model, trust_pickle=trust_pickle)
     src = (
         model.label if isinstance(model, Model) else "" if isinstance(model, Graph) else str(model)
     )
     return inspect_graph(g, _binding(g, shapes), source=src)
 
 
-def diff(a: Source, b: Source) -> DiffReport:
+def diff(a: Source, b: Source, *, trust_pickle: bool = False) -> DiffReport:
     """Structural equality of two models, else a node-level diff (matched, changed, added,
     removed)."""
-    return diff_graphs(graph_of(a), graph_of(b))
+    return diff_graphs(
+        graph_of(a, trust_pickle=trust_pickle), graph_of(b, trust_pickle=trust_pickle)
+    )
 
 
 def verify(
@@ -90,6 +96,7 @@ def verify(
     seed: int = 0,
     shapes: Mapping[str, int | Sequence[int]] | None = None,
     localize: bool = True,
+    trust_pickle: bool = False,
 ) -> VerifyReport:
     """Run ``a`` and ``b`` on the same inputs and compare their outputs; on a mismatch, name
     the first node where they diverge. Graphs run through ``codegen.torch``.
@@ -98,13 +105,13 @@ def verify(
         inputs: arrays by input name, or an .npz path; None: random (seeded) inputs.
         shapes: sizes for symbolic dims of the random inputs (else 2, within range).
     """
-    ma, mb = Model.of(a), Model.of(b)
+    ma, mb = Model.of(a, trust_pickle=trust_pickle), Model.of(b, trust_pickle=trust_pickle)
     binding = _binding(ma.graph, shapes)
     return verify_models(
         ma, mb, inputs, rtol=rtol, atol=atol, seed=seed, binding=binding, localize=localize
     )
 
 
-def render(model: Source, path: str | os.PathLike) -> Path:
+def render(model: Source, path: str | os.PathLike, *, trust_pickle: bool = False) -> Path:
     """Draw a model to ``path`` (.svg via Graphviz, .dot, or a self-contained .html)."""
-    return _render(graph_of(model), path)
+    return _render(graph_of(model, trust_pickle=trust_pickle), path)

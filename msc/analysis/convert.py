@@ -169,6 +169,7 @@ def convert(
     atol: float = 1e-5,
     seed: int = 0,
     progress: Callable[[str], None] | None = None,
+    trust_pickle: bool = False,
 ) -> ConvertReport:
     """Convert ``src`` to ``out`` (see the module docstring). Raises MscError for user errors;
     a failed check is reported (``ok`` False) and nothing is written."""
@@ -181,7 +182,13 @@ def convert(
         raise MscError("--opset applies to the onnx target only")
     files.check_output(out_p, "file" if target == "onnx" else "dir")
     is_module = ":" in os.fspath(src) and not Path(src).exists()
-    model = load_model(src, input_specs if is_module else (), dynamic if is_module else (), say)
+    model = load_model(
+        src,
+        input_specs if is_module else (),
+        dynamic if is_module else (),
+        say,
+        trust_pickle=trust_pickle,
+    )
     g = model.graph if is_module else _adjust(model.graph, input_specs, dynamic)
     source = model if g is model.graph else Model(g, "msc", f"{src} (adjusted)")
     report = ConvertReport(str(src), str(out_p), target)

@@ -72,13 +72,13 @@ class Model:
         return cls(g, "torch-module", type(module).__name__, module)
 
     @classmethod
-    def of(cls, x: Any) -> Model:
+    def of(cls, x: Any, *, trust_pickle: bool = False) -> Model:
         """A Model from a Model, a Graph (run through codegen.torch) or a path."""
         if isinstance(x, Model):
             return x
         if isinstance(x, Graph):
             return cls(x, "msc", x.name or "graph")
-        return load_model(x)
+        return load_model(x, trust_pickle=trust_pickle)
 
     def run(
         self, inputs: Mapping[str, np.ndarray], extra: Sequence[str] = ()
@@ -275,6 +275,8 @@ def _import_file(path: Path, attr: str) -> Any:
     sys.modules[name] = mod
     try:
         spec.loader.exec_module(mod)
+    except SystemExit as e:  # the file is Python and runs; it may not end msc
+        raise MscError(f"{path}: exited while being imported (SystemExit({e.code!r}))") from None
     except Exception as e:
         raise MscError(f"{path}: importing it failed: {type(e).__name__}: {e}") from None
     if not hasattr(mod, attr):
@@ -369,8 +371,15 @@ def load_model(
     input_specs: Sequence[InputSpec] = (),
     dynamic: Sequence[str] = (),
     progress: Callable[[str], None] | None = None,
+    *,
+    trust_pickle: bool = False,
 ) -> Model:
-    """Load ``src`` (any supported format) into a ``Model``. Raises MscError for user errors."""
+    """Load ``src`` (any supported format) into a ``Model``. Raises MscError for user errors.
+
+    Model files are only read, never run (see msc.frontend.torch.pt2 for .pt2), except the
+    formats that are Python code: ``module.py:Class`` and a codegen.torch directory's model.py
+    are imported and run. ``trust_pickle`` allows unpickling .pt2 members, which runs code the
+    file contains: only for files from a trusted source."""
     import msc
 
     say = progress or (lambda s: None)
@@ -387,7 +396,7 @@ def load_model(
         factory = _import_file(fp, cls)
         try:
             module = factory()
-        except Exception as e:
+        except (Exception, SystemExit) as e:
             raise MscError(f"{text}: {cls}() failed: {type(e).__name__}: {e}") from None
         if hasattr(module, "eval"):
             module.eval()
@@ -415,7 +424,7 @@ def load_model(
             say("loading the ExportedProgram")
             # torch logs its own traceback for a corrupt archive before raising; the error
             # below is what the user needs.
-            ep = _load_pt2(text)
+            ep = _load_pt2(text, trust_pickle)
             say("importing the ExportedProgram")
             g = msc.from_exported_program(ep, name=path.stem)
             return Model(g, "pt2", text, ep)
@@ -444,10 +453,10 @@ class _Capture(logging.Handler):
         self.records.append(record)
 
 
-def _load_pt2(path: str) -> Any:
-    """torch.export.load, with the reason torch only logs (a traceback on stderr) turned into
-    the error message."""
-    import torch
+def _load_pt2(path: str, trust_pickle: bool = False) -> Any:
+    """The .pt2's ExportedProgram, read without unpickling (msc.frontend.torch.pt2) unless
+    ``trust_pickle``; the reason torch only logs (a traceback on stderr) becomes the error."""
+    from msc.frontend.torch.pt2 import load_pt2
 
     log = logging.getLogger("torch.export")
     cap = _Capture()
@@ -455,7 +464,9 @@ def _load_pt2(path: str) -> Any:
     log.handlers[:] = [cap]  # torch attaches its own stderr handler here
     log.propagate = False
     try:
-        return torch.export.load(path)
+        return load_pt2(path, trust_pickle=trust_pickle)
+    except MscError:
+        raise
     except Exception as e:
         why = _first(e)
         for r in cap.records:
@@ -480,7 +491,7 @@ def _load_torch_source(path: Path, specs, dynamic, say) -> Model:
     load = _import_file(path / "model.py", "load")
     try:
         module = load(str(path / "model.safetensors"))
-    except Exception as e:
+    except (Exception, SystemExit) as e:
         raise MscError(f"{path}: building the module failed: {type(e).__name__}: {e}") from None
     if not specs:
         declared = _declared_inputs(type(module).__doc__ or "")
