@@ -331,10 +331,21 @@ def random_array(dt: DType, shape: Sequence[int], rng: np.random.Generator, high
 
 
 def _from_module(
-    module: Any, specs: Sequence[InputSpec], dynamic: Iterable[str], label: str
+    module: Any,
+    specs: Sequence[InputSpec],
+    dynamic: Iterable[str],
+    label: str,
+    source_names: Mapping[str, str] | None = None,
 ) -> tuple[Graph, dict[str, np.ndarray]]:
+    """Export ``module`` with example inputs from ``specs`` and translate it. With
+    ``source_names`` (forward parameter -> the source model's input name, for a module
+    codegen.torch generated), specs and --dynamic may use either name, and the graph's inputs
+    get the source names back."""
     import msc
 
+    source = dict(source_names or {})
+    ident = {s: i for i, s in source.items()}
+    specs = [InputSpec(ident.get(s.name, s.name), s.shape, s.dtype) for s in specs]
     names, example = _example_inputs(module, specs)
     dyn: dict[str, dict[int, Any]] = {}
     if dynamic:
@@ -343,6 +354,7 @@ def _from_module(
         syms: dict[str, Any] = {}
         for item in dynamic:
             name, axis, sym = parse_dynamic(item)
+            name = ident.get(name, name)
             if name not in example:
                 raise MscError(f"--dynamic {item}: forward() has no input {name!r}")
             if sym.name not in syms:
@@ -352,6 +364,9 @@ def _from_module(
     kwargs: dict[str, Any] = {}
     if dyn:
         kwargs["dynamic_shapes"] = {n: dyn.get(n) for n in names}
+    if source:
+        kwargs["input_names"] = [source.get(n, n) for n in names]
+        example = {source.get(n, n): a for n, a in example.items()}
     try:
         g = msc.from_torch(module, args, **kwargs)
     except MscError:
@@ -409,7 +424,7 @@ def load_model(
         if path.is_dir():
             if (path / "graph.msc").is_file():
                 say("loading the msc graph")
-                return Model(msc.load(path), "msc", text)
+                return Model(msc.load(path).validate(), "msc", text)
             if (path / "model.py").is_file():
                 return _load_torch_source(path, input_specs, dynamic, say)
             raise MscError(
@@ -429,7 +444,11 @@ def load_model(
             g = msc.from_exported_program(ep, name=path.stem)
             return Model(g, "pt2", text, ep)
         if suffix == ".msc":
-            return Model(msc.from_text(path.read_text(encoding="utf-8")), "msc", text)
+            try:
+                source = path.read_text(encoding="utf-8")
+            except UnicodeDecodeError as e:
+                raise MscError(f"{text}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+            return Model(msc.from_text(source).validate(), "msc", text)
     except MscError:
         raise
     except (OSError, ValueError, RuntimeError, KeyError, EOFError) as e:
@@ -489,10 +508,19 @@ def _load_torch_source(path: Path, specs, dynamic, say) -> Model:
     with its weights (the file's own ``load()``), and export it with ``--input-shape``."""
     say("loading the generated PyTorch module")
     load = _import_file(path / "model.py", "load")
+    # The file's NAMES map (code identifier -> source name): the graph's inputs keep the
+    # source model's names (``input.1``, ``class``), not the identifiers Python needed.
+    names = getattr(load, "__globals__", {}).get("NAMES", {})
+    if not isinstance(names, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in names.items()
+    ):
+        names = {}
     try:
         module = load(str(path / "model.safetensors"))
     except (Exception, SystemExit) as e:
         raise MscError(f"{path}: building the module failed: {type(e).__name__}: {e}") from None
+    params = set(pyinspect.signature(module.forward).parameters)
+    source = {k: v for k, v in names.items() if k in params}
     if not specs:
         declared = _declared_inputs(type(module).__doc__ or "")
         if declared is None:
@@ -500,6 +528,7 @@ def _load_torch_source(path: Path, specs, dynamic, say) -> Model:
                 f"{path}: give the input shapes to export the generated module with, "
                 "e.g. --input-shape x=1,3,224,224"
             )
+        declared = [(source.get(n, n), t) for n, t in declared]  # by source name
         specs = [InputSpec(n, concrete_shape(t, {}), t.dtype) for n, t in declared]
         if not dynamic:
             g = Graph()
@@ -507,7 +536,7 @@ def _load_torch_source(path: Path, specs, dynamic, say) -> Model:
                 g.add_input(n, t)
             dynamic = dynamic_items(g)
     say("exporting with torch.export")
-    g, ex = _from_module(module, specs, dynamic, str(path))
+    g, ex = _from_module(module, specs, dynamic, str(path), source)
     return Model(g, "torch-source", str(path), module, ex)
 
 

@@ -13,8 +13,9 @@ import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
+from msc.errors import MscError
 from msc.io import files, safetensors
-from msc.ir.graph import Graph, Weight
+from msc.ir.graph import Graph, GraphError, Weight
 from msc.text import from_text, to_text
 
 __all__ = ["save", "load", "atomic_dir", "replace_dir", "GRAPH_FILE", "WEIGHTS_FILE"]
@@ -84,12 +85,29 @@ def load(directory: str | os.PathLike, mmap: bool = True) -> Graph:
     gfile = d / GRAPH_FILE
     if not gfile.is_file():
         raise FileNotFoundError(f"{d}: no {GRAPH_FILE} (not a saved msc graph)")
-    graph = from_text(gfile.read_text(encoding="utf-8"))
+    try:
+        graph = from_text(gfile.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as e:
+        raise MscError(f"{gfile}: not UTF-8 text ({e.reason} at byte {e.start})") from None
     wfile = d / WEIGHTS_FILE
+    weights = _all_weights(graph)
+    if weights and not wfile.is_file():
+        raise MscError(
+            f"{d}: the graph declares {len(weights)} weights but {WEIGHTS_FILE} is missing"
+        )
     data = safetensors.read(wfile, mmap=mmap) if wfile.is_file() else {}
-    for w in _all_weights(graph):
-        if w.name in data:
+    missing = []
+    for w in weights:
+        if w.name not in data:
+            missing.append(w.name)
+            continue
+        try:
             w.set_data(data.pop(w.name))
+        except GraphError as e:
+            raise MscError(f"{wfile}: {e}") from None
+    if missing:
+        shown = ", ".join(repr(n) for n in missing[:5]) + (", ..." if len(missing) > 5 else "")
+        raise MscError(f"{wfile}: {len(missing)} weight(s) of the graph are missing: {shown}")
     if data:
-        raise ValueError(f"{wfile}: tensors not declared in the graph: {sorted(data)[:5]}")
+        raise MscError(f"{wfile}: tensors not declared in the graph: {sorted(data)[:5]}")
     return graph

@@ -10,16 +10,23 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 import numpy as np
 
+from msc.errors import MscError
 from msc.io import files
 from msc.ir.dtype import DType
 
-__all__ = ["write", "write_lazy", "read", "read_header", "SAFETENSORS_DTYPES"]
+__all__ = ["write", "write_lazy", "read", "read_header", "SafetensorsError", "SAFETENSORS_DTYPES"]
+
+
+class SafetensorsError(MscError, ValueError):
+    """A safetensors file that is truncated, corrupt, or not what its header says."""
+
 
 SAFETENSORS_DTYPES: dict[DType, str] = {
     DType.BOOL: "BOOL",
@@ -106,7 +113,9 @@ def _write(path: Path, header: dict, items: Iterable) -> None:
                 spec = header[name]
                 dt = _FROM_ST[spec["dtype"]]  # type: ignore[index]
                 if DType.from_numpy(arr.dtype) is not dt or list(arr.shape) != spec["shape"]:  # type: ignore[index]
-                    raise ValueError(f"tensor {name!r}: data does not match its declared type")
+                    raise SafetensorsError(
+                        f"tensor {name!r}: data does not match its declared type"
+                    )
                 flat = arr.reshape(-1)
                 if flat.dtype.byteorder == ">":
                     flat = flat.astype(flat.dtype.newbyteorder("<"))
@@ -129,17 +138,17 @@ def read_header(path: str | os.PathLike) -> tuple[dict, int]:
     with open(path, "rb") as f:
         head = f.read(8)
         if len(head) != 8:
-            raise ValueError(f"{path}: not a safetensors file (too short)")
+            raise SafetensorsError(f"{path}: not a safetensors file (too short)")
         n = int.from_bytes(head, "little")
         size = os.fstat(f.fileno()).st_size
         if n > size - 8 or n > 100 << 20:
-            raise ValueError(f"{path}: not a safetensors file (header length {n})")
+            raise SafetensorsError(f"{path}: not a safetensors file (header length {n})")
         try:
             header = json.loads(f.read(n))
         except (UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise ValueError(f"{path}: corrupt safetensors header: {e}") from None
+            raise SafetensorsError(f"{path}: corrupt safetensors header: {e}") from None
     if not isinstance(header, dict):
-        raise ValueError(f"{path}: corrupt safetensors header")
+        raise SafetensorsError(f"{path}: corrupt safetensors header")
     return header, 8 + n
 
 
@@ -157,10 +166,14 @@ def read(path: str | os.PathLike, mmap: bool = True) -> dict[str, np.ndarray]:
             shape = tuple(int(d) for d in spec["shape"])
             lo, hi = (int(x) for x in spec["data_offsets"])
         except (KeyError, TypeError, ValueError):
-            raise ValueError(f"{path}: tensor {name!r} has a bad header entry {spec!r}") from None
-        n = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
+            raise SafetensorsError(
+                f"{path}: tensor {name!r} has a bad header entry {spec!r}"
+            ) from None
+        if any(d < 0 for d in shape):
+            raise SafetensorsError(f"{path}: tensor {name!r} has a negative dim {list(shape)}")
+        n = math.prod(shape) * dt.itemsize
         if hi - lo != n or start + hi > size or lo < 0:
-            raise ValueError(f"{path}: tensor {name!r} data is out of bounds or mis-sized")
+            raise SafetensorsError(f"{path}: tensor {name!r} data is out of bounds or mis-sized")
         npdt = dt.to_numpy().newbyteorder("<")
         if whole is not None and n:
             arr = whole[start + lo : start + hi].view(npdt).reshape(shape)

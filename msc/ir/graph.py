@@ -36,6 +36,7 @@ __all__ = [
     "OpSet",
     "default_opset",
     "set_default_opset",
+    "dead_nodes",
 ]
 
 
@@ -97,7 +98,9 @@ class Value:
         self.type = type
         self.producer: Node | None = None
         self.index = 0
-        self._uses: list[tuple[Node, int]] = []
+        # (node, input index) -> None: an insertion-ordered set, so that unlinking one use is
+        # O(1) however many uses a value has (a shared constant can have thousands).
+        self._uses: dict[tuple[Node, int], None] = {}
 
     @property
     def dtype(self) -> DType:
@@ -265,14 +268,14 @@ class Node:
         new = tuple(new)
         for i, v in enumerate(self._inputs):
             if v is not None:
-                v._uses.remove((self, i))
+                del v._uses[(self, i)]
         for i, v in enumerate(new):
             if v is not None:
                 if not isinstance(v, Value):
                     raise TypeError(
                         f"{self._where()}: input {i} is {type(v).__name__}, not a Value"
                     )
-                v._uses.append((self, i))
+                v._uses[(self, i)] = None
         self._inputs = new
 
     @property
@@ -399,13 +402,24 @@ class Graph:
         self.outputs = list(values)
 
     def remove_node(self, node: Node) -> None:
-        for v in node.outputs:
-            if v._uses or v in self.outputs:
-                raise GraphError(f"cannot remove {node._where()}: output {v.name!r} is still used")
-        node.inputs = ()
-        self.nodes.remove(node)
-        for v in node.outputs:
-            self._taken.discard(v.name)  # type: ignore[arg-type]
+        self.remove_nodes([node])
+
+    def remove_nodes(self, nodes: Iterable[Node]) -> None:
+        """Remove ``nodes`` (none of whose outputs may still be used or be graph outputs) in
+        one pass over the node list."""
+        drop = {id(n): n for n in nodes}
+        outputs = {id(v) for v in self.outputs}
+        for node in drop.values():
+            for v in node.outputs:
+                if any(id(u) not in drop for u, _ in v._uses) or id(v) in outputs:
+                    raise GraphError(
+                        f"cannot remove {node._where()}: output {v.name!r} is still used"
+                    )
+        for node in drop.values():
+            node.inputs = ()
+            for v in node.outputs:
+                self._taken.discard(v.name)  # type: ignore[arg-type]
+        self.nodes = [n for n in self.nodes if id(n) not in drop]
 
     # ---------------------------------------------------------------- queries
     def values(self) -> Iterator[Value]:
@@ -451,3 +465,17 @@ _printer: Callable[[Graph], str] | None = None
 def set_printer(printer: Callable[[Graph], str]) -> None:
     global _printer
     _printer = printer
+
+
+def dead_nodes(graph: Graph, keep: set[int] = frozenset()) -> list[Node]:  # type: ignore[assignment]
+    """The nodes nothing needs: no output is a graph output, in ``keep`` (value ids), or used
+    by a node that is needed. One reverse pass over the (topologically ordered) nodes."""
+    keep = set(keep) | {id(v) for v in graph.outputs}
+    dead: set[int] = set()
+    out: list[Node] = []
+    for node in reversed(graph.nodes):
+        if any(id(v) in keep or any(id(u) not in dead for u, _ in v._uses) for v in node.outputs):
+            continue
+        dead.add(id(node))
+        out.append(node)
+    return out

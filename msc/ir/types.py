@@ -2,8 +2,9 @@
 
 # NOTE: invariants
 # - ``TensorType.shape is None`` means unknown rank, stated explicitly; ``()`` is a 0-d tensor.
-# - A dim is an ``int >= 0``, a ``SymDim`` (a named symbol, optionally with a range), or ``None``
-#   (a dim of known position but unknown size, e.g. an ONNX dim with neither value nor param).
+# - A dim is an ``int`` in [0, MAX_DIM], a ``SymDim`` (a named symbol, optionally with a
+#   range), or ``None`` (a dim of known position but unknown size, e.g. an ONNX dim with neither
+#   value nor param).
 # - Leaf values are frozen, hashable and compared by value.
 """
 
@@ -12,9 +13,19 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from msc.errors import MscError
 from msc.ir.dtype import DType
 
-__all__ = ["SymDim", "Dim", "TensorType"]
+__all__ = ["SymDim", "Dim", "TensorType", "ShapeError", "MAX_DIM"]
+
+# The largest size a dim may have: 2**40 elements along one axis is beyond any tensor a
+# machine holds, so a larger dim is a corrupt or hostile model, refused here rather than
+# ending in an overflow or a MemoryError wherever its size is first computed.
+MAX_DIM = 1 << 40
+
+
+class ShapeError(MscError, ValueError):
+    """A dim that cannot be: negative, or larger than MAX_DIM."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +64,9 @@ def _check_dim(d: object) -> Dim:
         except TypeError:
             raise TypeError(f"a dim must be int, SymDim or None, got {d!r}") from None
     if d < 0:
-        raise ValueError(f"a dim must be >= 0, got {d}")
+        raise ShapeError(f"a dim must be >= 0, got {d}")
+    if d > MAX_DIM:
+        raise ShapeError(f"a dim of {d} is larger than any tensor can be (at most {MAX_DIM})")
     return d
 
 

@@ -30,17 +30,21 @@ class ParseError(MscError, ValueError):
         self.line, self.col = line, col
 
 
-_SKIP = r"(?:[ \t\r\n]+|\#[^\n]*)*"
+# Blanks, then comments each followed by blanks: every repetition starts with "#", so there is one
+# way to match and no backtracking (a nested "(?:[ \t]+|#...)*" was exponential on a long run of
+# trailing blanks).
+_SKIP = r"[ \t\r\n]*(?:\#[^\n]*[ \t\r\n]*)*"
 _TOKEN_BODY = (
     # Compound tokens for the common shapes, so a node line is ~9 tokens, not ~22:
     r"[%@](?:[A-Za-z_][A-Za-z0-9_]*|[0-9]+)(?![A-Za-z0-9_])"  # a bare %value / @weight
-    r"|[a-z0-9]+\[[^\]\"\n]*\]"  # a type with no quoted symbol: f32[1, batch{1..8}, ?]
-    r'|!\{(?:[^"\\}\n]|"[^"\\\n]*")*\}'  # node metadata with no escapes
-    r'|"(?:[^"\\\n]|\\.)*"'  # string
+    r"|[a-z0-9]+\[[^\[\]\"\n]*\]"  # a type with no quoted symbol: f32[1, batch{1..8}, ?]
+    r'|!\{(?:[A-Za-z0-9_ \t=,]|"[^"\\\n]*")*\}'  # node metadata with no escapes
+    r'|"(?:[^"\\\n]|\\.)*"?'  # a string; unterminated: the rest of the line, one bad token
     r"|-inf\b|-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?"  # number
     r"|[A-Za-z_][A-Za-z0-9_]*"  # identifier
     r"|\.\.|!\{|[{}()\[\],:=?*%@]"  # punctuation
     r"|[^ \t\r\n]"  # anything else: reported as an unexpected character
+    r"|\Z"  # end of input after blanks: matched here rather than by backtracking over them
 )
 # Each token swallows the blanks and comments before it; findall returns just the token texts.
 _TOKEN = re.compile(_SKIP + "(" + _TOKEN_BODY + ")")
@@ -56,7 +60,11 @@ def _kind(text: str) -> str:
         return "eof"
     c = text[0]
     if c == '"':
-        return "str" if len(text) > 1 else "bad"
+        # Closed when it ends in a quote that an odd run of backslashes does not escape.
+        body = text[1:-1] if len(text) > 1 and text[-1] == '"' else None
+        if body is None or (len(body) - len(body.rstrip("\\"))) % 2:
+            return "bad"
+        return "str"
     if c in _KINDS:
         return _KINDS[c]
     if text[-1] == "]" and len(text) > 1:
@@ -112,7 +120,8 @@ class _Tok:
 def _lex(src: str) -> list[str]:
     """Token texts, ending with "" for end of input (stray characters are "bad" tokens)."""
     texts = _TOKEN.findall(src)
-    texts.append("")
+    if not texts or texts[-1] != "":
+        texts.append("")
     return texts
 
 
@@ -122,8 +131,10 @@ def _newlines(src: str) -> list[int]:
 
 def _token_ends(src: str) -> list[int]:
     """End offsets of the tokens (only computed when an error message needs a position)."""
-    ends = [m.end() for m in _TOKEN.finditer(src)]
-    ends.append(len(src))
+    matches = list(_TOKEN.finditer(src))
+    ends = [m.end() for m in matches]
+    if not matches or matches[-1].group(1) != "":  # as _lex: one "" token for end of input
+        ends.append(len(src))
     return ends
 
 
@@ -154,6 +165,7 @@ class _Parser:
         self.src = src
         self.texts = _lex(src)
         self.i = 0
+        self.depth = 0  # nesting of lists, graphs and output structures
         self._ends: list[int] | None = None
         self._newlines: list[int] = []
 
@@ -171,8 +183,17 @@ class _Parser:
     def error(self, expected: str, tok: _Tok | None = None) -> ParseError:
         t = tok or self.tok
         if t.kind == "bad":
+            if t.text.startswith('"'):
+                return ParseError("unterminated string", t.line, t.col)
             return ParseError(f"unexpected character {t.text!r}", t.line, t.col)
         return ParseError(f"expected {expected}, found {t!r}", t.line, t.col)
+
+    def nest(self) -> None:
+        """Enter one level of nesting; a limit keeps hostile text from exhausting the stack."""
+        self.depth += 1
+        if self.depth > _MAX_DEPTH:
+            t = self.tok
+            raise ParseError(f"nested more than {_MAX_DEPTH} levels deep", t.line, t.col)
 
     def at(self, text: str) -> bool:
         return self.texts[self.i] == text
@@ -314,6 +335,7 @@ class _Parser:
         if kind == "str":
             return self.string()
         if self.accept("["):
+            self.nest()
             items: list[Any] = []
             if not self.accept("]"):
                 while True:
@@ -321,13 +343,17 @@ class _Parser:
                     if self.accept("]"):
                         break
                     self.expect(",")
+            self.depth -= 1
             return tuple(items)
         if kind == "ident":
             if text in _SIMPLE:
                 self.i = i + 1
                 return _SIMPLE[text]
             if text == "graph":
-                return self.graph(scope)
+                self.nest()
+                g = self.graph(scope)
+                self.depth -= 1
+                return g
             if text == "type":
                 self.i = i + 1
                 self.expect("(")
@@ -416,7 +442,7 @@ class _Parser:
         """``msc format F, ops O`` before the graph; absent in files from before versions."""
         if not self.at("msc"):
             return
-        t = self.tok
+        at = self.i
         self.i += 1
         self.expect("format")
         fmt = self.integer()
@@ -424,6 +450,7 @@ class _Parser:
         self.expect("ops")
         ops = self.integer()
         if fmt > FORMAT_VERSION or ops > OPS_VERSION:
+            t = self.toks_at(at)
             raise ParseError(
                 f"this graph was written by a newer msc (text format {fmt}, op set {ops}); "
                 f"this msc reads text format {FORMAT_VERSION} and op set {OPS_VERSION} or "
@@ -550,6 +577,7 @@ class _Parser:
             return {"leaf": self.integer()}
         if text in ("tuple", "list", "dict"):
             self.i += 1
+            self.nest()
             self.expect("(")
             items: list[Any] = []
             while not self.accept(")"):
@@ -563,6 +591,7 @@ class _Parser:
                     items.append([key, self.tree()])
                 else:
                     items.append(self.tree())
+            self.depth -= 1
             return {text: items}
         kind = _kind(text)
         if kind in ("num", "str") or text in ("none", "true", "false"):
@@ -642,6 +671,7 @@ class _Parser:
 
 
 _INT = re.compile(r"-?\d+")
+_MAX_DEPTH = 200
 _TYPE_CACHE: dict[str, TensorType] = {}
 _META_ITEM = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)\s*=\s*"([^"\\\n]*)"')
 _META_FULL = re.compile(

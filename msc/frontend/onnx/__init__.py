@@ -81,6 +81,8 @@ def from_onnx(
         path = Path(model)
         if not path.is_file():
             raise ConversionError(f"ONNX file {str(path)!r} does not exist")
+        if path.stat().st_size == 0:
+            raise ConversionError(f"ONNX file {str(path)!r} is empty (0 bytes)")
         try:
             proto = onnx.load(os.fspath(path), load_external_data=False)
         except Exception as e:  # noqa: BLE001 - protobuf raises several kinds
@@ -96,4 +98,36 @@ def from_onnx(
         proto = model
     else:
         raise TypeError(f"from_onnx takes a path, bytes or ModelProto, got {type(model).__name__}")
+    check_model_shape(proto)
     return Importer(proto, base_dir, input_types, registry, constant_inputs).run()
+
+
+def check_model_shape(proto: onnx.ModelProto) -> None:
+    """What every model needs before translation: a graph with outputs, and names that are
+    text (protobuf hands invalid UTF-8 in a string field back as bytes). Errors name where."""
+    if not proto.HasField("graph"):
+        raise ConversionError("ONNX model has no graph (an empty or truncated file?)")
+    if not proto.graph.output:
+        raise ConversionError(f"ONNX graph {proto.graph.name!r} has no outputs")
+    stack = [("graph", proto.graph)]
+    while stack:
+        where, g = stack.pop()
+        names = [("graph name", g.name)]
+        names += [("input", v.name) for v in g.input]
+        names += [("output", v.name) for v in g.output]
+        names += [("value_info", v.name) for v in g.value_info]
+        names += [("initializer", t.name) for t in g.initializer]
+        for n in g.node:
+            names += [("node name", n.name), ("op type", n.op_type), ("domain", n.domain)]
+            names += [("node input", x) for x in n.input] + [("node output", x) for x in n.output]
+            for a in n.attribute:
+                names.append(("attribute name", a.name))
+                if a.type == onnx.AttributeProto.GRAPH:
+                    stack.append((f"{where}/{n.op_type}.{a.name}", a.g))
+                stack += [(f"{where}/{n.op_type}.{a.name}", sub) for sub in a.graphs]
+        for what, name in names:
+            if not isinstance(name, str):
+                raise ConversionError(f"ONNX {where}: {what} {name!r} is not valid UTF-8")
+        for v in g.input:
+            if not v.name:
+                raise ConversionError(f"ONNX {where}: a graph input has an empty name")

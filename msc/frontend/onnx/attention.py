@@ -107,6 +107,7 @@ def attention(
     if nonpad_kv_seqlen is not None:
         if not (isinstance(q_seq, int) and isinstance(kv_seq, int)):
             raise Unsupported("nonpad_kv_seqlen with sequence lengths only known at run time")
+        ctx.check_size(q_seq * kv_seq, "the attention mask")
         lens = ctx.op("reshape", ctx.cast(nonpad_kv_seqlen, DType.INT64), shape=[-1, 1, 1, 1])
         j = np.arange(kv_seq, dtype=np.int64).reshape(1, 1, 1, kv_seq)
         keep = ctx.op("lt", j, lens)
@@ -133,6 +134,7 @@ def attention(
             else:
                 raise Unsupported("causal/window masks over lengths only known at run time")
         if parts is not None:
+            ctx.check_size(q_seq * kv_seq, "the attention mask")
             allowed = _static_bias(
                 q_seq, kv_seq, past, bool(is_causal), left_window_size, right_window_size
             )

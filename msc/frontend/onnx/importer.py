@@ -15,7 +15,9 @@
 
 from __future__ import annotations
 
+import functools
 import json
+import math
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -29,6 +31,7 @@ from msc.frontend.onnx.registry import REGISTRY, ConverterRegistry, NoConverter
 from msc.frontend.onnx.tensors import UnsupportedType, tensor_to_numpy, type_from_onnx
 from msc.ir import DType, Graph, GraphError, Node, Provenance, SymDim, TensorType, Value, structure
 from msc.ir.attrs import infer_kind
+from msc.ir.graph import dead_nodes
 from msc.ops.infer import InferError
 from msc.ops.schema import OpError
 from msc.text.check import checked
@@ -48,8 +51,14 @@ __all__ = [
 MIN_OPSET = 1
 # Constants with at most this many elements become ``constant`` nodes; larger ones weights.
 SMALL_CONSTANT = 64
-# All-constant nodes whose inputs hold at most this many elements are folded at import.
+# All-constant nodes whose inputs hold at most FOLD_LIMIT elements, and whose output (predicted
+# before evaluating, see _fold_bound) holds at most FOLD_OUTPUT_LIMIT, are folded at import;
+# larger ones stay run-time ops, so a 200-byte file cannot make the import allocate gigabytes.
 FOLD_LIMIT = 1 << 16
+FOLD_OUTPUT_LIMIT = 1 << 20
+# Arrays a converter builds at import from a model's shapes (index offsets, masks, windows)
+# hold at most this many elements; a larger one is reported as unsupported, not allocated.
+IMPORT_ARRAY_LIMIT = 1 << 26
 DEFAULT_DOMAINS = ("", "ai.onnx")
 
 # Deterministic ops cheap enough to evaluate at import when every input is constant (shape
@@ -282,6 +291,14 @@ class Ctx:
         """A constant integer input as a list; Unsupported when it is only known at run time."""
         c = self.need(x, what)
         return [int(v) for v in np.asarray(c).reshape(-1)]
+
+    def check_size(self, elements: int, what: str) -> None:
+        """Refuse to build an import-time array of more than IMPORT_ARRAY_LIMIT elements."""
+        if elements > IMPORT_ARRAY_LIMIT:
+            raise Unsupported(
+                f"{what} would need {elements} elements at import "
+                f"(at most {IMPORT_ARRAY_LIMIT}); the model's sizes are not plausible"
+            )
 
     def scalar(self, x: Operand, what: str) -> float | int:
         v = np.asarray(self.need(x, what)).reshape(-1)
@@ -573,6 +590,7 @@ class Importer:
         conv = self._lookup(n)
         ctx = Ctx(self, n, self.opset)
         try:
+            _check_against_schema(n, self.opset)
             attrs = {a.name: _attr_value(a, self.base_dir) for a in n.attribute}
             while ins and ins[-1] is None:
                 ins.pop()
@@ -641,8 +659,11 @@ class Importer:
             return False
         if sum(s.const.size for s in present) > FOLD_LIMIT:  # type: ignore[union-attr]
             return False
+        arrays = [None if s is None else s.const for s in ins]
+        if _fold_bound(n.op_type, arrays) > FOLD_OUTPUT_LIMIT:
+            return False
         try:
-            outs = _evaluate(n, [None if s is None else s.const for s in ins], self.opset)
+            outs = _evaluate(n, arrays, self.opset)
         except Exception:  # noqa: BLE001 - a node the reference cannot fold is converted
             return False
         for name, arr in zip(n.output, outs):
@@ -696,12 +717,78 @@ class Importer:
     def _prune(self) -> None:
         """Drop nodes and weights nothing uses (shape arithmetic folded into attributes)."""
         keep = {id(v) for v in self.graph.outputs}
-        for node in reversed(list(self.graph.nodes)):
-            if not any(v.uses or id(v) in keep for v in node.outputs):
-                self.graph.remove_node(node)
+        self.graph.remove_nodes(dead_nodes(self.graph, keep))
         for name, w in list(self.graph.weights.items()):
             if not w.uses and id(w) not in keep:
                 del self.graph.weights[name]
+
+
+@functools.lru_cache(maxsize=4096)
+def _schema(op_type: str, opset: int, domain: str) -> Any:
+    try:
+        return onnx.defs.get_schema(op_type, opset, domain)
+    except onnx.defs.SchemaError:
+        return None
+
+
+def _check_against_schema(n: onnx.NodeProto, opset: int) -> None:
+    """A node whose attributes or input count its ONNX schema does not allow (a mistyped or
+    missing attribute, too many or too few inputs) is reported as such, before a converter
+    reads it. Ops with no ONNX schema (other domains) are left to their converters."""
+    schema = _schema(n.op_type, opset, n.domain)
+    if schema is None:
+        return
+    given = {a.name: a for a in n.attribute}
+    for name, a in given.items():
+        spec = schema.attributes.get(name)
+        if spec is not None and int(a.type) != int(spec.type.value):
+            kind = _ATTR_NAMES.get(a.type, a.type)
+            raise Unsupported(f"attribute {name!r} is {kind}, the op takes {spec.type.name}")
+    for name, spec in schema.attributes.items():
+        if spec.required and name not in given:
+            raise Unsupported(f"required attribute {name!r} is missing")
+    present = len(n.input)
+    while present and not n.input[present - 1]:
+        present -= 1
+    if present < schema.min_input or len(n.input) > schema.max_input:
+        raise Unsupported(
+            f"{len(n.input)} inputs given; the op takes {schema.min_input} to {schema.max_input}"
+        )
+
+
+_ATTR_NAMES = {v: k for k, v in onnx.AttributeProto.AttributeType.items()}
+
+
+def _fold_bound(op: str, arrays: list[np.ndarray | None]) -> float:
+    """An upper bound on the elements an all-constant node would produce, from its inputs'
+    values and shapes alone (Python ints: no overflow). inf when it cannot be bounded."""
+    a = [x for x in arrays if x is not None]
+    try:
+        if op == "ConstantOfShape":
+            return math.prod(max(int(v), 0) for v in a[0].reshape(-1))
+        if op == "Range":
+            start, limit, delta = (float(x.reshape(-1)[0]) for x in a[:3])
+            return max(math.ceil((limit - start) / delta), 0) if delta else math.inf
+        if op == "Expand":
+            want = [int(v) for v in a[1].reshape(-1)]
+            return math.prod(max(d, 1) for d in _broadcast(list(a[0].shape), want))
+        if op == "Tile":
+            reps = [max(int(v), 0) for v in a[1].reshape(-1)]
+            return a[0].size * math.prod(reps)
+        if op == "Gather":
+            return a[0].size * max(a[1].size, 1)
+        return math.prod(_broadcast(*(list(x.shape) for x in a))) + sum(x.size for x in a)
+    except (ValueError, IndexError, OverflowError, ZeroDivisionError):
+        return math.inf
+
+
+def _broadcast(*shapes: list[int]) -> list[int]:
+    rank = max((len(s) for s in shapes), default=0)
+    out = [1] * rank
+    for s in shapes:
+        for i, d in enumerate(s, rank - len(s)):
+            out[i] = max(out[i], abs(int(d)))
+    return out
 
 
 def _poisoned(name: str) -> Slot:

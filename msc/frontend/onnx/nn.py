@@ -8,6 +8,8 @@ Resize.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from msc.frontend.onnx.importer import Ctx, Unsupported
@@ -197,7 +199,8 @@ def max_pool(
     s = ctx.static_shape(X)
     if s is None:
         raise Unsupported("MaxPool indices of an input with a shape only known at run time")
-    per = int(np.prod(s[2:]))
+    per = math.prod(s[2:])
+    ctx.check_size(s[0] * s[1], "MaxPool index offsets")
     offset = (np.arange(s[0] * s[1], dtype=np.int64) * per).reshape(
         (s[0], s[1]) + (1,) * (len(s) - 2)
     )

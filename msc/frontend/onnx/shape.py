@@ -388,6 +388,7 @@ def _window(ctx: Ctx, size, periodic: int, output_datatype: int, coeffs: tuple[f
     from msc.frontend.onnx.tensors import dtype_from_onnx
 
     n = int(ctx.scalar(size, "size"))
+    ctx.check_size(n, "the window")
     denom = n if periodic else n - 1
     k = np.arange(n, dtype=np.float64)
     w = np.zeros(n)

@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from onnx import TensorProto, numpy_helper
 
 from msc.errors import ConversionError
 from msc.ir import DType, SymDim, TensorType
+from msc.ir.types import ShapeError
 
 __all__ = [
     "UnsupportedType",
@@ -112,7 +114,10 @@ def type_from_onnx(tp: onnx.TypeProto, what: str = "value") -> TensorType:
             dims.append(SymDim(d.dim_param))
         else:
             dims.append(None)
-    return TensorType(dtype, dims)
+    try:
+        return TensorType(dtype, dims)
+    except ShapeError as e:
+        raise ConversionError(f"{what}: {e}") from None
 
 
 def _external_path(base_dir: str | os.PathLike | None, location: str, name: str) -> Path:
@@ -146,10 +151,21 @@ def tensor_to_numpy(t: TensorProto, base_dir: str | os.PathLike | None = None) -
     if t.data_location == TensorProto.EXTERNAL:
         info = {e.key: e.value for e in t.external_data}
         path = _external_path(base_dir, info.get("location", ""), t.name)
-        offset = int(info.get("offset", 0) or 0)
-        count = int(np.prod(shape, dtype=np.int64))
+        try:
+            offset = int(info.get("offset", 0) or 0)
+            length = int(info["length"]) if "length" in info else None
+        except ValueError:
+            raise ConversionError(
+                f"tensor {t.name!r}: external data offset/length are not integers"
+            ) from None
+        if offset < 0 or (length is not None and length < 0) or any(d < 0 for d in shape):
+            raise ConversionError(
+                f"tensor {t.name!r}: negative external data offset, length or dim "
+                f"(offset {offset}, length {length}, dims {list(shape)})"
+            )
+        count = math.prod(shape)
         nbytes = count * dtype.itemsize
-        if "length" in info and int(info["length"]) < nbytes:
+        if length is not None and length < nbytes:
             raise ConversionError(
                 f"tensor {t.name!r}: external data has {info['length']} bytes, needs {nbytes}"
             )

@@ -9,6 +9,8 @@ MaxUnpool, CenterCropPad.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from msc.frontend.onnx.importer import Ctx, Unsupported
@@ -150,7 +152,8 @@ def max_unpool(ctx: Ctx, X, I, output_shape=None, *, kernel_shape, pads=None, st
     inferred = [(s[2 + i] - 1) * st[i] - p[i] - p[n + i] + kernel_shape[i] for i in range(n)]
     # ONNX indices count over the whole [N, C, *inferred] tensor; the canonical ones per
     # channel over the output's spatial size.
-    per = int(np.prod(inferred))
+    per = math.prod(inferred)
+    ctx.check_size(s[0] * s[1], "MaxUnpool index offsets")
     offset = (np.arange(s[0] * s[1], dtype=np.int64) * per).reshape(s[0], s[1], *[1] * n)
     idx = ctx.op("sub", ctx.cast(I, DType.INT64), offset)
     out = None if output_shape is None else ctx.ints(output_shape, "output_shape")[2:]

@@ -26,6 +26,7 @@ from msc.errors import ConversionError, UnsupportedOp, UnsupportedOpsError
 from msc.frontend.torch.dtypes import tensor_to_numpy, to_msc
 from msc.frontend.torch.registry import CONVERTERS, Ctx, Unsupported, aten_op, bind
 from msc.ir import Graph, Provenance, SymDim, TensorType, Value
+from msc.ir.graph import dead_nodes
 from msc.text.check import enabled as check_enabled
 
 __all__ = [
@@ -166,10 +167,7 @@ def finish(g: Graph, buffers: list[str], constants: list[str]) -> None:
     give every weight its role: a buffer (``buffers``: persistent), a constant (``constants``:
     non-persistent buffers and lifted tensor constants) or a parameter. Weights stay, used or
     not (state)."""
-    outputs = {id(v) for v in g.outputs}
-    for n in reversed(list(g.nodes)):
-        if not any(v.uses or id(v) in outputs for v in n.outputs):
-            g.remove_node(n)
+    g.remove_nodes(dead_nodes(g, {id(v) for v in g.outputs}))
     roles = dict.fromkeys(buffers, "buffer") | dict.fromkeys(constants, "constant")
     for w in g.weights.values():
         w.role = roles.get(w.name, "parameter")
