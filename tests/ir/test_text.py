@@ -13,7 +13,7 @@ import msc
 from msc import DType, Graph, ParseError, SymDim, TensorType
 from tests import graphs
 
-GOLDEN = Path(__file__).parent / "golden"
+GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 
 HOSTILE_NAMES = [
     "encoder.layers.0.self_attn.in_proj_weight",

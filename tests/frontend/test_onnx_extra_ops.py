@@ -22,8 +22,8 @@ from onnx import TensorProto, helper
 
 import msc
 from msc.ir import DType, TensorType
+from tests.frontend.test_onnx_conformance import compare, import_case, to_numpy, to_torch
 from tests.onnx_cases import backend_cases
-from tests.test_onnx_conformance import compare, import_case, to_numpy, to_torch
 
 torch = pytest.importorskip("torch")
 import codegen.onnx  # noqa: E402

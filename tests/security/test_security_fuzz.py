@@ -4,9 +4,10 @@ crashes.
 Each test writes a seeded batch of mutants of valid models (ONNX protos mutated field by field
 and byte by byte, text graphs, saved graph directories with damaged safetensors, .pt2 archives
 with damaged or pickled members) and reads every one through ``msc.inspect`` and ``msc
-inspect`` in a child process limited in time and memory (tests/fuzz_worker.py). Every outcome
-must be "read" or "refused with an MscError / exit 2 and one error line"; a traceback, a
-timeout or running out of memory fails the test with the file that did it, kept for replay.
+inspect`` in a child process limited in time and memory (tests/security/fuzz_worker.py).
+Every outcome must be "read" or "refused with an MscError / exit 2 and one error line"; a
+traceback, a timeout or running out of memory fails the test with the file that did it, kept
+for replay.
 
 How many inputs a run tries: ``MSC_FUZZ_N`` mutants per format (default 100, so 400 files, each
 read twice); ``MSC_FUZZ_SEED`` picks another batch. The count is printed (``pytest -s``).
@@ -37,7 +38,7 @@ from msc.examples import onnx_example, small_cnn_graph
 N = int(os.environ.get("MSC_FUZZ_N", "100"))
 SEED = int(os.environ.get("MSC_FUZZ_SEED", "0"))
 WORKER = Path(__file__).with_name("fuzz_worker.py")
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 LIMIT_MB = 3072  # address space of the child, torch's own mappings included
 SECONDS = 20  # per file and way of reading it
 

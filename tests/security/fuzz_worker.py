@@ -1,6 +1,7 @@
 """Runs msc's readers on hostile files in a child process with a time and memory limit.
 
-Used by tests/test_security_fuzz.py: ``python tests/fuzz_worker.py LIMIT_MB SECONDS FILE...``
+Used by tests/security/test_security_fuzz.py:
+``python tests/security/fuzz_worker.py LIMIT_MB SECONDS FILE...``
 prints one JSON line per file and way of reading it (``msc.inspect`` through the API, then
 ``msc inspect`` through the command's own ``main``): ``{"file", "via", "outcome", "detail"}``
 where outcome is ``ok`` (read and inspected), ``error`` (an MscError from the API; exit 2 with

@@ -14,7 +14,7 @@ import msc.frontend.torch as ft
 from msc.errors import UnsupportedOpsError
 from msc.frontend.torch.coverage import UNSUPPORTED
 from msc.frontend.torch.registry import CONVERTERS
-from tests.test_frontend_torch import check_numerics, check_outputs
+from tests.frontend.test_frontend_torch import check_numerics, check_outputs
 from tests.torch_cases import MODEL_CASES, MissingDependency, wrap
 
 

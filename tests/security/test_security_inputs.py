@@ -23,7 +23,7 @@ from msc.errors import MscError
 from msc.examples import small_cnn_graph
 from msc.io import safetensors as st
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _vi(name: str, shape=(2,), dtype=TensorProto.FLOAT):

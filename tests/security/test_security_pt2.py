@@ -23,7 +23,7 @@ import msc
 from msc.errors import MscError
 from msc.examples import example_module
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class _Payload:

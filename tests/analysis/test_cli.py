@@ -22,7 +22,7 @@ import msc
 from msc.cli import main
 from msc.examples import onnx_example, small_cnn_graph
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES_PY = ROOT / "msc" / "examples.py"
 
 

@@ -19,8 +19,8 @@ from msc.ops.decompose import Builder, DecompositionRegistry, NotDecomposable, d
 from msc.ops.decompose import registry as rules
 
 ort = pytest.importorskip("onnxruntime", reason="onnxruntime runs the lowered graphs")
-ops_tests = pytest.importorskip("tests.test_codegen_onnx_ops")
 import codegen.onnx as conx  # noqa: E402
+import tests.codegen.test_codegen_onnx_ops as ops_tests  # noqa: E402
 
 RULE_CASES = [c for c in ops_tests.CASES if c.op in rules]
 # Cases a rule declines, with the reason it must give.

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from msc.ops import doc, registry
 
-DOC = Path(__file__).resolve().parent.parent / "docs" / "ops.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "ops.md"
 
 
 def test_ops_doc_matches_registries():

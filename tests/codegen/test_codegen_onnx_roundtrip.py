@@ -111,8 +111,9 @@ def _gaps(opset: int) -> set[str]:
 
 @pytest.fixture(scope="module")
 def cases():
-    oc = pytest.importorskip("tests.onnx_cases", reason="the backend case iterator")
-    pytest.importorskip("msc.frontend.onnx", reason="the ONNX frontend")
+    import msc.frontend.onnx  # noqa: F401
+    import tests.onnx_cases as oc
+
     return list(oc.backend_cases())
 
 
@@ -212,7 +213,8 @@ ORT_NO_KERNEL = {"add_bf16": "onnxruntime's CPU provider has no bfloat16 Add(14)
 @pytest.mark.parametrize("case", TORCH_CASES, ids=[c.id for c in TORCH_CASES])
 def test_torch_case_through_onnx(case) -> None:
     torch = pytest.importorskip("torch")
-    ft = pytest.importorskip("msc.frontend.torch", reason="the PyTorch frontend")
+    import msc.frontend.torch as ft
+
     g = ft.from_torch(case.module, case.args)  # every case must translate: a failure is red
     with torch.no_grad():
         want = [_np(t) for t in _flat(case.module(*case.args))]
@@ -236,8 +238,9 @@ def test_torch_case_through_onnx(case) -> None:
         assert a.shape == b.shape and a.dtype == b.dtype, (a.shape, b.shape, a.dtype, b.dtype)
         _compare(a, b, tol)
     # the graph re-imported from the regenerated ONNX runs through codegen.torch too
-    ct = pytest.importorskip("codegen.torch", reason="the PyTorch codegen")
-    fo = pytest.importorskip("msc.frontend.onnx", reason="the ONNX frontend")
+    import codegen.torch as ct
+    import msc.frontend.onnx as fo
+
     again = fo.from_onnx(m)
     mod = ct.to_module(again)
     with torch.no_grad():
@@ -270,7 +273,7 @@ MODEL_CASES = _model_cases()
 def test_torch_model_through_onnx(name: str) -> None:
     """A whole PyTorch model -> graph -> ONNX (default opset and 17) -> onnxruntime."""
     torch = pytest.importorskip("torch")
-    ft = pytest.importorskip("msc.frontend.torch", reason="the PyTorch frontend")
+    import msc.frontend.torch as ft
     import tests.torch_cases as tc
 
     try:

@@ -1,9 +1,9 @@
 """The ONNX frontend: converter choice by opset, canonical attributes, names, types, weights
 without copies (external data memory-mapped, over 2 GB), unsupported ops reported at once.
 
-Numerics of every op are covered by tests/test_onnx_conformance.py; this file checks what the
-frontend promises about the graph it builds. (MSC_CHECK=1 from conftest also round-trips every
-graph through the text format.)
+Numerics of every op are covered by tests/frontend/test_onnx_conformance.py; this file checks
+what the frontend promises about the graph it builds. (MSC_CHECK=1 from conftest also
+round-trips every graph through the text format.)
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ from msc.cli import main
 from msc.errors import MscError
 from msc.examples import small_cnn_graph
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _onnx(path: Path, width: int = 4, layers: int = 1) -> Path:
