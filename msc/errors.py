@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["MscError", "ConversionError", "UnsupportedOp", "UnsupportedOpsError"]
+__all__ = ["MscError", "ConversionError", "Unsupported", "UnsupportedOp", "UnsupportedOpsError"]
 
 
 class MscError(Exception):
@@ -18,6 +18,11 @@ class MscError(Exception):
 
 class ConversionError(MscError):
     """A model could not be translated; the message names the node and why."""
+
+
+class Unsupported(MscError):
+    """A converter, emitter or decomposition cannot translate this use of an op (the message
+    says why). Frontends and codegens collect every one into one ``UnsupportedOpsError``."""
 
 
 @dataclass(frozen=True, slots=True)

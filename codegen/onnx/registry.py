@@ -29,14 +29,11 @@ import numpy as np
 import onnx
 from onnx import helper
 
+from msc.errors import Unsupported
 from msc.ir.dtype import DType
 from msc.ir.types import TensorType
 
 __all__ = ["Emitter", "EmitterRegistry", "Emit", "Ref", "Unsupported", "tensor_proto", "ONNX_DTYPE"]
-
-
-class Unsupported(Exception):
-    """An emitter (or a decomposition) cannot express this node at this opset."""
 
 
 ONNX_DTYPE: dict[DType, int] = {

@@ -20,6 +20,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from msc.ir.registry import Registry
+
 __all__ = [
     "EmitterRegistry",
     "ModuleRule",
@@ -35,11 +37,12 @@ Emit = Callable[..., Any]
 
 
 class EmitterRegistry:
-    """Emitters by canonical op name, plus ops declared unsupported with a reason."""
+    """Emitters by canonical op name, plus ops declared unsupported with a reason; an op is
+    one or the other, declared once."""
 
     def __init__(self) -> None:
-        self._fns: dict[str, Emit] = {}
-        self._gaps: dict[str, str] = {}
+        self._fns: Registry[str, Emit] = Registry("torch emitter")
+        self._gaps: Registry[str, str] = Registry("unsupported torch op")
 
     def __call__(self, *ops: str) -> Callable[[Emit], Emit]:
         """Decorator: ``@emitter("relu")`` (several ops may share one function)."""
@@ -52,45 +55,37 @@ class EmitterRegistry:
         return deco
 
     def register(self, op: str, fn: Emit) -> None:
-        if op in self._fns or op in self._gaps:
-            raise ValueError(f"torch emitter for op {op!r} is registered twice")
-        self._fns[op] = fn
+        if op in self._gaps:
+            raise ValueError(f"torch op {op!r} is declared unsupported and given an emitter")
+        self._fns.register(op, fn)
 
     def unsupported(self, op: str, reason: str) -> None:
         """Declare that ``op`` has no emitter, and why."""
-        if op in self._fns or op in self._gaps:
-            raise ValueError(f"torch emitter for op {op!r} is registered twice")
+        if op in self._fns:
+            raise ValueError(f"torch op {op!r} has an emitter and is declared unsupported")
         if not reason:
             raise ValueError(f"unsupported op {op!r} needs a reason")
-        self._gaps[op] = reason
-
-    def fill(self, op: str, fn: Emit) -> None:
-        """Register ``fn`` for an op declared unsupported, closing that gap (an emitter
-        family added later; registering over an existing emitter is still an error)."""
-        if op in self._fns:
-            raise ValueError(f"torch emitter for op {op!r} is registered twice")
-        self._gaps.pop(op, None)
-        self._fns[op] = fn
+        self._gaps.register(op, reason)
 
     def get(self, op: str) -> Emit | None:
         return self._fns.get(op)
 
     def reason(self, op: str) -> str:
-        return self._gaps.get(op, "no emitter")
+        return self._gaps.get(op) or "no emitter"
 
     def __contains__(self, op: object) -> bool:
         return op in self._fns
 
     def __iter__(self) -> Iterator[str]:
-        return iter(sorted(self._fns))
+        return iter(self._fns)
 
     def gaps(self) -> dict[str, str]:
-        return dict(self._gaps)
+        return dict(self._gaps.items())
 
-    def copy(self) -> EmitterRegistry:
+    def copy(self, without: tuple[str, ...] = ()) -> EmitterRegistry:
+        """A copy (that lacks the emitters of ``without``, for tests)."""
         new = EmitterRegistry()
-        new._fns = dict(self._fns)
-        new._gaps = dict(self._gaps)
+        new._fns, new._gaps = self._fns.without(*without), self._gaps.copy()
         return new
 
 
@@ -112,15 +107,13 @@ class ModuleRuleRegistry:
     """Module rules by canonical op name."""
 
     def __init__(self) -> None:
-        self._rules: dict[str, ModuleRule] = {}
+        self._rules: Registry[str, ModuleRule] = Registry("torch module rule")
 
     def __call__(
         self, op: str, roles: tuple[str, ...] = ("weight", "bias"), extras: tuple[str, ...] = ()
     ) -> Callable[[Emit], Emit]:
         def deco(fn: Emit) -> Emit:
-            if op in self._rules:
-                raise ValueError(f"torch module rule for op {op!r} is registered twice")
-            self._rules[op] = ModuleRule(op, tuple(roles), fn, tuple(extras))
+            self._rules.register(op, ModuleRule(op, tuple(roles), fn, tuple(extras)))
             return fn
 
         return deco
@@ -129,11 +122,11 @@ class ModuleRuleRegistry:
         return self._rules.get(op)
 
     def __iter__(self) -> Iterator[str]:
-        return iter(sorted(self._rules))
+        return iter(self._rules)
 
     def copy(self) -> ModuleRuleRegistry:
         new = ModuleRuleRegistry()
-        new._rules = dict(self._rules)
+        new._rules = self._rules.copy()
         return new
 
 

@@ -71,5 +71,12 @@ class Registry(Generic[K, T]):
         new._items = dict(self._items)
         return new
 
+    def without(self, *keys: K) -> Registry[K, T]:
+        """A copy without ``keys`` (a test's registry that lacks some entries)."""
+        new = self.copy()
+        for key in keys:
+            new._items.pop(key, None)
+        return new
+
     def __repr__(self) -> str:
         return f"<Registry of {len(self)} {self.what}(s)>"

@@ -17,6 +17,7 @@ from typing import Any
 
 from msc.errors import MscError
 from msc.ir.attrs import AttrKind, normalize
+from msc.ir.registry import Registry
 from msc.ir.types import TensorType
 
 __all__ = ["Attr", "InputSpec", "OpSchema", "OpRegistry", "REQUIRED", "OpError"]
@@ -241,13 +242,10 @@ class OpRegistry:
     """Holds op schemas by name; registering a name twice is an error."""
 
     def __init__(self) -> None:
-        self._ops: dict[str, OpSchema] = {}
+        self._ops: Registry[str, OpSchema] = Registry("op")
 
     def register(self, schema: OpSchema) -> OpSchema:
-        if schema.name in self._ops:
-            raise ValueError(f"op {schema.name!r} is registered twice")
-        self._ops[schema.name] = schema
-        return schema
+        return self._ops.register(schema.name, schema)
 
     def op(
         self,
@@ -281,7 +279,7 @@ class OpRegistry:
 
     def get(self, name: str) -> OpSchema:
         try:
-            return self._ops[name]
+            return self._ops[name]  # type: ignore[return-value]
         except KeyError:
             raise OpError(f"unknown op {name!r}") from None
 
@@ -289,10 +287,10 @@ class OpRegistry:
         return name in self._ops
 
     def __iter__(self) -> Iterator[OpSchema]:
-        return iter(sorted(self._ops.values(), key=lambda s: (s.category, s.name)))
+        return iter(sorted((s for _, s in self._ops.items()), key=lambda s: (s.category, s.name)))
 
     def __len__(self) -> int:
         return len(self._ops)
 
     def names(self) -> list[str]:
-        return sorted(self._ops)
+        return list(self._ops)

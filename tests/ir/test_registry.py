@@ -31,3 +31,4 @@ def test_copy_is_independent():
     assert "b" not in r and list(c) == ["a", "b"]
     with pytest.raises(KeyError, match="no rule 'b'"):
         r["b"]
+    assert list(c.without("a")) == ["b"] and list(c) == ["a", "b"]

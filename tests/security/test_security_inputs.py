@@ -217,7 +217,9 @@ def test_adversarial_text_parses_in_linear_time(tail):
         msc.from_text(text + tail)
     except msc.ParseError:
         pass
-    assert time.perf_counter() - t0 < 2.0  # before: 30 trailing newlines took over a minute
+    # A hang guard, not a speed target: before, 30 trailing newlines took over a minute and
+    # each more newline ~1.8x; now each of these takes milliseconds.
+    assert time.perf_counter() - t0 < 10.0
 
 
 def test_deep_nesting_is_a_parse_error_not_a_crash():
@@ -228,12 +230,14 @@ def test_deep_nesting_is_a_parse_error_not_a_crash():
 
 def test_pruning_many_unused_nodes_is_linear():
     nodes = [helper.make_node("Relu", ["x"], ["y"])]
-    nodes += [helper.make_node("Neg", ["x"], [f"u{i}"]) for i in range(40_000)]
+    nodes += [helper.make_node("Neg", ["x"], [f"u{i}"]) for i in range(100_000)]
     m = _model(nodes, [_vi("x")], [_vi("y")])
     t0 = time.perf_counter()
     g = msc.from_onnx(m)
     assert len(g.nodes) == 1
-    assert time.perf_counter() - t0 < 10.0  # before: 31 s
+    # A hang guard: pruning was quadratic (40k unused nodes 31 s, 100k over a minute); now a
+    # few seconds, most of it building the nodes.
+    assert time.perf_counter() - t0 < 30.0
 
 
 def _const(name, value, dtype):

@@ -202,6 +202,12 @@ def test_a_killed_convert_leaves_no_staging(tmp_path, sig):
     assert p.poll() is None, "convert finished before it could be interrupted"
     p.send_signal(sig)
     _, err = p.communicate(timeout=120)
-    assert p.returncode in (130, 143), err
     assert "Traceback" not in err
-    assert list(work.iterdir()) == [], f"left behind: {list(work.iterdir())}"
+    left = sorted(x.name for x in work.iterdir())
+    if p.returncode == 0:
+        # The signal raced the end of the conversion (rarely, on a loaded machine): then the
+        # output is complete, and still nothing is staged.
+        assert left == ["out"] and (work / "out" / "model.safetensors").is_file()
+    else:
+        assert p.returncode in (130, 143), err
+        assert left == [], f"left behind: {left}"

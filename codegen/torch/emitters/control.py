@@ -20,14 +20,6 @@ from codegen.torch.core import Arg, NodeEmit
 from codegen.torch.registry import EMITTERS
 
 
-def _fill(op: str):
-    def deco(fn):
-        EMITTERS.fill(op, fn)
-        return fn
-
-    return deco
-
-
 def _assign(targets: list[str], values: list[ast.expr]) -> ast.stmt:
     if len(targets) == 1:
         return ast.Assign([ast.Name(targets[0], ast.Store())], values[0])
@@ -62,7 +54,7 @@ def _stack(lst: str, axis: int, reverse: bool, elem=None) -> ast.expr:
     return expr("s if l else z", s=out, l=name(lst), z=empty)
 
 
-@_fill("loop")
+@EMITTERS("loop")
 def loop(
     e: NodeEmit, max_trip_count: Arg | None, cond: Arg | None, initial: list[Arg], *, body
 ) -> ast.expr | None:
@@ -101,7 +93,7 @@ def loop(
     return _result([name(v) for v in carried] + scans)
 
 
-@_fill("scan")
+@EMITTERS("scan")
 def scan(
     e: NodeEmit,
     xs: list[Arg],

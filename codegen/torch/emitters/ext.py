@@ -19,22 +19,12 @@ from codegen.torch.registry import EMITTERS
 from msc.errors import ConversionError
 
 
-def _fill(op: str):
-    """Register an emitter for ``op``, closing the gap extra.py declares for it."""
-
-    def deco(fn):
-        EMITTERS.fill(op, fn)
-        return fn
-
-    return deco
-
-
 def _helper(e: NodeEmit, name: str, *args, **kwargs) -> ast.expr:
     return call(e.helper(name).id, *args, **kwargs)
 
 
 # ---------------------------------------------------------------- vision
-@_fill("deform_conv")
+@EMITTERS("deform_conv")
 def deform_conv(
     e, x, weight, offset, bias=None, mask=None, *, stride, padding, dilation, groups, offset_groups
 ):
@@ -54,7 +44,7 @@ def deform_conv(
     )
 
 
-@_fill("roi_align")
+@EMITTERS("roi_align")
 def roi_align(
     e,
     x,
@@ -83,7 +73,7 @@ def roi_align(
     )
 
 
-@_fill("non_max_suppression")
+@EMITTERS("non_max_suppression")
 def non_max_suppression(e, boxes, scores, max_out=None, iou=None, score=None, *, center_point_box):
     return _helper(
         e, "_msc_non_max_suppression", boxes, scores, max_out, iou, score, center_point_box
@@ -91,12 +81,12 @@ def non_max_suppression(e, boxes, scores, max_out=None, iou=None, score=None, *,
 
 
 # ---------------------------------------------------------------- signal
-@_fill("dft")
+@EMITTERS("dft")
 def dft(e: NodeEmit, x: Arg, *, axis, inverse, onesided, length):
     return _helper(e, "_msc_dft", x, axis, inverse, onesided, length)
 
 
-@_fill("stft")
+@EMITTERS("stft")
 def stft(
     e: NodeEmit, signal: Arg, window: Arg | None = None, *, frame_step, frame_length, onesided
 ):
@@ -109,7 +99,7 @@ def stft(
 
 
 # ---------------------------------------------------------------- sequence models
-@_fill("rotary_embedding")
+@EMITTERS("rotary_embedding")
 def rotary_embedding(
     e, x, cos_cache, sin_cache, position_ids=None, *, interleaved, rotary_dim, num_heads
 ):
@@ -126,7 +116,7 @@ def rotary_embedding(
     )
 
 
-@_fill("linear_attention")
+@EMITTERS("linear_attention")
 def linear_attention(
     e,
     query,
@@ -157,22 +147,22 @@ def linear_attention(
     )
 
 
-@_fill("causal_conv_with_state")
+@EMITTERS("causal_conv_with_state")
 def causal_conv_with_state(e, x, weight, bias=None, past_state=None, *, activation):
     return _helper(e, "_msc_causal_conv_with_state", x, weight, bias, past_state, activation)
 
 
 # ---------------------------------------------------------------- tensor
-@_fill("unique")
+@EMITTERS("unique")
 def unique(e: NodeEmit, x: Arg, *, axis, sorted):  # noqa: A002
     return _helper(e, "_msc_unique", x, axis, sorted)
 
 
-@_fill("reverse_sequence")
+@EMITTERS("reverse_sequence")
 def reverse_sequence(e: NodeEmit, x: Arg, sequence_lens: Arg, *, batch_axis, time_axis):
     return _helper(e, "_msc_reverse_sequence", x, sequence_lens, batch_axis, time_axis)
 
 
-@_fill("tensor_scatter")
+@EMITTERS("tensor_scatter")
 def tensor_scatter(e, past_cache, update, write_indices=None, *, axis, mode):
     return _helper(e, "_msc_tensor_scatter", past_cache, update, write_indices, axis, mode)

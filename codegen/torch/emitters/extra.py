@@ -13,7 +13,7 @@ import ast
 from codegen.torch.code import call, expr
 from codegen.torch.core import Arg, NodeEmit
 from codegen.torch.emitters.common import fn_nd
-from codegen.torch.registry import emitter, unsupported
+from codegen.torch.registry import emitter
 from msc.errors import ConversionError
 
 
@@ -82,25 +82,3 @@ def col2im(e, x, *, image_shape, block_shape, dilation, padding, stride) -> ast.
     if stride:
         kw["stride"] = tuple(stride)
     return call("F.fold", x, tuple(image_shape), tuple(block_shape), **kw)
-
-
-_GAPS = {
-    "causal_conv_with_state": "no torch equivalent yet (stateful depthwise causal conv)",
-    "deform_conv": "needs torchvision.ops.deform_conv2d; generated code imports only torch",
-    "dft": "not yet emitted (torch.fft with ONNX's real/imag last-dim layout)",
-    "linear_attention": "not yet emitted (recurrent gated-delta attention has no torch call)",
-    "non_max_suppression": "needs torchvision.ops.nms; generated code imports only torch",
-    "reverse_sequence": "not yet emitted (per-batch lengths need a gather helper)",
-    "roi_align": "needs torchvision.ops.roi_align; generated code imports only torch",
-    "rotary_embedding": "not yet emitted (ONNX RotaryEmbedding layout helper)",
-    "stft": "not yet emitted (torch.stft framing differs from ONNX STFT)",
-    "tensor_scatter": "not yet emitted (KV-cache write helper)",
-    "unique": "not yet emitted (ONNX Unique's four outputs and first-occurrence order)",
-    "rnn": "not yet emitted (recurrent layers: gate layout mapping to nn.RNN)",
-    "gru": "not yet emitted (recurrent layers: gate layout mapping to nn.GRU)",
-    "lstm": "not yet emitted (recurrent layers: gate layout mapping to nn.LSTM)",
-    "loop": "not yet emitted (a Python loop over a subgraph body)",
-    "scan": "not yet emitted (a Python loop over a subgraph body)",
-}
-for _op, _why in _GAPS.items():
-    unsupported(_op, _why)

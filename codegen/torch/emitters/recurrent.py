@@ -29,5 +29,4 @@ def recurrent(e: NodeEmit, x: Arg, w: Arg, r: Arg, b: Arg | None = None,
     )  # fmt: skip
 
 
-for _op in ("rnn", "gru", "lstm"):
-    EMITTERS.fill(_op, recurrent)
+EMITTERS("rnn", "gru", "lstm")(recurrent)

@@ -26,7 +26,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from msc.errors import ConversionError, UnsupportedOp, UnsupportedOpsError
+from msc.errors import ConversionError, Unsupported, UnsupportedOp, UnsupportedOpsError
 from msc.frontend.onnx.registry import REGISTRY, ConverterRegistry, NoConverter
 from msc.frontend.onnx.tensors import UnsupportedType, tensor_to_numpy, type_from_onnx
 from msc.ir import DType, Graph, GraphError, Node, Provenance, SymDim, TensorType, Value, structure
@@ -69,10 +69,6 @@ FOLDABLE = frozenset(
     ReduceMax ReduceMin ReduceProd ReduceSum Reshape Shape Sign Size Slice Sqrt Squeeze Sub Sum
     Tile Transpose Unsqueeze Where Xor""".split()
 )
-
-
-class Unsupported(Exception):
-    """Raised by a converter: this node cannot be translated, and why."""
 
 
 class OnnxUnsupportedOpsError(UnsupportedOpsError):

@@ -270,10 +270,7 @@ def from_exported_program(
             outputs.append(x)
     g.set_outputs(outputs)
     g.output_tree = tree_spec(ep.call_spec.out_spec, leaves, index)
-    g.meta["producer"] = "msc.frontend.torch"
-    for alias, name in (_aliases or {}).items():
-        g.weights[name].aliases = (*g.weights[name].aliases, alias)
-    finish(g, buffers, constants)
+    finish(g, buffers, constants, _aliases or {})
     return checked(g)
 
 

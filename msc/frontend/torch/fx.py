@@ -670,8 +670,5 @@ def from_fx(
     tree = spec(out)
     g.set_outputs(outputs)
     g.output_tree = tree
-    g.meta["producer"] = "msc.frontend.torch"
-    for alias, name in aliases.items():
-        g.weights[name].aliases = (*g.weights[name].aliases, alias)
-    finish(g, persistent, src.constants)
+    finish(g, persistent, src.constants, aliases)
     return checked(g)

@@ -25,14 +25,11 @@ import numpy as np
 import torch
 from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
 
+from msc.errors import Unsupported
 from msc.frontend.torch.dtypes import to_msc, to_torch
 from msc.ir import DType, Graph, Node, Provenance, TensorType, Value
 
 __all__ = ["Unsupported", "ConverterRegistry", "CONVERTERS", "converter", "Ctx", "aten_op"]
-
-
-class Unsupported(Exception):
-    """This use of an op cannot be translated (the message says why)."""
 
 
 Converter = Callable[..., Any]

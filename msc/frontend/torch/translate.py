@@ -161,16 +161,19 @@ def constant_node(g: Graph, name: str, t: torch.Tensor) -> Value:
     return node.output
 
 
-def finish(g: Graph, buffers: list[str], constants: list[str]) -> None:
+def finish(g: Graph, buffers: list[str], constants: list[str], aliases: dict[str, str]) -> None:
     """Drop nodes nothing uses (a converter's rewrite can leave a constant behind, as
     ``x**2`` -> ``x*x`` does; torch leaves size arithmetic and views it no longer needs), and
     give every weight its role: a buffer (``buffers``: persistent), a constant (``constants``:
     non-persistent buffers and lifted tensor constants) or a parameter. Weights stay, used or
-    not (state)."""
+    not (state). ``aliases`` (other name -> weight name) are the tied weights' other names."""
     g.remove_nodes(dead_nodes(g, {id(v) for v in g.outputs}))
     roles = dict.fromkeys(buffers, "buffer") | dict.fromkeys(constants, "constant")
     for w in g.weights.values():
         w.role = roles.get(w.name, "parameter")
+    for alias, name in aliases.items():
+        g.weights[name].aliases = (*g.weights[name].aliases, alias)
+    g.meta["producer"] = "msc.frontend.torch"
 
 
 _INLINED_HOPS = {"wrap_with_set_grad_enabled", "wrap_with_autocast"}
