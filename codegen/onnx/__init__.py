@@ -3,8 +3,8 @@
     proto = codegen.onnx.to_model(g, opset=None)   # default: newest opset onnxruntime runs
     codegen.onnx.save(g, "model.onnx", external_data=None)
 
-Each canonical op has emitters by opset (``registry``, grouped by op family in
-elementwise.py, nn.py, reduce.py, shape.py); where the target opset lacks an op, the node is
+Each canonical op has emitters by opset (``registry``), one module per op family named as in
+``msc.ops`` (elementwise.py, nn.py, shape.py, ...); where the target opset lacks an op, the node is
 lowered through ``msc.ops.decompose``. Every node that can be expressed neither way is reported
 at once in one ``msc.errors.UnsupportedOpsError``.
 """
@@ -15,9 +15,19 @@ from typing import Any
 
 import onnx
 
-# Importing a family registers its emitters (ext: the later op families; loops: loop, scan,
-# rnn, gru, lstm).
-from codegen.onnx import control, elementwise, ext, loops, nn, reduce, shape  # noqa: F401
+# Importing a family registers its emitters: one module per op family, named as in msc.ops.
+from codegen.onnx import (  # noqa: F401
+    control,
+    elementwise,
+    nn,
+    recurrent,
+    reduce,
+    shape,
+    signal,
+    tensor,
+    transformer,
+    vision,
+)
 from codegen.onnx.model import Converter
 from codegen.onnx.opset import MIN_OPSET, default_opset, max_opset
 from codegen.onnx.registry import Emit, EmitterRegistry, Ref, Unsupported, emitter, registry

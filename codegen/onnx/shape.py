@@ -320,3 +320,16 @@ def nonzero(e: Emit, x: Ref) -> Ref:
 
 
 _ = ONNX_DTYPE
+
+
+@emitter("depth_to_space", since=1)
+def depth_to_space(e: Emit, x: Ref, *, blocksize, mode) -> Ref:
+    if e.opset < 11:
+        e.require(mode == "DCR", "DepthToSpace mode needs opset 11")
+        return e.op("DepthToSpace", x, blocksize=blocksize)
+    return e.op("DepthToSpace", x, blocksize=blocksize, mode=mode)
+
+
+@emitter("space_to_depth", since=1)
+def space_to_depth(e: Emit, x: Ref, *, blocksize) -> Ref:
+    return e.op("SpaceToDepth", x, blocksize=blocksize)

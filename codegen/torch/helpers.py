@@ -12,6 +12,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 import torch.nn.functional as F
 
@@ -374,3 +376,12 @@ HELPERS = {
         _msc_resize,
     )
 }
+
+
+def runtime_helpers(*fns: Any) -> None:
+    """Make the ``_msc_*`` functions of an emitter family available to generated code (their
+    source is pasted into the module that uses them); a name defined twice is an error."""
+    for fn in fns:
+        if fn.__name__ in HELPERS:
+            raise ValueError(f"torch run-time helper {fn.__name__!r} is defined twice")
+        HELPERS[fn.__name__] = fn

@@ -23,22 +23,26 @@ def canonical_markdown() -> str:
         "Attributes show kind and default.",
         "",
     ]
-    by_cat: dict[str, list] = {}
+    by_family: dict[str, list] = {}
     for s in registry:
-        by_cat.setdefault(s.category, []).append(s)
-    for cat in sorted(by_cat):
+        by_family.setdefault(s.family, []).append(s)
+    for fam in sorted(by_family):
         lines += [
-            f"### {cat}",
+            f"### {fam}",
             "",
-            "| op | inputs | attributes | outputs | meaning |",
-            "|---|---|---|---|---|",
+            f"Schemas in `msc/ops/{fam}.py`; converters in the frontends' `{fam}.py`, "
+            f"emitters in `codegen/torch/emitters/{fam}.py` and `codegen/onnx/{fam}.py`.",
+            "",
+            "| op | category | inputs | attributes | outputs | meaning |",
+            "|---|---|---|---|---|---|",
         ]
-        for s in by_cat[cat]:
+        for s in sorted(by_family[fam], key=lambda s: (s.category, s.name)):
             ins = ", ".join(f"`{i}`" for i in s.inputs) or "-"
             ats = "<br>".join(f"`{k}`: {a.describe()}" for k, a in s.attrs.items()) or "-"
             outs = str(s.outputs) if not callable(s.outputs) else "by attrs"
             doc = s.doc.replace("|", "\\|")
-            lines.append(f"| `{s.name}` | {ins} | {ats.replace('|', '/')} | {outs} | {doc} |")
+            row = f"| `{s.name}` | {s.category} | {ins} | {ats.replace('|', '/')} | {outs} |"
+            lines.append(f"{row} {doc} |")
         lines.append("")
     return "\n".join(lines)
 

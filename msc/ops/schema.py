@@ -232,6 +232,13 @@ class OpSchema:
         out = self.infer_fn(*call, **node.attrs)
         return [out] if isinstance(out, TensorType) else list(out)
 
+    @property
+    def family(self) -> str:
+        """The op's family: the msc.ops module its schema is defined in (nn, shape, ...); its
+        converters and emitters live in the module of the same name in every frontend and
+        codegen."""
+        return self.infer_fn.__module__.rsplit(".", 1)[1]
+
     def signature(self) -> str:
         ins = ", ".join(str(s) for s in self.inputs)
         ats = ", ".join(f"{k}: {a.describe()}" for k, a in self.attrs.items())

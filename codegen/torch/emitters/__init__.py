@@ -6,14 +6,26 @@ Importing this package registers every emitter and module rule in
 
 from codegen.torch.emitters import (  # noqa: F401 - importing a family registers it
     control,
-    conv,
     elementwise,
-    ext,
-    extra,
     nn,
     recurrent,
     reduce,
     shape,
+    signal,
+    tensor,
+    transformer,
+    vision,
 )
 
-FAMILIES = ("elementwise", "nn", "conv", "reduce", "shape", "extra")
+FAMILIES = (
+    "control",
+    "elementwise",
+    "nn",
+    "recurrent",
+    "reduce",
+    "shape",
+    "signal",
+    "tensor",
+    "transformer",
+    "vision",
+)

@@ -7,7 +7,7 @@ from typing import Any
 
 from msc.ir.dtype import DType
 
-__all__ = ["scalar_for", "norm_axis", "torch_pads", "symmetric", "fn_nd", "operands"]
+__all__ = ["scalar_for", "norm_axis", "torch_pads", "symmetric", "fn_nd", "operands", "helper_call"]
 
 
 def scalar_for(dt: DType, v: float) -> Any:
@@ -64,3 +64,10 @@ def operands(a: Any, b: Any) -> tuple[ast.expr, ast.expr, bool]:
     if (a.is_py or b.is_py) and a.dtype.is_integer:
         return a.s, b.s, True
     return a.expr, b.expr, False
+
+
+def helper_call(e: Any, name: str, *args: Any, **kwargs: Any) -> ast.expr:
+    """A call of the run-time helper ``name`` (pasted into the generated module)."""
+    from codegen.torch.code import call
+
+    return call(e.helper(name).id, *args, **kwargs)

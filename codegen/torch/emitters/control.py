@@ -1,4 +1,5 @@
-"""Emitters for loops over subgraph bodies: ``loop`` and ``scan`` as Python loops in forward.
+"""Emitters of the control family: ``if`` as a Python ``if``, ``loop`` and ``scan`` as Python
+loops in forward.
 
 # NOTE: invariants
 # - A body is emitted inline, inside the loop statement; its inputs are locals the loop
@@ -8,7 +9,7 @@
 #   iteration ran and the element's shape is static).
 # - The iteration number and the loop condition are Python ints/bools (sizes, in the
 #   codegen's terms); a body that uses one as a tensor gets ``torch.tensor(...)`` of it.
-# - ``if`` lives with the shape emitters (codegen/torch/emitters/shape.py).
+# - ``if`` becomes a Python ``if`` over the two inlined branches.
 """
 
 from __future__ import annotations
@@ -137,3 +138,18 @@ def scan(
         for lst, a, d, v in zip(lists, out_axes, out_dirs, body.outputs[n:])
     ]
     return _result(results)
+
+
+@EMITTERS("if")
+def if_(e: NodeEmit, condition: Arg, *, then_branch, else_branch) -> None:
+    def branch(g) -> list[ast.stmt]:
+        stmts, outs = e.block(g)
+        stmts.append(e.cg.assign_outputs(e.outputs, _tuple(outs)))
+        return stmts
+
+    e.stmt(ast.If(expr("bool(c)", c=condition), branch(then_branch), branch(else_branch)))
+    return None
+
+
+def _tuple(outs: list[ast.expr]) -> ast.expr:
+    return outs[0] if len(outs) == 1 else ast.Tuple(outs, ast.Load())

@@ -328,19 +328,3 @@ def one_hot(e: NodeEmit, indices: Arg, *, depth, axis, dtype) -> ast.expr:
     if axis == -1 and dtype is DType.INT64 and indices.dtype is DType.INT64:
         return call("F.one_hot", indices, depth)
     return call(e.helper("_msc_one_hot").id, indices, depth, axis, dtype)
-
-
-# ---------------------------------------------------------------- control flow
-@emitter("if")
-def if_(e: NodeEmit, condition: Arg, *, then_branch, else_branch) -> None:
-    def branch(g) -> list[ast.stmt]:
-        stmts, outs = e.block(g)
-        stmts.append(e.cg.assign_outputs(e.outputs, _tuple(outs)))
-        return stmts
-
-    e.stmt(ast.If(expr("bool(c)", c=condition), branch(then_branch), branch(else_branch)))
-    return None
-
-
-def _tuple(outs: list[ast.expr]) -> ast.expr:
-    return outs[0] if len(outs) == 1 else ast.Tuple(outs, ast.Load())

@@ -21,7 +21,6 @@ import onnx
 
 from msc.errors import ConversionError
 from msc.frontend.onnx import (  # noqa: F401 - importing a family registers its converters
-    attention,
     control,
     elementwise,
     nn,

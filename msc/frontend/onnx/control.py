@@ -23,8 +23,8 @@ import numpy as np
 import onnx
 
 from msc.frontend.onnx.importer import Ctx, Importer, Slot, Unsupported, _topological
+from msc.frontend.onnx.initializers import UnsupportedType, type_from_onnx
 from msc.frontend.onnx.registry import converter
-from msc.frontend.onnx.tensors import UnsupportedType, type_from_onnx
 from msc.ir import DType, Graph, TensorType
 
 __all__ = ["import_subgraph"]

@@ -27,8 +27,8 @@ import onnx
 from onnx import helper
 
 from msc.errors import ConversionError, Unsupported, UnsupportedOp, UnsupportedOpsError
+from msc.frontend.onnx.initializers import UnsupportedType, tensor_to_numpy, type_from_onnx
 from msc.frontend.onnx.registry import REGISTRY, ConverterRegistry, NoConverter
-from msc.frontend.onnx.tensors import UnsupportedType, tensor_to_numpy, type_from_onnx
 from msc.ir import DType, Graph, GraphError, Node, Provenance, SymDim, TensorType, Value, structure
 from msc.ir.attrs import infer_kind
 from msc.ir.graph import dead_nodes

@@ -335,7 +335,7 @@ def eye_like(ctx: Ctx, input, *, dtype=None, k=0):  # noqa: A002
     s = ctx.static_shape(input)
     if s is None:
         raise Unsupported("EyeLike of a shape only known at run time")
-    from msc.frontend.onnx.tensors import dtype_from_onnx
+    from msc.frontend.onnx.initializers import dtype_from_onnx
 
     dt = ctx.dtype(input) if dtype is None else dtype_from_onnx(dtype)
     return np.eye(s[0], s[1], k=k).astype(dt.to_numpy())
@@ -385,7 +385,7 @@ def space_to_depth(ctx: Ctx, input, *, blocksize, mode="DCR"):  # noqa: A002
 
 
 def _window(ctx: Ctx, size, periodic: int, output_datatype: int, coeffs: tuple[float, ...]):
-    from msc.frontend.onnx.tensors import dtype_from_onnx
+    from msc.frontend.onnx.initializers import dtype_from_onnx
 
     n = int(ctx.scalar(size, "size"))
     ctx.check_size(n, "the window")

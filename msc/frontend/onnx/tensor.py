@@ -13,8 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 from msc.frontend.onnx.importer import Ctx, Unsupported
+from msc.frontend.onnx.initializers import dtype_from_onnx
 from msc.frontend.onnx.registry import converter
-from msc.frontend.onnx.tensors import dtype_from_onnx
 from msc.ir import DType
 
 

@@ -4,7 +4,10 @@ SwiGLU. Each maps to one canonical op of the same meaning.
 
 from __future__ import annotations
 
-from msc.frontend.onnx.importer import Ctx
+import numpy as np
+
+from msc.frontend.onnx.importer import Ctx, Unsupported
+from msc.frontend.onnx.initializers import dtype_from_onnx
 from msc.frontend.onnx.registry import converter
 from msc.ir import DType
 
@@ -76,3 +79,255 @@ def causal_conv_with_state(
 @converter("SwiGLU", since=28)
 def swiglu(ctx: Ctx, A, B, *, alpha=1.0):  # noqa: N803
     return ctx.op("swiglu", A, B, alpha=alpha)
+
+
+# ---------------------------------------------------------------- attention
+def _heads(ctx: Ctx, x, n: int):
+    """[B, S, n*d] -> [B, n, S, d]."""
+    b, s, hidden = ctx.shape(x)
+    if not isinstance(s, int) or not isinstance(hidden, int):
+        raise Unsupported("3-d Attention inputs need static sequence and hidden sizes")
+    y = ctx.op("reshape", x, shape=[-1, s, n, hidden // n])
+    return ctx.op("transpose", y, perm=[0, 2, 1, 3])
+
+
+def _static_bias(q: int, kv: int, offset: int, causal: bool, left: int, right: int):
+    """0 where allowed, -inf where a causal or window rule masks, or None if nothing masks."""
+    i = np.arange(q).reshape(q, 1) + offset
+    j = np.arange(kv).reshape(1, kv)
+    allowed = np.ones((q, kv), bool)
+    if causal:
+        allowed &= j <= i
+    if left >= 0:
+        allowed &= i - j <= left
+    if right >= 0:
+        allowed &= j - i <= right
+    if allowed.all():
+        return None
+    return allowed
+
+
+@converter("Attention", since=23)
+def attention(
+    ctx: Ctx,
+    Q,  # noqa: N803
+    K,  # noqa: N803
+    V,  # noqa: N803
+    attn_mask=None,
+    past_key=None,
+    past_value=None,
+    nonpad_kv_seqlen=None,
+    *,
+    is_causal=0,
+    kv_num_heads=None,
+    q_num_heads=None,
+    qk_matmul_output_mode=0,
+    scale=None,
+    softcap=0.0,
+    softmax_precision=None,
+    left_window_size=-1,
+    right_window_size=-1,
+):
+    dt = ctx.dtype(Q)
+    npdt = dt.to_numpy()
+    rank3 = ctx.rank(Q) == 3
+    if rank3:
+        if q_num_heads is None or kv_num_heads is None:
+            raise Unsupported("3-d Attention without q_num_heads/kv_num_heads")
+        Q, K, V = (
+            _heads(ctx, Q, q_num_heads),
+            _heads(ctx, K, kv_num_heads),
+            _heads(ctx, V, kv_num_heads),
+        )
+    if (past_key is None) != (past_value is None):
+        raise Unsupported("past_key without past_value")
+    past = 0
+    if past_key is not None:
+        past = ctx.shape(past_key)[2]
+        K = ctx.op("concat", past_key, K, axis=2)
+        V = ctx.op("concat", past_value, V, axis=2)
+    present_k, present_v = K, V
+    q_seq, kv_seq = ctx.shape(Q)[2], ctx.shape(K)[2]
+    qh, kvh = ctx.shape(Q)[1], ctx.shape(K)[1]
+
+    # Everything that masks, as one additive float bias (None when nothing masks).
+    parts = []
+    dynamic = False
+    if attn_mask is not None:
+        m = attn_mask
+        if ctx.dtype(m) is DType.BOOL:
+            m = ctx.op("where", m, np.array(0, npdt), np.array(-np.inf, npdt))
+        else:
+            m = ctx.cast(m, dt)
+        width = ctx.shape(m)[-1]
+        if isinstance(kv_seq, int) and isinstance(width, int) and width < kv_seq:
+            r = ctx.rank(m)
+            pads = [0] * (2 * r)
+            pads[2 * r - 1] = kv_seq - width
+            m = ctx.op("pad", m, pads=pads, value=float("-inf"))
+        parts.append(m)
+        dynamic = True
+    windowed = left_window_size >= 0 or right_window_size >= 0
+    if nonpad_kv_seqlen is not None:
+        if not (isinstance(q_seq, int) and isinstance(kv_seq, int)):
+            raise Unsupported("nonpad_kv_seqlen with sequence lengths only known at run time")
+        ctx.check_size(q_seq * kv_seq, "the attention mask")
+        lens = ctx.op("reshape", ctx.cast(nonpad_kv_seqlen, DType.INT64), shape=[-1, 1, 1, 1])
+        j = np.arange(kv_seq, dtype=np.int64).reshape(1, 1, 1, kv_seq)
+        keep = ctx.op("lt", j, lens)
+        if is_causal or windowed:
+            # Offset per batch: query i sits at position lens - q_seq + i.
+            diff = np.arange(q_seq).reshape(q_seq, 1) - np.arange(kv_seq).reshape(1, kv_seq)
+            d = ctx.op("add", diff.astype(np.int64), ctx.op("sub", lens, np.array(q_seq)))
+            if is_causal:
+                keep = ctx.op("logical_and", keep, ctx.op("ge", d, np.array(0, np.int64)))
+            if left_window_size >= 0:
+                lw = np.array(left_window_size, np.int64)
+                keep = ctx.op("logical_and", keep, ctx.op("le", d, lw))
+            if right_window_size >= 0:
+                rw = np.array(-right_window_size, np.int64)
+                keep = ctx.op("logical_and", keep, ctx.op("ge", d, rw))
+        parts.append(ctx.op("where", keep, np.array(0, npdt), np.array(-np.inf, npdt)))
+        dynamic = True
+    elif is_causal and not windowed and not parts and past_key is None:
+        parts = None  # plain top-left causal: the canonical flag says it
+    elif is_causal or windowed:
+        if not (isinstance(q_seq, int) and isinstance(kv_seq, int) and isinstance(past, int)):
+            if is_causal and not windowed and not parts and past_key is None:
+                parts = None  # plain top-left causal: the canonical flag says it
+            else:
+                raise Unsupported("causal/window masks over lengths only known at run time")
+        if parts is not None:
+            ctx.check_size(q_seq * kv_seq, "the attention mask")
+            allowed = _static_bias(
+                q_seq, kv_seq, past, bool(is_causal), left_window_size, right_window_size
+            )
+            if allowed is not None:
+                parts.append(np.where(allowed, 0, -np.inf).astype(npdt))
+                dynamic = dynamic or not allowed.any(axis=-1).all()
+    causal_flag = parts is None
+    parts = parts or []
+    bias = None
+    for p in parts:
+        bias = p if bias is None else ctx.op("add", bias, p)
+
+    want_qk = len(ctx.node.output) > 3 and bool(ctx.node.output[3])
+    if (
+        softcap
+        or want_qk
+        or softmax_precision is not None
+        and dtype_from_onnx(softmax_precision) is not dt
+    ):
+        y, qk = _spelled_out(
+            ctx, Q, K, V, bias, qh, kvh, scale, softcap, qk_matmul_output_mode, softmax_precision
+        )
+    else:
+        qk = None
+        if bias is None and is_causal and past == 0 and not windowed:
+            causal_flag = True
+        y = ctx.op(
+            "attention",
+            Q,
+            K,
+            V,
+            None if causal_flag else bias,
+            is_causal=causal_flag,
+            scale=scale,
+            enable_gqa=qh != kvh,
+        )
+    if bias is not None and dynamic:
+        # ONNX gives 0 for a query row masked everywhere; softmax over all -inf gives NaN.
+        top = ctx.op("reduce_max", bias, axes=[-1], keepdims=True)
+        dead = ctx.op("eq", top, np.array(-np.inf, npdt))
+        y = ctx.op("where", dead, np.array(0, npdt), y)
+    if rank3:
+        y = ctx.op("flatten", ctx.op("transpose", y, perm=[0, 2, 1, 3]), start_axis=2)
+    return [y, present_k, present_v, qk]
+
+
+def _spelled_out(ctx, Q, K, V, bias, qh, kvh, scale, softcap, mode, softmax_precision):  # noqa: N803
+    dt = ctx.dtype(Q)
+    npdt = dt.to_numpy()
+    if qh != kvh:
+        if not (isinstance(qh, int) and isinstance(kvh, int)):
+            raise Unsupported("grouped-query Attention with head counts only known at run time")
+        rep = qh // kvh
+
+        def repeat(t):
+            t = ctx.op("unsqueeze", t, axes=[2])
+            t = ctx.op("expand", t, shape=[-1, -1, rep, -1, -1])
+            return ctx.op("flatten", t, start_axis=1, end_axis=2)
+
+        K, V = repeat(K), repeat(V)
+    if scale is None:
+        hd = ctx.shape(Q)[3]
+        if not isinstance(hd, int):
+            raise Unsupported("Attention head size only known at run time")
+        scale = 1.0 / np.sqrt(hd)
+    s = ctx.op("matmul", Q, ctx.op("transpose", K, perm=[0, 1, 3, 2]))
+    s = ctx.op("mul", s, np.array(scale, npdt))
+    if softcap:
+        c = np.array(softcap, npdt)
+        s = ctx.op("mul", ctx.op("tanh", ctx.op("div", s, c)), c)
+    qk = s
+    sb = s if bias is None else ctx.op("add", s, bias)
+    if mode == 2:
+        qk = sb
+    if softmax_precision is not None:
+        sb = ctx.cast(sb, dtype_from_onnx(softmax_precision))
+    p = ctx.cast(ctx.op("softmax", sb, axis=-1), dt)
+    if mode == 3:
+        qk = p
+    return ctx.op("matmul", p, V), qk
+
+
+# ---------------------------------------------------------------------------- losses
+def _nll(ctx: Ctx, logp, target, weight, ignore_index, reduction: str):
+    if reduction not in ("none", "sum", "mean"):
+        raise Unsupported(f"reduction={reduction!r}")
+    dt = ctx.dtype(logp)
+    t = ctx.cast(target, DType.INT64)
+    keep = None
+    if ignore_index is not None:
+        keep = ctx.op("ne", t, np.array(ignore_index, np.int64))
+        t = ctx.op("where", keep, t, np.array(0, np.int64))
+    picked = ctx.op("gather_elements", logp, ctx.op("unsqueeze", t, axes=[1]), axis=1)
+    loss = ctx.op("neg", ctx.op("squeeze", picked, axes=[1]))
+    w = None
+    if weight is not None:
+        w = ctx.op("gather", weight, t, axis=0)
+    if keep is not None:
+        k = ctx.op("cast", keep, to=dt)
+        w = k if w is None else ctx.op("mul", w, k)
+    if w is not None:
+        loss = ctx.op("mul", loss, w)
+    if reduction == "none":
+        return loss
+    total = ctx.op("reduce_sum", loss, axes=None, keepdims=False)
+    if reduction == "sum":
+        return total
+    if w is None:
+        return ctx.op("reduce_mean", loss, axes=None, keepdims=False)
+    den = ctx.op("reduce_sum", w, axes=None, keepdims=False)
+    return ctx.op("div", total, den)
+
+
+@converter("NegativeLogLikelihoodLoss", since=12)
+def negative_log_likelihood_loss(
+    ctx: Ctx,
+    input,
+    target,
+    weight=None,
+    *,
+    ignore_index=None,
+    reduction="mean",  # noqa: A002
+):
+    return _nll(ctx, input, target, weight, ignore_index, reduction)
+
+
+@converter("SoftmaxCrossEntropyLoss", since=12)
+def softmax_cross_entropy_loss(
+    ctx: Ctx, scores, labels, weights=None, *, ignore_index=None, reduction="mean"
+):
+    logp = ctx.op("log_softmax", scores, axis=1)
+    return [_nll(ctx, logp, labels, weights, ignore_index, reduction), logp]

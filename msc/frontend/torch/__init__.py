@@ -10,14 +10,13 @@ One op-conversion table (``registry.CONVERTERS``, keyed by ATen overload) serves
 
 from __future__ import annotations
 
-# Importing a family registers its converters.
+# Importing a family registers its converters (one module per op family, named as in msc.ops).
 from msc.frontend.torch import (  # noqa: F401
-    ops_elementwise,
-    ops_index,
-    ops_nn,
-    ops_reduce,
-    ops_shape,
-    ops_vision,
+    elementwise,
+    nn,
+    reduce,
+    shape,
+    vision,
 )
 from msc.frontend.torch.coverage import core_aten_ops, coverage_markdown, supported_ops
 from msc.frontend.torch.export import from_exported_program, from_torch

@@ -424,7 +424,7 @@ def _max_pool(n: int):
 
 
 def _interpolate(src: FxSource, args: tuple, kwargs: dict) -> Call:
-    from msc.frontend.torch.ops_nn import _resize
+    from msc.frontend.torch.nn import _resize
 
     b = inspect.signature(F.interpolate).bind(*args, **kwargs)
     b.apply_defaults()

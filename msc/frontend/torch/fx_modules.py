@@ -196,7 +196,7 @@ for _n, (_mx, _av, _aa, _am) in {
 
 @module(nn.Upsample, nn.UpsamplingNearest2d, nn.UpsamplingBilinear2d)
 def upsample(ctx: Ctx, m: nn.Upsample, w, x: Value) -> Value:
-    from msc.frontend.torch.ops_nn import _resize
+    from msc.frontend.torch.nn import _resize
 
     modes = {"nearest": "nearest", "bilinear": "linear", "linear": "linear",
              "trilinear": "linear", "bicubic": "cubic"}  # fmt: skip

@@ -1,18 +1,11 @@
-"""ONNX emitters for the vision, signal, sequence-model and data-dependent ops
-(msc/ops/vision.py, signal.py, transformer.py, tensor.py): each is the ONNX op it came from.
-
-# NOTE: attributes the canonical op holds but ONNX takes as inputs (sizes, shapes, axis,
-# frame sizes) become Constant nodes. ``max_unpool`` indices are per channel over the output
-# size; ONNX's count over the whole [N, C, *inferred] tensor, so the emitter converts them
-# back (needs the input's static shape). Ops newer than the target opset are Unsupported here
-# (the driver then tries a decomposition).
-"""
+"""ONNX emitters of the vision family (grid_sample, affine_grid, col2im, deform_conv,
+roi_align, non_max_suppression, max_unpool)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from codegen.onnx.registry import ONNX_DTYPE, Emit, Ref, emitter
+from codegen.onnx.registry import Emit, Ref, emitter
 from msc.ir.dtype import DType
 
 
@@ -177,131 +170,3 @@ def max_unpool(e: Emit, x: Ref, indices: Ref, *, kernel, stride, padding, output
     idx = e.op("Add", idx, e.const(offset))
     shape = e.ints([s[0], s[1], *out]) if output_size is not None else None
     return e.op("MaxUnpool", x, idx, shape, kernel_shape=list(kernel), strides=st, pads=pads)
-
-
-# ---------------------------------------------------------------- signal
-def _length(e: Emit, length) -> Ref | None:
-    return None if length is None else e.scalar(length, DType.INT64)
-
-
-@emitter("dft", since=17)
-def dft_17(e: Emit, x: Ref, *, axis, inverse, onesided, length):
-    return e.op(
-        "DFT",
-        x,
-        _length(e, length),
-        axis=axis % x.rank,
-        inverse=int(inverse),
-        onesided=int(onesided),
-    )
-
-
-@emitter("dft", since=20)
-def dft(e: Emit, x: Ref, *, axis, inverse, onesided, length):
-    return e.op(
-        "DFT",
-        x,
-        _length(e, length),
-        e.scalar(axis, DType.INT64),
-        inverse=int(inverse),
-        onesided=int(onesided),
-    )
-
-
-@emitter("stft", since=17)
-def stft(e: Emit, signal: Ref, window: Ref | None, *, frame_step, frame_length, onesided):
-    length = None if frame_length is None else e.scalar(frame_length, DType.INT64)
-    return e.op(
-        "STFT", signal, e.scalar(frame_step, DType.INT64), window, length, onesided=int(onesided)
-    )
-
-
-# ---------------------------------------------------------------- sequence models
-@emitter("rotary_embedding", since=23)
-def rotary_embedding(
-    e: Emit, x, cos_cache, sin_cache, position_ids, *, interleaved, rotary_dim, num_heads
-):
-    return e.op(
-        "RotaryEmbedding",
-        x,
-        cos_cache,
-        sin_cache,
-        position_ids,
-        interleaved=int(interleaved),
-        rotary_embedding_dim=rotary_dim or None,
-        num_heads=num_heads or None,
-    )
-
-
-@emitter("linear_attention", since=27)
-def linear_attention(
-    e: Emit,
-    query,
-    key,
-    value,
-    past_state,
-    decay,
-    beta,
-    *,
-    update_rule,
-    q_num_heads,
-    kv_num_heads,
-    scale,
-):
-    return e.op(
-        "LinearAttention",
-        query,
-        key,
-        value,
-        past_state,
-        decay,
-        beta,
-        outputs=2,
-        update_rule=update_rule,
-        q_num_heads=q_num_heads,
-        kv_num_heads=kv_num_heads,
-        scale=scale,
-    )
-
-
-@emitter("causal_conv_with_state", since=27)
-def causal_conv_with_state(e: Emit, x, weight, bias, past_state, *, activation):
-    return e.op(
-        "CausalConvWithState", x, weight, bias, past_state, outputs=2, activation=activation
-    )
-
-
-@emitter("swiglu", since=28)
-def swiglu(e: Emit, a: Ref, b: Ref, *, alpha):
-    return e.op("SwiGLU", a, b, alpha=alpha if alpha != 1.0 else None)
-
-
-# ---------------------------------------------------------------- tensor
-@emitter("bitcast", since=26)
-def bitcast(e: Emit, x: Ref, *, to: DType):
-    return e.op("BitCast", x, to=ONNX_DTYPE[to])
-
-
-@emitter("unique", since=11)
-def unique(e: Emit, x: Ref, *, axis, sorted):  # noqa: A002
-    return e.op("Unique", x, outputs=4, axis=axis, sorted=int(sorted))
-
-
-@emitter("range", since=11)
-def range_(e: Emit, start: Ref, limit: Ref, delta: Ref):
-    return e.op("Range", start, limit, delta)
-
-
-@emitter("det", since=11)
-def det(e: Emit, x: Ref):
-    return e.op("Det", x)
-
-
-@emitter("reverse_sequence", since=10)
-def reverse_sequence(e: Emit, x: Ref, sequence_lens: Ref, *, batch_axis, time_axis):
-    return e.op("ReverseSequence", x, sequence_lens, batch_axis=batch_axis, time_axis=time_axis)
-
-
-@emitter("tensor_scatter", since=24)
-def tensor_scatter(e: Emit, past_cache, update, write_indices, *, axis, mode):
-    return e.op("TensorScatter", past_cache, update, write_indices, axis=axis, mode=mode)

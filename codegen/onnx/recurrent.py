@@ -1,16 +1,8 @@
-"""Emitters for loops over subgraph bodies (loop, scan) and the recurrent layers.
-
-# NOTE: the canonical ops mirror ONNX Loop, Scan (opset 9+), RNN, GRU and LSTM, so each is one
-# ONNX node: bodies become GraphProtos with their inputs declared (``Emit.subgraph``), and the
-# recurrent layers map their lower-case activation names back to ONNX's and list alphas and
-# betas only for the activations that take them, in order (ONNX's consumption rule).
-# layout=1 (batch first) is emitted as transposes around a layout-0 node: onnxruntime runs
-# only layout 0, so such a model does not import back to the same graph.
-"""
+"""ONNX emitters of the recurrent family: rnn, gru, lstm as RNN/GRU/LSTM."""
 
 from __future__ import annotations
 
-from codegen.onnx.registry import Emit, Ref, Unsupported, emitter
+from codegen.onnx.registry import Emit, emitter
 from msc.ops.recurrent import ACTIVATIONS
 
 _ONNX_ACT = {
@@ -26,32 +18,6 @@ _ONNX_ACT = {
     "softplus": "Softplus",
     "affine": "Affine",
 }
-
-
-@emitter("loop", since=11)
-def loop(e: Emit, max_trip_count: Ref | None, cond: Ref | None, *initial: Ref, body):
-    g = e.subgraph(body, e.fresh("body"))
-    n = len(body.outputs) - 1
-    return e.op("Loop", max_trip_count, cond, *initial, outputs=n, body=g)
-
-
-@emitter("scan", since=9)
-def scan(e: Emit, *xs: Ref, body, num_scan_inputs, scan_input_axes,
-         scan_input_directions, scan_output_axes, scan_output_directions):  # fmt: skip
-    if e.opset < 11 and any(a < 0 for a in (*(scan_input_axes or ()), *(scan_output_axes or ()))):
-        raise Unsupported("negative scan axes need opset 11")
-    g = e.subgraph(body, e.fresh("body"))
-    return e.op(
-        "Scan",
-        *xs,
-        outputs=len(body.outputs),
-        body=g,
-        num_scan_inputs=num_scan_inputs,
-        scan_input_axes=scan_input_axes,
-        scan_input_directions=scan_input_directions,
-        scan_output_axes=scan_output_axes,
-        scan_output_directions=scan_output_directions,
-    )
 
 
 def _recurrent(e: Emit, op: str, ins: list, outputs: int, a: dict, extra: dict):

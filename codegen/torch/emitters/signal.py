@@ -1,0 +1,60 @@
+"""Emitters of the signal family (dft, stft), with their run-time helpers.
+
+# NOTE: a run-time helper (``_msc_*``) uses only ``torch``, ``F`` and other helpers: its
+# source is pasted into generated modules.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from codegen.torch.core import Arg, NodeEmit
+from codegen.torch.emitters.common import helper_call
+from codegen.torch.helpers import runtime_helpers
+from codegen.torch.registry import EMITTERS
+from msc.errors import ConversionError
+
+
+@EMITTERS("dft")
+def dft(e: NodeEmit, x: Arg, *, axis, inverse, onesided, length):
+    return helper_call(e, "_msc_dft", x, axis, inverse, onesided, length)
+
+
+@EMITTERS("stft")
+def stft(
+    e: NodeEmit, signal: Arg, window: Arg | None = None, *, frame_step, frame_length, onesided
+):
+    n = frame_length
+    if n is None:
+        if window is None or window.shape is None or not isinstance(window.shape[0], int):
+            raise ConversionError("stft: frame length unknown (no frame_length, no static window)")
+        n = window.shape[0]
+    return helper_call(e, "_msc_stft", signal, window, frame_step, n, onesided)
+
+
+def _msc_dft(x, axis, inverse, onesided, length):
+    """ONNX DFT on the real layout [..., 1|2] -> [..., 2] ([..., 1] for a onesided inverse),
+    computed in float64 (as the ONNX reference does) and cast back."""
+    a = axis % x.dim()
+    work = x.double()
+    z = torch.view_as_complex(work.contiguous()) if x.shape[-1] == 2 else work[..., 0]
+    if inverse and onesided:
+        return torch.fft.irfft(z, n=length, dim=a).unsqueeze(-1).to(x.dtype)
+    if inverse:
+        y = torch.fft.ifft(z, n=length, dim=a)
+    else:
+        y = torch.fft.fft(z, n=length, dim=a)
+        if onesided:
+            y = y.narrow(a, 0, y.shape[a] // 2 + 1)
+    return torch.view_as_real(y).to(x.dtype)
+
+
+def _msc_stft(signal, window, frame_step, frame_length, onesided):
+    """ONNX STFT: windowed frames of signal [B, L, 1|2] -> [B, frames, bins, 2]."""
+    frames = signal.unfold(1, frame_length, frame_step).movedim(-1, 2)
+    if window is not None:
+        frames = frames * window.reshape(1, 1, frame_length, 1)
+    return _msc_dft(frames, 2, False, onesided, None)
+
+
+runtime_helpers(_msc_dft, _msc_stft)
