@@ -15,24 +15,12 @@ from typing import Any
 
 import onnx
 
-# Importing a family registers its emitters: one module per op family, named as in msc.ops.
-from codegen.onnx import (  # noqa: F401
-    control,
-    elementwise,
-    nn,
-    recurrent,
-    reduce,
-    shape,
-    signal,
-    tensor,
-    transformer,
-    vision,
-)
 from codegen.onnx.model import Converter
 from codegen.onnx.opset import MIN_OPSET, default_opset, max_opset
 from codegen.onnx.registry import Emit, EmitterRegistry, Ref, Unsupported, emitter, registry
 from codegen.onnx.writer import save
 from msc.ir.graph import Graph
+from msc.ops import import_families
 
 __all__ = [
     "to_model",
@@ -75,3 +63,7 @@ def coverage_markdown(opsets: tuple[int, ...] | None = None) -> str:
     from codegen.onnx.coverage import coverage_markdown as impl
 
     return impl(opsets)
+
+
+# One module per op family, named as in msc.ops; importing one registers its emitters.
+import_families(__name__)

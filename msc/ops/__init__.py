@@ -15,21 +15,41 @@ VERSION = 1
 registry = OpRegistry()
 set_default_opset(registry)  # the canonical op set: what a Graph is checked against by default
 
-# Importing a family registers its ops.
-from msc.ops import (  # noqa: E402,F401
-    control,
-    elementwise,
-    nn,
-    recurrent,
-    reduce,
-    shape,
-    signal,
-    tensor,
-    transformer,
-    vision,
+# The op families. Each is a module here holding its schemas, and a module of the same name in
+# every frontend and codegen holding that family's converters and emitters.
+FAMILIES = (
+    "control",
+    "elementwise",
+    "nn",
+    "recurrent",
+    "reduce",
+    "shape",
+    "signal",
+    "tensor",
+    "transformer",
+    "vision",
 )
 
+
+def import_families(package: str) -> list[str]:
+    """Import the family modules ``package`` has (importing one registers its schemas,
+    converters or emitters); returns their names, in FAMILIES order."""
+    import importlib
+    import importlib.util
+
+    found = []
+    for fam in FAMILIES:
+        if importlib.util.find_spec(f"{package}.{fam}") is not None:
+            importlib.import_module(f"{package}.{fam}")
+            found.append(fam)
+    return found
+
+
+import_families(__name__)
+
 __all__ = [
+    "FAMILIES",
+    "import_families",
     "VERSION",
     "registry",
     "Attr",

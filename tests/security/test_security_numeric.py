@@ -6,17 +6,14 @@ NaN is false, so "err > limit" never fired), and ``--atol nan`` made any two mod
 
 from __future__ import annotations
 
-import contextlib
-import io
-
 import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper
 
 from msc.analysis.verify import compare
-from msc.cli import main
 from msc.errors import MscError
+from tests.security import run_cli
 
 NAN, INF = float("nan"), float("inf")
 
@@ -80,24 +77,14 @@ def _model(path, ops):
     return str(path)
 
 
-def _cli(*argv):
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            code = main(list(argv))
-        except SystemExit as e:
-            code = e.code
-    return code, out.getvalue(), err.getvalue()
-
-
 def test_verify_sees_nan_on_either_side(tmp_path):
     nan_model = _model(tmp_path / "log.onnx", ["Log"])  # random normal inputs: NaN for x < 0
     finite = _model(tmp_path / "logabs.onnx", ["Abs", "Log"])
     for a, b in ((nan_model, finite), (finite, nan_model)):
-        code, out, err = _cli("verify", a, b)
+        code, out, err = run_cli("verify", a, b)
         assert code == 1, out + err
         assert "MISMATCH" in out and "NaN/inf" in out
-    code, out, _ = _cli("verify", nan_model, nan_model)
+    code, out, _ = run_cli("verify", nan_model, nan_model)
     assert code == 0, out
 
 
@@ -106,7 +93,7 @@ def test_verify_sees_nan_on_either_side(tmp_path):
 )
 def test_cli_refuses_bad_tolerances(tmp_path, flag, value):
     m = _model(tmp_path / "m.onnx", ["Relu"])
-    code, _, err = _cli("verify", m, m, flag, value)
+    code, _, err = run_cli("verify", m, m, flag, value)
     assert code == 2
     lines = err.splitlines()
     assert len(lines) == 1 and lines[0].startswith("msc: error: ") and flag in lines[0]

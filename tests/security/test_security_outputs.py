@@ -7,8 +7,6 @@ Before: ``msc convert m.onnx -o DIR`` replaced a directory full of the user's fi
 
 from __future__ import annotations
 
-import contextlib
-import io
 import os
 import signal
 import subprocess
@@ -23,9 +21,9 @@ from onnx import TensorProto, helper, numpy_helper
 
 import codegen.torch as cgt
 import msc
-from msc.cli import main
 from msc.errors import MscError
 from msc.examples import small_cnn_graph
+from tests.security import run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -48,16 +46,6 @@ def _onnx(path: Path, width: int = 4, layers: int = 1) -> Path:
     m.ir_version = 8
     onnx.save(m, path)
     return path
-
-
-def _cli(*argv: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            code = main(list(argv))
-        except SystemExit as e:
-            code = e.code
-    return code, out.getvalue(), err.getvalue()
 
 
 def _one_error(err: str) -> str:
@@ -84,7 +72,7 @@ def _users_dir(tmp_path: Path) -> Path:
 def test_convert_keeps_a_directory_of_the_users_files(tmp_path, to):
     src = _onnx(tmp_path / "m.onnx")
     mine = _users_dir(tmp_path)
-    code, _, err = _cli("convert", str(src), "-o", str(mine), "--to", to)
+    code, _, err = run_cli("convert", str(src), "-o", str(mine), "--to", to)
     assert code == 2
     assert "thesis.tex" in _one_error(err)
     assert (mine / "thesis.tex").read_text() == "years of work" and (mine / "data").is_dir()
@@ -105,7 +93,7 @@ def test_a_directory_msc_wrote_is_replaced(tmp_path):
     src = _onnx(tmp_path / "m.onnx")
     out = tmp_path / "out"
     for to in ("torch", "torch", "msc"):
-        code, stdout, err = _cli("convert", str(src), "-o", str(out), "--to", to)
+        code, stdout, err = run_cli("convert", str(src), "-o", str(out), "--to", to)
         assert code == 0, stdout + err
     assert (out / "graph.msc").is_file() and not (out / "model.py").exists()
     msc.save(small_cnn_graph(), out)  # and through the API
@@ -147,7 +135,7 @@ def test_unusable_output_paths_are_one_error_line(tmp_path, monkeypatch, out, to
     (tmp_path / "file.txt").write_text("x")
     (tmp_path / "adir.onnx").mkdir()
     before = sorted(p.name for p in tmp_path.iterdir())
-    code, _, err = _cli("convert", str(src), "-o", out, "--to", to)
+    code, _, err = run_cli("convert", str(src), "-o", out, "--to", to)
     assert code == 2
     _one_error(err)
     assert sorted(p.name for p in tmp_path.iterdir()) == before
@@ -160,7 +148,7 @@ def test_render_to_unusable_paths_is_one_error_line(tmp_path, monkeypatch, out):
     src = _onnx(tmp_path / "m.onnx")
     (tmp_path / "file.txt").write_text("x")
     (tmp_path / "adir.svg").mkdir()
-    code, _, err = _cli("render", str(src), "-o", out)
+    code, _, err = run_cli("render", str(src), "-o", out)
     assert code == 2
     _one_error(err)
     _no_staging(tmp_path)
@@ -171,14 +159,14 @@ def test_unwritable_location_is_one_error_line(tmp_path):
     src = _onnx(tmp_path / "m.onnx")
     locked = tmp_path / "locked"
     locked.mkdir(mode=0o500)
-    code, _, err = _cli("convert", str(src), "-o", str(locked / "out"), "--to", "msc")
+    code, _, err = run_cli("convert", str(src), "-o", str(locked / "out"), "--to", "msc")
     assert code == 2 and "permission" in _one_error(err)
 
 
 def test_writing_under_proc_is_one_error_line(tmp_path):
     """A location nobody can write, root included."""
     src = _onnx(tmp_path / "m.onnx")
-    code, _, err = _cli("convert", str(src), "-o", "/proc/msc-out.onnx")
+    code, _, err = run_cli("convert", str(src), "-o", "/proc/msc-out.onnx")
     assert code == 2
     _one_error(err)
 

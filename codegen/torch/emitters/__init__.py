@@ -4,28 +4,6 @@ Importing this package registers every emitter and module rule in
 ``codegen.torch.registry.EMITTERS`` / ``MODULE_RULES``.
 """
 
-from codegen.torch.emitters import (  # noqa: F401 - importing a family registers it
-    control,
-    elementwise,
-    nn,
-    recurrent,
-    reduce,
-    shape,
-    signal,
-    tensor,
-    transformer,
-    vision,
-)
+from msc.ops import import_families
 
-FAMILIES = (
-    "control",
-    "elementwise",
-    "nn",
-    "recurrent",
-    "reduce",
-    "shape",
-    "signal",
-    "tensor",
-    "transformer",
-    "vision",
-)
+FAMILIES = tuple(import_families(__name__))

@@ -20,22 +20,11 @@ import numpy as np
 import onnx
 
 from msc.errors import ConversionError
-from msc.frontend.onnx import (  # noqa: F401 - importing a family registers its converters
-    control,
-    elementwise,
-    nn,
-    recurrent,
-    reduce,
-    shape,
-    signal,
-    tensor,
-    transformer,
-    vision,
-)
 from msc.frontend.onnx.coverage import coverage_markdown, supported_ops, unsupported_ops
 from msc.frontend.onnx.importer import Importer, OnnxUnsupportedOpsError
 from msc.frontend.onnx.registry import REGISTRY, ConverterRegistry, converter
 from msc.ir import Graph, TensorType
+from msc.ops import import_families
 
 __all__ = [
     "from_onnx",
@@ -130,3 +119,7 @@ def check_model_shape(proto: onnx.ModelProto) -> None:
         for v in g.input:
             if not v.name:
                 raise ConversionError(f"ONNX {where}: a graph input has an empty name")
+
+
+# One module per op family, named as in msc.ops; importing one registers its converters.
+import_families(__name__)

@@ -10,17 +10,10 @@ One op-conversion table (``registry.CONVERTERS``, keyed by ATen overload) serves
 
 from __future__ import annotations
 
-# Importing a family registers its converters (one module per op family, named as in msc.ops).
-from msc.frontend.torch import (  # noqa: F401
-    elementwise,
-    nn,
-    reduce,
-    shape,
-    vision,
-)
 from msc.frontend.torch.coverage import core_aten_ops, coverage_markdown, supported_ops
 from msc.frontend.torch.export import from_exported_program, from_torch
 from msc.frontend.torch.fx import from_fx
+from msc.ops import import_families
 
 __all__ = [
     "from_torch",
@@ -30,3 +23,7 @@ __all__ = [
     "core_aten_ops",
     "coverage_markdown",
 ]
+
+
+# One module per op family, named as in msc.ops; importing one registers its converters.
+import_families(__name__)
