@@ -184,7 +184,7 @@ def _node_op(ctx: Ctx, op: str, inputs: list, attrs: dict, subgraphs: list[Graph
 # ---------------------------------------------------------------------------- If
 @converter("If", since=1)
 def if_(ctx: Ctx, cond, *, then_branch, else_branch):
-    c = ctx.const(cond)
+    c = ctx.known(cond)
     if c is not None:
         taken = bool(np.asarray(c).reshape(-1)[0])
         return _inline(ctx, then_branch if taken else else_branch)
@@ -320,7 +320,7 @@ def scan_8(ctx: Ctx, sequence_lens, *inputs, body, num_scan_inputs, directions=N
     m = num_scan_inputs
     n = len(inputs) - m
     if sequence_lens is not None:
-        lens = ctx.const(sequence_lens)
+        lens = ctx.known(sequence_lens)
         seq = ctx.shape(inputs[n])[1] if n < len(inputs) else None
         if lens is None or not isinstance(seq, int) or not np.all(np.asarray(lens) == seq):
             raise Unsupported("Scan (opset 8) with sequence_lens shorter than the sequence")

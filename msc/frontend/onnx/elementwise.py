@@ -253,7 +253,7 @@ def cast(ctx: Ctx, input, *, to, saturate=1, round_mode="up"):  # noqa: A002
 @converter("CastLike", since=15)
 def cast_like(ctx: Ctx, input, target_type, *, saturate=1, round_mode="up"):  # noqa: A002
     to = ctx.dtype(target_type)
-    c = ctx.const(input)
+    c = ctx.known(input)
     if c is not None and c.size <= 1024 and to not in _FLOAT8_MAX:
         # Only the target's type matters: a constant input stays a constant (shape arithmetic).
         return c.astype(to.to_numpy())

@@ -19,7 +19,7 @@ import functools
 import json
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -31,6 +31,7 @@ from msc.frontend.onnx.initializers import UnsupportedType, tensor_to_numpy, typ
 from msc.frontend.onnx.registry import REGISTRY, ConverterRegistry, NoConverter
 from msc.ir import DType, Graph, GraphError, Node, Provenance, SymDim, TensorType, Value, structure
 from msc.ir.attrs import infer_kind
+from msc.ir.builder import Builder
 from msc.ir.graph import dead_nodes
 from msc.ops.infer import InferError
 from msc.ops.schema import OpError
@@ -227,19 +228,20 @@ def _topological(nodes: list[onnx.NodeProto], known: set[str]) -> list[onnx.Node
     return order
 
 
-class Ctx:
-    """What a converter sees: the node, its opset, and helpers to read inputs and add ops."""
+class Ctx(Builder):
+    """What a converter sees: the node, its opset, and helpers to read inputs and add ops
+    (the core Builder's, taking ONNX operands: graph values, import-time constants, or
+    arrays)."""
 
     def __init__(self, imp: Importer, node: onnx.NodeProto, opset: int) -> None:
+        super().__init__(node.name, _provenance(node))
         self._imp = imp
         self.node = node
         self.opset = opset
         self.name = node.name
-        self.pending: list[Node] = []
-        self.provenance = _provenance(node)
 
     # ------------------------------------------------------------------ reading inputs
-    def const(self, x: Operand) -> np.ndarray | None:
+    def known(self, x: Operand) -> np.ndarray | None:
         """The value of ``x`` when it is known at import, else None."""
         if x is None:
             return None
@@ -276,7 +278,7 @@ class Ctx:
 
     def need(self, x: Operand, what: str) -> np.ndarray:
         """The constant value of ``x``; Unsupported when it is only known at run time."""
-        c = self.const(x)
+        c = self.known(x)
         if c is None:
             if isinstance(x, Slot) and x.value is not None and x.value.producer is None:
                 self._imp.runtime_inputs.add(x.name)
@@ -326,30 +328,17 @@ class Ctx:
             name = self._imp.fresh_weight_name(self.name or "const")
         if arr.size > SMALL_CONSTANT:
             return self._imp.graph.add_weight(name, np.ascontiguousarray(arr))  # type: ignore[arg-type]
-        return self.add("constant", [], {"value": arr}, names=[name]).output
+        return self.add("constant", [], {"value": arr}, [name]).output
 
     def add(
         self,
         op: str,
-        inputs: list[Operand],
+        inputs: Sequence[Operand],
         attrs: Mapping[str, Any] | None = None,
-        names: list[str | None] | None = None,
+        output_names: Sequence[str | None] | None = None,
     ) -> Node:
         ins = [None if x is None else self.value(x) for x in inputs]
-        node = Node(
-            op,
-            ins,
-            attrs or {},
-            name=self.name,
-            provenance=self.provenance,
-            output_names=names,
-        )
-        self.pending.append(node)
-        return node
-
-    def op(self, op: str, *inputs: Operand, **attrs: Any) -> Value:
-        """Add a one-output canonical node: ``y = ctx.op("relu", x)``."""
-        return self.add(op, list(inputs), attrs).output
+        return super().add(op, ins, attrs, output_names)
 
     def ops(self, op: str, *inputs: Operand, **attrs: Any) -> tuple[Value, ...]:
         """Add a multi-output canonical node and return its outputs."""
@@ -359,7 +348,7 @@ class Ctx:
         """``x`` as ``dtype`` (no node when it already is)."""
         if self.dtype(x) is dtype:
             return x
-        c = self.const(x)
+        c = self.known(x)
         if c is not None and not isinstance(x, Value):
             return np.asarray(c).astype(dtype.to_numpy())
         return self.op("cast", x, to=dtype)
@@ -604,19 +593,19 @@ class Importer:
             poison()
 
     def _discard(self, ctx: Ctx) -> None:
-        for node in reversed(ctx.pending):
+        for node in reversed(ctx.nodes):
             node.inputs = ()
         for s in self.env.values():
-            if s.value is not None and s.value.producer in ctx.pending:
+            if s.value is not None and s.value.producer in ctx.nodes:
                 s.value = None
-        ctx.pending.clear()
+        ctx.nodes.clear()
 
     def _bind(self, ctx: Ctx, n: onnx.NodeProto, result: Any) -> None:
         outs = list(result) if isinstance(result, list | tuple) else [result]
         names = list(n.output)
         if len(outs) < len(names):
             outs += [None] * (len(names) - len(outs))
-        mine = {id(v) for node in ctx.pending for v in node.outputs}
+        mine = {id(v) for node in ctx.nodes for v in node.outputs}
         bound: list[tuple[str, Value | np.ndarray]] = []
         for i, name in enumerate(names):
             if not name:
@@ -632,14 +621,14 @@ class Importer:
             if id(r) in mine and r.name is None:
                 r.name = name
             else:
-                r = ctx.add("identity", [r], names=[name]).output
+                r = ctx.add("identity", [r], output_names=[name]).output
             bound.append((name, r))
-        for node in ctx.pending:
+        for node in ctx.nodes:
             for v in node.outputs:
                 if v.name is None:
                     v.name = self.fresh_name()
             self.graph.add_node(node)
-        ctx.pending.clear()
+        ctx.nodes.clear()
         for name, r in bound:
             if isinstance(r, np.ndarray):
                 self.env[name] = Slot(name, const=r, origin=n)
@@ -692,7 +681,7 @@ class Importer:
             output_names=[slot.name],
         )
         if ctx is not None:
-            ctx.pending.append(node)
+            ctx.nodes.append(node)
         else:
             self.graph.add_node(node)
         return node.output

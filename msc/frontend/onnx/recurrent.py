@@ -70,7 +70,7 @@ def _seq_lens(ctx: Ctx, x, sequence_lens, layout: int):
     """None when every sequence has the full length (known at import), else i32 lengths."""
     if sequence_lens is None:
         return None
-    c = ctx.const(sequence_lens)
+    c = ctx.known(sequence_lens)
     seq = ctx.shape(x)[layout]
     if c is not None and isinstance(seq, int) and np.all(np.asarray(c) == seq):
         return None

@@ -22,7 +22,7 @@ def _norm_axes(axes, rank: int) -> list[int]:
 # ---------------------------------------------------------------------------- reshaping
 @converter("Reshape", since=5)
 def reshape(ctx: Ctx, data, shape, *, allowzero=0):
-    target = ctx.const(shape)
+    target = ctx.known(shape)
     if target is None:
         n = ctx.shape(shape)[0]
         r = ctx.type(data).rank
@@ -167,7 +167,7 @@ def split_13(ctx: Ctx, input, split=None, *, axis=0, num_outputs=None):  # noqa:
 # ---------------------------------------------------------------------------- indexing
 def _indices(ctx: Ctx, indices, dim):
     """Constant indices with negatives resolved against a known dim; others as they are."""
-    c = ctx.const(indices)
+    c = ctx.known(indices)
     if c is not None and isinstance(dim, int) and (c < 0).any():
         return np.where(c < 0, c + dim, c).astype(c.dtype)
     return indices
@@ -243,7 +243,7 @@ def pad(ctx: Ctx, data, pads, constant_value=None, axes=None, *, mode="constant"
 
 @converter("Expand", since=8)
 def expand(ctx: Ctx, input, shape):  # noqa: A002
-    target = ctx.const(shape)
+    target = ctx.known(shape)
     if target is None:
         return ctx.op("expand", input, shape)
     t = [int(v) for v in target.reshape(-1)]
@@ -314,7 +314,7 @@ def constant_of_shape(ctx: Ctx, input, *, value=None):  # noqa: A002
     fill = v.reshape(-1)[0].item()
     if isinstance(fill, complex):
         raise Unsupported("complex fill value")
-    s = ctx.const(input)
+    s = ctx.known(input)
     if s is not None:
         return ctx.op("full", shape=[int(d) for d in s.reshape(-1)], value=float(fill), dtype=dtype)
     return ctx.op("full", input, value=float(fill), dtype=dtype)
@@ -322,7 +322,7 @@ def constant_of_shape(ctx: Ctx, input, *, value=None):  # noqa: A002
 
 @converter("Range", since=11)
 def range_(ctx: Ctx, start, limit, delta):
-    if any(ctx.const(v) is None for v in (start, limit, delta)):
+    if any(ctx.known(v) is None for v in (start, limit, delta)):
         return ctx.op("range", start, limit, delta)  # bounds known at run time
     s = ctx.scalar(start, "start")
     e = ctx.scalar(limit, "limit")
@@ -354,7 +354,7 @@ def one_hot(ctx: Ctx, indices, depth, values, *, axis=-1):
         ctx.op("add", idx, np.array(d, np.int64)),
         idx,
     )
-    vals = ctx.const(values)
+    vals = ctx.known(values)
     vdt = ctx.dtype(values)
     hot = ctx.op("one_hot", idx, depth=d, axis=axis, dtype=vdt)
     if vals is not None and vals.reshape(-1).tolist() == [0, 1]:

@@ -12,7 +12,7 @@
 #   converter; the translator rebinds the mutated input to the result.
 # - A converter that cannot translate a particular use raises ``Unsupported(reason)``; the
 #   translator collects every such case before failing.
-# - Nodes a converter builds are held in ``ctx.pending`` until it returns, so the translator can
+# - Nodes a converter builds are held in ``ctx.nodes`` until it returns, so the translator can
 #   give the final value the source node's name; intermediate values get positional names.
 """
 
@@ -21,13 +21,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import numpy as np
 import torch
 from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
 
 from msc.errors import Unsupported
 from msc.frontend.torch.dtypes import to_msc, to_torch
-from msc.ir import DType, Graph, Node, Provenance, TensorType, Value
+from msc.ir import DType, Graph, Provenance, TensorType, Value
+from msc.ir.builder import Builder
 
 __all__ = ["Unsupported", "ConverterRegistry", "CONVERTERS", "converter", "Ctx", "aten_op"]
 
@@ -126,14 +126,14 @@ _KIND = {
 Operand = Value | int | float | bool | None
 
 
-class Ctx:
+class Ctx(Builder):
     """What a converter builds with: the graph, the source node, helpers for constants,
     casts and PyTorch's type promotion."""
 
     def __init__(self, graph: Graph, registry: ConverterRegistry = CONVERTERS) -> None:
+        super().__init__()
         self.graph = graph
         self.registry = registry
-        self.pending: list[Node] = []
         self.node_name = ""
         self.module = ""
         self.source_op = ""
@@ -147,17 +147,16 @@ class Ctx:
         self.dim_of: Callable[[Any], Any] = lambda d: d if isinstance(d, int) else None
 
     # ------------------------------------------------------------------ building
+    def _current_name(self) -> str:
+        return self.node_name
+
+    def _current_provenance(self) -> Provenance:
+        return Provenance("torch", self.source_op, self.node_name, self.module)
+
     def node(
         self, op: str, inputs: Sequence[Value | None], attrs: dict[str, Any] | None = None
     ) -> tuple[Value, ...]:
-        prov = Provenance("torch", self.source_op, self.node_name, self.module)
-        n = Node(op, list(inputs), attrs or {}, name=self.node_name, provenance=prov)
-        self.pending.append(n)
-        return n.outputs
-
-    def op(self, op: str, *inputs: Value | None, **attrs: Any) -> Value:
-        """Build a single-output node: ``y = ctx.op("relu", x)``."""
-        return self.node(op, inputs, attrs)[0]
+        return self.add(op, inputs, attrs).outputs
 
     def call(self, key: str, *args: Any, **kwargs: Any) -> Any:
         """Run the converter for ``key`` on already-translated arguments (used by fx
@@ -171,14 +170,6 @@ class Ctx:
         if op is None:
             return fn(self, *args, **kwargs)
         return fn(self, **bind(op._schema, args, kwargs))
-
-    def const(self, value: Any, dtype: DType) -> Value:
-        """A constant tensor (0-d for a Python scalar)."""
-        arr = np.asarray(value, dtype=dtype.to_numpy())
-        return self.op("constant", value=arr)
-
-    def cast(self, v: Value, dtype: DType) -> Value:
-        return v if v.dtype is dtype else self.op("cast", v, to=dtype)
 
     def tensor(self, x: Value | int | float | bool, dtype: DType | None = None) -> Value:
         """``x`` as a Value of ``dtype`` (a constant for a Python scalar)."""

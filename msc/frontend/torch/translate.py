@@ -367,7 +367,7 @@ class Translator:
             self.env[node] = POISON
             return
         ctx = self.ctx
-        ctx.pending = []
+        ctx.nodes = []
         ctx.node_name = self.prefix + node.name
         ctx.module = self.source.module_path(node)
         ctx.source_op = "" if call.fn is not None else call.key
@@ -390,9 +390,9 @@ class Translator:
             self._report(call.key, node, f"{type(e).__name__}: {e}", e)
             self.env[node] = POISON
             return
-        for n in ctx.pending:
+        for n in ctx.nodes:
             self.graph.add_node(n)
-        ctx.pending = []
+        ctx.nodes = []
         self.env[node] = result
         target = call.inplace_arg
         if target is None and inplace and node.args and isinstance(node.args[0], torch.fx.Node):
@@ -430,7 +430,7 @@ class Translator:
         self.env[node] = inner.resolve(out)
 
     def _finish(self, node: torch.fx.Node, result: Any, meta: Any) -> Any:
-        produced = {id(v) for n in self.ctx.pending for v in n.outputs}
+        produced = {id(v) for n in self.ctx.nodes for v in n.outputs}
         if isinstance(result, Value):
             if id(result) in produced and result.name is None:
                 result.name = self.prefix + node.name

@@ -23,13 +23,11 @@ A codegen whose target lacks an op lowers it through ``registry.expand(node, inp
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
-from msc.ir.dtype import DType
+from msc.ir.builder import Builder as CoreBuilder
 from msc.ir.graph import Graph, Node, Value
 
 __all__ = [
@@ -54,8 +52,9 @@ class Decomposition:
     doc: str = ""
 
 
-class Builder:
-    """Collects the canonical nodes a rule builds.
+class Builder(CoreBuilder):
+    """Collects the canonical nodes a rule builds (the core Builder, naming each node and value
+    ``<base>/<op>_<k>`` after the node being lowered, with its provenance).
 
     Args:
         node: the node being lowered (for names and provenance), or None.
@@ -63,42 +62,30 @@ class Builder:
     """
 
     def __init__(self, node: Node | None = None, prefix: str | None = None) -> None:
+        super().__init__(provenance=node.provenance if node is not None else None)
         self.node = node
-        self.nodes: list[Node] = []
         base = prefix if prefix is not None else (node.name if node is not None else "")
         if not base and node is not None and node.outputs and node.outputs[0].name:
             base = node.outputs[0].name
         self._base = base or "decomposed"
         self._k = 0
 
-    def _next(self, op: str) -> tuple[str, str]:
+    def add(
+        self,
+        op: str,
+        inputs: Sequence[Value | None],
+        attrs: Mapping[str, Any] | None = None,
+        output_names: Sequence[str | None] | None = None,
+    ) -> Node:
         self._k += 1
-        tag = f"{self._base}/{op}_{self._k}"
-        return tag, tag
+        self._name = tag = f"{self._base}/{op}_{self._k}"
+        if output_names is None:
+            from msc.ops import registry as ops
 
-    def multi(self, op: str, *inputs: Value | None, **attrs: Any) -> tuple[Value, ...]:
-        """Add a node and return all its outputs."""
-        node_name, value_name = self._next(op)
-        prov = self.node.provenance if self.node is not None else None
-        from msc.ops import registry as ops
-
-        n_out = ops.get(op).num_outputs(ops.get(op).normalize_attrs(attrs))
-        names = [value_name] if n_out == 1 else [f"{value_name}.{i}" for i in range(n_out)]
-        node = Node(op, inputs, attrs, name=node_name, provenance=prov, output_names=names)
-        self.nodes.append(node)
-        return node.outputs
-
-    def op(self, op: str, *inputs: Value | None, **attrs: Any) -> Value:
-        """Add a single-output node and return its output."""
-        outs = self.multi(op, *inputs, **attrs)
-        if len(outs) != 1:
-            raise ValueError(f"{op} has {len(outs)} outputs; use Builder.multi")
-        return outs[0]
-
-    def const(self, value: Any, dtype: DType) -> Value:
-        """A ``constant`` node holding ``value`` as ``dtype`` (a 0-d tensor for a scalar)."""
-        arr = np.asarray(value, dtype=dtype.to_numpy())
-        return self.op("constant", value=arr)
+            schema = ops.get(op)
+            n_out = schema.num_outputs(schema.normalize_attrs(attrs or {}))
+            output_names = [tag] if n_out == 1 else [f"{tag}.{i}" for i in range(n_out)]
+        return super().add(op, inputs, attrs, output_names)
 
     def scalar(self, value: float | int | bool, like: Value) -> Value:
         """A 0-d constant of ``like``'s dtype."""
