@@ -3,7 +3,7 @@
     proto = codegen.onnx.to_model(g, opset=None)   # default: newest opset onnxruntime runs
     codegen.onnx.save(g, "model.onnx", external_data=None)
 
-Each canonical op has emitters by opset (``registry``), one module per op family named as in
+Each canonical op has emitters by opset (``EMITTERS``), one module per op family named as in
 ``msc.ops`` (elementwise.py, nn.py, shape.py, ...); where the target opset lacks an op, the node is
 lowered through ``msc.ops.decompose``. Every node that can be expressed neither way is reported
 at once in one ``msc.errors.UnsupportedOpsError``.
@@ -15,9 +15,9 @@ from typing import Any
 
 import onnx
 
-from codegen.onnx.model import Converter
+from codegen.onnx.model import ModelBuilder
 from codegen.onnx.opset import MIN_OPSET, default_opset, max_opset
-from codegen.onnx.registry import Emit, EmitterRegistry, Ref, Unsupported, emitter, registry
+from codegen.onnx.registry import EMITTERS, Emit, EmitterRegistry, Ref, Unsupported, emitter
 from codegen.onnx.writer import save
 from msc.ir.graph import Graph
 from msc.ops import import_families
@@ -28,13 +28,13 @@ __all__ = [
     "default_opset",
     "max_opset",
     "MIN_OPSET",
-    "registry",
+    "EMITTERS",
     "emitter",
     "Emit",
     "EmitterRegistry",
     "Ref",
     "Unsupported",
-    "Converter",
+    "ModelBuilder",
     "coverage_markdown",
 ]
 
@@ -45,7 +45,7 @@ def to_model(graph: Graph, opset: int | None = None, **kwargs: Any) -> onnx.Mode
     Args:
         graph: the graph to translate (left unchanged).
         opset: the default-domain opset to target; None for ``default_opset()``.
-        **kwargs: passed to ``Converter`` (``emitters``, ``decompositions``, ``value_infos``).
+        **kwargs: passed to ``ModelBuilder`` (``emitters``, ``decompositions``, ``value_infos``).
 
     Returns:
         The ModelProto; ``onnx.checker.check_model(m, full_check=True)`` accepts it.
@@ -55,7 +55,7 @@ def to_model(graph: Graph, opset: int | None = None, **kwargs: Any) -> onnx.Mode
             express at this opset, all at once.
         ConversionError: the opset is outside what the codegen targets.
     """
-    return Converter(graph, opset, **kwargs).run()
+    return ModelBuilder(graph, opset, **kwargs).run()
 
 
 def coverage_markdown(opsets: tuple[int, ...] | None = None) -> str:

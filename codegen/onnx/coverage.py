@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from codegen.onnx.registry import registry as emitters
+from codegen.onnx.registry import EMITTERS as emitters
 from msc.ops import registry as ops
 from msc.ops.decompose import registry as decompositions
 

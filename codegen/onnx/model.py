@@ -23,6 +23,7 @@ from typing import Any
 import onnx
 
 from codegen.onnx.opset import MIN_OPSET, default_opset, ir_version_for, max_opset
+from codegen.onnx.registry import EMITTERS as default_emitters
 from codegen.onnx.registry import (
     ONNX_DTYPE,
     Emit,
@@ -31,7 +32,6 @@ from codegen.onnx.registry import (
     Unsupported,
     tensor_proto,
 )
-from codegen.onnx.registry import registry as default_emitters
 from msc.errors import ConversionError, UnsupportedOp, UnsupportedOpsError
 from msc.ir import structure
 from msc.ir.graph import Graph, Node, Value, Weight
@@ -39,7 +39,7 @@ from msc.ir.types import SymDim, TensorType
 from msc.ops.decompose import DecompositionRegistry, NotDecomposable
 from msc.ops.decompose import registry as default_decompositions
 
-__all__ = ["Converter", "value_info"]
+__all__ = ["ModelBuilder", "value_info"]
 
 PROVENANCE_KEYS = ("framework", "op", "name", "module")
 
@@ -67,7 +67,7 @@ def value_info(name: str, t: TensorType) -> onnx.ValueInfoProto:
     return vi
 
 
-class Converter:
+class ModelBuilder:
     """One conversion of a graph to a ModelProto; subclass to override how weights are
     stored (``initializer``) or how a node is lowered (``emit_node``).
 
@@ -413,4 +413,4 @@ def _pad(op: str, ins: list) -> list:
 
 
 def to_model_impl(graph: Graph, opset: int | None = None, **kw: Any) -> onnx.ModelProto:
-    return Converter(graph, opset, **kw).run()
+    return ModelBuilder(graph, opset, **kw).run()

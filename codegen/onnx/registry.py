@@ -295,5 +295,5 @@ class Emit:
             raise Unsupported(reason)
 
 
-registry = EmitterRegistry()
-emitter = registry
+EMITTERS = EmitterRegistry()
+emitter = EMITTERS

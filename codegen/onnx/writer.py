@@ -18,7 +18,7 @@ from typing import BinaryIO
 import numpy as np
 import onnx
 
-from codegen.onnx.model import Converter
+from codegen.onnx.model import ModelBuilder
 from codegen.onnx.registry import ONNX_DTYPE
 from msc.errors import MscError
 from msc.io import files
@@ -123,7 +123,7 @@ def save(
             offset += length
             return t
 
-        model = Converter(graph, opset, external=external).run()
+        model = ModelBuilder(graph, opset, external=external).run()
         if data_f is not None:
             data_f.flush()
             os.fsync(data_f.fileno())

@@ -1023,8 +1023,8 @@ def _covered_here(op: str) -> bool:
     if ops.get(op).infer_fn.__module__ in FAMILIES:
         return True
     return any(
-        (em := conx.registry.lookup(op, v)) is not None and em.fn.__module__ in EMITTERS
-        for v in conx.registry.versions(op)
+        (em := conx.EMITTERS.lookup(op, v)) is not None and em.fn.__module__ in EMITTERS
+        for v in conx.EMITTERS.versions(op)
     )
 
 
@@ -1039,7 +1039,7 @@ def test_every_foundation_op_converts_at_the_default_opset() -> None:
         op
         for op in ops.names()
         if ops.get(op).infer_fn.__module__ in FAMILIES
-        and conx.registry.lookup(op, DEFAULT) is None
+        and conx.EMITTERS.lookup(op, DEFAULT) is None
         and op not in rules
     ]
     assert not gaps, gaps

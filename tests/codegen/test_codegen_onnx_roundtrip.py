@@ -63,7 +63,7 @@ def _op_reason(g: msc.Graph) -> str | None:
             return MASKED_ATTENTION
         if n.op in NOT_ONE_TO_ONE:
             return NOT_ONE_TO_ONE[n.op]
-        if conx.registry.lookup(n.op, default) is None:
+        if conx.EMITTERS.lookup(n.op, default) is None:
             return f"{n.op} has no ONNX op at opset {default}: decomposed"
     return None
 
@@ -104,7 +104,7 @@ def _gaps(opset: int) -> set[str]:
     declared gaps (docs/ops.md lists them); a case that needs one is counted, not failed."""
     from msc.ops.decompose import registry as rules
 
-    return {op for op in msc.ops.registry.names() if conx.registry.lookup(op, opset) is None} - {
+    return {op for op in msc.ops.registry.names() if conx.EMITTERS.lookup(op, opset) is None} - {
         r.op for r in rules
     }
 
