@@ -31,6 +31,7 @@ from onnx import helper
 
 from msc.errors import Unsupported
 from msc.ir.dtype import DType
+from msc.ir.registry import VersionedRegistry
 from msc.ir.types import TensorType
 
 __all__ = ["Emitter", "EmitterRegistry", "Emit", "Ref", "Unsupported", "tensor_proto", "ONNX_DTYPE"]
@@ -138,18 +139,14 @@ class EmitterRegistry:
     """Emitters by canonical op and first opset; registering (op, since) twice is an error."""
 
     def __init__(self) -> None:
-        self._by_op: dict[str, list[Emitter]] = {}
+        self._by_op: VersionedRegistry[str, Emitter] = VersionedRegistry("ONNX emitter")
 
     def register(self, op: str, since: int, fn: Callable[..., Any]) -> None:
         from msc.ops import registry as ops
 
         if op not in ops:
             raise ValueError(f"emitter for unknown canonical op {op!r}")
-        lst = self._by_op.setdefault(op, [])
-        if any(em.since == since for em in lst):
-            raise ValueError(f"emitter for {op!r} since opset {since} is registered twice")
-        lst.append(Emitter(op, since, fn))
-        lst.sort(key=lambda em: em.since)
+        self._by_op.register(op, since, Emitter(op, since, fn))
 
     def __call__(self, *ops: str, since: int = 1) -> Callable[[Callable[..., Any]], Any]:
         """Decorator: register the function for each of ``ops`` from opset ``since``."""
@@ -163,20 +160,16 @@ class EmitterRegistry:
 
     def lookup(self, op: str, opset: int) -> Emitter | None:
         """The emitter with the newest ``since`` <= opset, or None."""
-        best = None
-        for em in self._by_op.get(op, ()):
-            if em.since <= opset:
-                best = em
-        return best
+        return self._by_op.lookup(op, opset)
 
     def versions(self, op: str) -> list[int]:
-        return [em.since for em in self._by_op.get(op, ())]
+        return self._by_op.versions(op)
 
     def __contains__(self, op: object) -> bool:
         return op in self._by_op
 
     def __iter__(self) -> Iterator[str]:
-        return iter(sorted(self._by_op))
+        return iter(self._by_op)
 
 
 def _attr(key: str, value: Any) -> onnx.AttributeProto:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Iterator
 from typing import Generic, TypeVar
 
-__all__ = ["Registry"]
+__all__ = ["Registry", "VersionedRegistry"]
 
 K = TypeVar("K", bound=Hashable)
 T = TypeVar("T")
@@ -80,3 +80,39 @@ class Registry(Generic[K, T]):
 
     def __repr__(self) -> str:
         return f"<Registry of {len(self)} {self.what}(s)>"
+
+
+class VersionedRegistry(Generic[K, T]):
+    """Entries by key and the first version they apply to (an ONNX op's converters by opset):
+    ``lookup(key, version)`` is the entry with the newest ``since`` <= version. Registering
+    the same (key, since) twice is an error."""
+
+    __slots__ = ("what", "_items")
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self._items: dict[K, list[tuple[int, T]]] = {}
+
+    def register(self, key: K, since: int, entry: T) -> T:
+        entries = self._items.setdefault(key, [])
+        if any(s == since for s, _ in entries):
+            raise ValueError(f"{self.what} {key!r} since {since} is registered twice")
+        entries.append((since, entry))
+        entries.sort(key=lambda e: e[0])
+        return entry
+
+    def lookup(self, key: K, version: int) -> T | None:
+        best = None
+        for since, entry in self._items.get(key, ()):
+            if since <= version:
+                best = entry
+        return best
+
+    def versions(self, key: K) -> list[int]:
+        return [s for s, _ in self._items.get(key, ())]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._items
+
+    def __iter__(self) -> Iterator[K]:
+        return iter(sorted(self._items))

@@ -32,3 +32,16 @@ def test_copy_is_independent():
     with pytest.raises(KeyError, match="no rule 'b'"):
         r["b"]
     assert list(c.without("a")) == ["b"] and list(c) == ["a", "b"]
+
+
+def test_versioned_lookup_takes_the_newest_entry_not_after_the_version():
+    from msc.ir.registry import VersionedRegistry
+
+    r: VersionedRegistry[str, str] = VersionedRegistry("converter")
+    r.register("Conv", 11, "v11")
+    r.register("Conv", 1, "v1")
+    assert r.versions("Conv") == [1, 11]
+    assert r.lookup("Conv", 10) == "v1" and r.lookup("Conv", 11) == "v11"
+    assert r.lookup("Conv", 99) == "v11" and r.lookup("Relu", 99) is None
+    with pytest.raises(ValueError, match="since 11 is registered twice"):
+        r.register("Conv", 11, "again")

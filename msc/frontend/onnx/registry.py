@@ -20,6 +20,9 @@ from dataclasses import dataclass, field
 __all__ = ["Converter", "ConverterRegistry", "REGISTRY", "converter", "NoConverter"]
 
 
+from msc.ir.registry import VersionedRegistry
+
+
 class NoConverter(LookupError):
     """No converter fits the op and opset; the message says why."""
 
@@ -56,18 +59,12 @@ class ConverterRegistry:
     """Converters by (domain, op_type), each a list sorted by ``since``."""
 
     def __init__(self) -> None:
-        self._by_op: dict[tuple[str, str], list[Converter]] = {}
+        self._by_op: VersionedRegistry[tuple[str, str], Converter] = VersionedRegistry(
+            "ONNX converter (domain, op)"
+        )
 
     def register(self, conv: Converter) -> Converter:
-        lst = self._by_op.setdefault((conv.domain, conv.op_type), [])
-        if any(c.since == conv.since for c in lst):
-            raise ValueError(
-                f"ONNX converter {_label(conv.domain, conv.op_type)} since {conv.since} "
-                f"is registered twice"
-            )
-        lst.append(conv)
-        lst.sort(key=lambda c: c.since)
-        return conv
+        return self._by_op.register((conv.domain, conv.op_type), conv.since, conv)
 
     def converter(
         self, op_type: str, since: int = 1, domain: str = ""
@@ -82,24 +79,21 @@ class ConverterRegistry:
 
     def lookup(self, op_type: str, opset: int, domain: str = "") -> Converter:
         """The converter for ``op_type`` at ``opset``; raises NoConverter naming both."""
-        lst = self._by_op.get((domain, op_type))
-        if not lst:
+        versions = self._by_op.versions((domain, op_type))
+        if not versions:
             raise NoConverter(f"no converter for {_label(domain, op_type)}")
-        best = None
-        for c in lst:
-            if c.since <= opset:
-                best = c
+        best = self._by_op.lookup((domain, op_type), opset)
         if best is None:
             raise NoConverter(
                 f"model opset {opset} is older than every converter of "
-                f"{_label(domain, op_type)} (the oldest is since {lst[0].since})"
+                f"{_label(domain, op_type)} (the oldest is since {versions[0]})"
             )
         return best
 
     def ops(self) -> Iterator[tuple[str, str, list[int]]]:
         """(domain, op_type, since-versions) for every registered op, sorted."""
-        for (domain, op), lst in sorted(self._by_op.items()):
-            yield domain, op, [c.since for c in lst]
+        for domain, op in self._by_op:
+            yield domain, op, self._by_op.versions((domain, op))
 
     def __contains__(self, key: object) -> bool:
         if isinstance(key, str):

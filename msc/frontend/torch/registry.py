@@ -28,6 +28,7 @@ from msc.errors import Unsupported
 from msc.frontend.torch.dtypes import to_msc, to_torch
 from msc.ir import DType, Graph, Provenance, TensorType, Value
 from msc.ir.builder import Builder
+from msc.ir.registry import Registry
 
 __all__ = ["Unsupported", "ConverterRegistry", "CONVERTERS", "converter", "Ctx", "aten_op"]
 
@@ -39,17 +40,11 @@ class ConverterRegistry:
     """Converters by source-op key; registering a key twice is an error."""
 
     def __init__(self) -> None:
-        self._fns: dict[str, Converter] = {}
+        self._fns: Registry[str, Converter] = Registry("converter")
 
     def register(self, *keys: str) -> Callable[[Converter], Converter]:
-        def deco(fn: Converter) -> Converter:
-            for k in keys:
-                if k in self._fns:
-                    raise ValueError(f"converter {k!r} is registered twice")
-                self._fns[k] = fn
-            return fn
-
-        return deco
+        """Decorator: ``@converter("aten.relu.default", ...)``."""
+        return self._fns(*keys)
 
     def lookup(self, key: str) -> tuple[Converter | None, bool]:
         """(converter, is_inplace_or_out) for ``key``; in-place/out variants fall back to the
@@ -75,7 +70,7 @@ class ConverterRegistry:
         return isinstance(key, str) and self.lookup(key)[0] is not None
 
     def keys(self) -> list[str]:
-        return sorted(self._fns)
+        return list(self._fns)
 
 
 CONVERTERS = ConverterRegistry()

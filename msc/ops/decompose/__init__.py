@@ -29,6 +29,7 @@ from typing import Any
 
 from msc.ir.builder import Builder as CoreBuilder
 from msc.ir.graph import Graph, Node, Value
+from msc.ir.registry import Registry
 
 __all__ = [
     "Builder",
@@ -96,16 +97,15 @@ class DecompositionRegistry:
     """Decompositions by canonical op; registering an op twice is an error."""
 
     def __init__(self) -> None:
-        self._rules: dict[str, Decomposition] = {}
+        self._rules: Registry[str, Decomposition] = Registry("decomposition")
 
     def register(self, op: str, fn: Callable[..., Any], doc: str = "") -> None:
         from msc.ops import registry as ops
 
-        if op in self._rules:
-            raise ValueError(f"decomposition for {op!r} is registered twice")
         if op not in ops:
             raise ValueError(f"decomposition for unknown op {op!r}")
-        self._rules[op] = Decomposition(op, fn, doc or (fn.__doc__ or "").strip().split("\n")[0])
+        doc = doc or (fn.__doc__ or "").strip().split("\n")[0]
+        self._rules.register(op, Decomposition(op, fn, doc))
 
     def __call__(self, op: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """Decorator: ``@registry("gelu")`` registers the decorated rule for ``gelu``."""
@@ -120,7 +120,7 @@ class DecompositionRegistry:
         return op in self._rules
 
     def __iter__(self) -> Iterator[Decomposition]:
-        return iter(sorted(self._rules.values(), key=lambda d: d.op))
+        return iter(d for _, d in self._rules.items())
 
     def __len__(self) -> int:
         return len(self._rules)
