@@ -26,6 +26,18 @@ class MissingDependency(RuntimeError):
     """An optional package a case needs is not installed."""
 
 
+def build_model(name: str) -> tuple[Any, tuple, Any]:
+    """(module, args, dynamic_shapes or None) of MODEL_CASES[name]; a visible skip naming the
+    optional package when it is not installed."""
+    import pytest
+
+    try:
+        built = MODEL_CASES[name]()
+    except MissingDependency as e:
+        pytest.skip(str(e))
+    return built[0], built[1], (built[2] if len(built) > 2 else None)
+
+
 class OpCase(NamedTuple):
     id: str
     module: nn.Module

@@ -86,6 +86,13 @@ class _Comparer:
     def fail(self, path: str, what: str, a: Any, b: Any) -> None:
         raise _Diff(f"{path}: {what} differs: expected {a}, found {b}")
 
+    def define(self, path: str, a: Value, b: Value) -> None:
+        """Two values each graph defines here (an input, a node output): name, type, paired."""
+        if self.names and a.name != b.name:
+            self.fail(path, "name", repr(a.name), repr(b.name))
+        self.types(path, a.type, b.type)
+        self.pair(path, a, b)
+
     def pair(self, path: str, a: Value, b: Value) -> None:
         self.fwd[id(a)], self.bwd[id(b)] = b, a
 
@@ -168,11 +175,7 @@ class _Comparer:
         if len(a.inputs) != len(b.inputs):
             self.fail(path, "input count", len(a.inputs), len(b.inputs))
         for i, (x, y) in enumerate(zip(a.inputs, b.inputs)):
-            p = f"{path}.inputs[{i}] %{x.name}"
-            if self.names and x.name != y.name:
-                self.fail(p, "name", repr(x.name), repr(y.name))
-            self.types(p, x.type, y.type)
-            self.pair(p, x, y)
+            self.define(f"{path}.inputs[{i}] %{x.name}", x, y)
         if len(a.nodes) != len(b.nodes):
             self.fail(path, "node count", len(a.nodes), len(b.nodes))
         for i, (n, m) in enumerate(zip(canonical_order(a), canonical_order(b))):
@@ -195,11 +198,7 @@ class _Comparer:
             if len(n.outputs) != len(m.outputs):
                 self.fail(p, "output count", len(n.outputs), len(m.outputs))
             for j, (x, y) in enumerate(zip(n.outputs, m.outputs)):
-                q = f"{p}.outputs[{j}] %{x.name}"
-                if self.names and x.name != y.name:
-                    self.fail(q, "name", repr(x.name), repr(y.name))
-                self.types(q, x.type, y.type)
-                self.pair(q, x, y)
+                self.define(f"{p}.outputs[{j}] %{x.name}", x, y)
         if len(a.outputs) != len(b.outputs):
             self.fail(path, "output count", len(a.outputs), len(b.outputs))
         for i, (x, y) in enumerate(zip(a.outputs, b.outputs)):

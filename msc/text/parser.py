@@ -477,20 +477,17 @@ class _Parser:
                 )
             self.i = i + 1
             return v
-        if self.accept("%"):
-            name = self.ref_name("a value name")
-            v = scope.lookup("values", name)
-            if v is None:
-                t = self.toks_at(i)
-                raise ParseError(f"value %{name} is not defined", t.line, t.col)
-            return v
-        if self.accept("@"):
-            name = self.ref_name("a weight name")
-            w = scope.lookup("weights", name)
-            if w is None:
-                t = self.toks_at(i)
-                raise ParseError(f"weight @{name} is not declared", t.line, t.col)
-            return w
+        for sigil, table, what, verb in (
+            ("%", "values", "value", "defined"),
+            ("@", "weights", "weight", "declared"),
+        ):
+            if self.accept(sigil):
+                name = self.ref_name(f"a {what} name")
+                v = scope.lookup(table, name)
+                if v is None:
+                    t = self.toks_at(i)
+                    raise ParseError(f"{what} {sigil}{name} is not {verb}", t.line, t.col)
+                return v
         raise self.error("%value, @weight or _")
 
     def define(self, scope: _Scope, at: int, name: str, type: TensorType) -> Value:

@@ -390,14 +390,9 @@ def test_every_command_on_frontend_test_models(name, tmp_path):
     process: a Hugging Face .pt2 loads only where transformers registered its output classes.)"""
     import torch
 
-    from tests.torch_cases import MODEL_CASES, MissingDependency
+    from tests.torch_cases import build_model
 
-    try:
-        case = MODEL_CASES[name]()
-    except MissingDependency as e:
-        pytest.skip(str(e))
-    module, args = case[0], case[1]
-    dyn = case[2] if len(case) > 2 else None
+    module, args, dyn = build_model(name)
     pt2, onnx_path = tmp_path / f"{name}.pt2", tmp_path / f"{name}.onnx"
     torch.export.save(torch.export.export(module, args, dynamic_shapes=dyn), pt2)
     p = run("convert", pt2, "-o", onnx_path)

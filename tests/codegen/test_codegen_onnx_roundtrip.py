@@ -274,14 +274,9 @@ def test_torch_model_through_onnx(name: str) -> None:
     """A whole PyTorch model -> graph -> ONNX (default opset and 17) -> onnxruntime."""
     torch = pytest.importorskip("torch")
     import msc.frontend.torch as ft
-    import tests.torch_cases as tc
+    from tests.torch_cases import build_model
 
-    try:
-        built = MODEL_CASES[name]()
-    except tc.MissingDependency as e:
-        pytest.skip(str(e))
-    module, args = built[0], built[1]
-    dynamic = built[2] if len(built) > 2 else None
+    module, args, dynamic = build_model(name)
     g = ft.from_torch(module, args, dynamic_shapes=dynamic)  # a failure to translate is red
     with torch.no_grad():
         want = [_np(t) for t in _flat(module(*args))]

@@ -15,17 +15,9 @@ from msc.errors import UnsupportedOpsError
 from msc.frontend.torch.coverage import UNSUPPORTED
 from msc.frontend.torch.registry import CONVERTERS
 from tests.frontend.test_frontend_torch import check_numerics, check_outputs
-from tests.torch_cases import MODEL_CASES, MissingDependency, wrap
+from tests.torch_cases import MODEL_CASES, build_model, wrap
 
-
-def _build(name: str):
-    try:
-        built = MODEL_CASES[name]()
-    except MissingDependency as e:
-        pytest.skip(str(e))
-    module, args = built[0], built[1]
-    dyn = built[2] if len(built) > 2 else None
-    return module, args, dyn
+_build = build_model
 
 
 def assert_round_trip(g: msc.Graph) -> None:
