@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from codegen.torch.code import call
-from codegen.torch.helpers import HELPERS
+from codegen.torch.helpers import runtime_helpers
 from msc.ir.dtype import DType
 
 __all__ = ["CARRIERS", "TORCH_NAMES", "cast", "to_torch", "from_torch"]
@@ -72,10 +72,7 @@ def _msc_round_f4e2m1(x):
     return torch.where(torch.isnan(x), torch.full_like(x, -0.0), q)
 
 
-for _fn in (_msc_wrap_int, _msc_round_f4e2m1):
-    if _fn.__name__ in HELPERS:
-        raise ValueError(f"helper {_fn.__name__!r} is registered twice")
-    HELPERS[_fn.__name__] = _fn
+runtime_helpers(_msc_wrap_int, _msc_round_f4e2m1)
 
 
 def cast(e: Any, x: Any, to: DType) -> ast.expr:

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import ast
 
+import torch
+
 from codegen.torch import lowbit
 from codegen.torch.code import call, expr
 from codegen.torch.core import Arg, NodeEmit
 from codegen.torch.emitters.common import operands
+from codegen.torch.helpers import runtime_helpers
 from codegen.torch.registry import emitter
 from msc.ir.dtype import DType
 
@@ -288,3 +291,14 @@ def cast(e: NodeEmit, x: Arg, *, to: DType) -> ast.expr:
     if x.is_py and to.is_integer:
         return e.py(x.s)
     return expr("x.to(d)", x=x, d=to)
+
+
+# ---------------------------------------------------------------- run-time helpers
+# Pasted into the generated modules that use them: only torch, F and other _msc_* helpers.
+def _msc_shrink(x, bias, lambd):
+    """ONNX Shrink."""
+    zero = torch.zeros_like(x)
+    return torch.where(x < -lambd, x + bias, torch.where(x > lambd, x - bias, zero))
+
+
+runtime_helpers(_msc_shrink)

@@ -18,9 +18,13 @@ from __future__ import annotations
 import ast
 from typing import Any
 
+import torch
+import torch.nn.functional as F
+
 from codegen.torch.code import call, expr
 from codegen.torch.core import Arg, NodeEmit
 from codegen.torch.emitters.common import fn_nd, norm_axis, symmetric, torch_pads
+from codegen.torch.helpers import runtime_helpers
 from codegen.torch.registry import emitter, module_rule
 from msc.errors import ConversionError
 from msc.ir.dtype import DType
@@ -576,3 +580,151 @@ def adaptive_max_pool(e, x, *, output_size, return_indices) -> ast.expr:
         raise ConversionError(f"adaptive_max_pool: torch has no {n}-d adaptive pooling")
     kw = {"return_indices": True} if return_indices else {}
     return call(f"F.adaptive_max_pool{n}d", x, _adaptive_size(output_size), **kw)
+
+
+# ---------------------------------------------------------------- run-time helpers
+# Pasted into the generated modules that use them: only torch, F and other _msc_* helpers.
+def _msc_pool(x, kind, kernel, stride, padding, dilation, ceil_mode, count_include_pad,
+              divisor_override, p, return_indices):  # fmt: skip
+    """N-d pooling by explicit windows: max, avg or lp ((sum |x|^p)^(1/p)), any padding
+    (ONNX order), dilation and ceil mode; max can also return flat per-channel indices."""
+    n = len(kernel)
+    stride = list(stride) or list(kernel)
+    dilation = list(dilation) or [1] * n
+    padding = list(padding) or [0] * (2 * n)
+    spatial = list(x.shape[2:])
+    outs, ends = [], []
+    for i in range(n):
+        span = dilation[i] * (kernel[i] - 1) + 1
+        num = spatial[i] + padding[i] + padding[n + i] - span
+        o = (-(-num // stride[i]) if ceil_mode else num // stride[i]) + 1
+        if ceil_mode and (o - 1) * stride[i] >= spatial[i] + padding[i]:
+            o -= 1
+        outs.append(o)
+        need = (o - 1) * stride[i] + span - spatial[i] - padding[i]
+        ends.append(max(padding[n + i], need))
+    pads = [v for i in reversed(range(n)) for v in (padding[i], ends[i])]
+    real = torch.ones([1, 1, *spatial], dtype=x.dtype, device=x.device)
+    declared = F.pad(
+        real, [v for i in reversed(range(n)) for v in (padding[i], padding[n + i])], value=1.0
+    )
+    declared = F.pad(
+        declared, [v for i in reversed(range(n)) for v in (0, ends[i] - padding[n + i])]
+    )
+    if kind == "max":
+        lowest = torch.finfo(x.dtype).min if x.is_floating_point() else torch.iinfo(x.dtype).min
+        xp = F.pad(x, pads, value=float("-inf") if x.is_floating_point() else lowest)
+    elif kind == "lp":
+        xp = F.pad(x.abs().pow(p), pads)
+    else:
+        xp = F.pad(x, pads)
+    realp = F.pad(real, pads)
+
+    def windows(t):
+        for i in range(n):
+            span = dilation[i] * (kernel[i] - 1) + 1
+            t = t.unfold(2 + i, span, stride[i])[..., :: dilation[i]]
+            t = t.narrow(2 + i, 0, outs[i])
+        return t
+
+    last = tuple(range(-n, 0))
+    if kind == "max":
+        win = windows(xp)
+        flat = win.reshape(*win.shape[: 2 + n], -1)
+        values, arg = flat.max(-1)
+        if not return_indices:
+            return values
+        pos = torch.arange(real.numel(), dtype=torch.float64, device=x.device)
+        posw = windows(F.pad(pos.reshape(real.shape), pads, value=-1.0))
+        posw = posw.reshape(*posw.shape[: 2 + n], -1).to(torch.int64).expand_as(flat)
+        return values, posw.gather(-1, arg.unsqueeze(-1)).squeeze(-1)
+    total = windows(xp).sum(last)
+    if kind == "lp":
+        return total.pow(1.0 / p)
+    if divisor_override:
+        return total / divisor_override
+    count = windows(declared if count_include_pad else realp).sum(last)
+    return total / count
+
+
+def _msc_resize(x, sizes, scales, mode, coord, nearest_mode, cubic_a, antialias):
+    """ONNX Resize over the spatial dims (every dim after the first two), one axis at a time:
+    nearest (4 rounding modes), linear and cubic (edge-clamped taps, optional antialias), with
+    the coordinate transformations half_pixel, pytorch_half_pixel, half_pixel_symmetric,
+    align_corners, asymmetric and tf_half_pixel_for_nn."""
+    n = x.dim() - 2
+    f64 = torch.float64
+    for i in range(n):
+        axis = 2 + i
+        size_in = x.shape[axis]
+        if sizes is not None:
+            size_out = int(sizes[i])
+            scale = size_out / size_in
+        else:
+            scale = float(scales[i])
+            size_out = int(size_in * scale)
+        dst = torch.arange(size_out, dtype=f64, device=x.device)
+        if coord == "half_pixel":
+            src = (dst + 0.5) / scale - 0.5
+        elif coord == "pytorch_half_pixel":
+            src = (dst + 0.5) / scale - 0.5 if size_out > 1 else dst - 0.5
+        elif coord == "half_pixel_symmetric":
+            adjustment = size_out / (scale * size_in)
+            offset = size_in / 2 * (1 - adjustment)
+            src = offset + (dst + 0.5) / scale - 0.5
+        elif coord == "align_corners":
+            width = scale * size_in
+            src = dst * (size_in - 1) / (width - 1) if width != 1 else dst * 0
+        elif coord == "asymmetric":
+            src = dst / scale
+        elif coord == "tf_half_pixel_for_nn":
+            src = (dst + 0.5) / scale
+        else:
+            raise ValueError(f"resize: coordinate transformation {coord!r} is not supported")
+        if mode == "nearest":
+            lo = torch.floor(src)
+            frac = src - lo
+            if nearest_mode == "round_prefer_floor":
+                idx = lo + (frac > 0.5)
+            elif nearest_mode == "round_prefer_ceil":
+                idx = lo + (frac >= 0.5)
+            elif nearest_mode == "floor":
+                idx = lo
+            elif nearest_mode == "ceil":
+                idx = torch.ceil(src)
+            else:
+                raise ValueError(f"resize: nearest_mode {nearest_mode!r}")
+            idx = idx.clamp(0, size_in - 1).to(torch.int64)
+            x = x.index_select(axis, idx)
+            continue
+        s = min(scale, 1.0) if antialias else 1.0
+        radius = (1.0 if mode == "linear" else 2.0) / s
+        first = int(torch.floor(torch.tensor(-radius)).item()) + 1
+        taps = torch.arange(first, 2 - first, dtype=f64, device=x.device)
+        base = torch.ceil(src) - 1
+        pos = base.unsqueeze(1) + taps
+        d = (s * (pos - src.unsqueeze(1))).abs()
+        if mode == "linear":
+            w = (1 - d).clamp(0, 1)
+        elif mode == "cubic":
+            a = cubic_a
+            w = torch.where(
+                d <= 1,
+                ((a + 2) * d - (a + 3)) * d * d + 1,
+                torch.where(d < 2, ((a * d - 5 * a) * d + 8 * a) * d - 4 * a, d * 0),
+            )
+        else:
+            raise ValueError(f"resize: mode {mode!r}")
+        if antialias:
+            w = w / w.sum(1, keepdim=True)
+        cols = pos.clamp(0, size_in - 1).to(torch.int64)
+        rows = torch.arange(size_out, device=x.device).unsqueeze(1).expand_as(cols)
+        m = torch.zeros(size_out, size_in, dtype=f64, device=x.device)
+        m.index_put_((rows, cols), w, accumulate=True)
+        dt = x.dtype if x.is_floating_point() else torch.float32
+        y = torch.movedim(x.to(dt), axis, -1) @ m.T.to(dt)
+        x = torch.movedim(y, -1, axis).to(x.dtype)
+    return x
+
+
+runtime_helpers(_msc_pool, _msc_resize)

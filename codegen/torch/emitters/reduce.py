@@ -10,8 +10,11 @@ from __future__ import annotations
 import ast
 from typing import Any
 
+import torch
+
 from codegen.torch.code import call, expr
 from codegen.torch.core import Arg, NodeEmit
+from codegen.torch.helpers import runtime_helpers
 from codegen.torch.registry import emitter
 from msc.ir.dtype import DType
 
@@ -218,3 +221,34 @@ def sort(e: NodeEmit, x: Arg, *, axis, descending, stable) -> ast.expr:
 @emitter("argsort")
 def argsort(e: NodeEmit, x: Arg, *, axis, descending, stable) -> ast.expr:
     return call("torch.argsort", x, **_sort_kw(axis, descending, stable))
+
+
+# ---------------------------------------------------------------- run-time helpers
+# Pasted into the generated modules that use them: only torch, F and other _msc_* helpers.
+def _msc_cumsum(x, dim, exclusive, reverse):
+    """Running sum along ``dim``; ``exclusive`` shifts by one, ``reverse`` runs backwards."""
+    if reverse:
+        x = x.flip(dim)
+    y = torch.cumsum(x, dim, dtype=x.dtype)
+    if exclusive:
+        y = y.narrow(dim, 0, x.shape[dim] - 1)
+        y = torch.cat([torch.zeros_like(x.narrow(dim, 0, 1)), y], dim)
+    return y.flip(dim) if reverse else y
+
+
+def _msc_reduce_prod(x, dims, keepdim):
+    """Product over several dims (torch.prod takes one), keeping x's dtype."""
+    for d in sorted((d % x.dim() for d in dims), reverse=True):
+        x = torch.prod(x, d, keepdim=keepdim, dtype=x.dtype)
+    return x
+
+
+def _msc_arg_last(x, dim, keepdim, largest):
+    """Index of the last max (or min) along ``dim``."""
+    n = x.shape[dim]
+    flipped = x.flip(dim)
+    i = torch.argmax(flipped, dim, keepdim) if largest else torch.argmin(flipped, dim, keepdim)
+    return (n - 1) - i
+
+
+runtime_helpers(_msc_cumsum, _msc_reduce_prod, _msc_arg_last)

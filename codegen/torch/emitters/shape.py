@@ -12,10 +12,13 @@ import ast
 from typing import Any
 
 import numpy as np
+import torch
+import torch.nn.functional as F
 
 from codegen.torch.code import call, const, expr
 from codegen.torch.core import Arg, NodeEmit
 from codegen.torch.emitters.common import norm_axis, scalar_for, torch_pads
+from codegen.torch.helpers import runtime_helpers
 from codegen.torch.registry import emitter
 from msc.ir.dtype import DType
 
@@ -328,3 +331,133 @@ def one_hot(e: NodeEmit, indices: Arg, *, depth, axis, dtype) -> ast.expr:
     if axis == -1 and dtype is DType.INT64 and indices.dtype is DType.INT64:
         return call("F.one_hot", indices, depth)
     return call(e.helper("_msc_one_hot").id, indices, depth, axis, dtype)
+
+
+# ---------------------------------------------------------------- run-time helpers
+# Pasted into the generated modules that use them: only torch, F and other _msc_* helpers.
+def _msc_torch_pads(pads):
+    """ONNX pads [b0, b1, ..., e0, e1, ...] to F.pad's order (last dim first)."""
+    n = len(pads) // 2
+    out = []
+    for i in reversed(range(n)):
+        out += [pads[i], pads[n + i]]
+    return out
+
+
+def _msc_pad(x, pads, mode, value):
+    """ONNX Pad: pads [begins..., ends...] per dim; negative pads crop; modes constant,
+    reflect, edge, wrap on any dim."""
+    if mode == "constant":
+        return F.pad(x, _msc_torch_pads(pads), value=value)
+    n = x.dim()
+    for d in range(n):
+        b, e = pads[d], pads[n + d]
+        if b == 0 and e == 0:
+            continue
+        size = x.shape[d]
+        i = torch.arange(-b, size + e, device=x.device)
+        if mode == "edge":
+            i = i.clamp(0, size - 1)
+        elif mode == "wrap":
+            i = torch.remainder(i, size)
+        elif mode == "reflect":
+            period = 2 * (size - 1) if size > 1 else 1
+            i = torch.remainder(i, period)
+            i = torch.where(i >= size, period - i, i)
+        else:
+            raise ValueError(f"pad mode {mode!r}")
+        x = x.index_select(d, i)
+    return x
+
+
+def _msc_slice(x, dim, start, end, step):
+    """x[start:end:step] along ``dim`` with Python semantics, including negative steps."""
+    idx = range(*slice(start, end, step).indices(x.shape[dim]))
+    return x.index_select(dim, torch.tensor(list(idx), dtype=torch.int64, device=x.device))
+
+
+def _msc_expand(x, shape):
+    """numpy-style broadcast of x to ``shape``; -1 keeps x's dim; either side may be 1."""
+    r = max(len(shape), x.dim())
+    have = [1] * (r - x.dim()) + list(x.shape)
+    want = [1] * (r - len(shape)) + list(shape)
+    out = [h if w == -1 else (h if w == 1 else w) for h, w in zip(have, want)]
+    return x.reshape(have).expand(out)
+
+
+def _msc_gather_nd(x, indices, batch_dims):
+    """ONNX GatherND."""
+    b = batch_dims
+    k = indices.shape[-1]
+    batch = x.shape[:b]
+    xf = x.reshape(-1, *x.shape[b:])
+    nb = xf.shape[0]
+    idx = indices.reshape(nb, -1, k)
+    sizes = torch.tensor(x.shape[b : b + k], device=x.device)
+    idx = torch.where(idx < 0, idx + sizes, idx)
+    bi = torch.arange(nb, device=x.device).view(nb, 1).expand(nb, idx.shape[1])
+    out = xf[(bi, *idx.unbind(-1))]
+    return out.reshape(*batch, *indices.shape[b:-1], *x.shape[b + k :])
+
+
+def _msc_scatter_nd(x, indices, updates, reduction):
+    """ONNX ScatterND: a copy of x with ``updates`` written (or reduced) at index tuples."""
+    k = indices.shape[-1]
+    lead = x.shape[:k]
+    flat = x.reshape(-1, *x.shape[k:]).clone()
+    sizes = torch.tensor(lead, device=x.device)
+    idx = indices.reshape(-1, k)
+    idx = torch.where(idx < 0, idx + sizes, idx)
+    strides = torch.ones(k, dtype=torch.int64, device=x.device)
+    for i in range(k - 2, -1, -1):
+        strides[i] = strides[i + 1] * lead[i + 1]
+    lin = (idx * strides).sum(-1)
+    upd = updates.reshape(lin.shape[0], *x.shape[k:])
+    if reduction == "none":
+        flat[lin] = upd
+    else:
+        lin = lin.view(-1, *([1] * (flat.dim() - 1))).expand_as(upd)
+        how = {"add": "sum", "mul": "prod", "max": "amax", "min": "amin"}[reduction]
+        flat = flat.scatter_reduce(0, lin, upd, how, include_self=True)
+    return flat.reshape(x.shape)
+
+
+def _msc_depth_to_space(x, blocksize, mode):
+    """ONNX DepthToSpace (DCR or CRD) on [N, C, H, W]."""
+    n, c, h, w = x.shape
+    b = blocksize
+    if mode == "CRD":
+        y = x.reshape(n, c // (b * b), b, b, h, w).permute(0, 1, 4, 2, 5, 3)
+    else:
+        y = x.reshape(n, b, b, c // (b * b), h, w).permute(0, 3, 4, 1, 5, 2)
+    return y.reshape(n, c // (b * b), h * b, w * b)
+
+
+def _msc_space_to_depth(x, blocksize):
+    """ONNX SpaceToDepth on [N, C, H, W]."""
+    n, c, h, w = x.shape
+    b = blocksize
+    y = x.reshape(n, c, h // b, b, w // b, b).permute(0, 3, 5, 1, 2, 4)
+    return y.reshape(n, c * b * b, h // b, w // b)
+
+
+def _msc_one_hot(indices, depth, axis, dtype):
+    """One-hot along a new ``axis``; negative indices count from depth, others out of range
+    give an all-zero row (ONNX OneHot)."""
+    i = torch.where(indices < 0, indices + depth, indices).to(torch.int64)
+    valid = (i >= 0) & (i < depth)
+    y = F.one_hot(torch.where(valid, i, 0), depth) * valid.unsqueeze(-1)
+    return torch.movedim(y, -1, axis).to(dtype)
+
+
+runtime_helpers(
+    _msc_torch_pads,
+    _msc_pad,
+    _msc_slice,
+    _msc_expand,
+    _msc_gather_nd,
+    _msc_scatter_nd,
+    _msc_depth_to_space,
+    _msc_space_to_depth,
+    _msc_one_hot,
+)
