@@ -24,7 +24,7 @@ from msc.analysis.diff import DiffReport, diff_graphs, format_diff, match
 from msc.analysis.inspect import InspectReport, format_report, inspect_graph
 from msc.analysis.model import Model, graph_of, load_model
 from msc.analysis.render import render as _render
-from msc.analysis.shapes import InputSpec, bind
+from msc.analysis.shapes import InputShape, bind
 from msc.analysis.verify import VerifyReport, format_verify, verify_models
 from msc.ir.graph import Graph
 
@@ -52,7 +52,7 @@ VerifyReport.__str__ = lambda self: format_verify(self)  # type: ignore[method-a
 
 def _binding(g: Graph, shapes: Mapping[str, int | Sequence[int]] | None) -> dict[str, int]:
     specs = [
-        InputSpec(k, (v,) if isinstance(v, int) else tuple(v)) for k, v in (shapes or {}).items()
+        InputShape(k, (v,) if isinstance(v, int) else tuple(v)) for k, v in (shapes or {}).items()
     ]
     return bind(g, specs)
 

@@ -28,7 +28,7 @@ from typing import Any
 
 from msc.analysis.model import Model, load_model
 from msc.analysis.shapes import (
-    InputSpec,
+    InputShape,
     bind,
     dynamic_items,
     parse_dynamic,
@@ -86,7 +86,7 @@ def target_for(out: str | os.PathLike, to: str | None) -> str:
     return "torch"
 
 
-def _adjust(g: Graph, specs: Sequence[InputSpec], dynamic: Sequence[str]) -> Graph:
+def _adjust(g: Graph, specs: Sequence[InputShape], dynamic: Sequence[str]) -> Graph:
     """Apply --input-shape (fix symbols) and --dynamic (make dims symbolic) to a graph."""
     if specs:
         g = specialize(g, bind(g, specs))
@@ -162,7 +162,7 @@ def convert(
     *,
     to: str | None = None,
     opset: int | None = None,
-    input_specs: Sequence[InputSpec] = (),
+    input_specs: Sequence[InputShape] = (),
     dynamic: Sequence[str] = (),
     check: bool = True,
     rtol: float = 1e-4,
@@ -214,11 +214,11 @@ def convert(
     return report
 
 
-def _specs_of(g: Graph) -> list[InputSpec]:
+def _specs_of(g: Graph) -> list[InputShape]:
     """Example shapes for re-importing a torch module generated from ``g`` (symbols at 2)."""
     from msc.analysis.shapes import concrete_shape
 
-    return [InputSpec(v.name, concrete_shape(v.type, {}), v.type.dtype) for v in g.inputs]
+    return [InputShape(v.name, concrete_shape(v.type, {}), v.type.dtype) for v in g.inputs]
 
 
 def _unranged(g: Graph) -> Graph:

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from msc.analysis.shapes import InputSpec, concrete_shape, dynamic_items, parse_dynamic
+from msc.analysis.shapes import InputShape, concrete_shape, dynamic_items, parse_dynamic
 from msc.errors import MscError
 from msc.ir.dtype import DType
 from msc.ir.graph import Graph
@@ -288,7 +288,7 @@ def _import_file(path: Path, attr: str) -> Any:
 
 
 def _example_inputs(
-    module: Any, specs: Sequence[InputSpec], seed: int = 0
+    module: Any, specs: Sequence[InputShape], seed: int = 0
 ) -> tuple[list[str], dict[str, np.ndarray]]:
     params = [
         p
@@ -332,7 +332,7 @@ def random_array(dt: DType, shape: Sequence[int], rng: np.random.Generator, high
 
 def _from_module(
     module: Any,
-    specs: Sequence[InputSpec],
+    specs: Sequence[InputShape],
     dynamic: Iterable[str],
     label: str,
     source_names: Mapping[str, str] | None = None,
@@ -345,7 +345,7 @@ def _from_module(
 
     source = dict(source_names or {})
     ident = {s: i for i, s in source.items()}
-    specs = [InputSpec(ident.get(s.name, s.name), s.shape, s.dtype) for s in specs]
+    specs = [InputShape(ident.get(s.name, s.name), s.shape, s.dtype) for s in specs]
     names, example = _example_inputs(module, specs)
     dyn: dict[str, dict[int, Any]] = {}
     if dynamic:
@@ -383,7 +383,7 @@ def _first(e: BaseException) -> str:
 
 def load_model(
     src: str | os.PathLike,
-    input_specs: Sequence[InputSpec] = (),
+    input_specs: Sequence[InputShape] = (),
     dynamic: Sequence[str] = (),
     progress: Callable[[str], None] | None = None,
     *,
@@ -529,7 +529,7 @@ def _load_torch_source(path: Path, specs, dynamic, say) -> Model:
                 "e.g. --input-shape x=1,3,224,224"
             )
         declared = [(source.get(n, n), t) for n, t in declared]  # by source name
-        specs = [InputSpec(n, concrete_shape(t, {}), t.dtype) for n, t in declared]
+        specs = [InputShape(n, concrete_shape(t, {}), t.dtype) for n, t in declared]
         if not dynamic:
             g = Graph()
             for n, t in declared:

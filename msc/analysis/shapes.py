@@ -17,7 +17,7 @@ from msc.ir.graph import Graph, Node, Value
 from msc.ir.types import SymDim, TensorType
 
 __all__ = [
-    "InputSpec",
+    "InputShape",
     "parse_input_shape",
     "parse_dynamic",
     "bind",
@@ -30,7 +30,7 @@ __all__ = [
 
 
 @dataclass(frozen=True, slots=True)
-class InputSpec:
+class InputShape:
     """One ``--input-shape`` item: a name, its dims, and optionally a dtype (``ids=1,128:i64``)."""
 
     name: str
@@ -38,7 +38,7 @@ class InputSpec:
     dtype: DType | None = None
 
 
-def parse_input_shape(text: str) -> InputSpec:
+def parse_input_shape(text: str) -> InputShape:
     """Parse ``name=1,3,224,224`` (optionally ``:i64`` for the dtype; ``name=`` is a scalar)."""
     name, eq, rest = text.partition("=")
     if not eq or not name:
@@ -57,7 +57,7 @@ def parse_input_shape(text: str) -> InputSpec:
         except ValueError:
             names = ", ".join(d.short for d in DType)
             raise MscError(f"bad --input-shape {text!r}: unknown dtype {dt!r} ({names})") from None
-    return InputSpec(name, shape, dtype)
+    return InputShape(name, shape, dtype)
 
 
 def parse_dynamic(text: str) -> tuple[str, int, SymDim]:
@@ -114,7 +114,7 @@ def symbols(g: Graph) -> dict[str, SymDim]:
     return out
 
 
-def bind(g: Graph, specs: Iterable[InputSpec]) -> dict[str, int]:
+def bind(g: Graph, specs: Iterable[InputShape]) -> dict[str, int]:
     """Symbol sizes from input shapes (or direct ``symbol=size`` items). Raises MscError when a
     fixed dim disagrees, a rank differs, a size is out of a symbol's range, or a name is
     neither an input nor a symbol."""

@@ -17,7 +17,7 @@ import msc.frontend.onnx  # noqa: F401 - registers the converters
 import msc.frontend.torch  # noqa: F401
 from codegen.onnx.registry import EMITTERS as onnx_emitters
 from codegen.torch.registry import EMITTERS as torch_emitters
-from msc.frontend.onnx.registry import REGISTRY as onnx_converters
+from msc.frontend.onnx.registry import CONVERTERS as onnx_converters
 from msc.frontend.torch.registry import CONVERTERS as torch_converters
 from msc.ops import registry as ops
 

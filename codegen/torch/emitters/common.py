@@ -7,7 +7,16 @@ from typing import Any
 
 from msc.ir.dtype import DType
 
-__all__ = ["scalar_for", "norm_axis", "torch_pads", "symmetric", "fn_nd", "operands", "helper_call"]
+__all__ = [
+    "scalar_for",
+    "norm_axis",
+    "torch_pads",
+    "symmetric",
+    "fn_nd",
+    "operands",
+    "helper_call",
+    "forward_to_helper",
+]
 
 
 def scalar_for(dt: DType, v: float) -> Any:
@@ -71,3 +80,19 @@ def helper_call(e: Any, name: str, *args: Any, **kwargs: Any) -> ast.expr:
     from codegen.torch.code import call
 
     return call(e.helper(name).id, *args, **kwargs)
+
+
+def forward_to_helper(name: str, family: str) -> Any:
+    """An emitter for an op that one run-time helper computes: it calls ``name`` with the
+    node's inputs (None for absent optional ones), then its attributes, in schema order.
+    ``family`` is the registering module (``__name__``), where the emitter is said to live."""
+
+    def emit(e: Any, *inputs: Any, **attrs: Any) -> ast.expr:
+        from msc.ops import registry as ops
+
+        n = len(ops.get(e.node.op).inputs)
+        return helper_call(e, name, *inputs, *[None] * (n - len(inputs)), *attrs.values())
+
+    emit.__name__ = emit.__qualname__ = f"emit{name}"
+    emit.__module__ = family
+    return emit

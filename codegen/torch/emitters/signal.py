@@ -9,15 +9,10 @@ from __future__ import annotations
 import torch
 
 from codegen.torch.core import Arg, NodeEmit
-from codegen.torch.emitters.common import helper_call
+from codegen.torch.emitters.common import forward_to_helper, helper_call
 from codegen.torch.helpers import runtime_helpers
 from codegen.torch.registry import EMITTERS
 from msc.errors import ConversionError
-
-
-@EMITTERS("dft")
-def dft(e: NodeEmit, x: Arg, *, axis, inverse, onesided, length):
-    return helper_call(e, "_msc_dft", x, axis, inverse, onesided, length)
 
 
 @EMITTERS("stft")
@@ -30,6 +25,10 @@ def stft(
             raise ConversionError("stft: frame length unknown (no frame_length, no static window)")
         n = window.shape[0]
     return helper_call(e, "_msc_stft", signal, window, frame_step, n, onesided)
+
+
+# Ops computed by one run-time helper taking the node's inputs and attributes in order.
+EMITTERS("dft")(forward_to_helper("_msc_dft", __name__))
 
 
 def _msc_dft(x, axis, inverse, onesided, length):

@@ -13,24 +13,9 @@ import torch
 
 from codegen.torch.code import call, expr
 from codegen.torch.core import Arg, NodeEmit
-from codegen.torch.emitters.common import helper_call
+from codegen.torch.emitters.common import forward_to_helper
 from codegen.torch.helpers import runtime_helpers
 from codegen.torch.registry import EMITTERS, emitter
-
-
-@EMITTERS("unique")
-def unique(e: NodeEmit, x: Arg, *, axis, sorted):  # noqa: A002
-    return helper_call(e, "_msc_unique", x, axis, sorted)
-
-
-@EMITTERS("reverse_sequence")
-def reverse_sequence(e: NodeEmit, x: Arg, sequence_lens: Arg, *, batch_axis, time_axis):
-    return helper_call(e, "_msc_reverse_sequence", x, sequence_lens, batch_axis, time_axis)
-
-
-@EMITTERS("tensor_scatter")
-def tensor_scatter(e, past_cache, update, write_indices=None, *, axis, mode):
-    return helper_call(e, "_msc_tensor_scatter", past_cache, update, write_indices, axis, mode)
 
 
 @emitter("bitcast")
@@ -49,6 +34,12 @@ def range_(e: NodeEmit, start: Arg, limit: Arg, delta: Arg) -> ast.expr:
         return a.s if a.is_scalar else expr("a.item()", a=a)
 
     return call("torch.arange", item(start), item(limit), item(delta), dtype=start.dtype)
+
+
+# Ops computed by one run-time helper taking the node's inputs and attributes in order.
+EMITTERS("unique")(forward_to_helper("_msc_unique", __name__))
+EMITTERS("reverse_sequence")(forward_to_helper("_msc_reverse_sequence", __name__))
+EMITTERS("tensor_scatter")(forward_to_helper("_msc_tensor_scatter", __name__))
 
 
 def _msc_unique(x, axis, sorted):

@@ -14,62 +14,9 @@ import torch.nn.functional as F
 
 from codegen.torch.code import expr
 from codegen.torch.core import Arg, NodeEmit
-from codegen.torch.emitters.common import helper_call
+from codegen.torch.emitters.common import forward_to_helper
 from codegen.torch.helpers import runtime_helpers
 from codegen.torch.registry import EMITTERS, emitter
-
-
-@EMITTERS("rotary_embedding")
-def rotary_embedding(
-    e, x, cos_cache, sin_cache, position_ids=None, *, interleaved, rotary_dim, num_heads
-):
-    return helper_call(
-        e,
-        "_msc_rotary_embedding",
-        x,
-        cos_cache,
-        sin_cache,
-        position_ids,
-        interleaved,
-        rotary_dim,
-        num_heads,
-    )
-
-
-@EMITTERS("linear_attention")
-def linear_attention(
-    e,
-    query,
-    key,
-    value,
-    past_state=None,
-    decay=None,
-    beta=None,
-    *,
-    update_rule,
-    q_num_heads,
-    kv_num_heads,
-    scale,
-):
-    return helper_call(
-        e,
-        "_msc_linear_attention",
-        query,
-        key,
-        value,
-        past_state,
-        decay,
-        beta,
-        update_rule,
-        q_num_heads,
-        kv_num_heads,
-        scale,
-    )
-
-
-@EMITTERS("causal_conv_with_state")
-def causal_conv_with_state(e, x, weight, bias=None, past_state=None, *, activation):
-    return helper_call(e, "_msc_causal_conv_with_state", x, weight, bias, past_state, activation)
 
 
 @emitter("swiglu")
@@ -77,6 +24,12 @@ def swiglu(e: NodeEmit, a: Arg, b: Arg, *, alpha: float) -> ast.expr:
     if alpha == 1.0:
         return expr("F.silu(a) * b", a=a, b=b)
     return expr("a * torch.sigmoid(a * s) * b", a=a, b=b, s=alpha)
+
+
+# Ops computed by one run-time helper taking the node's inputs and attributes in order.
+EMITTERS("rotary_embedding")(forward_to_helper("_msc_rotary_embedding", __name__))
+EMITTERS("linear_attention")(forward_to_helper("_msc_linear_attention", __name__))
+EMITTERS("causal_conv_with_state")(forward_to_helper("_msc_causal_conv_with_state", __name__))
 
 
 def _msc_rotary_embedding(

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 
 from codegen.torch.code import call
 from codegen.torch.core import Arg, NodeEmit
-from codegen.torch.emitters.common import fn_nd, helper_call
+from codegen.torch.emitters.common import fn_nd, forward_to_helper, helper_call
 from codegen.torch.helpers import runtime_helpers
 from codegen.torch.registry import EMITTERS, emitter
 from msc.errors import ConversionError
@@ -37,42 +37,6 @@ def deform_conv(
         list(dilation),
         groups,
         offset_groups,
-    )
-
-
-@EMITTERS("roi_align")
-def roi_align(
-    e,
-    x,
-    rois,
-    batch_indices,
-    *,
-    mode,
-    output_height,
-    output_width,
-    sampling_ratio,
-    spatial_scale,
-    half_pixel,
-):
-    return helper_call(
-        e,
-        "_msc_roi_align",
-        x,
-        rois,
-        batch_indices,
-        mode,
-        output_height,
-        output_width,
-        sampling_ratio,
-        spatial_scale,
-        half_pixel,
-    )
-
-
-@EMITTERS("non_max_suppression")
-def non_max_suppression(e, boxes, scores, max_out=None, iou=None, score=None, *, center_point_box):
-    return helper_call(
-        e, "_msc_non_max_suppression", boxes, scores, max_out, iou, score, center_point_box
     )
 
 
@@ -116,6 +80,11 @@ def col2im(e, x, *, image_shape, block_shape, dilation, padding, stride) -> ast.
     if stride:
         kw["stride"] = tuple(stride)
     return call("F.fold", x, tuple(image_shape), tuple(block_shape), **kw)
+
+
+# Ops computed by one run-time helper taking the node's inputs and attributes in order.
+EMITTERS("roi_align")(forward_to_helper("_msc_roi_align", __name__))
+EMITTERS("non_max_suppression")(forward_to_helper("_msc_non_max_suppression", __name__))
 
 
 def _msc_deform_conv(x, weight, offset, bias, mask, stride, padding, dilation, groups, og):

@@ -22,7 +22,7 @@ import onnx
 from msc.errors import ConversionError
 from msc.frontend.onnx.coverage import coverage_markdown, supported_ops, unsupported_ops
 from msc.frontend.onnx.importer import Importer, OnnxUnsupportedOpsError
-from msc.frontend.onnx.registry import REGISTRY, ConverterRegistry, converter
+from msc.frontend.onnx.registry import CONVERTERS, ConverterRegistry, converter
 from msc.ir import Graph, TensorType
 from msc.ops import import_families
 
@@ -30,7 +30,7 @@ __all__ = [
     "from_onnx",
     "OnnxUnsupportedOpsError",
     "converter",
-    "REGISTRY",
+    "CONVERTERS",
     "ConverterRegistry",
     "coverage_markdown",
     "supported_ops",
@@ -43,7 +43,7 @@ def from_onnx(
     *,
     input_types: Mapping[str, TensorType] | None = None,
     constant_inputs: Mapping[str, np.ndarray] | None = None,
-    registry: ConverterRegistry = REGISTRY,
+    registry: ConverterRegistry = CONVERTERS,
 ) -> Graph:
     """Translate an ONNX model into an msc Graph.
 

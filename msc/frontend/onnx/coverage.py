@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import onnx
 
-from msc.frontend.onnx.registry import REGISTRY, ConverterRegistry
+from msc.frontend.onnx.registry import CONVERTERS, ConverterRegistry
 
 __all__ = ["supported_ops", "unsupported_ops", "coverage_markdown", "REASONS"]
 
@@ -53,7 +53,7 @@ REASONS: dict[str, str] = {
 }
 
 
-def supported_ops(registry: ConverterRegistry = REGISTRY) -> list[tuple[str, list[int]]]:
+def supported_ops(registry: ConverterRegistry = CONVERTERS) -> list[tuple[str, list[int]]]:
     """``(op, since-versions)`` for every default-domain op with a converter, sorted by op."""
     return [(op, versions) for domain, op, versions in registry.ops() if domain == ""]
 
@@ -66,7 +66,7 @@ def _onnx_ops() -> dict[str, list[int]]:
     return {k: sorted(v) for k, v in out.items()}
 
 
-def unsupported_ops(registry: ConverterRegistry = REGISTRY) -> dict[str, str]:
+def unsupported_ops(registry: ConverterRegistry = CONVERTERS) -> dict[str, str]:
     """Default-domain ops of the installed onnx with no converter -> the reason."""
     have = {op for op, _ in supported_ops(registry)}
     return {
@@ -74,7 +74,7 @@ def unsupported_ops(registry: ConverterRegistry = REGISTRY) -> dict[str, str]:
     }
 
 
-def coverage_markdown(registry: ConverterRegistry = REGISTRY) -> str:
+def coverage_markdown(registry: ConverterRegistry = CONVERTERS) -> str:
     """The ONNX frontend section of docs/ops.md."""
     newest = onnx.defs.onnx_opset_version()
     versions = _onnx_ops()

@@ -28,7 +28,7 @@ from onnx import helper
 
 from msc.errors import ConversionError, Unsupported, UnsupportedOp, UnsupportedOpsError
 from msc.frontend.onnx.initializers import UnsupportedType, tensor_to_numpy, type_from_onnx
-from msc.frontend.onnx.registry import REGISTRY, ConverterRegistry, NoConverter
+from msc.frontend.onnx.registry import CONVERTERS, ConverterRegistry, NoConverter
 from msc.ir import DType, Graph, GraphError, Node, Provenance, SymDim, TensorType, Value, structure
 from msc.ir.attrs import infer_kind
 from msc.ir.builder import Builder
@@ -366,7 +366,7 @@ class Importer:
         model: onnx.ModelProto,
         base_dir: str | os.PathLike | None,
         input_types: Mapping[str, TensorType] | None = None,
-        registry: ConverterRegistry = REGISTRY,
+        registry: ConverterRegistry = CONVERTERS,
         constant_inputs: Mapping[str, np.ndarray] | None = None,
     ) -> None:
         self.model = model

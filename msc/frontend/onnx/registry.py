@@ -3,7 +3,7 @@
 # NOTE: invariants
 # - A converter is chosen by the newest ``since`` <= the model's opset for its domain; an opset
 #   older than every converter of an op is an error naming both.
-# - Registering the same (domain, op, since) twice is an error. ``REGISTRY`` is the default
+# - Registering the same (domain, op, since) twice is an error. ``CONVERTERS`` is the default
 #   registry; tests can build their own ``ConverterRegistry``.
 # - A converter's signature mirrors the op: ``def gemm(ctx, a, b, c=None, *, alpha=1.0, ...)``.
 #   Positional parameters are the ONNX inputs (absent optional ones are None), keyword-only
@@ -17,7 +17,7 @@ import inspect
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-__all__ = ["Converter", "ConverterRegistry", "REGISTRY", "converter", "NoConverter"]
+__all__ = ["Converter", "ConverterRegistry", "CONVERTERS", "converter", "NoConverter"]
 
 
 from msc.ir.registry import VersionedRegistry
@@ -105,5 +105,5 @@ def _label(domain: str, op_type: str) -> str:
     return f"{domain}::{op_type}" if domain else op_type
 
 
-REGISTRY = ConverterRegistry()
-converter = REGISTRY.converter
+CONVERTERS = ConverterRegistry()
+converter = CONVERTERS.converter
