@@ -94,10 +94,20 @@ def _is_module(src: str) -> bool:
 
 def _load(src: str, args: argparse.Namespace, say: Callable[[str], None]):
     from msc.analysis.model import load_model
+    from msc.analysis.shapes import parse_dynamic
+    from msc.errors import MscError
 
     trust = getattr(args, "trust_pickle", False)
+    dynamic = getattr(args, "dynamic", None) or ()
+    for item in dynamic:
+        parse_dynamic(item)  # a malformed item is an error whatever the source
     if _is_module(src):
-        return load_model(src, _specs(args), args.dynamic or (), say, trust_pickle=trust)
+        return load_model(src, _specs(args), dynamic, say, trust_pickle=trust)
+    if dynamic:
+        raise MscError(
+            f"--dynamic applies where msc exports a module (module.py:Class, a generated "
+            f"PyTorch directory) and to convert; {src} already has its shapes"
+        )
     return load_model(src, progress=say, trust_pickle=trust)
 
 
@@ -194,6 +204,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
             seed=args.seed,
             progress=say,
             trust_pickle=args.trust_pickle,
+            force=args.force,
         )
     lines: list[str] = []
     if r.ok:
@@ -317,6 +328,9 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--opset", type=int, help="ONNX opset to emit (default: the codegen's)")
     _shape_opts(c)
     c.add_argument("--no-check", action="store_true", help="skip checking the output")
+    c.add_argument(
+        "--force", action="store_true", help="allow OUT to be SRC itself (it is replaced)"
+    )
     _tol(c)
     c.add_argument("--json", action="store_true", help="print the result as JSON")
     _common(c)

@@ -79,10 +79,16 @@ def target_for(out: str | os.PathLike, to: str | None) -> str:
             raise MscError(f"unknown target {to!r} (choose from {', '.join(TARGETS)})")
         return to
     p = Path(out)
-    if p.suffix.lower() == ".onnx":
+    suffix = p.suffix.lower()
+    if suffix == ".onnx":
         return "onnx"
-    if p.suffix.lower() == ".msc" or (p / "graph.msc").is_file():
+    if suffix == ".msc" or (p / "graph.msc").is_file():
         return "msc"
+    if suffix and not p.is_dir():
+        raise MscError(
+            f"{out}: msc does not write {suffix} files; name a .onnx file, a .msc directory or "
+            "a directory for PyTorch source, or say which with --to"
+        )
     return "torch"
 
 
@@ -170,6 +176,7 @@ def convert(
     seed: int = 0,
     progress: Callable[[str], None] | None = None,
     trust_pickle: bool = False,
+    force: bool = False,
 ) -> ConvertReport:
     """Convert ``src`` to ``out`` (see the module docstring). Raises MscError for user errors;
     a failed check is reported (``ok`` False) and nothing is written."""
@@ -180,6 +187,15 @@ def convert(
         raise MscError(f"{out_p}: an onnx output must be a .onnx file")
     if opset is not None and target != "onnx":
         raise MscError("--opset applies to the onnx target only")
+    if (
+        not force
+        and Path(src).exists()
+        and out_p.exists()
+        and out_p.resolve() == Path(src).resolve()
+    ):
+        raise MscError(
+            f"{out_p}: the output is the model being converted; pass --force to replace it"
+        )
     files.check_output(out_p, "file" if target == "onnx" else "dir")
     is_module = ":" in os.fspath(src) and not Path(src).exists()
     model = load_model(
