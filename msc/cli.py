@@ -98,17 +98,18 @@ def _load(src: str, args: argparse.Namespace, say: Callable[[str], None]):
     from msc.errors import MscError
 
     trust = getattr(args, "trust_pickle", False)
+    custom = getattr(args, "custom_ops", "error")
     dynamic = getattr(args, "dynamic", None) or ()
     for item in dynamic:
         parse_dynamic(item)  # a malformed item is an error whatever the source
     if _is_module(src):
-        return load_model(src, _specs(args), dynamic, say, trust_pickle=trust)
+        return load_model(src, _specs(args), dynamic, say, trust_pickle=trust, custom_ops=custom)
     if dynamic:
         raise MscError(
             f"--dynamic applies where msc exports a module (module.py:Class, a generated "
             f"PyTorch directory) and to convert; {src} already has its shapes"
         )
-    return load_model(src, progress=say, trust_pickle=trust)
+    return load_model(src, progress=say, trust_pickle=trust, custom_ops=custom)
 
 
 def _emit(args: argparse.Namespace, data: dict[str, Any], text: str) -> None:
@@ -205,6 +206,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
             progress=say,
             trust_pickle=args.trust_pickle,
             force=args.force,
+            custom_ops=args.custom_ops,
         )
     lines: list[str] = []
     if r.ok:
@@ -261,6 +263,13 @@ def _common(p: argparse.ArgumentParser, reads_models: bool = True) -> None:
             action="store_true",
             help="allow unpickling .pt2 members (pickled weights, custom objects, old "
             "formats): this RUNS CODE the file contains; only for files you trust",
+        )
+        p.add_argument(
+            "--custom-ops",
+            choices=("error", "keep"),
+            default="error",
+            help="an op msc cannot translate (a torch.library op, an ONNX com.microsoft op): "
+            "report it with all the others (error, the default) or keep it as a custom node",
         )
 
 

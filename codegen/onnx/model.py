@@ -30,12 +30,15 @@ from codegen.onnx.registry import (
     EmitterRegistry,
     Ref,
     Unsupported,
+    onnx_attr,
     tensor_proto,
 )
 from msc.errors import ConversionError, UnsupportedOp, UnsupportedOpsError
 from msc.ir import structure
+from msc.ir.dtype import DType
 from msc.ir.graph import Graph, Node, Value, Weight
 from msc.ir.types import SymDim, TensorType
+from msc.ops.custom import CustomOp, parse_custom
 from msc.ops.decompose import DecompositionRegistry, NotDecomposable
 from msc.ops.decompose import registry as default_decompositions
 
@@ -107,6 +110,7 @@ class ModelBuilder:
         self._names: dict[Value, str] = {}
         self._types: dict[str, TensorType] = {}
         self._counter = 0
+        self._domains: dict[str, int] = {}  # custom op domain -> version
 
     # ------------------------------------------------------------------ names
     def _reserve(self, v: Value) -> str:
@@ -148,6 +152,9 @@ class ModelBuilder:
         Raises:
             Unsupported: neither an emitter nor a decomposition can express it.
         """
+        custom = parse_custom(node.op)
+        if custom is not None:
+            return self._custom(node, custom, ins, outs)
         reasons: list[str] = []
         ins = _pad(node.op, ins)
         em = self.emitters.lookup(node.op, self.opset)
@@ -171,6 +178,35 @@ class ModelBuilder:
             except Unsupported as u:
                 reasons.append(f"decomposition: {u}")
         raise Unsupported("; ".join(reasons))
+
+    def _custom(
+        self, node: Node, op: CustomOp, ins: list[Ref | None], outs: list[str]
+    ) -> list[onnx.NodeProto]:
+        """A custom node, written as it came: its op in its domain (the default domain for
+        ``ai.onnx``), its attributes, and the domain's version in the opset imports."""
+        domain = "" if op.domain == "ai.onnx" else op.domain
+        if domain:
+            seen = self._domains.setdefault(domain, op.version)
+            if seen != op.version:
+                raise Unsupported(
+                    f"domain {domain!r} is used at versions {seen} and {op.version}; "
+                    "an ONNX model imports one version of a domain"
+                )
+        attrs = []
+        for k, v in sorted(node.attrs.items()):
+            if isinstance(v, Graph):
+                attrs.append(onnx.helper.make_attribute(k, self.subgraph(v, f"{node.name}_{k}")))
+            elif isinstance(v, DType):
+                attrs.append(onnx.helper.make_attribute(k, ONNX_DTYPE[v]))
+            elif isinstance(v, TensorType):
+                attrs.append(onnx.helper.make_attribute(k, type_proto(v)))
+            else:
+                attrs.append(onnx_attr(k, v))
+        n = onnx.helper.make_node(
+            op.name, ["" if r is None else str(r) for r in ins], outs, name=node.name, domain=domain
+        )
+        n.attribute.extend(attrs)
+        return self._bind([n], outs, outs, node, node.name or outs[0])
 
     def _decompose(self, node: Node, ins: list[Ref | None], outs: list[str]) -> list:
         proxies = [None if r is None else Value(str(r), r.type) for r in ins]
@@ -352,6 +388,9 @@ class ModelBuilder:
         model.producer_version = __version__
         op = model.opset_import.add()
         op.domain, op.version = "", self.opset
+        for domain, version in sorted(self._domains.items()):
+            op = model.opset_import.add()
+            op.domain, op.version = domain, version
         self._metadata(model)
         return model
 

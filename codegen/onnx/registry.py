@@ -34,7 +34,16 @@ from msc.ir.dtype import DType
 from msc.ir.registry import VersionedRegistry
 from msc.ir.types import TensorType
 
-__all__ = ["Emitter", "EmitterRegistry", "Emit", "Ref", "Unsupported", "tensor_proto", "ONNX_DTYPE"]
+__all__ = [
+    "Emitter",
+    "EmitterRegistry",
+    "Emit",
+    "Ref",
+    "Unsupported",
+    "tensor_proto",
+    "ONNX_DTYPE",
+    "onnx_attr",
+]
 
 
 ONNX_DTYPE: dict[DType, int] = {
@@ -172,7 +181,8 @@ class EmitterRegistry:
         return iter(self._by_op)
 
 
-def _attr(key: str, value: Any) -> onnx.AttributeProto:
+def onnx_attr(key: str, value: Any) -> onnx.AttributeProto:
+    """An ONNX attribute for a plain value (number, string, list, tensor)."""
     if isinstance(value, np.ndarray):
         return helper.make_attribute(key, tensor_proto(value))
     if isinstance(value, (list, tuple)):
@@ -250,7 +260,7 @@ class Emit:
             v = attrs[k]
             if v is None or (isinstance(v, (list, tuple)) and len(v) == 0):
                 continue
-            node.attribute.append(_attr(k, v))
+            node.attribute.append(onnx_attr(k, v))
         self.nodes.append(node)
         tys = list(types) if types is not None else [None] * outputs
         refs = tuple(Ref(o, t) for o, t in zip(outs, tys))

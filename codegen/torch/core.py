@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from codegen.torch import code
+from codegen.torch import code, custom
 from codegen.torch.helpers import HELPERS
 from codegen.torch.modules import ModulePlan, init_statements, plan_modules
 from codegen.torch.names import Namespace, sanitize
@@ -34,6 +34,7 @@ from msc.ir.dtype import DType
 from msc.ir.graph import Graph, Node, Value, Weight
 from msc.ir.types import TensorType
 from msc.ops import registry as op_registry
+from msc.ops.custom import is_custom
 
 __all__ = ["TorchCodegen", "Arg", "NodeEmit"]
 
@@ -270,6 +271,8 @@ class TorchCodegen:
         if leaf is not None:
             callee = self.plan_.access(self.plan_.paths[next(iter(leaf.roles.values())).name][:-1])  # type: ignore[union-attr]
             value = ast.Call(callee, [code.to_ast(a) for a in leaf.calls[node]], [])
+        elif is_custom(node.op):
+            value = custom.call(node, [None if v is None else self.ref(v) for v in node.inputs])
         else:
             fn = self.emitters.get(node.op)
             if fn is None:  # generate() checks coverage first; this is a programming error
@@ -378,7 +381,12 @@ class TorchCodegen:
     def unsupported(self) -> list[UnsupportedOp]:
         bad = []
         for node in _walk(self.graph):
-            if node.op not in self.emitters:
+            if is_custom(node.op):
+                try:
+                    custom.resolve(node.op)
+                except ValueError as e:
+                    bad.append(UnsupportedOp(node.op, node.name, node.provenance.module, str(e)))
+            elif node.op not in self.emitters:
                 bad.append(
                     UnsupportedOp(
                         node.op, node.name, node.provenance.module, self.emitters.reason(node.op)

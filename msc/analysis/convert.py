@@ -177,6 +177,7 @@ def convert(
     progress: Callable[[str], None] | None = None,
     trust_pickle: bool = False,
     force: bool = False,
+    custom_ops: str = "error",
 ) -> ConvertReport:
     """Convert ``src`` to ``out`` (see the module docstring). Raises MscError for user errors;
     a failed check is reported (``ok`` False) and nothing is written."""
@@ -204,6 +205,7 @@ def convert(
         dynamic if is_module else (),
         say,
         trust_pickle=trust_pickle,
+        custom_ops=custom_ops,
     )
     g = model.graph if is_module else _adjust(model.graph, input_specs, dynamic)
     source = model if g is model.graph else Model(g, "msc", f"{src} (adjusted)")
@@ -215,9 +217,9 @@ def convert(
         if check:
             say("re-importing the output")
             if target == "torch":
-                again = load_model(staged, _specs_of(g), dynamic_items(g))
+                again = load_model(staged, _specs_of(g), dynamic_items(g), custom_ops=custom_ops)
             else:
-                again = load_model(staged)
+                again = load_model(staged, custom_ops=custom_ops)
             report.checked = True
             report.structural, report.changes = _structural(g, again.graph)
             say("running source and output on random inputs")

@@ -28,6 +28,7 @@ from msc.analysis.shapes import specialize, symbols
 from msc.analysis.symbolic import Poly, human, nbytes
 from msc.ir.graph import Graph, Value
 from msc.ir.types import SymDim
+from msc.ops.custom import is_custom
 from msc.text.printer import format_type
 
 __all__ = ["InspectReport", "inspect_graph", "format_report", "target_support"]
@@ -84,6 +85,8 @@ class InspectReport:
     peak_at: str
     peak_is_lower_bound: bool
     unsupported: dict[str, list[str]] = field(default_factory=dict)
+    # Ops outside the canonical vocabulary (domain::name@version -> count), listed apart.
+    custom_ops: dict[str, int] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -105,6 +108,7 @@ class InspectReport:
             "peak_at": self.peak_at,
             "peak_is_lower_bound": self.peak_is_lower_bound,
             "unsupported": self.unsupported,
+            "custom_ops": self.custom_ops,
             "nodes": [n.to_json() for n in self.nodes],
         }
 
@@ -141,6 +145,10 @@ def target_support(g: Graph) -> dict[str, list[str]]:
             continue
         out[target] = [op for op in ops if op not in reg and op not in decompositions]
     return out
+
+
+def _by_count(item: tuple[str, int]) -> int:
+    return -item[1]
 
 
 def _walk(g: Graph):
@@ -245,7 +253,12 @@ def inspect_graph(
         outputs=[_io(v) for v in g.outputs],
         symbols={s.name: {"min": s.min, "max": s.max} for s in syms.values()},
         binding=binding,
-        op_histogram=dict(sorted(Counter(n.op for n in g.nodes).items(), key=lambda t: -t[1])),
+        op_histogram=dict(
+            sorted(Counter(n.op for n in g.nodes if not is_custom(n.op)).items(), key=_by_count)
+        ),
+        custom_ops=dict(
+            sorted(Counter(n.op for n in _walk(g) if is_custom(n.op)).items(), key=_by_count)
+        ),
         num_nodes=len(g.nodes),
         params=params,
         param_bytes=pbytes,
@@ -319,6 +332,9 @@ def format_report(r: InspectReport, top: int = 15) -> str:
     hist = [f"{op} x{k}" for op, k in r.op_histogram.items()]
     for i in range(0, len(hist), 6):
         lines.append("  " + "  ".join(hist[i : i + 6]))
+    if r.custom_ops:
+        lines.append("custom ops (outside msc's vocabulary, kept as the source wrote them)")
+        lines += _table([[op, f"x{k}"] for op, k in r.custom_ops.items()])
     lines.append(f"parameters  {human(r.params)} ({r.params:,}), {human(r.param_bytes, 'B')}")
     lines += _table(
         [

@@ -336,6 +336,7 @@ def _from_module(
     dynamic: Iterable[str],
     label: str,
     source_names: Mapping[str, str] | None = None,
+    custom_ops: str = "error",
 ) -> tuple[Graph, dict[str, np.ndarray]]:
     """Export ``module`` with example inputs from ``specs`` and translate it. With
     ``source_names`` (forward parameter -> the source model's input name, for a module
@@ -361,7 +362,7 @@ def _from_module(
                 syms[sym.name] = torch.export.Dim(sym.name, min=sym.min, max=sym.max)
             dyn.setdefault(name, {})[axis] = syms[sym.name]
     args = tuple(to_torch(example[n]) for n in names)
-    kwargs: dict[str, Any] = {}
+    kwargs: dict[str, Any] = {"custom_ops": custom_ops}
     if dyn:
         kwargs["dynamic_shapes"] = {n: dyn.get(n) for n in names}
     if source:
@@ -388,8 +389,11 @@ def load_model(
     progress: Callable[[str], None] | None = None,
     *,
     trust_pickle: bool = False,
+    custom_ops: str = "error",
 ) -> Model:
     """Load ``src`` (any supported format) into a ``Model``. Raises MscError for user errors.
+    ``custom_ops`` ("error" or "keep") is the frontends' choice for ops they cannot translate
+    (see msc.from_onnx).
 
     Model files are only read, never run (see msc.frontend.torch.pt2 for .pt2), except the
     formats that are Python code: ``module.py:Class`` and a codegen.torch directory's model.py
@@ -416,7 +420,7 @@ def load_model(
         if hasattr(module, "eval"):
             module.eval()
         say("exporting with torch.export")
-        g, ex = _from_module(module, input_specs, dynamic, text)
+        g, ex = _from_module(module, input_specs, dynamic, text, custom_ops=custom_ops)
         return Model(g, "torch-module", text, module, ex)
     if not path.exists():
         raise MscError(f"{text}: no such file or directory")
@@ -426,7 +430,7 @@ def load_model(
                 say("loading the msc graph")
                 return Model(msc.load(path).validate(), "msc", text)
             if (path / "model.py").is_file():
-                return _load_torch_source(path, input_specs, dynamic, say)
+                return _load_torch_source(path, input_specs, dynamic, say, custom_ops)
             raise MscError(
                 f"{text}: a directory that holds neither graph.msc (msc.save) nor model.py "
                 "(codegen.torch.save)"
@@ -434,14 +438,14 @@ def load_model(
         suffix = path.suffix.lower()
         if suffix == ".onnx":
             say("importing the ONNX model")
-            return Model(msc.from_onnx(text), "onnx", text, text)
+            return Model(msc.from_onnx(text, custom_ops=custom_ops), "onnx", text, text)
         if suffix in (".pt2", ".ep"):
             say("loading the ExportedProgram")
             # torch logs its own traceback for a corrupt archive before raising; the error
             # below is what the user needs.
             ep = _load_pt2(text, trust_pickle)
             say("importing the ExportedProgram")
-            g = msc.from_exported_program(ep, name=path.stem)
+            g = msc.from_exported_program(ep, name=path.stem, custom_ops=custom_ops)
             return Model(g, "pt2", text, ep)
         if suffix == ".msc":
             try:
@@ -503,7 +507,7 @@ def _load_pt2(path: str, trust_pickle: bool = False) -> Any:
         log.handlers[:], log.propagate = saved
 
 
-def _load_torch_source(path: Path, specs, dynamic, say) -> Model:
+def _load_torch_source(path: Path, specs, dynamic, say, custom_ops: str = "error") -> Model:
     """A directory written by ``codegen.torch.save``: import its model.py, build the module
     with its weights (the file's own ``load()``), and export it with ``--input-shape``."""
     say("loading the generated PyTorch module")
@@ -536,7 +540,7 @@ def _load_torch_source(path: Path, specs, dynamic, say) -> Model:
                 g.add_input(n, t)
             dynamic = dynamic_items(g)
     say("exporting with torch.export")
-    g, ex = _from_module(module, specs, dynamic, str(path), source)
+    g, ex = _from_module(module, specs, dynamic, str(path), source, custom_ops)
     return Model(g, "torch-source", str(path), module, ex)
 
 

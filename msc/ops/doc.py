@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib
 
-from msc.ops import registry
+from msc.ops import custom, registry
 
 # Modules that may add a coverage section, in the order they appear.
 COVERAGE_MODULES = ("msc.frontend.torch", "msc.frontend.onnx", "codegen.torch", "codegen.onnx")
@@ -55,6 +55,7 @@ def markdown() -> str:
         "this file in sync. Do not edit by hand.",
         "",
         canonical_markdown(),
+        custom.markdown(),
     ]
     for name in COVERAGE_MODULES:
         try:

@@ -285,13 +285,29 @@ class OpRegistry:
         return deco
 
     def get(self, name: str) -> OpSchema:
+        """The schema of op ``name``; a custom op (``domain::name@version``) gets the custom
+        schema (msc.ops.custom)."""
         try:
             return self._ops[name]  # type: ignore[return-value]
         except KeyError:
+            if isinstance(name, str) and "::" in name:
+                from msc.ops.custom import schema_for
+
+                return schema_for(name)  # type: ignore[return-value]
             raise OpError(f"unknown op {name!r}") from None
 
     def __contains__(self, name: object) -> bool:
-        return name in self._ops
+        if name in self._ops:
+            return True
+        if isinstance(name, str) and "::" in name:
+            from msc.ops.custom import schema_for
+
+            try:
+                schema_for(name)
+            except OpError:
+                return False
+            return True
+        return False
 
     def __iter__(self) -> Iterator[OpSchema]:
         return iter(sorted((s for _, s in self._ops.items()), key=lambda s: (s.category, s.name)))

@@ -607,10 +607,7 @@ class _Parser:
                 break
             self.expect(",")
         op_at = self.i
-        if _kind(self.texts[op_at]) != "ident":
-            raise self.error("an op name")
-        op = self.texts[op_at]
-        self.i += 1
+        op = self.name("an op name")  # quoted: a custom op, "domain::name@version"
         self.expect("(")
         inputs: list[Value | None] = []
         if not self.accept(")"):

@@ -20,6 +20,7 @@
 from __future__ import annotations
 
 import base64
+import re
 from typing import Any
 
 import numpy as np
@@ -46,6 +47,7 @@ __all__ = [
 # files that an older parser would misread; the op set has its own version (msc.ops).
 FORMAT_VERSION = 1
 
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _SMALL_TENSOR = 64  # elements; larger tensor attributes print as base64 bytes
 
 
@@ -92,7 +94,8 @@ class _Printer:
     def node(self, n: Node, ind: str) -> str:
         outs = ", ".join(f"%{quote_ref(v.name or '')}: {format_type(v.type)}" for v in n.outputs)
         ins = ", ".join(self.ref(v) for v in n.inputs)
-        s = f"{ind}{outs} = {n.op}({ins})"
+        op = n.op if _IDENT.match(n.op) else escape(n.op)  # custom ops: "domain::name@1"
+        s = f"{ind}{outs} = {op}({ins})"
         if n.attrs:
             s += " " + _attrs(n.attrs, ind)
         p = n.provenance

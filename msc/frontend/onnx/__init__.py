@@ -44,6 +44,7 @@ def from_onnx(
     input_types: Mapping[str, TensorType] | None = None,
     constant_inputs: Mapping[str, np.ndarray] | None = None,
     registry: ConverterRegistry = CONVERTERS,
+    custom_ops: str = "error",
 ) -> Graph:
     """Translate an ONNX model into an msc Graph.
 
@@ -55,6 +56,11 @@ def from_onnx(
             stop being inputs. Use it for inputs that only set shapes or axes (a Reshape target,
             ReduceSum axes, Resize scales), which msc keeps as attributes.
         registry: the converter registry (tests may pass their own).
+        custom_ops: what to do with a node msc has no converter for (an op of another domain
+            such as com.microsoft, or an ai.onnx op msc lacks): "error" reports them all at
+            once; "keep" keeps each as a custom node (``domain::name@version``) with its
+            attributes and the output types the model declares, which codegen.onnx writes
+            back in its domain.
 
     Returns:
         The graph: inputs, initializers (as weights) and value names as in the model.
@@ -87,7 +93,7 @@ def from_onnx(
     else:
         raise TypeError(f"from_onnx takes a path, bytes or ModelProto, got {type(model).__name__}")
     check_model_shape(proto)
-    return Importer(proto, base_dir, input_types, registry, constant_inputs).run()
+    return Importer(proto, base_dir, input_types, registry, constant_inputs, custom_ops).run()
 
 
 def check_model_shape(proto: onnx.ModelProto) -> None:

@@ -33,6 +33,7 @@ from msc.ir import DType, Graph, GraphError, Node, Provenance, SymDim, TensorTyp
 from msc.ir.attrs import infer_kind
 from msc.ir.builder import Builder
 from msc.ir.graph import dead_nodes
+from msc.ops.custom import CUSTOM_OPS, custom_op
 from msc.ops.infer import InferError
 from msc.ops.schema import OpError
 from msc.text.check import checked
@@ -149,6 +150,26 @@ def _attr_value(a: onnx.AttributeProto, base_dir: str | None) -> Any:
     if a.type == T.TYPE_PROTO:
         return a.tp
     raise Unsupported(f"attribute {a.name!r} has type {T.AttributeType.Name(a.type)}")
+
+
+def _custom_attr(a: onnx.AttributeProto, base_dir: str | None) -> Any:
+    """A custom node's attribute as an msc attribute value (a subgraph is not kept)."""
+    v = _attr_value(a, base_dir)
+    if isinstance(v, onnx.GraphProto):
+        raise Unsupported(f"attribute {a.name!r} holds a graph, which msc keeps only on its ops")
+    if isinstance(v, onnx.TypeProto):
+        return type_from_onnx(v, f"attribute {a.name!r}")
+    return v
+
+
+def _all_graphs(g: onnx.GraphProto):
+    yield g
+    for n in g.node:
+        for a in n.attribute:
+            if a.type == onnx.AttributeProto.GRAPH:
+                yield from _all_graphs(a.g)
+            for sub in a.graphs:
+                yield from _all_graphs(sub)
 
 
 def _provenance(node: onnx.NodeProto) -> Provenance:
@@ -368,8 +389,14 @@ class Importer:
         input_types: Mapping[str, TensorType] | None = None,
         registry: ConverterRegistry = CONVERTERS,
         constant_inputs: Mapping[str, np.ndarray] | None = None,
+        custom_ops: str = "error",
     ) -> None:
+        if custom_ops not in CUSTOM_OPS:
+            raise ValueError(f"custom_ops must be one of {CUSTOM_OPS}, got {custom_ops!r}")
         self.model = model
+        self.custom_ops = custom_ops
+        self.custom: set[int] = set()  # ids of the nodes kept as custom ops
+        self._declared: dict[str, onnx.TypeProto] | None = None
         self.constant_inputs = {k: np.asarray(v) for k, v in (constant_inputs or {}).items()}
         self.base_dir = None if base_dir is None else os.fspath(base_dir)
         self.input_types = dict(input_types or {})
@@ -504,10 +531,13 @@ class Importer:
             try:
                 conv = self._lookup(n)
             except NoConverter as e:
+                if self.custom_ops == "keep":
+                    self.custom.add(id(n))
+                    continue
                 reason = str(e)
                 if n.domain not in DEFAULT_DOMAINS:
                     reason = f"domain {n.domain!r} is not supported"
-                self.problem(n, _op_label(n), reason)
+                self.problem(n, _op_label(n), reason + " (custom_ops='keep' keeps it as is)")
                 self.skip.add(id(n))
                 continue
             bad = [a.name for a in n.attribute if a.name not in conv.attrs]
@@ -570,6 +600,9 @@ class Importer:
         if id(n) in self.skip or any(s is not None and s.poisoned for s in ins):
             poison()
             return
+        if id(n) in self.custom:
+            self._keep(n, ins)
+            return
         if self._fold(n, ins):
             return
         conv = self._lookup(n)
@@ -591,6 +624,61 @@ class Importer:
             self._discard(ctx)
             self.problem(n, _op_label(n), f"cannot convert: {e}")
             poison()
+
+    def _keep(self, n: onnx.NodeProto, ins: list[Slot | None]) -> None:
+        """``n`` as a custom node: its domain, op type, the domain's opset version, its
+        attributes, and the output types the model declares (value_info, graph outputs, or
+        ONNX shape inference for default-domain ops)."""
+        domain = n.domain or "ai.onnx"
+        op = custom_op(domain, n.op_type, self.opsets.get(n.domain or "", 1))
+        ctx = Ctx(self, n, self.opset)
+        try:
+            attrs = {a.name: _custom_attr(a, self.base_dir) for a in n.attribute}
+            names = list(n.output)
+            while names and not names[-1]:
+                names.pop()
+            types = [self._declared_type(o, i) for i, o in enumerate(names)]
+            while ins and ins[-1] is None:
+                ins.pop()
+            values = [None if x is None else ctx.value(x) for x in ins]
+            node = Node(
+                op,
+                values,
+                attrs,
+                output_types=types,
+                name=n.name,
+                provenance=ctx._current_provenance(),  # noqa: SLF001
+            )
+            ctx.nodes.append(node)
+            self._bind(ctx, n, node.outputs)
+        except (Unsupported, UnsupportedType, OpError, GraphError) as e:
+            self._discard(ctx)
+            self.problem(n, _op_label(n), f"cannot keep as a custom op: {e}")
+            for o in n.output:
+                if o:
+                    self.env[o] = _poisoned(o)
+
+    def _declared_type(self, name: str, index: int) -> TensorType:
+        if self._declared is None:
+            self._declared = {}
+            for g in _all_graphs(self.model.graph):
+                for vi in list(g.value_info) + list(g.output):
+                    if vi.type.HasField("tensor_type"):
+                        self._declared[vi.name] = vi.type
+        if name not in self._declared:
+            try:
+                inferred = onnx.shape_inference.infer_shapes(self.model, strict_mode=False)
+            except Exception:  # noqa: BLE001 - inference fails in many ways on custom domains
+                inferred = None
+            if inferred is not None:
+                for vi in inferred.graph.value_info:
+                    self._declared.setdefault(vi.name, vi.type)
+        if name not in self._declared or not name:
+            raise Unsupported(
+                f"output {index} ({name!r}) has no type in the model (msc cannot infer a "
+                "custom op's types; add value_info for it)"
+            )
+        return type_from_onnx(self._declared[name], f"output {name!r}")
 
     def _discard(self, ctx: Ctx) -> None:
         for node in reversed(ctx.nodes):

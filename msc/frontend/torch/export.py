@@ -37,6 +37,7 @@ from msc.frontend.torch.translate import (
     target_key,
 )
 from msc.ir import Graph, SymDim, TensorType, Value
+from msc.ops.custom import CUSTOM_OPS
 from msc.text.check import checked
 
 __all__ = ["from_torch", "from_exported_program"]
@@ -163,6 +164,7 @@ def from_exported_program(
     input_names: list[str] | None = None,
     input_types: dict[str, TensorType] | None = None,
     name: str = "",
+    custom_ops: str = "error",
     _aliases: dict[str, str] | None = None,
 ) -> Graph:
     """Translate a torch.export ExportedProgram (the default IR or after run_decompositions).
@@ -173,6 +175,10 @@ def from_exported_program(
             the forward signature's argument names as torch.export gives them.
         input_types: overrides for input types by (final) input name.
         name: the graph's name.
+        custom_ops: what to do with a torch.library op (outside PyTorch's own namespaces)
+            that has no converter: "error" reports it with every other untranslatable op;
+            "keep" keeps it as a custom node ``namespace::name@1``, which codegen.torch calls
+            as ``torch.ops.namespace.name`` and codegen.onnx writes in domain ``namespace``.
 
     Returns:
         The translated graph (self-checked when MSC_CHECK is set).
@@ -188,7 +194,10 @@ def from_exported_program(
     gm = ep.graph_module
     sig = ep.graph_signature
     src = ExportSource(ep, g, overrides=bool(input_types))
+    if custom_ops not in CUSTOM_OPS:
+        raise ValueError(f"custom_ops must be one of {CUSTOM_OPS}, got {custom_ops!r}")
     tr = Translator(g, src)
+    tr.custom_ops = custom_ops
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     tr.symbols = _symbols(ep, placeholders)
 
@@ -318,6 +327,7 @@ def from_torch(
     input_names: list[str] | None = None,
     input_types: dict[str, TensorType] | None = None,
     dynamic_shapes: Any = None,
+    custom_ops: str = "error",
 ) -> Graph:
     """Export ``module`` with torch.export (eval mode, non-strict) and translate it.
 
@@ -328,6 +338,7 @@ def from_torch(
         input_names: names for the graph inputs; default: the forward signature's.
         input_types: dtype/shape overrides by input name.
         dynamic_shapes: as for ``torch.export.export``; ``Dim`` names become symbol names.
+        custom_ops: "error" or "keep", as for ``from_exported_program``.
 
     Returns:
         The translated graph.
@@ -353,5 +364,6 @@ def from_torch(
         input_names=input_names,
         input_types=input_types,
         name=name,
+        custom_ops=custom_ops,
         _aliases=_aliases(module),
     )

@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import functools
 import operator
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -26,7 +27,8 @@ from msc.errors import ConversionError, UnsupportedOp, UnsupportedOpsError
 from msc.frontend.torch.dtypes import tensor_to_numpy, to_msc
 from msc.frontend.torch.registry import CONVERTERS, Ctx, Unsupported, aten_op, bind
 from msc.ir import Graph, Provenance, SymDim, TensorType, Value
-from msc.ir.graph import dead_nodes
+from msc.ir.graph import Node, dead_nodes
+from msc.ops.custom import custom_op
 from msc.text.check import enabled as check_enabled
 
 __all__ = [
@@ -217,6 +219,68 @@ def _assert_only(fx_graph: torch.fx.Graph) -> set[torch.fx.Node]:
     return out
 
 
+def library_op(target: Any) -> torch._ops.OpOverload | None:
+    """``target`` when it is an op a library registered with torch.library (not PyTorch's own
+    aten / prims / quantized namespaces): the ops a custom node may stand for."""
+    if not isinstance(target, torch._ops.OpOverload):
+        return None
+    return None if target.namespace in _TORCH_NAMESPACES else target
+
+
+_TORCH_NAMESPACES = frozenset({"aten", "prims", "prim", "higher_order", "_c10d_functional"})
+
+
+def keep_custom(op: torch._ops.OpOverload, ctx: Ctx, *args: Any, **kwargs: Any) -> Any:
+    """A torch.library op with no converter as a custom node ``namespace::name@1`` (the
+    overload joins the name unless it is ``default``): tensor arguments become inputs in schema
+    order, the others attributes by argument name, the output types torch's meta gives."""
+    schema = op._schema
+    bound = bind(schema, args, kwargs)
+    inputs: list[Value | None] = []
+    attrs: dict[str, Any] = {}
+    for a in schema.arguments:
+        v = bound[a.name]
+        kind = str(a.type)
+        if kind in ("Tensor", "Optional[Tensor]"):
+            if v is not None and not isinstance(v, Value):
+                raise Unsupported(f"argument {a.name!r} is not a graph tensor")
+            inputs.append(v)
+        elif "Tensor" in kind:
+            raise Unsupported(f"argument {a.name!r} ({kind}): tensor lists are not kept")
+        elif v is None:
+            if a.has_default_value() and a.default_value is not None:
+                raise Unsupported(f"argument {a.name!r} is None where its default is not")
+        else:
+            attrs[a.name] = _custom_attr(a.name, v)
+    name = op._opname if op._overloadname == "default" else f"{op._opname}.{op._overloadname}"
+    meta = ctx.meta
+    metas = list(meta) if isinstance(meta, list | tuple) else [meta]
+    if not metas or not all(isinstance(m, torch.Tensor) for m in metas):
+        raise Unsupported("a custom op is kept only when it returns tensors")
+    types = [TensorType(to_msc(m.dtype), [ctx.dim_of(d) for d in m.shape]) for m in metas]
+    node = Node(
+        custom_op(op.namespace, name),
+        inputs,
+        attrs,
+        output_types=types,
+        name=ctx.node_name,
+        provenance=ctx._current_provenance(),  # noqa: SLF001
+    )
+    ctx.nodes.append(node)
+    outs = node.outputs
+    return tuple(outs) if isinstance(meta, list | tuple) else outs[0]
+
+
+def _custom_attr(name: str, v: Any) -> Any:
+    if isinstance(v, torch.dtype):
+        return to_msc(v)
+    if isinstance(v, bool | int | float | str):
+        return v
+    if isinstance(v, list | tuple) and all(isinstance(x, bool | int | float | str) for x in v):
+        return list(v)
+    raise Unsupported(f"argument {name!r} is a {type(v).__name__}, which a custom node cannot hold")
+
+
 class Translator:
     """Translate the nodes of an fx graph into ``graph`` through ``source``."""
 
@@ -231,6 +295,7 @@ class Translator:
         self.symbols: dict[Any, SymDim] = {}
         self.strict = check_enabled()
         self.prefix = ""  # prepended to value and node names (inlined submodules)
+        self.custom_ops = "error"  # or "keep": an op with no converter becomes a custom node
 
     # ------------------------------------------------------------------ types
     def sym_dim(self, expr: Any) -> SymDim | int | None:
@@ -358,8 +423,13 @@ class Translator:
         inplace = False
         if fn is None:
             fn, inplace = CONVERTERS.lookup(call.key)
-            if fn is None:
-                self._report(call.key, node, reasons.get(call.key, "no converter"), None)
+            if fn is None and self.custom_ops == "keep" and library_op(node.target) is not None:
+                fn = functools.partial(keep_custom, node.target)
+            elif fn is None:
+                reason = reasons.get(call.key, "no converter")
+                if library_op(node.target) is not None:
+                    reason += " (custom_ops='keep' keeps this torch.library op as a custom node)"
+                self._report(call.key, node, reason, None)
                 self.env[node] = POISON
                 return
         args, kwargs = self.resolve(call.args), self.resolve(call.kwargs)
