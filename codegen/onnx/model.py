@@ -11,7 +11,8 @@
 # - Weights become initializers (raw_data) or external-data references chosen by the caller;
 #   this module never reads weight data for external ones.
 # - Types: dtypes and shapes of graph inputs, outputs and intermediate values are written
-#   (SymDim -> dim_param, unknown dim -> empty dim); SymDim ranges go to metadata_props.
+#   (SymDim -> dim_param, an expression -> its spelling as dim_param, unknown dim -> empty
+#   dim); symbol ranges go to metadata_props.
 """
 
 from __future__ import annotations
@@ -34,10 +35,10 @@ from codegen.onnx.registry import (
     tensor_proto,
 )
 from msc.errors import ConversionError, UnsupportedOp, UnsupportedOpsError
-from msc.ir import structure
+from msc.ir import structure, symexpr
 from msc.ir.dtype import DType
 from msc.ir.graph import Graph, Node, Value, Weight
-from msc.ir.types import SymDim, TensorType
+from msc.ir.types import SymDim, SymExpr, TensorType
 from msc.ops.custom import CustomOp, parse_custom
 from msc.ops.decompose import DecompositionRegistry, NotDecomposable
 from msc.ops.decompose import registry as default_decompositions
@@ -58,8 +59,8 @@ def type_proto(t: TensorType) -> onnx.TypeProto:
             dim = shape.dim.add()
             if isinstance(d, int):
                 dim.dim_value = d
-            elif isinstance(d, SymDim):
-                dim.dim_param = d.name
+            elif isinstance(d, SymDim | SymExpr):
+                dim.dim_param = d.name  # an expression: its spelling, "2*s0 + 1"
     return tp
 
 
@@ -400,8 +401,9 @@ class ModelBuilder:
         ranges: dict[str, list[int | None]] = {}
         for v in [*g.inputs, *g.outputs, *(o for n in g.nodes for o in n.outputs)]:
             for d in v.type.shape or ():
-                if isinstance(d, SymDim) and (d.min is not None or d.max is not None):
-                    ranges[d.name] = [d.min, d.max]
+                for sym in symexpr.symbols(d) if d is not None else ():
+                    if sym.min is not None or sym.max is not None:
+                        ranges[sym.name] = [sym.min, sym.max]
         if ranges:
             props["msc.dim_ranges"] = json.dumps(ranges, sort_keys=True)
         if self._renamed:

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from codegen.onnx.registry import ONNX_DTYPE, Emit, Ref, emitter
+from codegen.onnx.registry import ONNX_DTYPE, Emit, Ref, Unsupported, emitter
 from msc.ir.dtype import DType
+from msc.ops.infer import broadcast
 
 INT64_MAX = 2**63 - 1
 
@@ -144,11 +145,19 @@ class _Advanced:
         self.axes = [a % r for a in axes]
         self.rest = [i for i in range(r) if i not in self.axes]
         self.perm = self.axes + self.rest
+        zero = None  # with symbolic shapes: a zero tensor of the broadcast shape, at run time
         if all(i.shape == indices[0].shape for i in indices):  # nothing to broadcast
             self.b = list(indices[0].shape)
+        elif all(i.type is not None and i.type.is_static for i in indices):
+            self.b = list(np.broadcast_shapes(*[i.shape for i in indices]))
         else:
-            shapes = [i.static_shape("advanced indexing") for i in indices]
-            self.b = list(np.broadcast_shapes(*shapes))
+            if any(i.type is None or i.type.shape is None for i in indices):
+                raise Unsupported("advanced indexing with indices of unknown rank")
+            self.b = list(broadcast(*[i.type for i in indices]) or ())
+            for i in indices:
+                i64 = i if i.dtype is DType.INT64 else e.cast(i, DType.INT64)
+                z = e.op("Mul", i64, e.scalar(0, DType.INT64))
+                zero = z if zero is None else e.op("Add", zero, z)
         nb, lead = len(self.b), self.axes[0]
         contiguous = self.axes == list(range(lead, lead + len(self.axes)))
         # torch keeps the broadcast dims where the indexed axes were when they are adjacent.
@@ -164,7 +173,9 @@ class _Advanced:
         for i in indices:
             if i.dtype is not DType.INT64:
                 i = e.cast(i, DType.INT64)
-            if list(i.shape) != self.b:
+            if zero is not None:
+                i = e.op("Add", i, zero)
+            elif list(i.shape) != self.b:
                 i = e.op("Expand", i, e.ints(self.b))  # static here (see above)
             parts.append(
                 e.op("Unsqueeze", i, e.ints([-1]))

@@ -38,8 +38,9 @@ from msc.analysis.shapes import (
 from msc.analysis.verify import VerifyReport, verify_models
 from msc.errors import MscError
 from msc.io import files, replace_dir
+from msc.ir import symexpr
 from msc.ir.graph import Graph
-from msc.ir.types import SymDim, TensorType
+from msc.ir.types import TensorType
 
 __all__ = ["convert", "ConvertReport", "TARGETS", "target_for"]
 
@@ -243,9 +244,8 @@ def _unranged(g: Graph) -> Graph:
     """``g`` with symbol ranges dropped (ONNX cannot store them; torch.export adds its own)."""
     types = {}
     for v in g.inputs:
-        if v.type.shape is not None and any(isinstance(d, SymDim) for d in v.type.shape):
-            dims = (SymDim(d.name) if isinstance(d, SymDim) else d for d in v.type.shape)
-            types[v.name] = v.type.with_shape(dims)
+        if v.type.shape is not None and not v.type.is_static:
+            types[v.name] = v.type.with_shape(symexpr.unranged(d) for d in v.type.shape)
     return retype(g, types, {}) if types else g
 
 

@@ -30,10 +30,11 @@ from typing import Any
 
 import numpy as np
 
+from msc.ir import symexpr
 from msc.ir.attrs import attr_equal
 from msc.ir.equal import structural_equal
 from msc.ir.graph import Graph, Node, Value, Weight
-from msc.ir.types import SymDim, TensorType
+from msc.ir.types import TensorType
 from msc.text.printer import format_attr, format_type
 
 __all__ = ["Match", "match", "DiffReport", "diff_graphs", "format_diff"]
@@ -284,7 +285,7 @@ def _unranged(t: TensorType) -> TensorType:
     """``t`` with symbol ranges dropped: a range is a property of an input, reported once."""
     if t.shape is None:
         return t
-    return t.with_shape(SymDim(d.name) if isinstance(d, SymDim) else d for d in t.shape)
+    return t.with_shape(symexpr.unranged(d) for d in t.shape)
 
 
 def _node_changes(m: Match, n: Node, c: Node) -> list[str]:

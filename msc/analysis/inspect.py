@@ -27,7 +27,6 @@ from msc.analysis.cost import node_cost
 from msc.analysis.shapes import specialize, symbols
 from msc.analysis.symbolic import Poly, human, nbytes
 from msc.ir.graph import Graph, Value
-from msc.ir.types import SymDim
 from msc.ops.custom import is_custom
 from msc.text.printer import format_type
 
@@ -123,7 +122,7 @@ def _io(v: Value) -> dict[str, Any]:
         "dtype": v.type.dtype.short,
         "shape": None
         if v.type.shape is None
-        else [d.name if isinstance(d, SymDim) else d for d in v.type.shape],
+        else [d if d is None or isinstance(d, int) else d.name for d in v.type.shape],
         "type": format_type(v.type),
     }
 

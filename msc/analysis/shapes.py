@@ -12,9 +12,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from msc.errors import MscError
+from msc.ir import symexpr
 from msc.ir.dtype import DType
 from msc.ir.graph import Graph, Node, Value
-from msc.ir.types import SymDim, TensorType
+from msc.ir.types import Dim, SymDim, SymExpr, TensorType
 
 __all__ = [
     "InputShape",
@@ -109,8 +110,9 @@ def symbols(g: Graph) -> dict[str, SymDim]:
     out: dict[str, SymDim] = {}
     for v in g.values():
         for d in v.type.shape or ():
-            if isinstance(d, SymDim):
-                out.setdefault(d.name, d)
+            if d is not None and not isinstance(d, int):
+                for sym in sorted(symexpr.symbols(d), key=lambda x: x.name):
+                    out.setdefault(sym.name, sym)
     return out
 
 
@@ -165,10 +167,16 @@ def bind(g: Graph, specs: Iterable[InputShape]) -> dict[str, int]:
 def _subst(t: TensorType, binding: Mapping[str, int]) -> TensorType:
     if t.shape is None:
         return t
-    return t.with_shape(
-        binding.get(d.name, d) if isinstance(d, SymDim) else d  # type: ignore[misc]
-        for d in t.shape
-    )
+    return t.with_shape(bind_dim(d, binding) for d in t.shape)
+
+
+def bind_dim(d: Dim, binding: Mapping[str, int]) -> Dim:
+    """``d`` with bound symbols replaced by their sizes (an expression evaluated as far as the
+    binding goes)."""
+    if d is None or isinstance(d, int):
+        return d
+    out = symexpr.subs(d, binding)
+    return out if not isinstance(out, int) or out >= 0 else None
 
 
 def concrete_shape(t: TensorType, binding: Mapping[str, int], default: int = 2) -> tuple[int, ...]:
@@ -186,6 +194,15 @@ def concrete_shape(t: TensorType, binding: Mapping[str, int], default: int = 2) 
                 size = max(size, d.min)
             if d.max is not None:
                 size = min(size, d.max)
+            out.append(size)
+        elif isinstance(d, SymExpr):
+            syms = {
+                s.name: concrete_shape(TensorType(t.dtype, (s,)), binding, default)[0]
+                for s in symexpr.symbols(d)
+            }
+            size = symexpr.subs(d, syms)
+            if not isinstance(size, int) or size < 0:
+                raise MscError(f"{d} is not a size for {syms}; give --input-shape")
             out.append(size)
         else:
             raise MscError(f"cannot make an input with an unknown dim ({t}); give --input-shape")

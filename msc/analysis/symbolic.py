@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from msc.ir.types import Dim, SymDim, TensorType
+from msc.ir.symexpr import spell
+from msc.ir.types import Dim, SymDim, SymExpr, TensorType
 
 __all__ = ["Poly", "numel", "nbytes", "human"]
 
@@ -132,10 +133,20 @@ def _power(m: _Mono) -> list[str]:
 
 
 def dim_poly(d: Dim) -> Poly | None:
+    """A dim as a Poly: an expression's terms with its symbols by name (a floordiv, mod, min
+    or max stands as one symbol spelled as itself); None for an unknown dim."""
     if isinstance(d, SymDim):
         return Poly.of(d.name)
     if isinstance(d, int):
         return Poly.of(d)
+    if isinstance(d, SymExpr):
+        total = Poly()
+        for mono, c in d.terms:
+            term = Poly.of(c)
+            for atom in mono:
+                term = term * Poly.of(atom.name if isinstance(atom, SymDim) else spell(atom, False))
+            total = total + term
+        return total
     return None
 
 

@@ -1,9 +1,10 @@
 """The neutral graph IR. Imports neither torch nor onnx (enforced by ruff's banned-api)."""
 
+from msc.ir import symexpr
 from msc.ir.attrs import AttrKind
 from msc.ir.dtype import DType
 from msc.ir.graph import Graph, GraphError, Node, Provenance, Value, Weight
-from msc.ir.types import Dim, SymDim, TensorType
+from msc.ir.types import Dim, SymDim, SymExpr, TensorType
 
 __all__ = [
     "AttrKind",
@@ -14,6 +15,8 @@ __all__ = [
     "Node",
     "Provenance",
     "SymDim",
+    "SymExpr",
+    "symexpr",
     "TensorType",
     "Value",
     "Weight",

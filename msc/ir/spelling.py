@@ -12,13 +12,14 @@ import re
 from typing import Any
 
 from msc.ir.dtype import DType
-from msc.ir.types import SymDim, TensorType
+from msc.ir.types import SymDim, SymExpr, TensorType
 
 __all__ = [
     "escape",
     "format_float",
     "format_scalar",
     "format_type",
+    "format_dim",
     "quote_name",
     "quote_ref",
     "KEYWORDS",
@@ -80,9 +81,14 @@ def quote_name(name: str) -> str:
     return name if _IDENT.match(name) and name not in KEYWORDS else escape(name)
 
 
-def _dim(d) -> str:
+def format_dim(d) -> str:
+    """A dim as the text format writes it: ``7``, ``?``, ``batch{1..64}``, ``2*s0 + 1``."""
     if d is None:
         return "?"
+    if isinstance(d, SymExpr):
+        from msc.ir.symexpr import spell
+
+        return spell(d)
     if isinstance(d, SymDim):
         s = quote_name(d.name)
         if d.min is not None or d.max is not None:
@@ -96,7 +102,7 @@ def _dim(d) -> str:
 def format_type(t: TensorType) -> str:
     if t.shape is None:
         return f"{t.dtype.short}[*]"
-    return f"{t.dtype.short}[" + ", ".join(_dim(d) for d in t.shape) + "]"
+    return f"{t.dtype.short}[" + ", ".join(format_dim(d) for d in t.shape) + "]"
 
 
 def format_float(x: float) -> str:

@@ -1,9 +1,11 @@
-"""Tensor types: a dtype and a shape whose dims are ints, named symbols, or unknown.
+"""Tensor types: a dtype and a shape whose dims are ints, named symbols, expressions over
+symbols, or unknown.
 
 # NOTE: invariants
 # - ``TensorType.shape is None`` means unknown rank, stated explicitly; ``()`` is a 0-d tensor.
 # - A dim is an ``int`` in [0, MAX_DIM], a ``SymDim`` (a named symbol, optionally with a
-#   range), or ``None`` (a dim of known position but unknown size, e.g. an ONNX dim with neither
+#   range), a ``SymExpr`` (an expression over symbols in canonical form, msc.ir.symexpr), or
+#   ``None`` (a dim of known position but unknown size, e.g. an ONNX dim with neither
 #   value nor param).
 # - Leaf values are frozen, hashable and compared by value.
 """
@@ -16,7 +18,7 @@ from dataclasses import dataclass
 from msc.errors import MscError
 from msc.ir.dtype import DType
 
-__all__ = ["SymDim", "Dim", "TensorType", "ShapeError", "MAX_DIM"]
+__all__ = ["SymDim", "SymExpr", "Func", "Dim", "TensorType", "ShapeError", "MAX_DIM"]
 
 # The largest size a dim may have: 2**40 elements along one axis is beyond any tensor a
 # machine holds, so a larger dim is a corrupt or hostile model, refused here rather than
@@ -46,11 +48,79 @@ class SymDim:
         return self.name
 
 
-Dim = int | SymDim | None
+@dataclass(frozen=True, slots=True)
+class Func:
+    """An integer function in a dim expression: floordiv(a, b), mod(a, b), min(...), max(...);
+    ``args`` are canonical dims (see msc.ir.symexpr)."""
+
+    op: str
+    args: tuple
+
+    def __str__(self) -> str:
+        from msc.ir.symexpr import spell
+
+        return f"{self.op}(" + ", ".join(spell(a) for a in self.args) + ")"
+
+
+@dataclass(frozen=True, slots=True)
+class SymExpr:
+    """A dim that is an expression over symbols (``2*s0``, ``seq + 1``) in canonical form:
+    monomials over atoms (SymDims, Funcs) with non-zero integer coefficients. Build it with the
+    arithmetic of msc.ir.symexpr (or these operators), which keeps the form canonical, so
+    equal expressions compare and hash equal."""
+
+    terms: tuple
+
+    def __str__(self) -> str:
+        from msc.ir.symexpr import spell
+
+        return spell(self)
+
+    def __repr__(self) -> str:
+        return f"SymExpr({self})"
+
+    @property
+    def name(self) -> str:
+        """The spelling without symbol ranges (an ONNX dim_param, a docstring)."""
+        from msc.ir.symexpr import spell
+
+        return spell(self, ranges=False)
+
+    def __add__(self, o):
+        from msc.ir.symexpr import add
+
+        return add(self, o)
+
+    __radd__ = __add__
+
+    def __sub__(self, o):
+        from msc.ir.symexpr import sub
+
+        return sub(self, o)
+
+    def __rsub__(self, o):
+        from msc.ir.symexpr import sub
+
+        return sub(o, self)
+
+    def __mul__(self, o):
+        from msc.ir.symexpr import mul
+
+        return mul(self, o)
+
+    __rmul__ = __mul__
+
+    def __floordiv__(self, o):
+        from msc.ir.symexpr import floordiv
+
+        return floordiv(self, o)
+
+
+Dim = int | SymDim | SymExpr | None
 
 
 def _check_dim(d: object) -> Dim:
-    if d is None or isinstance(d, SymDim):
+    if d is None or isinstance(d, SymDim | SymExpr):
         return d
     if isinstance(d, bool) or not isinstance(d, int):
         # numpy integers are accepted and normalized.

@@ -1,8 +1,8 @@
 """Helpers shared by the type-inference functions.
 
-# NOTE: dims are ints, SymDims or None (unknown). Arithmetic on two ints gives an int; anything
-# involving a symbol or unknown gives None unless the rule can keep the symbol (broadcasting,
-# pass-through dims).
+# NOTE: dims are ints, SymDims, SymExprs or None (unknown). Arithmetic on dims goes through
+# msc.ir.symexpr (``dim_add``, ``dim_mul``, ...), which keeps symbols as canonical expressions;
+# anything involving an unknown dim gives None.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from msc.errors import MscError
+from msc.ir import symexpr
 from msc.ir.dtype import DType
 from msc.ir.types import Dim, SymDim, TensorType
 
@@ -23,6 +24,8 @@ __all__ = [
     "conv_out",
     "pool_out",
     "known",
+    "dim_add",
+    "dim_mul",
 ]
 
 
@@ -31,7 +34,28 @@ class InferError(MscError, ValueError):
 
 
 def known(d: Dim) -> bool:
+    """Whether ``d`` is a concrete size."""
     return isinstance(d, int)
+
+
+def dim_add(*ds: Dim) -> Dim:
+    """The sum of dims (None if any is unknown)."""
+    out: Dim = 0
+    for d in ds:
+        if d is None:
+            return None
+        out = symexpr.add(out, d)
+    return out
+
+
+def dim_mul(*ds: Dim) -> Dim:
+    """The product of dims (None if any is unknown)."""
+    out: Dim = 1
+    for d in ds:
+        if d is None:
+            return None
+        out = symexpr.mul(out, d)
+    return out
 
 
 def rank_of(t: TensorType, what: str = "input") -> int:
@@ -95,9 +119,12 @@ def same_dtype(*types: TensorType | None, what: str = "inputs") -> DType:
 
 
 def conv_out(size: Dim, k: Dim, stride: int, pad_total: int, dilation: int) -> Dim:
-    if not (known(size) and known(k)):
+    if size is None or not known(k):
         return None
     span = dilation * (k - 1) + 1  # type: ignore[operator]
+    if not known(size):
+        # floor((size + pads - span) / stride) + 1, valid where the window fits.
+        return symexpr.add(symexpr.floordiv(symexpr.add(size, pad_total - span), stride), 1)
     num = size + pad_total - span  # type: ignore[operator]
     if num < 0:
         raise InferError(f"kernel span {span} is larger than padded size {size + pad_total}")
@@ -107,9 +134,13 @@ def conv_out(size: Dim, k: Dim, stride: int, pad_total: int, dilation: int) -> D
 def pool_out(
     size: Dim, k: int, stride: int, pad_begin: int, pad_end: int, dilation: int, ceil: bool
 ) -> Dim:
-    if not known(size):
+    if size is None:
         return None
     span = dilation * (k - 1) + 1
+    if not known(size):
+        if ceil:
+            return None  # the last-window rule depends on the size's value
+        return conv_out(size, k, stride, pad_begin + pad_end, dilation)
     num = size + pad_begin + pad_end - span  # type: ignore[operator]
     if num < 0:
         raise InferError(f"pool window {span} is larger than padded size")

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from msc.ir import symexpr
 from msc.ir.dtype import DType
 from msc.ir.types import Dim, TensorType
 from msc.ops import registry
-from msc.ops.infer import InferError, broadcast, known, same_dtype
+from msc.ops.infer import InferError, broadcast, dim_add, dim_mul, known, same_dtype
 from msc.ops.infer import axes as norm_axes
 from msc.ops.infer import axis as norm_axis
 from msc.ops.schema import Attr
@@ -21,12 +22,7 @@ INT_MAX = 2**63 - 1
 
 
 def _prod(dims) -> Dim:
-    n = 1
-    for d in dims:
-        if not known(d):
-            return None
-        n *= d
-    return n
+    return dim_mul(*dims)
 
 
 @registry.op(
@@ -56,15 +52,11 @@ def reshape(x, shape_in, *, shape):
     if -1 in shape:
         rest = _prod(d for d in shape if d != -1)
         if total is not None and rest:
-            if total % rest:
+            if known(total) and total % rest:
                 raise InferError(f"reshape: cannot view {x.shape} as {list(shape)}")
-            out[shape.index(-1)] = total // rest
-        elif x.shape is not None and rest and len(x.shape) == len(shape):
-            # Keep a symbol that passes through unchanged (e.g. [batch, 4] -> [-1, 4]).
-            i = shape.index(-1)
-            if _prod([d for j, d in enumerate(x.shape) if j != i]) == rest:
-                out[i] = x.shape[i]
-    elif total is not None and _prod(shape) != total:
+            # Exact when rest divides the symbolic total (b*s*768 / 768 = b*s).
+            out[shape.index(-1)] = symexpr.floordiv(total, rest)
+    elif known(total) and _prod(shape) != total:
         raise InferError(f"reshape: {total} elements cannot take shape {list(shape)}")
     return TensorType(x.dtype, out)
 
@@ -127,9 +119,32 @@ def flatten(x, *, start_axis, end_axis):
 
 
 def _slice_len(d: Dim, start: int, end: int, step: int) -> Dim:
-    if not known(d):
+    if d is None:
         return None
-    return len(range(*slice(start, end, step).indices(d)))  # type: ignore[arg-type]
+    if known(d):
+        return len(range(*slice(start, end, step).indices(d)))  # type: ignore[arg-type]
+    if step < 1:
+        return None
+    # A symbolic size: exact where its range says no bound is clamped.
+    lo = start if start >= 0 else symexpr.add(d, start)
+    hi = d if end >= _end_of(d) else (end if end >= 0 else symexpr.add(d, end))
+    if start < 0 and not symexpr.at_least(d, -start):
+        return None
+    if end >= 0 and end < _end_of(d) and not symexpr.at_least(d, end):
+        return None
+    if end < 0 and not symexpr.at_least(d, -end):
+        return None
+    n = symexpr.sub(hi, lo)
+    if not symexpr.at_least(n, 0):
+        return None
+    return symexpr.ceildiv(n, step) if step > 1 else n
+
+
+def _end_of(d: Dim) -> int:
+    """An end at or past which a slice of ``d`` runs to the end: its largest value, or any
+    end from 2**31 (what exporters write for "to the end") when unbounded."""
+    _, hi = symexpr.bounds(d)
+    return min(hi, 2**31 - 1) if hi is not None else 2**31 - 1
 
 
 @registry.op(
@@ -166,7 +181,7 @@ def concat(xs, *, axis):
     a = norm_axis(axis, r)
     shape = list(xs[0].shape)
     sizes = [x.shape[a] for x in xs]
-    shape[a] = sum(sizes) if all(known(d) for d in sizes) else None  # type: ignore[arg-type]
+    shape[a] = dim_add(*sizes)
     return TensorType(dt, shape)
 
 
@@ -315,7 +330,7 @@ def pad(x, *, pads, mode, value):
         raise InferError(f"pad: {len(pads)} pads for rank {r} (need {2 * r})")
     return TensorType(
         x.dtype,
-        [d + pads[i] + pads[r + i] if known(d) else None for i, d in enumerate(x.shape)],
+        [dim_add(d, pads[i] + pads[r + i]) for i, d in enumerate(x.shape)],
     )
 
 
@@ -348,7 +363,7 @@ def tile(x, *, repeats):
     if len(repeats) < len(x.shape):
         repeats = (1,) * (len(x.shape) - len(repeats)) + tuple(repeats)
     shape = [1] * (len(repeats) - len(x.shape)) + list(x.shape)
-    return TensorType(x.dtype, [d * r if known(d) else None for d, r in zip(shape, repeats)])
+    return TensorType(x.dtype, [dim_mul(d, r) for d, r in zip(shape, repeats)])
 
 
 @registry.op("flip", ["x"], {"axes": Attr.ints()}, category="shape")
@@ -451,7 +466,7 @@ def depth_to_space(x, *, blocksize, mode):
     """ONNX DepthToSpace (DCR or CRD)."""
     b = blocksize
     n, c, h, w = x.shape
-    mul = lambda d: d * b if known(d) else None  # noqa: E731
+    mul = lambda d: dim_mul(d, b)  # noqa: E731
     return TensorType(x.dtype, (n, c // (b * b) if known(c) else None, mul(h), mul(w)))
 
 

@@ -14,12 +14,13 @@ from typing import Any
 import numpy as np
 
 from msc.errors import MscError
+from msc.ir import symexpr
 from msc.ir.dtype import DType
 from msc.ir.graph import Graph, Node, Provenance, Value, Weight
 from msc.ir.types import SymDim, TensorType
 from msc.text.printer import FORMAT_VERSION, OPS_VERSION
 
-__all__ = ["from_text", "ParseError"]
+__all__ = ["from_text", "parse_dim", "ParseError"]
 
 
 class ParseError(MscError, ValueError):
@@ -301,16 +302,68 @@ class _Parser:
         return TensorType(dt, dims)
 
     def dim(self):
-        i = self.i
-        if _kind(self.texts[i]) == "num":
-            v = self.integer()
-            if v < 0:
-                t = self.toks_at(i)
-                raise ParseError(f"a dim must be >= 0, found {v}", t.line, t.col)
-            return v
+        """A dim: an integer, ``?``, a symbol (``batch{1..64}``), or an expression over
+        symbols (``2*s0 + 1``, ``floordiv(h + 1, 2)``; see msc.ir.symexpr)."""
         if self.accept("?"):
             return None
-        name = self.name("a dim (an integer, ?, or a symbol)")
+        i = self.i
+        d = self.dim_sum()
+        if isinstance(d, int) and d < 0:
+            t = self.toks_at(i)
+            raise ParseError(f"a dim must be >= 0, found {d}", t.line, t.col)
+        return d
+
+    def dim_sum(self):
+        total = self.dim_term()
+        while True:
+            t = self.texts[self.i]
+            if t == "+":
+                self.i += 1
+                total = self._dim_op(symexpr.add, total, self.dim_term())
+            elif t == "-":
+                self.i += 1
+                total = self._dim_op(symexpr.sub, total, self.dim_term())
+            elif t[:1] == "-" and _INT.fullmatch(t):  # "s0-1" lexes as s0, -1
+                total = self._dim_op(symexpr.add, total, self.dim_term())
+            else:
+                return total
+
+    def dim_term(self):
+        f = self.dim_factor()
+        while self.accept("*"):
+            f = self._dim_op(symexpr.mul, f, self.dim_factor())
+        return f
+
+    def _dim_op(self, fn, *args):
+        try:
+            return fn(*args)
+        except (ValueError, ZeroDivisionError) as e:
+            raise self.error(f"a valid dim expression ({e})") from None
+
+    def dim_factor(self):
+        i = self.i
+        t = self.texts[i]
+        if t == "-":
+            self.i += 1
+            return self._dim_op(symexpr.neg, self.dim_factor())
+        if _kind(t) == "num":
+            return self.integer()
+        if t == "(" or (t in symexpr.FUNCS and self.texts[i + 1] == "("):
+            self.nest()
+            self.i += 1 if t == "(" else 2
+            args = [self.dim_sum()]
+            while t != "(" and self.accept(","):
+                args.append(self.dim_sum())
+            self.expect(")")
+            self.depth -= 1
+            if t == "(":
+                return args[0]
+            if len(args) != 2 and t in ("floordiv", "mod") or len(args) < 2:
+                at = self.toks_at(i)
+                want = "2" if t in ("floordiv", "mod") else "at least 2"
+                raise ParseError(f"{t} takes {want} arguments, found {len(args)}", at.line, at.col)
+            return self._dim_op(symexpr.apply, t, args)
+        name = self.name("a dim (an integer, ?, a symbol or an expression)")
         lo = hi = None
         if self.accept("{"):
             if _kind(self.texts[self.i]) == "num":
@@ -319,7 +372,11 @@ class _Parser:
             if _kind(self.texts[self.i]) == "num":
                 hi = self.integer()
             self.expect("}")
-        return SymDim(name, lo, hi)
+        try:
+            return SymDim(name, lo, hi)
+        except ValueError as e:
+            at = self.toks_at(i)
+            raise ParseError(str(e), at.line, at.col) from None
 
     # ------------------------------------------------------------ attribute values
     def value(self, scope: _Scope) -> Any:
@@ -686,3 +743,15 @@ def from_text(text: str) -> Graph:
     if p.texts[p.i] != "":
         raise p.error("end of input")
     return g
+
+
+def parse_dim(text: str) -> Any:
+    """A dim from its spelling (``7``, ``batch{1..8}``, ``2*s0 + 1``); ParseError if it is not
+    one. Length-limited: a dim's spelling is short."""
+    if len(text) > 4096:
+        raise ParseError("a dim spelling longer than 4096 characters", 1, 1)
+    p = _Parser(text)
+    d = p.dim()
+    if p.texts[p.i] != "":
+        raise p.error("the end of the dim")
+    return d

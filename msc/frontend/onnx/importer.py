@@ -29,7 +29,18 @@ from onnx import helper
 from msc.errors import ConversionError, Unsupported, UnsupportedOp, UnsupportedOpsError
 from msc.frontend.onnx.initializers import UnsupportedType, tensor_to_numpy, type_from_onnx
 from msc.frontend.onnx.registry import CONVERTERS, ConverterRegistry, NoConverter
-from msc.ir import DType, Graph, GraphError, Node, Provenance, SymDim, TensorType, Value, structure
+from msc.ir import (
+    DType,
+    Graph,
+    GraphError,
+    Node,
+    Provenance,
+    SymDim,
+    TensorType,
+    Value,
+    structure,
+    symexpr,
+)
 from msc.ir.attrs import infer_kind
 from msc.ir.builder import Builder
 from msc.ir.graph import dead_nodes
@@ -185,13 +196,12 @@ def _provenance(node: onnx.NodeProto) -> Provenance:
 def _restore_ranges(graph: Graph, ranges: dict[str, list]) -> None:
     """Give symbolic dims the ranges msc's ONNX codegen recorded (ONNX has no place for them)."""
 
+    binding = {name: SymDim(name, *r) for name, r in ranges.items()}
+
     def fix(t: TensorType) -> TensorType:
-        if t.shape is None or not any(isinstance(d, SymDim) for d in t.shape):
+        if t.shape is None or all(isinstance(d, int) or d is None for d in t.shape):
             return t
-        dims = [
-            SymDim(d.name, *ranges[d.name]) if isinstance(d, SymDim) and d.name in ranges else d
-            for d in t.shape
-        ]
+        dims = [d if isinstance(d, int) or d is None else symexpr.subs(d, binding) for d in t.shape]
         return TensorType(t.dtype, dims)
 
     def walk(g: Graph) -> None:

@@ -23,7 +23,8 @@ from onnx import TensorProto, numpy_helper
 
 from msc.errors import ConversionError
 from msc.ir import DType, SymDim, TensorType
-from msc.ir.types import ShapeError
+from msc.ir.types import Dim, ShapeError, SymExpr
+from msc.text import ParseError, parse_dim
 
 __all__ = [
     "UnsupportedType",
@@ -96,6 +97,20 @@ def dtype_to_onnx(dtype: DType) -> int:
     return _TO_ONNX[dtype]
 
 
+def dim_from_param(param: str) -> Dim:
+    """An ONNX dim_param as a dim: an expression when it is one in msc's exact spelling
+    (``2*s0 + 1``, as codegen.onnx writes it), else a symbol of that name (``batch``,
+    ``unk__12``, ``batch-size``)."""
+    if any(c in param for c in "+-*(") and len(param) <= 512:
+        try:
+            d = parse_dim(param)
+        except ParseError:
+            d = None
+        if isinstance(d, SymExpr) and d.name == param:
+            return d
+    return SymDim(param)
+
+
 def type_from_onnx(tp: onnx.TypeProto, what: str = "value") -> TensorType:
     """A tensor TypeProto as a TensorType: dim_value -> int, dim_param -> SymDim, else None."""
     kind = tp.WhichOneof("value")
@@ -111,7 +126,7 @@ def type_from_onnx(tp: onnx.TypeProto, what: str = "value") -> TensorType:
         if which == "dim_value" and d.dim_value >= 0:
             dims.append(int(d.dim_value))
         elif which == "dim_param" and d.dim_param:
-            dims.append(SymDim(d.dim_param))
+            dims.append(dim_from_param(d.dim_param))
         else:
             dims.append(None)
     try:

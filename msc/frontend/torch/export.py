@@ -12,7 +12,8 @@
 #   names placeholders by argument), in flattened order; ``input_names`` overrides them.
 # - A symbolic dim becomes ``SymDim(name, min, max)``: the name of the user's ``Dim`` where the
 #   shape environment remembers it, else torch's symbol (``s0``); the range from
-#   ``range_constraints``.
+#   ``range_constraints``. A size torch computed from symbols (``2*s0``, ``s0 + 1``,
+#   ``FloorDiv``, ``Mod``, ``Min``, ``Max``) becomes the same expression (msc.ir.symexpr).
 # - The output structure (``out_spec``) is kept in ``graph.output_tree``.
 """
 

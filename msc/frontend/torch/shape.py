@@ -37,7 +37,14 @@ def reshape_to(ctx: Ctx, x: Value, sizes: Any) -> Value:
         sizes[dyn[0]] = -1
         return ctx.op("reshape", x, shape=sizes)
     if -1 in sizes:
-        raise Unsupported("reshape with -1 and several symbolic sizes")
+        # The inferred size as torch proved it, when it is a number (``[b, s, -1, 64]`` with
+        # -1 = 12); else -1 stays in the run-time target, which torch and ONNX both resolve.
+        out = ctx.meta
+        i = sizes.index(-1)
+        if isinstance(out, torch.Tensor) and len(out.shape) == len(sizes):
+            n = out.shape[i]
+            if isinstance(n, int):
+                sizes[i] = n
     return ctx.op("reshape", x, ctx.shape_tensor(sizes))
 
 
@@ -329,6 +336,9 @@ def _dynamic_slice(ctx: Ctx, x: Value, d: int, start: Any, end: Any, step: int) 
     if not exact:
         raise Unsupported("slice with a symbolic bound that torch clamps")
     idx = ctx.op("range", *(ctx.tensor(b, DType.INT64) for b in (start, end, 1)))
+    n = ctx.dim_of(out.shape[d])  # end - start, as torch proved it
+    if n is not None and idx.type.shape == (None,):
+        idx.type = idx.type.with_shape((n,))
     return ctx.op("gather", x, idx, axis=d)
 
 

@@ -26,8 +26,9 @@ import torch.fx
 from msc.errors import ConversionError, UnsupportedOp, UnsupportedOpsError
 from msc.frontend.torch.dtypes import tensor_to_numpy, to_msc
 from msc.frontend.torch.registry import CONVERTERS, Ctx, Unsupported, aten_op, bind
-from msc.ir import Graph, Provenance, SymDim, TensorType, Value
+from msc.ir import Graph, Provenance, SymDim, TensorType, Value, symexpr
 from msc.ir.graph import Node, dead_nodes
+from msc.ir.types import Dim
 from msc.ops.custom import custom_op
 from msc.text.check import enabled as check_enabled
 
@@ -281,6 +282,40 @@ def _custom_attr(name: str, v: Any) -> Any:
     raise Unsupported(f"argument {name!r} is a {type(v).__name__}, which a custom node cannot hold")
 
 
+_SYMPY_FUNCS = {
+    "FloorDiv": symexpr.floordiv,
+    "CleanDiv": symexpr.floordiv,  # an exact division
+    "Mod": symexpr.mod,
+    "PythonMod": symexpr.mod,
+    "Min": symexpr.minimum,
+    "Max": symexpr.maximum,
+    "CeilDiv": symexpr.ceildiv,
+}
+
+
+def sympy_dim(e: Any, symbols: dict[Any, SymDim]) -> Dim:
+    """A sympy expression over torch's size symbols as an msc dim (TypeError for anything
+    else: a float, a symbol torch did not declare, a function msc has no counterpart for)."""
+    if getattr(e, "is_Integer", False):
+        return int(e)
+    if getattr(e, "is_Symbol", False):
+        if e not in symbols:
+            raise TypeError(f"unknown symbol {e}")
+        return symbols[e]
+    args = [sympy_dim(a, symbols) for a in getattr(e, "args", ())]
+    kind = type(e).__name__
+    if kind == "Add":
+        return functools.reduce(symexpr.add, args)
+    if kind == "Mul":
+        return functools.reduce(symexpr.mul, args)
+    if kind == "Pow" and len(args) == 2 and isinstance(args[1], int) and 0 < args[1] <= 8:
+        return functools.reduce(symexpr.mul, [args[0]] * args[1])
+    fn = _SYMPY_FUNCS.get(kind)
+    if fn is None or not args:
+        raise TypeError(f"no msc counterpart for {kind}")
+    return fn(*args)
+
+
 class Translator:
     """Translate the nodes of an fx graph into ``graph`` through ``source``."""
 
@@ -298,12 +333,21 @@ class Translator:
         self.custom_ops = "error"  # or "keep": an op with no converter becomes a custom node
 
     # ------------------------------------------------------------------ types
-    def sym_dim(self, expr: Any) -> SymDim | int | None:
+    def sym_dim(self, expr: Any) -> Dim:
+        """torch's size expression as a graph dim: an int, a symbol (with the user's Dim name
+        and torch's range), an expression over symbols (``2*s0``, ``s0 + 1``, floor
+        division, modulo, min, max), or None when it holds anything else."""
         if getattr(expr, "is_Integer", False):
             return int(expr)
-        return self.symbols.get(expr)
+        d = self.symbols.get(expr)
+        if d is not None:
+            return d
+        try:
+            return sympy_dim(expr, self.symbols)
+        except (TypeError, ValueError, ZeroDivisionError):
+            return None
 
-    def dim_of(self, d: Any) -> SymDim | int | None:
+    def dim_of(self, d: Any) -> Dim:
         """A torch size (an int or a SymInt) as a graph dim."""
         return self.sym_dim(d.node.expr) if isinstance(d, torch.SymInt) else int(d)
 

@@ -1,0 +1,411 @@
+"""Symbolic dims that are expressions: ``2*s0``, ``seq + 1``, ``floordiv(h - 1, 2) + 1``.
+
+A dim is an int, a ``SymDim`` (a named symbol with a range), or a ``SymExpr``: an integer
+polynomial over atoms, where an atom is a symbol or an integer function the polynomial cannot
+express (``floordiv``, ``mod``, ``min``, ``max``) of canonical dims. The arithmetic here
+returns dims in canonical form, so equal expressions are equal values with equal hashes.
+
+# NOTE: invariants
+# - Canonical form: monomials (sorted tuples of atoms, repeated for powers) with non-zero
+#   integer coefficients, sorted by their spelling; the constant monomial is ``()``.
+# - A result that is a constant is an ``int``; one that is ``1*symbol`` is that ``SymDim``;
+#   only anything else is a ``SymExpr``. Functions simplify what is exact for integers
+#   (``floordiv(4*s + 3, 2)`` is ``2*s + floordiv(3, 2)`` = ``2*s + 1``; min/max of dims whose
+#   difference is a constant pick one); nothing else is assumed.
+# - Symbols are integers. The spelling (``str``) is the text format's, symbols with ranges.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from msc.ir.types import Dim, Func, ShapeError, SymDim, SymExpr
+
+__all__ = [
+    "SymExpr",
+    "Func",
+    "add",
+    "sub",
+    "mul",
+    "neg",
+    "floordiv",
+    "ceildiv",
+    "mod",
+    "minimum",
+    "maximum",
+    "subs",
+    "symbols",
+    "FUNCS",
+    "spell",
+    "bounds",
+    "at_least",
+    "apply",
+    "MAX_TERMS",
+    "unranged",
+]
+
+FUNCS = ("floordiv", "mod", "min", "max")
+
+# Products of sums multiply their terms; a real shape has a handful. A larger expression is a
+# hostile or corrupt model, refused before it costs memory.
+MAX_TERMS = 4096
+
+_Mono = tuple  # tuple of atoms
+
+
+# ---------------------------------------------------------------------------- spelling
+def _atom_str(a: object, ranges: bool = True) -> str:
+    if isinstance(a, SymDim):
+        from msc.ir.spelling import format_dim
+
+        return format_dim(a) if ranges else a.name
+    if isinstance(a, Func):
+        return f"{a.op}(" + ", ".join(spell(x, ranges) for x in a.args) + ")"
+    raise TypeError(f"not an atom: {a!r}")
+
+
+def spell(d: Dim, ranges: bool = True) -> str:
+    """The spelling of a dim: ``7``, ``batch{1..64}``, ``2*s0 + 1``."""
+    if isinstance(d, int):
+        return str(d)
+    if isinstance(d, SymExpr):
+        return _format_terms(d.terms, ranges)
+    return _atom_str(d, ranges)
+
+
+def _mono_str(m: _Mono, ranges: bool) -> str:
+    out = []
+    for a in m:
+        s = _atom_str(a, ranges)
+        out.append(s)
+    return "*".join(out)
+
+
+def _format_terms(terms: Iterable[tuple[_Mono, int]], ranges: bool = True) -> str:
+    parts: list[str] = []
+    const = 0
+    for m, c in terms:
+        if not m:
+            const = c
+            continue
+        body = _mono_str(m, ranges)
+        mag = abs(c)
+        piece = body if mag == 1 else f"{mag}*{body}"
+        if not parts:
+            parts.append(piece if c > 0 else f"-{piece}")
+        else:
+            parts.append(("+ " if c > 0 else "- ") + piece)
+    if const or not parts:
+        if not parts:
+            parts.append(str(const))
+        else:
+            parts.append(("+ " if const > 0 else "- ") + str(abs(const)))
+    return " ".join(parts)
+
+
+def _key(a: object) -> str:
+    return _atom_str(a)
+
+
+# ---------------------------------------------------------------------------- canonical form
+def _terms(d: Dim) -> dict[_Mono, int]:
+    if isinstance(d, bool):
+        raise TypeError("a dim is not a bool")
+    if isinstance(d, int):
+        return {(): d} if d else {}
+    if isinstance(d, SymDim):
+        return {(d,): 1}
+    if isinstance(d, SymExpr):
+        return dict(d.terms)
+    if isinstance(d, Func):
+        return {(d,): 1}
+    raise TypeError(f"not a dim: {d!r}")
+
+
+def _make(terms: Mapping[_Mono, int]) -> Dim:
+    items = sorted(((m, c) for m, c in terms.items() if c), key=lambda t: _mono_key(t[0]))
+    if not items:
+        return 0
+    if len(items) == 1:
+        m, c = items[0]
+        if not m:
+            return c
+        if c == 1 and len(m) == 1 and isinstance(m[0], SymDim):
+            return m[0]
+    return SymExpr(tuple(items))
+
+
+def _mono_key(m: _Mono) -> tuple:
+    # The constant term sorts last, so that it prints last; higher degrees first.
+    return (not m, -len(m), tuple(_key(a) for a in m))
+
+
+def _as_atom(d: Dim) -> object:
+    """A dim that is a single atom with coefficient 1 (a SymDim or a lone Func), else None."""
+    t = _terms(d)
+    if len(t) == 1:
+        ((m, c),) = t.items()
+        if c == 1 and len(m) == 1:
+            return m[0]
+    return None
+
+
+def add(a: Dim, b: Dim) -> Dim:
+    if isinstance(a, int) and isinstance(b, int):
+        return a + b
+    t = _terms(a)
+    for m, c in _terms(b).items():
+        t[m] = t.get(m, 0) + c
+    return _make(t)
+
+
+def neg(a: Dim) -> Dim:
+    if isinstance(a, int):
+        return -a
+    return _make({m: -c for m, c in _terms(a).items()})
+
+
+def sub(a: Dim, b: Dim) -> Dim:
+    if isinstance(a, int) and isinstance(b, int):
+        return a - b
+    return add(a, neg(b))
+
+
+def mul(a: Dim, b: Dim) -> Dim:
+    if isinstance(a, int) and isinstance(b, int):
+        return a * b
+    out: dict[_Mono, int] = {}
+    ta, tb = _terms(a), _terms(b)
+    if len(ta) * len(tb) > MAX_TERMS:
+        raise ShapeError(f"a dim expression of more than {MAX_TERMS} terms is not plausible")
+    for m1, c1 in ta.items():
+        for m2, c2 in tb.items():
+            m = tuple(sorted(m1 + m2, key=_key))
+            out[m] = out.get(m, 0) + c1 * c2
+    return _make(out)
+
+
+def _func(op: str, *args: Dim) -> Dim:
+    return _make({(Func(op, tuple(args)),): 1})
+
+
+def floordiv(a: Dim, b: Dim) -> Dim:
+    """floor(a / b) for integers (b != 0)."""
+    if isinstance(b, int):
+        if b == 0:
+            raise ZeroDivisionError("floordiv of a dim by 0")
+        if b == 1:
+            return a
+        if isinstance(a, int):
+            return a // b
+        if b < 0:
+            return floordiv(neg(a), -b)
+        # floor((b*q + r) / b) = q + floor(r / b) for integer q: pull out what b divides.
+        whole: dict[_Mono, int] = {}
+        rest: dict[_Mono, int] = {}
+        for m, c in _terms(a).items():
+            q, r = divmod(c, b)
+            if not m:
+                whole[m] = q
+                if r:
+                    rest[m] = r
+                continue
+            if r == 0:
+                whole[m] = q
+            else:
+                rest[m] = c
+        r = _make(rest)
+        if isinstance(r, int):
+            return add(_make(whole), r // b)
+        if all(c < 0 for m, c in _terms(r).items() if m):
+            # floor(-x / b) = -floor((x + b - 1) / b): the argument keeps positive terms.
+            return sub(_make(whole), floordiv(add(neg(r), b - 1), b))
+        return add(_make(whole), _func("floordiv", r, b))
+    if isinstance(a, int) and a == 0:
+        return 0
+    if a == b:
+        return 1
+    return _func("floordiv", a, b)
+
+
+def ceildiv(a: Dim, b: Dim) -> Dim:
+    """ceil(a / b) = -floor(-a / b)."""
+    return neg(floordiv(neg(a), b))
+
+
+def mod(a: Dim, b: Dim) -> Dim:
+    """a mod b with the sign of b (Python's %), for integers (b != 0)."""
+    if isinstance(b, int):
+        if b == 0:
+            raise ZeroDivisionError("mod of a dim by 0")
+        if isinstance(a, int):
+            return a % b
+        if b in (1, -1):
+            return 0
+        rest: dict[_Mono, int] = {}
+        for m, c in _terms(a).items():
+            r = c % b if not m else (0 if c % b == 0 else c)
+            if r:
+                rest[m] = r
+        r = _make(rest)
+        return r % b if isinstance(r, int) else _func("mod", r, b)
+    if a == b:
+        return 0
+    return _func("mod", a, b)
+
+
+def _extreme(op: str, args: Iterable[Dim]) -> Dim:
+    flat: list[Dim] = []
+    for a in args:
+        atom = _as_atom(a)
+        if isinstance(atom, Func) and atom.op == op:
+            flat.extend(atom.args)
+        else:
+            flat.append(a)
+    pick = min if op == "min" else max
+    ints = [a for a in flat if isinstance(a, int)]
+    others: list[Dim] = []
+    for a in flat:
+        if isinstance(a, int) or a in others:
+            continue
+        others.append(a)
+    if ints:
+        others.append(pick(ints))
+    # Two dims whose difference is a constant: the smaller (larger) one is known.
+    kept: list[Dim] = []
+    for a in others:
+        for i, k in enumerate(kept):
+            diff = sub(a, k)
+            if isinstance(diff, int):
+                if (op == "min" and diff < 0) or (op == "max" and diff > 0):
+                    kept[i] = a
+                break
+        else:
+            kept.append(a)
+    if len(kept) == 1:
+        return kept[0]
+    kept.sort(key=spell)
+    return _func(op, *kept)
+
+
+def minimum(*args: Dim) -> Dim:
+    return _extreme("min", args)
+
+
+def maximum(*args: Dim) -> Dim:
+    return _extreme("max", args)
+
+
+_APPLY = {"floordiv": floordiv, "mod": mod, "min": minimum, "max": maximum}
+
+
+def apply(op: str, args: Iterable[Dim]) -> Dim:
+    """``op`` (one of FUNCS) of ``args``, simplified."""
+    return _APPLY[op](*args)
+
+
+# ---------------------------------------------------------------------------- queries
+def _atoms(d: Dim) -> Iterable[object]:
+    for m in _terms(d):
+        for a in m:
+            yield a
+            if isinstance(a, Func):
+                for x in a.args:
+                    yield from _atoms(x)
+
+
+def symbols(d: Dim) -> set[SymDim]:
+    """The symbols ``d`` depends on."""
+    if isinstance(d, int):
+        return set()
+    return {a for a in _atoms(d) if isinstance(a, SymDim)}
+
+
+def subs(d: Dim, binding: Mapping[str, Dim]) -> Dim:
+    """``d`` with symbols replaced by name (by ints or other dims), simplified."""
+    if isinstance(d, int):
+        return d
+    if isinstance(d, SymDim):
+        return binding.get(d.name, d)
+    total: Dim = 0
+    for m, c in _terms(d).items():
+        term: Dim = c
+        for a in m:
+            if isinstance(a, SymDim):
+                v: Dim = binding.get(a.name, a)
+            else:
+                v = apply(a.op, [subs(x, binding) for x in a.args])  # type: ignore[attr-defined]
+            term = mul(term, v)
+        total = add(total, term)
+    return total
+
+
+def bounds(d: Dim) -> tuple[int | None, int | None]:
+    """(lowest, highest) value of ``d`` over its symbols' ranges (a symbol with no lower bound
+    is a size: at least 0); None where unbounded or not known."""
+    if isinstance(d, int):
+        return d, d
+    if isinstance(d, SymDim):
+        return (d.min if d.min is not None else 0), d.max
+    lo_total: int | None = 0
+    hi_total: int | None = 0
+    for m, c in _terms(d).items():
+        lo, hi = 1, 1
+        for a in m:
+            alo, ahi = _atom_bounds(a)
+            lo, hi = _imul(lo, hi, alo, ahi)
+        if c >= 0:
+            tlo, thi = _scale(lo, c), _scale(hi, c)
+        else:
+            tlo, thi = _scale(hi, c), _scale(lo, c)
+        lo_total = None if lo_total is None or tlo is None else lo_total + tlo
+        hi_total = None if hi_total is None or thi is None else hi_total + thi
+    return lo_total, hi_total
+
+
+def _scale(v: int | None, c: int) -> int | None:
+    return None if v is None else v * c
+
+
+def _imul(alo, ahi, blo, bhi):
+    """Bounds of a product of two ranges, for non-negative lower bounds (sizes)."""
+    if alo is None or blo is None or alo < 0 or blo < 0:
+        return None, None
+    hi = None if ahi is None or bhi is None else ahi * bhi
+    return alo * blo, hi
+
+
+def _atom_bounds(a: object) -> tuple[int | None, int | None]:
+    if isinstance(a, SymDim):
+        return bounds(a)
+    assert isinstance(a, Func)
+    bs = [bounds(x) for x in a.args]
+    if a.op in ("min", "max"):
+        los = [lo for lo, _ in bs]
+        his = [hi for _, hi in bs]
+        if a.op == "min":
+            lo = None if None in los else min(los)  # type: ignore[type-var]
+            hi = min((h for h in his if h is not None), default=None)
+        else:
+            lo = max((x for x in los if x is not None), default=None)
+            hi = None if None in his else max(his)  # type: ignore[type-var]
+        return lo, hi
+    (nlo, nhi), (dlo, dhi) = bs
+    if a.op == "mod" and dlo is not None and dlo > 0:
+        return 0, None if dhi is None else dhi - 1
+    if a.op == "floordiv" and dlo is not None and dlo > 0 and dlo == dhi:
+        return (None if nlo is None else nlo // dlo), (None if nhi is None else nhi // dlo)
+    return None, None
+
+
+def at_least(d: Dim, k: int) -> bool:
+    """Whether ``d >= k`` holds for every value of its symbols."""
+    lo, _ = bounds(d)
+    return lo is not None and lo >= k
+
+
+def unranged(d: Dim) -> Dim:
+    """``d`` with its symbols' ranges dropped."""
+    if d is None or isinstance(d, int):
+        return d
+    return subs(d, {s.name: SymDim(s.name) for s in symbols(d)})
