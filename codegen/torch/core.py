@@ -195,7 +195,7 @@ class TorchCodegen:
     def __init__(self, graph: Graph) -> None:
         from codegen.torch import emitters as _  # noqa: F401  (registers the emitters)
 
-        self.graph = graph
+        self.graph = self.lowered(graph)
         self.ns = Namespace(set(HELPERS) | set(self.base_reserved))
         self._helpers: list[str] = []
         self._refs: dict[int, ast.expr] = {}
@@ -204,6 +204,23 @@ class TorchCodegen:
         self._emitted: list[tuple[Node, list[ast.stmt], set[int]]] = []
         self.plan_: ModulePlan | None = None
         self.class_name_ = ""
+
+    def lowered(self, graph: Graph) -> Graph:
+        """``graph`` with every op that has no emitter but a decomposition lowered through it
+        (quantize / dequantize become their exact arithmetic); the graph itself when there
+        are none. A node its rule cannot lower stays, and is reported as unsupported."""
+        from msc.ops.decompose import NotDecomposable, decompose
+        from msc.ops.decompose import registry as rules
+
+        def want(n: Node) -> bool:
+            return not is_custom(n.op) and n.op not in self.emitters and n.op in rules
+
+        if not any(want(n) for n in _walk(graph)):
+            return graph
+        try:
+            return decompose(graph, want)
+        except NotDecomposable:
+            return graph
 
     # ------------------------------------------------------------------ override points
     def class_name(self) -> str:

@@ -235,7 +235,7 @@ def inspect_graph(
     params = pbytes = 0
     for w in g.weights.values():
         n = w.type.numel() or 0
-        b = n * w.type.dtype.itemsize
+        b = -(-n * w.type.dtype.bits // 8)  # as stored: int4 two to a byte
         d = by_dtype.setdefault(w.type.dtype.short, {"count": 0, "bytes": 0, "tensors": 0})
         d["count"] += n
         d["bytes"] += b

@@ -61,7 +61,14 @@ class DType(enum.Enum):
 
     @property
     def itemsize(self) -> int:
+        """Bytes per element in memory (a sub-byte type takes a whole byte there)."""
         return self.to_numpy().itemsize
+
+    @property
+    def bits(self) -> int:
+        """Bits per element as files store it: 4 for int4 / uint4 / float4, 2 for int2 / uint2
+        (packed, as ONNX and safetensors' sub-byte types are), else 8 * itemsize."""
+        return _SUB_BYTE_BITS.get(self, 8 * self.itemsize)
 
     @property
     def is_bool(self) -> bool:
@@ -146,3 +153,12 @@ _TO_NUMPY: dict[DType, np.dtype] = {
     DType.UINT2: np.dtype(ml_dtypes.uint2),
 }
 _FROM_NUMPY: dict[np.dtype, DType] = {v: k for k, v in _TO_NUMPY.items()}
+
+
+_SUB_BYTE_BITS = {
+    DType.INT4: 4,
+    DType.UINT4: 4,
+    DType.FLOAT4_E2M1: 4,
+    DType.INT2: 2,
+    DType.UINT2: 2,
+}

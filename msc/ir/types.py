@@ -173,8 +173,14 @@ class TensorType:
         return n
 
     def nbytes(self) -> int | None:
+        """Bytes in memory (one byte per element for sub-byte types)."""
         n = self.numel()
         return None if n is None else n * self.dtype.itemsize
+
+    def storage_bytes(self) -> int | None:
+        """Bytes as files store the tensor: sub-byte types packed (two int4 per byte)."""
+        n = self.numel()
+        return None if n is None else -(-n * self.dtype.bits // 8)
 
     def with_shape(self, shape: Iterable[Dim] | None) -> TensorType:
         return TensorType(self.dtype, shape)

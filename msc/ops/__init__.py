@@ -21,6 +21,7 @@ FAMILIES = (
     "control",
     "elementwise",
     "nn",
+    "quant",
     "recurrent",
     "reduce",
     "shape",

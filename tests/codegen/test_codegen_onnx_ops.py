@@ -924,6 +924,61 @@ def _ip_acc(x, v, i):
     return y
 
 
+# Quantization: ONNX QuantizeLinear / DequantizeLinear semantics (round half to even, saturate).
+_QX = np.array([[-3.0, -0.25, 0.25, 0.75, 1.25, 200.0]] * 2, np.float32)
+_QS = np.array([0.5, 0.25, 0.5, 0.5, 0.5, 0.5], np.float32)
+_QZ = np.array([1, -2, 0, 3, 0, 1], np.int8)
+_QB = np.array([[0.5, 0.25], [0.125, 1.0]], np.float32)  # block_size 3 along axis 1
+_QBZ = np.array([[1, 0], [-1, 2]], np.int8)
+
+
+def _qref(x, s, z, lo, hi, dtype):
+    return np.clip(np.round(x / s) + z.astype(np.float32), lo, hi).astype(dtype)
+
+
+CASES += [
+    C(
+        "quantize",
+        [_QX, np.array(0.5, np.float32), np.array(3, np.uint8)],
+        {"dtype": DType.UINT8},
+        ref=lambda x, s, z: _qref(x, s, z, 0, 255, np.uint8),
+        weights=(1, 2),
+        id="quantize_tensor_u8",
+    ),
+    C(
+        "quantize",
+        [_QX, _QS, _QZ],
+        {"dtype": DType.INT8, "axis": 1},
+        ref=lambda x, s, z: _qref(x, s, z, -128, 127, np.int8),
+        weights=(1, 2),
+        id="quantize_axis_i8",
+    ),
+    C(
+        "quantize",
+        [_QX, _QB, _QBZ],
+        {"dtype": DType.INT8, "axis": 1, "block_size": 3},
+        ref=lambda x, s, z: _qref(x, np.repeat(s, 3, 1), np.repeat(z, 3, 1), -128, 127, np.int8),
+        weights=(1, 2),
+        id="quantize_block_i8",
+    ),
+    C(
+        "dequantize",
+        [_QZ.reshape(1, 6).repeat(2, 0), _QS, np.array([0, 1, 2, 3, 4, 5], np.int8)],
+        {"axis": 1},
+        ref=lambda x, s, z: ((x.astype(np.float32) - z) * s).astype(np.float32),
+        weights=(1, 2),
+        id="dequantize_axis_i8",
+    ),
+    C(
+        "dequantize",
+        [np.array([[0, 7, 250, 3, 128, 1]] * 2, np.uint8), _QB],
+        {"axis": 1, "block_size": 3},
+        ref=lambda x, s: (x.astype(np.float32) * np.repeat(s, 3, 1)).astype(np.float32),
+        weights=(1,),
+        id="dequantize_block_u8",
+    ),
+]
+
 _ids = [c.id for c in CASES]
 assert len(_ids) == len(set(_ids)), sorted({i for i in _ids if _ids.count(i) > 1})
 

@@ -88,6 +88,17 @@ UNPOOL = (
 )
 
 
+# Integer ops become dequantize -> float op; at the cases' opset 10 ONNX has no per-axis
+# DequantizeLinear (13), so a per-channel zero point is written as its arithmetic, which reads
+# back as that arithmetic.
+PER_AXIS_AT_10 = "a per-axis DequantizeLinear needs opset 13; at 10 it is written as arithmetic"
+NOT_STRUCTURAL = {
+    "test_convinteger_with_padding": PER_AXIS_AT_10,
+    "test_convinteger_without_padding": PER_AXIS_AT_10,
+    "test_matmulinteger": PER_AXIS_AT_10,
+}
+
+
 def _backend_rows() -> list[Row]:
     rows = []
     for c in backend_cases():
@@ -102,7 +113,7 @@ def _backend_rows() -> list[Row]:
                 c.rtol,
                 c.atol,
                 torch_xfail=TORCH_XFAIL.get(c.name, ""),
-                not_structural=UNPOOL if "maxunpool" in c.name else "",
+                not_structural=UNPOOL if "maxunpool" in c.name else NOT_STRUCTURAL.get(c.name, ""),
             )
         )
     return rows
@@ -118,7 +129,16 @@ def _reference(model: onnx.ModelProto, feeds: dict) -> list[np.ndarray]:
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return list(ReferenceEvaluator(model).run(None, feeds))
+        try:
+            return list(ReferenceEvaluator(model).run(None, feeds))
+        except RuntimeError as e:
+            # onnx's reference has some ops only from a later opset (DequantizeLinear from
+            # 19); onnxruntime runs the older ones.
+            if "No implementation" not in str(e):
+                raise
+            ort = pytest.importorskip("onnxruntime", reason=str(e))
+            sess = ort.InferenceSession(model.SerializeToString())
+            return list(sess.run(None, {k: np.asarray(v) for k, v in feeds.items()}))
 
 
 def _handmade_rows() -> list[Row]:

@@ -18,7 +18,6 @@ _STR = "string tensors: msc has no string dtype"
 _TRAIN = "training-only op"
 _RAND = "random output: not reproducible across frameworks"
 _ML = "ai.onnx.ml domain"
-_QUANT = "quantized types: msc has no quantized canonical ops yet"
 _DATA = "output shape depends on the data and the op has no canonical counterpart yet"
 
 REASONS: dict[str, str] = {
@@ -39,11 +38,6 @@ REASONS: dict[str, str] = {
         op: _RAND
         for op in "Bernoulli Multinomial RandomNormal RandomNormalLike RandomUniform "
         "RandomUniformLike".split()
-    },
-    **{
-        op: _QUANT
-        for op in "QuantizeLinear DequantizeLinear DynamicQuantizeLinear QLinearConv "
-        "QLinearMatMul ConvInteger MatMulInteger".split()
     },
     **{op: _DATA for op in "Unique NonMaxSuppression".split()},
     "ImageDecoder": "decodes image files (bytes in, pixels out)",

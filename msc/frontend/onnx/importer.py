@@ -545,8 +545,6 @@ class Importer:
                     self.custom.add(id(n))
                     continue
                 reason = str(e)
-                if n.domain not in DEFAULT_DOMAINS:
-                    reason = f"domain {n.domain!r} is not supported"
                 self.problem(n, _op_label(n), reason + " (custom_ops='keep' keeps it as is)")
                 self.skip.add(id(n))
                 continue
@@ -556,9 +554,10 @@ class Importer:
                 self.skip.add(id(n))
 
     def _lookup(self, n: onnx.NodeProto):
-        if n.domain not in DEFAULT_DOMAINS:
-            raise NoConverter(f"domain {n.domain!r} is not supported")
-        return self.registry.lookup(n.op_type, self.opset)
+        if n.domain in DEFAULT_DOMAINS:
+            return self.registry.lookup(n.op_type, self.opset)
+        # Another domain (com.microsoft): converters registered for it, by its opset version.
+        return self.registry.lookup(n.op_type, self.opsets.get(n.domain, 1), n.domain)
 
     def _weights(self, g: onnx.GraphProto) -> None:
         for t in g.initializer:

@@ -1,6 +1,5 @@
 """ONNX tensor ops with data-dependent or bit-level results: BitCast, Unique, Det,
-ReverseSequence, TensorScatter, and the integer/quantized linear ops QLinearMatMul,
-MatMulInteger, ConvInteger, DynamicQuantizeLinear.
+ReverseSequence, TensorScatter, and QLinearMatMul (the other quantized ops are in quant.py).
 
 # NOTE: the integer/quantized ops map onto existing canonical ops with their exact arithmetic:
 # zero-point-centered 8-bit integers multiplied and summed exactly in float64; QLinearMatMul
@@ -76,35 +75,3 @@ def _centered(ctx: Ctx, x, zp, zp_axis: int | None = None):
         r = ctx.rank(x)
         z = ctx.op("reshape", z, shape=[-1 if i == zp_axis % r else 1 for i in range(r)])
     return ctx.op("sub", y, z)
-
-
-@converter("MatMulInteger", since=10)
-def matmul_integer(ctx: Ctx, A, B, a_zero_point=None, b_zero_point=None):  # noqa: N803
-    acc = ctx.op("matmul", _centered(ctx, A, a_zero_point, -2), _centered(ctx, B, b_zero_point, -1))
-    return ctx.cast(acc, DType.INT32)
-
-
-@converter("ConvInteger", since=10)
-def conv_integer(ctx: Ctx, x, w, x_zero_point=None, w_zero_point=None, **attrs):
-    from msc.frontend.onnx.nn import conv
-
-    y = conv(ctx, _centered(ctx, x, x_zero_point), _centered(ctx, w, w_zero_point, 0), **attrs)
-    return ctx.cast(y, DType.INT32)
-
-
-@converter("DynamicQuantizeLinear", since=11)
-def dynamic_quantize_linear(ctx: Ctx, x):
-    f32 = DType.FLOAT32
-    zero = np.array(0.0, np.float32)
-    hi = ctx.op("maximum", ctx.op("reduce_max", x), zero)
-    lo = ctx.op("minimum", ctx.op("reduce_min", x), zero)
-    span = ctx.op("sub", hi, lo)
-    span = ctx.op("where", ctx.op("eq", span, zero), np.array(1.0, np.float32), span)
-    scale = ctx.op("div", span, np.array(255.0, np.float32))
-    zp = ctx.op("sub", zero, ctx.op("div", lo, scale))
-    zp = ctx.op("round", ctx.op("clamp", zp, zero, np.array(255.0, np.float32)))
-    y = ctx.op("add", ctx.op("round", ctx.op("div", x, scale)), zp)
-    y = ctx.op("clamp", y, zero, np.array(255.0, np.float32))
-    if ctx.dtype(x) is not f32:
-        raise Unsupported(f"DynamicQuantizeLinear of {ctx.dtype(x).short}")
-    return ctx.cast(y, DType.UINT8), scale, ctx.cast(zp, DType.UINT8)

@@ -240,7 +240,28 @@ def decompose(
             return final
         return emit(node, ins, names)
 
+    # Names the rules generate (``<node>/<op>_<k>``) must not take a name the source graph
+    # uses (its values keep theirs) or one another rule's output took (several source nodes
+    # may share one node name).
+    original = {v.name for v in graph.values()} | set(graph.weights)
+    taken: set[str | None] = set(original)
+    claimed: set[str] = set()
+
+    def fresh(name: str | None) -> str | None:
+        if name is None:
+            return None
+        if name in original and name not in claimed:  # a source value: keeps its name
+            claimed.add(name)
+            return name
+        base, k = name, 1
+        while name in taken:
+            k += 1
+            name = f"{base}~{k}"
+        taken.add(name)
+        return name
+
     def emit(node: Node, ins: list[Value | None], names: list[str | None]) -> list[Value]:
+        names = [fresh(n) for n in names]
         new = Node(
             node.op,
             ins,
@@ -262,4 +283,4 @@ def decompose(
 
 
 # Importing the rule families registers them.
-from msc.ops.decompose import activation, nn, shape  # noqa: E402,F401
+from msc.ops.decompose import activation, nn, quant, shape  # noqa: E402,F401

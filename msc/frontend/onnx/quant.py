@@ -1,0 +1,251 @@
+"""ONNX quantization onto the canonical quantize / dequantize, kept as ops (not lowered to
+arithmetic), so that msc -> ONNX writes the same QDQ pairs back: QuantizeLinear,
+DequantizeLinear, and the integer ops onnxruntime's quantize_dynamic writes
+(DynamicQuantizeLinear, MatMulInteger, ConvInteger) as dequantize -> float op.
+
+# NOTE: MatMulInteger / ConvInteger dequantize with scale 1 (x - zero_point, exact) and
+# accumulate in float32, which is exact while every sum of products stays below 2**24 (8-bit
+# operands: about 250 terms); beyond that the int32 result may differ in its last bits.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from msc.frontend.onnx.importer import Ctx, Unsupported
+from msc.frontend.onnx.initializers import dtype_from_onnx
+from msc.frontend.onnx.registry import converter
+from msc.ir import DType
+
+
+@converter("DequantizeLinear", since=10)
+def dequantize_linear(
+    ctx: Ctx, x, x_scale, x_zero_point=None, *, axis=1, block_size=0, output_dtype=0
+):
+    y = ctx.op("dequantize", x, x_scale, x_zero_point, axis=axis, block_size=block_size)
+    if output_dtype and dtype_from_onnx(output_dtype) is not ctx.dtype(x_scale):
+        y = ctx.op("cast", y, to=dtype_from_onnx(output_dtype))
+    return y
+
+
+@converter("QuantizeLinear", since=10)
+def quantize_linear(
+    ctx: Ctx,
+    x,
+    y_scale,
+    y_zero_point=None,
+    *,
+    axis=1,
+    block_size=0,
+    output_dtype=0,
+    saturate=1,
+    precision=0,
+):
+    if precision and dtype_from_onnx(precision) is not ctx.dtype(x):
+        raise Unsupported("QuantizeLinear with a precision other than the input's")
+    if y_zero_point is not None:
+        to = ctx.dtype(y_zero_point)
+    else:
+        to = dtype_from_onnx(output_dtype) if output_dtype else DType.UINT8
+    return ctx.op(
+        "quantize",
+        x,
+        y_scale,
+        y_zero_point,
+        dtype=to,
+        axis=axis,
+        block_size=block_size,
+        saturate=bool(saturate),
+    )
+
+
+def _dequantized(ctx: Ctx, x, zp, axis: int):
+    """x - zp as float32 through dequantize (scale 1): a scalar zero point per tensor, a 1-d
+    one along ``axis``."""
+    if zp is None:
+        return ctx.op("dequantize", x, np.array(1.0, np.float32))
+    zshape = ctx.static_shape(zp)
+    if zshape is None:
+        raise Unsupported("a zero point of unknown shape")
+    if len(zshape) == 1 and zshape[0] != 1:
+        return ctx.op("dequantize", x, np.ones(zshape, np.float32), zp, axis=axis)
+    if zshape:
+        zp = ctx.op("reshape", zp, shape=[])
+    return ctx.op("dequantize", x, np.array(1.0, np.float32), zp)
+
+
+def _to_int32(ctx: Ctx, y):
+    return ctx.op("cast", y, to=DType.INT32)  # integral while exact (see NOTE)
+
+
+@converter("MatMulInteger", since=10)
+def matmul_integer(ctx: Ctx, A, B, a_zero_point=None, b_zero_point=None):  # noqa: N803
+    a = _dequantized(ctx, A, a_zero_point, -2)
+    b = _dequantized(ctx, B, b_zero_point, -1)
+    return _to_int32(ctx, ctx.op("matmul", a, b))
+
+
+@converter("ConvInteger", since=10)
+def conv_integer(ctx: Ctx, x, w, x_zero_point=None, w_zero_point=None, **attrs):
+    from msc.frontend.onnx.nn import conv
+
+    xf = _dequantized(ctx, x, x_zero_point, 1)
+    wf = _dequantized(ctx, w, w_zero_point, 0)
+    return _to_int32(ctx, conv(ctx, xf, wf, **attrs))
+
+
+@converter("DynamicQuantizeLinear", since=11)
+def dynamic_quantize_linear(ctx: Ctx, x):
+    """uint8 with scale (max(x, 0) - min(x, 0)) / 255 and the zero point that maps 0 exactly,
+    then quantize with them."""
+    if ctx.dtype(x) is not DType.FLOAT32:
+        raise Unsupported(f"DynamicQuantizeLinear of {ctx.dtype(x).short}")
+    zero = np.array(0.0, np.float32)
+    hi = ctx.op("maximum", ctx.op("reduce_max", x), zero)
+    lo = ctx.op("minimum", ctx.op("reduce_min", x), zero)
+    span = ctx.op("sub", hi, lo)
+    span = ctx.op("where", ctx.op("eq", span, zero), np.array(1.0, np.float32), span)
+    scale = ctx.op("div", span, np.array(255.0, np.float32))
+    zp = ctx.op("sub", zero, ctx.op("div", lo, scale))
+    zp = ctx.op("round", ctx.op("clamp", zp, zero, np.array(255.0, np.float32)))
+    zp = ctx.op("cast", zp, to=DType.UINT8)
+    y = ctx.op("quantize", x, scale, zp, dtype=DType.UINT8)
+    return y, scale, zp
+
+
+@converter("QLinearConv", since=10)
+def qlinear_conv(
+    ctx: Ctx,
+    x,
+    x_scale,
+    x_zero_point,
+    w,
+    w_scale,
+    w_zero_point,
+    y_scale,
+    y_zero_point,
+    B=None,  # noqa: N803
+    **attrs,
+):
+    """dequantize x and w (w per output channel), float conv with the int32 bias dequantized
+    at x_scale * w_scale, quantize: the QDQ form of the same computation."""
+    from msc.frontend.onnx.nn import conv
+
+    xf = ctx.op("dequantize", x, x_scale, x_zero_point)
+    w_axis = 0 if ctx.static_shape(w_scale) not in ((), (1,)) else 1
+    wf = ctx.op("dequantize", w, w_scale, w_zero_point, axis=w_axis)
+    bf = None
+    if B is not None:
+        bscale = ctx.op("mul", ctx.cast(x_scale, ctx.dtype(w_scale)), w_scale)
+        bf = ctx.op("dequantize", B, bscale, axis=0)
+    y = conv(ctx, xf, wf, bf, **attrs)
+    return ctx.op("quantize", y, y_scale, y_zero_point, dtype=ctx.dtype(y_zero_point))
+
+
+# ---------------------------------------------------------------------------- com.microsoft
+# onnxruntime's QOperator format (quantize_static with QuantFormat.QOperator) writes these:
+# each is dequantize -> the float op -> quantize, the same QDQ form as the rest.
+MS = "com.microsoft"
+
+
+def _dq(ctx: Ctx, x, scale, zero_point, axis: int = 1):
+    return ctx.op("dequantize", x, scale, zero_point, axis=axis)
+
+
+def _q(ctx: Ctx, y, scale, zero_point):
+    if zero_point is None:
+        return ctx.op("quantize", y, scale, dtype=DType.UINT8)
+    return ctx.op("quantize", y, scale, zero_point, dtype=ctx.dtype(zero_point))
+
+
+def _binary(op: str):
+    def convert(
+        ctx: Ctx, A, A_scale, A_zero_point, B, B_scale, B_zero_point, C_scale, C_zero_point=None
+    ):  # noqa: N803
+        y = ctx.op(op, _dq(ctx, A, A_scale, A_zero_point), _dq(ctx, B, B_scale, B_zero_point))
+        return _q(ctx, y, C_scale, C_zero_point)
+
+    return convert
+
+
+converter("QLinearAdd", since=1, domain=MS)(_binary("add"))
+converter("QLinearMul", since=1, domain=MS)(_binary("mul"))
+
+
+@converter("QLinearSigmoid", since=1, domain=MS)
+def qlinear_sigmoid(ctx: Ctx, X, X_scale, X_zero_point, Y_scale, Y_zero_point=None):  # noqa: N803
+    return _q(ctx, ctx.op("sigmoid", _dq(ctx, X, X_scale, X_zero_point)), Y_scale, Y_zero_point)
+
+
+@converter("QLinearLeakyRelu", since=1, domain=MS)
+def qlinear_leaky_relu(
+    ctx: Ctx, X, X_scale, X_zero_point, Y_scale, Y_zero_point=None, *, alpha=0.01
+):  # noqa: N803
+    from msc.frontend.onnx.elementwise import leaky_relu
+
+    y = leaky_relu(ctx, _dq(ctx, X, X_scale, X_zero_point), alpha=alpha)
+    return _q(ctx, y, Y_scale, Y_zero_point)
+
+
+@converter("QLinearGlobalAveragePool", since=1, domain=MS)
+def qlinear_global_average_pool(
+    ctx: Ctx, X, x_scale, x_zero_point, y_scale, y_zero_point=None, *, channels_last=0
+):  # noqa: N803
+    r = ctx.rank(X)
+    axes = list(range(1, r - 1)) if channels_last else list(range(2, r))
+    y = ctx.op("reduce_mean", _dq(ctx, X, x_scale, x_zero_point), axes=axes, keepdims=True)
+    return _q(ctx, y, y_scale, y_zero_point)
+
+
+@converter("QLinearAveragePool", since=1, domain=MS)
+def qlinear_average_pool(
+    ctx: Ctx, X, x_scale, x_zero_point, y_scale, y_zero_point=None, *, channels_last=0, **attrs
+):  # noqa: N803
+    from msc.frontend.onnx.nn import average_pool
+
+    if channels_last:
+        raise Unsupported("QLinearAveragePool with channels_last")
+    y = average_pool(ctx, _dq(ctx, X, x_scale, x_zero_point), **attrs)
+    return _q(ctx, y, y_scale, y_zero_point)
+
+
+@converter("QLinearConcat", since=1, domain=MS)
+def qlinear_concat(ctx: Ctx, Y_scale, Y_zero_point, *inputs, axis):  # noqa: N803
+    if len(inputs) % 3:
+        raise Unsupported("QLinearConcat inputs come in (tensor, scale, zero point) triples")
+    parts = [_dq(ctx, *inputs[i : i + 3]) for i in range(0, len(inputs), 3)]
+    return _q(ctx, ctx.op("concat", *parts, axis=axis), Y_scale, Y_zero_point)
+
+
+@converter("QGemm", since=1, domain=MS)
+def qgemm(
+    ctx: Ctx,
+    A,  # noqa: N803
+    a_scale,
+    a_zero_point,
+    B,  # noqa: N803
+    b_scale,
+    b_zero_point,
+    C=None,  # noqa: N803
+    y_scale=None,
+    y_zero_point=None,
+    *,
+    alpha=1.0,
+    transA=0,  # noqa: N803
+    transB=0,  # noqa: N803
+):
+    """alpha * A' B' + C with A, B dequantized (B per output column); C is int32 at
+    a_scale * b_scale; with no y_scale the result stays float."""
+    from msc.frontend.onnx.nn import gemm
+
+    b_axis = 0 if transB else 1
+    per_col = ctx.static_shape(b_scale) not in ((), (1,))
+    bf = _dq(ctx, B, b_scale, b_zero_point, axis=b_axis if per_col else 1)
+    cf = None
+    if C is not None:
+        cscale = ctx.op("mul", a_scale, b_scale)
+        cf = ctx.op("dequantize", C, cscale, axis=0)
+    y = gemm(
+        ctx, _dq(ctx, A, a_scale, a_zero_point), bf, cf, alpha=alpha, transA=transA, transB=transB
+    )
+    return y if y_scale is None else _q(ctx, y, y_scale, y_zero_point)

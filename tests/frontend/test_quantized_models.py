@@ -1,0 +1,275 @@
+"""Quantized models from onnxruntime's own tools through msc: QDQ kept as quantize /
+dequantize ops and written back as QuantizeLinear / DequantizeLinear, outputs equal in
+onnxruntime; the generated PyTorch computes the same values."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import onnx
+import pytest
+import torch
+from onnx import TensorProto, helper, numpy_helper
+
+import codegen.onnx
+import codegen.torch
+import msc
+from msc.analysis.inspect import inspect_graph
+from msc.ir import DType, Graph, TensorType
+from msc.ops.decompose import decompose
+from msc.ops.infer import InferError
+from tests.torch_cases import MODEL_CASES, MissingDependency
+
+ort = pytest.importorskip("onnxruntime", reason="onnxruntime runs and quantizes the models")
+quantization = pytest.importorskip("onnxruntime.quantization", reason="onnxruntime.quantization")
+
+QDQ = ("QuantizeLinear", "DequantizeLinear")
+
+
+def _float_model(case: str, tmp_path) -> tuple[str, tuple]:
+    try:
+        module, args = MODEL_CASES[case]()[:2]
+    except MissingDependency as e:
+        pytest.skip(str(e))
+    path = tmp_path / f"{case}.onnx"
+    codegen.onnx.save(msc.from_torch(module, args), path, opset=17)
+    return str(path), args
+
+
+class _Calibration(quantization.CalibrationDataReader):
+    def __init__(self, args: tuple, names: list[str]) -> None:
+        gen = torch.Generator().manual_seed(1)
+        batches = []
+        for _ in range(3):
+            feed = {}
+            for n, a in zip(names, args):
+                if a.dtype.is_floating_point:
+                    feed[n] = torch.randn(a.shape, generator=gen).numpy()
+                else:
+                    feed[n] = a.numpy()
+            batches.append(feed)
+        self._it = iter(batches)
+
+    def get_next(self):
+        return next(self._it, None)
+
+
+def _feeds(path, args) -> dict:
+    names = [i.name for i in ort.InferenceSession(path).get_inputs()]
+    return {n: a.numpy() for n, a in zip(names, args)}
+
+
+def _first(out) -> np.ndarray:
+    if isinstance(out, dict):
+        out = next(iter(out.values()))
+    elif not isinstance(out, torch.Tensor):
+        out = out[0]
+    return out.detach().numpy()
+
+
+def _run(model, feeds, fused: bool = True) -> np.ndarray:
+    """onnxruntime's output; ``fused=False`` runs every node as written (QDQ in float), the
+    semantics of the file, where the default fuses QDQ patterns into integer kernels whose
+    requantization may round an element one step differently."""
+    data = model if isinstance(model, str) else model.SerializeToString()
+    so = ort.SessionOptions()
+    if not fused:
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    return ort.InferenceSession(data, so).run(None, feeds)[0]
+
+
+@pytest.mark.parametrize("case", ["small_cnn", "bert"])
+def test_static_qdq_model_keeps_its_qdq_and_outputs(case, tmp_path):
+    src, args = _float_model(case, tmp_path)
+    qpath = str(tmp_path / "q.onnx")
+    names = [i.name for i in ort.InferenceSession(src).get_inputs()]
+    quantization.quantize_static(
+        src, qpath, _Calibration(args, names), quant_format=quantization.QuantFormat.QDQ
+    )
+    q = onnx.load(qpath)
+    want_counts = Counter(n.op_type for n in q.graph.node if n.op_type in QDQ)
+    assert want_counts["QuantizeLinear"] > 0
+
+    g = msc.from_onnx(qpath)
+    ops = Counter(n.op for n in g.nodes)
+    assert ops["quantize"] == want_counts["QuantizeLinear"]
+    assert ops["dequantize"] == want_counts["DequantizeLinear"]
+    out = codegen.onnx.to_model(g, opset=17)
+    assert Counter(n.op_type for n in out.graph.node if n.op_type in QDQ) == want_counts
+
+    feeds = _feeds(qpath, args)
+    np.testing.assert_array_equal(_run(out, feeds), _run(qpath, feeds))
+    np.testing.assert_array_equal(_run(out, feeds, fused=False), _run(qpath, feeds, fused=False))
+    got = _first(codegen.torch.to_module(g)(*args))
+    np.testing.assert_allclose(got, _run(qpath, feeds, fused=False), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("case", ["small_cnn", "bert"])
+def test_dynamic_quantized_model_runs_through_both_codegens(case, tmp_path):
+    src, args = _float_model(case, tmp_path)
+    qpath = str(tmp_path / "dq.onnx")
+    quantization.quantize_dynamic(src, qpath, weight_type=quantization.QuantType.QInt8)
+    assert any(n.op_type == "DynamicQuantizeLinear" for n in onnx.load(qpath).graph.node)
+    g = msc.from_onnx(qpath)
+    assert "quantize" in {n.op for n in g.nodes} and "dequantize" in {n.op for n in g.nodes}
+    feeds = _feeds(qpath, args)
+    want = _run(qpath, feeds)
+    np.testing.assert_allclose(_run(codegen.onnx.to_model(g, opset=17), feeds), want, atol=1e-6)
+    got = _first(codegen.torch.to_module(g)(*args))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def _blockwise_model() -> onnx.ModelProto:
+    """A block-wise int4 weight (block_size 32 along K, int4 zero points) feeding a MatMul:
+    the layout of blockwise-quantized LLM exports."""
+    rng = np.random.default_rng(0)
+    k, n, block = 64, 16, 32
+    w = rng.integers(-8, 8, size=(k, n)).astype(np.int8)
+    scale = (rng.random((k // block, n)) * 0.1 + 0.01).astype(np.float32)
+    zp = rng.integers(-2, 3, size=(k // block, n)).astype(np.int8)
+    nodes = [
+        helper.make_node("DequantizeLinear", ["w", "s", "z"], ["wf"], axis=0, block_size=block),
+        helper.make_node("MatMul", ["x", "wf"], ["y"]),
+    ]
+    inits = [
+        helper.make_tensor("w", TensorProto.INT4, [k, n], w.ravel().tolist()),
+        numpy_helper.from_array(scale, "s"),
+        helper.make_tensor("z", TensorProto.INT4, [k // block, n], zp.ravel().tolist()),
+    ]
+    g = helper.make_graph(
+        nodes,
+        "blockwise",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, k])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, n])],
+        initializer=inits,
+    )
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)], ir_version=10)
+
+
+def test_blockwise_dequantize_through_onnx_and_torch():
+    src = _blockwise_model()
+    g = msc.from_onnx(src)
+    (dq,) = [n for n in g.nodes if n.op == "dequantize"]
+    assert dq.attrs == {"axis": 0, "block_size": 32}
+    out = codegen.onnx.to_model(g, opset=21)
+    assert [n.op_type for n in out.graph.node] == ["DequantizeLinear", "MatMul"]
+    x = np.random.default_rng(1).random((2, 64), dtype=np.float32)
+    # onnxruntime's optimizer fuses DequantizeLinear + MatMul and then disagrees with its own
+    # unfused kernels for signed int4 with zero points (by ~1e-2 here): compare unfused.
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    want = ort.InferenceSession(src.SerializeToString(), so).run(None, {"x": x})[0]
+    got = ort.InferenceSession(out.SerializeToString(), so).run(None, {"x": x})[0]
+    np.testing.assert_array_equal(got, want)
+    t = codegen.torch.to_module(g)(torch.from_numpy(x)).detach().numpy()
+    np.testing.assert_allclose(t, want, rtol=1e-6, atol=1e-6)
+
+
+# ---------------------------------------------------------------------------- the ops
+F32 = DType.FLOAT32
+
+
+def _reference_quantize(x, scale, zp, lo, hi):
+    return np.clip(np.round(x / scale) + zp, lo, hi)
+
+
+@pytest.mark.parametrize("layout", ["tensor", "axis", "block"])
+@pytest.mark.parametrize("qtype", [DType.INT8, DType.UINT8, DType.INT4])
+def test_decomposition_computes_onnx_semantics(layout, qtype):
+    """The arithmetic every target without native QDQ runs is ONNX's, exactly."""
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal((4, 6)) * 3).astype(np.float32)
+    x[0, :3] = [0.5, 1.5, -2.5]  # ties round to even
+    lo, hi = {DType.INT8: (-128, 127), DType.UINT8: (0, 255), DType.INT4: (-8, 7)}[qtype]
+    shape = {"tensor": (), "axis": (6,), "block": (4, 2)}[layout]
+    scale = np.asarray(rng.random(shape) * 0.05 + 0.01, dtype=np.float32)
+    zp = np.asarray(rng.integers(lo // 2, hi // 2 + 1, size=shape)).astype(qtype.to_numpy())
+    attrs = {"axis": 1, "block_size": 3 if layout == "block" else 0}
+    g = Graph("q")
+    xv = g.add_input("x", TensorType(F32, x.shape))
+    s, z = g.add_weight("s", scale), g.add_weight("z", zp)
+    q = g.op("quantize", xv, s, z, dtype=qtype, **attrs)
+    g.set_outputs([q, g.op("dequantize", q, s, z, **attrs)])
+    spread = lambda t: np.repeat(t, 3, 1) if layout == "block" else t  # noqa: E731
+    want_q = _reference_quantize(x, spread(scale), spread(zp).astype(np.float32), lo, hi)
+    want_dq = (want_q - spread(zp).astype(np.float32)) * spread(scale)
+    lowered = decompose(g)
+    assert not {n.op for n in lowered.nodes} & {"quantize", "dequantize"}
+    mod = codegen.torch.to_module(g)
+    got_q, got_dq = (t.detach().numpy() for t in mod(torch.from_numpy(x)))
+    np.testing.assert_array_equal(got_q.astype(np.float32), want_q)
+    np.testing.assert_allclose(got_dq, want_dq, rtol=1e-6, atol=1e-7)
+
+
+def test_schema_checks_the_scale_layout():
+    g = Graph("bad")
+    x = g.add_input("x", TensorType(F32, (4, 6)))
+    with pytest.raises(InferError, match="5 elements for dim 1"):
+        g.op("quantize", x, g.add_weight("s", np.ones(5, np.float32)), None, dtype=DType.INT8)
+    with pytest.raises(InferError, match="block-wise scale dim 1"):
+        g.op(
+            "quantize",
+            x,
+            g.add_weight("b", np.ones((4, 3), np.float32)),
+            None,
+            dtype=DType.INT8,
+            block_size=4,
+        )
+    with pytest.raises(InferError, match="not a quantized type"):
+        g.op("quantize", x, g.add_weight("t", np.ones((), np.float32)), None, dtype=F32)
+
+
+def test_onnx_opset_without_per_axis_qdq_uses_the_decomposition():
+    """Per-axis DequantizeLinear needs opset 13: at 12 the node is lowered, same values."""
+    rng = np.random.default_rng(2)
+    w = rng.integers(-100, 100, size=(3, 5)).astype(np.int8)
+    nodes = [helper.make_node("DequantizeLinear", ["w", "s"], ["wf"], axis=1)]
+    nodes.append(helper.make_node("MatMul", ["x", "wf"], ["y"]))
+    g = helper.make_graph(
+        nodes,
+        "axis",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 5])],
+        initializer=[
+            numpy_helper.from_array(w, "w"),
+            numpy_helper.from_array((rng.random(5) * 0.1).astype(np.float32), "s"),
+        ],
+    )
+    src = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+    m = msc.from_onnx(src)
+    old = codegen.onnx.to_model(m, opset=12)
+    assert "DequantizeLinear" not in {n.op_type for n in old.graph.node}
+    x = rng.random((2, 3), dtype=np.float32)
+    np.testing.assert_allclose(
+        _run(old, {"x": x}, fused=False), _run(src, {"x": x}, fused=False), rtol=1e-6
+    )
+
+
+def test_inspect_counts_quantized_weights_by_dtype():
+    r = inspect_graph(msc.from_onnx(_blockwise_model()))
+    assert r.params_by_dtype["i4"]["count"] == 64 * 16 + 2 * 16
+    # int4 is stored two to a byte.
+    assert r.params_by_dtype["i4"]["bytes"] == (64 * 16 + 2 * 16) // 2
+
+
+def test_qoperator_model_becomes_qdq(tmp_path):
+    """quantize_static's QOperator format (QLinearConv, com.microsoft QLinearAdd,
+    QLinearGlobalAveragePool, QGemm) reads as dequantize -> float op -> quantize and is
+    written back as QDQ, which onnxruntime fuses to the same result."""
+    src, args = _float_model("small_cnn", tmp_path)
+    qpath = str(tmp_path / "qop.onnx")
+    names = [i.name for i in ort.InferenceSession(src).get_inputs()]
+    quantization.quantize_static(
+        src, qpath, _Calibration(args, names), quant_format=quantization.QuantFormat.QOperator
+    )
+    kinds = {(n.domain, n.op_type) for n in onnx.load(qpath).graph.node}
+    assert ("", "QLinearConv") in kinds and ("com.microsoft", "QLinearAdd") in kinds
+    g = msc.from_onnx(qpath)
+    assert not any("::" in n.op for n in g.nodes)
+    out = codegen.onnx.to_model(g, opset=17)
+    assert {n.op_type for n in out.graph.node} >= {"QuantizeLinear", "DequantizeLinear", "Conv"}
+    feeds = _feeds(qpath, args)
+    np.testing.assert_allclose(_run(out, feeds), _run(qpath, feeds), rtol=0, atol=1e-6)
+    got = _first(codegen.torch.to_module(g)(*args))
+    np.testing.assert_allclose(got, _run(out, feeds, fused=False), rtol=1e-5, atol=1e-5)
