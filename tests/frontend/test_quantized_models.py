@@ -155,15 +155,95 @@ def test_blockwise_dequantize_through_onnx_and_torch():
     out = codegen.onnx.to_model(g, opset=21)
     assert [n.op_type for n in out.graph.node] == ["DequantizeLinear", "MatMul"]
     x = np.random.default_rng(1).random((2, 64), dtype=np.float32)
-    # onnxruntime's optimizer fuses DequantizeLinear + MatMul and then disagrees with its own
-    # unfused kernels for signed int4 with zero points (by ~1e-2 here): compare unfused.
     so = ort.SessionOptions()
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     want = ort.InferenceSession(src.SerializeToString(), so).run(None, {"x": x})[0]
     got = ort.InferenceSession(out.SerializeToString(), so).run(None, {"x": x})[0]
     np.testing.assert_array_equal(got, want)
+    np.testing.assert_allclose(_run_exact_fused(out, {"x": x}), want, rtol=1e-6, atol=1e-5)
     t = codegen.torch.to_module(g)(torch.from_numpy(x)).detach().numpy()
     np.testing.assert_allclose(t, want, rtol=1e-6, atol=1e-6)
+
+
+def _run_exact_fused(model: onnx.ModelProto, feeds: dict) -> np.ndarray:
+    """onnxruntime with its optimizations, which fuse DequantizeLinear (4/8-bit, block-wise)
+    + MatMul into MatMulNBits; the fused kernel quantizes the activations to int8 unless
+    the session asks for accuracy level 0 (its default is 4), so the float result is kept."""
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    so.add_session_config_entry("session.qdq_matmulnbits_accuracy_level", "0")
+    return ort.InferenceSession(model.SerializeToString(), so).run(None, feeds)[0]
+
+
+def _nbits_model(k: int, n: int, bits: int, symmetric: bool, hqq: bool) -> onnx.ModelProto:
+    """x @ W + b quantized by onnxruntime's MatMulNBitsQuantizer (block size 16)."""
+    from onnxruntime.quantization import matmul_nbits_quantizer as mnq
+
+    rng = np.random.default_rng(0)
+    inits = [
+        numpy_helper.from_array(rng.standard_normal((k, n)).astype(np.float32), "W"),
+        numpy_helper.from_array(rng.standard_normal(n).astype(np.float32), "bias"),
+    ]
+    nodes = [
+        helper.make_node("MatMul", ["x", "W"], ["xw"]),
+        helper.make_node("Add", ["xw", "bias"], ["y"]),
+    ]
+    g = helper.make_graph(
+        nodes,
+        "nbits",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, k])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3, n])],
+        initializer=inits,
+    )
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=10)
+    if hqq:
+        q = mnq.MatMulNBitsQuantizer(model, algo_config=mnq.HQQWeightOnlyQuantConfig(16, bits))
+    else:
+        q = mnq.MatMulNBitsQuantizer(model, bits=bits, block_size=16, is_symmetric=symmetric)
+    q.process()
+    out = q.model.model
+    out.ir_version = 10  # the quantizer stamps onnx's newest IR, which onnxruntime may not read
+    return out
+
+
+@pytest.mark.parametrize(
+    "k, bits, symmetric, hqq",
+    [(48, 4, False, False), (40, 4, True, False), (40, 8, False, False), (48, 2, False, False),
+     (40, 4, False, True)],
+    ids=["u4-zp", "u4-sym-ragged", "u8-ragged", "u2", "hqq-float-zp-ragged"],
+)  # fmt: skip
+def test_matmul_nbits_becomes_blockwise_dequantize(k, bits, symmetric, hqq):
+    """com.microsoft MatMulNBits (packed codes, per-block scales, packed or float zero
+    points, K a block multiple or not) reads as a block-wise dequantize of an unpacked
+    [K, N] weight feeding a matmul; written back it is DequantizeLinear -> MatMul, which
+    onnxruntime fuses into MatMulNBits again."""
+    src = _nbits_model(k, 24, bits, symmetric, hqq)
+    assert [n.op_type for n in src.graph.node][0] == "MatMulNBits"
+    g = msc.from_onnx(src)
+    (dq,) = [n for n in g.nodes if n.op == "dequantize"]
+    assert dq.inputs[0].dtype is {2: DType.UINT2, 4: DType.UINT4, 8: DType.UINT8}[bits]
+    assert dq.attrs == {"axis": 0, "block_size": 16}
+    x = np.random.default_rng(1).standard_normal((2, 3, k)).astype(np.float32)
+    want = ort.InferenceSession(src.SerializeToString()).run(None, {"x": x})[0]
+    got = codegen.torch.to_module(g)(torch.from_numpy(x)).detach().numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    out = codegen.onnx.to_model(g)
+    assert Counter(n.op_type for n in out.graph.node)["DequantizeLinear"] == 1
+    np.testing.assert_allclose(_run(out, {"x": x}, fused=False), want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(_run_exact_fused(out, {"x": x}), want, rtol=1e-5, atol=1e-5)
+
+
+def test_matmul_nbits_with_act_order_is_reported():
+    src = _nbits_model(48, 8, 4, False, False)
+    node = src.graph.node[0]
+    k = 48
+    order = np.arange(k)[::-1] // 16  # a g_idx that permutes K
+    src.graph.initializer.append(numpy_helper.from_array(order.astype(np.int32), "g_idx"))
+    while len(node.input) < 4:
+        node.input.append("")
+    node.input.append("g_idx")
+    with pytest.raises(msc.errors.MscError, match="MatMulNBits.*g_idx"):
+        msc.from_onnx(src)
 
 
 # ---------------------------------------------------------------------------- the ops

@@ -249,3 +249,86 @@ def qgemm(
         ctx, _dq(ctx, A, a_scale, a_zero_point), bf, cf, alpha=alpha, transA=transA, transB=transB
     )
     return y if y_scale is None else _q(ctx, y, y_scale, y_zero_point)
+
+
+_NBITS_CODE = {2: DType.UINT2, 4: DType.UINT4, 8: DType.UINT8}
+
+
+def _unpack_low_first(packed: np.ndarray, bits: int, count: int) -> np.ndarray:
+    """Codes of ``bits`` each packed low-first into the bytes of the last axis, the first
+    ``count`` of them per row, as uint8."""
+    per = 8 // bits
+    b = packed.astype(np.uint8)[..., None] >> (np.arange(per, dtype=np.uint8) * bits)
+    codes = (b & np.uint8((1 << bits) - 1)).reshape(*packed.shape[:-1], -1)
+    return codes[..., :count]
+
+
+@converter("MatMulNBits", since=1, domain=MS)
+def matmul_nbits(
+    ctx: Ctx,
+    A,  # noqa: N803
+    B,  # noqa: N803
+    scales,
+    zero_points=None,
+    g_idx=None,
+    bias=None,
+    *,
+    K,  # noqa: N803
+    N,  # noqa: N803
+    bits=4,
+    block_size,
+    accuracy_level=0,
+):
+    """A @ dequantize(W) + bias with B's codes unpacked at import into a [K, N] weight of
+    ``bits`` (uint2 / uint4 / uint8), dequantized block-wise along K (axis 0): the weight keeps
+    its quantized form and size, and the ONNX it writes back is DequantizeLinear -> MatMul, the
+    pattern onnxruntime fuses into MatMulNBits again. The default zero point is 2**(bits - 1);
+    float zero points (the scales' type, as HQQ writes) are subtracted after scaling.
+    ``accuracy_level`` is a compute-precision hint for onnxruntime and changes no value."""
+    if bits not in _NBITS_CODE:
+        raise Unsupported(f"MatMulNBits with bits={bits} (2, 4 or 8)")
+    kb = -(-K // block_size)
+    if g_idx is not None:
+        order = np.asarray(ctx.need(g_idx, "MatMulNBits's g_idx")).reshape(-1)
+        if not np.array_equal(order, np.arange(K) // block_size):
+            raise Unsupported("MatMulNBits with a g_idx that reorders K (act-order)")
+    packed = np.asarray(ctx.need(B, "MatMulNBits's packed weight B"))
+    if packed.shape != (N, kb, block_size * bits // 8):
+        raise Unsupported(
+            f"MatMulNBits: B has shape {packed.shape}, expected "
+            f"{(N, kb, block_size * bits // 8)} for N={N}, K={K}"
+        )
+    code = _NBITS_CODE[bits].to_numpy()
+    float_zp = zero_points is not None and ctx.dtype(zero_points) is not DType.UINT8
+    # With float zero points the codes keep K's padding to whole blocks (reshaped per block
+    # below, sliced to K after); otherwise the weight is exactly [K, N].
+    rows = kb * block_size if float_zp else K
+    q = _unpack_low_first(packed.reshape(N, -1), bits, rows).astype(code).T
+    w = ctx.constant(np.ascontiguousarray(q), f"{B.name}.codes" if getattr(B, "name", "") else None)
+    s = _blocks_first(ctx, scales, N, kb)
+    zp = None
+    if zero_points is None:
+        zp = np.full((kb, N), 1 << (bits - 1), code)
+    elif not float_zp:
+        zp_packed = np.asarray(ctx.need(zero_points, "MatMulNBits's zero points"))
+        zp = np.ascontiguousarray(
+            _unpack_low_first(zp_packed.reshape(N, -1), bits, kb).astype(code).T
+        )
+    wf = ctx.op("dequantize", w, s, zp, axis=0, block_size=block_size)
+    if float_zp:  # (q - z) * s = q * s - z * s, per block
+        z = _blocks_first(ctx, zero_points, N, kb)
+        offset = ctx.op("reshape", ctx.op("mul", z, s), shape=[kb, 1, N])
+        wf = ctx.op("reshape", wf, shape=[kb, block_size, N])
+        wf = ctx.op("reshape", ctx.op("sub", wf, offset), shape=[rows, N])
+        if rows != K:
+            wf = ctx.op("slice", wf, starts=[0], ends=[K], axes=[0], steps=[1])
+    y = ctx.op("matmul", A, wf)
+    return y if bias is None else ctx.op("add", y, bias)
+
+
+def _blocks_first(ctx: Ctx, v, n: int, kb: int):
+    """Per-block parameters stored [N * k_blocks] or [N, k_blocks], as [k_blocks, N]."""
+    known = ctx.known(v)
+    if known is not None:
+        return np.ascontiguousarray(np.asarray(known).reshape(n, kb).T)
+    return ctx.op("transpose", ctx.op("reshape", v, shape=[n, kb]), perm=[1, 0])

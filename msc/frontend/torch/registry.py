@@ -77,12 +77,17 @@ CONVERTERS = ConverterRegistry()
 converter = CONVERTERS.register
 
 
+# Namespaces whose converters are called with arguments bound to the op's schema.
+_SCHEMA_NAMESPACES = ("aten", "quantized_decomposed")
+
+
 def aten_op(key: str) -> torch._ops.OpOverload | None:
-    """The OpOverload for ``"aten.name.overload"``, or None."""
+    """The OpOverload for ``"aten.name.overload"`` (or another namespace converters bind by
+    schema, e.g. ``quantized_decomposed``), or None."""
     parts = key.split(".")
-    if len(parts) != 3 or parts[0] != "aten":
+    if len(parts) != 3 or parts[0] not in _SCHEMA_NAMESPACES:
         return None
-    packet = getattr(torch.ops.aten, parts[1], None)
+    packet = getattr(getattr(torch.ops, parts[0]), parts[1], None)
     return getattr(packet, parts[2], None) if packet is not None else None
 
 
