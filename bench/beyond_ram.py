@@ -1,13 +1,15 @@
-"""Beyond RAM: a multi-GB ONNX model with external data converted to PyTorch source +
-safetensors (msc.from_onnx + codegen.torch.save) with peak memory far below the weight size.
+"""Beyond RAM: a multi-GB ONNX model with external data converted, with peak memory far
+below the weight size, to PyTorch source + safetensors (msc.from_onnx + codegen.torch.save),
+back to ONNX with external data (codegen.onnx.save) and to a saved msc graph (msc.save).
 
     python bench/beyond_ram.py [--gb 4] [--dir DIR] [--json FILE] [--keep]
 
 A wide MLP (MatMul, Add, Relu per layer) is written with onnx.helper, its weights streamed to
-the external data file in 64 MiB pieces. The conversion runs in a fresh process that reports
-its peak RSS and peak anonymous memory above the RSS before the call. Then the safetensors
-file is compared with the ONNX data byte for byte, and the generated module's ``load()`` is
-run on an input against a numpy reference computed piecewise from the ONNX data.
+the external data file in 64 MiB pieces. Each conversion runs in a fresh process that reports
+its peak RSS and peak anonymous memory above the RSS before the call (the weights load as
+file regions and are copied file to file). Then every written weight is compared with the
+ONNX data byte for byte, and the generated module's ``load()`` is run on an input against a
+numpy reference computed piecewise from the ONNX data.
 
 # NOTE: invariants
 # - The free disk space is checked first (ONNX data + safetensors + 10%); the directory is
@@ -89,12 +91,13 @@ def write_model(d: Path, layers: int, width: int) -> Path:
     return path
 
 
-def convert(src: str, out: str) -> dict:
-    """The measured conversion (run in a fresh process)."""
+def convert(kind: str, src: str, out: str) -> dict:
+    """The measured conversion (run in a fresh process): ``kind`` is torch, onnx or msc."""
     import gc
 
     import measure
 
+    import codegen.onnx
     import codegen.torch
     import msc
 
@@ -104,7 +107,13 @@ def convert(src: str, out: str) -> dict:
     t = time.perf_counter()
     with measure.AnonSampler() as anon:
         g = msc.from_onnx(src)
-        codegen.torch.save(g, out)
+        if kind == "torch":
+            codegen.torch.save(g, out)
+        elif kind == "onnx":
+            Path(out).mkdir(parents=True, exist_ok=True)
+            codegen.onnx.save(g, Path(out) / "mlp.onnx", external_data=True)
+        else:
+            msc.save(g, out)
     seconds = time.perf_counter() - t
     return {
         "seconds": seconds,
@@ -114,28 +123,54 @@ def convert(src: str, out: str) -> dict:
     }
 
 
+def same_bytes(src: Path, layers: int, got_regions: dict) -> bool:
+    """Every layer's weight in ``got_regions`` (name -> (path, offset)) equals the source's
+    ONNX data, compared piecewise."""
+    data = np.memmap(src.parent / "mlp.onnx.data", dtype=np.uint8, mode="r")
+    equal, off = True, 0
+    for i in range(layers):
+        path, start, n = got_regions[f"layers.{i}.weight"]
+        got = np.memmap(path, dtype=np.uint8, mode="r")
+        for p in range(0, n, CHUNK):
+            k = min(CHUNK, n - p)
+            equal &= bool(
+                np.array_equal(data[off + p : off + p + k], got[start + p : start + p + k])
+            )
+        off += n
+        del got
+    return equal
+
+
+def regions_of(kind: str, out: Path) -> dict:
+    """name -> (file, offset, length) of each weight a conversion wrote."""
+    from msc.io import safetensors as st
+
+    if kind == "onnx":
+        import msc
+
+        g = msc.from_onnx(out / "mlp.onnx")
+        return {
+            n: (w.region.path, w.region.offset, w.region.length)
+            for n, w in g.weights.items()
+            if w.region is not None
+        }
+    f = out / ("model.safetensors" if kind == "torch" else "weights.safetensors")
+    header, start = st.read_header(f)
+    return {
+        n: (str(f), start + h["data_offsets"][0], h["data_offsets"][1] - h["data_offsets"][0])
+        for n, h in header.items()
+        if n != "__metadata__"
+    }
+
+
 def verify(onnx_path: Path, out: Path, layers: int, width: int) -> dict:
     """Bytes of every weight equal; the generated module's output against numpy."""
     import importlib.util
 
     import torch
 
-    from msc.io import safetensors as st
-
     res: dict[str, Any] = {}
-    header, start = st.read_header(out / "model.safetensors")
-    data = np.memmap(onnx_path.parent / "mlp.onnx.data", dtype=np.uint8, mode="r")
-    got = np.memmap(out / "model.safetensors", dtype=np.uint8, mode="r")
-    equal, off = True, 0
-    for i in range(layers):
-        b, e = header[f"layers.{i}.weight"]["data_offsets"]
-        for p in range(0, e - b, CHUNK):
-            n = min(CHUNK, e - b - p)
-            equal &= bool(
-                np.array_equal(data[off + p : off + p + n], got[start + b + p : start + b + p + n])
-            )
-        off += e - b
-    res["weights_equal"] = equal
+    res["weights_equal"] = same_bytes(onnx_path, layers, regions_of("torch", out))
 
     x = np.random.default_rng(1).standard_normal((1, width)).astype(np.float32)
     ref, off = x.astype(np.float64), 0
@@ -165,7 +200,7 @@ def main() -> None:
     ap.add_argument("--dir", default=None)
     ap.add_argument("--json", default="bench/results/beyond_ram.json")
     ap.add_argument("--keep", action="store_true")
-    ap.add_argument("--convert", nargs=2, metavar=("SRC", "OUT"), help=argparse.SUPPRESS)
+    ap.add_argument("--convert", nargs=3, metavar=("KIND", "SRC", "OUT"), help=argparse.SUPPRESS)
     ap.add_argument("--verify", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.convert:
@@ -178,22 +213,28 @@ def main() -> None:
     res: dict[str, Any] = {"layers": layers, "width": width, "weight_bytes": nbytes}
     try:
         free = shutil.disk_usage(d).free
-        if free < 2.2 * nbytes:
-            raise OSError(f"{free / 2**30:.1f} GiB free in {d}, need {2.2 * nbytes / 2**30:.1f}")
+        # the source, the PyTorch output, and one other output at a time
+        if free < 3.3 * nbytes:
+            raise OSError(f"{free / 2**30:.1f} GiB free in {d}, need {3.3 * nbytes / 2**30:.1f}")
         t = time.perf_counter()
         src = write_model(d, layers, width)
         res["write_s"] = time.perf_counter() - t
-        out = d / "torch"
-        conv_json = d / "convert.json"
-        proc = subprocess.run(
-            [sys.executable, __file__, "--convert", str(src), str(out), "--json", str(conv_json)],
-            capture_output=True,
-            text=True,
-        )
-        if proc.returncode:
-            raise RuntimeError(f"conversion failed: {proc.stderr.strip()[-1500:]}")
-        res.update(json.loads(conv_json.read_text()))
-        res.update(verify(src, out, layers, width))
+        for kind in ("torch", "onnx", "msc"):
+            out = d / kind
+            conv_json = d / f"convert-{kind}.json"
+            cmd = [sys.executable, __file__, "--convert", kind, str(src), str(out)]
+            proc = subprocess.run([*cmd, "--json", str(conv_json)], capture_output=True, text=True)
+            if proc.returncode:
+                raise RuntimeError(f"{kind} conversion failed: {proc.stderr.strip()[-1500:]}")
+            r = json.loads(conv_json.read_text())
+            if kind == "torch":
+                res.update(r)  # the headline figures: ONNX -> PyTorch
+                res.update(verify(src, out, layers, width))
+            else:
+                r["weights_equal"] = same_bytes(src, layers, regions_of(kind, out))
+            res[f"to_{kind}"] = r
+            if kind != "torch":
+                shutil.rmtree(out, ignore_errors=True)
     except Exception as e:  # noqa: BLE001
         msg = str(e).strip()
         res["error"] = {

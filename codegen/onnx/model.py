@@ -38,6 +38,7 @@ from msc.errors import ConversionError, UnsupportedOp, UnsupportedOpsError
 from msc.ir import structure, symexpr
 from msc.ir.dtype import DType
 from msc.ir.graph import Graph, Node, Value, Weight
+from msc.ir.tensor import SUB_BYTE_BITS, FileRegion, Packed
 from msc.ir.types import SymDim, SymExpr, TensorType
 from msc.ops.custom import CustomOp, parse_custom
 from msc.ops.decompose import DecompositionRegistry, NotDecomposable
@@ -144,6 +145,13 @@ class ModelBuilder:
                 target.CopyFrom(t)  # a small proto: no data, only the reference
                 target.name = self._names[w]
                 return
+        packed = w.storage if isinstance(w.storage, FileRegion | Packed) else None
+        if packed is not None and w.type.dtype in SUB_BYTE_BITS:  # ONNX's packing: as stored
+            target.name = self._names[w]
+            target.data_type = ONNX_DTYPE[w.type.dtype]
+            target.dims.extend(int(d) for d in packed.shape)
+            target.raw_data = packed.packed_bytes().tobytes()
+            return
         tensor_proto(w.numpy(), self._names[w], target)
 
     # ------------------------------------------------------------------ nodes

@@ -1,9 +1,13 @@
 """Writing a model file, with weights inline or as external data, atomically.
 
 # NOTE: invariants
-# - External weights are streamed from their arrays (memory-mapped ones stay mapped) into one
-#   data file beside the model, each at a 64-byte aligned offset; they are never put into the
-#   ModelProto first, so a model over 2 GB saves.
+# - External weights are streamed into one data file beside the model, each at a 64-byte
+#   aligned offset: a weight that is a region of a file (ONNX external data, msc's
+#   safetensors) is copied file to file without being read into memory, an array in 64 MiB
+#   pieces, sub-byte types packed as ONNX stores them. They are never put into the ModelProto
+#   first, so a model over 2 GB saves.
+# - Weights whose regions were in a file this save replaces are re-pointed to the new file,
+#   so the graph stays usable after saving over its own source.
 # - Both files are written under temporary names in the target directory, flushed and fsynced,
 #   then renamed into place (data first, model last). On any failure the temporaries are
 #   removed and existing files at the target paths are left as they were.
@@ -24,6 +28,7 @@ from msc.errors import MscError
 from msc.io import files
 from msc.ir.dtype import DType
 from msc.ir.graph import Graph, Weight
+from msc.ir.tensor import SUB_BYTE_BITS, FileRegion, Packed, pack
 
 __all__ = ["save", "PROTO_LIMIT"]
 
@@ -32,7 +37,21 @@ ALIGN = 64
 
 
 def _weight_bytes(g: Graph) -> int:
-    return sum(w.type.nbytes() or 0 for w in g.weights.values() if w.has_data)
+    return sum(w.nbytes for w in g.weights.values() if w.has_data)
+
+
+def _write_weight(f: BinaryIO, w: Weight) -> int:
+    """Append ``w``'s bytes as ONNX stores them; returns their count."""
+    data = w.storage
+    if w.type.dtype in SUB_BYTE_BITS:
+        if isinstance(data, FileRegion) and data.packed:
+            return data.copy_to(f)
+        packed = data.packed_bytes() if isinstance(data, FileRegion | Packed) else pack(w.numpy())
+        f.write(memoryview(packed))
+        return packed.size
+    if isinstance(data, FileRegion):
+        return data.copy_to(f)
+    return _write_array(f, w.numpy())
 
 
 def _write_array(f: BinaryIO, arr: np.ndarray) -> int:
@@ -103,16 +122,19 @@ def save(
             tmps.append(data_tmp)
         offset = 0
 
+        written: dict[str, tuple[Weight, int, int]] = {}
+
         def external(w: Weight) -> onnx.TensorProto | None:
             nonlocal offset
-            nbytes = w.type.nbytes() or 0
+            nbytes = w.nbytes
             if data_f is None or nbytes < size_threshold:
                 return None
             pad = -offset % ALIGN
             if pad:
                 data_f.write(b"\0" * pad)
                 offset += pad
-            length = _write_array(data_f, w.numpy())
+            length = _write_weight(data_f, w)
+            written[w.name] = (w, offset, length)
             t = onnx.TensorProto()
             t.data_type = ONNX_DTYPE[w.type.dtype]
             t.dims.extend(int(d) for d in w.type.shape)  # type: ignore[union-attr]
@@ -134,16 +156,49 @@ def save(
             model_f.write(model.SerializeToString())
             model_f.flush()
             os.fsync(model_f.fileno())
+        replaced = {str((directory / p).resolve()) for p in ([location] if location else [])}
+        replaced.add(str(path.resolve()))
+        for w in _reading(graph, replaced):
+            if w.name not in written:  # written inline: keep its bytes before the file goes
+                w.set_data(np.array(w.numpy()))
         if location is not None:
             os.replace(data_tmp, directory / location)
         os.replace(model_tmp, path)
         tmps.clear()
+        _repoint(graph, replaced, directory / location if location else None, written)
     finally:
         if data_f is not None and not data_f.closed:
             data_f.close()
         for p in tmps:
             p.unlink(missing_ok=True)
     return path
+
+
+def _repoint(
+    graph: Graph,
+    replaced: set[str],
+    data_path: Path | None,
+    written: dict[str, tuple[Weight, int, int]],
+) -> None:
+    """Weights read from a file this save replaced read the same bytes from the new file."""
+    if data_path is None:
+        return
+    for w in _reading(graph, replaced):
+        r = w.region
+        if r is not None and w.name in written:
+            _, off, length = written[w.name]
+            packed = w.type.dtype in SUB_BYTE_BITS
+            w.set_data(FileRegion.at(data_path, off, length, r.dtype, r.shape, packed=packed))
+
+
+def _reading(graph: Graph, paths: set[str]) -> list[Weight]:
+    """The weights whose data is a region of one of ``paths``."""
+    out = []
+    for w in graph.weights.values():
+        r = w.region
+        if r is not None and str(Path(r.path).resolve()) in paths:
+            out.append(w)
+    return out
 
 
 _ = DType

@@ -28,7 +28,7 @@ from codegen.torch import emitters as _emitters  # noqa: F401  (registers every 
 from codegen.torch import lowbit
 from codegen.torch.core import Arg, NodeEmit, TorchCodegen
 from codegen.torch.registry import EMITTERS, MODULE_RULES, emitter, module_rule, unsupported
-from msc.io import atomic_dir, safetensors
+from msc.io import atomic_dir, safetensors, source
 from msc.ir.dtype import DType
 from msc.ir.graph import Graph
 
@@ -100,7 +100,7 @@ def save(graph: Graph, directory: str | os.PathLike) -> Path:
         (tmp / MODEL_FILE).write_text(src, encoding="utf-8")
         safetensors.write_lazy(
             tmp / WEIGHTS_FILE,
-            [(w.name, w.type.dtype, w.type.shape, w.numpy) for w in graph.weights.values()],
+            [(w.name, w.type.dtype, w.type.shape, source(w)) for w in graph.weights.values()],
             metadata={"format": "pt"},
         )
     return target

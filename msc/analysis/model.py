@@ -163,7 +163,7 @@ def _with_outputs(g: Graph, names: Sequence[str]) -> tuple[Graph, list[str]]:
     for w in g2.weights.values():
         src = g.weights[w.name]
         if src.has_data:
-            w.set_data(lambda src=src: src.numpy())
+            w.set_data(src.storage)
     g2.output_tree = None
     by_name = {v.name: v for v in g2.values()}
     have = {v.name for v in g2.outputs}

@@ -237,7 +237,7 @@ def retype(
     for v in g.inputs:
         vmap[id(v)] = out.add_input(v.name, input_types.get(v.name, v.type))
     for w in g.weights.values():
-        data = (lambda w=w: w.numpy()) if w.has_data else None
+        data = w.storage  # shared, not read
         vmap[id(w)] = out.add_weight(w.name, data, type=w.type, role=w.role, aliases=w.aliases)
     for n in g.nodes:
         ins = [None if v is None else vmap.get(id(v), v) for v in n.inputs]

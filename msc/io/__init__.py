@@ -2,7 +2,8 @@
 
 # NOTE: saving is atomic per directory: everything is written into a temporary sibling
 # directory that replaces the target only when complete, so a failure leaves no half-written
-# output. Loading memory-maps the weights (no copy, no pickle).
+# output. Loading gives each weight a file region of weights.safetensors (nothing read, no
+# pickle); saving copies regions file to file and stores sub-byte types packed.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from msc.io import files, safetensors
 from msc.ir.graph import Graph, GraphError, Weight
 from msc.text import from_text, to_text
 
-__all__ = ["save", "load", "atomic_dir", "replace_dir", "GRAPH_FILE", "WEIGHTS_FILE"]
+__all__ = ["save", "load", "source", "atomic_dir", "replace_dir", "GRAPH_FILE", "WEIGHTS_FILE"]
 
 GRAPH_FILE = "graph.msc"
 WEIGHTS_FILE = "weights.safetensors"
@@ -69,18 +70,45 @@ def save(graph: Graph, directory: str | os.PathLike) -> Path:
         dup = sorted({n for n in names if names.count(n) > 1})
         raise ValueError(f"cannot save: weight names used by more than one weight: {dup}")
     text = to_text(graph)
+    stored = [w for w in weights if w.has_data]
     with atomic_dir(target) as tmp:
         (tmp / GRAPH_FILE).write_text(text, encoding="utf-8")
         safetensors.write_lazy(
             tmp / WEIGHTS_FILE,
-            [(w.name, w.type.dtype, w.type.shape, w.numpy) for w in weights if w.has_data],
+            [(w.name, w.type.dtype, w.type.shape, source(w)) for w in stored],
             metadata={"format": "msc"},
+            pack_sub_byte=True,
         )
+    _repoint(stored, target)
     return target
 
 
+def source(w: Weight) -> safetensors.Source:
+    """What a writer reads a weight's data from: its region or packed bytes as they are
+    (copied, not read), else its array or loader."""
+    data = w.storage
+    return data if data is not None and not callable(data) else w.numpy
+
+
+def _repoint(weights: list[Weight], target: Path) -> None:
+    """Weights whose regions were in the files just replaced now read the new files (the
+    same bytes at new offsets), so the graph stays usable after saving over its source."""
+    stale = [w for w in weights if w.region is not None and _inside(w.region.path, target)]
+    if not stale:
+        return
+    fresh = safetensors.regions(target / WEIGHTS_FILE)
+    for w in stale:
+        w.set_data(fresh[w.name])
+
+
+def _inside(path: str, directory: Path) -> bool:
+    p, d = Path(path).resolve(), directory.resolve()
+    return d in p.parents
+
+
 def load(directory: str | os.PathLike, mmap: bool = True) -> Graph:
-    """Read a graph saved by ``save``; weights are memory-mapped unless ``mmap=False``."""
+    """Read a graph saved by ``save``; weights are file regions, mapped when used (read into
+    memory with ``mmap=False``)."""
     d = Path(directory)
     gfile = d / GRAPH_FILE
     if not gfile.is_file():
@@ -95,7 +123,9 @@ def load(directory: str | os.PathLike, mmap: bool = True) -> Graph:
         raise MscError(
             f"{d}: the graph declares {len(weights)} weights but {WEIGHTS_FILE} is missing"
         )
-    data = safetensors.read(wfile, mmap=mmap) if wfile.is_file() else {}
+    data: dict = {}
+    if wfile.is_file():
+        data = safetensors.regions(wfile) if mmap else safetensors.read(wfile, mmap=False)
     missing = []
     for w in weights:
         if w.name not in data:

@@ -4,8 +4,10 @@
 # - A Value is an edge: a name, a TensorType, and its producer (a Node and output index, or None
 #   for graph inputs and weights). Its ``uses`` are kept right by ``Node.inputs``' setter; callers
 #   never edit them.
-# - A Weight is a Value whose data lives in the graph: an eager numpy array, a zero-argument
-#   loader (lazy), or a memory-mapped array. Data is never copied when it need not be.
+# - A Weight is a Value whose data lives in the graph: a numpy array (memory-mapped or not), a
+#   zero-argument loader, a FileRegion (bytes in a file: mapped when used, copied file to file
+#   when saved) or Packed sub-byte bytes. Only arrays are kept; a loader's or region's result
+#   belongs to the caller who asked for it. Data is never copied when it need not be.
 # - ``Graph.nodes`` is in topological order; ``validate()`` checks it and everything else.
 # - Names are kept exactly as the source gave them. Values and weights live in separate
 #   namespaces (``%`` and ``@`` in text). A value with no source name gets the next free
@@ -24,6 +26,7 @@ import numpy as np
 
 from msc.errors import MscError
 from msc.ir.dtype import DType
+from msc.ir.tensor import FileRegion, Packed
 from msc.ir.types import TensorType
 
 __all__ = [
@@ -128,6 +131,9 @@ class Value:
 # a codegen then guesses from the dtype and the weight's uses.
 ROLES = ("", "parameter", "buffer", "constant")
 
+# What a weight's data may be (see the NOTE above).
+WeightData = np.ndarray | Callable[[], np.ndarray] | FileRegion | Packed
+
 
 class Weight(Value):
     """A Value whose data the graph holds (parameters, buffers, constants, initializers).
@@ -144,19 +150,21 @@ class Weight(Value):
         self,
         name: str,
         type: TensorType | None = None,
-        data: np.ndarray | Callable[[], np.ndarray] | None = None,
+        data: WeightData | None = None,
         *,
         role: str = "",
         aliases: Iterable[str] = (),
     ) -> None:
         if type is None:
-            if not isinstance(data, np.ndarray):
+            if isinstance(data, np.ndarray):
+                type = TensorType(DType.from_numpy(data.dtype), data.shape)
+            elif isinstance(data, FileRegion | Packed):
+                type = TensorType(data.dtype, data.shape)
+            else:
                 raise TypeError(f"weight {name!r}: give a type, or data as a numpy array")
-            type = TensorType(DType.from_numpy(data.dtype), data.shape)
         super().__init__(name, type)
-        if isinstance(data, np.ndarray):
-            self._check(data)
-        self._data = data
+        self._data: WeightData | None = None
+        self.set_data(data)
         self.role = role
         self.aliases = aliases
 
@@ -190,23 +198,54 @@ class Weight(Value):
                 f"weight {self.name!r}: data is {dt.short}{list(arr.shape)}, type says {self.type}"
             )
 
+    def _check_stored(self, data: FileRegion | Packed) -> None:
+        if data.dtype is not self.type.dtype or (
+            self.type.shape is not None and tuple(data.shape) != self.type.shape
+        ):
+            raise GraphError(
+                f"weight {self.name!r}: data is {data.dtype.short}{list(data.shape)}, "
+                f"type says {self.type}"
+            )
+
     @property
     def has_data(self) -> bool:
         return self._data is not None
 
-    def numpy(self) -> np.ndarray:
-        """The data, loaded on first use (a lazy loader runs once and its result is kept)."""
-        if self._data is None:
-            raise GraphError(f"weight {self.name!r} has no data (a type-only graph?)")
-        if callable(self._data):
-            arr = self._data()
-            self._check(arr)
-            self._data = arr
+    @property
+    def storage(self) -> WeightData | None:
+        """The data as held: an array, a loader, a FileRegion or Packed bytes."""
         return self._data
 
-    def set_data(self, data: np.ndarray | Callable[[], np.ndarray] | None) -> None:
+    @property
+    def region(self) -> FileRegion | None:
+        """Where the data sits in a file, when it does (and has not been replaced)."""
+        return self._data if isinstance(self._data, FileRegion) else None
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes the data takes as stored: packed sub-byte types count packed."""
+        if isinstance(self._data, FileRegion | Packed):
+            return self._data.nbytes
+        return self.type.storage_bytes() or 0
+
+    def numpy(self) -> np.ndarray:
+        """The data as an array. An array held in memory is returned as is; a file region is
+        mapped for this use and packed bytes unpacked, a loader runs: none of those results is
+        kept, so walking a large model does not pin its weights in memory."""
+        data = self._data
+        if data is None:
+            raise GraphError(f"weight {self.name!r} has no data (a type-only graph?)")
+        if isinstance(data, np.ndarray):
+            return data
+        arr = data.array() if isinstance(data, FileRegion | Packed) else data()
+        self._check(arr)
+        return arr
+
+    def set_data(self, data: WeightData | None) -> None:
         if isinstance(data, np.ndarray):
             self._check(data)
+        elif isinstance(data, FileRegion | Packed):
+            self._check_stored(data)
         self._data = data
 
     def __repr__(self) -> str:
@@ -365,7 +404,7 @@ class Graph:
     def add_weight(
         self,
         name: str,
-        data: np.ndarray | Callable[[], np.ndarray] | None = None,
+        data: WeightData | None = None,
         type: TensorType | None = None,
         *,
         role: str = "",

@@ -156,7 +156,7 @@ def test_validate_rejects_undefined_and_duplicate_values():
         k.validate()
 
 
-def test_weight_data_must_match_type_and_may_be_lazy():
+def test_weight_data_must_match_type_and_may_be_lazy_and_is_not_kept():
     g = Graph()
     with pytest.raises(GraphError, match="data is f64"):
         g.add_weight("w", np.zeros(2), type=TensorType(F32, (2,)))
@@ -169,7 +169,10 @@ def test_weight_data_must_match_type_and_may_be_lazy():
     w = g.add_weight("lazy", loader, type=TensorType(F32, (2,)))
     assert not calls
     assert w.numpy().sum() == 2 and w.numpy().sum() == 2
-    assert calls == [1]
+    # A loader's result belongs to the caller: the weight keeps the loader, not the array,
+    # so walking a large model does not pin its weights in memory.
+    assert calls == [1, 1]
+    assert w.storage is loader
 
 
 def test_networkx_view():

@@ -81,7 +81,7 @@ class _SubImporter(Importer):
             if not name or name in local:
                 continue
             s = self.env.get(name)
-            if s is not None and s.value is None and s.const is not None:
+            if s is not None and s.value is None and s.known:
                 local[name] = Slot(name, const=s.const, origin=s.origin)
 
     def import_graph(self, g: onnx.GraphProto, input_types: Sequence[TensorType]) -> Graph:

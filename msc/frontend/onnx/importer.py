@@ -27,7 +27,12 @@ import onnx
 from onnx import helper
 
 from msc.errors import ConversionError, Unsupported, UnsupportedOp, UnsupportedOpsError
-from msc.frontend.onnx.initializers import UnsupportedType, tensor_to_numpy, type_from_onnx
+from msc.frontend.onnx.initializers import (
+    UnsupportedType,
+    tensor_data,
+    tensor_to_numpy,
+    type_from_onnx,
+)
 from msc.frontend.onnx.registry import CONVERTERS, ConverterRegistry, NoConverter
 from msc.ir import (
     DType,
@@ -38,12 +43,14 @@ from msc.ir import (
     SymDim,
     TensorType,
     Value,
+    Weight,
     structure,
     symexpr,
 )
 from msc.ir.attrs import infer_kind
 from msc.ir.builder import Builder
 from msc.ir.graph import dead_nodes
+from msc.ir.tensor import SUB_BYTE_BITS, Packed
 from msc.ops.custom import CUSTOM_OPS, custom_op
 from msc.ops.infer import InferError
 from msc.ops.schema import OpError
@@ -100,36 +107,64 @@ class OnnxUnsupportedOpsError(UnsupportedOpsError):
 
 
 class Slot:
-    """What an ONNX value name stands for: a graph value, a known constant, or both."""
+    """What an ONNX value name stands for: a graph value, a known constant, or both. An
+    initializer's constant is its weight's data, read when a converter asks for it (a file
+    region is mapped for that use, not kept)."""
 
-    __slots__ = ("name", "value", "const", "poisoned", "origin")
+    __slots__ = ("name", "value", "_const", "poisoned", "origin")
 
     def __init__(
         self,
         name: str,
         value: Value | None = None,
-        const: np.ndarray | None = None,
+        const: np.ndarray | Weight | None = None,
         origin: onnx.NodeProto | None = None,
     ) -> None:
         self.name = name
         self.value = value
-        self.const = const
+        self._const = const
         self.poisoned = False
         self.origin = origin  # the node that made a constant (for provenance)
+
+    @property
+    def const(self) -> np.ndarray | None:
+        c = self._const
+        return c.numpy() if isinstance(c, Weight) else c
+
+    @property
+    def known(self) -> bool:
+        return self._const is not None
+
+    @property
+    def size(self) -> int:
+        c = self._const
+        if isinstance(c, Weight):
+            return c.type.numel() or 0
+        return 0 if c is None else int(c.size)
 
     @property
     def type(self) -> TensorType:
         if self.value is not None:
             return self.value.type
-        assert self.const is not None, self.name
-        return TensorType(DType.from_numpy(self.const.dtype), self.const.shape)
+        c = self._const
+        assert c is not None, self.name
+        if isinstance(c, Weight):
+            return c.type
+        return TensorType(DType.from_numpy(c.dtype), c.shape)
 
     def __repr__(self) -> str:
-        kind = "const" if self.const is not None else "value"
+        kind = "const" if self.known else "value"
         return f"<Slot {self.name!r} {kind} {self.type}>"
 
 
 Operand = Slot | Value | np.ndarray | None
+
+
+def _stored(arr: np.ndarray) -> np.ndarray | Packed:
+    """A computed constant as a weight holds it: sub-byte types packed."""
+    if DType.from_numpy(arr.dtype) in SUB_BYTE_BITS:
+        return Packed.of(arr)
+    return np.ascontiguousarray(arr)
 
 
 def _f32(x: float) -> float:
@@ -358,7 +393,7 @@ class Ctx(Builder):
         if name is None and arr.size > SMALL_CONSTANT:
             name = self._imp.fresh_weight_name(self.name or "const")
         if arr.size > SMALL_CONSTANT:
-            return self._imp.graph.add_weight(name, np.ascontiguousarray(arr))  # type: ignore[arg-type]
+            return self._imp.graph.add_weight(name, _stored(arr))  # type: ignore[arg-type]
         return self.add("constant", [], {"value": arr}, [name]).output
 
     def add(
@@ -562,12 +597,12 @@ class Importer:
     def _weights(self, g: onnx.GraphProto) -> None:
         for t in g.initializer:
             try:
-                arr = tensor_to_numpy(t, self.base_dir)
+                data = tensor_data(t, self.base_dir)
             except UnsupportedType as e:
                 self.problem(None, "initializer", str(e), name=t.name)
                 continue
-            w = self.graph.add_weight(t.name, arr)
-            self.env[t.name] = Slot(t.name, value=w, const=arr)
+            w = self.graph.add_weight(t.name, data)
+            self.env[t.name] = Slot(t.name, value=w, const=w)
         for t in g.sparse_initializer:
             self.problem(
                 None, "sparse initializer", "sparse tensors are not supported", name=t.values.name
@@ -737,9 +772,9 @@ class Importer:
         if n.op_type not in FOLDABLE or n.domain not in DEFAULT_DOMAINS:
             return False
         present = [s for s in ins if s is not None]
-        if not present or any(s.const is None for s in present):
+        if not present or any(not s.known for s in present):
             return False
-        if sum(s.const.size for s in present) > FOLD_LIMIT:  # type: ignore[union-attr]
+        if sum(s.size for s in present) > FOLD_LIMIT:
             return False
         arrays = [None if s is None else s.const for s in ins]
         if _fold_bound(n.op_type, arrays) > FOLD_OUTPUT_LIMIT:
@@ -764,9 +799,7 @@ class Importer:
         assert arr is not None
         if arr.size > SMALL_CONSTANT:
             name = slot.name if slot.name not in self.graph.weights else None
-            return self.graph.add_weight(
-                name or self.fresh_weight_name(slot.name), np.ascontiguousarray(arr)
-            )
+            return self.graph.add_weight(name or self.fresh_weight_name(slot.name), _stored(arr))
         origin = slot.origin
         prov = _provenance(origin) if origin is not None else None
         node = Node(

@@ -1,12 +1,14 @@
 """ONNX tensors and types -> numpy arrays and msc types, without copying data.
 
 # NOTE: invariants
-# - ``raw_data`` becomes a numpy view (``np.frombuffer``) of the bytes protobuf hands us; external
-#   data is memory-mapped read-only (``np.memmap``) at its offset, never read into memory.
+# - ``raw_data`` becomes a numpy view (``np.frombuffer``) of the bytes protobuf hands us;
+#   external data becomes a FileRegion (path, offset, length): nothing is read at import, a use
+#   maps it read-only, a re-export copies it file to file.
 # - An external data location must be a relative path that stays inside the model's directory
 #   (a model file cannot make msc open ``/etc/passwd`` or ``../../secret``).
-# - 4-bit and 2-bit types (INT4, UINT4, INT2, UINT2, FLOAT4E2M1), which ONNX packs, are
-#   unpacked to one element per byte (ml_dtypes' layout): a copy, the one exception to the above.
+# - 4-bit and 2-bit types (INT4, UINT4, INT2, UINT2, FLOAT4E2M1), which ONNX packs low bits
+#   first, stay packed (Packed bytes, or a packed FileRegion) and unpack to one element per
+#   byte (ml_dtypes' layout) only when used.
 # - ONNX element types msc has no DType for (strings) raise ``UnsupportedType`` naming the
 #   type; callers report it with the node or value name.
 """
@@ -23,6 +25,7 @@ from onnx import TensorProto, numpy_helper
 
 from msc.errors import ConversionError
 from msc.ir import DType, SymDim, TensorType
+from msc.ir.tensor import FileRegion, Packed, packed_size
 from msc.ir.types import Dim, ShapeError, SymExpr
 from msc.text import ParseError, parse_dim
 
@@ -31,6 +34,7 @@ __all__ = [
     "dtype_from_onnx",
     "dtype_to_onnx",
     "tensor_to_numpy",
+    "tensor_data",
     "type_from_onnx",
 ]
 
@@ -158,11 +162,24 @@ def _external_path(base_dir: str | os.PathLike | None, location: str, name: str)
 
 def tensor_to_numpy(t: TensorProto, base_dir: str | os.PathLike | None = None) -> np.ndarray:
     """The data of ``t`` as a numpy array: a view of raw_data, a read-only memmap of external
-    data, or (for the typed fields) a converted copy."""
-    dtype = dtype_from_onnx(t.data_type).to_numpy()
+    data, or (for the typed fields and packed sub-byte types) a converted copy."""
+    data = tensor_data(t, base_dir)
+    return data if isinstance(data, np.ndarray) else data.array()
+
+
+def tensor_data(
+    t: TensorProto, base_dir: str | os.PathLike | None = None
+) -> np.ndarray | FileRegion | Packed:
+    """The data of ``t`` as a weight holds it: external data as a FileRegion (nothing read),
+    packed sub-byte raw_data as Packed bytes, else an array (a view of raw_data where
+    possible)."""
+    dt = dtype_from_onnx(t.data_type)
+    dtype = dt.to_numpy()
     shape = tuple(int(d) for d in t.dims)
-    if t.data_type in _PACKED_BITS:
-        return _unpacked(t, base_dir, dtype, shape)
+    if any(d < 0 for d in shape):
+        raise ConversionError(f"tensor {t.name!r}: negative dim in {list(shape)}")
+    packed = t.data_type in _PACKED_BITS
+    nbytes = packed_size(dt, shape) if packed else math.prod(shape) * dtype.itemsize
     if t.data_location == TensorProto.EXTERNAL:
         info = {e.key: e.value for e in t.external_data}
         path = _external_path(base_dir, info.get("location", ""), t.name)
@@ -173,13 +190,11 @@ def tensor_to_numpy(t: TensorProto, base_dir: str | os.PathLike | None = None) -
             raise ConversionError(
                 f"tensor {t.name!r}: external data offset/length are not integers"
             ) from None
-        if offset < 0 or (length is not None and length < 0) or any(d < 0 for d in shape):
+        if offset < 0 or (length is not None and length < 0):
             raise ConversionError(
-                f"tensor {t.name!r}: negative external data offset, length or dim "
-                f"(offset {offset}, length {length}, dims {list(shape)})"
+                f"tensor {t.name!r}: negative external data offset or length "
+                f"(offset {offset}, length {length})"
             )
-        count = math.prod(shape)
-        nbytes = count * dtype.itemsize
         if length is not None and length < nbytes:
             raise ConversionError(
                 f"tensor {t.name!r}: external data has {info['length']} bytes, needs {nbytes}"
@@ -189,54 +204,22 @@ def tensor_to_numpy(t: TensorProto, base_dir: str | os.PathLike | None = None) -
                 f"tensor {t.name!r}: external file {str(path)!r} is too short "
                 f"for {nbytes} bytes at offset {offset}"
             )
-        if count == 0:
+        if nbytes == 0:
             return np.zeros(shape, dtype)
-        return np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=shape)
+        return FileRegion.at(path, offset, nbytes, dt, shape, packed=packed)
     if t.HasField("raw_data"):
         raw = t.raw_data
-        want = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-        if len(raw) != want:
+        if len(raw) != nbytes:
             raise ConversionError(
                 f"tensor {t.name!r}: raw_data has {len(raw)} bytes, "
-                f"{_type_name(t.data_type)}{list(shape)} needs {want}"
+                f"{_type_name(t.data_type)}{list(shape)} needs {nbytes}"
             )
+        if packed:
+            return Packed(np.frombuffer(raw, dtype=np.uint8), dt, shape)
         # ONNX raw_data is little-endian, as every host msc runs on.
         return np.frombuffer(raw, dtype=dtype).reshape(shape)
     arr = numpy_helper.to_array(t)
     if arr.dtype != dtype:
         arr = arr.view(dtype) if arr.dtype.itemsize == dtype.itemsize else arr.astype(dtype)
-    return arr.reshape(shape)
-
-
-def _unpacked(
-    t: TensorProto, base_dir: str | os.PathLike | None, dtype: np.dtype, shape: tuple[int, ...]
-) -> np.ndarray:
-    """A packed 4-bit / 2-bit tensor as one element per byte."""
-    count = int(np.prod(shape, dtype=np.int64))
-    bits = _PACKED_BITS[t.data_type]
-    per = 8 // bits
-    nbytes = -(-count // per)
-    if t.data_location == TensorProto.EXTERNAL:
-        info = {e.key: e.value for e in t.external_data}
-        path = _external_path(base_dir, info.get("location", ""), t.name)
-        offset = int(info.get("offset", 0) or 0)
-        if offset + nbytes > path.stat().st_size:
-            raise ConversionError(
-                f"tensor {t.name!r}: external file {str(path)!r} is too short "
-                f"for {nbytes} bytes at offset {offset}"
-            )
-        packed = np.fromfile(path, dtype=np.uint8, count=nbytes, offset=offset)
-    elif t.HasField("raw_data"):
-        packed = np.frombuffer(t.raw_data, dtype=np.uint8)
-        if packed.size != nbytes:
-            raise ConversionError(
-                f"tensor {t.name!r}: raw_data has {packed.size} bytes, "
-                f"{_type_name(t.data_type)}{list(shape)} needs {nbytes}"
-            )
-    else:
-        arr = numpy_helper.to_array(t)
-        return arr.astype(dtype).reshape(shape) if arr.dtype != dtype else arr.reshape(shape)
-    mask = (1 << bits) - 1
-    codes = np.stack([(packed >> (bits * i)) & mask for i in range(per)], axis=-1).reshape(-1)
-    # Each code is the element's bit pattern; ml_dtypes keeps it in the low bits of a byte.
-    return codes[:count].astype(np.uint8).view(dtype).reshape(shape)
+    arr = arr.reshape(shape)
+    return Packed.of(arr) if packed else arr

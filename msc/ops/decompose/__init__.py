@@ -175,7 +175,7 @@ decomposition = registry
 
 
 def _copy_weight(g: Graph, w: Any) -> Value:
-    data = w.numpy if w.has_data else None
+    data = w.storage  # shared: an array, a file region, packed bytes or a loader
     return g.add_weight(w.name, data, type=w.type, role=w.role, aliases=w.aliases)
 
 
