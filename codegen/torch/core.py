@@ -464,7 +464,8 @@ class TorchCodegen:
 
     def _docstring(self) -> str:
         ins = ", ".join(f"{self.ns_name(v)}: {v.type}" for v in self.graph.inputs)
-        return f"Generated from an msc graph. Inputs: {ins or 'none'}."
+        outs = ", ".join(str(v.type) for v in self.graph.outputs)
+        return f"Generated from an msc graph. Inputs: {ins or 'none'}. Outputs: {outs or 'none'}."
 
     def ns_name(self, v: Value) -> str:
         r = self._refs.get(id(v))

@@ -549,7 +549,10 @@ def _declared_inputs(doc: str) -> list[tuple[str, TensorType]] | None:
     types parsed by the msc text parser; None when absent or unreadable."""
     from msc.text import ParseError, from_text
 
-    m = re.search(r"Inputs: (.*)\.\s*$", doc.strip(), re.S)
+    text = doc.strip()
+    if ". Outputs: " in text:  # the output types follow the inputs
+        text = text[: text.rindex(". Outputs: ")] + "."
+    m = re.search(r"Inputs: (.*)\.\s*$", text, re.S)
     if m is None or m.group(1) == "none":
         return None
     items, depth, cur = [], 0, ""

@@ -50,6 +50,11 @@ def test_expressions_survive_text_and_save(tmp_path):
     assert [v.type for v in back.outputs] == [v.type for v in g.outputs]
 
 
+def test_generated_pytorch_documents_the_expressions():
+    src = codegen.torch.generate(_grows())
+    assert "Outputs: f32[2*n{2..100}, 4], f32[n{2..100} + 1, 4]." in src
+
+
 def test_expressions_are_onnx_dim_params_and_read_back():
     g = _grows()
     proto = codegen.onnx.to_model(g)
