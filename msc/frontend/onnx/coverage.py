@@ -79,8 +79,9 @@ def coverage_markdown(registry: ConverterRegistry = CONVERTERS) -> str:
         "",
         f"Reads ai.onnx opsets 7 to {newest}. {len(sup)} of {len(sup) + len(missing)} "
         "default-domain ops have converters; a converter with `since` N serves every opset "
-        ">= N up to the next converter of that op. Other domains (com.microsoft, ai.onnx.ml) "
-        "are reported as unsupported.",
+        ">= N up to the next converter of that op. Ops of other domains with converters are "
+        "listed after the table; any other op of another domain (ai.onnx.ml, the rest of "
+        "com.microsoft) is reported as unsupported, or kept as a custom node on request.",
         "",
         "| ONNX op | converters since | op versions in onnx |",
         "|---|---|---|",
@@ -90,6 +91,16 @@ def coverage_markdown(registry: ConverterRegistry = CONVERTERS) -> str:
             f"| `{op}` | {', '.join(map(str, since))} | "
             f"{', '.join(map(str, versions.get(op, [])))} |"
         )
+    others = [(d, op, v) for d, op, v in registry.ops() if d != ""]
+    if others:
+        lines += [
+            "",
+            "### Other domains",
+            "",
+            "| domain | op | converters since |",
+            "|---|---|---|",
+        ]
+        lines += [f"| {d} | `{op}` | {', '.join(map(str, v))} |" for d, op, v in others]
     lines += ["", "### Not covered", "", "| ONNX op | why |", "|---|---|"]
     for op, why in missing.items():
         lines.append(f"| `{op}` | {why} |")

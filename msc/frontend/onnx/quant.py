@@ -142,6 +142,44 @@ def qlinear_conv(
     return ctx.op("quantize", y, y_scale, y_zero_point, dtype=ctx.dtype(y_zero_point))
 
 
+def _matmul_operand(ctx: Ctx, x, scale, zero_point, side: str):
+    """dequantize one QLinearMatMul operand: a scalar scale per tensor; per row of ``a`` /
+    per column of ``b`` as a 1-d scale (2-d operands) or one of the operand's rank with 1
+    along K (block-wise, one block spanning K)."""
+    r = ctx.rank(x)
+    shape = ctx.static_shape(scale)
+    if shape is None:
+        raise Unsupported(f"QLinearMatMul {side}_scale of unknown shape")
+    n = int(np.prod(shape)) if shape else 1
+    if n == 1:
+        if shape:
+            scale = ctx.op("reshape", scale, shape=[])
+            if zero_point is not None:
+                zero_point = ctx.op("reshape", zero_point, shape=[])
+        return ctx.op("dequantize", x, scale, zero_point)
+    k_axis = -1 if side == "a" else -2
+    if len(shape) == 1:
+        return ctx.op("dequantize", x, scale, zero_point, axis=-2 if side == "a" else -1)
+    k = ctx.shape(x)[k_axis]
+    if len(shape) != r or not isinstance(k, int):
+        raise Unsupported(f"QLinearMatMul {side}_scale of shape {list(shape)} for rank {r}")
+    return ctx.op("dequantize", x, scale, zero_point, axis=k_axis, block_size=k)
+
+
+@converter("QLinearMatMul", since=10)
+def qlinear_matmul(
+    ctx: Ctx, a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point=None
+):
+    """dequantize a and b, a float matmul, quantize: the QDQ form onnxruntime fuses back.
+
+    ONNX defines the result with integer accumulation scaled once by a_scale * b_scale /
+    y_scale; the QDQ form scales each operand instead, in float32, so an output whose exact
+    value lies within float rounding of a half step may round one step apart."""
+    af = _matmul_operand(ctx, a, a_scale, a_zero_point, "a")
+    bf = _matmul_operand(ctx, b, b_scale, b_zero_point, "b")
+    return _q(ctx, ctx.op("matmul", af, bf), y_scale, y_zero_point)
+
+
 # ---------------------------------------------------------------------------- com.microsoft
 # onnxruntime's QOperator format (quantize_static with QuantFormat.QOperator) writes these:
 # each is dequantize -> the float op -> quantize, the same QDQ form as the rest.
@@ -206,6 +244,19 @@ def qlinear_average_pool(
     if channels_last:
         raise Unsupported("QLinearAveragePool with channels_last")
     y = average_pool(ctx, _dq(ctx, X, x_scale, x_zero_point), **attrs)
+    return _q(ctx, y, y_scale, y_zero_point)
+
+
+@converter("QLinearSoftmax", since=1, domain=MS)
+def qlinear_softmax(
+    ctx: Ctx, X, X_scale, x_zero_point, y_scale, y_zero_point=None, *, axis=-1, opset
+):  # noqa: N803
+    """Softmax with the semantics of the ONNX opset it names (before 13: over the input
+    flattened to 2-d at ``axis``)."""
+    from msc.frontend.onnx.nn import _softmax_2d
+
+    xf = _dq(ctx, X, X_scale, x_zero_point)
+    y = ctx.op("softmax", xf, axis=axis) if opset >= 13 else _softmax_2d(ctx, "softmax", xf, axis)
     return _q(ctx, y, y_scale, y_zero_point)
 
 
