@@ -331,6 +331,7 @@ class Translator:
         self.strict = check_enabled()
         self.prefix = ""  # prepended to value and node names (inlined submodules)
         self.custom_ops = "error"  # or "keep": an op with no converter becomes a custom node
+        self.decomposed: set[str] = set()  # ops PyTorch's decompositions replaced (their keys)
 
     # ------------------------------------------------------------------ types
     def sym_dim(self, expr: Any) -> Dim:
@@ -408,7 +409,16 @@ class Translator:
             return any(self._poisoned(x) for x in (a.start, a.stop, a.step))
         return False
 
+    def _original(self, node: torch.fx.Node) -> str:
+        """The op a decomposition replaced, for a node it produced; else ""."""
+        orig = node.meta.get("original_aten")
+        key = str(orig) if orig is not None else ""
+        return key if key in self.decomposed and key != target_key(node.target) else ""
+
     def _report(self, op: str, node: torch.fx.Node, reason: str, err: BaseException | None) -> None:
+        orig = self._original(node)
+        if orig:
+            reason += f" (in PyTorch's decomposition of {orig})"
         self.problems.append(UnsupportedOp(op, node.name, self.source.module_path(node), reason))
         if err is not None and self.first_error is None:
             self.first_error = err
@@ -484,7 +494,7 @@ class Translator:
         ctx.nodes = []
         ctx.node_name = self.prefix + node.name
         ctx.module = self.source.module_path(node)
-        ctx.source_op = "" if call.fn is not None else call.key
+        ctx.source_op = self._original(node) or ("" if call.fn is not None else call.key)
         ctx.meta = meta
         try:
             if call.fn is not None:
