@@ -69,14 +69,15 @@ def test_decomposition_table_prefers_core_aten() -> None:
 def test_report_says_what_the_decomposition_did() -> None:
     class M(nn.Module):
         def forward(self, x):
-            return torch.nextafter(x, torch.zeros(3)), x.view(torch.int32)
+            return torch.as_strided_scatter(x, torch.zeros(2), (2,), (1,)), x.view(torch.int32)
 
     with pytest.raises(UnsupportedOpsError) as info:
         msc.from_torch(M(), (torch.ones(3),))
     by_op = {o.op: o.reason for o in info.value.ops}
-    # nextafter was decomposed, into a prim that has neither converter nor decomposition.
-    assert "decomposition of aten.nextafter.default" in by_op["prims.nextafter.default"]
-    assert "PyTorch has no decomposition for it" in by_op["prims.nextafter.default"]
+    # as_strided_scatter was decomposed, into a prim with neither converter nor decomposition.
+    prim = by_op["prims.as_strided_scatter.default"]
+    assert "decomposition of aten.as_strided_scatter.default" in prim
+    assert "PyTorch has no decomposition for it" in prim
     # view.dtype has a converter that refuses; PyTorch has nothing to offer either.
     assert "no decomposition" in by_op["aten.view.dtype"]
 

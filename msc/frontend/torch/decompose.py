@@ -7,9 +7,11 @@ translates or what is left has no decomposition. Everything with a converter kee
 high-level form (linear stays linear, layer_norm stays layer_norm).
 
 # NOTE: the decomposition of an op is, in order: the one torch.export's default table has
-# (core ATen, and every op with a CompositeImplicitAutograd kernel, torch.library ops written
-# in Python included), else the one in torch._decomp's table. Nodes a decomposition
-# produced carry ``original_aten``; the translator names it as their source op.
+# (core ATen, and the ops with a CompositeImplicitAutograd kernel registered so far, torch.library
+# ops written in Python included), the one in torch._decomp's table, or for an op with a
+# CompositeImplicitAutograd kernel that kernel itself. (Building torch.export's default table
+# makes later exports in the process keep such composite ops, so they do reach us.) Nodes a
+# decomposition produced carry ``original_aten``; the translator names it as their source op.
 """
 
 from __future__ import annotations
@@ -51,7 +53,11 @@ def decomposition(op: torch._ops.OpOverload, core: Any = None) -> Callable | Non
         return core[op]
     from torch._decomp import decomposition_table
 
-    return decomposition_table.get(op)
+    if op in decomposition_table:
+        return decomposition_table[op]
+    if torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), "CompositeImplicitAutograd"):
+        return op.decompose
+    return None
 
 
 def _nodes(gm: torch.fx.GraphModule) -> Iterable[torch.fx.Node]:
