@@ -204,3 +204,34 @@ def test_op_through_both_codegens(case: str) -> None:
     assert len(outs) == len(want)
     for i, (a, b) in enumerate(zip(outs, want)):
         _close(a, b, tol, f"{case} via ONNX, output {i}")
+
+
+@pytest.mark.parametrize(
+    "cls,kw,op",
+    [
+        (torch.nn.LSTM, dict(num_layers=2, batch_first=True, bidirectional=True), "lstm"),
+        (torch.nn.LSTM, dict(num_layers=1, bias=False), "lstm"),
+        (torch.nn.GRU, dict(num_layers=2, bidirectional=True), "gru"),
+        (torch.nn.RNN, dict(num_layers=1, nonlinearity="relu", batch_first=True), "rnn"),
+        (torch.nn.RNN, dict(num_layers=2), "rnn"),
+    ],
+    ids=["lstm_bi_batch_first", "lstm_no_bias", "gru_bi", "rnn_relu", "rnn_tanh_2"],
+)
+def test_recurrent_modules_keep_their_op(cls, kw, op) -> None:
+    # nn.LSTM/GRU/RNN arrive as aten.lstm.input & co and become one canonical node per layer
+    # (not PyTorch's decomposition into per-step cells), equal to eager through both targets.
+    torch.manual_seed(0)
+    m = cls(4, 6, **kw).eval()
+    x = _r(2, 5, 4, seed=7)
+    g = msc.from_torch(m, (x,))
+    assert sum(n.op == op for n in g.nodes) == kw["num_layers"]
+    assert not {"sigmoid", "tanh"} & {n.op for n in g.nodes}
+    with torch.no_grad():
+        want = pytree.tree_leaves(m(x))
+        got = pytree.tree_leaves(codegen.torch.to_module(g)(x))
+    for i, (a, b) in enumerate(zip(got, want)):
+        _close(a.numpy(), b, 1e-5, f"{op} via PyTorch, output {i}")
+    sess = ort.InferenceSession(codegen.onnx.to_model(g).SerializeToString())
+    outs = sess.run(None, {sess.get_inputs()[0].name: x.numpy()})
+    for i, (a, b) in enumerate(zip(outs, want)):
+        _close(a, b, 1e-5, f"{op} via ONNX, output {i}")

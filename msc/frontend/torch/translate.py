@@ -180,6 +180,8 @@ def finish(g: Graph, buffers: list[str], constants: list[str], aliases: dict[str
 
 
 _INLINED_HOPS = {"wrap_with_set_grad_enabled", "wrap_with_autocast"}
+# Higher-order ops that become control-flow nodes with subgraphs (msc.frontend.torch.control).
+_CONTROL_HOPS = {"cond", "while_loop"}
 
 
 class _BodySource(Source):
@@ -473,6 +475,11 @@ class Translator:
         if call.key in _INLINED_HOPS:
             self._inline_hop(node, call)
             return
+        if call.key in _CONTROL_HOPS:
+            from msc.frontend.torch.control import translate_control
+
+            translate_control(self, node, call, meta)
+            return
         fn = call.fn
         inplace = False
         if fn is None:
@@ -523,6 +530,22 @@ class Translator:
             target = node.args[0]
         if target is not None:
             self.env[target] = result
+
+    def body(self, gm: torch.fx.GraphModule, operands: list[Any], graph: Graph, prefix: str) -> Any:
+        """Translate ``gm`` (a higher-order op's body) into ``graph`` with its placeholders
+        bound to ``operands``; the resolved output. Problems join this translator's."""
+        inner = Translator(graph, self.source)
+        inner.symbols, inner.prefix, inner.ctx = self.symbols, self.prefix + prefix, self.ctx
+        inner.custom_ops, inner.decomposed = self.custom_ops, self.decomposed
+        for p, v in zip([n for n in gm.graph.nodes if n.op == "placeholder"], operands):
+            inner.env[p] = v
+        inner.source = _BodySource(self.source, inner.env)
+        try:
+            out = inner.run(gm.graph)
+        except UnsupportedOpsError as e:
+            self.problems.extend(e.ops)
+            return POISON
+        return inner.resolve(out)
 
     def _inline_hop(self, node: torch.fx.Node, call: Call) -> None:
         """wrap_with_set_grad_enabled / wrap_with_autocast: translate the body in place."""
