@@ -184,6 +184,7 @@ CASES += [
     C("logical_not", [boolean(5)], ref=np.logical_not),
 ]
 
+SP = torch.special
 # Special functions: their float64 decompositions (msc.ops.decompose.special) against torch.
 SPECIAL_REFS = {
     "erfc": (f32(4, 5, lo=-4, hi=9), torch.special.erfc),
@@ -200,8 +201,8 @@ SPECIAL_REFS = {
     "modified_bessel_i1": (f32(4, 5, lo=-12, hi=12), torch.special.modified_bessel_i1),
     "modified_bessel_k0": (f32(4, 5, lo=0.05, hi=15), torch.special.modified_bessel_k0),
     "modified_bessel_k1": (f32(4, 5, lo=0.05, hi=15), torch.special.modified_bessel_k1),
-    "scaled_modified_bessel_k0": (f32(4, 5, lo=0.05, hi=40), torch.special.scaled_modified_bessel_k0),
-    "scaled_modified_bessel_k1": (f32(4, 5, lo=0.05, hi=40), torch.special.scaled_modified_bessel_k1),
+    "scaled_modified_bessel_k0": (f32(4, 5, lo=0.05, hi=40), SP.scaled_modified_bessel_k0),
+    "scaled_modified_bessel_k1": (f32(4, 5, lo=0.05, hi=40), SP.scaled_modified_bessel_k1),
     "bessel_j0": (f32(4, 5, lo=-25, hi=25), torch.special.bessel_j0),
     "bessel_j1": (f32(4, 5, lo=-25, hi=25), torch.special.bessel_j1),
     "bessel_y0": (f32(4, 5, lo=0.05, hi=25), torch.special.bessel_y0),
