@@ -66,6 +66,50 @@ def addbmm(
     return ctx.op("add", s, p)
 
 
+def _grouped_mm(ctx: Ctx, a: Value, w: Value, offs: Value | None, bias: Value | None) -> Value:
+    # Rows of a [S, K] are sorted by group; offs [G] are the groups' cumulative row ends;
+    # out[r] = a[r] @ w[group(r)] (+ bias[group(r)]), zero for rows past the last end. Computed
+    # densely (every group's product, then each row picks its own): exact, G times the
+    # arithmetic of the grouped kernel.
+    if offs is None or ctx.rank(a) != 2 or ctx.rank(w) != 3:
+        raise Unsupported("grouped matmul other than 2-d rows by 3-d group weights with offsets")
+    i64 = DType.INT64
+    s = ctx.op("gather", ctx.op("shape", a), ctx.const([0], i64), axis=0)
+    rows = ctx.op("range", ctx.const(0, i64), ctx.op("reshape", s, shape=[]), ctx.const(1, i64))
+    ends = ctx.cast(offs, i64)
+    past = ctx.op("le", ctx.op("unsqueeze", ends, axes=[0]), ctx.op("unsqueeze", rows, axes=[1]))
+    group = ctx.op("reduce_sum", ctx.cast(past, i64), axes=[1], keepdims=False)  # [S]
+    last = ctx.op("sub", ctx.op("gather", ctx.op("shape", w), ctx.const([0], i64), axis=0),
+                  ctx.const(1, i64))  # fmt: skip
+    valid = ctx.op("lt", group, ctx.op("add", last, ctx.const(1, i64)))
+    group = ctx.op("minimum", group, ctx.op("reshape", last, shape=[]))
+    every = ctx.op("matmul", ctx.op("unsqueeze", a, axes=[0]), w)  # [G, S, N]
+    every = ctx.op("transpose", every, perm=[1, 0, 2])  # [S, G, N]
+    n = ctx.op("gather", ctx.op("shape", w), ctx.const([2], i64), axis=0)
+    idx_shape = ctx.op("concat", s, ctx.const([1], i64), n, axis=0)
+    idx = ctx.op("expand", ctx.op("reshape", group, shape=[-1, 1, 1]), idx_shape)
+    out = ctx.op("squeeze", ctx.op("gather_elements", every, idx, axis=1), axes=[1])  # [S, N]
+    if bias is not None:
+        out = ctx.op("add", out, ctx.op("gather", bias, group, axis=0))
+    zero = ctx.const(0.0, out.dtype)
+    return ctx.op("where", ctx.op("unsqueeze", valid, axes=[1]), out, zero)
+
+
+@converter("transformers.grouped_mm_fallback.default")
+def grouped_mm_fallback(ctx: Ctx, input: Value, weight: Value, offs: Value) -> Value:
+    """transformers' mixture-of-experts grouped matmul (a torch.library op)."""
+    return _grouped_mm(ctx, input, weight, offs, None)
+
+
+@converter("aten._grouped_mm.default")
+def grouped_mm(
+    ctx: Ctx, self: Value, mat2: Value, offs: Value | None = None, bias: Value | None = None,
+    out_dtype: Any = None,
+) -> Value:  # fmt: skip
+    out = _grouped_mm(ctx, self, mat2, offs, bias)
+    return out if out_dtype is None else ctx.cast(out, to_msc(out_dtype))
+
+
 @converter("aten.einsum.default")
 def einsum(ctx: Ctx, equation: str, tensors: list[Value], *, path: Any = None) -> Value:
     return ctx.op("einsum", *ctx.promote(*tensors), equation=equation)
