@@ -88,3 +88,18 @@ def test_cond_on_a_python_bool_takes_the_branch() -> None:
     g = msc.from_torch(M(), (torch.ones(4),))
     assert "if" not in {n.op for n in g.nodes}
     assert torch.equal(codegen.torch.to_module(g)(torch.ones(4)), torch.full((4,), 2.0))
+
+
+def test_map_is_a_scan() -> None:
+    from torch._higher_order_ops.map import map as torch_map
+
+    class M(nn.Module):
+        def forward(self, xs, y):
+            return torch_map(lambda x, y: x.sin() + y, xs, y)
+
+    xs, y = torch.randn(4, 3), torch.randn(3)
+    g = msc.from_torch(M(), (xs, y))
+    assert [n.op for n in g.nodes] == ["scan"]
+    want = M()(xs, y)
+    _same([codegen.torch.to_module(g)(xs, y)], [want])
+    _same(_ort(g, {"xs": xs, "y": y}), [want])

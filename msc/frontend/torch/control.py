@@ -6,7 +6,8 @@ torch.while_loop.
 # (``_linalg_check_errors``, asserts) translates to nothing. ``cond`` becomes an ``if`` node
 # and ``while_loop`` a ``loop`` node (no trip count; the condition computed before the loop
 # and again at the end of each iteration); their bodies are translated by the translator
-# into subgraphs that read the operands by reference, as msc subgraphs do.
+# into subgraphs that read the operands by reference, as msc subgraphs do. torch's ``map``
+# (map_impl) becomes a ``scan`` with no state.
 """
 
 from __future__ import annotations
@@ -62,6 +63,8 @@ def translate_control(tr: Any, node: torch.fx.Node, call: Any, meta: Any) -> Non
     try:
         if call.key == "cond":
             result = _cond(tr, node, here, *args)
+        elif call.key == "map_impl":
+            result = _map(tr, node, here, *args)
         else:
             result = _while_loop(tr, node, here, *args)
         if result is POISON:
@@ -157,3 +160,26 @@ def _while_loop(
     body.set_outputs(outs)
     c0 = c0 if c0.dtype is DType.BOOL else tr.ctx.cast(c0, DType.BOOL)
     return list(tr.ctx.multi("loop", None, c0, *init, body=body))
+
+
+def _map(tr: Any, node: torch.fx.Node, here: Any, body_gm: Any, xs: Any, args: Any = ()):
+    # torch's map (f over the leading dim of xs, extra args shared) -> a scan with no state
+    # whose body reads the extra args by reference; results stacked along a new first dim.
+    from msc.frontend.torch.translate import POISON
+
+    xs, extra = list(xs), list(args)
+    if not all(isinstance(v, Value) and v.type.shape for v in xs):
+        raise Unsupported("map over values without a leading dim")
+    body = Graph(f"{node.name}.body")
+    slices = [
+        body.add_input(f"{node.name}.slice_{i}", TensorType(v.dtype, v.type.shape[1:]))
+        for i, v in enumerate(xs)
+    ]
+    out = tr.body(body_gm, slices + extra, body, f"{node.name}.body.")
+    here()
+    if out is POISON:
+        return POISON
+    local = {id(v) for n in body.nodes for v in n.outputs}
+    outs = [v if id(v) in local else body.op("identity", v) for v in _leaves(out)]
+    body.set_outputs(outs)
+    return list(tr.ctx.multi("scan", *xs, body=body, num_scan_inputs=len(xs)))

@@ -181,7 +181,7 @@ def finish(g: Graph, buffers: list[str], constants: list[str], aliases: dict[str
 
 _INLINED_HOPS = {"wrap_with_set_grad_enabled", "wrap_with_autocast"}
 # Higher-order ops that become control-flow nodes with subgraphs (msc.frontend.torch.control).
-_CONTROL_HOPS = {"cond", "while_loop"}
+_CONTROL_HOPS = {"cond", "while_loop", "map_impl"}
 
 
 class _BodySource(Source):
