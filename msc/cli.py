@@ -168,6 +168,8 @@ def _overlays(args: argparse.Namespace, a: Any, b: Any, oa: Any, ob: Any) -> Non
             f"{args.command}: {a.label} vs {b.label}",
         )
         files.write_text(out, page)
+        if not args.quiet:
+            print(f"wrote {out}", file=sys.stderr)
     if args.node_data:
         from msc.analysis.explorer import node_data
 
@@ -175,6 +177,12 @@ def _overlays(args: argparse.Namespace, a: Any, b: Any, oa: Any, ob: Any) -> Non
         d.mkdir(parents=True, exist_ok=True)
         for name, o in (("A.json", oa), ("B.json", ob)):
             files.write_text(d / name, _json.dumps(node_data(o), indent=1) + "\n")
+        if not args.quiet:
+            print(
+                f"wrote {d / 'A.json'} and {d / 'B.json'}; view with: model-explorer {args.a} "
+                f"--extensions=msc.explorer --node_data_paths={d / 'A.json'}",
+                file=sys.stderr,
+            )
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
