@@ -276,3 +276,24 @@ def test_big_model_opens_collapsed_not_a_ribbon(browser, tmp_path):
     browser.find_element(By.ID, "expand").click()
     full = browser.execute_script("return window.__mscView()")
     assert not full["collapsed"] and not _downward(full) and not script_errors(browser)
+
+
+def test_hostile_names_stay_text_in_chromium(browser, tmp_path):
+    from selenium.webdriver.common.by import By
+
+    from msc.ir import DType, Graph, Provenance, TensorType
+
+    g = Graph('evil "graph"')
+    x = g.add_input('in"put\\', TensorType(DType.FLOAT32, (2, 3)))
+    bad = '</script><img src=x onerror="window.__pwned=1"><b>'
+    y = g.add_node(
+        "relu", [x], name=bad, provenance=Provenance("torch", "aten.relu", bad, 'blk."0"')
+    ).output
+    g.set_outputs([y])
+    page = msc.render(g, tmp_path / "evil.html")
+    _open(browser, page)
+    assert not script_errors(browser)
+    assert not browser.execute_script("return window.__pwned === 1")
+    assert not browser.find_elements(By.CSS_SELECTOR, "img, #panel b")
+    browser.find_element(By.CSS_SELECTOR, f"g.node[data-node='{len(g.inputs)}']").click()
+    assert bad in browser.find_element(By.ID, "panel").text  # shown as text, exactly
