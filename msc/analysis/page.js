@@ -220,6 +220,7 @@ window.addEventListener("error", function (e) { window.__mscErrors.push(String(e
         L.forEach(function (e) {
           const nb = down ? e.preds : e.succs;
           e.bc = nb.length ? nb.reduce(function (s, x) { return s + x.pos; }, 0) / nb.length : e.pos;
+          if (e.dummy) e.bc += 0.5;  // long edges pass to the right of the boxes they skip
         });
         L.sort(function (a, b) { return a.bc - b.bc || a.pos - b.pos; });
         L.forEach(function (e, i) { e.pos = i; });
@@ -237,7 +238,12 @@ window.addEventListener("error", function (e) { window.__mscErrors.push(String(e
         let off = 0;
         const u = L.map(function (e) {
           const nb = down ? e.preds : e.succs;
-          const c = nb.length ? nb.reduce(function (s, x) { return s + x.x + x.w / 2; }, 0) / nb.length : e.x + e.w / 2;
+          // A box follows the boxes it is wired to more than the long edges passing by (which
+          // keeps chains of modules straight); a long edge's dummies follow each other.
+          const same = nb.filter(function (x) { return x.dummy === e.dummy; });
+          let sw = 0, sx = 0;
+          (same.length ? same : nb).forEach(function (x) { sw += 1; sx += x.x + x.w / 2; });
+          const c = sw ? sx / sw : e.x + e.w / 2;
           const v = c - e.w / 2 - off;
           off += e.w + NODESEP;
           return v;
