@@ -302,7 +302,22 @@ def verify_models(
     if (not report.ok and localize) or per_node:
         say("localising the first divergence")
         _localize(report, ma, mb, feeds, feeds_b, rtol, atol)
+        _output_errors(report, ga, gb)
     return report
+
+
+def _output_errors(report: VerifyReport, ga: Graph, gb: Graph) -> None:
+    """The nodes producing the graph outputs get the outputs' comparisons (the intermediate
+    comparisons cover only values that are not outputs)."""
+    done = {e.a_index for e in report.node_errors}
+    pos_a = {id(n): i for i, n in enumerate(ga.nodes)}
+    pos_b = {id(n): i for i, n in enumerate(gb.nodes)}
+    for c, x, y in zip(report.outputs, ga.outputs, gb.outputs):
+        if x.producer is None or y.producer is None or pos_a[id(x.producer)] in done:
+            continue
+        i, j = pos_a[id(x.producer)], pos_b[id(y.producer)]
+        report.node_errors.append(NodeError(i, j, c.name, c.ok, c.max_abs, c.max_rel))
+        done.add(i)
 
 
 def _guard(m: Model, fn: Callable[[], Any]) -> Any:

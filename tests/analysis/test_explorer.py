@@ -229,3 +229,14 @@ def test_model_explorer_draws_the_graph_in_chromium(models, tmp_path):
         server.wait(timeout=30)
         for _ in gen:
             pass
+
+
+def test_per_node_errors_when_the_outputs_match(models):
+    from msc.analysis.verify import verify_models
+
+    r = verify_models(load_model(models["cnn.pt2"]), load_model(models["saved"]), per_node=True)
+    assert r.ok and not r.notes and r.divergence is None
+    g = load_model(models["cnn.pt2"]).graph
+    assert len(r.node_errors) == len(g.nodes) and all(e.ok for e in r.node_errors)
+    oa, _ = verify_overlays(r)
+    assert {s for s, _, _ in oa.items.values()} == {"ok"}
