@@ -72,6 +72,8 @@ class Match:
     # ``constant`` nodes the pattern's constants matched: removed with the match when nothing
     # else uses them, but a constant shared with the rest of the graph does not block it.
     constants: list[Node] = field(default_factory=list)
+    # What a matcher function found besides values (an epsilon, an axis), for the replacement.
+    info: dict[str, Any] = field(default_factory=dict)
 
     def __getitem__(self, name: str) -> Value:
         return self.values[name]

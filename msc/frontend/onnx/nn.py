@@ -12,9 +12,9 @@ import math
 
 import numpy as np
 
-from msc.frontend.onnx.importer import Ctx, Unsupported
+from msc.frontend.onnx.importer import Ctx, Slot, Unsupported
 from msc.frontend.onnx.registry import converter
-from msc.ir import DType
+from msc.ir import DType, Weight
 
 
 # ---------------------------------------------------------------------------- linear algebra
@@ -330,6 +330,17 @@ def instance_norm(ctx: Ctx, input, scale, B, *, epsilon=1e-5):  # noqa: A002, N8
     return ctx.op("instance_norm", input, scale, B, eps=epsilon)
 
 
+def _unless_default(t, fill: float):
+    """None for a Constant-node scale of all ones / bias of all zeros (the op's default, which
+    msc's ONNX codegen writes for a norm without weight), else ``t``. An initializer is a
+    parameter and is kept whatever it holds."""
+    if isinstance(t, Slot) and t.known and not isinstance(t.value, Weight):
+        c = t.const
+        if c is not None and c.size and np.all(c == fill):
+            return None
+    return t
+
+
 def _affine_fits(ctx: Ctx, w, x, axis: int) -> bool:
     if w is None:
         return True
@@ -339,7 +350,10 @@ def _affine_fits(ctx: Ctx, w, x, axis: int) -> bool:
 
 def _layer_norm(ctx: Ctx, X, Scale, B, a: int, epsilon: float):  # noqa: N803
     if _affine_fits(ctx, Scale, X, a) and _affine_fits(ctx, B, X, a):
-        return ctx.op("layer_norm", X, Scale, B, axis=a, eps=epsilon)
+        ins = [X, Scale, B]
+        while ins[-1] is None:  # absent trailing inputs are left off, as builders do
+            ins.pop()
+        return ctx.op("layer_norm", *ins, axis=a, eps=epsilon)
     # Scale/B broadcast against the normalized dims: apply them after
     y = ctx.op("layer_norm", X, axis=a, eps=epsilon)
     if Scale is not None:
@@ -351,7 +365,7 @@ def _layer_norm(ctx: Ctx, X, Scale, B, a: int, epsilon: float):  # noqa: N803
 def layer_norm(ctx: Ctx, X, Scale, B=None, *, axis=-1, epsilon=1e-5, stash_type=1):  # noqa: N803
     r = ctx.rank(X)
     a = axis % r
-    y = _layer_norm(ctx, X, Scale, B, a, epsilon)
+    y = _layer_norm(ctx, X, _unless_default(Scale, 1.0), _unless_default(B, 0.0), a, epsilon)
     outs = ctx.node.output
     if len(outs) == 1 or not any(outs[1:]):
         return y
@@ -368,6 +382,9 @@ def layer_norm(ctx: Ctx, X, Scale, B=None, *, axis=-1, epsilon=1e-5, stash_type=
 @converter("RMSNormalization", since=23)
 def rms_norm(ctx: Ctx, X, scale, *, axis=-1, epsilon=1e-5, stash_type=1):  # noqa: N803
     a = axis % ctx.rank(X)
+    scale = _unless_default(scale, 1.0)
+    if scale is None:
+        return ctx.op("rms_norm", X, axis=a, eps=epsilon)
     if _affine_fits(ctx, scale, X, a):
         return ctx.op("rms_norm", X, scale, axis=a, eps=epsilon)
     return ctx.op("mul", ctx.op("rms_norm", X, axis=a, eps=epsilon), scale)
