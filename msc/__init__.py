@@ -7,6 +7,7 @@ codegens (the ``codegen`` package) regenerate the model for a target. The public
     text = msc.to_text(g);  g2 = msc.from_text(text)
     msc.save(g, directory);  g = msc.load(directory)
     msc.structural_equal(a, b);  msc.assert_structural_equal(a, b);  msc.structural_hash(g)
+    g2 = msc.rewrite(g, [msc.Pattern(...)])   (find subgraphs, replace them)
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from msc.ir import (
     Weight,
 )
 from msc.ir.equal import EqualResult, assert_structural_equal, structural_equal, structural_hash
+from msc.ops.rewrite import Match, Pattern, rewrite
 from msc.text import ParseError, from_text, to_text
 from msc.version import __version__ as __version__
 
@@ -38,8 +40,10 @@ __all__ = [
     "EqualResult",
     "Graph",
     "GraphError",
+    "Match",
     "Node",
     "ParseError",
+    "Pattern",
     "Provenance",
     "SymDim",
     "SymExpr",
@@ -57,6 +61,7 @@ __all__ = [
     "inspect",
     "load",
     "render",
+    "rewrite",
     "save",
     "structural_equal",
     "structural_hash",
