@@ -479,7 +479,8 @@ def _perform(job: Mapping[str, Any]) -> dict[str, Any]:
     r = inspect_graph(m.graph, binding, source=m.label)
     data = r.to_json()
     data.pop("nodes")  # per-node rows stay with `msc inspect`; the report keeps the totals
-    flops = f", {data['flops']} FLOPs" if isinstance(data["flops"], int) else ""
+    flops = data["flops"]
+    flops = f", {flops:,} FLOPs" if isinstance(flops, int) else f", {flops} FLOPs" if flops else ""
     return {
         "status": "ok",
         "message": f"{r.num_nodes} nodes, {r.params:,} parameters{flops}",
