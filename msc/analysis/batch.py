@@ -267,19 +267,14 @@ def _plan(
             problems.append(f"{where}: unknown task {task!r} ({', '.join(TASKS)})")
             continue
         model = _resolve(base, entry["model"])
-        job: dict[str, Any] = {
-            "name": name,
-            "model": model,
-            "task": task,
-            "input_shape": [str(s) for s in spec.get("input_shape") or ()],
-            "dynamic": [str(s) for s in spec.get("dynamic") or ()],
-            "rtol": float(spec.get("rtol", 1e-4)),
-            "atol": float(spec.get("atol", 1e-5)),
-            "seed": int(spec.get("seed", 0)),
-            "custom_ops": spec.get("custom_ops", "error"),
-            "timeout": float(spec.get("timeout") or settings["timeout"]),
-            "memory": spec.get("memory", settings["memory"]),
-        }
+        try:
+            job = _job(name, model, task, spec, settings)
+        except (TypeError, ValueError) as e:
+            problems.append(f"{where}: a bad value ({e})")
+            continue
+        if not job["timeout"] > 0:
+            problems.append(f"{where}: timeout must be a number of seconds > 0")
+            continue
         if task == "convert":
             to = spec.get("to") or "torch"
             if to not in _SUFFIX:
@@ -302,6 +297,25 @@ def _plan(
     if problems:
         raise MscError(f"{label}: bad manifest\n" + "\n".join(problems))
     return label, out, jobs, settings
+
+
+def _job(
+    name: str, model: str, task: str, spec: Mapping[str, Any], settings: Mapping[str, Any]
+) -> dict[str, Any]:
+    """One entry's options, typed (a bad value raises ValueError or TypeError)."""
+    return {
+        "name": name,
+        "model": model,
+        "task": task,
+        "input_shape": [str(s) for s in spec.get("input_shape") or ()],
+        "dynamic": [str(s) for s in spec.get("dynamic") or ()],
+        "rtol": float(spec.get("rtol", 1e-4)),
+        "atol": float(spec.get("atol", 1e-5)),
+        "seed": int(spec.get("seed", 0)),
+        "custom_ops": spec.get("custom_ops", "error"),
+        "timeout": float(spec.get("timeout") or settings["timeout"]),
+        "memory": spec.get("memory", settings["memory"]),
+    }
 
 
 def _resolve(base: Path, model: str) -> str:
@@ -327,7 +341,10 @@ def _input_files(model: str) -> list[Path]:
     if p.suffix.lower() == ".onnx" and p.is_file():
         import onnx
 
-        proto = onnx.load(str(p), load_external_data=False)
+        try:
+            proto = onnx.load(str(p), load_external_data=False)
+        except Exception:  # not readable as ONNX: the task itself reports that, with msc's words
+            return [p]
         extra = {p.parent / loc for loc in _external_locations(proto.graph)}
         return [p, *sorted(f for f in extra if f.is_file() and f != p)]
     return [p] if p.is_file() else []
