@@ -807,6 +807,7 @@ def format_batch(r: BatchReport, width: int = 60) -> str:
     lines = ["  ".join(c.ljust(w) for c, w in zip(row[:4], widths)) + "  " + row[4] for row in rows]
     counts = ", ".join(f"{n} {s}" for s, n in r.counts.items())
     lines.append("")
-    lines.append(f"{len(r.models)} models: {counts}")
+    n = len(r.models)
+    lines.append(f"{n} model{'s' if n != 1 else ''}: {counts or 'none run'}")
     lines.append(f"report: {r.report_path}")
     return "\n".join(line.rstrip() for line in lines) + "\n"
