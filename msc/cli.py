@@ -266,7 +266,7 @@ class _BatchBar:
             self._p.start()
         return self
 
-    def __call__(self, entry: dict[str, Any], report: Any) -> None:
+    def __call__(self, entry: dict[str, Any] | None, report: Any) -> None:
         if self._p is None:
             return
         total = len(report.models)

@@ -702,7 +702,7 @@ def batch(
     resume: bool = True,
     trust_pickle: bool = False,
     custom_ops: str | None = None,
-    progress: Callable[[dict[str, Any], BatchReport], None] | None = None,
+    progress: Callable[[dict[str, Any] | None, BatchReport], None] | None = None,
 ) -> BatchReport:
     """Run a batch (see the module docstring) and write its JSON report.
 
@@ -717,7 +717,8 @@ def batch(
         ray: run on Ray: True (``ray.init()``'s default cluster, or the one already
             initialised) or a cluster address. Paths must be ones the cluster shares.
         resume: skip models done by an earlier run (see the module docstring).
-        progress: called after each model with its entry and the report so far.
+        progress: called with None and the report once the models are planned, then after
+            each model with its entry and the report so far.
 
     Returns the BatchReport (also written to ``OUTPUT/batch-report.json``).
     """
@@ -780,9 +781,8 @@ def batch(
             if progress is not None:
                 progress(entry, report)
 
-    for entry in report.models:
-        if entry["status"] == "skipped" and progress is not None:
-            progress(entry, report)
+    if progress is not None:
+        progress(None, report)  # the plan: every model, those skipped already counted
     if ray:
         _run_ray(todo, ray if isinstance(ray, str) else None, finished)
     else:

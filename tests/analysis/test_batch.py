@@ -136,8 +136,10 @@ def test_report_records_hashes_and_rerun_resumes(models, tmp_path):
     assert r2.models[0]["output_sha256"] == conv["output_sha256"]
     # an output changed since: that model is converted again, the other stays skipped
     (out / "cnn_torch" / "model.py").write_text("# edited\n")
-    r3 = msc.batch(again, out, to="torch")
+    seen: list = []
+    r3 = msc.batch(again, out, to="torch", progress=lambda e, r: seen.append(e and e["status"]))
     assert [m["status"] for m in r3.models] == ["ok", "skipped"]
+    assert seen == [None, "ok"]  # the plan, then each model that ran
     assert "edited" not in (out / "cnn_torch" / "model.py").read_text()
     # other options are another job; --no-resume redoes everything
     r4 = msc.batch(again, out, to="torch", resume=False)
