@@ -51,6 +51,7 @@ __all__ = [
     "Value",
     "Weight",
     "assert_structural_equal",
+    "batch",
     "convert",
     "diff",
     "from_exported_program",
@@ -132,3 +133,11 @@ def convert(src: Any, out: Any, **kwargs: Any) -> Any:
     from msc.analysis import convert as impl
 
     return impl(src, out, **kwargs)
+
+
+def batch(manifest: Any, output: Any = None, **kwargs: Any) -> Any:
+    """Convert / verify / inspect many models, each in its own worker process with a time and
+    memory limit, locally or on Ray; reruns resume (msc.analysis.batch)."""
+    from msc.analysis import batch as impl
+
+    return impl(manifest, output, **kwargs)

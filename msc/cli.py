@@ -1,5 +1,5 @@
 """The ``msc`` command. A thin layer over the Python API (``msc.convert``, ``msc.inspect``,
-``msc.diff``, ``msc.verify``, ``msc.render``).
+``msc.diff``, ``msc.verify``, ``msc.render``, ``msc.batch``).
 
 Exit codes: 0 success (for ``diff``: the models are structurally equal); 1 a check, a
 verification or a diff found a difference; 2 a user error (bad arguments, a missing or corrupt
@@ -278,6 +278,79 @@ def _cmd_convert(args: argparse.Namespace) -> int:
     return EXIT_OK if r.ok else EXIT_MISMATCH
 
 
+class _BatchBar:
+    """A progress bar with the count of each status, on stderr with rich, or nothing."""
+
+    def __init__(self, enabled: bool) -> None:
+        self._p: Any = None
+        self._task: Any = None
+        if not enabled:
+            return
+        try:
+            from rich.console import Console
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+            )
+        except ImportError:
+            return
+        self._p = Progress(
+            TextColumn("batch"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.description}"),
+            TimeElapsedColumn(),
+            console=Console(stderr=True),
+            transient=True,
+        )
+
+    def __enter__(self) -> _BatchBar:
+        if self._p is not None:
+            self._p.start()
+        return self
+
+    def __call__(self, entry: dict[str, Any] | None, report: Any) -> None:
+        if self._p is None:
+            return
+        total = len(report.models)
+        done = sum(m["status"] != "pending" for m in report.models)
+        counts = "  ".join(f"{s} {n}" for s, n in report.counts.items() if s != "pending")
+        if self._task is None:
+            self._task = self._p.add_task(counts, total=total)
+        self._p.update(self._task, completed=done, total=total, description=counts)
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._p is not None:
+            self._p.stop()
+
+
+def _cmd_batch(args: argparse.Namespace) -> int:
+    from msc.analysis.batch import batch, format_batch
+
+    ray: bool | str = False if args.ray is None else (args.ray or True)
+    show = not args.quiet and not args.json and sys.stderr.isatty()
+    with _BatchBar(show) as bar:
+        r = batch(
+            args.manifest,
+            args.output,
+            task=args.task,
+            to=args.to,
+            jobs=args.jobs,
+            timeout=args.timeout,
+            memory=args.memory,
+            ray=ray,
+            resume=not args.no_resume,
+            trust_pickle=args.trust_pickle,
+            custom_ops=args.custom_ops,
+            progress=bar,
+        )
+    _emit(args, r.to_json(), format_batch(r))
+    return EXIT_OK if r.ok else EXIT_MISMATCH
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     from msc.examples import demo
 
@@ -470,6 +543,56 @@ def build_parser() -> argparse.ArgumentParser:
     _shape_opts(r)
     _common(r)
     r.set_defaults(func=_cmd_render)
+
+    b = sub.add_parser(
+        "batch",
+        help="convert, verify or inspect many models, each in its own worker; resumable",
+        description="Run the tasks of MANIFEST (JSON or YAML: models and what to do with each; "
+        "or a directory of models) with each model in its own worker process under a time and "
+        "memory limit; a crash, a hang or an unsupported op marks that model and the batch "
+        "goes on. Prints a table and writes OUT/batch-report.json; a rerun skips the models "
+        "whose input and output are unchanged since they were done. Exit 0 when every model is "
+        "ok, 1 otherwise.",
+        epilog=_EPILOG,
+        formatter_class=fmt,
+    )
+    b.add_argument("manifest", metavar="MANIFEST", help="a .json/.yaml manifest or a directory")
+    b.add_argument(
+        "-o",
+        "--output",
+        metavar="OUT",
+        help="output directory (default: the manifest's 'output', else MANIFEST.out beside it)",
+    )
+    b.add_argument(
+        "--task",
+        choices=("convert", "verify", "inspect"),
+        help="for entries that name none (default: convert when a target is given, else inspect)",
+    )
+    b.add_argument(
+        "--to",
+        choices=("torch", "onnx", "msc"),
+        help="target for convert entries that name none (default torch)",
+    )
+    b.add_argument("-j", "--jobs", type=int, metavar="N", help="workers at once (default: CPUs)")
+    b.add_argument("--timeout", type=float, metavar="SECONDS", help="per model (default 600)")
+    b.add_argument(
+        "--memory",
+        metavar="SIZE",
+        help="address-space limit per worker, e.g. 8GiB, or none (default: this machine's RAM)",
+    )
+    b.add_argument(
+        "--ray",
+        nargs="?",
+        const="",
+        metavar="ADDRESS",
+        help="run on a Ray cluster "
+        "(ADDRESS, or ray.init()'s default: a new local instance); paths must be "
+        "shared by the cluster",
+    )
+    b.add_argument("--no-resume", action="store_true", help="redo models done before")
+    b.add_argument("--json", action="store_true", help="print the report as JSON")
+    _common(b)
+    b.set_defaults(func=_cmd_batch)
 
     dm = sub.add_parser(
         "demo",
