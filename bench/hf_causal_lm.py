@@ -59,6 +59,7 @@ TINY: dict[str, Any] = {
     "sliding_window": 16,
     "attention_chunk_size": 16,
     "n_group": 1,
+    "rotary_dim": 8,
     "topk_group": 1,
 }
 SEQ = 8
@@ -77,6 +78,8 @@ def tiny_config(model_type: str) -> Any:
                     setattr(c, k, v)
                 except Exception:  # noqa: BLE001 - read-only properties stay as they are
                     pass
+        if getattr(c, "kv_lora_rank", None):  # multi-head latent attention: no kv grouping
+            c.num_key_value_heads = c.num_attention_heads
         for k in ("layer_types",):  # per-layer lists sized to the layer count
             lt = getattr(c, k, None)
             if isinstance(lt, list) and lt:
