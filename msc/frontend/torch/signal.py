@@ -173,7 +173,12 @@ def complex_(ctx: Ctx, real: Value, imag: Value) -> Value:
     return _pair(ctx, _parts(ctx, real, dt)[0], _parts(ctx, imag, dt)[0])
 
 
-@_both("aten._conj.default", "aten.conj.default", "aten.conj_physical.default")
+@_both(
+    "aten._conj.default",
+    "aten.conj.default",
+    "aten.conj_physical.default",
+    "aten._conj_physical.default",
+)
 def conj(ctx: Ctx, self: Value) -> Value:
     if not _is_c(ctx, self):
         return self
@@ -292,6 +297,8 @@ _SHAPE_ARGS = {
     "aten.split.Tensor": lambda a, r: {**a, "dim": _cdim(a["dim"], r)},
     "aten.split_with_sizes.default": lambda a, r: {**a, "dim": _cdim(a["dim"], r)},
     "aten.chunk.default": lambda a, r: {**a, "dim": _cdim(a["dim"], r)},
+    "aten.constant_pad_nd.default": lambda a, r: {**a, "pad": [0, 0, *a["pad"]]},
+    "aten.pad.default": lambda a, r: {**a, "pad": [0, 0, *a["pad"]]},
     "aten.sum.dim_IntList": lambda a, r: {**a, "dim": _dims(a["dim"] or list(range(r)), r)},
     "aten.mean.dim": lambda a, r: {**a, "dim": _dims(a["dim"] or list(range(r)), r)},
 }

@@ -166,7 +166,9 @@ def real_layout(meta: Any) -> Any:
     """The value torch recorded, with a complex tensor as the real tensor [..., 2] the graph
     carries it as (lists and tuples of them likewise)."""
     if _is_complex(meta):
-        return torch.view_as_real(meta)
+        # a lazily conjugated tensor (torch's conj bit) has the same type; view_as_real
+        # refuses it, so view its conjugate (no copy: fake tensors hold no data anyway).
+        return torch.view_as_real(meta.conj() if meta.is_conj() else meta)
     if isinstance(meta, list | tuple) and any(_is_complex(m) for m in meta):
         return type(meta)(real_layout(m) for m in meta)
     return meta
