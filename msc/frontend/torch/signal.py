@@ -538,3 +538,156 @@ def fft_c2c(ctx: Ctx, self: Value, dim: list[int], normalization: int, forward: 
     dims = [_cdim(d, _rank(ctx, self)) for d in dim]
     return _fft(ctx, self, dims, None, kind="c2c", inverse=not forward,
                 mode=_norm_code(normalization))  # fmt: skip
+
+
+# ------------------------------------------------------------------ stft, istft
+_PAD_MODES = {"reflect": "reflect", "constant": "constant", "replicate": "edge", "circular": "wrap"}
+
+
+def _window(ctx: Ctx, window: Value | None, win_length: int | None, n_fft: int, dt: DType):
+    """The analysis window as n_fft values (torch centers a shorter one in zeros), or None for
+    the rectangular window."""
+    n = win_length if win_length is not None else n_fft
+    if window is None and n == n_fft:
+        return None
+    w = ctx.cast(window, dt) if window is not None else ctx.const([1.0] * n, dt)
+    if n < n_fft:
+        left = (n_fft - n) // 2
+        w = ctx.op("pad", w, pads=[left, n_fft - n - left], mode="constant", value=0.0)
+    return w
+
+
+def _stft(
+    ctx: Ctx, self: Value, n_fft: int, hop_length, win_length, window, normalized, onesided,
+    align_to_window, center: bool = False, pad_mode: str = "reflect",
+) -> Value:  # fmt: skip
+    if align_to_window:
+        raise Unsupported("stft with align_to_window")
+    dt = _out_dtype(ctx)
+    hop = hop_length if hop_length is not None else n_fft // 4
+    is_c = _is_c(ctx, self)
+    x = (
+        ctx.cast(self, dt)
+        if is_c
+        else ctx.op("unsqueeze", ctx.cast(self, dt), axes=[ctx.rank(self)])
+    )
+    batched = ctx.rank(x) == 3
+    if not batched:
+        x = ctx.op("unsqueeze", x, axes=[0])
+    if center:
+        if pad_mode not in _PAD_MODES:
+            raise Unsupported(f"stft pad_mode {pad_mode!r}")
+        p = n_fft // 2
+        x = ctx.op("pad", x, pads=[0, p, 0, 0, p, 0], mode=_PAD_MODES[pad_mode], value=0.0)
+    one = onesided if onesided is not None else not is_c and not _is_c(ctx, window)
+    w = _window(ctx, window, win_length, n_fft, dt)
+    y = ctx.op("stft", x, w, frame_step=hop, frame_length=n_fft, onesided=bool(one))
+    y = ctx.op("transpose", y, perm=[0, 2, 1, 3])  # [B, frames, bins, 2] -> [B, bins, frames, 2]
+    if normalized:
+        y = ctx.op("mul", y, ctx.const(n_fft**-0.5, dt))
+    return y if batched else ctx.op("squeeze", y, axes=[0])
+
+
+@_both("aten.stft.default")
+def stft(ctx: Ctx, self: Value, n_fft: int, hop_length=None, win_length=None, window=None,
+         normalized=False, onesided=None, return_complex=None,
+         align_to_window=None) -> Value:  # fmt: skip
+    return _stft(ctx, self, n_fft, hop_length, win_length, window, normalized, onesided,
+                 align_to_window)  # fmt: skip
+
+
+@_both("aten.stft.center")
+def stft_center(ctx: Ctx, self: Value, n_fft: int, hop_length=None, win_length=None,
+                window=None, center=True, pad_mode="reflect", normalized=False, onesided=None,
+                return_complex=None, align_to_window=None) -> Value:  # fmt: skip
+    return _stft(ctx, self, n_fft, hop_length, win_length, window, normalized, onesided,
+                 align_to_window, center, pad_mode)  # fmt: skip
+
+
+def _overlap_add(ctx: Ctx, frames: Value, hop: int, n_fft: int) -> Value:
+    """Sum of frames [B, T, n_fft] placed hop apart: [B, n_fft + hop * (T - 1)]."""
+    t, k = _size(ctx, frames, 1), n_fft // hop
+    parts = ctx.op("reshape", frames, shape=[-1, t, k, hop])
+    total = None
+    for i in range(k):
+        p = ctx.op("slice", parts, starts=[i], ends=[i + 1], axes=[2], steps=[1])
+        p = ctx.op("squeeze", p, axes=[2])
+        p = ctx.op("pad", p, pads=[0, i, 0, 0, k - 1 - i, 0], mode="constant", value=0.0)
+        total = p if total is None else ctx.op("add", total, p)
+    return ctx.op("reshape", total, shape=[-1, (t + k - 1) * hop])
+
+
+@_both("aten.istft.default")
+def istft(ctx: Ctx, self: Value, n_fft: int, hop_length=None, win_length=None, window=None,
+          center=True, normalized=False, onesided=None, length=None,
+          return_complex=False) -> Value:  # fmt: skip
+    if return_complex:
+        raise Unsupported("istft with return_complex=True")
+    if isinstance(length, Value):
+        raise Unsupported("istft with a symbolic length")
+    dt = _out_dtype(ctx)
+    hop = hop_length if hop_length is not None else n_fft // 4
+    if n_fft % hop:
+        raise Unsupported("istft with a hop that does not divide n_fft")
+    x = ctx.cast(self, dt)
+    batched = ctx.rank(x) == 4
+    if not batched:
+        x = ctx.op("unsqueeze", x, axes=[0])
+    x = ctx.op("transpose", x, perm=[0, 2, 1, 3])  # [B, frames, bins, 2]
+    bins = _size(ctx, x, 2)
+    one = onesided if onesided is not None else bins != n_fft
+    if one:
+        x = _resize(ctx, x, 2, n_fft // 2 + 1)
+        y = ctx.op("dft", x, axis=2, inverse=True, onesided=True, length=n_fft)
+    else:
+        y = _part(ctx, ctx.op("dft", x, axis=2, inverse=True, onesided=False, length=None), 0)
+    y = ctx.op("squeeze", y, axes=[3])  # [B, T, n_fft]
+    if normalized:  # torch's inverse in the "ortho" norm
+        y = ctx.op("mul", y, ctx.const(math.sqrt(n_fft), dt))
+    w = _window(ctx, window, win_length, n_fft, dt)
+    if w is None:
+        w = ctx.const([1.0] * n_fft, dt)
+    t = _size(ctx, y, 1)
+    y = _overlap_add(ctx, ctx.op("mul", y, w), hop, n_fft)
+    w2 = ctx.op("reshape", ctx.op("mul", w, w), shape=[1, 1, n_fft])
+    env = _overlap_add(
+        ctx,
+        _real_converter("aten.expand.default")(ctx, self=w2, size=[1, t, n_fft], implicit=False),
+        hop,
+        n_fft,
+    )
+    total = n_fft + hop * (t - 1)
+    start = n_fft // 2 if center else 0
+    end = start + length if length is not None else (total - n_fft // 2 if center else total)
+    stop = min(end, total)
+    y = ctx.op("slice", y, starts=[start], ends=[stop], axes=[1], steps=[1])
+    env = ctx.op("slice", env, starts=[start], ends=[stop], axes=[1], steps=[1])
+    y = ctx.op("div", y, env)
+    if end > total:
+        y = ctx.op("pad", y, pads=[0, 0, 0, end - total], mode="constant", value=0.0)
+    return y if batched else ctx.op("squeeze", y, axes=[0])
+
+
+# ------------------------------------------------------------------ windows
+_WINDOWS = {
+    "hann_window": ("default", "periodic"),
+    "hamming_window": ("default", "periodic", "periodic_alpha", "periodic_alpha_beta"),
+    "blackman_window": ("default", "periodic"),
+    "bartlett_window": ("default", "periodic"),
+    "kaiser_window": ("default", "periodic", "beta"),
+}
+
+
+def _window_fn(ctx: Ctx, window_length: Any, **kw: Any) -> Value:
+    """A window function as a constant: torch computes its values (the same ones the source
+    program would), msc keeps them as data."""
+    if isinstance(window_length, Value):
+        raise Unsupported("a window of symbolic length")
+    kw = {k: v for k, v in kw.items() if k not in ("layout", "device", "pin_memory")}
+    op = getattr(getattr(torch.ops.aten, ctx.source_op.split(".")[1]), ctx.source_op.split(".")[2])
+    t = op(window_length, **kw)
+    return ctx.const(t.numpy(), to_msc(t.dtype))
+
+
+for _name, _overloads in _WINDOWS.items():
+    converter(*(f"aten.{_name}.{o}" for o in _overloads))(_window_fn)
