@@ -198,6 +198,9 @@ def neg_view(ctx: Ctx, self: Value) -> Value:
 def _arith(op: str):
     def convert(ctx: Ctx, self: Any, other: Any, *, alpha: Any = 1) -> Value:
         dt = _out_dtype(ctx)
+        one_real = not (_is_c(ctx, self) and _is_c(ctx, other))
+        if op == "mul" and one_real and not any(isinstance(v, complex) for v in (self, other)):
+            return _scaled(ctx, "mul", *((self, other) if _is_c(ctx, self) else (other, self)))
         (ar, ai), (br, bi) = _parts(ctx, self, dt), _parts(ctx, other, dt)
         if op == "mul":
             return _pair(
@@ -225,12 +228,18 @@ def rsub(ctx: Ctx, self: Any, other: Any, alpha: Any = 1) -> Value:
     return _arith("sub")(ctx, other, self, alpha=alpha)
 
 
+def _scaled(ctx: Ctx, op: str, z: Any, k: Any) -> Value:
+    """Complex ``z`` times / divided by a real tensor or scalar ``k``: both parts at once."""
+    dt = _out_dtype(ctx)
+    return ctx.op(op, ctx.cast(z, dt), _parts(ctx, k, dt)[0])
+
+
 @complex_converter("aten.div.Tensor", "aten.div.Scalar")
 def div(ctx: Ctx, self: Any, other: Any) -> Value:
     dt = _out_dtype(ctx)
+    if not _is_c(ctx, other) and not isinstance(other, complex):  # by a real: both parts
+        return _scaled(ctx, "div", self, other)
     (ar, ai), (br, bi) = _parts(ctx, self, dt), _parts(ctx, other, dt)
-    if bi is None:  # by a real: each part
-        return _pair(ctx, ctx.op("div", ar, br), _bin(ctx, "div", ai, br) if ai else None)
     # (a / b) = a * conj(b) / |b|^2
     den = ctx.op("add", ctx.op("mul", br, br), ctx.op("mul", bi, bi))
     re = _bin(ctx, "add", _bin(ctx, "mul", ar, br), _bin(ctx, "mul", ai, bi))
