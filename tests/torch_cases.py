@@ -497,9 +497,12 @@ def _signal_cases(add: Callable[..., None]) -> None:
         r(3, 5, seed=3))  # fmt: skip
     add("complex_div_add", lambda a, b: vr(torch.complex(a, b) / torch.complex(b, a) + a), s3,
         r(3, 5, seed=3))  # fmt: skip
-    add("complex_abs_angle_real_imag", lambda a, b: (torch.complex(a, b).abs(),
-        torch.complex(a, b).angle(), torch.real(torch.complex(a, b)), torch.imag(torch.complex(a, b))), s3,
-        r(3, 5, seed=3))  # fmt: skip
+
+    def parts(a: torch.Tensor, b: torch.Tensor) -> tuple:
+        z = torch.complex(a, b)
+        return z.abs(), z.angle(), torch.real(z), torch.imag(z)
+
+    add("complex_abs_angle_real_imag", parts, s3, r(3, 5, seed=3))
     add("complex_shape_ops", lambda a: vr(torch.cat([fft.fft(a).unsqueeze(0).transpose(1, 2)
         .reshape(1, 4, 4)[:, 1:], fft.fft(a.flip(1)).reshape(1, 4, 4)[:, :1]], 1)), s1)  # fmt: skip
     add("complex_to_double", lambda a: vr(fft.fft(a).to(torch.complex128)), s1)
@@ -526,6 +529,9 @@ def _signal_cases(add: Callable[..., None]) -> None:
     add("irfftn", lambda a: fft.irfftn(fft.rfftn(a)), s2)
     add("ihfftn", lambda a: vr(fft.ihfftn(a)), s2)
     add("hfftn_s", lambda a: fft.hfftn(fft.rfftn(a), s=(6, 8)), s2, tol=1e-3)
+    add("hfft_of_real", lambda a: fft.hfft(a, n=10), s1)
+    add("fftshift_ifftshift", lambda a: (vr(fft.fftshift(fft.fft2(a), dim=(-2, -1))),
+        fft.ifftshift(a)), s2, tol=1e-4)  # fmt: skip
     # windows and the short-time transforms
     add("hann_window", lambda a: a * torch.hann_window(8), s1)
     add("hamming_window_alpha_beta",

@@ -414,6 +414,8 @@ def _fft(
             y = _pair(ctx, _part(ctx, y, 0), ctx.op("neg", _part(ctx, y, 1)))
     else:
         y = ctx.op("unsqueeze", ctx.cast(x, dt), axes=[ctx.rank(x)])
+        if kind == "c2r":  # a onesided inverse takes (real, imaginary) pairs (ONNX DFT)
+            y = _pair(ctx, y, None)
     total = 1
     order = list(zip(dims, sizes))
     if kind == "r2c":  # the onesided transform first, on the real signal
@@ -518,6 +520,24 @@ def _fft_nd(kind: str, forward: bool, hermitian: bool, last2: bool):
 for _name, (_kind, _fwd, _herm) in _ONE_D.items():
     for _suffix in ("2", "n"):
         _both(f"aten.fft_{_name}{_suffix}.default")(_fft_nd(_kind, _fwd, _herm, _suffix == "2"))
+
+
+def _shift(sign: int):
+    """fftshift (sign 1) / ifftshift (sign -1): a roll by half of each dim."""
+
+    def convert(ctx: Ctx, self: Value, dim: Any = None) -> Value:
+        r = _rank(ctx, self)
+        dims = list(range(r)) if dim is None else [dim] if isinstance(dim, int) else list(dim)
+        dims = [_cdim(d, r) for d in dims]
+        shifts = [sign * (_size(ctx, self, d) // 2) for d in dims]
+        roll = _real_converter("aten.roll.default")
+        return roll(ctx, self=self, shifts=shifts, dims=dims)
+
+    return convert
+
+
+_both("aten.fft_fftshift.default")(_shift(1))
+_both("aten.fft_ifftshift.default")(_shift(-1))
 
 
 def _norm_code(normalization: int) -> int:
