@@ -173,7 +173,8 @@ def complex_(ctx: Ctx, real: Value, imag: Value) -> Value:
     return _pair(ctx, _parts(ctx, real, dt)[0], _parts(ctx, imag, dt)[0])
 
 
-@_both(
+# (a real tensor's conjugate, itself, is elementwise.py's)
+@complex_converter(
     "aten._conj.default",
     "aten.conj.default",
     "aten.conj_physical.default",
