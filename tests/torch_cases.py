@@ -503,6 +503,8 @@ def _signal_cases(add: Callable[..., None]) -> None:
         return z.abs(), z.angle(), torch.real(z), torch.imag(z)
 
     add("complex_abs_angle_real_imag", parts, s3, r(3, 5, seed=3))
+    add("angle_of_real", torch.angle, torch.tensor([-2.0, 0.0, 3.0, float("nan"), -0.5]))
+    add("angle_of_int", torch.angle, torch.tensor([-2, 0, 3]))
     add("complex_shape_ops", lambda a: vr(torch.cat([fft.fft(a).unsqueeze(0).transpose(1, 2)
         .reshape(1, 4, 4)[:, 1:], fft.fft(a.flip(1)).reshape(1, 4, 4)[:, :1]], 1)), s1)  # fmt: skip
     add("complex_to_double", lambda a: vr(fft.fft(a).to(torch.complex128)), s1)

@@ -155,9 +155,16 @@ def abs_(ctx: Ctx, self: Value) -> Value:
     return _squeeze_last(ctx, ctx.op("sqrt", sq))
 
 
-@complex_converter("aten.angle.default")
+@_both("aten.angle.default")
 def angle(ctx: Ctx, self: Value) -> Value:
-    return _squeeze_last(ctx, ctx.op("atan2", _part(ctx, self, 1), _part(ctx, self, 0)))
+    if _is_c(ctx, self):
+        return _squeeze_last(ctx, ctx.op("atan2", _part(ctx, self, 1), _part(ctx, self, 0)))
+    # a real number's angle: pi below zero, else 0 (NaN stays NaN), in float
+    dt = _out_dtype(ctx)
+    x = ctx.cast(self, dt)
+    neg = ctx.op("lt", x, ctx.const(0.0, dt))
+    a = ctx.op("where", neg, ctx.const(math.pi, dt), ctx.const(0.0, dt))
+    return ctx.op("where", ctx.op("isnan", x), x, a) if dt.is_floating else a
 
 
 @_both("aten.polar.default")
