@@ -739,19 +739,6 @@ def rotary_complex():
     return _seed(RotaryAttention()), (r(2, 10, 32),)
 
 
-def llama4_text():
-    """transformers' Llama 4 text model: rotary embeddings through torch.polar and
-    view_as_complex (complex tensors in the exported graph)."""
-    tf = _transformers()
-    torch.manual_seed(0)
-    cfg = tf.Llama4TextConfig(vocab_size=100, hidden_size=32, intermediate_size=64,
-                              intermediate_size_mlp=64, num_hidden_layers=2,
-                              num_attention_heads=4, num_key_value_heads=2, head_dim=8,
-                              num_local_experts=2, max_position_embeddings=64,
-                              use_cache=False)  # fmt: skip
-    return tf.Llama4ForCausalLM(cfg).eval(), (ints(2, 8, high=100),)
-
-
 def t5_encoder():
     tf = _transformers()
     torch.manual_seed(0)
@@ -784,7 +771,6 @@ MODEL_CASES: dict[str, Callable[[], tuple]] = {
     "bert": bert,
     "gpt2": gpt2,
     "llama": llama,
-    "llama4_text": llama4_text,
     "t5_encoder": t5_encoder,
     "vit": vit,
 }
