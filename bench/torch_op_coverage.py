@@ -78,8 +78,8 @@ def _close(a: Any, b: Any) -> str:
     if isinstance(b, torch.Tensor):
         a = torch.as_tensor(np.asarray(a)) if not isinstance(a, torch.Tensor) else a
         if b.is_complex():
-            b = torch.view_as_real(b)
-            a = torch.view_as_real(a) if a.is_complex() else a
+            b = torch.view_as_real(b.resolve_conj())  # ifft of a real: a lazy conjugate
+            a = torch.view_as_real(a.resolve_conj()) if a.is_complex() else a
         if tuple(a.shape) != tuple(b.shape):
             return f"shape {tuple(a.shape)} != {tuple(b.shape)}"
         if b.dtype.is_floating_point:

@@ -10,6 +10,11 @@
 # - After each converter the result is checked against the value PyTorch recorded for the node:
 #   the dtype must be equal (so the graph's dtypes are PyTorch's), and the shape is refined with
 #   what torch knows (named symbols, sizes inference left unknown).
+# - Complex tensors travel as real tensors in the layout [..., 2] (real, imaginary); see
+#   signal.py. The walk checks results against that layout of what torch recorded
+#   (``real_layout``), and a node that reads or produces a complex tensor is converted by
+#   ``COMPLEX_CONVERTERS`` (its complex inputs named in ``ctx.complex_ids``), never by the
+#   real converter of the same op.
 """
 
 from __future__ import annotations
@@ -25,7 +30,14 @@ import torch.fx
 
 from msc.errors import ConversionError, UnsupportedOp, UnsupportedOpsError
 from msc.frontend.torch.dtypes import tensor_to_numpy, to_msc
-from msc.frontend.torch.registry import CONVERTERS, Ctx, Unsupported, aten_op, bind
+from msc.frontend.torch.registry import (
+    COMPLEX_CONVERTERS,
+    CONVERTERS,
+    Ctx,
+    Unsupported,
+    aten_op,
+    bind,
+)
 from msc.ir import Graph, Provenance, SymDim, TensorType, Value, symexpr
 from msc.ir.graph import Node, dead_nodes
 from msc.ir.types import Dim
@@ -42,6 +54,7 @@ __all__ = [
     "is_small_constant",
     "constant_node",
     "finish",
+    "real_layout",
 ]
 
 # A tensor constant of the source program (``torch.tensor([...])`` in forward, lifted by
@@ -143,6 +156,22 @@ _IGNORED = {
     "torch._check",
     "torch._check_is_size",
 }
+
+
+def _is_complex(meta: Any) -> bool:
+    return isinstance(meta, torch.Tensor) and meta.is_complex()
+
+
+def real_layout(meta: Any) -> Any:
+    """The value torch recorded, with a complex tensor as the real tensor [..., 2] the graph
+    carries it as (lists and tuples of them likewise)."""
+    if _is_complex(meta):
+        # a lazily conjugated tensor (torch's conj bit) has the same type; view_as_real
+        # refuses it, so view its conjugate (no copy: fake tensors hold no data anyway).
+        return torch.view_as_real(meta.conj() if meta.is_conj() else meta)
+    if isinstance(meta, list | tuple) and any(_is_complex(m) for m in meta):
+        return type(meta)(real_layout(m) for m in meta)
+    return meta
 
 
 def is_small_constant(t: torch.Tensor) -> bool:
@@ -355,6 +384,7 @@ class Translator:
         return self.sym_dim(d.node.expr) if isinstance(d, torch.SymInt) else int(d)
 
     def torch_type(self, t: Any) -> TensorType:
+        t = real_layout(t)
         dims = []
         for d in t.shape:
             if isinstance(d, torch.SymInt):
@@ -449,8 +479,24 @@ class Translator:
             raise UnsupportedOpsError(self.problems) from self.first_error
         return out
 
+    def _complex_args(self, node: torch.fx.Node) -> set[int]:
+        """ids of the translated inputs of ``node`` that torch recorded as complex tensors."""
+        out: set[int] = set()
+        for a in node.all_input_nodes:
+            v = self.env.get(a)
+            if isinstance(v, Value) and _is_complex(self.source.meta(a)):
+                out.add(id(v))
+        return out
+
     def _call(self, node: torch.fx.Node, reasons: dict[str, str]) -> None:
-        meta = self.source.meta(node)
+        raw_meta = self.source.meta(node)
+        complex_ids = self._complex_args(node)
+        touches_complex = (
+            bool(complex_ids)
+            or _is_complex(raw_meta)
+            or (isinstance(raw_meta, list | tuple) and any(_is_complex(m) for m in raw_meta))
+        )
+        meta = real_layout(raw_meta)
         if isinstance(meta, bool | int | float) and not isinstance(meta, torch.SymInt):
             self.env[node] = meta  # a Python value torch computed once: a constant
             return
@@ -482,7 +528,13 @@ class Translator:
             return
         fn = call.fn
         inplace = False
-        if fn is None:
+        if fn is None and touches_complex:
+            fn, inplace = COMPLEX_CONVERTERS.lookup(call.key)
+            if fn is None:
+                self._report(call.key, node, "no converter for complex tensors", None)
+                self.env[node] = POISON
+                return
+        elif fn is None:
             fn, inplace = CONVERTERS.lookup(call.key)
             if fn is None and self.custom_ops == "keep" and library_op(node.target) is not None:
                 fn = functools.partial(keep_custom, node.target)
@@ -503,6 +555,7 @@ class Translator:
         ctx.module = self.source.module_path(node)
         ctx.source_op = self._original(node) or ("" if call.fn is not None else call.key)
         ctx.meta = meta
+        ctx.complex_ids = complex_ids
         try:
             if call.fn is not None:
                 result = call.fn(ctx, *args, **kwargs)
