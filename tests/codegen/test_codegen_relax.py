@@ -1,0 +1,118 @@
+"""codegen.relax: every case of the shared canonical op table
+(tests/codegen/test_codegen_onnx_ops.py) compiled with ``build`` and run on the Relax VM against
+the table's reference, the test models against eager torch, and the module, script and save
+forms.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+tvm = pytest.importorskip("tvm", reason="apache-tvm (the tvm extra) runs the Relax codegen")
+torch = pytest.importorskip("torch", reason="torch is the reference of the op table")
+
+import codegen.relax as cr  # noqa: E402
+import tests.codegen.test_codegen_onnx_ops as table  # noqa: E402
+
+CASES = table.CASES
+
+# Op-table cases that do not run through Relax yet, with the reason. The test fails when one
+# of them starts passing, so the list stays exact.
+EXPECTED_FAILURES: dict[str, str] = {
+    "max_pool_indices": "Relax's max_pool returns values only, and no decomposition gives indices",
+    "adaptive_max_pool_indices": "no Relax op returns the indices of an adaptive max pool",
+    "avg_pool_divisor": "Relax's avg_pool has no divisor override",
+    "lp_pool": "Relax has no Lp pool and msc has no decomposition for it",
+    "lrn": "Relax has no local response normalization and msc has no decomposition for it",
+    "resize": "resize has no Relax emitter yet (image.resize2d's modes not mapped)",
+    "resize_linear": "resize has no Relax emitter yet (image.resize2d's modes not mapped)",
+    "resize_cubic": "resize has no Relax emitter yet (image.resize2d's modes not mapped)",
+    "reshape_zero": "Relax's reshape refuses a zero-size input reshaped by a shape with a 0",
+    "index_put": "index_put on non-leading axes: Relax's index_put indexes the leading dims",
+    "index_put_apart": "index_put on non-leading axes: Relax's index_put indexes the leading dims",
+    "index_put_adjacent": "index_put on non-leading axes: Relax's index_put indexes the leading "
+    "dims",
+    "pad_negative": "negative pads (crops) are not lowered to a slice yet",
+    "nonzero": "Relax's VM codegen cannot lower permute_dims of nonzero's data-dependent shape",
+}
+
+
+def _run_case(case) -> None:
+    g, feeds = table.build(case)
+    f = cr.build(g)
+    out = f(*[feeds[v.name] for v in g.inputs])
+    outs = list(out) if isinstance(out, (tuple, list)) else [out]
+    got = [o.numpy() for o in outs]
+    want = case.ref(*case.inputs)
+    want = list(want) if isinstance(want, (list, tuple)) else [want]
+    table.check_outputs(got, want, g, case.rtol, case.atol, f"{case.id} via codegen.relax")
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_op_case(case) -> None:
+    reason = EXPECTED_FAILURES.get(case.id)
+    if reason is None:
+        _run_case(case)
+        return
+    try:
+        _run_case(case)
+    except Exception:
+        return
+    pytest.fail(f"{case.id} now passes through Relax; drop it from EXPECTED_FAILURES ({reason})")
+
+
+# ------------------------------------------------------------------------------ models
+def _model_cases() -> dict:
+    import tests.torch_cases as tc
+
+    return dict(tc.MODEL_CASES)
+
+
+MODEL_CASES = _model_cases()
+# Models that do not run through Relax yet, with the reason (fails when one starts passing).
+EXPECTED_MODEL_FAILURES: dict[str, str] = {}
+
+
+def _flat(out) -> list:
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if isinstance(out, dict):
+        return [t for v in out.values() for t in _flat(v)]
+    if isinstance(out, (tuple, list)):
+        return [t for v in out for t in _flat(v)]
+    if hasattr(out, "to_tuple"):  # transformers' ModelOutput
+        return _flat(out.to_tuple())
+    return []
+
+
+def _run_model(name: str) -> None:
+    import msc
+    from tests.torch_cases import build_model
+
+    module, args, dynamic = build_model(name)
+    g = msc.from_torch(module, args, dynamic_shapes=dynamic)
+    f = cr.build(g)
+    with torch.no_grad():
+        want = _flat(module(*args))
+    got = _flat(f(*args))
+    assert len(got) == len(want), name
+    for k, (a, b) in enumerate(zip(got, want)):
+        assert a.dtype == b.dtype and tuple(a.shape) == tuple(b.shape), (name, k)
+        np.testing.assert_allclose(
+            a.float().numpy(), b.float().numpy(), rtol=1e-4, atol=1e-4, err_msg=f"{name} {k}"
+        )
+
+
+@pytest.mark.parametrize("name", sorted(MODEL_CASES))
+def test_model_through_relax(name: str) -> None:
+    """A whole PyTorch model -> graph -> Relax (compiled for llvm) agrees with eager torch."""
+    reason = EXPECTED_MODEL_FAILURES.get(name)
+    if reason is None:
+        _run_model(name)
+        return
+    try:
+        _run_model(name)
+    except Exception:
+        return
+    pytest.fail(f"{name} now runs through Relax; drop it from EXPECTED_MODEL_FAILURES ({reason})")
