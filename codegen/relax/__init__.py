@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from codegen.relax.module import PARAMS, RelaxBuilder
+from codegen.relax.module import PARAMS, RelaxBuilder, lift_constants
 from codegen.relax.registry import (
     EMITTERS,
     RELAX_DTYPE,
@@ -34,12 +34,14 @@ from codegen.relax.registry import (
 )
 from msc.io import atomic_dir, safetensors, source
 from msc.ir import structure
+from msc.ir.dtype import DType
 from msc.ir.graph import Graph
 from msc.ops import import_families
 
 __all__ = [
     "to_module",
     "to_script",
+    "script_module",
     "build",
     "save",
     "EMITTERS",
@@ -85,12 +87,20 @@ def _detached(mod: Any) -> Any:
     return relax.frontend.detach_params(mod)[0]
 
 
+def script_module(graph: Graph) -> tuple[Any, list, list]:
+    """The module ``to_script`` prints: ``to_module(graph)`` without its ``params`` data, with
+    every array constant (buffers, constant nodes, emitters' arrays) lifted to a parameter after
+    the weights. Returns (module, the weights taken as parameters, the lifted arrays)."""
+    builder = RelaxBuilder(graph, params="inputs")
+    mod, arrays = lift_constants(_detached(builder.run()))
+    return mod, builder.param_weights, arrays
+
+
 def to_script(graph: Graph) -> str:
-    """TVMScript of ``to_module(graph)`` without its ``params`` data (the weights stay
-    parameters); ``tvm.script.from_source`` reads it back to a structurally equal module.
-    Buffers and constants bound into the function are written as metadata."""
-    mod = _detached(to_module(graph))
-    return mod.script(show_meta=True)
+    """TVMScript of ``script_module(graph)``: ``main`` takes the graph inputs, the weights,
+    then the array constants as parameters (scalars stay inline);
+    ``tvm.script.from_source`` reads it back to a structurally equal module."""
+    return script_module(graph)[0].script(show_meta=False)
 
 
 def _to_tvm(x: Any) -> Any:
@@ -186,20 +196,24 @@ def load(directory=None, target="llvm"):
 
 
 def save(graph: Graph, directory: str | os.PathLike) -> Path:
-    """Write ``module.py`` (TVMScript), ``model.safetensors`` (the parameters ``main`` takes
-    after its inputs) and ``load.py`` (``load(directory=None, target="llvm")``) into
+    """Write ``module.py`` (TVMScript of ``script_module``), ``model.safetensors`` (the
+    parameters ``main`` takes after its inputs, by name; lifted constants as
+    ``__msc_const_<k>``) and ``load.py`` (``load(directory=None, target="llvm")``) into
     ``directory``, replaced atomically."""
-    builder = RelaxBuilder(graph, params="inputs")
-    mod = _detached(builder.run())
-    text = mod.script(show_meta=True)
-    weights = builder.param_weights
+    mod, weights, arrays = script_module(graph)
+    text = mod.script(show_meta=False)
+    names = [w.name for w in weights] + [f"__msc_const_{i}" for i in range(len(arrays))]
+    specs = [(w.name, w.type.dtype, w.type.shape, source(w)) for w in weights]
+    specs += [
+        (n, DType.from_numpy(a.dtype), a.shape, a) for n, a in zip(names[len(weights) :], arrays)
+    ]
     target = Path(directory)
     with atomic_dir(target) as tmp:
         (tmp / SCRIPT_FILE).write_text(text, encoding="utf-8")
         safetensors.write_lazy(
             tmp / WEIGHTS_FILE,
-            [(w.name, w.type.dtype, w.type.shape, source(w)) for w in weights],
-            metadata={"format": "np", "msc.relax.params": json.dumps([w.name for w in weights])},
+            specs,
+            metadata={"format": "np", "msc.relax.params": json.dumps(names)},
         )
         (tmp / LOADER_FILE).write_text(_LOADER, encoding="utf-8")
     return target

@@ -18,6 +18,8 @@
 from __future__ import annotations
 
 import itertools
+import keyword
+import re
 from typing import Any
 
 import numpy as np
@@ -53,6 +55,20 @@ def _pad(op: str, ins: list) -> list:
     return list(ins) + [None] * (len(specs) - len(ins))
 
 
+def _ident(name: str, taken: set[str]) -> str:
+    """A Python identifier for a model's name (TVMScript prints parameter names as code),
+    unique among ``taken``; a model's string never reaches the script otherwise."""
+    base = re.sub(r"\W", "_", name or "v", flags=re.ASCII) or "v"
+    if base[0].isdigit() or keyword.iskeyword(base) or base in ("R", "I", "T", "metadata"):
+        base = f"v_{base}"
+    out, k = base, 0
+    while out in taken:
+        k += 1
+        out = f"{base}_{k}"
+    taken.add(out)
+    return out
+
+
 class RelaxBuilder:
     """One translation of a graph to an IRModule.
 
@@ -83,6 +99,7 @@ class RelaxBuilder:
         self.ranges: dict[str, tuple[int | None, int | None]] = {}
         self._fresh = itertools.count()
         self.param_weights: list[Weight] = []
+        self._taken: set[str] = set()
 
     # ------------------------------------------------------------------ types
     def dim(self, d: Any) -> Any:
@@ -94,8 +111,8 @@ class RelaxBuilder:
         if isinstance(d, SymDim):
             var = self.symbols.get(d.name)
             if var is None:
-                var = self.symbols[d.name] = tvm.tirx.Var(d.name, "int64")
-                self.ranges[d.name] = (d.min, d.max)
+                var = self.symbols[d.name] = tvm.tirx.Var(_ident(d.name, self._taken), "int64")
+                self.ranges[var.name] = (d.min, d.max)
             return var
         if isinstance(d, SymExpr):
             total = None
@@ -221,9 +238,20 @@ class RelaxBuilder:
                 unsupported.append(
                     UnsupportedOp(node.op, node.name, node.provenance.module, str(u))
                 )
+                self._stand_in(node)  # so the nodes after it are tried (and reported) too
                 continue
             self.env.update(zip(node.outputs, outs))
         return unsupported
+
+    def _stand_in(self, node: Node) -> None:
+        """Zeros of each output's type in place of a node that could not be emitted."""
+        for o in node.outputs:
+            try:
+                sinfo = self.struct_info(o.type)
+                if sinfo.shape is not None:
+                    self.env[o] = self.bb.emit(relax.op.zeros(sinfo.shape, sinfo.dtype))
+            except (Unsupported, TypeError):
+                pass
 
     def branch(self, g: Graph, inputs: list) -> relax.SeqExpr:
         """A subgraph (an If branch) as a SeqExpr reading outer values by identity."""
@@ -245,14 +273,14 @@ class RelaxBuilder:
         g = self.graph
         params: list[relax.Var] = []
         for v in g.inputs:
-            var = relax.Var(v.name, self.struct_info(v.type))
+            var = relax.Var(_ident(v.name, self._taken), self.struct_info(v.type))
             self.env[v] = var
             params.append(var)
         num_input = len(params)
         for w in g.weights.values():
             as_input = not w.has_data or (self.params == "inputs" and w.role in ("parameter", ""))
             if as_input:
-                var = relax.Var(w.name, self.struct_info(w.type))
+                var = relax.Var(_ident(w.name, self._taken), self.struct_info(w.type))
                 self.env[w] = var
                 params.append(var)
                 self.param_weights.append(w)
@@ -297,3 +325,33 @@ class RelaxBuilder:
         if g.output_tree is None and len(outs) == 1:
             return outs[0]
         return relax.Tuple(outs)
+
+
+def lift_constants(mod: tvm.IRModule, prefix: str = "const") -> tuple[tvm.IRModule, list]:
+    """``mod`` with every non-scalar constant of ``main`` made a parameter (appended after the
+    others), and the lifted arrays in parameter order.
+
+    TVMScript can only carry array constants as metadata, and TVM 0.27's metadata printer
+    crashes; scalars print inline, so the script form lifts the arrays.
+    """
+    lifted: list[tuple[relax.Var, np.ndarray]] = []
+
+    @relax.expr_functor.mutator
+    class _Lift(relax.PyExprMutator):
+        def visit_generic_const_(self, op):
+            arr = op.value.numpy()
+            if arr.ndim == 0:
+                return op
+            var = relax.Var(f"{prefix}{len(lifted)}", op.ty)
+            lifted.append((var, arr))
+            return var
+
+    func = mod["main"]
+    body = _Lift().visit_expr(func.body)
+    if not lifted:
+        return mod, []
+    new = relax.Function(
+        list(func.params) + [v for v, _ in lifted], body, func.ret_ty, func.is_pure, func.attrs
+    )
+    out = tvm.IRModule({"main": new})
+    return out, [a for _, a in lifted]

@@ -116,3 +116,98 @@ def test_model_through_relax(name: str) -> None:
     except Exception:
         return
     pytest.fail(f"{name} now runs through Relax; drop it from EXPECTED_MODEL_FAILURES ({reason})")
+
+
+# ------------------------------------------------------------------------------ forms
+def _cnn_graph():
+    import msc
+    from tests.torch_cases import build_model
+
+    module, args, _ = build_model("small_cnn")
+    return msc.from_torch(module, args), module, args
+
+
+def test_module_parameters_attributes_and_dataflow() -> None:
+    from tvm import relax
+
+    g, module, _ = _cnn_graph()
+    mod = cr.to_module(g)
+    main = mod["main"]
+    params = [w for w in g.weights.values() if w.role == "parameter"]
+    assert int(main.attrs["num_input"]) == len(g.inputs) == 1
+    assert len(main.params) == 1 + len(params) and len(main.attrs["params"]) == len(params)
+    assert isinstance(main.body.blocks[0], relax.DataflowBlock)
+    bound = cr.to_module(g, params="bound")["main"]
+    assert len(bound.params) == 1 and "params" not in (bound.attrs or {})
+    with pytest.raises(Exception, match="params must be one of"):
+        cr.to_module(g, params="weights")
+
+
+def test_script_reads_back_structurally_equal() -> None:
+    g, _, _ = _cnn_graph()
+    text = cr.to_script(g)
+    assert "metadata" not in text  # arrays are lifted to parameters; TVM 0.27 cannot print them
+    tvm.ir.assert_structural_equal(tvm.script.from_source(text), cr.script_module(g)[0])
+
+
+def test_save_writes_a_loader_that_runs(tmp_path) -> None:
+    import importlib.util
+
+    g, module, args = _cnn_graph()
+    out = cr.save(g, tmp_path / "relax")
+    assert sorted(p.name for p in out.iterdir()) == ["load.py", "model.safetensors", "module.py"]
+    spec = importlib.util.spec_from_file_location("msc_relax_loader", out / "load.py")
+    loader = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(loader)
+    f = loader.load(out)
+    got = f(tvm.runtime.tensor(args[0].numpy()))
+    got = got[0] if not hasattr(got, "numpy") else got
+    with torch.no_grad():
+        want = module(*args)
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-4, atol=1e-4)
+
+
+def test_symbolic_dims_are_int64_vars_with_bounds() -> None:
+    from msc.ir import DType, Graph, SymDim, TensorType
+
+    g = Graph("sym")
+    n = SymDim("batch size", 1, 64)
+    x = g.add_input("x", TensorType(DType.FLOAT32, (n, 4)))
+    g.set_outputs([g.op("relu", x)])
+    main = cr.to_module(g)["main"]
+    (var,) = [d for d in main.params[0].ty.shape.values if not hasattr(d, "value")]
+    assert str(var.ty) == "int64" and var.name == "batch_size"
+    assert dict(main.attrs["tir_var_lower_bound"]) == {"batch_size": 1}
+    assert dict(main.attrs["tir_var_upper_bound"]) == {"batch_size": 64}
+    f = cr.build(g)
+    for rows in (1, 5):
+        xv = np.linspace(-1, 1, rows * 4, dtype=np.float32).reshape(rows, 4)
+        np.testing.assert_array_equal(f(xv).numpy(), np.maximum(xv, 0))
+
+
+def test_unsupported_and_custom_ops_are_all_reported() -> None:
+    from msc.errors import UnsupportedOpsError
+    from msc.ir import DType, Graph, TensorType
+
+    reg = cr.EMITTERS.copy(without=("relu", "sigmoid"))
+    g = Graph("g")
+    x = g.add_input("x", TensorType(DType.FLOAT32, (2,)))
+    y = g.add_node("acme::frob@1", [x], {}, output_types=[TensorType(DType.FLOAT32, (2,))])
+    g.set_outputs([g.op("sigmoid", g.op("relu", g.op("relu", x))), y.outputs[0]])
+    with pytest.raises(UnsupportedOpsError) as err:
+        cr.to_module(g, emitters=reg)
+    ops = [o.op for o in err.value.ops]
+    assert sorted(ops) == ["acme::frob@1", "relu", "relu", "sigmoid"], ops
+    assert "custom op acme::frob" in str(err.value)
+
+
+def test_hostile_names_stay_out_of_the_script() -> None:
+    from msc.ir import DType, Graph, TensorType
+
+    g = Graph("g")
+    x = g.add_input('x"); __import__("os").system("echo pwned', TensorType(DType.FLOAT32, (2,)))
+    g.set_outputs([g.op("relu", x)])
+    text = cr.to_script(g)
+    assert "__import__" not in text.replace("___import__", "") or '"os"' not in text
+    assert "system(" not in text
+    tvm.script.from_source(text)
