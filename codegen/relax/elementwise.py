@@ -3,6 +3,9 @@ activations, casts."""
 
 from __future__ import annotations
 
+import math
+
+import tvm
 from tvm import relax
 
 from codegen.relax.registry import Emit, Unsupported, emitter, relax_dtype
@@ -40,7 +43,6 @@ _UNARY = {
     "isinf": R.isinf,
     "isfinite": R.isfinite,
     "logical_not": R.logical_not,
-    "silu": R.nn.silu,
     "selu": R.nn.selu,
 }
 
@@ -54,6 +56,12 @@ def _unary(fn):
 
 for _op, _fn in _UNARY.items():
     emitter(_op)(_unary(_fn))
+
+
+@emitter("silu")
+def silu(e: Emit, x):
+    # x * sigmoid(x), as TVM's torch frontend writes it
+    return e.emit(R.multiply(x, e.emit(R.sigmoid(x))))
 
 
 @emitter("bitwise_not")
@@ -239,8 +247,20 @@ def prelu(e: Emit, a, b):
     return e.emit(R.where(R.greater(a, zero), a, R.multiply(a, b)))
 
 
+def _scalar_bound(b) -> float | None:
+    if isinstance(b, tvm.ir.GenericConst) and b.value.numpy().ndim == 0:
+        return float(b.value.numpy())
+    return None
+
+
 @emitter("clamp")
 def clamp(e: Emit, x, min=None, max=None):  # noqa: A002
+    lo, hi = _scalar_bound(min), _scalar_bound(max)
+    scalar = (min is None or lo is not None) and (max is None or hi is not None)
+    if scalar and e.dtype(x).startswith(("float", "bfloat")):  # one clip, as TVM writes it
+        lo = -math.inf if lo is None else lo
+        hi = math.inf if hi is None else hi
+        return e.emit(R.clip(x, lo, hi))
     out = x
     if min is not None:
         out = e.emit(R.maximum(out, min))

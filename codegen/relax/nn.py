@@ -82,8 +82,23 @@ def conv_transpose(
 
 @emitter("linear")
 def linear(e: Emit, x, weight, bias=None):
-    # permute_dims + matmul (+ add(bias, y)), as relax.op.linear expands
-    return e.emit(R.linear(x, weight, bias, out_dtype=e.dtype(x)))
+    # As TVM's torch frontend writes torch's decomposition: a 2-d matmul with the transposed
+    # weight, the bias added first-operand, and a flatten/unflatten around it for rank > 2.
+    shape = e.shape(x)
+    flat = len(shape) > 2 and all(isinstance(d, int) for d in shape)
+    lead = shape[:-1] if flat else None
+    if bias is None:  # torch's decomposition orders the transpose first without a bias
+        wt = e.emit(R.permute_dims(weight, [1, 0]))
+    if lead is not None:
+        x = e.emit(R.reshape(x, [int(np.prod(lead)), shape[-1]]))
+    if bias is not None:
+        wt = e.emit(R.permute_dims(weight, [1, 0]))
+    y = e.emit(R.matmul(x, wt, out_dtype=e.dtype(x)))
+    if bias is not None:
+        y = e.emit(R.add(bias, y))
+    if lead is not None:
+        y = e.emit(R.reshape(y, [*lead, e.shape(y)[-1]]))
+    return y
 
 
 @emitter("matmul")
@@ -115,7 +130,14 @@ def einsum(e: Emit, *xs, equation):
 
 @emitter("embedding")
 def embedding(e: Emit, weight, indices, *, padding_idx=None):
-    return e.emit(R.take(weight, indices, axis=0))
+    # As TVM's frontends write it: int32 indices, flattened, taken, reshaped back.
+    idx = e.emit(R.astype(indices, "int32"))
+    shape = e.shape(idx)
+    if len(shape) == 1:
+        return e.emit(R.take(weight, idx, axis=0))
+    flat = e.emit(R.reshape(idx, [-1]))
+    rows = e.emit(R.take(weight, flat, axis=0))
+    return e.emit(R.reshape(rows, [*shape, e.shape(weight)[-1]]))
 
 
 @emitter("batch_norm")
@@ -239,6 +261,8 @@ def avg_pool(
 @emitter("adaptive_avg_pool")
 def adaptive_avg_pool(e: Emit, x, *, output_size):
     n = _spatial(e, x)
+    if n == 2 and list(output_size) == [1, 1]:  # a global mean, as torch decomposes it
+        return e.emit(R.mean(x, [-1, -2], keepdims=True))
     return e.emit(
         _ADAPTIVE[n](x, list(output_size), layout=_LAYOUT[n][0], out_layout=_LAYOUT[n][0])
     )

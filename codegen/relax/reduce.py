@@ -102,13 +102,13 @@ emitter("min_dim")(_dim(R.min, R.argmin))
 def cumsum(e: Emit, x, *, axis, exclusive=False, reverse=False):
     if reverse:
         x = e.emit(R.flip(x, axis))
-    y = e.emit(R.cumsum(x, axis, e.dtype(x), exclusive))
+    y = e.emit(R.cumsum(x, axis, None, exclusive))
     return e.emit(R.flip(y, axis)) if reverse else y
 
 
 @emitter("cumprod")
 def cumprod(e: Emit, x, *, axis):
-    return e.emit(R.cumprod(x, axis, e.dtype(x)))
+    return e.emit(R.cumprod(x, axis, None))
 
 
 @emitter("argsort")
