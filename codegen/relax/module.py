@@ -313,6 +313,9 @@ class RelaxBuilder:
         if bad:
             raise UnsupportedOpsError(bad, what=f"graph {g.name!r} to Relax")
         mod = self.bb.get()
+        if dataflow:
+            mod["main"] = _fold_output(mod["main"])
+            mod = relax.transform.Normalize()(mod)
         if self.params == "inputs" and self.param_weights:
             data = [tvm.runtime.tensor(np.array(w.numpy(), order="C")) for w in self.param_weights]
             if all(w.has_data for w in self.param_weights):
@@ -325,6 +328,37 @@ class RelaxBuilder:
         if g.output_tree is None and len(outs) == 1:
             return outs[0]
         return relax.Tuple(outs)
+
+
+def _fold_output(func: relax.Function) -> relax.Function:
+    """``lv = f(...); gv = lv`` at the end of the dataflow block becomes ``gv = f(...)``, as
+    TVM's frontends bind a bare result (structural equality sees the extra binding)."""
+    body = func.body
+    block = body.blocks[-1]
+    b = list(block.bindings)
+    if (
+        len(b) < 2
+        or not isinstance(b[-1], relax.VarBinding)
+        or not isinstance(b[-2], relax.VarBinding)
+        or not b[-1].value.same_as(b[-2].var)
+        or isinstance(b[-2].value, relax.Tuple)
+    ):
+        return func
+    uses = [x for x in b[:-2] if _mentions(x.value, b[-2].var)]
+    if uses:
+        return func
+    b = b[:-2] + [relax.VarBinding(b[-1].var, b[-2].value)]
+    blocks = list(body.blocks[:-1]) + [relax.DataflowBlock(b)]
+    new = relax.Function(
+        func.params, relax.SeqExpr(blocks, body.body), func.ret_ty, func.is_pure, func.attrs
+    )
+    return new
+
+
+def _mentions(expr: relax.Expr, var: relax.Var) -> bool:
+    found = []
+    relax.analysis.post_order_visit(expr, lambda e: found.append(e.same_as(var)))
+    return any(found)
 
 
 def lift_constants(mod: tvm.IRModule, prefix: str = "const") -> tuple[tvm.IRModule, list]:

@@ -47,7 +47,7 @@ def conv(e: Emit, x, weight, bias=None, *, stride=(), padding=(), dilation=(), g
             data_layout=data,
             kernel_layout=kernel,
             out_layout=data,
-            out_dtype=e.dtype(x),
+            out_dtype=e.out_dtype(x),
         )
     )
     return _bias(e, y, bias, n)
@@ -74,7 +74,7 @@ def conv_transpose(
             data_layout=data,
             kernel_layout=kernel,
             out_layout=data,
-            out_dtype=e.dtype(x),
+            out_dtype=e.out_dtype(x),
         )
     )
     return _bias(e, y, bias, n)
@@ -93,7 +93,7 @@ def linear(e: Emit, x, weight, bias=None):
         x = e.emit(R.reshape(x, [int(np.prod(lead)), shape[-1]]))
     if bias is not None:
         wt = e.emit(R.permute_dims(weight, [1, 0]))
-    y = e.emit(R.matmul(x, wt, out_dtype=e.dtype(x)))
+    y = e.emit(R.matmul(x, wt, out_dtype=e.out_dtype(x)))
     if bias is not None:
         y = e.emit(R.add(bias, y))
     if lead is not None:
@@ -103,7 +103,7 @@ def linear(e: Emit, x, weight, bias=None):
 
 @emitter("matmul")
 def matmul(e: Emit, a, b):
-    return e.emit(R.matmul(a, b, out_dtype=e.dtype(a)))
+    return e.emit(R.matmul(a, b, out_dtype=e.out_dtype(a)))
 
 
 @emitter("gemm")
@@ -112,7 +112,7 @@ def gemm(e: Emit, a, b, c=None, *, alpha=1.0, beta=1.0, trans_a=False, trans_b=F
         a = e.emit(R.permute_dims(a, [1, 0]))
     if trans_b:
         b = e.emit(R.permute_dims(b, [1, 0]))
-    y = e.emit(R.matmul(a, b, out_dtype=e.dtype(a)))
+    y = e.emit(R.matmul(a, b, out_dtype=e.out_dtype(a)))
     dt = e.dtype(y)
     if alpha != 1.0:
         y = e.emit(R.multiply(y, e.const(alpha, dt)))

@@ -176,6 +176,14 @@ class Emit:
     def dtype(self, x: relax.Expr) -> str:
         return str(x.ty.dtype)
 
+    def out_dtype(self, x: relax.Expr) -> str | None:
+        """The ``out_dtype`` of a conv or matmul: TVM's ONNX frontend leaves it unset, its
+        torch frontend names the input's; both mean the same, and the node's source framework
+        picks the spelling so each round trip is structurally exact."""
+        if self.node is not None and self.node.provenance.framework == "onnx":
+            return None
+        return self.dtype(x)
+
     def shape(self, x: relax.Expr) -> list:
         """The Relax shape of ``x`` (PrimExprs; ints where static)."""
         sh = x.ty.shape
