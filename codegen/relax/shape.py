@@ -237,7 +237,8 @@ def full(e: Emit, shape_in=None, *, shape=None, value=0.0, dtype):
 @emitter("full_like")
 def full_like(e: Emit, x, *, value=0.0, dtype=None):
     dt = dtype or e.out.dtype
-    return e.emit(R.full_like(x, e.const(value, dt), relax_dtype(dt)))
+    same = relax_dtype(dt) == e.dtype(x)  # unset, as TVM's frontends leave it
+    return e.emit(R.full_like(x, e.const(value, dt), None if same else relax_dtype(dt)))
 
 
 @emitter("one_hot")
