@@ -104,6 +104,7 @@ def _run_model(name: str) -> None:
         )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(MODEL_CASES))
 def test_model_through_relax(name: str) -> None:
     """A whole PyTorch model -> graph -> Relax (compiled for llvm) agrees with eager torch."""

@@ -145,6 +145,7 @@ MODEL_DIFFERENT: dict[str, str] = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(MODEL_CASES))
 def test_test_models_round_trip(name: str) -> None:
     """A test model: TVM's torch frontend -> Relax -> msc -> Relax is structurally equal."""
