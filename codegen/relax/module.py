@@ -151,7 +151,7 @@ class RelaxBuilder:
         return relax.TensorType([self.dim(d) for d in t.shape], dtype)
 
     def constant(self, w: Weight) -> relax.Constant:
-        arr = np.array(w.numpy(), order="C")
+        arr = _contiguous(w.numpy())
         relax_dtype(w.type.dtype)  # refuse dtypes Relax lacks with a clear reason
         return relax.const(arr, relax_dtype(w.type.dtype))
 
@@ -317,7 +317,7 @@ class RelaxBuilder:
             mod["main"] = _fold_output(mod["main"])
             mod = relax.transform.Normalize()(mod)
         if self.params == "inputs" and self.param_weights:
-            data = [tvm.runtime.tensor(np.array(w.numpy(), order="C")) for w in self.param_weights]
+            data = [tvm.runtime.tensor(_contiguous(w.numpy())) for w in self.param_weights]
             if all(w.has_data for w in self.param_weights):
                 mod["main"] = mod["main"].with_attr("params", data)
         return mod
@@ -328,6 +328,12 @@ class RelaxBuilder:
         if g.output_tree is None and len(outs) == 1:
             return outs[0]
         return relax.Tuple(outs)
+
+
+def _contiguous(arr: np.ndarray) -> np.ndarray:
+    """``arr`` itself when C-contiguous (TVM copies it once anyway), else a C copy; 0-d stays
+    0-d (np.ascontiguousarray would make it 1-d)."""
+    return arr if arr.flags.c_contiguous else np.array(arr, order="C")
 
 
 def _fold_output(func: relax.Function) -> relax.Function:
