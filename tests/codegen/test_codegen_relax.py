@@ -212,3 +212,30 @@ def test_hostile_names_stay_out_of_the_script() -> None:
     assert "__import__" not in text.replace("___import__", "") or '"os"' not in text
     assert "system(" not in text
     tvm.script.from_source(text)
+
+
+def test_if_becomes_relax_if_reading_outer_values() -> None:
+    from tvm import relax
+
+    from msc.ir import DType, Graph, TensorType
+
+    g = Graph("if")
+    cond = g.add_input("cond", TensorType(DType.BOOL, ()))
+    x = g.add_input("x", TensorType(DType.FLOAT32, (2, 3)))
+    w = g.add_weight("w", np.linspace(-1, 1, 3, dtype=np.float32))
+    then_g, else_g = Graph("then"), Graph("else")
+    then_g.set_outputs([then_g.op("add", then_g.op("relu", x), w), x])
+    else_g.set_outputs([else_g.op("neg", x), else_g.op("mul", x, w)])
+    node = g.add_node("if", [cond], {"then_branch": then_g, "else_branch": else_g}, name="br")
+    g.set_outputs(node.outputs)
+    main = cr.to_module(g)["main"]
+    assert not isinstance(main.body.blocks[0], relax.DataflowBlock)  # If may not sit in one
+    found = []
+    relax.analysis.post_order_visit(main.body, lambda n: found.append(isinstance(n, relax.If)))
+    assert any(found)
+    f = cr.build(g)
+    xv, wv = np.linspace(-2, 2, 6, dtype=np.float32).reshape(2, 3), w.numpy()
+    for c, want in ((True, [np.maximum(xv, 0) + wv, xv]), (False, [-xv, xv * wv])):
+        got = f(np.array(c), xv)
+        for a, b in zip(got, want):
+            np.testing.assert_allclose(a.numpy(), b, rtol=1e-6, atol=1e-6)
