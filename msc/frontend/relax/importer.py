@@ -190,9 +190,12 @@ class RelaxImporter:
         if isinstance(expr, relax.Var):
             if expr not in self.env:
                 raise Unsupported(f"variable {expr.name} is not bound")
-            if self.env[expr] is _FAILED:
+            value = self.env[expr]
+            if value is _FAILED:
                 raise _Skip
-            return self.env[expr]
+            if isinstance(value, Unused):
+                raise Unsupported(f"{value.what} is used (msc's op has no such output)")
+            return value
         if isinstance(expr, tvm.tirx.Var):
             return self.dim(expr)
         if isinstance(expr, tvm.ir.GenericConst):
@@ -206,10 +209,7 @@ class RelaxImporter:
         if isinstance(expr, relax.Tuple):
             return [self.read(f) for f in expr.fields]
         if isinstance(expr, relax.TupleGetItem):
-            item = self.read(expr.tuple_value)[int(expr.index)]
-            if isinstance(item, Unused):
-                raise Unsupported(f"{item.what} is used (msc's op has no such output)")
-            return item
+            return self.read(expr.tuple_value)[int(expr.index)]  # an Unused stays lazy
         if isinstance(expr, relax.ShapeExpr):
             return [self.dim(d) for d in expr.values]
         if isinstance(expr, tvm.ir.StringImm):
