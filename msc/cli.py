@@ -141,8 +141,48 @@ def _cmd_diff(args: argparse.Namespace) -> int:
         b = _load(args.b, args, say)
         say("comparing")
         r = diff_graphs(a.graph, b.graph)
+        if args.html or args.node_data:
+            from msc.analysis.graphview import diff_overlays
+
+            say("writing overlays")
+            _overlays(args, a, b, *diff_overlays(r))
     _emit(args, r.to_json(), format_diff(r, a.label, b.label, limit=0 if args.all else 25))
     return EXIT_OK if r.equal else EXIT_MISMATCH
+
+
+def _overlays(args: argparse.Namespace, a: Any, b: Any, oa: Any, ob: Any) -> None:
+    """``--html OUT``: one page showing A and B with their overlays; ``--node-data DIR``:
+    Model Explorer node-data files DIR/A.json and DIR/B.json."""
+    import json as _json
+    from pathlib import Path
+
+    from msc.io import files
+
+    if args.html:
+        from msc.analysis.page import graph_data, to_page
+
+        out = Path(args.html)
+        files.check_output(out, "file")
+        page = to_page(
+            [graph_data(a.graph, f"A: {a.label}", oa), graph_data(b.graph, f"B: {b.label}", ob)],
+            f"{args.command}: {a.label} vs {b.label}",
+        )
+        files.write_text(out, page)
+        if not args.quiet:
+            print(f"wrote {out}", file=sys.stderr)
+    if args.node_data:
+        from msc.analysis.explorer import node_data
+
+        d = Path(args.node_data)
+        d.mkdir(parents=True, exist_ok=True)
+        for name, o in (("A.json", oa), ("B.json", ob)):
+            files.write_text(d / name, _json.dumps(node_data(o), indent=1) + "\n")
+        if not args.quiet:
+            print(
+                f"wrote {d / 'A.json'} and {d / 'B.json'}; view with: model-explorer {args.a} "
+                f"--extensions=msc.explorer --node_data_paths={d / 'A.json'}",
+                file=sys.stderr,
+            )
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
@@ -166,7 +206,13 @@ def _cmd_verify(args: argparse.Namespace) -> int:
             binding=binding,
             localize=not args.no_localize,
             progress=say,
+            per_node=bool(args.html or args.node_data),
         )
+        if args.html or args.node_data:
+            from msc.analysis.graphview import verify_overlays
+
+            say("writing overlays")
+            _overlays(args, a, b, *verify_overlays(r))
     _emit(args, r.to_json(), format_verify(r))
     return EXIT_OK if r.ok else EXIT_MISMATCH
 
@@ -304,6 +350,19 @@ def _tol(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
 
 
+def _overlay_opts(p: argparse.ArgumentParser, what: str) -> None:
+    p.add_argument(
+        "--html",
+        metavar="OUT.html",
+        help=f"write a page to explore A and B with {what} on each node",
+    )
+    p.add_argument(
+        "--node-data",
+        metavar="DIR",
+        help=f"write Model Explorer node data ({what}) to DIR/A.json and DIR/B.json",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     import msc
 
@@ -375,6 +434,7 @@ def build_parser() -> argparse.ArgumentParser:
     _shape_opts(d)
     d.add_argument("--all", action="store_true", help="list every change (default: 25 each)")
     d.add_argument("--json", action="store_true", help="print the diff as JSON")
+    _overlay_opts(d, "same / changed / added / removed")
     _common(d)
     d.set_defaults(func=_cmd_diff)
 
@@ -394,6 +454,7 @@ def build_parser() -> argparse.ArgumentParser:
     _shape_opts(v)
     v.add_argument("--no-localize", action="store_true", help="skip per-layer localisation")
     v.add_argument("--json", action="store_true", help="print the report as JSON")
+    _overlay_opts(v, "each corresponding node's error")
     _common(v)
     v.set_defaults(func=_cmd_verify)
 

@@ -180,6 +180,8 @@ def finish(g: Graph, buffers: list[str], constants: list[str], aliases: dict[str
 
 
 _INLINED_HOPS = {"wrap_with_set_grad_enabled", "wrap_with_autocast"}
+# Higher-order ops that become control-flow nodes with subgraphs (msc.frontend.torch.control).
+_CONTROL_HOPS = {"cond", "while_loop", "map_impl"}
 
 
 class _BodySource(Source):
@@ -331,6 +333,7 @@ class Translator:
         self.strict = check_enabled()
         self.prefix = ""  # prepended to value and node names (inlined submodules)
         self.custom_ops = "error"  # or "keep": an op with no converter becomes a custom node
+        self.decomposed: set[str] = set()  # ops PyTorch's decompositions replaced (their keys)
 
     # ------------------------------------------------------------------ types
     def sym_dim(self, expr: Any) -> Dim:
@@ -408,7 +411,16 @@ class Translator:
             return any(self._poisoned(x) for x in (a.start, a.stop, a.step))
         return False
 
+    def _original(self, node: torch.fx.Node) -> str:
+        """The op a decomposition replaced, for a node it produced; else ""."""
+        orig = node.meta.get("original_aten")
+        key = str(orig) if orig is not None else ""
+        return key if key in self.decomposed and key != target_key(node.target) else ""
+
     def _report(self, op: str, node: torch.fx.Node, reason: str, err: BaseException | None) -> None:
+        orig = self._original(node)
+        if orig:
+            reason += f" (in PyTorch's decomposition of {orig})"
         self.problems.append(UnsupportedOp(op, node.name, self.source.module_path(node), reason))
         if err is not None and self.first_error is None:
             self.first_error = err
@@ -463,6 +475,11 @@ class Translator:
         if call.key in _INLINED_HOPS:
             self._inline_hop(node, call)
             return
+        if call.key in _CONTROL_HOPS:
+            from msc.frontend.torch.control import translate_control
+
+            translate_control(self, node, call, meta)
+            return
         fn = call.fn
         inplace = False
         if fn is None:
@@ -484,7 +501,7 @@ class Translator:
         ctx.nodes = []
         ctx.node_name = self.prefix + node.name
         ctx.module = self.source.module_path(node)
-        ctx.source_op = "" if call.fn is not None else call.key
+        ctx.source_op = self._original(node) or ("" if call.fn is not None else call.key)
         ctx.meta = meta
         try:
             if call.fn is not None:
@@ -513,6 +530,22 @@ class Translator:
             target = node.args[0]
         if target is not None:
             self.env[target] = result
+
+    def body(self, gm: torch.fx.GraphModule, operands: list[Any], graph: Graph, prefix: str) -> Any:
+        """Translate ``gm`` (a higher-order op's body) into ``graph`` with its placeholders
+        bound to ``operands``; the resolved output. Problems join this translator's."""
+        inner = Translator(graph, self.source)
+        inner.symbols, inner.prefix, inner.ctx = self.symbols, self.prefix + prefix, self.ctx
+        inner.custom_ops, inner.decomposed = self.custom_ops, self.decomposed
+        for p, v in zip([n for n in gm.graph.nodes if n.op == "placeholder"], operands):
+            inner.env[p] = v
+        inner.source = _BodySource(self.source, inner.env)
+        try:
+            out = inner.run(gm.graph)
+        except UnsupportedOpsError as e:
+            self.problems.extend(e.ops)
+            return POISON
+        return inner.resolve(out)
 
     def _inline_hop(self, node: torch.fx.Node, call: Call) -> None:
         """wrap_with_set_grad_enabled / wrap_with_autocast: translate the body in place."""
