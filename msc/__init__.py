@@ -4,6 +4,7 @@ Frontends translate PyTorch and ONNX models into one framework-neutral graph (``
 codegens (the ``codegen`` package) regenerate the model for a target. The public API:
 
     g = msc.from_torch(module, example_args)      g = msc.from_onnx(path_or_model)
+    g = msc.from_relax(ir_module, function="main")
     text = msc.to_text(g);  g2 = msc.from_text(text)
     msc.save(g, directory);  g = msc.load(directory)
     msc.structural_equal(a, b);  msc.assert_structural_equal(a, b);  msc.structural_hash(g)
@@ -57,6 +58,7 @@ __all__ = [
     "from_exported_program",
     "from_fx",
     "from_onnx",
+    "from_relax",
     "from_text",
     "from_torch",
     "inspect",
@@ -97,6 +99,13 @@ def from_onnx(model: Any, **kwargs: Any) -> Graph:
     from msc.frontend.onnx import from_onnx as impl
 
     return impl(model, **kwargs)
+
+
+def from_relax(module: Any, function: str = "main") -> Graph:
+    """Translate a TVM Relax function of an IRModule (see msc.frontend.relax)."""
+    from msc.frontend.relax import from_relax as impl
+
+    return impl(module, function)
 
 
 # The analysis tools behind the ``msc`` command (see msc.analysis); imported on first use.

@@ -463,8 +463,9 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("-o", "--output", required=True, metavar="OUT", help="where to write it")
     c.add_argument(
         "--to",
-        choices=("torch", "onnx", "msc"),
-        help="target (default: onnx for *.onnx, msc for *.msc, else a torch directory)",
+        choices=("torch", "onnx", "msc", "relax"),
+        help="target (default: onnx for *.onnx, msc for *.msc, else a torch directory; relax: "
+        "a TVM Relax directory, needs apache-tvm)",
     )
     c.add_argument("--opset", type=int, help="ONNX opset to emit (default: the codegen's)")
     _shape_opts(c)
