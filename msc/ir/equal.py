@@ -285,6 +285,9 @@ def _digest(b: bytes | None) -> str:
     return "none" if b is None else hashlib.blake2b(b, digest_size=8).hexdigest()
 
 
+_LEN = struct.Struct("<Q")
+
+
 class _Hasher:
     def __init__(self, names: bool, weights: str) -> None:
         self.h = hashlib.blake2b(digest_size=16)
@@ -292,12 +295,11 @@ class _Hasher:
         self.ids: dict[int, int] = {}
 
     def put(self, *items: Any) -> None:
+        update, pack = self.h.update, _LEN.pack
         for x in items:
-            if isinstance(x, bytes):
-                self.h.update(struct.pack("<Q", len(x)) + x)
-            else:
-                s = str(x).encode("utf-8", "surrogatepass")
-                self.h.update(struct.pack("<Q", len(s)) + s)
+            if x.__class__ is not bytes:
+                x = (x if x.__class__ is str else str(x)).encode("utf-8", "surrogatepass")
+            update(pack(len(x)) + x)
 
     def type(self, t: TensorType) -> None:
         self.put(format_type(t))
