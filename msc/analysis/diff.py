@@ -271,12 +271,23 @@ def _short(x: Any) -> str:
     return s if len(s) <= 60 else s[:57] + "..."
 
 
+def _same_bytes(x: np.ndarray, y: np.ndarray) -> bool:
+    """Bit-identical arrays (NaN payloads and -0.0 included); 0-d arrays (BatchNorm's
+    ``num_batches_tracked``) too."""
+    if x.shape != y.shape or x.dtype != y.dtype:
+        return False
+
+    def raw(a: np.ndarray) -> np.ndarray:
+        return np.ascontiguousarray(a).reshape(-1).view(np.uint8)
+
+    return bool(np.array_equal(raw(x), raw(y)))
+
+
 def _weight_differs(x: Weight, y: Weight) -> str | None:
     if x.type != y.type:
         return f"{format_type(x.type)} -> {format_type(y.type)}"
     if x.has_data and y.has_data:
-        xa, ya = x.numpy(), y.numpy()
-        if not np.array_equal(xa.view(np.uint8), ya.view(np.uint8)):
+        if not _same_bytes(x.numpy(), y.numpy()):
             return "values differ"
     return None
 
