@@ -211,6 +211,8 @@ def _cmd_convert(args: argparse.Namespace) -> int:
     lines: list[str] = []
     if r.ok:
         lines.append(f"wrote {r.out} ({r.target}): " + ", ".join(r.files))
+        if r.opset is not None:
+            lines.append(f"onnx opset {r.opset} ({r.opset_reason})")
     if r.checked:
         if r.structural is None:
             lines.append("check: re-imported output is structurally equal to the converted graph")
@@ -334,7 +336,12 @@ def build_parser() -> argparse.ArgumentParser:
         choices=("torch", "onnx", "msc"),
         help="target (default: onnx for *.onnx, msc for *.msc, else a torch directory)",
     )
-    c.add_argument("--opset", type=int, help="ONNX opset to emit (default: the codegen's)")
+    c.add_argument(
+        "--opset",
+        type=int,
+        help="ONNX opset to emit (default: the lowest at which every op has its own operator, "
+        "at least torch.onnx's default, 20)",
+    )
     _shape_opts(c)
     c.add_argument("--no-check", action="store_true", help="skip checking the output")
     c.add_argument(

@@ -36,7 +36,7 @@ from msc.analysis.shapes import (
     specialize,
 )
 from msc.analysis.verify import VerifyReport, verify_models
-from msc.errors import MscError
+from msc.errors import ConversionError, MscError
 from msc.io import files, replace_dir
 from msc.ir import symexpr
 from msc.ir.graph import Graph
@@ -58,6 +58,8 @@ class ConvertReport:
     changes: str = ""  # when not equal: a one-line summary of the node-level diff
     numeric: VerifyReport | None = None
     ok: bool = True
+    opset: int | None = None  # the ONNX opset written
+    opset_reason: str = ""  # why that one
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -71,6 +73,8 @@ class ConvertReport:
             "changes": self.changes,
             "numeric": None if self.numeric is None else self.numeric.to_json(),
             "ok": self.ok,
+            "opset": self.opset,
+            "opset_reason": self.opset_reason,
         }
 
 
@@ -125,7 +129,39 @@ def _adjust(g: Graph, specs: Sequence[InputShape], dynamic: Sequence[str]) -> Gr
     return g
 
 
-def _write(g: Graph, target: str, dest: Path, opset: int | None) -> None:
+def _check_dynamic(before: Graph, after: Graph, dynamic: Sequence[str]) -> None:
+    """Run ``after`` (``before`` with --dynamic dims made symbolic) with each new symbol at a
+    size other than the exported one. A program exported with static shapes bakes its sizes
+    into reshapes and constants; it fails here, with a plain error, instead of late in torch."""
+    from msc.analysis.model import run_graph
+    from msc.analysis.verify import make_inputs
+
+    old = {v.name: v.type.shape for v in before.inputs}
+    binding: dict[str, int] = {}
+    for item in dynamic:
+        name, axis, sym = parse_dynamic(item)
+        was = (old.get(name) or ())[axis]
+        size = 3 if was == 2 else 2
+        if sym.min is not None and size < sym.min or sym.max is not None and size > sym.max:
+            size = sym.min if sym.min is not None and sym.min != was else (sym.max or size)
+        binding[sym.name] = size
+    feeds = make_inputs(after, 0, binding)
+    try:
+        run_graph(after, [feeds[v.name] for v in after.inputs])
+    except MscError:
+        raise
+    except Exception as e:
+        why = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        sizes = ", ".join(f"{k}={v}" for k, v in binding.items())
+        raise MscError(
+            f"--dynamic {' '.join(dynamic)}: the model does not run at another size "
+            f"({sizes}: {type(e).__name__}: {why}); its sizes are fixed in the program. "
+            "Re-export it with torch.export's dynamic_shapes (or torch.onnx's dynamic_axes), "
+            "or leave --dynamic out"
+        ) from None
+
+
+def _write(g: Graph, target: str, dest: Path, opset: int | None, report: ConvertReport) -> None:
     if target == "msc":
         import msc
 
@@ -138,10 +174,23 @@ def _write(g: Graph, target: str, dest: Path, opset: int | None) -> None:
         save(g, dest)
     else:
         try:
-            from codegen.onnx import save
+            from codegen.onnx import choose_opset, default_opset, save
         except ImportError as e:
             raise MscError(f"the onnx target needs codegen.onnx: {e}") from None
-        save(g, dest, opset=opset)
+        if opset is not None:
+            report.opset, report.opset_reason = opset, "--opset"
+            save(g, dest, opset=opset)
+            return
+        report.opset, report.opset_reason = choose_opset(g)
+        try:
+            save(g, dest, opset=report.opset)
+        except ConversionError:
+            if report.opset >= default_opset():
+                raise
+            # Some op needs a newer opset for its types (int4 dequantize at 21, ...).
+            report.opset = default_opset()
+            report.opset_reason = "the newest onnxruntime runs; an op does not convert earlier"
+            save(g, dest, opset=report.opset)
 
 
 def _stage(out: Path, target: str) -> tuple[Path, Path]:
@@ -209,12 +258,14 @@ def convert(
         custom_ops=custom_ops,
     )
     g = model.graph if is_module else _adjust(model.graph, input_specs, dynamic)
+    if dynamic and not is_module:
+        _check_dynamic(model.graph, g, dynamic)
     source = model if g is model.graph else Model(g, "msc", f"{src} (adjusted)")
     report = ConvertReport(str(src), str(out_p), target)
     tmp, staged = _stage(out_p, target)
     try:
         say(f"writing {target}")
-        _write(g, target, staged, opset)
+        _write(g, target, staged, opset, report)
         if check:
             say("re-importing the output")
             if target == "torch":

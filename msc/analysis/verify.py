@@ -35,6 +35,8 @@ from msc.analysis.model import Model, random_array
 from msc.analysis.shapes import concrete_shape
 from msc.errors import MscError
 from msc.ir.graph import Graph, Value, Weight
+from msc.ir.types import TensorType
+from msc.text.printer import format_type
 
 __all__ = ["verify_models", "VerifyReport", "compare", "make_inputs", "format_verify"]
 
@@ -221,10 +223,41 @@ def load_inputs(path: str | Path, g: Graph) -> dict[str, np.ndarray]:
     return out
 
 
+def _signature(g: Graph) -> str:
+    return ", ".join(f"{v.name} {format_type(v.type)}" for v in g.inputs) or "nothing"
+
+
+def _fits(x: TensorType, y: TensorType) -> bool:
+    """One array can feed both inputs: same kind of dtype, rank, and no two different sizes."""
+    if x.dtype.to_numpy().kind != y.dtype.to_numpy().kind:
+        return False
+    if x.shape is None or y.shape is None:
+        return True
+    if len(x.shape) != len(y.shape):
+        return False
+    return all(
+        not (isinstance(p, int) and isinstance(q, int) and p != q) for p, q in zip(x.shape, y.shape)
+    )
+
+
+def check_signatures(a: Graph, b: Graph) -> None:
+    """A and B must take the same inputs (by name, else by position), or verify has nothing
+    to compare: say so, with both signatures."""
+    names_b = {v.name: v for v in b.inputs}
+    by_name = all(v.name in names_b for v in a.inputs)
+    ok = len(a.inputs) == len(b.inputs) and all(
+        _fits(x.type, (names_b[x.name] if by_name else y).type) for x, y in zip(a.inputs, b.inputs)
+    )
+    if not ok:
+        raise MscError(
+            "A and B have different input signatures, so they cannot run on the same inputs:\n"
+            f"A takes {_signature(a)}\nB takes {_signature(b)}"
+        )
+
+
 def _inputs_for(b: Graph, a: Graph, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     names_b = {v.name for v in b.inputs}
-    if len(a.inputs) != len(b.inputs):
-        raise MscError(f"A takes {len(a.inputs)} inputs and B takes {len(b.inputs)}")
+    check_signatures(a, b)
     by_name = all(v.name in names_b for v in a.inputs)
     out = {}
     for i, v in enumerate(b.inputs):
