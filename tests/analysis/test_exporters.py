@@ -49,3 +49,36 @@ def test_diff_of_a_batchnorm_cnn_against_itself(files, how):
     code, out, err = run_cli("diff", path, path)
     assert code == 0, out + err
     assert "equal" in out and "Traceback" not in err
+
+
+# ------------------------------------------------- module paths and weight names from torch.onnx
+@pytest.mark.parametrize("how", ["dynamo", "legacy"])
+def test_onnx_frontend_recovers_module_paths_and_weight_names(files, how):
+    # Nodes of torch.onnx's files showed "module -", and codegen.torch wrote
+    # getattr(self, 'onnx::Conv_193') for the weights BatchNorm folding had made.
+    import codegen.torch
+    import msc
+
+    g = msc.from_onnx(files("resnet", how))
+    modules = {n.provenance.module for n in g.nodes}
+    assert {"layer3.0.conv2" if how == "legacy" else "layer3.0.bn2", "fc"} <= modules
+    assert "layer3.0.conv2.weight" in g.weights
+    assert "layer2.0.downsample.0.weight" in g.weights
+    assert not [k for k in g.weights if k.startswith("onnx::") or k.startswith("val_")]
+    src = codegen.torch.generate(g)
+    assert "self.layer3[0].conv2(" in src and "onnx::" not in src
+
+    gb = msc.from_onnx(files("bert", how))
+    mods = {n.provenance.module for n in gb.nodes}
+    assert "bert.encoder.layer.1.intermediate.dense" in mods
+    assert "bert.encoder.layer.1.intermediate.dense.weight_t" in gb.weights
+    assert "onnx::" not in codegen.torch.generate(gb)
+
+
+def test_dynamo_nodes_carry_the_fx_node_and_aten_op(files):
+    import msc
+
+    g = msc.from_onnx(files("bert", "dynamo"))
+    ln = [n for n in g.nodes if n.op == "layer_norm"][0]
+    assert ln.provenance.module == "bert.embeddings.LayerNorm"
+    assert ln.provenance.op == "aten.layer_norm.default" and ln.provenance.name == "layer_norm"
