@@ -142,7 +142,7 @@ def _cmd_diff(args: argparse.Namespace) -> int:
         say("comparing")
         r = diff_graphs(a.graph, b.graph)
     _emit(args, r.to_json(), format_diff(r, a.label, b.label, limit=0 if args.all else 25))
-    return EXIT_OK if r.equal else EXIT_MISMATCH
+    return EXIT_OK if r.equivalent else EXIT_MISMATCH
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
@@ -216,8 +216,10 @@ def _cmd_convert(args: argparse.Namespace) -> int:
     if r.checked:
         if r.structural is None:
             lines.append("check: re-imported output is structurally equal to the converted graph")
+        elif r.equivalent:
+            lines.append(f"check: re-imported output is {r.verdict}")
         else:
-            lines.append(f"check: re-imported output differs structurally: {r.changes}")
+            lines.append(f"check: re-imported output: {r.verdict}: {r.changes}")
         assert r.numeric is not None
         lines.append(
             "check: outputs "

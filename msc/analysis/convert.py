@@ -56,6 +56,10 @@ class ConvertReport:
     checked: bool = False
     structural: str | None = None  # None: equal; else the first difference
     changes: str = ""  # when not equal: a one-line summary of the node-level diff
+    verdict: str = (
+        ""  # diff's verdict: "equivalent (up to N known rewrites: ...)" or "K real changes"
+    )
+    equivalent: bool = True  # equal, or equal up to known exporter rewrites
     numeric: VerifyReport | None = None
     ok: bool = True
     opset: int | None = None  # the ONNX opset written
@@ -71,6 +75,8 @@ class ConvertReport:
             "structurally_equal": self.structural is None if self.checked else None,
             "first_difference": self.structural,
             "changes": self.changes,
+            "verdict": self.verdict,
+            "equivalent": self.equivalent,
             "numeric": None if self.numeric is None else self.numeric.to_json(),
             "ok": self.ok,
             "opset": self.opset,
@@ -273,7 +279,9 @@ def convert(
             else:
                 again = load_model(staged, custom_ops=custom_ops)
             report.checked = True
-            report.structural, report.changes = _structural(g, again.graph)
+            report.structural, report.changes, report.verdict, report.equivalent = _structural(
+                g, again.graph
+            )
             say("running source and output on random inputs")
             report.numeric = verify_models(source, again, rtol=rtol, atol=atol, seed=seed)
             report.ok = report.numeric.ok
@@ -300,16 +308,16 @@ def _unranged(g: Graph) -> Graph:
     return retype(g, types, {}) if types else g
 
 
-def _structural(a: Graph, b: Graph) -> tuple[str | None, str]:
-    """(None, "") when equal modulo names and symbol ranges; else the first difference and a
-    one-line summary of the node-level diff."""
+def _structural(a: Graph, b: Graph) -> tuple[str | None, str, str, bool]:
+    """(first difference or None when equal modulo names and symbol ranges, a one-line
+    summary of the node-level diff, diff's verdict, equivalent up to known rewrites)."""
     import msc
     from msc.analysis.diff import _kind, diff_graphs
 
     r = msc.structural_equal(_unranged(a), _unranged(b))
     if r:
-        return None, ""
-    d = diff_graphs(a, b)
+        return None, "", "equal", True
+    d = diff_graphs(_unranged(a), _unranged(b))
     kinds = Counter(_kind(s) for c in d.changed for s in c.changes if "type:" not in s)
     summary = (
         f"{len(d.matched)} nodes matched ({len(d.matched) - len(d.changed)} identical), "
@@ -319,4 +327,4 @@ def _structural(a: Graph, b: Graph) -> tuple[str | None, str]:
         summary += "; " + ", ".join(
             k + (f" x{n}" if n > 1 else "") for k, n in kinds.most_common(4)
         )
-    return r.diff, summary
+    return r.diff, summary, d.verdict(), d.equivalent

@@ -30,10 +30,12 @@ from typing import Any
 
 import numpy as np
 
+from msc.analysis.canonical import canonicalize
 from msc.analysis.diff import match
 from msc.analysis.model import Model, random_array
 from msc.analysis.shapes import concrete_shape
 from msc.errors import MscError
+from msc.ir.attrs import attr_equal
 from msc.ir.graph import Graph, Value, Weight
 from msc.ir.types import TensorType
 from msc.text.printer import format_type
@@ -77,9 +79,13 @@ class Divergence:
     b_op: str
     value: Compared
     agreeing_before: int
+    paired_by: str = ""  # how the pairing found B's node: name, module, structure, dataflow
+    certain: bool = True  # paired by name or structure with the same op: it is this node
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "paired_by": self.paired_by,
+            "certain": self.certain,
             "node": self.node,
             "op": self.op,
             "source_op": self.source_op,
@@ -343,15 +349,27 @@ def _localize(
     rtol: float,
     atol: float,
 ) -> None:
+    # When the graphs do not pair node for node (one exporter folded BatchNorm, wrote linear
+    # as gemm, ...), pair their canonical forms: a canonical value keeps the name of a value of
+    # the model itself, so it can be read from the model as it runs.
     ga, gb = ma.graph, mb.graph
     m = match(ga, gb)
+    whole = len(m.nodes) == len(ga.nodes) == len(gb.nodes) and all(
+        m.nodes[id(n)].op == n.op for n in ga.nodes
+    )
+    if not whole:
+        ga, gb = canonicalize(ga).graph, canonicalize(gb).graph
+        m = match(ga, gb)
     pairs: list[tuple[Any, Value, Value]] = []
     for n in ga.nodes:
         c = m.nodes.get(id(n))
         if c is None or len(c.outputs) != len(n.outputs):
             continue
+        if c.op == n.op and not _attrs_equal(n, c):
+            continue  # the same op told to do something else: not the same value
         for x, y in zip(n.outputs, c.outputs):
-            if x.type.dtype is y.type.dtype and not isinstance(x, Weight):
+            # Values of different shapes are not the same value whatever paired their nodes.
+            if _same_type(x, y) and not isinstance(x, Weight):
                 pairs.append((n, x, y))
     if not pairs:
         report.notes.append("no nodes correspond between A and B; cannot localise")
@@ -372,6 +390,7 @@ def _localize(
             agreeing += 1
             continue
         b = m.nodes[id(n)]
+        how = m.how[id(n)]
         report.divergence = Divergence(
             node=n.name or f"#{ga.nodes.index(n)}",
             op=n.op,
@@ -381,11 +400,27 @@ def _localize(
             b_op=b.op,
             value=c,
             agreeing_before=agreeing,
+            paired_by=how,
+            certain=how in ("name", "module", "structure") and n.op == b.op,
         )
         return
     report.notes.append(
         f"all {report.compared_values} corresponding intermediate values agree; the outputs "
         "differ after the last corresponding node"
+    )
+
+
+def _attrs_equal(n: Any, c: Any) -> bool:
+    return set(n.attrs) == set(c.attrs) and all(attr_equal(n.attrs[k], c.attrs[k]) for k in n.attrs)
+
+
+def _same_type(x: Value, y: Value) -> bool:
+    tx, ty = x.type, y.type
+    if tx.dtype is not ty.dtype or tx.shape is None or ty.shape is None:
+        return tx.dtype is ty.dtype and tx.shape is None and ty.shape is None
+    return len(tx.shape) == len(ty.shape) and all(
+        p == q or not (isinstance(p, int) and isinstance(q, int))
+        for p, q in zip(tx.shape, ty.shape)
     )
 
 
@@ -414,7 +449,13 @@ def format_verify(r: VerifyReport) -> str:
         where += ")"
         if d.module:
             where += f" in module {d.module!r}"
-        lines.append(f"first divergence: {where}")
+        if d.certain:
+            lines.append(f"first divergence: {where}")
+        else:
+            lines.append(
+                f"diverges at or upstream of {where} (paired by {d.paired_by}, which does not "
+                "pin the node down)"
+            )
         if (d.b_node, d.b_op) != (d.node, d.op):
             lines.append(f"  corresponds to B's node {d.b_node!r} ({d.b_op})")
         lines.append(
@@ -422,7 +463,7 @@ def format_verify(r: VerifyReport) -> str:
             + (f" ({d.value.note})" if d.value.note else "")
         )
         lines.append(
-            f"  {d.agreeing_before} corresponding value(s) before it agree "
+            f"  supported by {d.agreeing_before} corresponding value(s) before it that agree "
             f"({r.compared_values} compared)"
         )
     lines += [f"note: {n}" for n in r.notes]

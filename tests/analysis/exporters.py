@@ -97,9 +97,10 @@ def bert() -> tuple[nn.Module, tuple]:
 
 
 def change(module: nn.Module, param: str, by: float = 0.5) -> nn.Module:
-    """``module`` with ``param`` (a state_dict key) shifted by ``by``."""
+    """``module`` with ``param`` (a state_dict key) scaled by ``1 + by`` (a shift would vanish
+    where a LayerNorm output, summing to 0, meets it)."""
     with torch.no_grad():
-        dict(module.named_parameters())[param].add_(by)
+        dict(module.named_parameters())[param].mul_(1 + by)
     return module
 
 

@@ -226,8 +226,8 @@ def _provenance(node: onnx.NodeProto) -> Provenance:
     if props:
         get = lambda k: props.get(f"msc.provenance.{k}", "")  # noqa: E731
         return Provenance(get("framework"), get("op"), get("name"), get("module"))
-    torch_onnx = {p.key: p.value for p in node.metadata_props if p.key.startswith("pkg.torch.")}
-    found = scope_provenance(node.name, torch_onnx, _op_label(node))
+    torch_onnx = {p.key: p.value for p in node.metadata_props if p.key.startswith("pkg.")}
+    found = scope_provenance(node.name, torch_onnx, _op_label(node), list(node.input))
     return found if found is not None else Provenance("onnx", _op_label(node), node.name)
 
 

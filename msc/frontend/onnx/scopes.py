@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Sequence
 
 from msc.ir.graph import Graph, Node, Provenance, Weight
 
@@ -50,8 +51,12 @@ def _scope_module(name: str) -> str:
     return path
 
 
-def scope_provenance(name: str, props: dict[str, str], op_label: str) -> Provenance | None:
-    """The provenance torch.onnx recorded for a node, or None when it recorded none."""
+def scope_provenance(
+    name: str, props: dict[str, str], op_label: str, inputs: Sequence[str] = ()
+) -> Provenance | None:
+    """The provenance torch.onnx recorded for a node, or None when it recorded none. A conv
+    that onnxscript fused with its BatchNorm is the conv's (its scopes are the BatchNorm's;
+    its weight keeps the conv's name)."""
     scopes = props.get("pkg.torch.onnx.name_scopes")
     if scopes:
         try:
@@ -61,6 +66,9 @@ def scope_provenance(name: str, props: dict[str, str], op_label: str) -> Provena
         if isinstance(items, list) and items and all(isinstance(s, str) for s in items):
             m = _FX_TARGET.search(props.get("pkg.torch.onnx.fx_node", ""))
             module = items[-2] if len(items) >= 2 else ""
+            fused = "FuseBatchNormIntoConv" in props.get("pkg.onnxscript.rewriter.rule_name", "")
+            if fused and len(inputs) > 1 and inputs[1].endswith(".weight"):
+                module = inputs[1].removesuffix(".weight")
             return Provenance("torch", m.group(1) if m else op_label, items[-1], module)
     module = _scope_module(name)
     if module:
