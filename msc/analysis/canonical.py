@@ -154,44 +154,62 @@ _FOLD_LIMIT = 1 << 20  # elements: a constant larger than this stays computed
 
 
 def fold_constants(g: Graph, done: Counter[str]) -> None:
-    """Nodes that read only weights are computed once (through ``codegen.torch``, as verify
-    runs an msc graph) and become weights: the constant subgraphs one exporter folds (a
-    position-id slice, an attention mask) and another keeps."""
+    """Nodes that read only weights (and other such nodes) are computed, in one run of one
+    graph through ``codegen.torch`` as verify runs an msc graph, and their results used by
+    the rest become weights: the constant subgraphs one exporter folds (a position-id slice,
+    an attention mask) and another keeps."""
     from msc.analysis.model import run_graph
     from msc.ops.custom import parse_custom
 
     outs = {id(v) for v in g.outputs}
-    for n in list(g.nodes):
+    known: set[int] = set()  # ids of values computable from weights alone
+    fold: list[Node] = []
+    for n in g.nodes:
         if (
             "rand" in n.op  # random_normal, rand_like...: not a constant
             or n.op == "constant"
             or parse_custom(n.op) is not None
             or any(True for _ in n.subgraphs())
-            or not all(v is None or (isinstance(v, Weight) and v.has_data) for v in n.inputs)
-            or any(id(v) in outs for v in n.outputs)
+            or not all(
+                v is None or (isinstance(v, Weight) and v.has_data) or id(v) in known
+                for v in n.inputs
+            )
             or not all(v.type.is_static and _size(v.type.shape) <= _FOLD_LIMIT for v in n.outputs)
+            or any(id(v) in outs for v in n.outputs)
         ):
             continue
-        one = Graph(f"fold_{n.op}")
-        ins = []
+        fold.append(n)
+        known.update(id(v) for v in n.outputs)
+    if not fold:
+        return
+    one = Graph("fold")
+    image: dict[int, Value] = {}
+    for n in fold:
+        ins: list[Value | None] = []
         for v in n.inputs:
             if v is None:
                 ins.append(None)
-            elif v.name in one.weights:
-                ins.append(one.weights[v.name])
+            elif id(v) in image:
+                ins.append(image[id(v)])
             else:
-                ins.append(one.add_weight(v.name, v.storage, v.type))  # type: ignore[union-attr]
+                w = one.weights.get(v.name) or one.add_weight(v.name, v.storage, v.type)  # type: ignore[union-attr, arg-type]
+                ins.append(w)
         node = one.add_node(n.op, ins, dict(n.attrs), output_types=[v.type for v in n.outputs])
-        one.set_outputs(node.outputs)
-        try:
-            values, _ = run_graph(one, [])
-        except Exception:  # an op the runner cannot compute alone: leave it computed
-            continue
-        for v, data in zip(n.outputs, values):
-            w = _new_weight(g, v.name or "constant", np.asarray(data))
-            v.replace_all_uses_with(w)
-        g.remove_node(n)
-        done["constants folded"] += 1
+        image.update(zip((id(v) for v in n.outputs), node.outputs))
+    folded = {id(n) for n in fold}
+    needed = [v for n in fold for v in n.outputs if any(id(u) not in folded for u, _ in v.uses)]
+    if not needed:
+        return
+    one.set_outputs([image[id(v)] for v in needed])
+    try:
+        values, _ = run_graph(one, [])
+    except Exception:  # an op the runner cannot compute here: leave them computed
+        return
+    for v, data in zip(needed, values):
+        w = _new_weight(g, v.name or "constant", np.asarray(data))
+        v.replace_all_uses_with(w)
+    g.remove_nodes(fold)  # what read them now reads weights
+    done["constants folded"] += len(fold)
 
 
 def _size(shape) -> int:

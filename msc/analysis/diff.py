@@ -281,10 +281,11 @@ class DiffReport:
             return "equal (same ops, attributes, types, wiring and weights)"
         n = sum(c for _, _, c in self.rewrites)
         known = ", ".join(f"{k} x{c} ({side})" for side, k, c in self.rewrites)
+        rw = f"{n} known rewrite{'s' * (n != 1)}: {known}"
         if self.real_changes == 0:
-            return f"equivalent (up to {n} known rewrites: {known})" if n else "equivalent"
+            return f"equivalent (up to {rw})" if n else "equivalent"
         head = f"{self.real_changes} real change{'s' * (self.real_changes != 1)}"
-        return head + (f" (after {n} known rewrites: {known})" if n else "")
+        return head + (f" (after {rw})" if n else "")
 
     def to_json(self) -> dict[str, Any]:
         return {
