@@ -6,7 +6,8 @@
 #   ``emit_forward``, ``emit_node``, ``emit_return``, and the ``emitters``/``module_rules``
 #   registries.
 # - The source is assembled from sections: a header comment (model strings only via ``repr``),
-#   imports (torch only), the ``NAMES`` map (identifier -> source name), the helpers the
+#   imports (torch only), the ``NAMES`` map (identifier -> source name, where they differ;
+#   absent when none does), the helpers the
 #   emitters asked for (verbatim source of ``helpers.py`` functions), the class (``ast`` then
 #   ``ast.unparse``), and the ``load`` function.
 # - Every node gets one statement ``out = <expr>`` (or ``a, b = <expr>``); nodes in a subgraph
@@ -435,19 +436,24 @@ class TorchCodegen:
             decorator_list=[],
             **({"type_params": []} if "type_params" in ast.ClassDef._fields else {}),
         )
-        names = {k: v for k, v in self.ns.source.items()}
-        mod = ast.Module(
-            [
-                ast.Assign([ast.Name("NAMES", ast.Store())], code.const(names)),
-                ast.Assign([ast.Name("WEIGHT_KEYS", ast.Store())], code.const(self.plan_.keys)),
-            ],
-            [],
+        # Only the identifiers that differ from their source name: an identity entry says
+        # nothing (a missing key means the identifier is the source name).
+        names = {k: v for k, v in self.ns.source.items() if k != v}
+        body = [ast.Assign([ast.Name("WEIGHT_KEYS", ast.Store())], code.const(self.plan_.keys))]
+        note = (
+            "# state_dict key -> source weight name, for weights whose names cannot be "
+            "module paths.\n"
         )
+        if names:
+            body.insert(0, ast.Assign([ast.Name("NAMES", ast.Store())], code.const(names)))
+            note = (
+                "# Code identifier -> source name, where they differ; and state_dict key -> "
+                "source weight name\n# for weights whose names cannot be module paths.\n"
+            )
         parts = [
             self._header(),
             "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n",
-            "# Code identifier -> source name, for every value; and state_dict key -> source"
-            " weight name\n# for weights whose names cannot be module paths.\n" + _unparse(mod),
+            note + _unparse(ast.Module(body, [])),
         ]
         parts += [inspect.getsource(HELPERS[h]).rstrip() + "\n" for h in self._helpers]
         parts.append(_unparse(ast.Module([cls], [])))
