@@ -28,7 +28,7 @@ import numpy as np
 from codegen.torch import code, custom
 from codegen.torch.helpers import HELPERS
 from codegen.torch.modules import ModulePlan, init_statements, plan_modules
-from codegen.torch.names import Namespace, sanitize
+from codegen.torch.names import Namespace, readable, sanitize
 from codegen.torch.registry import EMITTERS, MODULE_RULES, EmitterRegistry, ModuleRule
 from msc.errors import UnsupportedOp, UnsupportedOpsError
 from msc.ir.dtype import DType
@@ -281,11 +281,19 @@ class TorchCodegen:
         self._emitted.append((node, list(out), reads))
         return out
 
+    def _ident(self, node: Node, v: Value, module_call: bool) -> str:
+        """The identifier of a node's output: its source name, or for a name an exporter made
+        up (getitem_3, /layer1/layer1.0/conv1/Conv_output_0) one from the node's module."""
+        nice = None
+        if v.name and len(node.outputs) == 1:
+            nice = readable(v.name, node.provenance.module, node.op, module_call)
+        return self.ns.create(v.name or "", "v", base=nice)
+
     def _emit_node(self, node: Node) -> list[ast.stmt]:
         out: list[ast.stmt] = []
-        names = [self.ns.create(v.name or "", "v") for v in node.outputs]
-        e = NodeEmit(self, node, names, out)
         leaf = self.plan_.node_leaf.get(node) if self.plan_ else None
+        names = [self._ident(node, v, leaf is not None) for v in node.outputs]
+        e = NodeEmit(self, node, names, out)
         if leaf is not None:
             callee = self.plan_.access(self.plan_.paths[next(iter(leaf.roles.values())).name][:-1])  # type: ignore[union-attr]
             value = ast.Call(callee, [code.to_ast(a) for a in leaf.calls[node]], [])

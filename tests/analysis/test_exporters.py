@@ -67,6 +67,11 @@ def test_onnx_frontend_recovers_module_paths_and_weight_names(files, how):
     assert not [k for k in g.weights if k.startswith("onnx::") or k.startswith("val_")]
     src = codegen.torch.generate(g)
     assert "self.layer3[0].conv2(" in src and "onnx::" not in src
+    # Values named after their module, not the exporter's names for them
+    # (layer1_layer1_0_conv1_Conv_output_0, getitem_27).
+    forward = src[src.index("def forward") :]
+    assert "layer3_0_conv2 = self.layer3[0].conv2(" in forward, forward
+    assert "_output_0" not in forward and "getitem" not in forward
 
     gb = msc.from_onnx(files("bert", how))
     mods = {n.provenance.module for n in gb.nodes}
