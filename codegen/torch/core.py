@@ -281,6 +281,22 @@ class TorchCodegen:
         self._emitted.append((node, list(out), reads))
         return out
 
+    def _small_values(self) -> set[str]:
+        """Identifiers of intermediates too small for an early ``del`` to pay: a static size
+        under ``RELEASE_BYTES``. Symbolic sizes may be large, and are released."""
+        small: set[str] = set()
+        for n in self.graph.nodes:
+            for v in n.outputs:
+                t = v.type
+                if t.shape is None or not t.is_static:
+                    continue
+                size = 1
+                for d in t.shape:
+                    size *= int(d)
+                if size * max(1, t.dtype.bits // 8) < RELEASE_BYTES:
+                    small.add(self.ns_name(v))
+        return small
+
     def _ident(self, node: Node, v: Value, module_call: bool) -> str:
         """The identifier of a node's output: its source name, or for a name an exporter made
         up (getitem_3, /layer1/layer1.0/conv1/Conv_output_0) one from the node's module."""
@@ -431,7 +447,9 @@ class TorchCodegen:
         self.plan_ = self.plan()
         self.use_helper("_msc_load_weights")
         forward = self.emit_forward()
-        forward.body = _release_after_last_use(_prune(forward.body, self._dead_statements()))
+        forward.body = _release_after_last_use(
+            _prune(forward.body, self._dead_statements()), self._small_values()
+        )
         cls = ast.ClassDef(
             name=self.class_name_,
             bases=[code.expr("nn.Module")],
@@ -511,10 +529,16 @@ def _prune(stmts: list[ast.stmt], drop: set[int]) -> list[ast.stmt]:
     return out
 
 
-def _release_after_last_use(body: list[ast.stmt]) -> list[ast.stmt]:
+# An intermediate smaller than this is not released early: freeing it a few statements
+# before the function returns saves at most this much, and a ``del`` after every line makes
+# the code hard to read. Larger ones (activations of a real batch) are freed after last use.
+RELEASE_BYTES = 1 << 20
+
+
+def _release_after_last_use(body: list[ast.stmt], small: set[str] = frozenset()) -> list[ast.stmt]:
     """``body`` with ``del a, b`` after the statement that last reads each intermediate, so a
-    forward pass holds only live tensors (torch.fx frees its values the same way). Arguments
-    and anything the return statement reads are left alone."""
+    forward pass holds only live tensors (torch.fx frees its values the same way). Arguments,
+    anything the return statement reads and the ``small`` names are left alone."""
     assigned: set[str] = set()
     for st in body:
         if isinstance(st, ast.Assign):
@@ -539,7 +563,7 @@ def _release_after_last_use(body: list[ast.stmt]) -> list[ast.stmt]:
     }
     frees: dict[int, list[str]] = {}
     for name, i in last.items():
-        if name not in keep and not isinstance(body[i], ast.Return):
+        if name not in keep and name not in small and not isinstance(body[i], ast.Return):
             frees.setdefault(i, []).append(name)
     out: list[ast.stmt] = []
     for i, st in enumerate(body):

@@ -784,3 +784,22 @@ def test_names_map_has_no_identity_entries_and_is_absent_when_empty():
         "  %y: f32[2, 3] = relu(%x)\n  output %y\n}\n"
     )
     assert "NAMES" not in ct.generate(plain)
+
+
+def test_del_only_for_intermediates_large_enough_to_pay():
+    # A del after nearly every statement, for tensors of a few hundred bytes.
+    import msc
+
+    def graph(n: int) -> Graph:
+        return msc.from_text(
+            f"msc format 1, ops 1\ngraph g {{\n  input %x: f32[{n}, 1024]\n"
+            f"  %a: f32[{n}, 1024] = relu(%x)\n  %b: f32[{n}, 1024] = sigmoid(%a)\n"
+            f"  %y: f32[{n}, 1024] = neg(%b)\n  output %y\n}}\n"
+        )
+
+    def forward(src: str) -> str:
+        return src[src.index("def forward") : src.index("def load")]
+
+    assert "del " not in forward(ct.generate(graph(2)))  # 8 KiB each: not worth a line
+    big = forward(ct.generate(graph(512)))  # 2 MiB each: released after last use
+    assert "        del a\n" in big and "        del b\n" in big
