@@ -147,7 +147,7 @@ def _cmd_diff(args: argparse.Namespace) -> int:
             say("writing overlays")
             _overlays(args, a, b, *diff_overlays(r))
     _emit(args, r.to_json(), format_diff(r, a.label, b.label, limit=0 if args.all else 25))
-    return EXIT_OK if r.equal else EXIT_MISMATCH
+    return EXIT_OK if r.equivalent else EXIT_MISMATCH
 
 
 def _overlays(args: argparse.Namespace, a: Any, b: Any, oa: Any, ob: Any) -> None:
@@ -257,11 +257,15 @@ def _cmd_convert(args: argparse.Namespace) -> int:
     lines: list[str] = []
     if r.ok:
         lines.append(f"wrote {r.out} ({r.target}): " + ", ".join(r.files))
+        if r.opset is not None:
+            lines.append(f"onnx opset {r.opset} ({r.opset_reason})")
     if r.checked:
         if r.structural is None:
             lines.append("check: re-imported output is structurally equal to the converted graph")
+        elif r.equivalent:
+            lines.append(f"check: re-imported output is {r.verdict}")
         else:
-            lines.append(f"check: re-imported output differs structurally: {r.changes}")
+            lines.append(f"check: re-imported output: {r.verdict}: {r.changes}")
         assert r.numeric is not None
         lines.append(
             "check: outputs "
@@ -467,7 +471,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="target (default: onnx for *.onnx, msc for *.msc, else a torch directory; relax: "
         "a TVM Relax directory, needs apache-tvm)",
     )
-    c.add_argument("--opset", type=int, help="ONNX opset to emit (default: the codegen's)")
+    c.add_argument(
+        "--opset",
+        type=int,
+        help="ONNX opset to emit (default: the lowest at which every op has its own operator, "
+        "at least torch.onnx's default, 20)",
+    )
     _shape_opts(c)
     c.add_argument("--no-check", action="store_true", help="skip checking the output")
     c.add_argument(

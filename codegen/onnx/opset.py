@@ -8,11 +8,12 @@
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 import onnx
 from onnx import helper
 
-__all__ = ["MIN_OPSET", "max_opset", "default_opset", "ir_version_for"]
+__all__ = ["MIN_OPSET", "max_opset", "default_opset", "ir_version_for", "choose_opset"]
 
 MIN_OPSET = 9  # the oldest opset the emitters target (Where, Erf, Sign, Shrink, IsNaN: 9)
 _MIN_IR = 10  # nodes carry provenance in metadata_props (IR 10, onnx 1.16)
@@ -55,3 +56,39 @@ def default_opset() -> int:
             continue
         return opset
     return MIN_OPSET
+
+
+# torch.onnx's default opset (torch 2.9 and later): what a PyTorch user's runtime already loads.
+TORCH_ONNX_DEFAULT = 20
+
+
+def choose_opset(graph: Any) -> tuple[int, str]:
+    """The opset to write ``graph`` at when the user did not say, and why.
+
+    The lowest opset at which every op of the graph (subgraphs included) has its own ONNX
+    operator, but not below torch.onnx's default (runtimes that load PyTorch's exports load it)
+    nor above what the installed onnxruntime runs (an op newer than that is decomposed).
+    """
+    from codegen.onnx.registry import EMITTERS
+
+    top = default_opset()
+    floor = min(TORCH_ONNX_DEFAULT, top)
+    need: dict[str, int] = {}
+
+    def walk(g: Any) -> None:
+        for n in g.nodes:
+            vs = [v for v in EMITTERS.versions(n.op) if v <= top]
+            if vs and min(vs) > floor:
+                need[n.op] = min(vs)
+            for sub in n.subgraphs():
+                walk(sub)
+
+    walk(graph)
+    if not need:
+        return floor, f"torch.onnx's default; every op has an ONNX operator at {floor}"
+    opset = max(need.values())
+    ops = sorted((op for op, v in need.items() if v == opset))
+    return opset, (
+        f"the lowest with an ONNX operator for {', '.join(ops)}; --opset {floor} spells "
+        f"{'them' if len(ops) > 1 else 'it'} out in older operators"
+    )

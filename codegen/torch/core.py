@@ -6,7 +6,8 @@
 #   ``emit_forward``, ``emit_node``, ``emit_return``, and the ``emitters``/``module_rules``
 #   registries.
 # - The source is assembled from sections: a header comment (model strings only via ``repr``),
-#   imports (torch only), the ``NAMES`` map (identifier -> source name), the helpers the
+#   imports (torch only), the ``NAMES`` map (identifier -> source name, where they differ;
+#   absent when none does), the helpers the
 #   emitters asked for (verbatim source of ``helpers.py`` functions), the class (``ast`` then
 #   ``ast.unparse``), and the ``load`` function.
 # - Every node gets one statement ``out = <expr>`` (or ``a, b = <expr>``); nodes in a subgraph
@@ -27,7 +28,7 @@ import numpy as np
 from codegen.torch import code, custom
 from codegen.torch.helpers import HELPERS
 from codegen.torch.modules import ModulePlan, init_statements, plan_modules
-from codegen.torch.names import Namespace, sanitize
+from codegen.torch.names import Namespace, readable, sanitize
 from codegen.torch.registry import EMITTERS, MODULE_RULES, EmitterRegistry, ModuleRule
 from msc.errors import UnsupportedOp, UnsupportedOpsError
 from msc.ir.dtype import DType
@@ -280,11 +281,35 @@ class TorchCodegen:
         self._emitted.append((node, list(out), reads))
         return out
 
+    def _small_values(self) -> set[str]:
+        """Identifiers of intermediates too small for an early ``del`` to pay: a static size
+        under ``RELEASE_BYTES``. Symbolic sizes may be large, and are released."""
+        small: set[str] = set()
+        for n in self.graph.nodes:
+            for v in n.outputs:
+                t = v.type
+                if t.shape is None or not t.is_static:
+                    continue
+                size = 1
+                for d in t.shape:
+                    size *= int(d)
+                if size * max(1, t.dtype.bits // 8) < RELEASE_BYTES:
+                    small.add(self.ns_name(v))
+        return small
+
+    def _ident(self, node: Node, v: Value, module_call: bool) -> str:
+        """The identifier of a node's output: its source name, or for a name an exporter made
+        up (getitem_3, /layer1/layer1.0/conv1/Conv_output_0) one from the node's module."""
+        nice = None
+        if v.name and len(node.outputs) == 1:
+            nice = readable(v.name, node.provenance.module, node.op, module_call)
+        return self.ns.create(v.name or "", "v", base=nice)
+
     def _emit_node(self, node: Node) -> list[ast.stmt]:
         out: list[ast.stmt] = []
-        names = [self.ns.create(v.name or "", "v") for v in node.outputs]
-        e = NodeEmit(self, node, names, out)
         leaf = self.plan_.node_leaf.get(node) if self.plan_ else None
+        names = [self._ident(node, v, leaf is not None) for v in node.outputs]
+        e = NodeEmit(self, node, names, out)
         if leaf is not None:
             callee = self.plan_.access(self.plan_.paths[next(iter(leaf.roles.values())).name][:-1])  # type: ignore[union-attr]
             value = ast.Call(callee, [code.to_ast(a) for a in leaf.calls[node]], [])
@@ -422,7 +447,9 @@ class TorchCodegen:
         self.plan_ = self.plan()
         self.use_helper("_msc_load_weights")
         forward = self.emit_forward()
-        forward.body = _release_after_last_use(_prune(forward.body, self._dead_statements()))
+        forward.body = _release_after_last_use(
+            _prune(forward.body, self._dead_statements()), self._small_values()
+        )
         cls = ast.ClassDef(
             name=self.class_name_,
             bases=[code.expr("nn.Module")],
@@ -435,19 +462,24 @@ class TorchCodegen:
             decorator_list=[],
             **({"type_params": []} if "type_params" in ast.ClassDef._fields else {}),
         )
-        names = {k: v for k, v in self.ns.source.items()}
-        mod = ast.Module(
-            [
-                ast.Assign([ast.Name("NAMES", ast.Store())], code.const(names)),
-                ast.Assign([ast.Name("WEIGHT_KEYS", ast.Store())], code.const(self.plan_.keys)),
-            ],
-            [],
+        # Only the identifiers that differ from their source name: an identity entry says
+        # nothing (a missing key means the identifier is the source name).
+        names = {k: v for k, v in self.ns.source.items() if k != v}
+        body = [ast.Assign([ast.Name("WEIGHT_KEYS", ast.Store())], code.const(self.plan_.keys))]
+        note = (
+            "# state_dict key -> source weight name, for weights whose names cannot be "
+            "module paths.\n"
         )
+        if names:
+            body.insert(0, ast.Assign([ast.Name("NAMES", ast.Store())], code.const(names)))
+            note = (
+                "# Code identifier -> source name, where they differ; and state_dict key -> "
+                "source weight name\n# for weights whose names cannot be module paths.\n"
+            )
         parts = [
             self._header(),
             "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n",
-            "# Code identifier -> source name, for every value; and state_dict key -> source"
-            " weight name\n# for weights whose names cannot be module paths.\n" + _unparse(mod),
+            note + _unparse(ast.Module(body, [])),
         ]
         parts += [inspect.getsource(HELPERS[h]).rstrip() + "\n" for h in self._helpers]
         parts.append(_unparse(ast.Module([cls], [])))
@@ -499,10 +531,16 @@ def _prune(stmts: list[ast.stmt], drop: set[int]) -> list[ast.stmt]:
     return out
 
 
-def _release_after_last_use(body: list[ast.stmt]) -> list[ast.stmt]:
+# An intermediate smaller than this is not released early: freeing it a few statements
+# before the function returns saves at most this much, and a ``del`` after every line makes
+# the code hard to read. Larger ones (activations of a real batch) are freed after last use.
+RELEASE_BYTES = 1 << 20
+
+
+def _release_after_last_use(body: list[ast.stmt], small: set[str] = frozenset()) -> list[ast.stmt]:
     """``body`` with ``del a, b`` after the statement that last reads each intermediate, so a
-    forward pass holds only live tensors (torch.fx frees its values the same way). Arguments
-    and anything the return statement reads are left alone."""
+    forward pass holds only live tensors (torch.fx frees its values the same way). Arguments,
+    anything the return statement reads and the ``small`` names are left alone."""
     assigned: set[str] = set()
     for st in body:
         if isinstance(st, ast.Assign):
@@ -527,7 +565,7 @@ def _release_after_last_use(body: list[ast.stmt]) -> list[ast.stmt]:
     }
     frees: dict[int, list[str]] = {}
     for name, i in last.items():
-        if name not in keep and not isinstance(body[i], ast.Return):
+        if name not in keep and name not in small and not isinstance(body[i], ast.Return):
             frees.setdefault(i, []).append(name)
     out: list[ast.stmt] = []
     for i, st in enumerate(body):

@@ -64,9 +64,10 @@ class Namespace:
     def is_free(self, name: str) -> bool:
         return name not in self._taken
 
-    def create(self, source: str, fallback: str = "v") -> str:
-        """A fresh identifier for ``source`` (any string, even empty or hostile)."""
-        base = sanitize(source, fallback)
+    def create(self, source: str, fallback: str = "v", base: str | None = None) -> str:
+        """A fresh identifier for ``source`` (any string, even empty or hostile); ``base``, when
+        given, is the readable name to start from instead of ``source`` itself."""
+        base = sanitize(source if base is None else base, fallback)
         if base.startswith("_"):  # never private/dunder (name mangling, module globals)
             base = fallback + base
         name = base
@@ -81,6 +82,25 @@ class Namespace:
         self._taken.add(name)
         self.source[name] = source
         return name
+
+
+# Value names an exporter made up: torch.onnx's scope style (/layer1/layer1.0/conv1/Conv_output_0)
+# and FX's tuple picks (getitem_3, a BatchNorm's output).
+_SCOPED = re.compile(r"^/(?:.*/)?([A-Za-z]+)(?:_\d+)?_output_\d+$")
+_GETITEM = re.compile(r"^getitem(?:_\d+)?$")
+
+
+def readable(value_name: str, module: str, op: str, module_call: bool) -> str | None:
+    """A name a person would write for a node's output, when its source name is one an
+    exporter made up and the node knows its module: ``layer1_0_conv1`` for the conv of module
+    ``layer1.0.conv1``, ``layer1_0_add`` for an add in ``layer1.0``; else None."""
+    if not (_SCOPED.match(value_name) or _GETITEM.match(value_name)):
+        return None
+    if not module:  # the root module's own op (/Flatten_output_0)
+        return op if _SCOPED.match(value_name) else None
+    base = module.replace(".", "_")
+    leaf = re.sub(r"_\d+$", "", module.rpartition(".")[2])
+    return base if module_call or leaf == op else f"{base}_{op}"
 
 
 def _is_dunder(name: str) -> bool:

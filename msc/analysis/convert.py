@@ -38,7 +38,7 @@ from msc.analysis.shapes import (
     specialize,
 )
 from msc.analysis.verify import VerifyReport, verify_models
-from msc.errors import MscError
+from msc.errors import ConversionError, MscError
 from msc.io import files, replace_dir
 from msc.ir import symexpr
 from msc.ir.graph import Graph
@@ -58,8 +58,14 @@ class ConvertReport:
     checked: bool = False
     structural: str | None = None  # None: equal; else the first difference
     changes: str = ""  # when not equal: a one-line summary of the node-level diff
+    verdict: str = (
+        ""  # diff's verdict: "equivalent (up to N known rewrites: ...)" or "K real changes"
+    )
+    equivalent: bool = True  # equal, or equal up to known exporter rewrites
     numeric: VerifyReport | None = None
     ok: bool = True
+    opset: int | None = None  # the ONNX opset written
+    opset_reason: str = ""  # why that one
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -71,8 +77,12 @@ class ConvertReport:
             "structurally_equal": self.structural is None if self.checked else None,
             "first_difference": self.structural,
             "changes": self.changes,
+            "verdict": self.verdict,
+            "equivalent": self.equivalent,
             "numeric": None if self.numeric is None else self.numeric.to_json(),
             "ok": self.ok,
+            "opset": self.opset,
+            "opset_reason": self.opset_reason,
         }
 
 
@@ -127,7 +137,39 @@ def _adjust(g: Graph, specs: Sequence[InputShape], dynamic: Sequence[str]) -> Gr
     return g
 
 
-def _write(g: Graph, target: str, dest: Path, opset: int | None) -> None:
+def _check_dynamic(before: Graph, after: Graph, dynamic: Sequence[str]) -> None:
+    """Run ``after`` (``before`` with --dynamic dims made symbolic) with each new symbol at a
+    size other than the exported one. A program exported with static shapes bakes its sizes
+    into reshapes and constants; it fails here, with a plain error, instead of late in torch."""
+    from msc.analysis.model import run_graph
+    from msc.analysis.verify import make_inputs
+
+    old = {v.name: v.type.shape for v in before.inputs}
+    binding: dict[str, int] = {}
+    for item in dynamic:
+        name, axis, sym = parse_dynamic(item)
+        was = (old.get(name) or ())[axis]
+        size = 3 if was == 2 else 2
+        if sym.min is not None and size < sym.min or sym.max is not None and size > sym.max:
+            size = sym.min if sym.min is not None and sym.min != was else (sym.max or size)
+        binding[sym.name] = size
+    feeds = make_inputs(after, 0, binding)
+    try:
+        run_graph(after, [feeds[v.name] for v in after.inputs])
+    except MscError:
+        raise
+    except Exception as e:
+        why = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        sizes = ", ".join(f"{k}={v}" for k, v in binding.items())
+        raise MscError(
+            f"--dynamic {' '.join(dynamic)}: the model does not run at another size "
+            f"({sizes}: {type(e).__name__}: {why}); its sizes are fixed in the program. "
+            "Re-export it with torch.export's dynamic_shapes (or torch.onnx's dynamic_axes), "
+            "or leave --dynamic out"
+        ) from None
+
+
+def _write(g: Graph, target: str, dest: Path, opset: int | None, report: ConvertReport) -> None:
     if target == "msc":
         import msc
 
@@ -146,10 +188,23 @@ def _write(g: Graph, target: str, dest: Path, opset: int | None) -> None:
         save(g, dest)
     else:
         try:
-            from codegen.onnx import save
+            from codegen.onnx import choose_opset, default_opset, save
         except ImportError as e:
             raise MscError(f"the onnx target needs codegen.onnx: {e}") from None
-        save(g, dest, opset=opset)
+        if opset is not None:
+            report.opset, report.opset_reason = opset, "--opset"
+            save(g, dest, opset=opset)
+            return
+        report.opset, report.opset_reason = choose_opset(g)
+        try:
+            save(g, dest, opset=report.opset)
+        except ConversionError:
+            if report.opset >= default_opset():
+                raise
+            # Some op needs a newer opset for its types (int4 dequantize at 21, ...).
+            report.opset = default_opset()
+            report.opset_reason = "the newest onnxruntime runs; an op does not convert earlier"
+            save(g, dest, opset=report.opset)
 
 
 def _stage(out: Path, target: str) -> tuple[Path, Path]:
@@ -217,12 +272,14 @@ def convert(
         custom_ops=custom_ops,
     )
     g = model.graph if is_module else _adjust(model.graph, input_specs, dynamic)
+    if dynamic and not is_module:
+        _check_dynamic(model.graph, g, dynamic)
     source = model if g is model.graph else Model(g, "msc", f"{src} (adjusted)")
     report = ConvertReport(str(src), str(out_p), target)
     tmp, staged = _stage(out_p, target)
     try:
         say(f"writing {target}")
-        _write(g, target, staged, opset)
+        _write(g, target, staged, opset, report)
         if check:
             say("re-importing the output")
             if target == "torch":
@@ -232,8 +289,12 @@ def convert(
             report.checked = True
             if target == "relax":
                 report.structural, report.changes = _structural_relax(g, again)
+                equal = report.structural is None
+                report.verdict, report.equivalent = ("equal" if equal else "differs"), equal
             else:
-                report.structural, report.changes = _structural(g, again.graph)
+                report.structural, report.changes, report.verdict, report.equivalent = (
+                    _structural(g, again.graph)
+                )
             say("running source and output on random inputs")
             report.numeric = verify_models(source, again, rtol=rtol, atol=atol, seed=seed)
             report.ok = report.numeric.ok
@@ -276,16 +337,16 @@ def _unranged(g: Graph) -> Graph:
     return retype(g, types, {}) if types else g
 
 
-def _structural(a: Graph, b: Graph) -> tuple[str | None, str]:
-    """(None, "") when equal modulo names and symbol ranges; else the first difference and a
-    one-line summary of the node-level diff."""
+def _structural(a: Graph, b: Graph) -> tuple[str | None, str, str, bool]:
+    """(first difference or None when equal modulo names and symbol ranges, a one-line
+    summary of the node-level diff, diff's verdict, equivalent up to known rewrites)."""
     import msc
     from msc.analysis.diff import _kind, diff_graphs
 
     r = msc.structural_equal(_unranged(a), _unranged(b))
     if r:
-        return None, ""
-    d = diff_graphs(a, b)
+        return None, "", "equal", True
+    d = diff_graphs(_unranged(a), _unranged(b))
     kinds = Counter(_kind(s) for c in d.changed for s in c.changes if "type:" not in s)
     summary = (
         f"{len(d.matched)} nodes matched ({len(d.matched) - len(d.changed)} identical), "
@@ -295,4 +356,4 @@ def _structural(a: Graph, b: Graph) -> tuple[str | None, str]:
         summary += "; " + ", ".join(
             k + (f" x{n}" if n > 1 else "") for k, n in kinds.most_common(4)
         )
-    return r.diff, summary
+    return r.diff, summary, d.verdict(), d.equivalent

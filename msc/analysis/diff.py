@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from msc.analysis.canonical import canonicalize
 from msc.ir import symexpr
 from msc.ir.attrs import attr_equal
 from msc.ir.equal import structural_equal
@@ -89,6 +90,19 @@ def _module_keys(nodes: list[Node]) -> dict[Any, Node]:
     return out
 
 
+def _wired_alike(m: Match, a: Node, b: Node) -> bool:
+    """No input of ``a`` is paired with something other than ``b``'s input at that place (the
+    n-th transpose of a module is not the n-th of the other when their order differs)."""
+    if len(a.inputs) != len(b.inputs):
+        return False
+    for x, y in zip(a.inputs, b.inputs):
+        if x is None or y is None or isinstance(x, Weight) or isinstance(y, Weight):
+            continue
+        if m.values.get(id(x), y) is not y or m.vrev.get(id(y), x) is not x:
+            return False
+    return True
+
+
 def _weights_alike(a: Weight, b: Weight) -> bool:
     return a.name == b.name or a.type == b.type
 
@@ -133,8 +147,9 @@ def match(a: Graph, b: Graph) -> Match:
                 m.pair(n, c, "name")
     ka, kb = _module_keys(a.nodes), _module_keys(b.nodes)
     for k, n in ka.items():
-        if id(n) not in m.nodes and k in kb and id(kb[k]) not in m.rev:
-            m.pair(n, kb[k], "module")
+        c = kb.get(k)
+        if id(n) not in m.nodes and c is not None and id(c) not in m.rev and _wired_alike(m, n, c):
+            m.pair(n, c, "module")
     for _ in range(8):  # forward and backward passes feed each other; a few rounds settle
         before = len(m.nodes)
         _forward(m, a, b, strict=True)
@@ -166,12 +181,17 @@ def ka_names(a: Graph, b: Graph, m: Match) -> list[tuple[Node, Node]]:
     return [(kb[k], n) for k, n in ka.items() if k in kb and kb[k].op == n.op]
 
 
+def _reads_values(n: Node) -> bool:
+    """``n`` reads a computed value (not only weights): a constant pairs only by structure."""
+    return any(v is not None and not isinstance(v, Weight) for v in n.inputs)
+
+
 def _forward(m: Match, a: Graph, b: Graph, strict: bool) -> None:
     """Pair A's unpaired nodes, in order, with a B node fed by the images of their inputs."""
     how = "structure" if strict else "dataflow"
     free_b = [n for n in b.nodes if id(n) not in m.rev]
     for n in a.nodes:
-        if id(n) in m.nodes:
+        if id(n) in m.nodes or (not strict and not _reads_values(n)):
             continue
         fits = [
             c
@@ -202,6 +222,8 @@ def _backward(m: Match, a: Graph, b: Graph, strict: bool = True) -> None:
         px, py = x.producer, y.producer
         if id(px) in m.nodes or id(py) in m.rev:
             continue
+        if not strict and not (px.op == py.op or (_reads_values(px) and _reads_values(py))):
+            continue  # constants of different ops never pair: nothing ties them
         if (
             (px.op == py.op or not strict)
             and x.index == y.index
@@ -219,11 +241,18 @@ class Change:
     b: str
     op: str
     changes: list[str]
+    module: str = ""
     a_index: int = -1  # the nodes' positions in A and B, for per-node overlays
     b_index: int = -1
 
     def to_json(self) -> dict[str, Any]:
-        return {"a": self.a, "b": self.b, "op": self.op, "changes": self.changes}
+        return {
+            "a": self.a,
+            "b": self.b,
+            "op": self.op,
+            "module": self.module,
+            "changes": self.changes,
+        }
 
 
 @dataclass
@@ -243,9 +272,32 @@ class DiffReport:
     # Per node position: "same" | "changed" | "removed" (A) / "added" (B), for overlays.
     node_status_a: dict[int, str] = field(default_factory=dict)
     node_status_b: dict[int, str] = field(default_factory=dict)
+    rewrites: list[tuple[str, str, int]] = field(default_factory=list)  # (side, rewrite, count)
+    real_changes: int = 0  # changed + removed + added nodes + input/output changes
+
+    @property
+    def equivalent(self) -> bool:
+        """Equal, or equal once the known exporter rewrites are undone."""
+        return self.equal or self.real_changes == 0
+
+    def verdict(self) -> str:
+        """The one line ``msc diff`` leads with."""
+        if self.equal:
+            return "equal (same ops, attributes, types, wiring and weights)"
+        n = sum(c for _, _, c in self.rewrites)
+        known = ", ".join(f"{k} x{c} ({side})" for side, k, c in self.rewrites)
+        rw = f"{n} known rewrite{'s' * (n != 1)}: {known}"
+        if self.real_changes == 0:
+            return f"equivalent (up to {rw})" if n else "equivalent"
+        head = f"{self.real_changes} real change{'s' * (self.real_changes != 1)}"
+        return head + (f" (after {rw})" if n else "")
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "verdict": self.verdict(),
+            "equivalent": self.equivalent,
+            "real_changes": self.real_changes,
+            "rewrites": [{"side": s, "rewrite": k, "count": c} for s, k, c in self.rewrites],
             "equal": self.equal,
             "first_difference": self.first_difference,
             "a": self.a_name,
@@ -276,13 +328,37 @@ def _short(x: Any) -> str:
     return s if len(s) <= 60 else s[:57] + "..."
 
 
-def _weight_differs(x: Weight, y: Weight) -> str | None:
+def _same_bytes(x: np.ndarray, y: np.ndarray) -> bool:
+    """Bit-identical arrays (NaN payloads and -0.0 included); 0-d arrays (BatchNorm's
+    ``num_batches_tracked``) too."""
+    if x.shape != y.shape or x.dtype != y.dtype:
+        return False
+
+    def raw(a: np.ndarray) -> np.ndarray:
+        return np.ascontiguousarray(a).reshape(-1).view(np.uint8)
+
+    return bool(np.array_equal(raw(x), raw(y)))
+
+
+# Weights a canonical rewrite computed (BatchNorm folded in float64, then rounded) agree with
+# the exporter's own folding to float32 rounding, not bit for bit.
+WEIGHT_RTOL, WEIGHT_ATOL = 1e-4, 1e-6
+
+
+def _weight_differs(x: Weight, y: Weight, close: bool = False) -> str | None:
     if x.type != y.type:
         return f"{format_type(x.type)} -> {format_type(y.type)}"
     if x.has_data and y.has_data:
         xa, ya = x.numpy(), y.numpy()
-        if not np.array_equal(xa.view(np.uint8), ya.view(np.uint8)):
-            return "values differ"
+        if _same_bytes(xa, ya):
+            return None
+        if close and xa.dtype.kind == "f":
+            err = float(np.max(np.abs(xa.astype(np.float64) - ya.astype(np.float64))))
+            scale = float(np.max(np.abs(ya))) if ya.size else 0.0
+            if err <= WEIGHT_ATOL + WEIGHT_RTOL * scale:
+                return None
+            return f"values differ (max abs {err:.3g})"
+        return "values differ"
     return None
 
 
@@ -293,7 +369,7 @@ def _unranged(t: TensorType) -> TensorType:
     return t.with_shape(symexpr.unranged(d) for d in t.shape)
 
 
-def _node_changes(m: Match, n: Node, c: Node) -> list[str]:
+def _node_changes(m: Match, n: Node, c: Node, close: bool = False) -> list[str]:
     out: list[str] = []
     if n.op != c.op:
         out.append(f"op {n.op} -> {c.op}")
@@ -303,6 +379,8 @@ def _node_changes(m: Match, n: Node, c: Node) -> list[str]:
             if not attr_equal(x, y):
                 note = ""
                 if isinstance(x, float) and isinstance(y, float) and np.float32(x) == np.float32(y):
+                    if close:  # an exporter stores float attributes as float32
+                        continue
                     note = " (equal as float32)"
                 out.append(f"attr {k}: {_short(x)} -> {_short(y)}{note}")
     if len(n.inputs) != len(c.inputs):
@@ -310,7 +388,7 @@ def _node_changes(m: Match, n: Node, c: Node) -> list[str]:
     else:
         for i, (x, y) in enumerate(zip(n.inputs, c.inputs)):
             if isinstance(x, Weight) and isinstance(y, Weight):
-                why = _weight_differs(x, y)
+                why = _weight_differs(x, y, close)
                 if why:
                     out.append(f"input {i} {_vname(x)}: {why}")
             elif x is not None and y is not None and not isinstance(x, Weight):
@@ -319,7 +397,11 @@ def _node_changes(m: Match, n: Node, c: Node) -> list[str]:
                     if img is not None:
                         why = f"B reads {_vname(y)}, not {_vname(img)} (A's {_vname(x)})"
                     else:
-                        why = f"A reads {_vname(x)}, B reads {_vname(y)}"
+                        other = m.vrev.get(id(y))
+                        why = (
+                            f"A reads {_vname(x)} (nothing in B corresponds), B reads "
+                            f"{_vname(y)} (A's {_vname(other)})"
+                        )
                     out.append(f"input {i} rewired: {why}")
             elif (x is None) != (y is None) or isinstance(x, Weight) != isinstance(y, Weight):
                 out.append(f"input {i}: {_vname(x)} -> {_vname(y)}")
@@ -332,9 +414,53 @@ def _node_changes(m: Match, n: Node, c: Node) -> list[str]:
     return out
 
 
-def diff_graphs(a: Graph, b: Graph) -> DiffReport:
-    """Compare ``a`` and ``b``: structural equality, else a node-level diff."""
+def diff_graphs(a: Graph, b: Graph, canonical: bool = True) -> DiffReport:
+    """Compare ``a`` and ``b``: structural equality, else a node-level diff -- of the graphs as
+    they are, or of their canonical forms (``msc.analysis.canonical``) when undoing the known
+    exporter rewrites leaves fewer real changes (``canonical=False``: as they are only)."""
     eq = structural_equal(a, b)
+    raw = _diff(a, b, eq, [], close=False)
+    if eq or not canonical or raw.real_changes == 0:
+        return raw
+    ca, cb = canonicalize(a), canonicalize(b)
+    # A rewrite both sides needed (both had their BatchNorms) separates nothing.
+    both = ca.rewrites & cb.rewrites
+    rewrites = [("A", k, n) for k, n in sorted((ca.rewrites - both).items())]
+    rewrites += [("B", k, n) for k, n in sorted((cb.rewrites - both).items())]
+    can = _diff(ca.graph, cb.graph, eq, rewrites, close=True)
+    if can.real_changes >= raw.real_changes:
+        return raw
+    # Per-node statuses and positions refer to the canonical graphs: carry them to the graphs
+    # as given by value name (canonical passes keep a rewritten pattern's last value name);
+    # a node a known rewrite absorbed counts as the same.
+    can.node_status_a = _remap(can.node_status_a, ca.graph, a)
+    can.node_status_b = _remap(can.node_status_b, cb.graph, b)
+    pa, pb = _positions(ca.graph, a), _positions(cb.graph, b)
+    for ch in can.changed:
+        ch.a_index, ch.b_index = pa.get(ch.a_index, -1), pb.get(ch.b_index, -1)
+    return can
+
+
+def _positions(canon: Graph, orig: Graph) -> dict[int, int]:
+    """Canonical node position -> the position of the node in ``orig`` with its output name."""
+    by_name = {v.name: i for i, n in enumerate(orig.nodes) for v in n.outputs if v.name}
+    out = {}
+    for i, n in enumerate(canon.nodes):
+        for v in n.outputs:
+            if v.name in by_name:
+                out[i] = by_name[v.name]
+                break
+    return out
+
+
+def _remap(status: dict[int, str], canon: Graph, orig: Graph) -> dict[int, str]:
+    out = {i: "same" for i in range(len(orig.nodes))}
+    for ci, oi in _positions(canon, orig).items():
+        out[oi] = status.get(ci, "same")
+    return out
+
+
+def _diff(a: Graph, b: Graph, eq: Any, rewrites: list, close: bool) -> DiffReport:
     m = match(a, b)
     matched, changed = [], []
     pos_b = {id(n): j for j, n in enumerate(b.nodes)}
@@ -345,22 +471,24 @@ def diff_graphs(a: Graph, b: Graph) -> DiffReport:
         if c is None:
             continue
         matched.append((_label(n, a), _label(c, b), m.how[id(n)]))
-        ch = _node_changes(m, n, c)
+        ch = _node_changes(m, n, c, close)
         j = pos_b[id(c)]
         status_a[i] = status_b[j] = "changed" if ch else "same"
         if ch:
-            changed.append(Change(_label(n, a), _label(c, b), n.op, ch, i, j))
+            changed.append(Change(_label(n, a), _label(c, b), n.op, ch, n.provenance.module, i, j))
     removed = [_label(n, a) for n in a.nodes if id(n) not in m.nodes]
     added = [_label(n, b) for n in b.nodes if id(n) not in m.rev]
     io: list[str] = []
+    renames = 0
     for kind, xs, ys in (("input", a.inputs, b.inputs), ("output", a.outputs, b.outputs)):
         if len(xs) != len(ys):
             io.append(f"{kind}s: {len(xs)} -> {len(ys)}")
         for i, (x, y) in enumerate(zip(xs, ys)):
-            if x.type != y.type:
+            if _unranged(x.type) != _unranged(y.type):
                 io.append(f"{kind} {i} %{x.name}: {format_type(x.type)} -> {format_type(y.type)}")
             elif x.name != y.name:
                 io.append(f"{kind} {i}: renamed %{x.name} -> %{y.name}")
+                renames += 1
     wc: list[str] = []
     wa, wb = a.weights, b.weights
     only_a = [k for k in wa if k not in wb and id(wa[k]) not in m.values]
@@ -369,9 +497,10 @@ def diff_graphs(a: Graph, b: Graph) -> DiffReport:
     wc += [f"added @{k}: {format_type(wb[k].type)}" for k in only_b]
     for k in wa:
         if k in wb:
-            why = _weight_differs(wa[k], wb[k])
+            why = _weight_differs(wa[k], wb[k], close)
             if why:
                 wc.append(f"@{k}: {why}")
+    real = len(changed) + len(removed) + len(added) + len(io) - renames
     return DiffReport(
         equal=bool(eq),
         first_difference=eq.diff,
@@ -385,6 +514,8 @@ def diff_graphs(a: Graph, b: Graph) -> DiffReport:
         weight_changes=wc,
         node_status_a=status_a,
         node_status_b=status_b,
+        rewrites=rewrites,
+        real_changes=0 if eq else real,
     )
 
 
@@ -412,11 +543,13 @@ def format_diff(r: DiffReport, a_label: str = "", b_label: str = "", limit: int 
         f"A: {a_label or r.a_name or '(unnamed)'}",
         f"B: {b_label or r.b_name or '(unnamed)'}",
     ]
+    lines.insert(0, f"verdict: {r.verdict()}")
     if r.equal:
         lines.append("structurally equal: yes (same ops, attributes, types, wiring and weights)")
         return "\n".join(lines) + "\n"
-    lines.append("structurally equal: no")
-    lines.append(f"  first difference: {r.first_difference}")
+    lines.append(f"structurally equal: no (first difference: {r.first_difference})")
+    if r.rewrites:
+        lines.append("compared after undoing known exporter rewrites")
     same = len(r.matched) - len(r.changed)
     lines.append(
         f"nodes: {len(r.matched)} matched ({same} identical, {len(r.changed)} changed), "
@@ -430,10 +563,11 @@ def format_diff(r: DiffReport, a_label: str = "", b_label: str = "", limit: int 
         lines.append("changes by kind")
         lines += _table_rows([(k, f"x{n}") for k, n in kinds.most_common()], limit)
     if r.changed:
-        lines.append("changed")
+        lines.append("changed (by module)")
         entries = []
-        for c in r.changed:
+        for c in sorted(r.changed, key=lambda c: c.module):
             head = c.a if c.a == c.b else f"{c.a} ~ {c.b}"
+            head = f"{c.module or '(no module)'}: {head}"
             entries.append(head + "".join(f"\n      {s}" for s in c.changes))
         lines += _capped(entries, limit, "  ")
     if r.removed:

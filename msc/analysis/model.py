@@ -20,6 +20,7 @@ graph (with those values made outputs) and an ONNX model runs with them added as
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import inspect as pyinspect
 import itertools
@@ -27,7 +28,7 @@ import logging
 import os
 import re
 import sys
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -371,7 +372,8 @@ def _from_module(
         kwargs["input_names"] = [source.get(n, n) for n in names]
         example = {source.get(n, n): a for n, a in example.items()}
     try:
-        g = msc.from_torch(module, args, **kwargs)
+        with torch_logs_muted():
+            g = msc.from_torch(module, args, **kwargs)
     except MscError:
         raise
     except Exception as e:
@@ -539,6 +541,17 @@ def _flat_tvm(x: Any) -> list[Any]:
     if hasattr(x, "numpy"):
         return [x]
     return [o for v in x for o in _flat_tvm(v)]
+@contextlib.contextmanager
+def torch_logs_muted() -> Iterator[None]:
+    """Mute logging while torch does something whose failure msc reports itself: torch.export
+    logs the traceback of a failed fake-tensor op (~20 lines) before raising the error that
+    msc turns into one line."""
+    before = logging.root.manager.disable
+    logging.disable(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logging.disable(before)
 
 
 class _Capture(logging.Handler):

@@ -30,11 +30,15 @@ from typing import Any
 
 import numpy as np
 
-from msc.analysis.diff import match
+from msc.analysis.canonical import canonicalize
+from msc.analysis.diff import _positions, match
 from msc.analysis.model import Model, random_array
 from msc.analysis.shapes import concrete_shape
 from msc.errors import MscError
+from msc.ir.attrs import attr_equal
 from msc.ir.graph import Graph, Value, Weight
+from msc.ir.types import TensorType
+from msc.text.printer import format_type
 
 __all__ = ["verify_models", "VerifyReport", "compare", "make_inputs", "format_verify"]
 
@@ -75,9 +79,13 @@ class Divergence:
     b_op: str
     value: Compared
     agreeing_before: int
+    paired_by: str = ""  # how the pairing found B's node: name, module, structure, dataflow
+    certain: bool = True  # paired by name or structure with the same op: it is this node
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "paired_by": self.paired_by,
+            "certain": self.certain,
             "node": self.node,
             "op": self.op,
             "source_op": self.source_op,
@@ -234,10 +242,41 @@ def load_inputs(path: str | Path, g: Graph) -> dict[str, np.ndarray]:
     return out
 
 
+def _signature(g: Graph) -> str:
+    return ", ".join(f"{v.name} {format_type(v.type)}" for v in g.inputs) or "nothing"
+
+
+def _fits(x: TensorType, y: TensorType) -> bool:
+    """One array can feed both inputs: same kind of dtype, rank, and no two different sizes."""
+    if x.dtype.to_numpy().kind != y.dtype.to_numpy().kind:
+        return False
+    if x.shape is None or y.shape is None:
+        return True
+    if len(x.shape) != len(y.shape):
+        return False
+    return all(
+        not (isinstance(p, int) and isinstance(q, int) and p != q) for p, q in zip(x.shape, y.shape)
+    )
+
+
+def check_signatures(a: Graph, b: Graph) -> None:
+    """A and B must take the same inputs (by name, else by position), or verify has nothing
+    to compare: say so, with both signatures."""
+    names_b = {v.name: v for v in b.inputs}
+    by_name = all(v.name in names_b for v in a.inputs)
+    ok = len(a.inputs) == len(b.inputs) and all(
+        _fits(x.type, (names_b[x.name] if by_name else y).type) for x, y in zip(a.inputs, b.inputs)
+    )
+    if not ok:
+        raise MscError(
+            "A and B have different input signatures, so they cannot run on the same inputs:\n"
+            f"A takes {_signature(a)}\nB takes {_signature(b)}"
+        )
+
+
 def _inputs_for(b: Graph, a: Graph, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     names_b = {v.name for v in b.inputs}
-    if len(a.inputs) != len(b.inputs):
-        raise MscError(f"A takes {len(a.inputs)} inputs and B takes {len(b.inputs)}")
+    check_signatures(a, b)
     by_name = all(v.name in names_b for v in a.inputs)
     out = {}
     for i, v in enumerate(b.inputs):
@@ -341,15 +380,28 @@ def _localize(
     rtol: float,
     atol: float,
 ) -> None:
+    # When the graphs do not pair node for node (one exporter folded BatchNorm, wrote linear
+    # as gemm, ...), pair their canonical forms: a canonical value keeps the name of a value of
+    # the model itself, so it can be read from the model as it runs.
     ga, gb = ma.graph, mb.graph
     m = match(ga, gb)
+    whole = len(m.nodes) == len(ga.nodes) == len(gb.nodes) and all(
+        m.nodes[id(n)].op == n.op for n in ga.nodes
+    )
+    orig_a, orig_b = ga, gb
+    if not whole:
+        ga, gb = canonicalize(ga).graph, canonicalize(gb).graph
+        m = match(ga, gb)
     pairs: list[tuple[Any, Value, Value]] = []
     for n in ga.nodes:
         c = m.nodes.get(id(n))
         if c is None or len(c.outputs) != len(n.outputs):
             continue
+        if c.op == n.op and not _attrs_equal(n, c):
+            continue  # the same op told to do something else: not the same value
         for x, y in zip(n.outputs, c.outputs):
-            if x.type.dtype is y.type.dtype and not isinstance(x, Weight):
+            # Values of different shapes are not the same value whatever paired their nodes.
+            if _same_type(x, y) and not isinstance(x, Weight):
                 pairs.append((n, x, y))
     if not pairs:
         report.notes.append("no nodes correspond between A and B; cannot localise")
@@ -361,8 +413,13 @@ def _localize(
         report.notes.append(f"cannot run with intermediate values exposed: {e}")
         return
     agreeing = 0
+    # Per-node results are positions in the models' own graphs (for overlays).
     pos_a = {id(n): i for i, n in enumerate(ga.nodes)}
     pos_b = {id(n): i for i, n in enumerate(gb.nodes)}
+    if not whole:
+        pa, pb = _positions(ga, orig_a), _positions(gb, orig_b)
+        pos_a = {k: pa.get(i, -1) for k, i in pos_a.items()}
+        pos_b = {k: pb.get(i, -1) for k, i in pos_b.items()}
     for n, x, y in pairs:
         if x.name not in va or y.name not in vb:
             continue
@@ -378,6 +435,7 @@ def _localize(
         if c.ok:
             agreeing += 1
             continue
+        how = m.how[id(n)]
         report.divergence = Divergence(
             node=n.name or f"#{ga.nodes.index(n)}",
             op=n.op,
@@ -387,12 +445,28 @@ def _localize(
             b_op=b.op,
             value=c,
             agreeing_before=agreeing,
+            paired_by=how,
+            certain=how in ("name", "module", "structure") and n.op == b.op,
         )
     if report.divergence is not None or report.ok:
         return
     report.notes.append(
         f"all {report.compared_values} corresponding intermediate values agree; the outputs "
         "differ after the last corresponding node"
+    )
+
+
+def _attrs_equal(n: Any, c: Any) -> bool:
+    return set(n.attrs) == set(c.attrs) and all(attr_equal(n.attrs[k], c.attrs[k]) for k in n.attrs)
+
+
+def _same_type(x: Value, y: Value) -> bool:
+    tx, ty = x.type, y.type
+    if tx.dtype is not ty.dtype or tx.shape is None or ty.shape is None:
+        return tx.dtype is ty.dtype and tx.shape is None and ty.shape is None
+    return len(tx.shape) == len(ty.shape) and all(
+        p == q or not (isinstance(p, int) and isinstance(q, int))
+        for p, q in zip(tx.shape, ty.shape)
     )
 
 
@@ -421,7 +495,13 @@ def format_verify(r: VerifyReport) -> str:
         where += ")"
         if d.module:
             where += f" in module {d.module!r}"
-        lines.append(f"first divergence: {where}")
+        if d.certain:
+            lines.append(f"first divergence: {where}")
+        else:
+            lines.append(
+                f"diverges at or upstream of {where} (paired by {d.paired_by}, which does not "
+                "pin the node down)"
+            )
         if (d.b_node, d.b_op) != (d.node, d.op):
             lines.append(f"  corresponds to B's node {d.b_node!r} ({d.b_op})")
         lines.append(
@@ -429,7 +509,7 @@ def format_verify(r: VerifyReport) -> str:
             + (f" ({d.value.note})" if d.value.note else "")
         )
         lines.append(
-            f"  {d.agreeing_before} corresponding value(s) before it agree "
+            f"  supported by {d.agreeing_before} corresponding value(s) before it that agree "
             f"({r.compared_values} compared)"
         )
     lines += [f"note: {n}" for n in r.notes]

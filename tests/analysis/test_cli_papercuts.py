@@ -6,6 +6,10 @@ overwrote it without a word, and ``inspect --dynamic`` on an ONNX file was ignor
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import onnx
 import pytest
 from onnx import TensorProto, helper
@@ -63,3 +67,93 @@ def test_dynamic_that_does_not_apply_is_an_error(model):
 def test_malformed_dynamic_is_an_error(model, item):
     code, _, err = run_cli("inspect", str(model), "--dynamic", item)
     _error(code, err, "--dynamic")
+
+
+# ---------------------------------------------------------------- opset, --dynamic, logs, verify
+STATIC = """\
+import torch
+
+
+class M(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(7, 3)
+
+    def forward(self, x):
+        return self.fc(x.reshape(1, -1))
+"""
+
+
+@pytest.fixture
+def static_pt2(tmp_path):
+    torch = pytest.importorskip("torch")
+    src = tmp_path / "static.py"
+    src.write_text(STATIC)
+    ns: dict = {}
+    exec(compile(STATIC, str(src), "exec"), ns)
+    path = tmp_path / "static.pt2"
+    torch.export.save(torch.export.export(ns["M"]().eval(), (torch.randn(1, 7),)), path)
+    return path
+
+
+def test_opset_is_printed_with_why(model, tmp_path):
+    # The opset was chosen silently (the newest onnxruntime runs: 28 for BERT).
+    code, out, err = run_cli("convert", str(model), "-o", str(tmp_path / "a.onnx"))
+    assert code == 0, out + err
+    assert "onnx opset 20 (torch.onnx's default" in out, out
+    assert onnx.load(tmp_path / "a.onnx").opset_import[0].version == 20
+    code, out, err = run_cli("convert", str(model), "-o", str(tmp_path / "b.onnx"), "--opset", "18")
+    assert code == 0 and "onnx opset 18 (--opset)" in out, out + err
+
+
+def test_opset_rises_only_for_an_op_that_needs_it():
+    import msc
+    from codegen.onnx import choose_opset
+
+    g = msc.from_text(
+        "msc format 1, ops 1\ngraph g {\n  input %x: f32[2, 3, 4]\n"
+        "  %y: f32[2, 3, 4] = rms_norm(%x, _) {axis = -1, eps = 1e-06}\n  output %y\n}\n"
+    )
+    opset, why = choose_opset(g)
+    assert opset == 23 and "rms_norm" in why and "--opset 20" in why
+
+
+def test_dynamic_on_a_static_program_is_a_plain_early_error(static_pt2, tmp_path):
+    # It failed late, in torch.export of the written module, with a temporary path in it.
+    out_dir = tmp_path / "out"
+    code, _, err = run_cli("convert", str(static_pt2), "-o", str(out_dir), "--dynamic", "x:0=b")
+    _error(code, err, "--dynamic", "fixed in the program", "dynamic_shapes")
+    assert ".out." not in err and not out_dir.exists()
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_torch_logging_is_muted_on_an_expected_failure(static_pt2, tmp_path):
+    # torch logged ~20 lines of a fake-tensor traceback before msc's one-line error. Here: a
+    # generated module whose batch dim was made symbolic although its reshape fixes it (what
+    # --no-check wrote before --dynamic was checked). torch's log handler writes to the
+    # process's stderr, so this runs the command as a user does.
+    import codegen.torch
+    from msc.analysis.convert import _adjust
+    from msc.analysis.model import load_model
+
+    out = tmp_path / "gen"
+    codegen.torch.save(_adjust(load_model(static_pt2).graph, (), ["x:0=b"]), out)
+    root = Path(__file__).resolve().parents[2]
+    p = subprocess.run(
+        [sys.executable, "-m", "msc", "inspect", str(out)],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    lines = [ln for ln in p.stderr.splitlines() if "fake_tensor" in ln or "Traceback" in ln]
+    assert p.returncode == 2 and not lines, p.stderr
+    assert "torch.export failed" in p.stderr, p.stderr
+
+
+def test_verify_names_different_input_signatures(model, static_pt2):
+    # It ended in torch's or onnxruntime's error about the other model's input (AssertionError).
+    code, _, err = run_cli("verify", str(static_pt2), str(model))
+    assert code == 2
+    assert err.startswith("msc: error: A and B have different input signatures"), err
+    assert "A takes x f32[1, 7]" in err and "B takes x f32[2, 3]" in err

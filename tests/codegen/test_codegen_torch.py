@@ -764,3 +764,42 @@ def test_max_unpool_inverts_max_pool():
     v, i = F.max_pool2d(x, 2, return_indices=True)
     g = _one("max_unpool", [v.numpy(), i.numpy()], {"kernel": [2, 2]})
     assert torch.equal(run(g, v.numpy(), i.numpy()), F.max_unpool2d(v, i, 2))
+
+
+def test_names_map_has_no_identity_entries_and_is_absent_when_empty():
+    # A NAMES dict of ~3k characters of identity pairs ('x': 'x', ...) said nothing.
+    import msc
+
+    g = msc.from_text(
+        "msc format 1, ops 1\ngraph g {\n  input %x: f32[2, 3]\n"
+        '  input %"input.1": f32[2, 3]\n'
+        '  %y: f32[2, 3] = add(%x, %"input.1")\n  output %y\n}\n'
+    )
+    src = ct.generate(g)
+    ns: dict = {}
+    exec(compile(src, "<gen>", "exec"), ns)
+    assert ns["NAMES"] == {"input_1": "input.1"}
+    plain = msc.from_text(
+        "msc format 1, ops 1\ngraph g {\n  input %x: f32[2, 3]\n"
+        "  %y: f32[2, 3] = relu(%x)\n  output %y\n}\n"
+    )
+    assert "NAMES" not in ct.generate(plain)
+
+
+def test_del_only_for_intermediates_large_enough_to_pay():
+    # A del after nearly every statement, for tensors of a few hundred bytes.
+    import msc
+
+    def graph(n: int) -> Graph:
+        return msc.from_text(
+            f"msc format 1, ops 1\ngraph g {{\n  input %x: f32[{n}, 1024]\n"
+            f"  %a: f32[{n}, 1024] = relu(%x)\n  %b: f32[{n}, 1024] = sigmoid(%a)\n"
+            f"  %y: f32[{n}, 1024] = neg(%b)\n  output %y\n}}\n"
+        )
+
+    def forward(src: str) -> str:
+        return src[src.index("def forward") : src.index("def load")]
+
+    assert "del " not in forward(ct.generate(graph(2)))  # 8 KiB each: not worth a line
+    big = forward(ct.generate(graph(512)))  # 2 MiB each: released after last use
+    assert "        del a\n" in big and "        del b\n" in big

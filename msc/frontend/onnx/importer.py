@@ -34,6 +34,7 @@ from msc.frontend.onnx.initializers import (
     type_from_onnx,
 )
 from msc.frontend.onnx.registry import CONVERTERS, ConverterRegistry, NoConverter
+from msc.frontend.onnx.scopes import recover_weight_names, scope_provenance
 from msc.ir import (
     DType,
     Graph,
@@ -225,7 +226,9 @@ def _provenance(node: onnx.NodeProto) -> Provenance:
     if props:
         get = lambda k: props.get(f"msc.provenance.{k}", "")  # noqa: E731
         return Provenance(get("framework"), get("op"), get("name"), get("module"))
-    return Provenance("onnx", _op_label(node), node.name)
+    torch_onnx = {p.key: p.value for p in node.metadata_props if p.key.startswith("pkg.")}
+    found = scope_provenance(node.name, torch_onnx, _op_label(node), list(node.input))
+    return found if found is not None else Provenance("onnx", _op_label(node), node.name)
 
 
 def _restore_ranges(graph: Graph, ranges: dict[str, list]) -> None:
@@ -508,6 +511,7 @@ class Importer:
                 self.problems, sorted(self.runtime_inputs), what=f"ONNX model {g.name!r}"
             )
         self._prune()
+        recover_weight_names(self.graph)
         self._msc_metadata()
         self.graph.meta["source"] = "onnx"
         self.graph.meta["onnx_opset"] = self.opset
