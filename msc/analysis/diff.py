@@ -442,14 +442,23 @@ def diff_graphs(a: Graph, b: Graph, canonical: bool = True) -> DiffReport:
 
 
 def _positions(canon: Graph, orig: Graph) -> dict[int, int]:
-    """Canonical node position -> the position of the node in ``orig`` with its output name."""
+    """Canonical node position -> the position of its node in ``orig``: the one with the same
+    provenance (a fused pattern keeps its first node's, the conv of conv + BatchNorm), else
+    the one with its output's name (which a rewritten pattern keeps from its last node)."""
+    by_prov: dict[Any, int] = {}
+    for i, n in enumerate(orig.nodes):
+        p = n.provenance
+        if p.name:
+            by_prov.setdefault((p.framework, p.op, p.name, p.module), i)
     by_name = {v.name: i for i, n in enumerate(orig.nodes) for v in n.outputs if v.name}
     out = {}
     for i, n in enumerate(canon.nodes):
-        for v in n.outputs:
-            if v.name in by_name:
-                out[i] = by_name[v.name]
-                break
+        p = n.provenance
+        j = by_prov.get((p.framework, p.op, p.name, p.module)) if p.name else None
+        if j is None:
+            j = next((by_name[v.name] for v in n.outputs if v.name in by_name), None)
+        if j is not None:
+            out[i] = j
     return out
 
 
