@@ -292,8 +292,8 @@ def convert(
                 equal = report.structural is None
                 report.verdict, report.equivalent = ("equal" if equal else "differs"), equal
             else:
-                report.structural, report.changes, report.verdict, report.equivalent = (
-                    _structural(g, again.graph)
+                report.structural, report.changes, report.verdict, report.equivalent = _structural(
+                    g, again.graph
                 )
             say("running source and output on random inputs")
             report.numeric = verify_models(source, again, rtol=rtol, atol=atol, seed=seed)

@@ -541,6 +541,8 @@ def _flat_tvm(x: Any) -> list[Any]:
     if hasattr(x, "numpy"):
         return [x]
     return [o for v in x for o in _flat_tvm(v)]
+
+
 @contextlib.contextmanager
 def torch_logs_muted() -> Iterator[None]:
     """Mute logging while torch does something whose failure msc reports itself: torch.export
