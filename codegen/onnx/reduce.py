@@ -34,8 +34,17 @@ def reduce(e: Emit, onnx_op: str, x: str, axes, keepdims: bool, as_input=None) -
     return e.op(onnx_op, x, axes=list(axes), keepdims=int(keepdims))
 
 
+def _runtime_axes(e: Emit, onnx_op: str, x: Ref, axes_in: Ref, keepdims: bool) -> Ref:
+    """``onnx_op`` over axes the graph computes at run time (passed through as the input)."""
+    since = 13 if onnx_op == "ReduceSum" else 18
+    e.require(e.opset >= since, f"{onnx_op} with run-time axes needs opset {since}")
+    return e.op(onnx_op, x, axes_in, keepdims=int(keepdims))
+
+
 def _reduction(onnx_op: str, as_input: bool):
-    def emit(e: Emit, x: Ref, *, axes, keepdims) -> Ref:
+    def emit(e: Emit, x: Ref, axes_in: Ref | None = None, *, axes, keepdims) -> Ref:
+        if axes_in is not None:
+            return _runtime_axes(e, onnx_op, x, axes_in, keepdims)
         return reduce(e, onnx_op, x, axes, keepdims, as_input)
 
     return emit
@@ -47,8 +56,11 @@ for _op, (_onnx, _since) in REDUCTIONS.items():
 
 
 def _bool_reduce(onnx_op: str):
-    def emit(e: Emit, x: Ref, *, axes, keepdims) -> Ref:
+    def emit(e: Emit, x: Ref, axes_in: Ref | None = None, *, axes, keepdims) -> Ref:
         b = x if x.dtype is DType.BOOL else e.cast(x, DType.BOOL)
+        if axes_in is not None:
+            r = _runtime_axes(e, onnx_op, e.cast(b, DType.INT32), axes_in, keepdims)
+            return e.cast(r, DType.BOOL)
         r = reduce(e, onnx_op, e.cast(b, DType.INT32), axes, keepdims)
         return e.cast(r, DType.BOOL)
 

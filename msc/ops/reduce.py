@@ -8,6 +8,7 @@ from __future__ import annotations
 from msc.ir.dtype import DType
 from msc.ir.types import TensorType
 from msc.ops import registry
+from msc.ops.infer import InferError, known
 from msc.ops.infer import axes as norm_axes
 from msc.ops.infer import axis as norm_axis
 from msc.ops.schema import Attr
@@ -39,12 +40,33 @@ def _reduced(x: TensorType, axes, keepdims: bool):
     return tuple(d for i, d in enumerate(x.shape) if i not in ax)
 
 
-def _reduce(x: TensorType, *, axes, keepdims) -> TensorType:
+def _runtime_reduced(x: TensorType, axes_in: TensorType, keepdims: bool):
+    """The result shape when the axes are a run-time tensor: the rank is known when the
+    number of axes is (an empty axes tensor reduces every dim); the reduced dims are not."""
+    if axes_in.rank != 1:
+        raise InferError(f"reductions: axes must be 1-d, got rank {axes_in.rank}")
+    if x.shape is None:
+        return None
+    n = axes_in.shape[0]  # type: ignore[index]
+    if keepdims:
+        return tuple(1 if d == 1 or n == 0 else None for d in x.shape)
+    if not known(n):
+        return None
+    return () if n == 0 else (None,) * max(len(x.shape) - n, 0)
+
+
+def _reduce(x: TensorType, axes_in: TensorType | None, *, axes, keepdims) -> TensorType:
+    if axes_in is not None:
+        if axes is not None:
+            raise InferError("reductions: give the axes as an attribute or an input, not both")
+        return TensorType(x.dtype, _runtime_reduced(x, axes_in, keepdims))
     return TensorType(x.dtype, _reduced(x, axes, keepdims))
 
 
+# ``axes?``: the axes as a 1-d i64 tensor computed at run time (the attribute stays None);
+# an empty tensor reduces every dim.
 for _name, _doc in REDUCTIONS.items():
-    registry.op(_name, ["x"], REDUCE_ATTRS, category="reduce", doc=_doc)(_reduce)
+    registry.op(_name, ["x", "axes?"], REDUCE_ATTRS, category="reduce", doc=_doc)(_reduce)
 
 
 @registry.op(

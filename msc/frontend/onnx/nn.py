@@ -510,10 +510,45 @@ def upsample_7(ctx: Ctx, X, *, mode="nearest", scales):  # noqa: N803
     return _resize(ctx, X, list(scales), None, m, "asymmetric", "floor", -0.75, 0)
 
 
+def _runtime_resize(ctx: Ctx, X, t, is_sizes: bool, axes, mode, ctm, nearest_mode, a, aa):  # noqa: N803
+    """Resize by scales or sizes computed at run time: the canonical op's run-time input, one
+    entry per dim of X (dims outside ``axes`` keep their size)."""
+    if mode not in ("nearest", "linear", "cubic"):
+        raise Unsupported(f"mode={mode!r}")
+    r = ctx.rank(X)
+    dt = DType.INT64 if is_sizes else DType.FLOAT32
+    t = ctx.cast(t, dt)
+    if axes is not None:
+        ax = [v % r for v in axes]
+        pieces = []
+        for i in range(r):
+            if i in ax:
+                j = ax.index(i)
+                pieces.append(ctx.op("slice", t, starts=[j], ends=[j + 1], axes=[0], steps=[1]))
+            elif is_sizes:
+                pieces.append(ctx.op("shape", X, start=i, end=i + 1))
+            else:
+                pieces.append(np.ones(1, np.float32))
+        t = ctx.op("concat", *pieces, axis=0)
+    return ctx.op(
+        "resize",
+        X,
+        None if is_sizes else t,
+        t if is_sizes else None,
+        mode=mode,
+        coordinate_transformation_mode=ctm,
+        nearest_mode=nearest_mode,
+        cubic_coeff_a=a,
+        antialias=bool(aa),
+    )
+
+
 @converter("Upsample", since=9)
 def upsample(ctx: Ctx, X, scales, *, mode="nearest"):  # noqa: N803
-    s = [float(v) for v in ctx.need(scales, "scales").reshape(-1)]
     m = "linear" if mode in ("linear", "bilinear") else mode
+    if ctx.known(scales) is None:
+        return _runtime_resize(ctx, X, scales, False, None, m, "asymmetric", "floor", -0.75, 0)
+    s = [float(v) for v in ctx.need(scales, "scales").reshape(-1)]
     return _resize(ctx, X, s, None, m, "asymmetric", "floor", -0.75, 0)
 
 
@@ -546,8 +581,14 @@ def resize(
         raise Unsupported("exclude_outside=1 with cubic mode")
     r = ctx.rank(X)
     dims = ctx.shape(X)
-    sc = None if scales is None else ctx.need(scales, "scales")
-    sz = None if sizes is None else ctx.need(sizes, "sizes")
+    for t, is_sizes in ((scales, False), (sizes, True)):
+        if t is not None and ctx.known(t) is None and ctx.type(t).shape != (0,):
+            if is_sizes and keep_aspect_ratio_policy != "stretch":
+                raise Unsupported("keep_aspect_ratio_policy with sizes only known at run time")
+            args = (mode, coordinate_transformation_mode, nearest_mode, cubic_coeff_a, antialias)
+            return _runtime_resize(ctx, X, t, is_sizes, axes, *args)
+    sc = None if scales is None else ctx.known(scales)
+    sz = None if sizes is None else ctx.known(sizes)
     sc = None if sc is None or sc.size == 0 else [float(v) for v in sc.reshape(-1)]
     sz = None if sz is None or sz.size == 0 else [int(v) for v in sz.reshape(-1)]
     if sc is None and sz is None:
