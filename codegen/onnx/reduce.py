@@ -106,16 +106,19 @@ emitter.register("max_dim", 1, _with_index("ReduceMax", "ArgMax"))
 emitter.register("min_dim", 1, _with_index("ReduceMin", "ArgMin"))
 
 
+def _axis_in(e: Emit, axis_in: Ref | None, axis) -> Ref:
+    return axis_in if axis_in is not None else e.scalar(axis, DType.INT64)
+
+
 @emitter("cumsum", since=11)
-def cumsum(e: Emit, x: Ref, *, axis, exclusive, reverse) -> Ref:
-    return e.op(
-        "CumSum", x, e.scalar(axis, DType.INT64), exclusive=int(exclusive), reverse=int(reverse)
-    )
+def cumsum(e: Emit, x: Ref, axis_in: Ref | None = None, *, axis, exclusive, reverse) -> Ref:
+    a = _axis_in(e, axis_in, axis)
+    return e.op("CumSum", x, a, exclusive=int(exclusive), reverse=int(reverse))
 
 
 @emitter("cumprod", since=26)
-def cumprod(e: Emit, x: Ref, *, axis) -> Ref:
-    return e.op("CumProd", x, e.scalar(axis, DType.INT64))
+def cumprod(e: Emit, x: Ref, axis_in: Ref | None = None, *, axis) -> Ref:
+    return e.op("CumProd", x, _axis_in(e, axis_in, axis))
 
 
 def _topk(e: Emit, x: Ref, k: Ref, axis: int, largest: bool, sorted_: bool):
@@ -126,7 +129,10 @@ def _topk(e: Emit, x: Ref, k: Ref, axis: int, largest: bool, sorted_: bool):
 
 
 @emitter("topk", since=10)
-def topk(e: Emit, x: Ref, *, k, axis, largest, sorted):
+def topk(e: Emit, x: Ref, k_in: Ref | None = None, *, k, axis, largest, sorted):
+    if k_in is not None:  # computed at run time: TopK takes it as a 1-d [1] tensor
+        kk = k_in if k_in.rank == 1 else e.op("Reshape", k_in, e.ints([1]))
+        return _topk(e, x, kk, axis, largest, sorted)
     return _topk(e, x, e.ints([k]), axis, largest, sorted)
 
 

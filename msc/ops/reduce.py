@@ -118,34 +118,62 @@ registry.op(
 )(_max_with_index)
 
 
+def _runtime_scalar(t: TensorType | None, what: str) -> None:
+    if t is not None and (t.shape is None or len(t.shape) > 1 or t.numel() not in (1, None)):
+        raise InferError(f"{what} must be one integer, got {t}")
+
+
 @registry.op(
     "cumsum",
-    ["x"],
-    {"axis": Attr.int(), "exclusive": Attr.bool(False), "reverse": Attr.bool(False)},
+    ["x", "axis?"],
+    {
+        "axis": Attr.int(None, doc="None: from the run-time axis input"),
+        "exclusive": Attr.bool(False),
+        "reverse": Attr.bool(False),
+    },
     category="reduce",
 )
-def cumsum(x, *, axis, exclusive, reverse):
-    """Running sum along axis."""
-    if x.shape is not None:
+def cumsum(x, axis_in, *, axis, exclusive, reverse):
+    """Running sum along axis (the attribute, or a 0-d integer input read at run time)."""
+    if (axis is None) == (axis_in is None):
+        raise InferError("cumsum: give the axis as an attribute or an input (one of them)")
+    _runtime_scalar(axis_in, "cumsum: axis")
+    if x.shape is not None and axis is not None:
         norm_axis(axis, len(x.shape))
     return x
 
 
-@registry.op("cumprod", ["x"], {"axis": Attr.int()}, category="reduce")
-def cumprod(x, *, axis):
-    """Running product along axis."""
+@registry.op(
+    "cumprod",
+    ["x", "axis?"],
+    {"axis": Attr.int(None, doc="None: from the run-time axis input")},
+    category="reduce",
+)
+def cumprod(x, axis_in, *, axis):
+    """Running product along axis (the attribute, or a 0-d integer input read at run time)."""
+    if (axis is None) == (axis_in is None):
+        raise InferError("cumprod: give the axis as an attribute or an input (one of them)")
+    _runtime_scalar(axis_in, "cumprod: axis")
     return x
 
 
 @registry.op(
     "topk",
-    ["x"],
-    {"k": Attr.int(), "axis": Attr.int(-1), "largest": Attr.bool(True), "sorted": Attr.bool(True)},
+    ["x", "k?"],
+    {
+        "k": Attr.int(None, doc="None: from the run-time k input (one integer)"),
+        "axis": Attr.int(-1),
+        "largest": Attr.bool(True),
+        "sorted": Attr.bool(True),
+    },
     outputs=2,
     category="reduce",
 )
-def topk(x, *, k, axis, largest, sorted):
+def topk(x, k_in, *, k, axis, largest, sorted):
     """(values, i64 indices) of the k largest (or smallest) along axis."""
+    if (k is None) == (k_in is None):
+        raise InferError("topk: give k as an attribute or an input (one of them)")
+    _runtime_scalar(k_in, "topk: k")
     if x.shape is None:
         return [TensorType(x.dtype, None), TensorType(DType.INT64, None)]
     a = norm_axis(axis, len(x.shape))

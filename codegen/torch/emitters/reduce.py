@@ -14,7 +14,7 @@ import torch
 
 from codegen.torch.code import call, expr
 from codegen.torch.core import Arg, NodeEmit
-from codegen.torch.emitters.common import int_list
+from codegen.torch.emitters.common import int_list, int_scalar
 from codegen.torch.helpers import runtime_helpers
 from codegen.torch.registry import emitter
 from msc.ir.dtype import DType
@@ -201,25 +201,27 @@ def min_dim(e: NodeEmit, x: Arg, *, axis, keepdims) -> ast.expr:
 
 
 @emitter("cumsum")
-def cumsum(e: NodeEmit, x: Arg, *, axis, exclusive, reverse) -> ast.expr:
+def cumsum(e: NodeEmit, x: Arg, axis_in: Arg | None = None, *, axis, exclusive, reverse):
+    a = int_scalar(axis_in) if axis_in is not None else axis
     if exclusive or reverse:
-        return call(e.helper("_msc_cumsum").id, x, axis, exclusive, reverse)
-    return call("torch.cumsum", x, axis, **_keep_dtype(x))
+        return call(e.helper("_msc_cumsum").id, x, a, exclusive, reverse)
+    return call("torch.cumsum", x, a, **_keep_dtype(x))
 
 
 @emitter("cumprod")
-def cumprod(e: NodeEmit, x: Arg, *, axis) -> ast.expr:
-    return call("torch.cumprod", x, axis, **_keep_dtype(x))
+def cumprod(e: NodeEmit, x: Arg, axis_in: Arg | None = None, *, axis) -> ast.expr:
+    a = int_scalar(axis_in) if axis_in is not None else axis
+    return call("torch.cumprod", x, a, **_keep_dtype(x))
 
 
 @emitter("topk")
-def topk(e: NodeEmit, x: Arg, *, k, axis, largest, sorted) -> ast.expr:
+def topk(e: NodeEmit, x: Arg, k_in: Arg | None = None, *, k, axis, largest, sorted):
     kw: dict[str, Any] = {"dim": axis} if axis != -1 else {}
     if not largest:
         kw["largest"] = False
     if not sorted:
         kw["sorted"] = False
-    return call("torch.topk", x, k, **kw)
+    return call("torch.topk", x, int_scalar(k_in) if k_in is not None else k, **kw)
 
 
 def _sort_kw(axis: int, descending: bool, stable: bool) -> dict[str, Any]:

@@ -469,6 +469,8 @@ def dropout_7(ctx: Ctx, data, *, ratio=0.5):
 @converter("Dropout", since=12)
 def dropout(ctx: Ctx, data, ratio=None, training_mode=None, *, seed=0):
     train = False if training_mode is None else bool(ctx.scalar(training_mode, "training_mode"))
+    if not train:  # inference: the ratio, which may be computed at run time, does not matter
+        return _dropout(ctx, data, False, 0.0)
     r = 0.5 if ratio is None else float(ctx.scalar(ratio, "ratio"))
     return _dropout(ctx, data, train, r)
 
