@@ -16,7 +16,7 @@ from msc.ops.schema import Attr
 
 @registry.op(
     "dft",
-    ["x"],
+    ["x", "axis?", "length?"],
     {
         "axis": Attr.int(-2),
         "inverse": Attr.bool(False),
@@ -25,13 +25,22 @@ from msc.ops.schema import Attr
     },
     category="signal",
 )
-def dft(x, *, axis, inverse, onesided, length):
+def dft(x, axis_in, length_in, *, axis, inverse, onesided, length):
     """Discrete Fourier transform along ``axis`` of x [..., 1|2] -> [..., 2]; onesided keeps
     the n//2+1 non-negative frequencies (forward) or takes them and returns a real [..., 1]
     signal (inverse). The inverse divides by the length (ONNX DFT)."""
     if x.shape is None:
         return x
     r = len(x.shape)
+    if axis_in is not None or length_in is not None:  # read at run time (0-d integers)
+        same = length is None and length_in is None and not onesided
+        last = 1 if inverse and onesided else 2
+        if axis_in is None:
+            a = norm_axis(axis, r)
+            return TensorType(
+                x.dtype, [None if i == a else d for i, d in enumerate(x.shape[:-1])] + [last]
+            )
+        return TensorType(x.dtype, [*(x.shape[:-1] if same else (None,) * (r - 1)), last])
     a = norm_axis(axis, r)
     if a == r - 1:
         raise InferError("dft: axis is the trailing (real, imaginary) dim")

@@ -31,9 +31,12 @@ def stft(
 EMITTERS("dft")(forward_to_helper("_msc_dft", __name__))
 
 
-def _msc_dft(x, axis, inverse, onesided, length):
+def _msc_dft(x, axis_in, length_in, axis, inverse, onesided, length):
     """ONNX DFT on the real layout [..., 1|2] -> [..., 2] ([..., 1] for a onesided inverse),
-    computed in float64 (as the ONNX reference does) and cast back."""
+    computed in float64 (as the ONNX reference does) and cast back; the axis and length
+    tensors, when given, are read at run time."""
+    axis = axis if axis_in is None else int(axis_in)
+    length = length if length_in is None else int(length_in)
     a = axis % x.dim()
     work = x.double()
     z = torch.view_as_complex(work.contiguous()) if x.shape[-1] == 2 else work[..., 0]
@@ -53,7 +56,7 @@ def _msc_stft(signal, window, frame_step, frame_length, onesided):
     frames = signal.unfold(1, frame_length, frame_step).movedim(-1, 2)
     if window is not None:
         frames = frames * window.reshape(1, 1, frame_length, 1)
-    return _msc_dft(frames, 2, False, onesided, None)
+    return _msc_dft(frames, None, None, 2, False, onesided, None)
 
 
 runtime_helpers(_msc_dft, _msc_stft)

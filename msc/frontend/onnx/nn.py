@@ -545,6 +545,20 @@ def _runtime_resize(ctx: Ctx, X, t, is_sizes: bool, axes, mode, ctm, nearest_mod
     )
 
 
+def _keep_aspect(ctx: Ctx, X, sizes, axes, r: int, policy: str):  # noqa: N803
+    """Run-time sizes scaled by one factor (the smallest or largest of sizes / dims over the
+    axes), as ONNX Resize's keep_aspect_ratio_policy computes them."""
+    ax = list(range(r)) if axes is None else [a % r for a in axes]
+    f32 = DType.FLOAT32
+    have = ctx.op("concat", *[ctx.op("shape", X, start=a, end=a + 1) for a in ax], axis=0)
+    have = ctx.cast(have, f32)
+    ratio = ctx.op("div", ctx.cast(sizes, f32), have)
+    pick = "reduce_min" if policy == "not_larger" else "reduce_max"
+    k = ctx.op(pick, ratio, axes=[0], keepdims=True)
+    scaled = ctx.op("floor", ctx.op("add", ctx.op("mul", have, k), np.array(0.5, np.float32)))
+    return ctx.cast(scaled, DType.INT64)
+
+
 @converter("Upsample", since=9)
 def upsample(ctx: Ctx, X, scales, *, mode="nearest"):  # noqa: N803
     m = "linear" if mode in ("linear", "bilinear") else mode
@@ -586,7 +600,7 @@ def resize(
     for t, is_sizes in ((scales, False), (sizes, True)):
         if t is not None and ctx.known(t) is None and ctx.type(t).shape != (0,):
             if is_sizes and keep_aspect_ratio_policy != "stretch":
-                raise Unsupported("keep_aspect_ratio_policy with sizes only known at run time")
+                t = _keep_aspect(ctx, X, t, axes, r, keep_aspect_ratio_policy)
             args = (mode, coordinate_transformation_mode, nearest_mode, cubic_coeff_a, antialias)
             return _runtime_resize(ctx, X, t, is_sizes, axes, *args)
     sc = None if scales is None else ctx.known(scales)

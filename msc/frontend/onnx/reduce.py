@@ -84,7 +84,7 @@ converter("ArgMin", since=1)(_arg("argmin"))
 @converter("CumSum", since=11)
 def cumsum(ctx: Ctx, x, axis, *, exclusive=0, reverse=0):
     if ctx.known(axis) is None:
-        ax = ctx.op("reshape", ctx.cast(axis, DType.INT64), shape=[])
+        ax = ctx.int_input(axis)
         return ctx.op("cumsum", x, ax, axis=None, exclusive=bool(exclusive), reverse=bool(reverse))
     a = int(ctx.scalar(axis, "axis"))
     return ctx.op("cumsum", x, axis=a, exclusive=bool(exclusive), reverse=bool(reverse))
@@ -95,7 +95,7 @@ def cumprod(ctx: Ctx, x, axis, *, exclusive=0, reverse=0):
     if ctx.known(axis) is None:
         if exclusive or reverse:
             raise Unsupported("exclusive or reverse CumProd along an axis only known at run time")
-        return ctx.op("cumprod", x, ctx.op("reshape", ctx.cast(axis, DType.INT64), shape=[]))
+        return ctx.op("cumprod", x, ctx.int_input(axis))
     a = int(ctx.scalar(axis, "axis"))
     y = ctx.op("flip", x, axes=[a]) if reverse else x
     y = ctx.op("cumprod", y, axis=a)
@@ -122,7 +122,7 @@ def topk_1(ctx: Ctx, X, *, k, axis=-1):  # noqa: N803
 @converter("TopK", since=10)
 def topk(ctx: Ctx, X, K, *, axis=-1, largest=1, sorted=1):  # noqa: N803, A002
     if ctx.known(K) is None:
-        k = ctx.op("reshape", ctx.cast(K, DType.INT64), shape=[])
+        k = ctx.int_input(K)
         attrs = {"axis": axis, "largest": bool(largest), "sorted": bool(sorted)}
         return list(ctx.ops("topk", X, k, k=None, **attrs))
     return _topk(ctx, X, int(ctx.scalar(K, "k")), axis, largest, sorted)

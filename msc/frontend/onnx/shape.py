@@ -298,7 +298,8 @@ def _runtime_pad(ctx: Ctx, data, pads, constant_value, axes, mode: str, r: int):
         p = ctx.constant(p)
     v = None
     if constant_value is not None and mode == "constant":
-        v = ctx.op("reshape", ctx.cast(constant_value, ctx.dtype(data)), shape=[])
+        v = ctx.cast(constant_value, ctx.dtype(data))
+        v = v if ctx.type(v).rank == 0 else ctx.op("reshape", v, shape=[])
     return ctx.op("pad", data, p, v, pads=None, mode=mode, value=0.0)
 
 
@@ -438,7 +439,7 @@ def one_hot(ctx: Ctx, indices, depth, values, *, axis=-1):
 @converter("Trilu", since=14)
 def trilu(ctx: Ctx, input, k=None, *, upper=1):  # noqa: A002
     if k is not None and ctx.known(k) is None:
-        kv = ctx.op("reshape", ctx.cast(k, DType.INT64), shape=[])
+        kv = ctx.int_input(k)
         return ctx.op("trilu", input, kv, upper=bool(upper), k=0)
     kk = 0 if k is None else int(ctx.scalar(k, "k"))
     return ctx.op("trilu", input, upper=bool(upper), k=kk)
