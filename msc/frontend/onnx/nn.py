@@ -550,8 +550,12 @@ def _keep_aspect(ctx: Ctx, X, sizes, axes, r: int, policy: str):  # noqa: N803
     axes), as ONNX Resize's keep_aspect_ratio_policy computes them."""
     ax = list(range(r)) if axes is None else [a % r for a in axes]
     f32 = DType.FLOAT32
-    have = ctx.op("concat", *[ctx.op("shape", X, start=a, end=a + 1) for a in ax], axis=0)
-    have = ctx.cast(have, f32)
+    dims = ctx.shape(X)
+    if all(isinstance(dims[a], int) for a in ax):
+        have = np.array([dims[a] for a in ax], np.float32)
+    else:
+        have = ctx.op("concat", *[ctx.op("shape", X, start=a, end=a + 1) for a in ax], axis=0)
+        have = ctx.cast(have, f32)
     ratio = ctx.op("div", ctx.cast(sizes, f32), have)
     pick = "reduce_min" if policy == "not_larger" else "reduce_max"
     k = ctx.op(pick, ratio, axes=[0], keepdims=True)

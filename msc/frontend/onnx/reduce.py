@@ -48,8 +48,8 @@ def _reduce_input(canon: str):
     def convert(ctx: Ctx, data, axes=None, *, keepdims=1, noop_with_empty_axes=0):
         if axes is not None and ctx.known(axes) is None:
             # Axes computed at run time: the canonical op's axes input (empty: every dim).
-            if noop_with_empty_axes:
-                raise Unsupported("noop_with_empty_axes with axes only known at run time")
+            if noop_with_empty_axes:  # empty at run time would mean "no reduction"
+                ctx.need(axes, "axes (with noop_with_empty_axes=1)")
             return ctx.op(canon, data, ctx.cast(axes, DType.INT64), keepdims=bool(keepdims))
         ax = None if axes is None else ctx.ints(axes, "axes")
         return _reduce(ctx, canon, data, ax, keepdims, noop_with_empty_axes)

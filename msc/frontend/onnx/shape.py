@@ -289,7 +289,7 @@ def _runtime_pad(ctx: Ctx, data, pads, constant_value, axes, mode: str, r: int):
             for d in range(r):
                 if d in ax:
                     j = half * k + ax.index(d)
-                    pieces.append(ctx.op("slice", p, starts=[j], ends=[j + 1], axes=[0], steps=[]))
+                    pieces.append(ctx.op("slice", p, starts=[j], ends=[j + 1], axes=[0], steps=[1]))
                 else:
                     pieces.append(zero)
         p = ctx.op("concat", *pieces, axis=0)

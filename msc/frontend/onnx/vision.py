@@ -212,20 +212,26 @@ def center_crop_pad(ctx: Ctx, input_data, shape, *, axes=None):
 
 def _runtime_center_crop_pad(ctx: Ctx, x, shape, ax: list[int], r: int):
     """CenterCropPad with a target or dims only known at run time: a slice with run-time
-    bounds, then a pad with run-time pads (the smaller half before, as ONNX does)."""
+    bounds, then a pad with run-time pads (the smaller half before, as ONNX does; the
+    halves are of non-negative sizes, so truncating division is floor division)."""
     i64 = DType.INT64
     zero = np.zeros(1, np.int64)
     target = ctx.cast(shape, i64)
     begins, ends, pad_lo, pad_hi = [], [], [zero] * r, [zero] * r
     for j, a in enumerate(ax):
-        have = ctx.op("shape", x, start=a, end=a + 1)
-        want = ctx.op("slice", target, starts=[j], ends=[j + 1], axes=[0], steps=[])
+        d = ctx.shape(x)[a]
+        have = (
+            np.array([d], np.int64)
+            if isinstance(d, int)
+            else ctx.op("shape", x, start=a, end=a + 1)
+        )
+        want = ctx.op("slice", target, starts=[j], ends=[j + 1], axes=[0], steps=[1])
         crop = ctx.op("maximum", ctx.op("sub", have, want), zero)
         grow = ctx.op("maximum", ctx.op("sub", want, have), zero)
-        lo = ctx.op("floor_divide", crop, np.array([2], np.int64))
+        lo = ctx.op("div", crop, np.array([2], np.int64))
         begins.append(lo)
         ends.append(ctx.op("add", lo, ctx.op("minimum", have, want)))
-        pad_lo[a] = ctx.op("floor_divide", grow, np.array([2], np.int64))
+        pad_lo[a] = ctx.op("div", grow, np.array([2], np.int64))
         pad_hi[a] = ctx.op("sub", grow, pad_lo[a])
     y = ctx.op(
         "slice",
