@@ -117,8 +117,9 @@ def cumsum(e: Emit, x: Ref, axis_in: Ref | None = None, *, axis, exclusive, reve
 
 
 @emitter("cumprod", since=26)
-def cumprod(e: Emit, x: Ref, axis_in: Ref | None = None, *, axis) -> Ref:
-    return e.op("CumProd", x, _axis_in(e, axis_in, axis))
+def cumprod(e: Emit, x: Ref, axis_in: Ref | None = None, *, axis, exclusive, reverse) -> Ref:
+    a = _axis_in(e, axis_in, axis)
+    return e.op("CumProd", x, a, exclusive=int(exclusive) or None, reverse=int(reverse) or None)
 
 
 def _topk(e: Emit, x: Ref, k: Ref, axis: int, largest: bool, sorted_: bool):

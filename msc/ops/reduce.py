@@ -146,11 +146,16 @@ def cumsum(x, axis_in, *, axis, exclusive, reverse):
 @registry.op(
     "cumprod",
     ["x", "axis?"],
-    {"axis": Attr.int(None, doc="None: from the run-time axis input")},
+    {
+        "axis": Attr.int(None, doc="None: from the run-time axis input"),
+        "exclusive": Attr.bool(False),
+        "reverse": Attr.bool(False),
+    },
     category="reduce",
 )
-def cumprod(x, axis_in, *, axis):
-    """Running product along axis (the attribute, or a 0-d integer input read at run time)."""
+def cumprod(x, axis_in, *, axis, exclusive, reverse):
+    """Running product along axis (the attribute, or a 0-d integer input read at run time);
+    ``exclusive`` shifts by one (a leading 1), ``reverse`` runs from the end."""
     if (axis is None) == (axis_in is None):
         raise InferError("cumprod: give the axis as an attribute or an input (one of them)")
     _runtime_scalar(axis_in, "cumprod: axis")

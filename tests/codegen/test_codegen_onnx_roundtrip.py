@@ -124,11 +124,12 @@ def test_backend_cases_regenerate_and_round_trip(cases, chunk: int) -> None:
     counts = dict.fromkeys(["ran", "numeric_ok", "round_trip", "rt_excused", "skipped", "gap"], 0)
     failures = []
     gaps = _gaps(conx.default_opset())
+    from tests.frontend.test_onnx_conformance import ort_feeds
     from tests.onnx_conformance_excludes import EXCLUDES
 
     for c in cases[chunk::CHUNKS]:
         try:
-            want = _session(c.model).run(None, c.feeds())
+            want = _session(c.model).run(None, ort_feeds(c))
         except Exception:  # onnxruntime cannot take the original
             counts["skipped"] += 1
             continue
@@ -149,7 +150,8 @@ def test_backend_cases_regenerate_and_round_trip(cases, chunk: int) -> None:
             m = conx.to_model(g)
             onnx.checker.check_model(m)
             sess = _session(m)
-            got = sess.run(None, dict(zip([i.name for i in sess.get_inputs()], c.inputs)))
+            feeds = ort_feeds(c)
+            got = sess.run(None, {i.name: feeds[i.name] for i in sess.get_inputs()})
         except Exception as e:
             failures.append(f"{c.name}: codegen/run: {str(e)[:300]}")
             continue

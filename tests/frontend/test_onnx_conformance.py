@@ -175,6 +175,11 @@ def run_all(cg) -> tuple[list[Outcome], list[Outcome]]:
     return fed, bound
 
 
+def ort_feeds(case: BackendCase) -> dict:
+    """The case's inputs as onnxruntime takes them (numpy scalars as 0-d arrays)."""
+    return {k: np.asarray(v) if isinstance(v, np.generic) else v for k, v in case.feeds().items()}
+
+
 def onnxruntime_passes() -> int | None:
     """How many backend cases onnxruntime passes on the original models (outputs equal to the
     case's within its tolerance), or None without onnxruntime."""
@@ -189,7 +194,7 @@ def onnxruntime_passes() -> int | None:
         try:
             with np.errstate(all="ignore"):
                 sess = ort.InferenceSession(c.model.SerializeToString(), opts)
-                got = sess.run(None, c.feeds())
+                got = sess.run(None, ort_feeds(c))
             ok = len(got) == len(c.expected) and not any(
                 compare(e, np.asarray(a), c.rtol, c.atol) for e, a in zip(c.expected, got)
             )

@@ -209,8 +209,10 @@ def cumsum(e: NodeEmit, x: Arg, axis_in: Arg | None = None, *, axis, exclusive, 
 
 
 @emitter("cumprod")
-def cumprod(e: NodeEmit, x: Arg, axis_in: Arg | None = None, *, axis) -> ast.expr:
+def cumprod(e: NodeEmit, x: Arg, axis_in: Arg | None = None, *, axis, exclusive, reverse):
     a = int_scalar(axis_in) if axis_in is not None else axis
+    if exclusive or reverse:
+        return call(e.helper("_msc_cumprod").id, x, a, exclusive, reverse)
     return call("torch.cumprod", x, a, **_keep_dtype(x))
 
 
@@ -253,6 +255,17 @@ def _msc_cumsum(x, dim, exclusive, reverse):
     if exclusive:
         y = y.narrow(dim, 0, x.shape[dim] - 1)
         y = torch.cat([torch.zeros_like(x.narrow(dim, 0, 1)), y], dim)
+    return y.flip(dim) if reverse else y
+
+
+def _msc_cumprod(x, dim, exclusive, reverse):
+    """Running product along ``dim``; ``exclusive`` shifts by one, ``reverse`` runs backwards."""
+    if reverse:
+        x = x.flip(dim)
+    y = torch.cumprod(x, dim, dtype=x.dtype)
+    if exclusive:
+        y = y.narrow(dim, 0, x.shape[dim] - 1)
+        y = torch.cat([torch.ones_like(x.narrow(dim, 0, 1)), y], dim)
     return y.flip(dim) if reverse else y
 
 
@@ -305,4 +318,4 @@ def _msc_reduce(x, op, axes, keepdim):
     return fn(x, dims, keepdim).to(x.dtype)
 
 
-runtime_helpers(_msc_cumsum, _msc_reduce_prod, _msc_arg_last, _msc_reduce)
+runtime_helpers(_msc_cumprod, _msc_cumsum, _msc_reduce_prod, _msc_arg_last, _msc_reduce)

@@ -93,9 +93,8 @@ def cumsum(ctx: Ctx, x, axis, *, exclusive=0, reverse=0):
 @converter("CumProd", since=26)
 def cumprod(ctx: Ctx, x, axis, *, exclusive=0, reverse=0):
     if ctx.known(axis) is None:
-        if exclusive or reverse:
-            raise Unsupported("exclusive or reverse CumProd along an axis only known at run time")
-        return ctx.op("cumprod", x, ctx.int_input(axis))
+        flags = {"exclusive": bool(exclusive), "reverse": bool(reverse)}
+        return ctx.op("cumprod", x, ctx.int_input(axis), axis=None, **flags)
     a = int(ctx.scalar(axis, "axis"))
     y = ctx.op("flip", x, axes=[a]) if reverse else x
     y = ctx.op("cumprod", y, axis=a)

@@ -34,6 +34,9 @@ def grid_sample(ctx: Ctx, X, grid, *, align_corners=0, mode="linear", padding_mo
 
 @converter("AffineGrid", since=20)
 def affine_grid(ctx: Ctx, theta, size, *, align_corners=0):
+    if ctx.known(size) is None:
+        s = ctx.cast(size, DType.INT64)
+        return ctx.op("affine_grid", theta, s, size=None, align_corners=bool(align_corners))
     return ctx.op(
         "affine_grid", theta, size=ctx.ints(size, "size"), align_corners=bool(align_corners)
     )
@@ -41,11 +44,14 @@ def affine_grid(ctx: Ctx, theta, size, *, align_corners=0):
 
 @converter("Col2Im", since=18)
 def col2im(ctx: Ctx, input, image_shape, block_shape, *, dilations=None, pads=None, strides=None):  # noqa: A002
+    run = [ctx.known(v) is None for v in (image_shape, block_shape)]
     return ctx.op(
         "col2im",
         input,
-        image_shape=ctx.ints(image_shape, "image_shape"),
-        block_shape=ctx.ints(block_shape, "block_shape"),
+        ctx.cast(image_shape, DType.INT64) if run[0] else None,
+        ctx.cast(block_shape, DType.INT64) if run[1] else None,
+        image_shape=None if run[0] else ctx.ints(image_shape, "image_shape"),
+        block_shape=None if run[1] else ctx.ints(block_shape, "block_shape"),
         dilation=list(dilations or ()),
         padding=list(pads or ()),
         stride=list(strides or ()),

@@ -63,10 +63,14 @@ def trilu(b: Builder, x: Value, k_in: Value | None = None, *, upper: bool, k: in
 
 
 @registry("cumprod")
-def cumprod(b: Builder, x: Value, axis_in: Value | None = None, *, axis: int) -> Value:
+def cumprod(
+    b: Builder, x: Value, axis_in: Value | None = None, *, axis: int, exclusive=False, reverse=False
+) -> Value:
     """A running product unrolled over the (static, at most 1024) length of axis."""
     if axis_in is not None:
         raise NotDecomposable("cumprod: the axis is only known at run time")
+    if exclusive or reverse:
+        raise NotDecomposable("cumprod: exclusive / reverse (made by run-time axes only)")
     r = _rank(x, "cumprod")
     a = axis % r
     n = _static(x.shape[a], "cumprod")
