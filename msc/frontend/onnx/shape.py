@@ -462,6 +462,8 @@ def space_to_depth(ctx: Ctx, input, *, blocksize, mode="DCR"):  # noqa: A002
 def _window(ctx: Ctx, size, periodic: int, output_datatype: int, coeffs: tuple[float, ...]):
     from msc.frontend.onnx.initializers import dtype_from_onnx
 
+    if ctx.known(size) is None:
+        return _runtime_window(ctx, size, periodic, dtype_from_onnx(output_datatype), coeffs)
     n = int(ctx.scalar(size, "size"))
     ctx.check_size(n, "the window")
     denom = n if periodic else n - 1
@@ -470,6 +472,24 @@ def _window(ctx: Ctx, size, periodic: int, output_datatype: int, coeffs: tuple[f
     for i, a in enumerate(coeffs):
         w += a * np.cos(2 * np.pi * i * k / denom) * (-1) ** i
     return w.astype(dtype_from_onnx(output_datatype).to_numpy())
+
+
+def _runtime_window(ctx: Ctx, size, periodic: int, dt: DType, coeffs: tuple[float, ...]):
+    """A cosine-sum window whose length is only known at run time, in float64 then cast:
+    sum_i a_i (-1)^i cos(2 pi i k / N) over k = range(size), N = size (periodic) or size - 1."""
+    f64 = DType.FLOAT64
+    n = ctx.op("reshape", ctx.cast(size, DType.INT64), shape=[])
+    k = ctx.cast(ctx.op("range", np.array(0, np.int64), n, np.array(1, np.int64)), f64)
+    denom = ctx.cast(n, f64)
+    if not periodic:
+        denom = ctx.op("sub", denom, np.array(1.0))
+    phase = ctx.op("div", ctx.op("mul", k, np.array(2 * np.pi)), denom)
+    w = None
+    for i, a in enumerate(coeffs):
+        term = ctx.op("cos", ctx.op("mul", phase, np.array(float(i))))
+        term = ctx.op("mul", term, np.array(a * (-1) ** i))
+        w = term if w is None else ctx.op("add", w, term)
+    return ctx.cast(w, dt)
 
 
 @converter("HannWindow", since=17)
