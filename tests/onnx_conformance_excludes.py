@@ -189,8 +189,6 @@ EXCLUDES: dict[str, str] = {
     "test_split_to_sequence_1": "import: out of scope: msc graphs hold tensors only (no sequence or optional values); SplitToSequence: no converter for SplitToSequence",
     "test_split_to_sequence_2": "import: out of scope: msc graphs hold tensors only (no sequence or optional values); SplitToSequence: no converter for SplitToSequence",
     "test_split_to_sequence_nokeepdims": "import: out of scope: msc graphs hold tensors only (no sequence or optional values); SplitToSequence: no converter for SplitToSequence",
-    "test_stft": "import: STFT: frame_length is computed at run time; msc needs it constant",
-    "test_stft_with_window": "import: STFT: frame_step is computed at run time; msc needs it constant",
     "test_string_concat": "import: out of scope: msc has no string dtype; StringConcat: no converter for StringConcat; graph input: element type STRING has no msc dtype; graph input: element type STRING has no msc dtype",
     "test_string_concat_broadcasting": "import: out of scope: msc has no string dtype; StringConcat: no converter for StringConcat; graph input: element type STRING has no msc dtype; graph input: element type STRING has no msc dtype",
     "test_string_concat_zero_dimensional": "import: out of scope: msc has no string dtype; StringConcat: no converter for StringConcat; graph input: element type STRING has no msc dtype; graph input: element type STRING has no msc dtyp",

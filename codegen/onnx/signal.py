@@ -37,8 +37,18 @@ def dft(e: Emit, x: Ref, axis_in=None, length_in=None, *, axis, inverse, oneside
 
 
 @emitter("stft", since=17)
-def stft(e: Emit, signal: Ref, window: Ref | None, *, frame_step, frame_length, onesided):
+def stft(
+    e: Emit,
+    signal: Ref,
+    window,
+    step_in=None,
+    length_in=None,
+    *,
+    frame_step,
+    frame_length,
+    onesided,
+):
     length = None if frame_length is None else e.scalar(frame_length, DType.INT64)
-    return e.op(
-        "STFT", signal, e.scalar(frame_step, DType.INT64), window, length, onesided=int(onesided)
-    )
+    length = length_in if length_in is not None else length
+    step = step_in if step_in is not None else e.scalar(frame_step, DType.INT64)
+    return e.op("STFT", signal, step, window, length, onesided=int(onesided))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 
 from codegen.torch.core import Arg, NodeEmit
-from codegen.torch.emitters.common import forward_to_helper, helper_call
+from codegen.torch.emitters.common import forward_to_helper, helper_call, int_scalar
 from codegen.torch.helpers import runtime_helpers
 from codegen.torch.registry import EMITTERS
 from msc.errors import ConversionError
@@ -17,14 +17,23 @@ from msc.errors import ConversionError
 
 @EMITTERS("stft")
 def stft(
-    e: NodeEmit, signal: Arg, window: Arg | None = None, *, frame_step, frame_length, onesided
+    e: NodeEmit,
+    signal: Arg,
+    window: Arg | None = None,
+    step_in: Arg | None = None,
+    length_in: Arg | None = None,
+    *,
+    frame_step,
+    frame_length,
+    onesided,
 ):
-    n = frame_length
+    step = int_scalar(step_in) if step_in is not None else frame_step
+    n = int_scalar(length_in) if length_in is not None else frame_length
     if n is None:
         if window is None or window.shape is None or not isinstance(window.shape[0], int):
             raise ConversionError("stft: frame length unknown (no frame_length, no static window)")
         n = window.shape[0]
-    return helper_call(e, "_msc_stft", signal, window, frame_step, n, onesided)
+    return helper_call(e, "_msc_stft", signal, window, step, n, onesided)
 
 
 # Ops computed by one run-time helper taking the node's inputs and attributes in order.

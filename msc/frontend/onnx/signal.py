@@ -51,14 +51,18 @@ def dft(ctx: Ctx, input, dft_length=None, axis=None, *, inverse=0, onesided=0): 
 
 @converter("STFT", since=17)
 def stft(ctx: Ctx, signal, frame_step, window=None, frame_length=None, *, onesided=1):
-    n = None if frame_length is None else int(ctx.scalar(frame_length, "frame_length"))
-    if n is None and window is None:
+    run_len = frame_length is not None and ctx.known(frame_length) is None
+    run_step = ctx.known(frame_step) is None
+    n = None if frame_length is None or run_len else int(ctx.scalar(frame_length, "frame_length"))
+    if n is None and window is None and not run_len:
         n = ctx.shape(signal)[1]
     return ctx.op(
         "stft",
         signal,
         window,
-        frame_step=int(ctx.scalar(frame_step, "frame_step")),
+        ctx.int_input(frame_step) if run_step else None,
+        ctx.int_input(frame_length) if run_len else None,
+        frame_step=None if run_step else int(ctx.scalar(frame_step, "frame_step")),
         frame_length=n,
         onesided=bool(onesided),
     )
