@@ -154,8 +154,6 @@ EXCLUDES: dict[str, str] = {
     "test_optional_has_element_empty_optional_input": "import: out of scope: msc graphs hold tensors only (no sequence or optional values); OptionalHasElement: no converter for OptionalHasElement; graph input: input 'optional_input' has type optional_type, msc holds t",
     "test_optional_has_element_empty_no_input_name_optional_input": "import: out of scope: msc graphs hold tensors only (no sequence or optional values); OptionalHasElement: no converter for OptionalHasElement",
     "test_optional_has_element_empty_no_input_optional_input": "import: out of scope: msc graphs hold tensors only (no sequence or optional values); OptionalHasElement: no converter for OptionalHasElement",
-    "test_constant_pad_axes": "import: Pad: axes is computed at run time; msc needs it constant",
-    "test_constant_pad_negative_axes": "import: Pad: axes is computed at run time; msc needs it constant",
     "test_reduce_max_empty_set": "run: IndexError: amax(): Expected reduction dim 1 to have non-zero size. [IndexError: amax(): Expected reduction dim 1 to have non-zero size.]",
     "test_reduce_max_empty_set_bool": "run: IndexError: amax(): Expected reduction dim 1 to have non-zero size. [IndexError: amax(): Expected reduction dim 1 to have non-zero size.]",
     "test_reduce_min_empty_set": "run: IndexError: amin(): Expected reduction dim 1 to have non-zero size. [IndexError: amin(): Expected reduction dim 1 to have non-zero size.]",

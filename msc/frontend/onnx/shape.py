@@ -263,7 +263,8 @@ def pad_2(ctx: Ctx, data, *, pads, mode="constant", value=0.0):
 def pad(ctx: Ctx, data, pads, constant_value=None, axes=None, *, mode="constant"):
     r = ctx.rank(data)
     cv = None if constant_value is None else ctx.known(constant_value)
-    if ctx.known(pads) is None or (constant_value is not None and cv is None):
+    runtime_axes = axes is not None and ctx.known(axes) is None
+    if ctx.known(pads) is None or (constant_value is not None and cv is None) or runtime_axes:
         return _runtime_pad(ctx, data, pads, constant_value, axes, mode, r)
     p = ctx.ints(pads, "pads")
     if axes is not None:
@@ -280,7 +281,18 @@ def _runtime_pad(ctx: Ctx, data, pads, constant_value, axes, mode: str, r: int):
     """Pad with pads or a fill value computed at run time: the canonical op's inputs (pads
     for a subset of axes are spread over every dim first)."""
     p = _i64(ctx, pads)
-    if axes is not None:
+    if axes is not None and ctx.known(axes) is None:
+        # Axes at run time too: scatter the pads into [begins..., ends...] of every dim.
+        a = _i64(ctx, axes)
+        a = ctx.op(
+            "where",
+            ctx.op("lt", a, np.array(0, np.int64)),
+            ctx.op("add", a, np.array(r, np.int64)),
+            a,
+        )
+        idx = ctx.op("concat", a, ctx.op("add", a, np.array(r, np.int64)), axis=0)
+        p = ctx.op("scatter_elements", np.zeros(2 * r, np.int64), idx, p, axis=0)
+    elif axes is not None:
         ax = _norm_axes(ctx.ints(axes, "axes"), r)
         k = len(ax)
         zero = np.zeros(1, np.int64)
@@ -293,7 +305,7 @@ def _runtime_pad(ctx: Ctx, data, pads, constant_value, axes, mode: str, r: int):
                 else:
                     pieces.append(zero)
         p = ctx.op("concat", *pieces, axis=0)
-    elif ctx.known(pads) is not None:
+    if ctx.known(pads) is not None and axes is None:
         p = np.asarray(ctx.known(pads), np.int64).reshape(-1)
         p = ctx.constant(p)
     v = None
