@@ -1,7 +1,8 @@
 """Which opsets the codegen targets, and the IR version that goes with one.
 
 # NOTE: the default opset is the newest one the installed onnxruntime loads, found by loading
-# a one-node model at each opset from the newest ``onnx`` knows downwards (cached per process);
+# a small probe model at each opset from the newest ``onnx`` knows downwards (cached per
+# process; the probe holds the ops a runtime has been seen to lack newest kernels for);
 # without onnxruntime it is the newest opset ``onnx`` knows.
 """
 
@@ -30,9 +31,25 @@ def ir_version_for(opset: int) -> int:
 
 
 def _probe_model(opset: int) -> bytes:
-    x = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1])
-    y = helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1])
-    g = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "probe", [x], [y])
+    """Identity plus the ops whose newest versions onnxruntime has been seen to lack kernels
+    for at an opset it otherwise loads (QuantizeLinear, DequantizeLinear and OneHot at 28 in
+    onnxruntime 1.32): a default opset that cannot run them is not one the runtime runs."""
+    tp = onnx.TensorProto
+    x = helper.make_tensor_value_info("x", tp.FLOAT, [1])
+    outs = [helper.make_tensor_value_info(n, tp.FLOAT, None) for n in ("y", "d", "h")]
+    inits = [
+        helper.make_tensor("s", tp.FLOAT, [], [1.0]),
+        helper.make_tensor("i", tp.INT64, [1], [0]),
+        helper.make_tensor("n", tp.INT64, [], [2]),
+        helper.make_tensor("v", tp.FLOAT, [2], [0.0, 1.0]),
+    ]
+    nodes = [
+        helper.make_node("Identity", ["x"], ["y"]),
+        helper.make_node("QuantizeLinear", ["x", "s"], ["q"]),
+        helper.make_node("DequantizeLinear", ["q", "s"], ["d"]),
+        helper.make_node("OneHot", ["i", "n", "v"], ["h"]),
+    ]
+    g = helper.make_graph(nodes, "probe", [x], outs, initializer=inits)
     m = helper.make_model(
         g, opset_imports=[helper.make_opsetid("", opset)], ir_version=ir_version_for(opset)
     )
