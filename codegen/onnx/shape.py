@@ -357,9 +357,13 @@ def full_like(e: Emit, x: Ref, *, value, dtype) -> Ref:
 
 @emitter("one_hot", since=11)
 def one_hot(e: Emit, indices: Ref, depth_in: Ref | None = None, *, depth, axis, dtype) -> Ref:
-    values = e.const(np.asarray([0, 1], dtype=dtype.to_numpy()))
     d = depth_in if depth_in is not None else e.scalar(depth, DType.INT64)
-    return e.op("OneHot", indices, d, values, axis=axis)
+    if dtype in (DType.INT64, DType.FLOAT32):
+        values = e.const(np.asarray([0, 1], dtype=dtype.to_numpy()))
+        return e.op("OneHot", indices, d, values, axis=axis)
+    # onnxruntime's OneHot takes int64 / float32 values (not int32, say): cast after.
+    values = e.const(np.asarray([0, 1], dtype=np.int64))
+    return e.cast(e.op("OneHot", indices, d, values, axis=axis), dtype)
 
 
 @emitter("nonzero", since=9)

@@ -58,6 +58,12 @@ MASKED_ATTENTION = (
 )
 
 
+FLOAT8_CAST = (
+    "a float8 cast is emitted as ONNX Cast, which saturates by default: the frontend states "
+    "the saturation with a clamp on import"
+)
+
+
 def _op_reason(g: msc.Graph) -> str | None:
     default = conx.default_opset()
     for n in g.nodes:
@@ -65,6 +71,8 @@ def _op_reason(g: msc.Graph) -> str | None:
             return MASKED_ATTENTION
         if n.op in NOT_ONE_TO_ONE:
             return NOT_ONE_TO_ONE[n.op]
+        if n.op == "cast" and n.attrs["to"].name.startswith("FLOAT8"):
+            return FLOAT8_CAST
         if conx.EMITTERS.lookup(n.op, default) is None:
             return f"{n.op} has no ONNX op at opset {default}: decomposed"
     return None

@@ -431,13 +431,11 @@ def one_hot(ctx: Ctx, indices, depth, values, *, axis=-1):
     idx = indices
     if not ctx.dtype(idx).is_integer or ctx.dtype(idx) is not DType.INT64:
         idx = ctx.op("cast", idx, to=DType.INT64)
-    # Negative indices count from the end (ONNX); torch's one_hot rejects them.
-    idx = ctx.op(
-        "where",
-        ctx.op("lt", idx, np.array(0, np.int64)),
-        ctx.op("add", idx, d),
-        idx,
-    )
+    # Negative indices count from the end (ONNX); torch's one_hot rejects them. One still
+    # negative after that (below -depth) is out of range, an all-off row: say so with depth.
+    wrapped = ctx.op("add", idx, d)
+    wrapped = ctx.op("where", ctx.op("lt", wrapped, np.array(0, np.int64)), d, wrapped)
+    idx = ctx.op("where", ctx.op("lt", idx, np.array(0, np.int64)), wrapped, idx)
     vals = ctx.known(values)
     vdt = ctx.dtype(values)
     hot = ctx.op("one_hot", idx, *extra, **dep, axis=axis, dtype=vdt)
