@@ -82,11 +82,6 @@ def _op_reason(g: msc.Graph) -> str | None:
 NUMERIC_EXCLUDES = {
     "test_l2normalization_axis_0": "the frontend's x / ||x|| gives NaN where the norm is 0; "
     "the case expects 0 (the regenerated model follows the msc graph)",
-    "test_attention_23_fullymasked_qk_matmul_output_mode3_zero": "the frontend's expansion "
-    "of a fully masked row with qk_matmul_output_mode 3 differs from the case",
-    "test_attention_24_fullymasked_qk_matmul_output_mode3_zero": "as the opset-23 case",
-    "test_attention_24_qk_matmul_output_mode3_softmax_precision": "the frontend's expansion "
-    "of qk_matmul_output_mode 3 differs from the case",
 }
 
 
