@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint docs bench clean
+.PHONY: demo test wheel lint docs bench clean
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -19,6 +19,11 @@ demo: $(STAMP)
 test: $(STAMP)
 	MSC_CHECK=1 $(PY) -m pytest -n 2 -q
 
+# The sdist and wheel, installed into a fresh venv outside the checkout: `msc demo` and a
+# conversion run from there (what CI checks).
+wheel: $(STAMP)
+	PY=$(PY) PYTHON=$(PYTHON) bash .ci/wheel
+
 lint: $(STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
@@ -28,4 +33,4 @@ docs: $(STAMP)
 	$(PY) -m msc.ops.doc > docs/ops.md
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build dist *.egg-info

@@ -4,9 +4,11 @@ Frontends translate PyTorch and ONNX models into one framework-neutral graph (``
 codegens (the ``codegen`` package) regenerate the model for a target. The public API:
 
     g = msc.from_torch(module, example_args)      g = msc.from_onnx(path_or_model)
+    g = msc.from_relax(ir_module, function="main")
     text = msc.to_text(g);  g2 = msc.from_text(text)
     msc.save(g, directory);  g = msc.load(directory)
     msc.structural_equal(a, b);  msc.assert_structural_equal(a, b);  msc.structural_hash(g)
+    g2 = msc.rewrite(g, [msc.Pattern(...)])   (find subgraphs, replace them)
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from msc.ir import (
     Weight,
 )
 from msc.ir.equal import EqualResult, assert_structural_equal, structural_equal, structural_hash
+from msc.ops.rewrite import Match, Pattern, rewrite
 from msc.text import ParseError, from_text, to_text
 from msc.version import __version__ as __version__
 
@@ -38,8 +41,10 @@ __all__ = [
     "EqualResult",
     "Graph",
     "GraphError",
+    "Match",
     "Node",
     "ParseError",
+    "Pattern",
     "Provenance",
     "SymDim",
     "SymExpr",
@@ -47,16 +52,19 @@ __all__ = [
     "Value",
     "Weight",
     "assert_structural_equal",
+    "batch",
     "convert",
     "diff",
     "from_exported_program",
     "from_fx",
     "from_onnx",
+    "from_relax",
     "from_text",
     "from_torch",
     "inspect",
     "load",
     "render",
+    "rewrite",
     "save",
     "structural_equal",
     "structural_hash",
@@ -93,6 +101,13 @@ def from_onnx(model: Any, **kwargs: Any) -> Graph:
     return impl(model, **kwargs)
 
 
+def from_relax(module: Any, function: str = "main") -> Graph:
+    """Translate a TVM Relax function of an IRModule (see msc.frontend.relax)."""
+    from msc.frontend.relax import from_relax as impl
+
+    return impl(module, function)
+
+
 # The analysis tools behind the ``msc`` command (see msc.analysis); imported on first use.
 def inspect(model: Any, shapes: Any = None, **kwargs: Any) -> Any:
     """Inputs/outputs, ops, parameters, FLOPs/MACs and peak memory (msc.analysis.inspect)."""
@@ -127,3 +142,11 @@ def convert(src: Any, out: Any, **kwargs: Any) -> Any:
     from msc.analysis import convert as impl
 
     return impl(src, out, **kwargs)
+
+
+def batch(manifest: Any, output: Any = None, **kwargs: Any) -> Any:
+    """Convert / verify / inspect many models, each in its own worker process with a time and
+    memory limit, locally or on Ray; reruns resume (msc.analysis.batch)."""
+    from msc.analysis import batch as impl
+
+    return impl(manifest, output, **kwargs)

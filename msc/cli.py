@@ -1,5 +1,5 @@
 """The ``msc`` command. A thin layer over the Python API (``msc.convert``, ``msc.inspect``,
-``msc.diff``, ``msc.verify``, ``msc.render``).
+``msc.diff``, ``msc.verify``, ``msc.render``, ``msc.batch``).
 
 Exit codes: 0 success (for ``diff``: the models are structurally equal); 1 a check, a
 verification or a diff found a difference; 2 a user error (bad arguments, a missing or corrupt
@@ -141,8 +141,48 @@ def _cmd_diff(args: argparse.Namespace) -> int:
         b = _load(args.b, args, say)
         say("comparing")
         r = diff_graphs(a.graph, b.graph)
+        if args.html or args.node_data:
+            from msc.analysis.graphview import diff_overlays
+
+            say("writing overlays")
+            _overlays(args, a, b, *diff_overlays(r))
     _emit(args, r.to_json(), format_diff(r, a.label, b.label, limit=0 if args.all else 25))
     return EXIT_OK if r.equal else EXIT_MISMATCH
+
+
+def _overlays(args: argparse.Namespace, a: Any, b: Any, oa: Any, ob: Any) -> None:
+    """``--html OUT``: one page showing A and B with their overlays; ``--node-data DIR``:
+    Model Explorer node-data files DIR/A.json and DIR/B.json."""
+    import json as _json
+    from pathlib import Path
+
+    from msc.io import files
+
+    if args.html:
+        from msc.analysis.page import graph_data, to_page
+
+        out = Path(args.html)
+        files.check_output(out, "file")
+        page = to_page(
+            [graph_data(a.graph, f"A: {a.label}", oa), graph_data(b.graph, f"B: {b.label}", ob)],
+            f"{args.command}: {a.label} vs {b.label}",
+        )
+        files.write_text(out, page)
+        if not args.quiet:
+            print(f"wrote {out}", file=sys.stderr)
+    if args.node_data:
+        from msc.analysis.explorer import node_data
+
+        d = Path(args.node_data)
+        d.mkdir(parents=True, exist_ok=True)
+        for name, o in (("A.json", oa), ("B.json", ob)):
+            files.write_text(d / name, _json.dumps(node_data(o), indent=1) + "\n")
+        if not args.quiet:
+            print(
+                f"wrote {d / 'A.json'} and {d / 'B.json'}; view with: model-explorer {args.a} "
+                f"--extensions=msc.explorer --node_data_paths={d / 'A.json'}",
+                file=sys.stderr,
+            )
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
@@ -166,7 +206,13 @@ def _cmd_verify(args: argparse.Namespace) -> int:
             binding=binding,
             localize=not args.no_localize,
             progress=say,
+            per_node=bool(args.html or args.node_data),
         )
+        if args.html or args.node_data:
+            from msc.analysis.graphview import verify_overlays
+
+            say("writing overlays")
+            _overlays(args, a, b, *verify_overlays(r))
     _emit(args, r.to_json(), format_verify(r))
     return EXIT_OK if r.ok else EXIT_MISMATCH
 
@@ -229,6 +275,79 @@ def _cmd_convert(args: argparse.Namespace) -> int:
     else:
         lines.append("check: skipped (--no-check)")
     _emit(args, r.to_json(), "\n".join(lines) + "\n")
+    return EXIT_OK if r.ok else EXIT_MISMATCH
+
+
+class _BatchBar:
+    """A progress bar with the count of each status, on stderr with rich, or nothing."""
+
+    def __init__(self, enabled: bool) -> None:
+        self._p: Any = None
+        self._task: Any = None
+        if not enabled:
+            return
+        try:
+            from rich.console import Console
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+            )
+        except ImportError:
+            return
+        self._p = Progress(
+            TextColumn("batch"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.description}"),
+            TimeElapsedColumn(),
+            console=Console(stderr=True),
+            transient=True,
+        )
+
+    def __enter__(self) -> _BatchBar:
+        if self._p is not None:
+            self._p.start()
+        return self
+
+    def __call__(self, entry: dict[str, Any] | None, report: Any) -> None:
+        if self._p is None:
+            return
+        total = len(report.models)
+        done = sum(m["status"] != "pending" for m in report.models)
+        counts = "  ".join(f"{s} {n}" for s, n in report.counts.items() if s != "pending")
+        if self._task is None:
+            self._task = self._p.add_task(counts, total=total)
+        self._p.update(self._task, completed=done, total=total, description=counts)
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._p is not None:
+            self._p.stop()
+
+
+def _cmd_batch(args: argparse.Namespace) -> int:
+    from msc.analysis.batch import batch, format_batch
+
+    ray: bool | str = False if args.ray is None else (args.ray or True)
+    show = not args.quiet and not args.json and sys.stderr.isatty()
+    with _BatchBar(show) as bar:
+        r = batch(
+            args.manifest,
+            args.output,
+            task=args.task,
+            to=args.to,
+            jobs=args.jobs,
+            timeout=args.timeout,
+            memory=args.memory,
+            ray=ray,
+            resume=not args.no_resume,
+            trust_pickle=args.trust_pickle,
+            custom_ops=args.custom_ops,
+            progress=bar,
+        )
+    _emit(args, r.to_json(), format_batch(r))
     return EXIT_OK if r.ok else EXIT_MISMATCH
 
 
@@ -304,6 +423,19 @@ def _tol(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
 
 
+def _overlay_opts(p: argparse.ArgumentParser, what: str) -> None:
+    p.add_argument(
+        "--html",
+        metavar="OUT.html",
+        help=f"write a page to explore A and B with {what} on each node",
+    )
+    p.add_argument(
+        "--node-data",
+        metavar="DIR",
+        help=f"write Model Explorer node data ({what}) to DIR/A.json and DIR/B.json",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     import msc
 
@@ -331,8 +463,9 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("-o", "--output", required=True, metavar="OUT", help="where to write it")
     c.add_argument(
         "--to",
-        choices=("torch", "onnx", "msc"),
-        help="target (default: onnx for *.onnx, msc for *.msc, else a torch directory)",
+        choices=("torch", "onnx", "msc", "relax"),
+        help="target (default: onnx for *.onnx, msc for *.msc, else a torch directory; relax: "
+        "a TVM Relax directory, needs apache-tvm)",
     )
     c.add_argument("--opset", type=int, help="ONNX opset to emit (default: the codegen's)")
     _shape_opts(c)
@@ -374,6 +507,7 @@ def build_parser() -> argparse.ArgumentParser:
     _shape_opts(d)
     d.add_argument("--all", action="store_true", help="list every change (default: 25 each)")
     d.add_argument("--json", action="store_true", help="print the diff as JSON")
+    _overlay_opts(d, "same / changed / added / removed")
     _common(d)
     d.set_defaults(func=_cmd_diff)
 
@@ -393,6 +527,7 @@ def build_parser() -> argparse.ArgumentParser:
     _shape_opts(v)
     v.add_argument("--no-localize", action="store_true", help="skip per-layer localisation")
     v.add_argument("--json", action="store_true", help="print the report as JSON")
+    _overlay_opts(v, "each corresponding node's error")
     _common(v)
     v.set_defaults(func=_cmd_verify)
 
@@ -409,6 +544,56 @@ def build_parser() -> argparse.ArgumentParser:
     _shape_opts(r)
     _common(r)
     r.set_defaults(func=_cmd_render)
+
+    b = sub.add_parser(
+        "batch",
+        help="convert, verify or inspect many models, each in its own worker; resumable",
+        description="Run the tasks of MANIFEST (JSON or YAML: models and what to do with each; "
+        "or a directory of models) with each model in its own worker process under a time and "
+        "memory limit; a crash, a hang or an unsupported op marks that model and the batch "
+        "goes on. Prints a table and writes OUT/batch-report.json; a rerun skips the models "
+        "whose input and output are unchanged since they were done. Exit 0 when every model is "
+        "ok, 1 otherwise.",
+        epilog=_EPILOG,
+        formatter_class=fmt,
+    )
+    b.add_argument("manifest", metavar="MANIFEST", help="a .json/.yaml manifest or a directory")
+    b.add_argument(
+        "-o",
+        "--output",
+        metavar="OUT",
+        help="output directory (default: the manifest's 'output', else MANIFEST.out beside it)",
+    )
+    b.add_argument(
+        "--task",
+        choices=("convert", "verify", "inspect"),
+        help="for entries that name none (default: convert when a target is given, else inspect)",
+    )
+    b.add_argument(
+        "--to",
+        choices=("torch", "onnx", "msc"),
+        help="target for convert entries that name none (default torch)",
+    )
+    b.add_argument("-j", "--jobs", type=int, metavar="N", help="workers at once (default: CPUs)")
+    b.add_argument("--timeout", type=float, metavar="SECONDS", help="per model (default 600)")
+    b.add_argument(
+        "--memory",
+        metavar="SIZE",
+        help="address-space limit per worker, e.g. 8GiB, or none (default: this machine's RAM)",
+    )
+    b.add_argument(
+        "--ray",
+        nargs="?",
+        const="",
+        metavar="ADDRESS",
+        help="run on a Ray cluster "
+        "(ADDRESS, or ray.init()'s default: a new local instance); paths must be "
+        "shared by the cluster",
+    )
+    b.add_argument("--no-resume", action="store_true", help="redo models done before")
+    b.add_argument("--json", action="store_true", help="print the report as JSON")
+    _common(b)
+    b.set_defaults(func=_cmd_batch)
 
     dm = sub.add_parser(
         "demo",

@@ -477,7 +477,84 @@ def _cases() -> list[OpCase]:
     add("lifted_constant_large", lambda a: a + torch.tensor([float(i) for i in range(80)]),
         r(2, 80))  # fmt: skip
     add("round_decimals_neg", lambda a: torch.round(a * 1000, decimals=-2), x)
+    _signal_cases(add)
     return C
+
+
+def _signal_cases(add: Callable[..., None]) -> None:
+    """Complex tensors, the FFT family, stft/istft and windows. A complex result is compared
+    as ``view_as_real`` of it: the layout msc graphs carry complex tensors in."""
+
+    def vr(t: torch.Tensor) -> torch.Tensor:
+        return torch.view_as_real(t.resolve_conj())  # some inverses return a lazy conjugate
+
+    fft = torch.fft
+    s1, s2, s3 = r(2, 8), r(2, 6, 8, seed=1), r(3, 5, seed=2)
+    # complex arithmetic, as torch.export gives it
+    add("complex_rotary", lambda a, f: vr(torch.view_as_complex(a.reshape(2, 6, 4, 2))
+        * torch.polar(torch.ones_like(f), f)).flatten(-2), s2, r(6, 4, seed=3))  # fmt: skip
+    add("complex_of_parts", lambda a, b: vr(torch.complex(a, b).conj() * 2 - 1), s3,
+        r(3, 5, seed=3))  # fmt: skip
+    add("complex_div_add", lambda a, b: vr(torch.complex(a, b) / torch.complex(b, a) + a), s3,
+        r(3, 5, seed=3))  # fmt: skip
+
+    def parts(a: torch.Tensor, b: torch.Tensor) -> tuple:
+        z = torch.complex(a, b)
+        return z.abs(), z.angle(), torch.real(z), torch.imag(z)
+
+    add("complex_abs_angle_real_imag", parts, s3, r(3, 5, seed=3))
+    add("angle_of_real", torch.angle, torch.tensor([-2.0, 0.0, 3.0, float("nan"), -0.5]))
+    add("angle_of_int", torch.angle, torch.tensor([-2, 0, 3]))
+    add("complex_shape_ops", lambda a: vr(torch.cat([fft.fft(a).unsqueeze(0).transpose(1, 2)
+        .reshape(1, 4, 4)[:, 1:], fft.fft(a.flip(1)).reshape(1, 4, 4)[:, :1]], 1)), s1)  # fmt: skip
+    add("complex_to_double", lambda a: vr(fft.fft(a).to(torch.complex128)), s1)
+    # the FFT family (norm modes, signal lengths n / s)
+    add("fft", lambda a: vr(fft.fft(a)), s1)
+    add("fft_n_dim_ortho", lambda a: vr(fft.fft(a, n=4, dim=1, norm="ortho")), s2)
+    add("fft_of_complex", lambda a: vr(fft.fft(fft.fft(a), n=10, norm="forward")), s1)
+    add("ifft", lambda a: vr(fft.ifft(fft.fft(a))), s1)
+    add("ifft_real_forward", lambda a: vr(fft.ifft(a, norm="forward")), s1)
+    add("rfft", lambda a: vr(fft.rfft(a)), s1)
+    add("rfft_n_ortho", lambda a: vr(fft.rfft(a, n=11, norm="ortho")), s1)
+    add("irfft", lambda a: fft.irfft(fft.rfft(a)), s1)
+    add("irfft_n_forward", lambda a: fft.irfft(fft.rfft(a), n=7, norm="forward"), s1)
+    add("hfft", lambda a: fft.hfft(fft.rfft(a), n=8), s1, tol=1e-4)
+    add("ihfft_ortho", lambda a: vr(fft.ihfft(a, norm="ortho")), s1)
+    add("fft2", lambda a: vr(fft.fft2(a)), s2, tol=1e-4)
+    add("ifft2_s", lambda a: vr(fft.ifft2(a, s=(4, 10))), s2)
+    add("rfft2", lambda a: vr(fft.rfft2(a)), s2, tol=1e-4)
+    add("irfft2_s", lambda a: fft.irfft2(fft.rfft2(a), s=(6, 8)), s2)
+    add("hfft2", lambda a: fft.hfft2(fft.ihfft2(a)), s2, tol=1e-4)
+    add("fftn_forward", lambda a: vr(fft.fftn(a, norm="forward")), s2)
+    add("ifftn_dim", lambda a: vr(fft.ifftn(a, dim=(0, 2))), s2)
+    add("rfftn_dim", lambda a: vr(fft.rfftn(a, dim=(0, 2))), s2, tol=1e-4)
+    add("irfftn", lambda a: fft.irfftn(fft.rfftn(a)), s2)
+    add("ihfftn", lambda a: vr(fft.ihfftn(a)), s2)
+    add("hfftn_s", lambda a: fft.hfftn(fft.rfftn(a), s=(6, 8)), s2, tol=1e-3)
+    add("hfft_of_real", lambda a: fft.hfft(a, n=10), s1)
+    add("fftshift_ifftshift", lambda a: (vr(fft.fftshift(fft.fft2(a), dim=(-2, -1))),
+        fft.ifftshift(a)), s2, tol=1e-4)  # fmt: skip
+    # windows and the short-time transforms
+    add("hann_window", lambda a: a * torch.hann_window(8), s1)
+    add("hamming_window_alpha_beta",
+        lambda a: a * torch.hamming_window(8, periodic=False, alpha=0.5, beta=0.4), s1)  # fmt: skip
+    add("blackman_window", lambda a: a * torch.blackman_window(8, periodic=False), s1)
+    add("bartlett_window", lambda a: a * torch.bartlett_window(8), s1)
+    add("kaiser_window", lambda a: a * torch.kaiser_window(8, True, 5.0), s1)
+    sig = r(2, 40, seed=4)
+    add("stft", lambda a: vr(torch.stft(a, 16, hop_length=4, window=torch.hann_window(16),
+        return_complex=True)), sig)  # fmt: skip
+    add("stft_1d_short_window_normalized", lambda a: torch.stft(a, 16, hop_length=5,
+        win_length=10, window=torch.hann_window(10), center=False, normalized=True,
+        return_complex=True).abs(), sig[0])  # fmt: skip
+    add("stft_two_sided_constant_pad", lambda a: vr(torch.stft(a, 8, center=True,
+        pad_mode="constant", onesided=False, return_complex=True)), sig)  # fmt: skip
+    add("istft", lambda a: torch.istft(torch.stft(a, 16, hop_length=4,
+        window=torch.hann_window(16), return_complex=True), 16, hop_length=4,
+        window=torch.hann_window(16)), sig)  # fmt: skip
+    add("istft_length", lambda a: torch.istft(torch.stft(a, 16, hop_length=8,
+        window=torch.hann_window(16), return_complex=True), 16, hop_length=8,
+        window=torch.hann_window(16), length=36), sig[0])  # fmt: skip
 
 
 def _setitem(a: torch.Tensor) -> torch.Tensor:
@@ -625,6 +702,43 @@ def llama():
     return tf.LlamaForCausalLM(cfg).eval(), (ints(2, 8, high=100),)
 
 
+class RotaryAttention(nn.Module):
+    """Llama-style attention with rotary embeddings written with complex numbers (Meta's
+    reference code): ``view_as_complex(x.float().reshape(..., -1, 2)) * freqs_cis``."""
+
+    def __init__(self, dim: int = 32, heads: int = 4, max_seq: int = 16) -> None:
+        super().__init__()
+        self.heads, self.hd = heads, dim // heads
+        self.wq, self.wk = nn.Linear(dim, dim, bias=False), nn.Linear(dim, dim, bias=False)
+        self.wv, self.wo = nn.Linear(dim, dim, bias=False), nn.Linear(dim, dim, bias=False)
+        freqs = 1.0 / (10000.0 ** (torch.arange(0, self.hd, 2).float() / self.hd))
+        angles = torch.outer(torch.arange(max_seq).float(), freqs)
+        cis = torch.polar(torch.ones_like(angles), angles)
+        self.register_buffer("freqs_cis", cis, persistent=False)
+
+    def _rotate(self, x: torch.Tensor, freqs_cis: torch.Tensor) -> torch.Tensor:
+        xc = torch.view_as_complex(x.float().reshape(*x.shape[:-1], -1, 2))
+        f = freqs_cis.view(1, xc.shape[1], 1, xc.shape[-1])
+        return torch.view_as_real(xc * f).flatten(3).type_as(x)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, s, _ = x.shape
+        q = self.wq(x).view(b, s, self.heads, self.hd)
+        k = self.wk(x).view(b, s, self.heads, self.hd)
+        v = self.wv(x).view(b, s, self.heads, self.hd)
+        f = self.freqs_cis[:s]
+        q, k = self._rotate(q, f), self._rotate(k, f)
+        o = F.scaled_dot_product_attention(
+            q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True
+        )
+        return self.wo(o.transpose(1, 2).reshape(b, s, -1))
+
+
+def rotary_complex():
+    torch.manual_seed(0)
+    return _seed(RotaryAttention()), (r(2, 10, 32),)
+
+
 def t5_encoder():
     tf = _transformers()
     torch.manual_seed(0)
@@ -653,6 +767,7 @@ MODEL_CASES: dict[str, Callable[[], tuple]] = {
     "transformer": transformer,
     "mlp_mixer": mlp_mixer,
     "dynamic_ops": dynamic_ops,
+    "rotary_complex": rotary_complex,
     "bert": bert,
     "gpt2": gpt2,
     "llama": llama,

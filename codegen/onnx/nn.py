@@ -251,6 +251,13 @@ def attention(e: Emit, query, key, value, mask, *, is_causal, scale, enable_gqa)
         attrs.update(q_num_heads=1, kv_num_heads=1)
     elif not enable_gqa:
         e.require(query.shape[1] == key.shape[1], "query and key heads differ without gqa")
+    if mask is not None and mask.type is not None and mask.type.shape is not None:
+        # onnxruntime wants the mask's query dim spelled out (a [B, 1, 1, S] key-padding
+        # bias broadcast over queries is refused): expand it when the lengths are static.
+        ms, ql, kl = mask.shape, query.shape[-2], key.shape[-2]
+        if len(ms) >= 2 and ms[-2] == 1 and ql != 1 and isinstance(ql, int):
+            if isinstance(kl, int):
+                mask = e.op("Expand", mask, e.ints([1] * (len(ms) - 2) + [ql, kl]))
     return e.op("Attention", query, key, value, mask, **attrs)
 
 

@@ -368,6 +368,11 @@ def one_hot(e: Emit, indices: Ref, depth_in: Ref | None = None, *, depth, axis, 
 
 @emitter("nonzero", since=9)
 def nonzero(e: Emit, x: Ref) -> Ref:
+    if x.type is not None and x.type.rank == 0:
+        # A 0-d input: [count, 0] (count 0 or 1), where ONNX would give one index column.
+        flat = e.op("Reshape", x, e.ints([1]))
+        rows = e.op("Transpose", e.op("NonZero", flat), perm=[1, 0])
+        return e.op("Slice", rows, e.ints([0]), e.ints([0]), e.ints([1]))
     return e.op("Transpose", e.op("NonZero", x), perm=[1, 0])
 
 

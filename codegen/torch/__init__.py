@@ -8,7 +8,9 @@
 # - The generated code imports only torch (and safetensors inside its ``load``), never msc.
 # - Model strings reach the code only through ``repr`` or a sanitized identifier (names.py).
 # - ``to_module`` compiles with ``compile(src, "<msc-generated-N>", "exec")`` and registers the
-#   source with ``linecache``, so tracebacks show generated lines; no file is written.
+#   source with ``linecache``, so tracebacks show generated lines; no file is written. The code
+#   runs as a module registered in sys.modules as ``msc_generated_N`` (torch.export's tracing of
+#   torch.cond branches imports it).
 # - Weights are shared with the graph, not copied, where numpy allows: writable arrays are
 #   wrapped with ``torch.from_numpy``; read-only memory maps are re-mapped copy-on-write.
 """
@@ -19,6 +21,8 @@ import itertools
 import linecache
 import mmap
 import os
+import sys
+import types
 from pathlib import Path
 from typing import Any
 
@@ -75,7 +79,11 @@ def to_module(graph: Graph, codegen: type[TorchCodegen] = TorchCodegen) -> Any:
     n = next(_counter)
     filename = f"<msc-generated-{n}>"
     linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
-    namespace: dict[str, Any] = {"__name__": f"msc_generated_{n}"}
+    # A module registered by name: torch.export traces torch.cond / torch.while_loop branches
+    # with dynamo, which imports the module a function's globals belong to.
+    module = types.ModuleType(f"msc_generated_{n}")
+    sys.modules[module.__name__] = module
+    namespace: dict[str, Any] = module.__dict__
     exec(compile(src, filename, "exec"), namespace)
     with torch.device("meta"):
         model = namespace[cg.class_name_]()

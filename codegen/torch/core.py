@@ -493,6 +493,8 @@ def _prune(stmts: list[ast.stmt], drop: set[int]) -> list[ast.stmt]:
         if isinstance(st, ast.If | ast.For | ast.While):  # branches and loop bodies
             st.body = _prune(st.body, drop) or [ast.Pass()]
             st.orelse = _prune(st.orelse, drop)
+        elif isinstance(st, ast.FunctionDef):  # a branch or loop body as a function
+            st.body = _prune(st.body, drop) or [ast.Pass()]
         out.append(st)
     return out
 
@@ -554,6 +556,11 @@ def _tree(spec: Any, outs: list[ast.expr]) -> ast.expr:
     if kind == "dict":
         return ast.Dict([code.const(k) for k, _ in body], [_tree(s, outs) for _, s in body])
     return code.const(body)
+
+
+def function(name: str, args: list[str], body: list[ast.stmt]) -> ast.FunctionDef:
+    """``def name(*args): body`` (for emitters that define a local function)."""
+    return _func(name, args, body)
 
 
 def _func(name: str, args: list[str], body: list[ast.stmt]) -> ast.FunctionDef:

@@ -6,6 +6,7 @@
     r = msc.verify(a, b)             # same inputs, per-output errors, first divergence
     msc.render(g, "graph.svg")       # .svg / .dot / .html
     msc.convert("model.onnx", "out_dir", to="torch")
+    msc.batch("models.yaml")         # many models, each in its own worker; resumable
 
 Models may be graphs, ``Model`` objects or paths in any format ``load_model`` reads. FLOP and
 MAC formulas: ``msc.analysis.cost``; peak memory: ``msc.analysis.inspect``; the diff's node
@@ -19,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from msc.analysis.batch import BatchReport, batch, format_batch
 from msc.analysis.convert import ConvertReport, convert
 from msc.analysis.diff import DiffReport, diff_graphs, format_diff, match
 from msc.analysis.inspect import InspectReport, format_report, inspect_graph
@@ -34,6 +36,7 @@ __all__ = [
     "verify",
     "render",
     "convert",
+    "batch",
     "load_model",
     "Model",
     "match",
@@ -41,6 +44,7 @@ __all__ = [
     "DiffReport",
     "VerifyReport",
     "ConvertReport",
+    "BatchReport",
 ]
 
 Source = Graph | Model | str | os.PathLike
@@ -48,6 +52,7 @@ Source = Graph | Model | str | os.PathLike
 InspectReport.__str__ = lambda self: format_report(self)  # type: ignore[method-assign]
 DiffReport.__str__ = lambda self: format_diff(self)  # type: ignore[method-assign]
 VerifyReport.__str__ = lambda self: format_verify(self)  # type: ignore[method-assign]
+BatchReport.__str__ = lambda self: format_batch(self)  # type: ignore[method-assign]
 
 
 def _binding(g: Graph, shapes: Mapping[str, int | Sequence[int]] | None) -> dict[str, int]:

@@ -2,9 +2,11 @@
 
 Targets: ``torch`` (a directory with ``model.py`` + ``model.safetensors``, by
 ``codegen.torch.save``), ``onnx`` (an ``.onnx`` file, external data when large, by
-``codegen.onnx``), ``msc`` (a saved graph directory, by ``msc.save``). Without ``to`` the target
-follows OUT: ``*.onnx`` is onnx, ``*.msc`` or an existing saved graph is msc, anything else is a
-torch directory.
+``codegen.onnx``), ``msc`` (a saved graph directory, by ``msc.save``), ``relax`` (only with
+``to``: a directory with TVMScript ``module.py`` + ``model.safetensors`` + ``load.py``, by
+``codegen.relax.save``; checked by TVM's structural equality and by running it on the VM).
+Without ``to`` the target follows OUT: ``*.onnx`` is onnx, ``*.msc`` or an existing saved graph
+is msc, anything else is a torch directory.
 
 The check, unless turned off: re-import what was written and compare it with the graph it was
 generated from (structural equality, modulo names), then run the source model and the written
@@ -44,7 +46,7 @@ from msc.ir.types import TensorType
 
 __all__ = ["convert", "ConvertReport", "TARGETS", "target_for"]
 
-TARGETS = ("torch", "onnx", "msc")
+TARGETS = ("torch", "onnx", "msc", "relax")
 
 
 @dataclass
@@ -136,6 +138,12 @@ def _write(g: Graph, target: str, dest: Path, opset: int | None) -> None:
         except ImportError as e:
             raise MscError(f"the torch target needs codegen.torch: {e}") from None
         save(g, dest)
+    elif target == "relax":
+        try:
+            from codegen.relax import save
+        except ImportError as e:
+            raise MscError(f"the relax target needs apache-tvm (the tvm extra): {e}") from None
+        save(g, dest)
     else:
         try:
             from codegen.onnx import save
@@ -222,7 +230,10 @@ def convert(
             else:
                 again = load_model(staged, custom_ops=custom_ops)
             report.checked = True
-            report.structural, report.changes = _structural(g, again.graph)
+            if target == "relax":
+                report.structural, report.changes = _structural_relax(g, again)
+            else:
+                report.structural, report.changes = _structural(g, again.graph)
             say("running source and output on random inputs")
             report.numeric = verify_models(source, again, rtol=rtol, atol=atol, seed=seed)
             report.ok = report.numeric.ok
@@ -231,6 +242,22 @@ def convert(
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return report
+
+
+def _structural_relax(g: Graph, again: Model) -> tuple[str | None, str]:
+    """The written module, read back, is the module ``g`` translates to (TVM's structural
+    equality). (The graph read back from it is what the numeric check then runs.)"""
+    import tvm_ffi
+    from tvm import relax
+
+    import codegen.relax as cr
+
+    want = cr.script_module(g)[0]
+    got = relax.frontend.detach_params(again.native)[0]
+    mismatch = tvm_ffi.get_first_structural_mismatch(got, want)
+    if mismatch is not None:
+        return str(mismatch), "the written TVMScript differs from the translation"
+    return None, ""
 
 
 def _specs_of(g: Graph) -> list[InputShape]:

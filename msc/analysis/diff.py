@@ -219,6 +219,8 @@ class Change:
     b: str
     op: str
     changes: list[str]
+    a_index: int = -1  # the nodes' positions in A and B, for per-node overlays
+    b_index: int = -1
 
     def to_json(self) -> dict[str, Any]:
         return {"a": self.a, "b": self.b, "op": self.op, "changes": self.changes}
@@ -238,6 +240,9 @@ class DiffReport:
     added: list[str]
     io_changes: list[str]
     weight_changes: list[str]
+    # Per node position: "same" | "changed" | "removed" (A) / "added" (B), for overlays.
+    node_status_a: dict[int, str] = field(default_factory=dict)
+    node_status_b: dict[int, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -332,14 +337,19 @@ def diff_graphs(a: Graph, b: Graph) -> DiffReport:
     eq = structural_equal(a, b)
     m = match(a, b)
     matched, changed = [], []
-    for n in a.nodes:
+    pos_b = {id(n): j for j, n in enumerate(b.nodes)}
+    status_a = {i: "removed" for i in range(len(a.nodes))}
+    status_b = {j: "added" for j in range(len(b.nodes))}
+    for i, n in enumerate(a.nodes):
         c = m.nodes.get(id(n))
         if c is None:
             continue
         matched.append((_label(n, a), _label(c, b), m.how[id(n)]))
         ch = _node_changes(m, n, c)
+        j = pos_b[id(c)]
+        status_a[i] = status_b[j] = "changed" if ch else "same"
         if ch:
-            changed.append(Change(_label(n, a), _label(c, b), n.op, ch))
+            changed.append(Change(_label(n, a), _label(c, b), n.op, ch, i, j))
     removed = [_label(n, a) for n in a.nodes if id(n) not in m.nodes]
     added = [_label(n, b) for n in b.nodes if id(n) not in m.rev]
     io: list[str] = []
@@ -373,6 +383,8 @@ def diff_graphs(a: Graph, b: Graph) -> DiffReport:
         added=added,
         io_changes=io,
         weight_changes=wc,
+        node_status_a=status_a,
+        node_status_b=status_b,
     )
 
 

@@ -50,9 +50,9 @@ class Model:
     """A loaded model: its msc graph, what it came from, and how to run it."""
 
     graph: Graph
-    kind: str  # "onnx" | "pt2" | "msc" | "torch-module" | "torch-source"
+    kind: str  # "onnx" | "pt2" | "msc" | "torch-module" | "torch-source" | "relax"
     path: str
-    native: Any = None  # onnx path, ExportedProgram, nn.Module, or None
+    native: Any = None  # onnx path, ExportedProgram, nn.Module, Relax IRModule, or None
     example: dict[str, np.ndarray] | None = None  # example inputs a module was exported with
     _session: Any = field(default=None, repr=False)
 
@@ -93,6 +93,8 @@ class Model:
             outs = _run_torch(self.native.module(), args)
         elif self.kind in ("torch-module", "torch-source"):
             outs = _run_torch(self.native, args)
+        elif self.kind == "relax" and self.native is not None:
+            outs = _run_relax(self, args)
         if outs is not None and not extra:
             return outs, {}
         g_outs, vals = run_graph(self.graph, args, extra)
@@ -431,11 +433,15 @@ def load_model(
                 return Model(msc.load(path).validate(), "msc", text)
             if (path / "model.py").is_file():
                 return _load_torch_source(path, input_specs, dynamic, say, custom_ops)
+            if (path / "module.py").is_file() and (path / "model.safetensors").is_file():
+                return _load_relax(path / "module.py", path / "model.safetensors", say)
             raise MscError(
-                f"{text}: a directory that holds neither graph.msc (msc.save) nor model.py "
-                "(codegen.torch.save)"
+                f"{text}: a directory that holds neither graph.msc (msc.save), model.py "
+                "(codegen.torch.save) nor module.py (codegen.relax.save)"
             )
         suffix = path.suffix.lower()
+        if suffix == ".py":
+            return _load_relax(path, None, say)
         if suffix == ".onnx":
             say("importing the ONNX model")
             return Model(msc.from_onnx(text, custom_ops=custom_ops), "onnx", text, text)
@@ -462,9 +468,77 @@ def load_model(
             raise MscError(f"{text}: cannot read it: {type(e).__name__}: {_first(e)}") from None
         raise
     raise MscError(
-        f"{text}: unknown model format (expected .onnx, .pt2, .msc, a saved msc graph "
-        "directory, a codegen.torch directory, or module.py:ClassName)"
+        f"{text}: unknown model format (expected .onnx, .pt2, .msc, a TVMScript .py, a saved "
+        "msc graph directory, a codegen.torch or codegen.relax directory, or "
+        "module.py:ClassName)"
     )
+
+
+def _load_relax(script: Path, weights: Path | None, say: Callable[[str], None]) -> Model:
+    """A TVMScript module (``codegen.relax.save``'s ``module.py``, or any TVMScript file) and,
+    beside it, the weights its ``main`` takes after its inputs. TVMScript is Python that TVM's
+    parser evaluates: like ``module.py:Class``, only for files from a trusted source."""
+    try:
+        import tvm
+    except ImportError as e:
+        raise MscError(
+            f"{script}: reading TVMScript needs apache-tvm (the tvm extra): {e}"
+        ) from None
+    import msc
+
+    text = script.read_text(encoding="utf-8")
+    if "ir_module" not in text and "R.function" not in text:
+        raise MscError(f"{script}: not a TVMScript module (no @I.ir_module / @R.function)")
+    say("parsing the TVMScript module")
+    try:
+        mod = tvm.script.from_source(text)
+    except Exception as e:
+        raise MscError(
+            f"{script}: not a TVMScript module: {type(e).__name__}: {_first(e)}"
+        ) from None
+    if weights is not None:
+        import json
+
+        from msc.io import safetensors
+
+        header, _ = safetensors.read_header(weights)
+        names = json.loads(header.get("__metadata__", {}).get("msc.relax.params", "[]"))
+        arrays = safetensors.read(weights, mmap=False)
+        main = mod["main"]
+        num_input = int(main.attrs["num_input"]) if main.attrs and "num_input" in main.attrs else 0
+        if len(names) != len(main.params) - num_input or any(n not in arrays for n in names):
+            raise MscError(f"{weights}: its tensors do not match module.py's parameters")
+        data = [tvm.runtime.tensor(np.array(arrays[n], order="C")) for n in names]
+        mod["main"] = main.with_attr("params", data)
+    say("reading the Relax function")
+    return Model(msc.from_relax(mod), "relax", str(script), mod)
+
+
+def _run_relax(m: Model, args: list[np.ndarray]) -> list[np.ndarray]:
+    """Compile the Relax module (weights bound) for llvm once and run it on the VM."""
+    if m._session is None:
+        import tvm
+        from tvm import relax
+
+        mod = m.native
+        main = mod["main"]
+        attrs = main.attrs or {}
+        if "params" in attrs:
+            n = int(attrs["num_input"]) if "num_input" in attrs else 0
+            binding = dict(zip(main.params[n:], attrs["params"]))
+            mod = relax.transform.BindParams("main", binding)(relax.frontend.detach_params(mod)[0])
+        ex = tvm.compile(mod, target="llvm")
+        m._session = relax.VirtualMachine(ex, tvm.cpu())
+    import tvm
+
+    out = m._session["main"](*[tvm.runtime.tensor(np.array(a, order="C")) for a in args])
+    return [np.array(o.numpy()) for o in _flat_tvm(out)]
+
+
+def _flat_tvm(x: Any) -> list[Any]:
+    if hasattr(x, "numpy"):
+        return [x]
+    return [o for v in x for o in _flat_tvm(v)]
 
 
 class _Capture(logging.Handler):

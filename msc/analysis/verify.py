@@ -90,6 +90,18 @@ class Divergence:
 
 
 @dataclass
+class NodeError:
+    """One compared pair of intermediate values: A's and B's node positions and the error."""
+
+    a_index: int
+    b_index: int
+    name: str
+    ok: bool
+    max_abs: float
+    max_rel: float
+
+
+@dataclass
 class VerifyReport:
     ok: bool
     rtol: float
@@ -102,6 +114,7 @@ class VerifyReport:
     notes: list[str] = field(default_factory=list)
     a_label: str = "A"
     b_label: str = "B"
+    node_errors: list[NodeError] = field(default_factory=list)  # every compared pair, in order
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -245,8 +258,11 @@ def verify_models(
     binding: Mapping[str, int] | None = None,
     localize: bool = True,
     progress: Callable[[str], None] | None = None,
+    per_node: bool = False,
 ) -> VerifyReport:
-    """Run A and B on the same inputs and compare; see the module docstring."""
+    """Run A and B on the same inputs and compare; see the module docstring. ``per_node``
+    compares every corresponding intermediate value even when the outputs match (for the
+    overlays of ``msc verify --html`` / ``--node-data``)."""
     check_tolerances(rtol, atol)
     say = progress or (lambda s: None)
     ma, mb = Model.of(a), Model.of(b)
@@ -283,10 +299,25 @@ def verify_models(
         c = compare(names[i], x, y, rtol, atol)
         report.outputs.append(c)
         report.ok &= c.ok
-    if not report.ok and localize:
+    if (not report.ok and localize) or per_node:
         say("localising the first divergence")
         _localize(report, ma, mb, feeds, feeds_b, rtol, atol)
+        _output_errors(report, ga, gb)
     return report
+
+
+def _output_errors(report: VerifyReport, ga: Graph, gb: Graph) -> None:
+    """The nodes producing the graph outputs get the outputs' comparisons (the intermediate
+    comparisons cover only values that are not outputs)."""
+    done = {e.a_index for e in report.node_errors}
+    pos_a = {id(n): i for i, n in enumerate(ga.nodes)}
+    pos_b = {id(n): i for i, n in enumerate(gb.nodes)}
+    for c, x, y in zip(report.outputs, ga.outputs, gb.outputs):
+        if x.producer is None or y.producer is None or pos_a[id(x.producer)] in done:
+            continue
+        i, j = pos_a[id(x.producer)], pos_b[id(y.producer)]
+        report.node_errors.append(NodeError(i, j, c.name, c.ok, c.max_abs, c.max_rel))
+        done.add(i)
 
 
 def _guard(m: Model, fn: Callable[[], Any]) -> Any:
@@ -330,15 +361,23 @@ def _localize(
         report.notes.append(f"cannot run with intermediate values exposed: {e}")
         return
     agreeing = 0
+    pos_a = {id(n): i for i, n in enumerate(ga.nodes)}
+    pos_b = {id(n): i for i, n in enumerate(gb.nodes)}
     for n, x, y in pairs:
         if x.name not in va or y.name not in vb:
             continue
         c = compare(f"%{x.name} ~ %{y.name}", va[x.name], vb[y.name], rtol, atol)
+        b = m.nodes[id(n)]
+        # Every pair is kept for per-node overlays; the first failing one is the divergence.
+        report.node_errors.append(
+            NodeError(pos_a[id(n)], pos_b[id(b)], c.name, c.ok, c.max_abs, c.max_rel)
+        )
+        if report.divergence is not None:
+            continue
         report.compared_values += 1
         if c.ok:
             agreeing += 1
             continue
-        b = m.nodes[id(n)]
         report.divergence = Divergence(
             node=n.name or f"#{ga.nodes.index(n)}",
             op=n.op,
@@ -349,6 +388,7 @@ def _localize(
             value=c,
             agreeing_before=agreeing,
         )
+    if report.divergence is not None or report.ok:
         return
     report.notes.append(
         f"all {report.compared_values} corresponding intermediate values agree; the outputs "

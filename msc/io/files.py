@@ -25,10 +25,19 @@ from msc.errors import MscError
 
 __all__ = ["mkstemp", "mkdtemp", "drop_pages", "check_output", "write_text", "MSC_FILES"]
 
-# What msc's directory writers put in a directory: msc.save, codegen.torch.save (and the
-# bytecode cache Python leaves when the generated model.py is imported).
+# What msc's directory writers put in a directory: msc.save, codegen.torch.save,
+# codegen.relax.save (module.py, load.py), and the bytecode cache Python leaves when a
+# generated .py is imported.
 MSC_FILES = frozenset(
-    {"graph.msc", "weights.safetensors", "model.py", "model.safetensors", "__pycache__"}
+    {
+        "graph.msc",
+        "weights.safetensors",
+        "model.py",
+        "model.safetensors",
+        "module.py",
+        "load.py",
+        "__pycache__",
+    }
 )
 
 

@@ -54,6 +54,11 @@ def markdown() -> str:
         "Generated from the registries by `python -m msc.ops.doc` (`make docs`); a test keeps "
         "this file in sync. Do not edit by hand.",
         "",
+        "End-to-end coverage of PyTorch's own operator table (each op exported, translated and "
+        "run through both codegens), with the reason for every op that does not convert: "
+        "[torch_op_coverage.md](torch_op_coverage.md) (`python bench/torch_op_coverage.py "
+        "--markdown docs/torch_op_coverage.md`).",
+        "",
         canonical_markdown(),
         custom.markdown(),
     ]

@@ -97,7 +97,7 @@ def models(tmp_path_factory) -> dict[str, Path]:
 # ------------------------------------------------------------------------------ help
 def test_help_lists_every_command():
     p = run("--help", sub=True)
-    for cmd in ("convert", "inspect", "diff", "verify", "render", "demo"):
+    for cmd in ("convert", "inspect", "diff", "verify", "render", "batch", "demo"):
         assert cmd in p.stdout
     assert "exit codes" in p.stdout
     p = run("convert", "--help")

@@ -184,6 +184,35 @@ CASES += [
     C("logical_not", [boolean(5)], ref=np.logical_not),
 ]
 
+SP = torch.special
+# Special functions: their float64 decompositions (msc.ops.decompose.special) against torch.
+SPECIAL_REFS = {
+    "erfc": (f32(4, 5, lo=-4, hi=9), torch.special.erfc),
+    "erfcx": (f32(4, 5, lo=-3, hi=30), torch.special.erfcx),
+    "ndtri": (f32(4, 5, lo=0.02, hi=0.98), torch.special.ndtri),
+    "log_ndtr": (f32(4, 5, lo=-30, hi=6), torch.special.log_ndtr),
+    "lgamma": (np.append(f32(19, lo=-6, hi=30), [-2.0, 1.0, 2.0]).astype(np.float32), torch.lgamma),
+    "digamma": (np.append(f32(19, lo=-6, hi=30), [0.0, 1.0]).astype(np.float32), torch.digamma),
+    "i0": (f32(4, 5, lo=-12, hi=12), torch.special.i0),
+    "i0e": (f32(4, 5, lo=-12, hi=12), torch.special.i0e),
+    "i1": (f32(4, 5, lo=-12, hi=12), torch.special.i1),
+    "i1e": (f32(4, 5, lo=-12, hi=12), torch.special.i1e),
+    "modified_bessel_i0": (f32(4, 5, lo=-12, hi=12), torch.special.modified_bessel_i0),
+    "modified_bessel_i1": (f32(4, 5, lo=-12, hi=12), torch.special.modified_bessel_i1),
+    "modified_bessel_k0": (f32(4, 5, lo=0.05, hi=15), torch.special.modified_bessel_k0),
+    "modified_bessel_k1": (f32(4, 5, lo=0.05, hi=15), torch.special.modified_bessel_k1),
+    "scaled_modified_bessel_k0": (f32(4, 5, lo=0.05, hi=40), SP.scaled_modified_bessel_k0),
+    "scaled_modified_bessel_k1": (f32(4, 5, lo=0.05, hi=40), SP.scaled_modified_bessel_k1),
+    "bessel_j0": (f32(4, 5, lo=-25, hi=25), torch.special.bessel_j0),
+    "bessel_j1": (f32(4, 5, lo=-25, hi=25), torch.special.bessel_j1),
+    "bessel_y0": (f32(4, 5, lo=0.05, hi=25), torch.special.bessel_y0),
+    "bessel_y1": (f32(4, 5, lo=0.05, hi=25), torch.special.bessel_y1),
+    "spherical_bessel_j0": (np.append(f32(19, lo=-9, hi=9), 0.0).astype(np.float32),
+                            torch.special.spherical_bessel_j0),
+}  # fmt: skip
+# A&S's approximations are good to ~2e-7 of the (scaled) function: compared at 2e-6.
+CASES += [C(op, [x], ref=t(fn), rtol=2e-6, atol=2e-6) for op, (x, fn) in SPECIAL_REFS.items()]
+
 XB = f32(3, 1, 4)
 BINARY_REFS = {
     "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide,

@@ -61,3 +61,18 @@ def test_no_grab_bag_modules():
     names = {p.stem for tree in ("msc", "codegen") for p in (ROOT / tree).rglob("*.py")}
     assert not {n for n in names if n in ("ext", "extra", "helpers_ext", "helpers_rnn")}
     assert not {n for n in names if n.startswith("ops_")}
+
+
+def test_relax_emitters_and_converters_live_in_family_modules():
+    pytest.importorskip("tvm", reason="apache-tvm (the tvm extra) is needed for codegen.relax")
+    import codegen.relax as cr
+    from msc.frontend.relax import CONVERTERS as relax_converters
+
+    misplaced = [
+        (op, cr.EMITTERS.get(op).__module__)
+        for op in cr.EMITTERS
+        if cr.EMITTERS.get(op).__module__ != f"codegen.relax.{_family(op)}"
+    ]
+    assert not misplaced, misplaced
+    modules = {fn.__module__.rsplit(".", 1)[1] for _, fn in relax_converters.items()}
+    assert modules <= FAMILIES, sorted(modules - FAMILIES)

@@ -57,7 +57,9 @@ def _msc_dft(x, axis_in, length_in, axis, inverse, onesided, length):
         y = torch.fft.fft(z, n=length, dim=a)
         if onesided:
             y = y.narrow(a, 0, y.shape[a] // 2 + 1)
-    return torch.view_as_real(y).to(x.dtype)
+    # torch computes some inverses of a real input as a lazy conjugate, which view_as_real
+    # refuses until it is resolved.
+    return torch.view_as_real(y.resolve_conj()).to(x.dtype)
 
 
 def _msc_stft(signal, window, frame_step, frame_length, onesided):

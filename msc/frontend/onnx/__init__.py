@@ -45,6 +45,7 @@ def from_onnx(
     constant_inputs: Mapping[str, np.ndarray] | None = None,
     registry: ConverterRegistry = CONVERTERS,
     custom_ops: str = "error",
+    fuse: bool = True,
 ) -> Graph:
     """Translate an ONNX model into an msc Graph.
 
@@ -61,6 +62,10 @@ def from_onnx(
             once; "keep" keeps each as a custom node (``domain::name@version``) with its
             attributes and the output types the model declares, which codegen.onnx writes
             back in its domain.
+        fuse: put the high-level ops ONNX spells out back together (MatMul + Add -> linear,
+            the erf and tanh GELU formulas -> gelu, decomposed LayerNorm / RMSNorm ->
+            layer_norm / rms_norm, x * sigmoid(x) -> silu, softmax(Q K^T * s + mask) V ->
+            attention), where the fused op computes the same function (msc.ops.fusions).
 
     Returns:
         The graph: inputs, initializers (as weights) and value names as in the model.
@@ -93,7 +98,13 @@ def from_onnx(
     else:
         raise TypeError(f"from_onnx takes a path, bytes or ModelProto, got {type(model).__name__}")
     check_model_shape(proto)
-    return Importer(proto, base_dir, input_types, registry, constant_inputs, custom_ops).run()
+    graph = Importer(proto, base_dir, input_types, registry, constant_inputs, custom_ops).run()
+    if fuse:
+        from msc.ops.fusions import fuse as fuse_patterns
+        from msc.text.check import checked
+
+        graph = checked(fuse_patterns(graph))
+    return graph
 
 
 def check_model_shape(proto: onnx.ModelProto) -> None:

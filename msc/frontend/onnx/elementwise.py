@@ -143,6 +143,43 @@ def gelu(ctx: Ctx, x, *, approximate="none"):
     return ctx.op("gelu", x, approximate=approximate)
 
 
+# onnxruntime's fused activations (com.microsoft), written by its transformer optimizer.
+MS = "com.microsoft"
+
+
+def _plus(ctx: Ctx, x, bias):
+    return x if bias is None else ctx.op("add", x, bias)
+
+
+@converter("Gelu", since=1, domain=MS)
+def ms_gelu(ctx: Ctx, X):  # noqa: N803
+    return ctx.op("gelu", X, approximate="none")
+
+
+@converter("BiasGelu", since=1, domain=MS)
+def bias_gelu(ctx: Ctx, A, B):  # noqa: N803
+    return ctx.op("gelu", _plus(ctx, A, B), approximate="none")
+
+
+@converter("FastGelu", since=1, domain=MS)
+def fast_gelu(ctx: Ctx, X, bias=None):  # noqa: N803
+    return ctx.op("gelu", _plus(ctx, X, bias), approximate="tanh")
+
+
+@converter("QuickGelu", since=1, domain=MS)
+def quick_gelu(ctx: Ctx, X, *, alpha=1.702):  # noqa: N803
+    """x * sigmoid(alpha * x): silu when alpha is 1."""
+    if alpha == 1.0:
+        return ctx.op("silu", X)
+    a = np.array(alpha, ctx.dtype(X).to_numpy())
+    return ctx.op("mul", X, ctx.op("sigmoid", ctx.op("mul", X, a)))
+
+
+@converter("BiasAdd", since=1, domain=MS)
+def bias_add(ctx: Ctx, X, bias, skip):  # noqa: N803
+    return ctx.op("add", ctx.op("add", X, bias), skip)
+
+
 @converter("Swish", since=24)
 def swish(ctx: Ctx, x, *, alpha=1.0):
     if alpha == 1.0:

@@ -12,9 +12,9 @@ import math
 
 import numpy as np
 
-from msc.frontend.onnx.importer import Ctx, Unsupported
+from msc.frontend.onnx.importer import Ctx, Slot, Unsupported
 from msc.frontend.onnx.registry import converter
-from msc.ir import DType
+from msc.ir import DType, Weight
 
 
 # ---------------------------------------------------------------------------- linear algebra
@@ -330,6 +330,17 @@ def instance_norm(ctx: Ctx, input, scale, B, *, epsilon=1e-5):  # noqa: A002, N8
     return ctx.op("instance_norm", input, scale, B, eps=epsilon)
 
 
+def _unless_default(t, fill: float):
+    """None for a Constant-node scale of all ones / bias of all zeros (the op's default, which
+    msc's ONNX codegen writes for a norm without weight), else ``t``. An initializer is a
+    parameter and is kept whatever it holds."""
+    if isinstance(t, Slot) and t.known and not isinstance(t.value, Weight):
+        c = t.const
+        if c is not None and c.size and np.all(c == fill):
+            return None
+    return t
+
+
 def _affine_fits(ctx: Ctx, w, x, axis: int) -> bool:
     if w is None:
         return True
@@ -337,16 +348,24 @@ def _affine_fits(ctx: Ctx, w, x, axis: int) -> bool:
     return ws is not None and xs is not None and tuple(ws) == tuple(xs[axis:])
 
 
+def _layer_norm(ctx: Ctx, X, Scale, B, a: int, epsilon: float):  # noqa: N803
+    if _affine_fits(ctx, Scale, X, a) and _affine_fits(ctx, B, X, a):
+        ins = [X, Scale, B]
+        while ins[-1] is None:  # absent trailing inputs are left off, as builders do
+            ins.pop()
+        return ctx.op("layer_norm", *ins, axis=a, eps=epsilon)
+    # Scale/B broadcast against the normalized dims: apply them after
+    y = ctx.op("layer_norm", X, axis=a, eps=epsilon)
+    if Scale is not None:
+        y = ctx.op("mul", y, Scale)
+    return y if B is None else ctx.op("add", y, B)
+
+
 @converter("LayerNormalization", since=17)
 def layer_norm(ctx: Ctx, X, Scale, B=None, *, axis=-1, epsilon=1e-5, stash_type=1):  # noqa: N803
     r = ctx.rank(X)
     a = axis % r
-    if _affine_fits(ctx, Scale, X, a) and _affine_fits(ctx, B, X, a):
-        y = ctx.op("layer_norm", X, Scale, B, axis=a, eps=epsilon)
-    else:  # Scale/B broadcast against the normalized dims: apply them after
-        y = ctx.op("mul", ctx.op("layer_norm", X, axis=a, eps=epsilon), Scale)
-        if B is not None:
-            y = ctx.op("add", y, B)
+    y = _layer_norm(ctx, X, _unless_default(Scale, 1.0), _unless_default(B, 0.0), a, epsilon)
     outs = ctx.node.output
     if len(outs) == 1 or not any(outs[1:]):
         return y
@@ -363,9 +382,141 @@ def layer_norm(ctx: Ctx, X, Scale, B=None, *, axis=-1, epsilon=1e-5, stash_type=
 @converter("RMSNormalization", since=23)
 def rms_norm(ctx: Ctx, X, scale, *, axis=-1, epsilon=1e-5, stash_type=1):  # noqa: N803
     a = axis % ctx.rank(X)
+    scale = _unless_default(scale, 1.0)
+    if scale is None:
+        return ctx.op("rms_norm", X, axis=a, eps=epsilon)
     if _affine_fits(ctx, scale, X, a):
         return ctx.op("rms_norm", X, scale, axis=a, eps=epsilon)
     return ctx.op("mul", ctx.op("rms_norm", X, axis=a, eps=epsilon), scale)
+
+
+# ------------------------------------------------------------- onnxruntime's fused norms
+# onnxruntime's transformer optimizer writes these (SimplifiedLayerNormalization in the default
+# domain, the rest in com.microsoft); each is the canonical norm of a sum.
+MS = "com.microsoft"
+
+
+def _skip_sum(ctx: Ctx, x, skip, bias):
+    s = ctx.op("add", x, skip)
+    return s if bias is None else ctx.op("add", s, bias)
+
+
+def _only_first_and_last(ctx: Ctx, what: str) -> None:
+    outs = list(ctx.node.output)
+    if any(outs[1:3]):
+        raise Unsupported(f"{what}'s mean / inv_std_var outputs (training)")
+
+
+@converter("SimplifiedLayerNormalization", since=1)
+def simplified_layer_norm(ctx: Ctx, X, scale, *, axis=-1, epsilon=1e-5, stash_type=1):  # noqa: N803
+    """RMSNorm (onnxruntime's contrib op in the default domain)."""
+    if any(ctx.node.output[1:]):
+        raise Unsupported("SimplifiedLayerNormalization's inv_std_var output")
+    return rms_norm(ctx, X, scale, axis=axis, epsilon=epsilon, stash_type=stash_type)
+
+
+@converter("SimplifiedLayerNormalization", since=1, domain=MS)
+def ms_simplified_layer_norm(ctx: Ctx, X, scale, *, axis=-1, epsilon=1e-5, stash_type=1):  # noqa: N803
+    return simplified_layer_norm(ctx, X, scale, axis=axis, epsilon=epsilon, stash_type=stash_type)
+
+
+@converter("LayerNormalization", since=1, domain=MS)
+def ms_layer_norm(ctx: Ctx, X, Scale, B=None, *, axis=-1, epsilon=1e-5, stash_type=1):  # noqa: N803
+    if any(ctx.node.output[1:]):
+        raise Unsupported("LayerNormalization's mean / inv_std_var outputs")
+    return layer_norm(ctx, X, Scale, B, axis=axis, epsilon=epsilon, stash_type=stash_type)
+
+
+@converter("SkipLayerNormalization", since=1, domain=MS)
+def skip_layer_norm(ctx: Ctx, input, skip, gamma, beta=None, bias=None, *, epsilon=1e-12):  # noqa: A002
+    """layer_norm(input + skip + bias) * gamma + beta over the last dim; output 3 is the sum."""
+    _only_first_and_last(ctx, "SkipLayerNormalization")
+    s = _skip_sum(ctx, input, skip, bias)
+    return [_layer_norm(ctx, s, gamma, beta, ctx.rank(s) - 1, epsilon), None, None, s]
+
+
+@converter("SkipSimplifiedLayerNormalization", since=1, domain=MS)
+def skip_simplified_layer_norm(ctx: Ctx, input, skip, gamma, bias=None, *, epsilon=1e-12):  # noqa: A002
+    """rms_norm(input + skip + bias) * gamma over the last dim; output 3 is the sum."""
+    _only_first_and_last(ctx, "SkipSimplifiedLayerNormalization")
+    s = _skip_sum(ctx, input, skip, bias)
+    return [rms_norm(ctx, s, gamma, axis=-1, epsilon=epsilon), None, None, s]
+
+
+@converter("EmbedLayerNormalization", since=1, domain=MS)
+def embed_layer_norm(
+    ctx: Ctx,
+    input_ids,
+    segment_ids,
+    word_embedding,
+    position_embedding,
+    segment_embedding=None,
+    gamma=None,
+    beta=None,
+    mask=None,
+    position_ids=None,
+    *,
+    epsilon=1e-12,
+    mask_index_type=1,
+):
+    """layer_norm(word[ids] + position[pos] + segment[segment_ids]); mask_index is the count of
+    ones per row of the mask (int32), output 2 the embedding sum."""
+    y = ctx.op("embedding", word_embedding, ctx.cast(input_ids, DType.INT64))
+    if position_ids is None:
+        seq = ctx.shape(input_ids)[1]
+        if not isinstance(seq, int):
+            raise Unsupported("EmbedLayerNormalization without position_ids over a run-time length")
+        position_ids = np.arange(seq, dtype=np.int64).reshape(1, seq)
+    y = ctx.op(
+        "add", y, ctx.op("embedding", position_embedding, ctx.cast(position_ids, DType.INT64))
+    )
+    if segment_ids is not None and segment_embedding is not None:
+        seg = ctx.op("embedding", segment_embedding, ctx.cast(segment_ids, DType.INT64))
+        y = ctx.op("add", y, seg)
+    out = _layer_norm(ctx, y, gamma, beta, ctx.rank(y) - 1, epsilon)
+    mask_index = None
+    outs = list(ctx.node.output)
+    if len(outs) > 1 and outs[1]:
+        if mask_index_type == 0 or mask is None:
+            if mask is None and mask_index_type:
+                b = ctx.shape(input_ids)[0]
+                if not isinstance(b, int):
+                    raise Unsupported("EmbedLayerNormalization mask_index over a run-time batch")
+                mask_index = np.zeros((b,), np.int32)
+        else:
+            m = ctx.cast(mask, DType.INT32)
+            mask_index = ctx.op("reduce_sum", m, axes=[1], keepdims=False)
+    return [out, mask_index, y]
+
+
+@converter("FusedMatMul", since=1, domain=MS)
+def fused_matmul(
+    ctx: Ctx,
+    A,
+    B,
+    *,
+    alpha=1.0,
+    transA=0,
+    transB=0,
+    transBatchA=0,
+    transBatchB=0,  # noqa: N803
+):
+    """alpha * op(A) @ op(B), op swapping the last two dims when trans is set."""
+    if transBatchA or transBatchB:
+        raise Unsupported("FusedMatMul with transBatchA / transBatchB")
+
+    def t(x, on):
+        if not on:
+            return x
+        r = ctx.rank(x)
+        perm = list(range(r))
+        perm[-1], perm[-2] = perm[-2], perm[-1]
+        return ctx.op("transpose", x, perm=perm)
+
+    y = ctx.op("matmul", t(A, transA), t(B, transB))
+    if alpha != 1.0:
+        y = ctx.op("mul", y, np.array(alpha, ctx.dtype(y).to_numpy()))
+    return y
 
 
 def _per_channel(ctx: Ctx, t, channels, groups):

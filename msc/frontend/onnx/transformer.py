@@ -331,3 +331,212 @@ def softmax_cross_entropy_loss(
 ):
     logp = ctx.op("log_softmax", scores, axis=1)
     return [_nll(ctx, logp, labels, weights, ignore_index, reduction), logp]
+
+
+# ---------------------------------------------------------------------------- com.microsoft
+# onnxruntime's contrib attention ops, written by its transformer optimizer. Each becomes the
+# canonical attention (and rotary_embedding) with its masks as one additive bias.
+MS = "com.microsoft"
+
+
+@converter("RotaryEmbedding", since=1, domain=MS)
+def ms_rotary_embedding(
+    ctx: Ctx,
+    input,  # noqa: A002
+    position_ids,
+    cos_cache,
+    sin_cache,
+    *,
+    interleaved=0,
+    is_packed_batching=0,
+    num_heads=0,
+    rotary_embedding_dim=0,
+    scale=1.0,
+):
+    """Inputs [B, S, N*H] or [B, N, S, H]; position ids [B, S], or [1] holding an offset."""
+    if is_packed_batching or scale != 1.0:
+        raise Unsupported("RotaryEmbedding with is_packed_batching or a scale other than 1")
+    shape = ctx.shape(input)
+    seq = shape[1] if len(shape) == 3 else shape[2]
+    if ctx.shape(position_ids) in ((1,), ()):
+        if not isinstance(seq, int):
+            raise Unsupported("RotaryEmbedding position offset over a run-time length")
+        pos = ctx.op(
+            "add",
+            np.arange(seq, dtype=np.int64).reshape(1, seq),
+            ctx.op("reshape", ctx.cast(position_ids, DType.INT64), shape=[1, 1]),
+        )
+        if isinstance(shape[0], int):  # ONNX's RotaryEmbedding wants [B, S] ids
+            pos = ctx.op("expand", pos, shape=[shape[0], seq])
+    else:
+        pos = ctx.cast(position_ids, DType.INT64)
+    if len(shape) == 3 and not num_heads:
+        half, hidden = ctx.shape(cos_cache)[1], shape[2]
+        if rotary_embedding_dim or not (isinstance(half, int) and isinstance(hidden, int)):
+            raise Unsupported("3-d RotaryEmbedding input without num_heads")
+        num_heads = hidden // (2 * half)
+    return ctx.op(
+        "rotary_embedding",
+        input,
+        cos_cache,
+        sin_cache,
+        pos,
+        interleaved=bool(interleaved),
+        rotary_dim=rotary_embedding_dim,
+        num_heads=num_heads if len(shape) == 3 else 0,
+    )
+
+
+def _split_heads(ctx: Ctx, x, n: int):
+    """[B, S, n*h] -> [B, n, S, h] (a 4-d input is taken as already split)."""
+    if ctx.rank(x) == 4:
+        return x
+    b, s, hidden = ctx.shape(x)
+    if not isinstance(hidden, int):
+        raise Unsupported("attention hidden size only known at run time")
+    if isinstance(s, int):
+        target = [-1, s, n, hidden // n]
+    elif isinstance(b, int):
+        target = [b, -1, n, hidden // n]
+    else:
+        raise Unsupported("attention over run-time batch and sequence sizes")
+    y = ctx.op("reshape", x, shape=target)
+    return ctx.op("transpose", y, perm=[0, 2, 1, 3])
+
+
+def _merge_heads(ctx: Ctx, y):
+    return ctx.op("flatten", ctx.op("transpose", y, perm=[0, 2, 1, 3]), start_axis=2)
+
+
+def _key_mask_bias(ctx: Ctx, mask, dt: DType, filter_value: float, kv_len):
+    """An additive bias [B, 1, 1|S, T] from a 2-d [B, T] or 3-d [B, S, T] 0/1 mask, or 1-d
+    [B] valid lengths (keys at or after the length are masked)."""
+    npdt = dt.to_numpy()
+    r = ctx.rank(mask)
+    if r == 1:
+        if not isinstance(kv_len, int):
+            raise Unsupported("a 1-d mask_index over a run-time length")
+        lens = ctx.op("reshape", ctx.cast(mask, DType.INT64), shape=[-1, 1, 1, 1])
+        keep = ctx.op("lt", np.arange(kv_len, dtype=np.int64).reshape(1, 1, 1, kv_len), lens)
+    elif r in (2, 3):
+        keep = ctx.op("ne", mask, np.array(0, ctx.dtype(mask).to_numpy()))
+        keep = ctx.op("unsqueeze", keep, axes=[1, 2] if r == 2 else [1])
+    elif r == 4:
+        keep = ctx.op("ne", mask, np.array(0, ctx.dtype(mask).to_numpy()))
+    else:
+        raise Unsupported(f"a mask of rank {r}")
+    return ctx.op("where", keep, np.array(0, npdt), np.array(filter_value, npdt))
+
+
+def _causal_bias(ctx: Ctx, q_len, kv_len, dt: DType, filter_value: float):
+    if not (isinstance(q_len, int) and isinstance(kv_len, int)):
+        raise Unsupported("unidirectional attention over run-time lengths")
+    ctx.check_size(q_len * kv_len, "the causal mask")
+    i = np.arange(q_len).reshape(q_len, 1) + (kv_len - q_len)
+    allowed = np.arange(kv_len).reshape(1, kv_len) <= i
+    return np.where(allowed, 0, filter_value).astype(dt.to_numpy())
+
+
+def _attend(ctx: Ctx, q, k, v, biases: list, scale):
+    bias = None
+    for b in biases:
+        bias = b if bias is None else ctx.op("add", bias, b)
+    if bias is not None and ctx.dtype(bias) is not ctx.dtype(q):
+        bias = ctx.cast(bias, ctx.dtype(q))
+    return ctx.op("attention", q, k, v, bias, scale=scale or None)
+
+
+@converter("Attention", since=1, domain=MS)
+def ms_attention(
+    ctx: Ctx,
+    input,  # noqa: A002
+    weights,
+    bias=None,
+    mask_index=None,
+    past=None,
+    attention_bias=None,
+    past_sequence_length=None,
+    *,
+    num_heads,
+    unidirectional=0,
+    qkv_hidden_sizes=None,
+    mask_filter_value=-10000.0,
+    scale=0.0,
+    do_rotary=0,
+    past_present_share_buffer=0,
+    rotary_embedding_dim=0,
+):
+    """Self-attention with packed Q/K/V weights [D_in, D + D + D_v]: input @ weights + bias,
+    split, heads, masks as an additive bias (mask_filter_value where masked)."""
+    if past is not None or past_sequence_length is not None or do_rotary:
+        raise Unsupported("Attention with past state or rotary")
+    if len(ctx.node.output) > 1 and any(ctx.node.output[1:]):
+        raise Unsupported("Attention's present output")
+    hidden = ctx.shape(weights)[1]
+    if not isinstance(hidden, int):
+        raise Unsupported("Attention weights of run-time size")
+    sizes = list(qkv_hidden_sizes) if qkv_hidden_sizes else [hidden // 3] * 3
+    qkv = ctx.op("matmul", input, weights)
+    if bias is not None:
+        qkv = ctx.op("add", qkv, bias)
+    q, k, v = ctx.ops("split", qkv, axis=-1, sizes=sizes)
+    q, k, v = (_split_heads(ctx, t, num_heads) for t in (q, k, v))
+    dt = ctx.dtype(q)
+    seq = ctx.shape(input)[1]
+    biases = []
+    if mask_index is not None:
+        biases.append(_key_mask_bias(ctx, mask_index, dt, mask_filter_value, seq))
+    if attention_bias is not None:
+        biases.append(attention_bias)
+    if unidirectional:
+        biases.append(_causal_bias(ctx, seq, seq, dt, mask_filter_value))
+    return _merge_heads(ctx, _attend(ctx, q, k, v, biases, scale))
+
+
+@converter("MultiHeadAttention", since=1, domain=MS)
+def ms_multi_head_attention(
+    ctx: Ctx,
+    query,
+    key=None,
+    value=None,
+    bias=None,
+    key_padding_mask=None,
+    attention_bias=None,
+    past_key=None,
+    past_value=None,
+    past_sequence_length=None,
+    cache_indirection=None,
+    *,
+    num_heads,
+    mask_filter_value=-10000.0,
+    scale=0.0,
+    unidirectional=0,
+):
+    """Attention of separate query [B, S, D], key and value ([B, L, D] or split into heads
+    [B, N, L, H]); bias [D + D + D_v] adds to the 3-d projections."""
+    if key is None or value is None or ctx.rank(query) != 3:
+        raise Unsupported("MultiHeadAttention with packed QKV / KV inputs")
+    if past_key is not None or past_value is not None or cache_indirection is not None:
+        raise Unsupported("MultiHeadAttention with past state")
+    if len(ctx.node.output) > 1 and any(ctx.node.output[1:]):
+        raise Unsupported("MultiHeadAttention's present outputs")
+    if bias is not None:
+        d = ctx.shape(query)[2]
+        dv = ctx.shape(value)[-1] * (num_heads if ctx.rank(value) == 4 else 1)
+        bq, bk, bv = ctx.ops("split", bias, axis=0, sizes=[d, d, dv])
+        query = ctx.op("add", query, bq)
+        if ctx.rank(key) == 3:
+            key = ctx.op("add", key, bk)
+        if ctx.rank(value) == 3:
+            value = ctx.op("add", value, bv)
+    q, k, v = (_split_heads(ctx, t, num_heads) for t in (query, key, value))
+    dt = ctx.dtype(q)
+    q_len, kv_len = ctx.shape(q)[2], ctx.shape(k)[2]
+    biases = []
+    if key_padding_mask is not None:
+        biases.append(_key_mask_bias(ctx, key_padding_mask, dt, mask_filter_value, kv_len))
+    if attention_bias is not None:
+        biases.append(attention_bias)
+    if unidirectional:
+        biases.append(_causal_bias(ctx, q_len, kv_len, dt, mask_filter_value))
+    return _merge_heads(ctx, _attend(ctx, q, k, v, biases, scale))

@@ -26,8 +26,6 @@ UNSUPPORTED: dict[str, str] = {
     "aten.rand.default": _RANDOM,
     "aten.randn.default": _RANDOM,
     "aten.randperm.default": _RANDOM,
-    "aten._fft_r2c.default": "FFT on complex tensors: no canonical FFT op yet",
-    "aten._fft_c2r.default": "FFT on complex tensors: no canonical FFT op yet",
     "aten.sym_stride.int": "strides are memory layout, which msc graphs do not model",
     "aten.sym_storage_offset.default": "storage offsets are memory layout, not modelled",
     "aten.sym_is_contiguous.default": "contiguity is memory layout, which msc graphs do not model",

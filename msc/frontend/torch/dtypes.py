@@ -60,8 +60,11 @@ def to_torch(dtype: DType) -> torch.dtype:
 
 
 def tensor_to_numpy(t: torch.Tensor) -> np.ndarray:
-    """A numpy view of a CPU tensor's data (copied only when it is not on the CPU)."""
+    """A numpy view of a CPU tensor's data (copied only when it is not on the CPU). A complex
+    tensor is viewed in the real layout [..., 2] (real, imaginary) the graph carries it in."""
     t = t.detach()
+    if t.is_complex():
+        t = torch.view_as_real(t.resolve_conj().resolve_neg())
     if t.device.type != "cpu":
         t = t.cpu()
     bits = _BITS_AS.get(t.dtype)

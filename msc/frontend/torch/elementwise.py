@@ -470,3 +470,87 @@ def _static(ctx: Ctx, v: Value) -> list[int]:
             raise Unsupported("copy into a tensor of symbolic shape")
         out.append(d)
     return out
+
+
+# ---------------------------------------------------------- IEEE helpers (fmax, copysign, ...)
+def _signbit(ctx: Ctx, x: Value) -> Value:
+    """True where x's sign bit is set: x < 0, and -0.0 (whose reciprocal is -inf)."""
+    zero = ctx.const(0.0, x.dtype)
+    neg_zero = ctx.op("logical_and", ctx.op("eq", x, zero),
+                      ctx.op("lt", ctx.op("reciprocal", x), zero))  # fmt: skip
+    return ctx.op("logical_or", ctx.op("lt", x, zero), neg_zero)
+
+
+@converter("aten.signbit.default", "prims.signbit.default")
+def signbit(ctx: Ctx, self: Value) -> Value:
+    if not self.dtype.is_floating:
+        if self.dtype.is_signed:
+            return ctx.op("lt", self, ctx.const(0, self.dtype))
+        return ctx.op("full_like", self, value=0.0, dtype=DType.BOOL)
+    return _signbit(ctx, self)
+
+
+@converter("aten.copysign.Tensor", "aten.copysign.Scalar", "prims.copysign.default")
+def copysign(ctx: Ctx, self: Any, other: Any) -> Value:
+    a, b = ctx.promote(self, other, kind="int_to_float")
+    mag = ctx.op("abs", a)
+    return ctx.op("where", _signbit(ctx, b), ctx.op("neg", mag), mag)
+
+
+def _nan_ignoring(canonical: str):
+    # fmax/fmin: a NaN loses to a number (maximum/minimum propagate it).
+    def convert(ctx: Ctx, self: Any, other: Any) -> Value:
+        a, b = ctx.promote(self, other)
+        out = ctx.op(canonical, a, b)
+        if not a.dtype.is_floating:
+            return out
+        out = ctx.op("where", ctx.op("isnan", a), b, out)
+        return ctx.op("where", ctx.op("isnan", b), a, out)
+
+    return convert
+
+
+converter("aten.fmax.default", "prims.fmax.default")(_nan_ignoring("maximum"))
+converter("aten.fmin.default", "prims.fmin.default")(_nan_ignoring("minimum"))
+
+
+@converter("aten.hypot.default", "prims.hypot.default")
+def hypot(ctx: Ctx, self: Value, other: Value) -> Value:
+    a, b = ctx.promote(self, other)
+    return ctx.op("sqrt", ctx.op("add", ctx.op("mul", a, a), ctx.op("mul", b, b)))
+
+
+converter("prims.abs.default")(_unary("abs", "default"))
+converter("prims.neg.default")(_unary("neg", "default"))
+
+
+@converter("prims.where.default")
+def prims_where(ctx: Ctx, pred: Value, a: Any, b: Any) -> Value:
+    x, y = ctx.promote(a, b)
+    return ctx.op("where", pred, x, y)
+
+
+@converter("aten.rrelu_with_noise.default")
+def rrelu_with_noise(
+    ctx: Ctx, self: Value, noise: Value, lower: float = 1 / 8, upper: float = 1 / 3,
+    training: bool = False, generator: Any = None,
+) -> Value:  # fmt: skip
+    # In eval mode RReLU is leaky ReLU with the mean slope; training draws random slopes.
+    if training:
+        raise Unsupported("rrelu in training mode draws random slopes; export in eval mode")
+    return ctx.op("leaky_relu", self, negative_slope=(lower + upper) / 2)
+
+
+@converter("aten.rrelu_with_noise_functional.default")
+def rrelu_with_noise_functional(
+    ctx: Ctx, self: Value, noise: Value, lower: float = 1 / 8, upper: float = 1 / 3,
+    training: bool = False, generator: Any = None,
+) -> tuple:  # fmt: skip
+    return rrelu_with_noise(ctx, self, noise, lower, upper, training), noise
+
+
+@converter("aten._conj.default", "aten._conj_physical.default", "aten.conj_physical.default")
+def conj(ctx: Ctx, self: Value) -> Value:
+    if self.dtype.is_complex:
+        raise Unsupported("conjugate of a complex tensor")
+    return self  # the conjugate of a real tensor is itself

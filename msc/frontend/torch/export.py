@@ -27,6 +27,7 @@ from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind, OutputKind
 
 from msc.errors import ConversionError, UnsupportedOp, UnsupportedOpsError
+from msc.frontend.torch.decompose import decompose, explain, overload, unconverted_ops
 from msc.frontend.torch.dtypes import tensor_to_numpy
 from msc.frontend.torch.translate import (
     Call,
@@ -184,21 +185,53 @@ def from_exported_program(
     Returns:
         The translated graph (self-checked when MSC_CHECK is set).
 
+    An op with no converter, or whose converter refuses this use, is rewritten with
+    PyTorch's own decomposition of it (only those ops; see msc.frontend.torch.decompose),
+    repeatedly, until the program translates or what is left has no decomposition.
+
     Raises:
-        UnsupportedOpsError: listing every op that could not be translated.
+        UnsupportedOpsError: listing every op that could not be translated, each saying
+            whether a decomposition was tried and why it did not help.
     """
     if _mutates_views(ep):
         # Writes through views (x[:, 1] = 0) need functionalization; an empty decomposition
         # table functionalizes and keeps the high-level ops.
         ep = ep.run_decompositions({})
+    if custom_ops not in CUSTOM_OPS:
+        raise ValueError(f"custom_ops must be one of {CUSTOM_OPS}, got {custom_ops!r}")
+    tried: dict[str, str] = {}  # op key -> what its decomposition did
+    ep, _ = decompose(ep, unconverted_ops(ep), tried)
+    for _ in range(_ROUNDS):
+        try:
+            return _translate(ep, input_names, input_types, name, custom_ops, _aliases, tried)
+        except UnsupportedOpsError as e:
+            ops = [op for op in (overload(o.op) for o in e.ops) if op is not None]
+            ep, changed = decompose(ep, ops, tried)
+            if not changed:
+                raise explain(e, tried) from e.__cause__
+    return _translate(ep, input_names, input_types, name, custom_ops, _aliases, tried)
+
+
+# Rounds of decomposition after the first translation attempt (each may expose new ops).
+_ROUNDS = 8
+
+
+def _translate(
+    ep: ExportedProgram,
+    input_names: list[str] | None,
+    input_types: dict[str, TensorType] | None,
+    name: str,
+    custom_ops: str,
+    _aliases: dict[str, str] | None,
+    tried: dict[str, str],
+) -> Graph:
     g = Graph(name)
     gm = ep.graph_module
     sig = ep.graph_signature
     src = ExportSource(ep, g, overrides=bool(input_types))
-    if custom_ops not in CUSTOM_OPS:
-        raise ValueError(f"custom_ops must be one of {CUSTOM_OPS}, got {custom_ops!r}")
     tr = Translator(g, src)
     tr.custom_ops = custom_ops
+    tr.decomposed = {k for k, how in tried.items() if how == "decomposed"}
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     tr.symbols = _symbols(ep, placeholders)
 

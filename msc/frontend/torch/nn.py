@@ -52,6 +52,64 @@ def baddbmm(
     return ctx.op("add", s, p)
 
 
+@converter("aten.addbmm.default")
+def addbmm(
+    ctx: Ctx, self: Value, batch1: Value, batch2: Value, *, beta: Any = 1, alpha: Any = 1
+) -> Value:
+    # beta * self + alpha * the sum over the batch of batch1 @ batch2.
+    p = ctx.op("reduce_sum", ctx.op("matmul", batch1, batch2), axes=[0], keepdims=False)
+    if alpha != 1:
+        p = ctx.op("mul", p, ctx.const(alpha, p.dtype))
+    if beta == 0:
+        return p
+    s = self if beta == 1 else ctx.op("mul", self, ctx.const(beta, self.dtype))
+    return ctx.op("add", s, p)
+
+
+def _grouped_mm(ctx: Ctx, a: Value, w: Value, offs: Value | None, bias: Value | None) -> Value:
+    # Rows of a [S, K] are sorted by group; offs [G] are the groups' cumulative row ends;
+    # out[r] = a[r] @ w[group(r)] (+ bias[group(r)]), zero for rows past the last end. Computed
+    # densely (every group's product, then each row picks its own): exact, G times the
+    # arithmetic of the grouped kernel.
+    if offs is None or ctx.rank(a) != 2 or ctx.rank(w) != 3:
+        raise Unsupported("grouped matmul other than 2-d rows by 3-d group weights with offsets")
+    i64 = DType.INT64
+    s = ctx.op("gather", ctx.op("shape", a), ctx.const([0], i64), axis=0)
+    rows = ctx.op("range", ctx.const(0, i64), ctx.op("reshape", s, shape=[]), ctx.const(1, i64))
+    ends = ctx.cast(offs, i64)
+    past = ctx.op("le", ctx.op("unsqueeze", ends, axes=[0]), ctx.op("unsqueeze", rows, axes=[1]))
+    group = ctx.op("reduce_sum", ctx.cast(past, i64), axes=[1], keepdims=False)  # [S]
+    last = ctx.op("sub", ctx.op("gather", ctx.op("shape", w), ctx.const([0], i64), axis=0),
+                  ctx.const(1, i64))  # fmt: skip
+    valid = ctx.op("lt", group, ctx.op("add", last, ctx.const(1, i64)))
+    group = ctx.op("minimum", group, ctx.op("reshape", last, shape=[]))
+    every = ctx.op("matmul", ctx.op("unsqueeze", a, axes=[0]), w)  # [G, S, N]
+    every = ctx.op("transpose", every, perm=[1, 0, 2])  # [S, G, N]
+    n = ctx.op("gather", ctx.op("shape", w), ctx.const([2], i64), axis=0)
+    idx_shape = ctx.op("concat", s, ctx.const([1], i64), n, axis=0)
+    idx = ctx.op("expand", ctx.op("reshape", group, shape=[-1, 1, 1]), idx_shape)
+    out = ctx.op("squeeze", ctx.op("gather_elements", every, idx, axis=1), axes=[1])  # [S, N]
+    if bias is not None:
+        out = ctx.op("add", out, ctx.op("gather", bias, group, axis=0))
+    zero = ctx.const(0.0, out.dtype)
+    return ctx.op("where", ctx.op("unsqueeze", valid, axes=[1]), out, zero)
+
+
+@converter("transformers.grouped_mm_fallback.default")
+def grouped_mm_fallback(ctx: Ctx, input: Value, weight: Value, offs: Value) -> Value:
+    """transformers' mixture-of-experts grouped matmul (a torch.library op)."""
+    return _grouped_mm(ctx, input, weight, offs, None)
+
+
+@converter("aten._grouped_mm.default")
+def grouped_mm(
+    ctx: Ctx, self: Value, mat2: Value, offs: Value | None = None, bias: Value | None = None,
+    out_dtype: Any = None,
+) -> Value:  # fmt: skip
+    out = _grouped_mm(ctx, self, mat2, offs, bias)
+    return out if out_dtype is None else ctx.cast(out, to_msc(out_dtype))
+
+
 @converter("aten.einsum.default")
 def einsum(ctx: Ctx, equation: str, tensors: list[Value], *, path: Any = None) -> Value:
     return ctx.op("einsum", *ctx.promote(*tensors), equation=equation)
@@ -326,12 +384,45 @@ def batch_norm(
     return ctx.op("batch_norm", input, weight, bias, running_mean, running_var, eps=float(eps))
 
 
+def _stat_dtype(ctx: Ctx, i: int, x: Value) -> DType:
+    """The dtype torch gives output ``i`` of the node (a norm's statistics may be wider)."""
+    meta = ctx.meta
+    if isinstance(meta, (tuple, list)) and len(meta) > i and isinstance(meta[i], torch.Tensor):
+        return to_msc(meta[i].dtype)
+    return x.dtype
+
+
+def _mean_rstd(ctx: Ctx, x: Value, axes: list[int], eps: float, shape: Any = None) -> tuple:
+    """(mean, 1 / sqrt(biased var + eps)) of ``x`` over ``axes`` (kept), reshaped to
+    ``shape`` when given, in the dtypes torch gives a native norm's outputs 1 and 2."""
+    mean = ctx.op("reduce_mean", x, axes=axes, keepdims=True)
+    var = ctx.op("var", x, axes=axes, keepdims=True, correction=0.0)
+    rstd = ctx.op("rsqrt", ctx.op("add", var, ctx.const(eps, x.dtype)))
+    out = []
+    for i, v in ((1, mean), (2, rstd)):
+        if shape is not None:
+            v = ctx.op("reshape", v, shape=shape)
+        dt = _stat_dtype(ctx, i, x)
+        out.append(v if dt is v.dtype else ctx.cast(v, dt))
+    return tuple(out)
+
+
+def _empty_stats(ctx: Ctx, x: Value) -> tuple:
+    """The empty statistics eval-mode native batch norm returns."""
+    return tuple(ctx.op("full", shape=[0], value=0.0, dtype=_stat_dtype(ctx, i, x)) for i in (1, 2))
+
+
 @converter("aten._native_batch_norm_legit_no_training.default")
 def native_bn_no_training(
     ctx: Ctx, input, weight, bias, running_mean, running_var, momentum, eps
 ) -> tuple:
     y = ctx.op("batch_norm", input, weight, bias, running_mean, running_var, eps=float(eps))
-    return y, None, None
+    return (y, *_empty_stats(ctx, input))
+
+
+def _bn_with_stats(ctx: Ctx, x: Value, eps: float, weight, bias) -> tuple:
+    axes = [0] + list(range(2, ctx.rank(x)))
+    return (_bn_stats(ctx, x, eps, weight, bias), *_mean_rstd(ctx, x, axes, eps, shape=[-1]))
 
 
 @converter("aten._native_batch_norm_legit.default", "aten.native_batch_norm.default")
@@ -340,12 +431,12 @@ def native_bn(ctx: Ctx, input, weight, bias, running_mean, running_var, training
         return native_bn_no_training(
             ctx, input, weight, bias, running_mean, running_var, momentum, eps
         )
-    return _bn_stats(ctx, input, eps, weight, bias), None, None
+    return _bn_with_stats(ctx, input, eps, weight, bias)
 
 
 @converter("aten._native_batch_norm_legit.no_stats")
 def native_bn_no_stats(ctx: Ctx, input, weight, bias, training, momentum, eps) -> tuple:
-    return _bn_stats(ctx, input, eps, weight, bias), None, None
+    return _bn_with_stats(ctx, input, eps, weight, bias)
 
 
 @converter("aten.layer_norm.default")
@@ -364,7 +455,9 @@ def layer_norm(
 
 @converter("aten.native_layer_norm.default")
 def native_layer_norm(ctx: Ctx, input, normalized_shape, weight, bias, eps) -> tuple:
-    return layer_norm(ctx, input, normalized_shape, weight, bias, eps), None, None
+    r, n = ctx.rank(input), len(normalized_shape)
+    y = layer_norm(ctx, input, normalized_shape, weight, bias, eps)
+    return (y, *_mean_rstd(ctx, input, list(range(r - n, r)), float(eps)))
 
 
 @converter("aten.rms_norm.default")
@@ -406,7 +499,18 @@ def group_norm(
 
 @converter("aten.native_group_norm.default")
 def native_group_norm(ctx: Ctx, input, weight, bias, N, C, HxW, group, eps) -> tuple:
-    return group_norm(ctx, input, group, weight, bias, eps), None, None
+    y = group_norm(ctx, input, group, weight, bias, eps)
+    dims = list(input.type.shape or [None])
+    if all(isinstance(d, int) for d in dims[1:]):
+        rest = 1
+        for d in dims[1:]:
+            rest *= d
+        grouped = ctx.op("reshape", input, shape=[-1, group, rest // group])
+    elif isinstance(dims[0], int):
+        grouped = ctx.op("reshape", input, shape=[dims[0], group, -1])
+    else:
+        raise Unsupported("group norm statistics with dynamic batch and spatial dims")
+    return (y, *_mean_rstd(ctx, grouped, [2], float(eps), shape=[-1, group]))
 
 
 @converter("aten.instance_norm.default")

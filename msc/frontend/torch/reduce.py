@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from msc.frontend.torch.dtypes import to_msc
 from msc.frontend.torch.registry import Ctx, Unsupported, converter
 from msc.ir import DType, Value
@@ -254,3 +256,132 @@ def norm(ctx, self, p=2, dim=None, keepdim=False, **_: Any) -> Value:
 @converter("aten.frobenius_norm.dim")
 def frobenius_norm(ctx, self, dim, keepdim=False) -> Value:
     return _norm(ctx, self, 2, dim, keepdim)
+
+
+# ------------------------------------------------------- order statistics, running extrema
+def _pick(ctx: Ctx, x: Value, index: Value | int, dim: int, keepdim: bool) -> Value:
+    """x's entry at ``index`` along ``dim`` (an int, or an i64 tensor broadcast over the
+    other dims with a size-1 ``dim``)."""
+    if isinstance(index, int):
+        idx = ctx.const([index], DType.INT64)
+        out = ctx.op("gather", x, idx, axis=dim)
+    else:
+        out = ctx.op("gather_elements", x, index, axis=dim)
+    return out if keepdim else ctx.op("squeeze", out, axes=[dim])
+
+
+def _rank0(ctx: Ctx, x: Value) -> bool:
+    return ctx.rank(x) == 0
+
+
+@converter("aten.kthvalue.default")
+def kthvalue(ctx: Ctx, self: Value, k: int, dim: int = -1, keepdim: bool = False) -> tuple:
+    if _rank0(ctx, self):
+        return self, ctx.const(0, DType.INT64)
+    values, indices = ctx.multi("sort", self, axis=dim, stable=True)
+    return (_pick(ctx, values, k - 1, dim, keepdim), _pick(ctx, indices, k - 1, dim, keepdim))
+
+
+def _static_len(ctx: Ctx, x: Value, dim: int) -> int:
+    n = x.type.shape[dim] if x.type.shape is not None else None
+    if not isinstance(n, int):
+        raise Unsupported("median along a dim of unknown size")
+    return n
+
+
+@converter("aten.median.dim")
+def median_dim(ctx: Ctx, self: Value, dim: int, keepdim: bool = False) -> tuple:
+    # The lower median: the ((n - 1) // 2)-th smallest (NaN sorts last, as torch's).
+    if _rank0(ctx, self):
+        return self, ctx.const(0, DType.INT64)
+    n = _static_len(ctx, self, dim)
+    values, indices = ctx.multi("sort", self, axis=dim, stable=True)
+    k = (n - 1) // 2
+    v, i = _pick(ctx, values, k, dim, keepdim), _pick(ctx, indices, k, dim, keepdim)
+    if self.dtype.is_floating:  # a NaN anywhere makes the median NaN, at the first NaN
+        nan = ctx.op("isnan", self)
+        any_nan = ctx.op("reduce_any", nan, axes=[dim], keepdims=keepdim)
+        first = ctx.op("argmax", ctx.cast(nan, DType.INT32), axis=dim, keepdims=keepdim)
+        v = ctx.op("where", any_nan, ctx.const(float("nan"), self.dtype), v)
+        i = ctx.op("where", any_nan, first, i)
+    return v, i
+
+
+@converter("aten.median.default")
+def median(ctx: Ctx, self: Value) -> Value:
+    flat = ctx.op("reshape", self, shape=[-1])
+    return median_dim(ctx, flat, 0, False)[0]
+
+
+@converter("aten.nanmedian.dim")
+def nanmedian_dim(ctx: Ctx, self: Value, dim: int, keepdim: bool = False) -> tuple:
+    # The lower median of the non-NaN entries (NaN when all are NaN): sorted, NaNs last.
+    if _rank0(ctx, self):
+        return self, ctx.const(0, DType.INT64)
+    values, indices = ctx.multi("sort", self, axis=dim, stable=True)
+    if not self.dtype.is_floating:
+        n = _static_len(ctx, self, dim)
+        return _pick(ctx, values, (n - 1) // 2, dim, keepdim), _pick(
+            ctx, indices, (n - 1) // 2, dim, keepdim
+        )  # noqa: E501
+    ok = ctx.op("logical_not", ctx.op("isnan", self))
+    count = ctx.op("reduce_sum", ctx.cast(ok, DType.INT64), axes=[dim], keepdims=True)
+    k = ctx.op("floor_divide", ctx.op("sub", count, ctx.const(1, DType.INT64)),
+               ctx.const(2, DType.INT64))  # fmt: skip
+    k = ctx.op("maximum", k, ctx.const(0, DType.INT64))
+    return _pick(ctx, values, k, dim, keepdim), _pick(ctx, indices, k, dim, keepdim)
+
+
+@converter("aten.nanmedian.default")
+def nanmedian(ctx: Ctx, self: Value) -> Value:
+    return nanmedian_dim(ctx, ctx.op("reshape", self, shape=[-1]), 0, False)[0]
+
+
+def _running(canonical: str, fill: float):
+    # cummax / cummin: over j <= i of x[j] (a triangular mask, O(n^2)); the index is the last
+    # j attaining it, as torch's.
+    def convert(ctx: Ctx, self: Value, dim: int) -> tuple:
+        r = ctx.rank(self)
+        if r == 0:
+            return self, ctx.const(0, DType.INT64)
+        n = _static_len(ctx, self, dim)
+        d = dim % r
+        x = ctx.op("unsqueeze", self, axes=[d])  # [..., 1(i), n(j), ...]
+        tri = np.tril(np.ones((n, n), dtype=bool))  # [i, j]: j <= i
+        shape = [1] * (r + 1)
+        shape[d], shape[d + 1] = n, n
+        mask = ctx.op("reshape", ctx.const(tri, DType.BOOL), shape=shape)
+        big = ctx.const(fill if self.dtype.is_floating else _int_fill(self.dtype, fill), self.dtype)
+        masked = ctx.op("where", mask, x, big)
+        values = ctx.op(f"reduce_{canonical}", masked, axes=[d + 1], keepdims=False)
+        arg = "argmax" if canonical == "max" else "argmin"
+        if self.dtype.is_floating:  # a NaN wins from where it appears, as torch
+            nan = ctx.op("isnan", masked)
+            masked = ctx.op("where", nan, ctx.const(-fill, self.dtype), masked)
+        idx = ctx.op(arg, masked, axis=d + 1, keepdims=False, select_last_index=True)
+        return values, idx
+
+    return convert
+
+
+def _int_fill(dtype: DType, fill: float) -> int:
+    info = np.iinfo(dtype.to_numpy()) if dtype is not DType.BOOL else None
+    if info is None:
+        return 0 if fill < 0 else 1
+    return int(info.min) if fill < 0 else int(info.max)
+
+
+converter("aten.cummax.default")(_running("max", float("-inf")))
+converter("aten.cummin.default")(_running("min", float("inf")))
+
+
+@converter("aten.logcumsumexp.default")
+def logcumsumexp(ctx: Ctx, self: Value, dim: int) -> Value:
+    # log(cumsum(exp(x - m))) + m with m the max along dim (finite where x is).
+    (x,) = ctx.promote(self, kind="int_to_float")
+    if ctx.rank(x) == 0:
+        return x
+    m = ctx.op("reduce_max", x, axes=[dim], keepdims=True)
+    m = ctx.op("where", ctx.op("isfinite", m), m, ctx.const(0.0, x.dtype))
+    s = ctx.op("cumsum", ctx.op("exp", ctx.op("sub", x, m)), axis=dim)
+    return ctx.op("add", ctx.op("log", s), m)

@@ -30,7 +30,16 @@ from msc.ir import DType, Graph, Provenance, TensorType, Value
 from msc.ir.builder import Builder
 from msc.ir.registry import Registry
 
-__all__ = ["Unsupported", "ConverterRegistry", "CONVERTERS", "converter", "Ctx", "aten_op"]
+__all__ = [
+    "Unsupported",
+    "ConverterRegistry",
+    "CONVERTERS",
+    "COMPLEX_CONVERTERS",
+    "converter",
+    "complex_converter",
+    "Ctx",
+    "aten_op",
+]
 
 
 Converter = Callable[..., Any]
@@ -75,6 +84,11 @@ class ConverterRegistry:
 
 CONVERTERS = ConverterRegistry()
 converter = CONVERTERS.register
+
+# Converters for a node that reads or produces a complex tensor (carried in the real layout
+# [..., 2], see signal.py): the translator looks such a node up here, never in CONVERTERS.
+COMPLEX_CONVERTERS = ConverterRegistry()
+complex_converter = COMPLEX_CONVERTERS.register
 
 
 # Namespaces whose converters are called with arguments bound to the op's schema.
@@ -145,6 +159,8 @@ class Ctx(Builder):
         # translator's map from a torch size to a graph dim (an int, a SymDim or None).
         self.meta: Any = None
         self.dim_of: Callable[[Any], Any] = lambda d: d if isinstance(d, int) else None
+        # ids of the node's input Values that are complex tensors in the real layout [..., 2].
+        self.complex_ids: set[int] = set()
 
     # ------------------------------------------------------------------ building
     def _current_name(self) -> str:

@@ -114,6 +114,15 @@ def t(ctx: Ctx, self: Value) -> Value:
     return self if r < 2 else ctx.op("transpose", self, perm=list(reversed(range(r))))
 
 
+@converter("aten.mT.default", "aten.mH.default", "aten.adjoint.default")
+def matrix_t(ctx: Ctx, self: Value) -> Value:
+    # The last two dims swapped (mH/adjoint conjugate too, which is nothing for real dtypes).
+    if self.dtype.is_complex:
+        raise Unsupported("conjugate transpose of a complex tensor")
+    r = ctx.rank(self)
+    return ctx.op("transpose", self, perm=list(range(r - 2)) + [r - 1, r - 2])
+
+
 @converter("aten.movedim.int", "aten.movedim.intlist", "aten.moveaxis.int")
 def movedim(ctx: Ctx, self: Value, source: Any, destination: Any) -> Value:
     r = ctx.rank(self)
@@ -511,11 +520,6 @@ def scalar_tensor(ctx: Ctx, s: Any, *, dtype: Any = None, **_: Any) -> Value:
     if isinstance(s, Value):
         return ctx.cast(s, dt or ctx.result_dtype(s))
     return ctx.const(s, dt or (scalar_dtype(s) if not isinstance(s, float) else DType.FLOAT32))
-
-
-@converter("aten._local_scalar_dense.default", "aten.item.default")
-def local_scalar_dense(ctx: Ctx, self: Value) -> Value:
-    raise Unsupported("reading a tensor element as a Python number (.item()) is data-dependent")
 
 
 # ---------------------------------------------------------------- indexing

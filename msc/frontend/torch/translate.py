@@ -10,6 +10,11 @@
 # - After each converter the result is checked against the value PyTorch recorded for the node:
 #   the dtype must be equal (so the graph's dtypes are PyTorch's), and the shape is refined with
 #   what torch knows (named symbols, sizes inference left unknown).
+# - Complex tensors travel as real tensors in the layout [..., 2] (real, imaginary); see
+#   signal.py. The walk checks results against that layout of what torch recorded
+#   (``real_layout``), and a node that reads or produces a complex tensor is converted by
+#   ``COMPLEX_CONVERTERS`` (its complex inputs named in ``ctx.complex_ids``), never by the
+#   real converter of the same op.
 """
 
 from __future__ import annotations
@@ -25,7 +30,14 @@ import torch.fx
 
 from msc.errors import ConversionError, UnsupportedOp, UnsupportedOpsError
 from msc.frontend.torch.dtypes import tensor_to_numpy, to_msc
-from msc.frontend.torch.registry import CONVERTERS, Ctx, Unsupported, aten_op, bind
+from msc.frontend.torch.registry import (
+    COMPLEX_CONVERTERS,
+    CONVERTERS,
+    Ctx,
+    Unsupported,
+    aten_op,
+    bind,
+)
 from msc.ir import Graph, Provenance, SymDim, TensorType, Value, symexpr
 from msc.ir.graph import Node, dead_nodes
 from msc.ir.types import Dim
@@ -42,6 +54,7 @@ __all__ = [
     "is_small_constant",
     "constant_node",
     "finish",
+    "real_layout",
 ]
 
 # A tensor constant of the source program (``torch.tensor([...])`` in forward, lifted by
@@ -145,6 +158,22 @@ _IGNORED = {
 }
 
 
+def _is_complex(meta: Any) -> bool:
+    return isinstance(meta, torch.Tensor) and meta.is_complex()
+
+
+def real_layout(meta: Any) -> Any:
+    """The value torch recorded, with a complex tensor as the real tensor [..., 2] the graph
+    carries it as (lists and tuples of them likewise)."""
+    if _is_complex(meta):
+        # a lazily conjugated tensor (torch's conj bit) has the same type; view_as_real
+        # refuses it, so view its conjugate (no copy: fake tensors hold no data anyway).
+        return torch.view_as_real(meta.conj() if meta.is_conj() else meta)
+    if isinstance(meta, list | tuple) and any(_is_complex(m) for m in meta):
+        return type(meta)(real_layout(m) for m in meta)
+    return meta
+
+
 def is_small_constant(t: torch.Tensor) -> bool:
     """Should the source's tensor constant ``t`` be a ``constant`` node (not a weight)?"""
     return t.numel() <= SMALL_CONSTANT and not t.is_complex()
@@ -180,6 +209,8 @@ def finish(g: Graph, buffers: list[str], constants: list[str], aliases: dict[str
 
 
 _INLINED_HOPS = {"wrap_with_set_grad_enabled", "wrap_with_autocast"}
+# Higher-order ops that become control-flow nodes with subgraphs (msc.frontend.torch.control).
+_CONTROL_HOPS = {"cond", "while_loop", "map_impl"}
 
 
 class _BodySource(Source):
@@ -331,6 +362,7 @@ class Translator:
         self.strict = check_enabled()
         self.prefix = ""  # prepended to value and node names (inlined submodules)
         self.custom_ops = "error"  # or "keep": an op with no converter becomes a custom node
+        self.decomposed: set[str] = set()  # ops PyTorch's decompositions replaced (their keys)
 
     # ------------------------------------------------------------------ types
     def sym_dim(self, expr: Any) -> Dim:
@@ -352,6 +384,7 @@ class Translator:
         return self.sym_dim(d.node.expr) if isinstance(d, torch.SymInt) else int(d)
 
     def torch_type(self, t: Any) -> TensorType:
+        t = real_layout(t)
         dims = []
         for d in t.shape:
             if isinstance(d, torch.SymInt):
@@ -408,7 +441,16 @@ class Translator:
             return any(self._poisoned(x) for x in (a.start, a.stop, a.step))
         return False
 
+    def _original(self, node: torch.fx.Node) -> str:
+        """The op a decomposition replaced, for a node it produced; else ""."""
+        orig = node.meta.get("original_aten")
+        key = str(orig) if orig is not None else ""
+        return key if key in self.decomposed and key != target_key(node.target) else ""
+
     def _report(self, op: str, node: torch.fx.Node, reason: str, err: BaseException | None) -> None:
+        orig = self._original(node)
+        if orig:
+            reason += f" (in PyTorch's decomposition of {orig})"
         self.problems.append(UnsupportedOp(op, node.name, self.source.module_path(node), reason))
         if err is not None and self.first_error is None:
             self.first_error = err
@@ -437,8 +479,24 @@ class Translator:
             raise UnsupportedOpsError(self.problems) from self.first_error
         return out
 
+    def _complex_args(self, node: torch.fx.Node) -> set[int]:
+        """ids of the translated inputs of ``node`` that torch recorded as complex tensors."""
+        out: set[int] = set()
+        for a in node.all_input_nodes:
+            v = self.env.get(a)
+            if isinstance(v, Value) and _is_complex(self.source.meta(a)):
+                out.add(id(v))
+        return out
+
     def _call(self, node: torch.fx.Node, reasons: dict[str, str]) -> None:
-        meta = self.source.meta(node)
+        raw_meta = self.source.meta(node)
+        complex_ids = self._complex_args(node)
+        touches_complex = (
+            bool(complex_ids)
+            or _is_complex(raw_meta)
+            or (isinstance(raw_meta, list | tuple) and any(_is_complex(m) for m in raw_meta))
+        )
+        meta = real_layout(raw_meta)
         if isinstance(meta, bool | int | float) and not isinstance(meta, torch.SymInt):
             self.env[node] = meta  # a Python value torch computed once: a constant
             return
@@ -463,9 +521,20 @@ class Translator:
         if call.key in _INLINED_HOPS:
             self._inline_hop(node, call)
             return
+        if call.key in _CONTROL_HOPS:
+            from msc.frontend.torch.control import translate_control
+
+            translate_control(self, node, call, meta)
+            return
         fn = call.fn
         inplace = False
-        if fn is None:
+        if fn is None and touches_complex:
+            fn, inplace = COMPLEX_CONVERTERS.lookup(call.key)
+            if fn is None:
+                self._report(call.key, node, "no converter for complex tensors", None)
+                self.env[node] = POISON
+                return
+        elif fn is None:
             fn, inplace = CONVERTERS.lookup(call.key)
             if fn is None and self.custom_ops == "keep" and library_op(node.target) is not None:
                 fn = functools.partial(keep_custom, node.target)
@@ -484,8 +553,9 @@ class Translator:
         ctx.nodes = []
         ctx.node_name = self.prefix + node.name
         ctx.module = self.source.module_path(node)
-        ctx.source_op = "" if call.fn is not None else call.key
+        ctx.source_op = self._original(node) or ("" if call.fn is not None else call.key)
         ctx.meta = meta
+        ctx.complex_ids = complex_ids
         try:
             if call.fn is not None:
                 result = call.fn(ctx, *args, **kwargs)
@@ -513,6 +583,22 @@ class Translator:
             target = node.args[0]
         if target is not None:
             self.env[target] = result
+
+    def body(self, gm: torch.fx.GraphModule, operands: list[Any], graph: Graph, prefix: str) -> Any:
+        """Translate ``gm`` (a higher-order op's body) into ``graph`` with its placeholders
+        bound to ``operands``; the resolved output. Problems join this translator's."""
+        inner = Translator(graph, self.source)
+        inner.symbols, inner.prefix, inner.ctx = self.symbols, self.prefix + prefix, self.ctx
+        inner.custom_ops, inner.decomposed = self.custom_ops, self.decomposed
+        for p, v in zip([n for n in gm.graph.nodes if n.op == "placeholder"], operands):
+            inner.env[p] = v
+        inner.source = _BodySource(self.source, inner.env)
+        try:
+            out = inner.run(gm.graph)
+        except UnsupportedOpsError as e:
+            self.problems.extend(e.ops)
+            return POISON
+        return inner.resolve(out)
 
     def _inline_hop(self, node: torch.fx.Node, call: Call) -> None:
         """wrap_with_set_grad_enabled / wrap_with_autocast: translate the body in place."""

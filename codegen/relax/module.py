@@ -1,0 +1,397 @@
+"""msc Graph -> ``tvm.IRModule`` with one Relax function ``main``.
+
+# NOTE: invariants
+# - ``main``'s parameters are the graph inputs (their names), then, with ``params="inputs"``,
+#   the weights whose role is "parameter" (or unknown), with the ``num_input`` and ``params``
+#   function attributes TVM's frontends write; buffers and constants (and every weight with
+#   ``params="bound"``) are bound as ``relax.Constant``s where they are used.
+# - The body is one dataflow block, unless the graph holds control flow (relax.If may not sit
+#   in a dataflow block). One output is returned bare when the source returned it bare (no
+#   output tree); otherwise the flat outputs are returned as a tuple.
+# - Symbolic dims are int64 ``tirx.Var``s named after the msc symbol, one per name; their
+#   ranges become the ``tir_var_lower_bound`` / ``tir_var_upper_bound`` function attributes.
+# - Each canonical node goes through its emitter; if there is none, or it raises
+#   ``Unsupported``, through its decomposition (recursively). Every node that can go neither
+#   way, and every custom op, is collected and raised at once as UnsupportedOpsError.
+"""
+
+from __future__ import annotations
+
+import itertools
+import keyword
+import re
+from typing import Any
+
+import numpy as np
+import tvm
+from tvm import relax
+
+from codegen.relax.registry import EMITTERS as default_emitters
+from codegen.relax.registry import Emit, EmitterRegistry, Unsupported, relax_dtype
+from msc.errors import ConversionError, UnsupportedOp, UnsupportedOpsError
+from msc.ir.graph import Graph, Node, Value, Weight
+from msc.ir.types import Func, SymDim, SymExpr, TensorType
+from msc.ops.custom import parse_custom
+from msc.ops.decompose import DecompositionRegistry, NotDecomposable
+from msc.ops.decompose import registry as default_decompositions
+
+__all__ = ["RelaxBuilder", "PARAMS"]
+
+PARAMS = ("inputs", "bound")
+_CONTROL = {"if", "loop", "scan"}
+
+
+def _has_control(g: Graph) -> bool:
+    return any(n.op in _CONTROL for n in g.nodes)
+
+
+def _pad(op: str, ins: list) -> list:
+    """Inputs padded with None up to the schema's fixed inputs."""
+    from msc.ops import registry as ops
+
+    specs = ops.get(op).inputs
+    if any(s.variadic for s in specs) or len(ins) >= len(specs):
+        return ins
+    return list(ins) + [None] * (len(specs) - len(ins))
+
+
+def _ident(name: str, taken: set[str]) -> str:
+    """A Python identifier for a model's name (TVMScript prints parameter names as code),
+    unique among ``taken``; a model's string never reaches the script otherwise."""
+    base = re.sub(r"\W", "_", name or "v", flags=re.ASCII) or "v"
+    if base[0].isdigit() or keyword.iskeyword(base) or base in ("R", "I", "T", "metadata"):
+        base = f"v_{base}"
+    out, k = base, 0
+    while out in taken:
+        k += 1
+        out = f"{base}_{k}"
+    taken.add(out)
+    return out
+
+
+class RelaxBuilder:
+    """One translation of a graph to an IRModule.
+
+    Args:
+        graph: the graph to translate (left unchanged).
+        params: "inputs" (parameters become function parameters) or "bound" (constants).
+        emitters: emitter registry (default: the package's).
+        decompositions: decomposition registry (default: ``msc.ops.decompose.registry``).
+    """
+
+    def __init__(
+        self,
+        graph: Graph,
+        *,
+        params: str = "inputs",
+        emitters: EmitterRegistry | None = None,
+        decompositions: DecompositionRegistry | None = None,
+    ) -> None:
+        if params not in PARAMS:
+            raise ConversionError(f"params must be one of {PARAMS}, got {params!r}")
+        self.graph = graph
+        self.params = params
+        self.emitters = emitters or default_emitters
+        self.decompositions = decompositions or default_decompositions
+        self.bb = relax.BlockBuilder()
+        self.env: dict[Value, relax.Expr] = {}
+        self.symbols: dict[str, tvm.tirx.Var] = {}
+        self.ranges: dict[str, tuple[int | None, int | None]] = {}
+        self._fresh = itertools.count()
+        self.param_weights: list[Weight] = []
+        self._taken: set[str] = set()
+
+    # ------------------------------------------------------------------ types
+    def dim(self, d: Any) -> Any:
+        """An msc dim as a Relax PrimExpr (an int64 IntImm, a shape var, an expression)."""
+        if isinstance(d, bool):
+            raise TypeError(d)
+        if isinstance(d, int | np.integer):
+            return tvm.tirx.IntImm("int64", int(d))
+        if isinstance(d, SymDim):
+            var = self.symbols.get(d.name)
+            if var is None:
+                var = self.symbols[d.name] = tvm.tirx.Var(_ident(d.name, self._taken), "int64")
+                self.ranges[var.name] = (d.min, d.max)
+            return var
+        if isinstance(d, SymExpr):
+            total = None
+            for mono, coef in d.terms:
+                term: Any = tvm.tirx.IntImm("int64", int(coef))
+                for atom in mono:
+                    term = term * self._atom(atom)
+                total = term if total is None else total + term
+            return total if total is not None else tvm.tirx.IntImm("int64", 0)
+        if d is None:
+            name = f"d{next(self._fresh)}"
+            return self.symbols.setdefault(name, tvm.tirx.Var(name, "int64"))
+        raise TypeError(f"not a dim: {d!r}")
+
+    def _atom(self, a: Any) -> Any:
+        if isinstance(a, Func):
+            args = [self.dim(x) for x in a.args]
+            ops = {
+                "floordiv": tvm.tirx.floordiv,
+                "mod": tvm.tirx.floormod,
+                "min": tvm.tirx.min,
+                "max": tvm.tirx.max,
+            }
+            if a.op not in ops:
+                raise Unsupported(f"dim function {a.op} has no Relax form")
+            out = args[0]
+            for x in args[1:]:
+                out = ops[a.op](out, x)
+            return out
+        return self.dim(a)
+
+    def struct_info(self, t: TensorType) -> relax.TensorType:
+        dtype = relax_dtype(t.dtype)
+        if t.shape is None:
+            return relax.TensorType(dtype=dtype)
+        return relax.TensorType([self.dim(d) for d in t.shape], dtype)
+
+    def constant(self, w: Weight) -> relax.Constant:
+        arr = _contiguous(w.numpy())
+        relax_dtype(w.type.dtype)  # refuse dtypes Relax lacks with a clear reason
+        return relax.const(arr, relax_dtype(w.type.dtype))
+
+    # ------------------------------------------------------------------ nodes
+    def emit_node(self, node: Node, ins: list[relax.Expr | None]) -> list[relax.Expr]:
+        """Relax bindings for one node; returns one expression per output.
+
+        Raises:
+            Unsupported: neither an emitter nor a decomposition can express it.
+        """
+        custom = parse_custom(node.op)
+        if custom is not None:
+            raise Unsupported(
+                f"custom op {custom.domain}::{custom.name} has no Relax form "
+                "(register an emitter for it or rewrite it into canonical ops)"
+            )
+        reasons: list[str] = []
+        ins = _pad(node.op, ins)
+        fn = self.emitters.get(node.op)
+        if fn is not None:
+            e = Emit(
+                self.bb,
+                node,
+                [None if v is None else v.type for v in _pad(node.op, list(node.inputs))],
+                [o.type for o in node.outputs],
+                self.dim,
+                self.branch,
+            )
+            try:
+                result = fn(e, *ins, **node.attrs)
+            except Unsupported as u:
+                reasons.append(f"emitter: {u}")
+            else:
+                return self._outputs(node, result)
+        else:
+            reasons.append(self.emitters.reason(node.op))
+        if node.op in self.decompositions:
+            try:
+                return self._decompose(node, ins)
+            except NotDecomposable as d:
+                reasons.append(f"decomposition: {d}")
+            except Unsupported as u:
+                reasons.append(f"decomposition: {u}")
+        raise Unsupported("; ".join(reasons))
+
+    def _outputs(self, node: Node, result: Any) -> list[relax.Expr]:
+        n = len(node.outputs)
+        if isinstance(result, tuple | list):
+            results = list(result)
+        elif n > 1:  # one tuple-valued expression: its items
+            results = [self.bb.emit(relax.TupleGetItem(result, i)) for i in range(n)]
+        else:
+            results = [result]
+        if len(results) != n:
+            raise AssertionError(f"relax emitter for {node.op} gave {len(results)} of {n}")
+        return results
+
+    def _decompose(self, node: Node, ins: list[relax.Expr | None]) -> list[relax.Expr]:
+        proxies = [
+            None if v is None else Value(f"p{i}", v.type)
+            for i, v in enumerate(_pad(node.op, list(node.inputs)))
+        ]
+        env: dict[Value, relax.Expr] = {p: x for p, x in zip(proxies, ins) if p is not None}
+        new_nodes, results = self.decompositions.expand(node, proxies)
+        for n in new_nodes:
+            n_ins = [None if v is None else env[v] for v in n.inputs]
+            try:
+                outs = self.emit_node(n, n_ins)
+            except Unsupported as u:
+                raise Unsupported(f"{n.op} inside: {u}") from None
+            env.update(zip(n.outputs, outs))
+        return [env[v] for v in results]
+
+    def _body(self, g: Graph) -> list[UnsupportedOp]:
+        """Emit the nodes of ``g`` into the current block; the unsupported ones."""
+        unsupported: list[UnsupportedOp] = []
+        for node in g.nodes:
+            ins = [None if v is None else self.env.get(v) for v in node.inputs]
+            if any(x is None and v is not None for x, v in zip(ins, node.inputs)):
+                continue  # an input came from a node already reported
+            try:
+                outs = self.emit_node(node, ins)
+            except Unsupported as u:
+                unsupported.append(
+                    UnsupportedOp(node.op, node.name, node.provenance.module, str(u))
+                )
+                self._stand_in(node)  # so the nodes after it are tried (and reported) too
+                continue
+            self.env.update(zip(node.outputs, outs))
+        return unsupported
+
+    def _stand_in(self, node: Node) -> None:
+        """Zeros of each output's type in place of a node that could not be emitted."""
+        for o in node.outputs:
+            try:
+                sinfo = self.struct_info(o.type)
+                if sinfo.shape is not None:
+                    self.env[o] = self.bb.emit(relax.op.zeros(sinfo.shape, sinfo.dtype))
+            except (Unsupported, TypeError):
+                pass
+
+    def branch(self, g: Graph, inputs: list) -> relax.SeqExpr:
+        """A subgraph (an If branch) as a SeqExpr reading outer values by identity."""
+        for v, x in zip(g.inputs, inputs):
+            self.env[v] = x
+        self.bb._begin_binding_block()
+        bad = self._body(g)
+        if bad:
+            self.bb._end_block()
+            raise Unsupported("; ".join(f"{o.op}: {o.reason}" for o in bad))
+        outs = [self.env[v] for v in g.outputs]
+        body = outs[0] if len(outs) == 1 else relax.Tuple(outs)
+        body = self.bb.emit(body) if len(outs) > 1 else body
+        block = self.bb._end_block()
+        return relax.SeqExpr([block], body)
+
+    # ------------------------------------------------------------------ driver
+    def run(self) -> tvm.IRModule:
+        g = self.graph
+        params: list[relax.Var] = []
+        for v in g.inputs:
+            var = relax.Var(_ident(v.name, self._taken), self.struct_info(v.type))
+            self.env[v] = var
+            params.append(var)
+        num_input = len(params)
+        for w in g.weights.values():
+            as_input = not w.has_data or (self.params == "inputs" and w.role in ("parameter", ""))
+            if as_input:
+                var = relax.Var(_ident(w.name, self._taken), self.struct_info(w.type))
+                self.env[w] = var
+                params.append(var)
+                self.param_weights.append(w)
+            else:
+                self.env[w] = self.constant(w)
+
+        attrs: dict[str, Any] = {}
+        if self.params == "inputs":
+            attrs["num_input"] = num_input
+        bounded = [(n, lo, hi) for n, (lo, hi) in self.ranges.items()]
+        lower = {n: lo for n, lo, _ in bounded if lo is not None}
+        upper = {n: hi for n, _, hi in bounded if hi is not None}
+        if lower:
+            attrs["tir_var_lower_bound"] = lower
+        if upper:
+            attrs["tir_var_upper_bound"] = upper
+
+        dataflow = not _has_control(g)
+        # The scopes are always closed (an empty result stands in when nodes were
+        # unsupported), so the error below leaves no half-built function behind.
+        with self.bb.function("main", params, attrs=attrs or None):
+            if dataflow:
+                with self.bb.dataflow():
+                    bad = self._body(g)
+                    out = self.bb.emit_output(relax.Tuple([]) if bad else self._result())
+            else:
+                bad = self._body(g)
+                out = relax.Tuple([]) if bad else self._result()
+            self.bb.emit_func_output(out)
+        if bad:
+            raise UnsupportedOpsError(bad, what=f"graph {g.name!r} to Relax")
+        mod = self.bb.get()
+        if dataflow:
+            mod["main"] = _fold_output(mod["main"])
+            mod = relax.transform.Normalize()(mod)
+        if self.params == "inputs" and self.param_weights:
+            data = [tvm.runtime.tensor(_contiguous(w.numpy())) for w in self.param_weights]
+            if all(w.has_data for w in self.param_weights):
+                mod["main"] = mod["main"].with_attr("params", data)
+        return mod
+
+    def _result(self) -> relax.Expr:
+        g = self.graph
+        outs = [self.env[v] for v in g.outputs]
+        if g.output_tree is None and len(outs) == 1:
+            return outs[0]
+        return relax.Tuple(outs)
+
+
+def _contiguous(arr: np.ndarray) -> np.ndarray:
+    """``arr`` itself when C-contiguous (TVM copies it once anyway), else a C copy; 0-d stays
+    0-d (np.ascontiguousarray would make it 1-d)."""
+    return arr if arr.flags.c_contiguous else np.array(arr, order="C")
+
+
+def _fold_output(func: relax.Function) -> relax.Function:
+    """``lv = f(...); gv = lv`` at the end of the dataflow block becomes ``gv = f(...)``, as
+    TVM's frontends bind a bare result (structural equality sees the extra binding)."""
+    body = func.body
+    block = body.blocks[-1]
+    b = list(block.bindings)
+    if (
+        len(b) < 2
+        or not isinstance(b[-1], relax.VarBinding)
+        or not isinstance(b[-2], relax.VarBinding)
+        or not b[-1].value.same_as(b[-2].var)
+        or isinstance(b[-2].value, relax.Tuple)
+    ):
+        return func
+    uses = [x for x in b[:-2] if _mentions(x.value, b[-2].var)]
+    if uses:
+        return func
+    b = b[:-2] + [relax.VarBinding(b[-1].var, b[-2].value)]
+    blocks = list(body.blocks[:-1]) + [relax.DataflowBlock(b)]
+    new = relax.Function(
+        func.params, relax.SeqExpr(blocks, body.body), func.ret_ty, func.is_pure, func.attrs
+    )
+    return new
+
+
+def _mentions(expr: relax.Expr, var: relax.Var) -> bool:
+    found = []
+    relax.analysis.post_order_visit(expr, lambda e: found.append(e.same_as(var)))
+    return any(found)
+
+
+def lift_constants(mod: tvm.IRModule, prefix: str = "const") -> tuple[tvm.IRModule, list]:
+    """``mod`` with every non-scalar constant of ``main`` made a parameter (appended after the
+    others), and the lifted arrays in parameter order.
+
+    TVMScript can only carry array constants as metadata, and TVM 0.27's metadata printer
+    crashes; scalars print inline, so the script form lifts the arrays.
+    """
+    lifted: list[tuple[relax.Var, np.ndarray]] = []
+
+    @relax.expr_functor.mutator
+    class _Lift(relax.PyExprMutator):
+        def visit_generic_const_(self, op):
+            arr = op.value.numpy()
+            if arr.ndim == 0:
+                return op
+            var = relax.Var(f"{prefix}{len(lifted)}", op.ty)
+            lifted.append((var, arr))
+            return var
+
+    func = mod["main"]
+    body = _Lift().visit_expr(func.body)
+    if not lifted:
+        return mod, []
+    new = relax.Function(
+        list(func.params) + [v for v, _ in lifted], body, func.ret_ty, func.is_pure, func.attrs
+    )
+    out = tvm.IRModule({"main": new})
+    return out, [a for _, a in lifted]

@@ -1,0 +1,214 @@
+"""The emitter registry of the Relax codegen and the context an emitter writes through.
+
+An emitter turns one canonical node into Relax calls. Its signature mirrors the op's schema;
+inputs arrive as bound ``relax.Var``s (``None`` for an absent optional input, a list for a
+variadic one) and attributes as the node's normalized values::
+
+    @emitter("relu")
+    def relu(e: Emit, x):
+        return e.emit(relax.op.nn.relu(x))
+
+It returns the expression (or a tuple of expressions) of the node's outputs; an emitter that
+cannot express one particular node raises ``Unsupported`` and the builder tries the op's
+decomposition in ``msc.ops.decompose``.
+
+# NOTE: invariants
+# - Keyed by canonical op name; registering an op twice, or an op with both an emitter and a
+#   declared gap, is an error. A registry is an object; ``copy(without=...)`` scopes a test.
+# - Emitters never touch the msc graph; they only emit bindings through their ``Emit``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import numpy as np
+from tvm import relax
+
+from msc.errors import Unsupported
+from msc.ir.dtype import DType
+from msc.ir.registry import Registry
+from msc.ir.types import TensorType
+
+__all__ = [
+    "EmitterRegistry",
+    "EMITTERS",
+    "emitter",
+    "unsupported",
+    "Emit",
+    "Unsupported",
+    "RELAX_DTYPE",
+    "relax_dtype",
+]
+
+RELAX_DTYPE: dict[DType, str] = {
+    DType.BOOL: "bool",
+    DType.INT8: "int8",
+    DType.INT16: "int16",
+    DType.INT32: "int32",
+    DType.INT64: "int64",
+    DType.UINT8: "uint8",
+    DType.UINT16: "uint16",
+    DType.UINT32: "uint32",
+    DType.UINT64: "uint64",
+    DType.FLOAT16: "float16",
+    DType.BFLOAT16: "bfloat16",
+    DType.FLOAT32: "float32",
+    DType.FLOAT64: "float64",
+    DType.FLOAT8_E4M3FN: "float8_e4m3fn",
+    DType.FLOAT8_E5M2: "float8_e5m2",
+}
+
+
+def relax_dtype(dt: DType) -> str:
+    """The Relax spelling of an msc dtype.
+
+    Raises:
+        Unsupported: Relax has no such dtype here (complex, sub-byte, fnuz floats).
+    """
+    try:
+        return RELAX_DTYPE[dt]
+    except KeyError:
+        raise Unsupported(f"Relax has no dtype for {dt.value}") from None
+
+
+Fn = Callable[..., Any]
+
+
+class EmitterRegistry:
+    """Relax emitters by canonical op name, plus ops declared unsupported with a reason."""
+
+    def __init__(self) -> None:
+        self._fns: Registry[str, Fn] = Registry("relax emitter")
+        self._gaps: Registry[str, str] = Registry("unsupported relax op")
+
+    def __call__(self, *ops: str) -> Callable[[Fn], Fn]:
+        """Decorator: ``@emitter("relu")`` (several ops may share one function)."""
+
+        def deco(fn: Fn) -> Fn:
+            for op in ops:
+                self.register(op, fn)
+            return fn
+
+        return deco
+
+    def register(self, op: str, fn: Fn) -> None:
+        from msc.ops import registry as canonical
+
+        if op not in canonical:
+            raise ValueError(f"relax emitter for unknown canonical op {op!r}")
+        if op in self._gaps:
+            raise ValueError(f"relax op {op!r} is declared unsupported and given an emitter")
+        self._fns.register(op, fn)
+
+    def unsupported(self, op: str, reason: str) -> None:
+        """Declare that ``op`` has no emitter (nor a decomposition that helps), and why."""
+        if op in self._fns:
+            raise ValueError(f"relax op {op!r} has an emitter and is declared unsupported")
+        if not reason:
+            raise ValueError(f"unsupported relax op {op!r} needs a reason")
+        self._gaps.register(op, reason)
+
+    def get(self, op: str) -> Fn | None:
+        return self._fns.get(op)
+
+    def reason(self, op: str) -> str:
+        return self._gaps.get(op) or "no Relax emitter"
+
+    def gaps(self) -> dict[str, str]:
+        return dict(self._gaps.items())
+
+    def __contains__(self, op: object) -> bool:
+        return op in self._fns
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._fns)
+
+    def copy(self, without: tuple[str, ...] = ()) -> EmitterRegistry:
+        """A copy (that lacks the emitters of ``without``, for tests)."""
+        new = EmitterRegistry()
+        new._fns, new._gaps = self._fns.without(*without), self._gaps.copy()
+        return new
+
+
+class Emit:
+    """Where an emitter writes: bindings for one msc node in the current block.
+
+    Attributes:
+        bb: the ``relax.BlockBuilder`` (inside the function and, usually, a dataflow block).
+        node: the msc node being emitted (read-only).
+        in_types: the msc types of the node's inputs (None for an absent optional one).
+        out_types: the msc types of the node's outputs.
+    """
+
+    def __init__(
+        self,
+        bb: relax.BlockBuilder,
+        node: Any,
+        in_types: Sequence[TensorType | None],
+        out_types: Sequence[TensorType],
+        dim: Callable[[Any], Any],
+        branch: Callable[[Any, list], Any] | None = None,
+    ) -> None:
+        self.bb = bb
+        self.node = node
+        self.in_types = list(in_types)
+        self.out_types = list(out_types)
+        self._dim = dim
+        self._branch = branch
+
+    @property
+    def out(self) -> TensorType:
+        """The type of the first output."""
+        return self.out_types[0]
+
+    def emit(self, expr: relax.Expr) -> relax.Var:
+        """Bind ``expr`` in the current block."""
+        return self.bb.emit(expr)
+
+    def const(self, value: Any, dtype: DType | str) -> relax.Constant:
+        """A constant of ``dtype`` (a Python scalar makes a 0-d tensor)."""
+        if isinstance(dtype, str):
+            dtype = {v: k for k, v in RELAX_DTYPE.items()}[dtype]
+        return relax.const(np.asarray(value, dtype=dtype.to_numpy()), relax_dtype(dtype))
+
+    def dtype(self, x: relax.Expr) -> str:
+        return str(x.ty.dtype)
+
+    def out_dtype(self, x: relax.Expr) -> str | None:
+        """The ``out_dtype`` of a conv or matmul: TVM's ONNX frontend leaves it unset, its
+        torch frontend names the input's; both mean the same, and the node's source framework
+        picks the spelling so each round trip is structurally exact."""
+        if self.node is not None and self.node.provenance.framework == "onnx":
+            return None
+        return self.dtype(x)
+
+    def shape(self, x: relax.Expr) -> list:
+        """The Relax shape of ``x`` (PrimExprs; ints where static)."""
+        sh = x.ty.shape
+        if sh is None or not isinstance(sh, relax.ShapeExpr):
+            raise Unsupported("an input of unknown shape")
+        return [int(d) if hasattr(d, "value") else d for d in sh.values]
+
+    def rank(self, x: relax.Expr) -> int:
+        return int(x.ty.ndim)
+
+    def dims(self, shape: Sequence[Any]) -> list:
+        """msc dims (int, SymDim, SymExpr) as Relax PrimExprs."""
+        return [self._dim(d) for d in shape]
+
+    def branch(self, graph: Any, inputs: list) -> Any:
+        """Emit an msc subgraph (a branch) as a ``relax.SeqExpr``."""
+        if self._branch is None:
+            raise Unsupported("subgraphs are not available here")
+        return self._branch(graph, inputs)
+
+    def require(self, cond: bool, reason: str) -> None:
+        if not cond:
+            raise Unsupported(reason)
+
+
+EMITTERS = EmitterRegistry()
+emitter = EMITTERS
+unsupported = EMITTERS.unsupported

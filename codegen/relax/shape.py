@@ -1,0 +1,249 @@
+"""Relax emitters of the shape family: reshaping, slicing, indexing, scattering, creation."""
+
+from __future__ import annotations
+
+import numpy as np
+import tvm
+from tvm import relax
+
+from codegen.relax.registry import Emit, emitter, relax_dtype
+
+R = relax.op
+_BIG = 2**62
+
+
+def _out_shape(e: Emit) -> list:
+    e.require(e.out.shape is not None, "an output of unknown rank")
+    return e.dims(e.out.shape)
+
+
+# ``shape`` is both an optional input and an attribute of reshape, expand and full: the
+# attribute arrives as a keyword, the input positionally; the output type holds the target.
+@emitter("reshape")
+def reshape(e: Emit, x, shape_in=None, **attrs):
+    return e.emit(R.reshape(x, _out_shape(e)))
+
+
+@emitter("flatten")
+def flatten(e: Emit, x, *, start_axis=0, end_axis=-1):
+    return e.emit(R.reshape(x, _out_shape(e)))
+
+
+@emitter("expand")
+def expand(e: Emit, x, shape_in=None, **attrs):
+    return e.emit(R.broadcast_to(x, _out_shape(e)))
+
+
+@emitter("transpose")
+def transpose(e: Emit, x, *, perm):
+    return e.emit(R.permute_dims(x, list(perm)))
+
+
+@emitter("squeeze")
+def squeeze(e: Emit, x, *, axes=None):
+    return e.emit(R.squeeze(x, None if axes is None else list(axes)))
+
+
+@emitter("unsqueeze")
+def unsqueeze(e: Emit, x, *, axes):
+    return e.emit(R.expand_dims(x, list(axes)))
+
+
+@emitter("concat")
+def concat(e: Emit, *xs, axis):
+    return e.emit(R.concat(list(xs), axis))
+
+
+@emitter("split")
+def split(e: Emit, x, *, axis, sizes):
+    cuts = list(np.cumsum(sizes)[:-1].astype(int))
+    if len(sizes) == 1:
+        return [x]
+    out = e.emit(R.split(x, [int(c) for c in cuts], axis))
+    return [e.emit(relax.TupleGetItem(out, i)) for i in range(len(sizes))]
+
+
+@emitter("slice")
+def slice_(e: Emit, x, *, starts, ends, axes, steps=()):
+    steps = list(steps) or [1] * len(axes)
+    shape = e.shape(x)
+    begin, end = [], []
+    for a, s, t, st in zip(axes, starts, ends, steps):
+        n = shape[a]
+        if st < 0 and t < -_BIG // 2 and isinstance(n, int):
+            t = -n - 1  # "to the front": one before index 0
+        begin.append(max(min(int(s), _BIG), -_BIG))
+        end.append(max(min(int(t), _BIG), -_BIG))
+    return e.emit(R.strided_slice(x, list(axes), begin, end, steps))
+
+
+@emitter("tile")
+def tile(e: Emit, x, *, repeats):
+    return e.emit(R.tile(x, list(repeats)))
+
+
+@emitter("flip")
+def flip(e: Emit, x, *, axes):
+    out = x
+    for a in axes:
+        out = e.emit(R.flip(out, a))
+    return out
+
+
+@emitter("trilu")
+def trilu(e: Emit, x, *, upper, k=0):
+    return e.emit((R.triu if upper else R.tril)(x, k))
+
+
+@emitter("pad")
+def pad(e: Emit, x, *, pads, mode="constant", value=0.0):
+    n = len(pads) // 2
+    e.require(all(p >= 0 for p in pads), "negative pads (crops)")
+    modes = {"constant": "constant", "reflect": "reflect", "edge": "replicate", "wrap": "circular"}
+    e.require(mode in modes, f"pad mode {mode!r}")
+    width = [int(v) for i in range(n) for v in (pads[i], pads[n + i])]
+    return e.emit(R.nn.pad(x, width, modes[mode], value))
+
+
+@emitter("depth_to_space")
+def depth_to_space(e: Emit, x, *, blocksize, mode="DCR"):
+    n, c, h, w = e.shape(x)
+    b = blocksize
+    if mode == "DCR":
+        y = e.emit(R.reshape(x, [n, b, b, c // b // b, h, w]))
+        y = e.emit(R.permute_dims(y, [0, 3, 4, 1, 5, 2]))
+    else:
+        y = e.emit(R.reshape(x, [n, c // b // b, b, b, h, w]))
+        y = e.emit(R.permute_dims(y, [0, 1, 4, 2, 5, 3]))
+    return e.emit(R.reshape(y, [n, c // b // b, h * b, w * b]))
+
+
+@emitter("space_to_depth")
+def space_to_depth(e: Emit, x, *, blocksize):
+    n, c, h, w = e.shape(x)
+    b = blocksize
+    y = e.emit(R.reshape(x, [n, c, h // b, b, w // b, b]))
+    y = e.emit(R.permute_dims(y, [0, 3, 5, 1, 2, 4]))
+    return e.emit(R.reshape(y, [n, c * b * b, h // b, w // b]))
+
+
+def _norm_index(e: Emit, idx, n):
+    """Negative indices counted from the end (ONNX allows them; Relax's take does not)."""
+    if isinstance(idx, tvm.ir.GenericConst):
+        arr = idx.value.numpy()
+        if isinstance(n, int) and (arr < 0).any():
+            return relax.const(np.where(arr < 0, arr + n, arr).astype(arr.dtype), str(arr.dtype))
+        return idx
+    if e.dtype(idx).startswith("uint"):
+        return idx
+    dt = e.dtype(idx)
+    size = e.const(n, dt) if isinstance(n, int) else None
+    if size is None:
+        return idx
+    return e.emit(R.where(R.less(idx, e.const(0, dt)), R.add(idx, size), idx))
+
+
+@emitter("gather")
+def gather(e: Emit, x, indices, *, axis=0):
+    n = e.shape(x)[axis]
+    return e.emit(R.take(x, _norm_index(e, indices, n), axis=axis))
+
+
+@emitter("gather_elements")
+def gather_elements(e: Emit, x, indices, *, axis):
+    return e.emit(R.gather_elements(x, indices, axis))
+
+
+@emitter("gather_nd")
+def gather_nd(e: Emit, x, indices, *, batch_dims=0):
+    return e.emit(R.gather_nd(x, indices, batch_dims))
+
+
+_REDUCTION = {"none": "update", "add": "add", "mul": "mul", "max": "max", "min": "min"}
+
+
+@emitter("scatter_elements")
+def scatter_elements(e: Emit, x, indices, updates, *, axis, reduction="none"):
+    return e.emit(R.scatter_elements(x, indices, updates, axis, _REDUCTION[reduction]))
+
+
+@emitter("scatter_nd")
+def scatter_nd(e: Emit, x, indices, updates, *, reduction="none"):
+    return e.emit(R.scatter_nd(x, indices, updates, _REDUCTION[reduction]))
+
+
+@emitter("index")
+def index(e: Emit, x, *indices, axes):
+    # index_tensor indexes the leading dims: bring ``axes`` to the front, index, and (torch's
+    # rule) put the index dims back where the indexed axes were when those are adjacent.
+    r, k = e.rank(x), len(axes)
+    axes = [a % r for a in axes]
+    rest = [a for a in range(r) if a not in axes]
+    shape = e.shape(x)
+    indices = tuple(_norm_index(e, i, shape[a]) for i, a in zip(indices, axes))
+    if axes != list(range(k)):
+        x = e.emit(R.permute_dims(x, axes + rest))
+    y = e.emit(R.index_tensor(x, relax.Tuple(list(indices))))
+    a0 = axes[0]
+    if a0 == 0 or axes != list(range(a0, a0 + k)):
+        return y
+    nb = e.rank(y) - len(rest)
+    perm = [nb + i for i in range(a0)] + list(range(nb)) + [nb + i for i in range(a0, len(rest))]
+    return e.emit(R.permute_dims(y, perm))
+
+
+@emitter("index_put")
+def index_put(e: Emit, x, values, *indices, axes, accumulate=False):
+    e.require(list(axes) == list(range(len(axes))), f"index_put on axes {list(axes)}")
+    return e.emit(R.index_put(x, relax.Tuple(list(indices)), values, accumulate))
+
+
+@emitter("nonzero")
+def nonzero(e: Emit, x):
+    return e.emit(R.permute_dims(R.nonzero(x), [1, 0]))
+
+
+@emitter("shape")
+def shape(e: Emit, x, *, start=0, end=None):
+    dims = e.shape(x)[start:end]
+    if all(isinstance(d, int) for d in dims):
+        return relax.const(np.asarray(dims, np.int64), "int64")
+    whole = e.emit(R.shape_to_tensor(R.shape_of(x)))
+    r = e.rank(x)
+    lo, hi = start % r if start < 0 else start, r if end is None else (end % r if end < 0 else end)
+    return e.emit(R.strided_slice(whole, [0], [lo], [hi]))
+
+
+@emitter("constant")
+def constant(e: Emit, *, value):
+    arr = np.array(value, order="C")
+    return relax.const(arr, relax_dtype(e.out.dtype))
+
+
+@emitter("arange")
+def arange(e: Emit, *, start=0.0, end, step=1.0, dtype):
+    dt = relax_dtype(dtype)
+    if dt.startswith(("int", "uint")):
+        start, end, step = int(start), int(end), int(step)
+    return e.emit(R.arange(start, end, step, dt))
+
+
+@emitter("full")
+def full(e: Emit, shape_in=None, *, shape=None, value=0.0, dtype):
+    e.require(shape_in is None, "full with a run-time shape")
+    return e.emit(R.full(_out_shape(e), e.const(value, dtype), relax_dtype(dtype)))
+
+
+@emitter("full_like")
+def full_like(e: Emit, x, *, value=0.0, dtype=None):
+    dt = dtype or e.out.dtype
+    same = relax_dtype(dt) == e.dtype(x)  # unset, as TVM's frontends leave it
+    return e.emit(R.full_like(x, e.const(value, dt), None if same else relax_dtype(dt)))
+
+
+@emitter("one_hot")
+def one_hot(e: Emit, indices, *, depth, axis=-1, dtype):
+    dt = relax_dtype(dtype)
+    on = relax.prim_value(tvm.tirx.const(1, dt))
+    off = relax.prim_value(tvm.tirx.const(0, dt))
+    return e.emit(R.one_hot(indices, on, off, depth, axis))

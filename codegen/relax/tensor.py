@@ -1,0 +1,28 @@
+"""Relax emitters of the tensor family."""
+
+from __future__ import annotations
+
+import tvm
+from tvm import relax
+
+from codegen.relax.registry import Emit, emitter, relax_dtype
+
+R = relax.op
+
+
+def _scalar(e: Emit, x, what: str):
+    e.require(isinstance(x, tvm.ir.GenericConst), f"range with a run-time {what}")
+    return x.value.numpy().item()
+
+
+@emitter("range")
+def range_(e: Emit, start, limit, delta):
+    # start and delta are constants; the length is the output's (possibly symbolic) dim, so
+    # the end is start + n * delta whatever the limit's form.
+    s, d = _scalar(e, start, "start"), _scalar(e, delta, "delta")
+    (n,) = e.dims(e.out.shape)
+    dt = relax_dtype(e.out.dtype)
+    if dt.startswith(("int", "uint")):
+        s, d = int(s), int(d)
+        return e.emit(R.arange(s, n * d + s, d, dt))
+    return e.emit(R.arange(s, s + float(d) * e.out.shape[0], d, dt))

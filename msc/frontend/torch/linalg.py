@@ -1,0 +1,161 @@
+"""Converters for torch.linalg: inverse, solves, factorizations, pseudo-inverse.
+
+# NOTE: LAPACK-style outputs are given their meaning: ``info`` (an error code torch only
+# checks when asked) is zeros; the LU and pivots a solve or determinant also returns come from
+# a ``lu_factor`` node (dropped when unused, as every unused node is).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from msc.frontend.torch.registry import Ctx, Unsupported, converter
+from msc.ir import DType, Value
+
+
+def _info(ctx: Ctx, x: Value) -> Value:
+    """Zeros shaped like x's batch (torch's int32 ``info``)."""
+    batch = ctx.op("slice", ctx.op("shape", x), starts=[0], ends=[-2], axes=[0])
+    return ctx.op("full", batch, value=0.0, dtype=DType.INT32)
+
+
+def _lu(ctx: Ctx, x: Value) -> tuple[Value, Value]:
+    lu, piv = ctx.multi("lu_factor", x, pivot=True)
+    return lu, piv
+
+
+@converter("aten.linalg_inv.default", "aten.inverse.default")
+def inverse(ctx: Ctx, A: Value) -> Value:  # noqa: N803 - the schema's name
+    return ctx.op("inverse", A)
+
+
+@converter("aten.linalg_inv_ex.default")
+def inv_ex(ctx: Ctx, A: Value, *, check_errors: bool = False) -> tuple:  # noqa: N803
+    return ctx.op("inverse", A), _info(ctx, A)
+
+
+@converter("aten.linalg_solve.default")
+def solve(ctx: Ctx, A: Value, B: Value, *, left: bool = True) -> Value:  # noqa: N803
+    a, b = ctx.promote(A, B)
+    return ctx.op("solve", a, b, left=left)
+
+
+@converter("aten._linalg_solve_ex.default")
+def solve_ex(ctx: Ctx, A: Value, B: Value, *, left: bool = True, check_errors: bool = False):  # noqa: N803
+    return (solve(ctx, A, B, left=left), *_lu(ctx, A), _info(ctx, A))
+
+
+@converter("aten.linalg_cholesky.default", "aten.cholesky.default")
+def cholesky(ctx: Ctx, self: Value, upper: bool = False) -> Value:
+    return ctx.op("cholesky", self, upper=upper)
+
+
+@converter("aten.linalg_cholesky_ex.default")
+def cholesky_ex(ctx: Ctx, self: Value, *, upper: bool = False, check_errors: bool = False):
+    return ctx.op("cholesky", self, upper=upper), _info(ctx, self)
+
+
+@converter("aten.cholesky_solve.default")
+def cholesky_solve(ctx: Ctx, self: Value, input2: Value, upper: bool = False) -> Value:
+    return ctx.op("cholesky_solve", self, input2, upper=upper)
+
+
+@converter("aten.cholesky_inverse.default")
+def cholesky_inverse(ctx: Ctx, self: Value, upper: bool = False) -> Value:
+    return ctx.op("cholesky_inverse", self, upper=upper)
+
+
+@converter("aten.linalg_qr.default")
+def qr(ctx: Ctx, A: Value, mode: str = "reduced") -> tuple:  # noqa: N803
+    return ctx.multi("qr", A, mode=mode)
+
+
+@converter("aten._linalg_svd.default")
+def svd(
+    ctx: Ctx, A: Value, full_matrices: bool = False, compute_uv: bool = True,  # noqa: N803
+    *, driver: str | None = None,
+) -> tuple:  # fmt: skip
+    u, s, vh = ctx.multi("svd", A, full_matrices=full_matrices)
+    if not compute_uv:
+        empty = ctx.op("full", shape=[0], value=0.0, dtype=A.dtype)
+        return empty, s, empty
+    return u, s, vh
+
+
+@converter("aten._linalg_eigh.default")
+def eigh(ctx: Ctx, A: Value, UPLO: str = "L", compute_v: bool = True) -> tuple:  # noqa: N803
+    w, v = ctx.multi("eigh", A, upper=UPLO.upper() == "U")
+    return w, (v if compute_v else ctx.op("full", shape=[0], value=0.0, dtype=A.dtype))
+
+
+@converter("aten._linalg_slogdet.default")
+def slogdet(ctx: Ctx, A: Value) -> tuple:  # noqa: N803
+    return (*ctx.multi("slogdet", A), *_lu(ctx, A))
+
+
+@converter("aten._linalg_det.default")
+def det(ctx: Ctx, A: Value) -> tuple:  # noqa: N803
+    return (ctx.op("det", A), *_lu(ctx, A))
+
+
+@converter("aten.linalg_lu_factor_ex.default")
+def lu_factor_ex(ctx: Ctx, A: Value, *, pivot: bool = True, check_errors: bool = False):  # noqa: N803
+    lu, piv = ctx.multi("lu_factor", A, pivot=pivot)
+    return lu, piv, _info(ctx, A)
+
+
+@converter("aten.linalg_lu_solve.default")
+def lu_solve(
+    ctx: Ctx, LU: Value, pivots: Value, B: Value, *, left: bool = True, adjoint: bool = False,  # noqa: N803
+) -> Value:  # fmt: skip
+    return ctx.op("lu_solve", LU, pivots, B, left=left, adjoint=adjoint)
+
+
+@converter("aten.linalg_pinv.atol_rtol_tensor", "aten.linalg_pinv.atol_rtol_float")
+def pinv(
+    ctx: Ctx, self: Value, *, atol: Any = None, rtol: Any = None, hermitian: bool = False
+) -> Value:
+    if atol is not None or isinstance(rtol, Value):
+        raise Unsupported("pinv with an absolute or tensor tolerance")
+    return ctx.op("pinv", self, rtol=None if rtol is None else float(rtol), hermitian=hermitian)
+
+
+@converter("aten.linalg_matrix_exp.default", "aten.matrix_exp.default")
+def matrix_exp(ctx: Ctx, self: Value) -> Value:
+    return ctx.op("matrix_exp", self)
+
+
+@converter("aten.linalg_solve_triangular.default")
+def solve_triangular(
+    ctx: Ctx, self: Value, B: Value, *, upper: bool, left: bool = True,  # noqa: N803
+    unitriangular: bool = False,
+) -> Value:  # fmt: skip
+    return ctx.op("solve_triangular", self, B, upper=upper, left=left,
+                  unitriangular=unitriangular)  # fmt: skip
+
+
+@converter("aten.triangular_solve.default")
+def triangular_solve(
+    ctx: Ctx, self: Value, A: Value, upper: bool = True, transpose: bool = False,  # noqa: N803
+    unitriangular: bool = False,
+) -> tuple:  # fmt: skip
+    a = A
+    if transpose:
+        a = ctx.op("transpose", A, perm=_swap_last(ctx.rank(A)))
+        upper = not upper
+    x = ctx.op("solve_triangular", a, self, upper=upper, left=True, unitriangular=unitriangular)
+    return x, ctx.op("identity", A)
+
+
+def _swap_last(r: int) -> list[int]:
+    return list(range(r - 2)) + [r - 1, r - 2]
+
+
+@converter("aten.linalg_householder_product.default")
+def householder_product(ctx: Ctx, input: Value, tau: Value) -> Value:
+    return ctx.op("householder_product", input, tau)
+
+
+@converter("aten.linalg_lu_factor.default")
+def lu_factor(ctx: Ctx, A: Value, *, pivot: bool = True) -> tuple:  # noqa: N803
+    return ctx.multi("lu_factor", A, pivot=pivot)

@@ -1,0 +1,547 @@
+"""Fusions: the spelled-out forms of high-level ops, found and put back together.
+
+ONNX files (and other lowered sources) spell linear as MatMul + Add, GELU as its erf or tanh
+formula, LayerNorm and RMSNorm as reductions, attention as two matmuls around a softmax. These
+patterns (``msc.rewrite`` patterns) find them and put the canonical op back, so the code
+generated from such a file reads, and runs, like the model it came from.
+
+# NOTE: invariants
+# - A fusion fires only where the high-level op computes the same function: constants must
+#   have the formula's values (relative tolerance 1e-6; 1e-4 for the GELU constants, which
+#   exporters round), axes must be trailing, shapes must fit the op's broadcasting, and
+#   intermediates must have no other use (msc.rewrite's rule).
+# - ``linear`` takes a weight [out, in]: MatMul's constant 2-d [in, out] weight is transposed
+#   into a new weight (the old one is replaced when nothing else uses it, keeping its name).
+# - Pure msc: no torch, no onnx.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+from msc.ir.builder import Builder
+from msc.ir.dtype import DType
+from msc.ir.graph import Graph, Node, Value, Weight
+from msc.ir.types import TensorType
+from msc.ops.rewrite import Match, Pattern, constant_value, rewrite
+
+__all__ = ["FUSIONS", "fuse"]
+
+
+def _near(v: Value | None, want: float, rtol: float = 1e-6) -> bool:
+    c = constant_value(v)
+    if c is None or c.size != 1:
+        return False
+    x = float(np.asarray(c, np.float64).reshape(-1)[0])
+    return math.isclose(x, want, rel_tol=rtol, abs_tol=0.0)
+
+
+def _scalar(v: Value | None) -> float | None:
+    """A one-element constant as the shortest decimal of its own dtype (a float32 1e-5 is
+    1e-05, not 9.99999974e-06), as the frontends read float attributes."""
+    c = constant_value(v)
+    if c is None or c.size != 1:
+        return None
+    x = np.asarray(c).reshape(-1)[0]
+    return float(str(x)) if np.issubdtype(x.dtype, np.floating) else float(x)
+
+
+def _is_const(v: Value | None) -> bool:
+    return constant_value(v) is not None
+
+
+class _Walk:
+    """Collects the nodes and constants a matcher function walks through."""
+
+    def __init__(self, root: Node) -> None:
+        self.root = root
+        self.nodes: list[Node] = [root]
+        self.constants: list[Node] = []
+        self.info: dict[str, object] = {}
+
+    def node(self, v: Value | None, *ops: str) -> Node | None:
+        """The producer of ``v`` when it is one of ``ops`` (and records it)."""
+        if v is None or v.producer is None or v.producer.op not in ops:
+            return None
+        if v.producer not in self.nodes:
+            self.nodes.append(v.producer)
+        return v.producer
+
+    def const(self, v: Value | None) -> bool:
+        if v is not None and v.producer is not None and v.producer.op == "constant":
+            self.constants.append(v.producer)
+            return True
+        return isinstance(v, Weight) and v.has_data
+
+    def factors(self, v: Value, top: bool = False) -> list[Value]:
+        """``v`` as a flat product: single-use mul nodes are opened, anything else is a leaf."""
+        p = v.producer
+        if p is not None and p.op == "mul" and (top or len(v.uses) == 1):
+            if p not in self.nodes:
+                self.nodes.append(p)
+            return self.factors(p.inputs[0]) + self.factors(p.inputs[1])
+        return [v]
+
+    def match(self, values: dict[str, Value]) -> Match:
+        return Match(self.root, self.nodes, values, constants=self.constants, info=self.info)
+
+
+Finder = Callable[[_Walk], "dict[str, Value] | None"]
+
+
+def _walking(name: str, find: Finder, replace: Callable[[Builder, Match], Value]) -> Pattern:
+    """A pattern found by walking back from each node with ``find``."""
+
+    def matcher(node: Node) -> Match | None:
+        w = _Walk(node)
+        found = find(w)
+        return None if found is None else w.match(found)
+
+    return Pattern(name, matcher=matcher, replace=replace)
+
+
+# ---------------------------------------------------------------------- linear
+def _linear_pattern() -> Pattern:
+    b = Builder()
+    x, w, bias = (Value(n, TensorType(DType.FLOAT32, None)) for n in ("x", "w", "bias"))
+    y = b.op("add", b.op("matmul", x, w), bias)
+
+    def check(m: Match) -> bool:
+        w, bias = m["w"], m["bias"]
+        if not isinstance(w, Weight) or not w.has_data or w.type.rank != 2:
+            return False
+        return bias.type.shape == (w.type.shape[1],) and m["x"].type.rank not in (None, 0)
+
+    def replace(b: Builder, m: Match) -> Value:
+        return b.op("linear", m["x"], _transposed(m.graph, m["w"], m.nodes), m["bias"])
+
+    return Pattern("linear", [x, w, bias], [y], replace=replace, check=check, any_dtype=True)
+
+
+def _transposed(g: Graph, w: Weight, matched: list[Node]) -> Weight:
+    """``w`` transposed as a weight: replacing ``w`` under its name when only the match uses
+    it, else a new weight ``<name>.T``."""
+    data = w.storage
+    if isinstance(data, np.ndarray):
+        new_data = np.ascontiguousarray(data.T)
+    else:
+        new_data = lambda: np.ascontiguousarray(w.numpy().T)  # noqa: E731 - read on use
+    shape = tuple(reversed(w.type.shape))
+    t = TensorType(w.type.dtype, shape)
+    only_here = all(u in matched for u, _ in w.uses)
+    if only_here:
+        del g.weights[w.name]
+        return g.add_weight(w.name, new_data, t, role=w.role, aliases=w.aliases)
+    name, k = f"{w.name}.T", 1
+    while name in g.weights:
+        k += 1
+        name = f"{w.name}.T{k}"
+    return g.add_weight(name, new_data, t, role=w.role)
+
+
+# ---------------------------------------------------------------------- gelu
+INV_SQRT2 = 1 / math.sqrt(2)
+SQRT_2_OVER_PI = math.sqrt(2 / math.pi)
+
+
+def _split_half_x(w: _Walk, leaves: list[Value], inner_op: str) -> tuple[Value, Node] | None:
+    """Leaves {x, 0.5, add(1, inner_op(...))} -> (x, the inner node)."""
+    if len(leaves) != 3:
+        return None
+    half = [v for v in leaves if _near(v, 0.5, 1e-4)]
+    adds = [v for v in leaves if v.producer is not None and v.producer.op == "add"]
+    if len(half) != 1 or len(adds) != 1:
+        return None
+    rest = [v for v in leaves if v is not half[0] and v is not adds[0]]
+    if len(rest) != 1 or _is_const(rest[0]):
+        return None
+    w.const(half[0])
+    add = w.node(adds[0], "add")
+    one, inner = add.inputs
+    if not _near(one, 1.0):
+        one, inner = inner, one
+    node = w.node(inner, inner_op)
+    if not _near(one, 1.0) or node is None:
+        return None
+    w.const(one)
+    return rest[0], node
+
+
+def _gelu_erf(w: _Walk) -> dict[str, Value] | None:
+    """x * 0.5 * (1 + erf(x / sqrt(2))), the factors in any order and grouping."""
+    if w.root.op != "mul":
+        return None
+    found = _split_half_x(w, w.factors(w.root.output, top=True), "erf")
+    if found is None:
+        return None
+    x, erf = found
+    z = erf.inputs[0]
+    n = w.node(z, "mul", "div")
+    if n is None:
+        return None
+    a, c = n.inputs
+    if n.op == "mul" and a is not x:
+        a, c = c, a
+    want = INV_SQRT2 if n.op == "mul" else math.sqrt(2)
+    if a is not x or not _near(c, want, 1e-4):
+        return None
+    w.const(c)
+    return {"x": x}
+
+
+def _gelu_tanh(w: _Walk) -> dict[str, Value] | None:
+    """0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3)))."""
+    if w.root.op != "mul":
+        return None
+    found = _split_half_x(w, w.factors(w.root.output, top=True), "tanh")
+    if found is None:
+        return None
+    x, tanh = found
+    u = tanh.inputs[0]
+    if u.producer is None or u.producer.op != "mul" or len(u.uses) != 1:
+        return None
+    leaves = w.factors(u, top=True)
+    cs = [v for v in leaves if _near(v, SQRT_2_OVER_PI, 1e-4)]
+    adds = [v for v in leaves if w.node(v, "add") is not None] if len(leaves) == 2 else []
+    if len(cs) != 1 or len(adds) != 1:
+        return None
+    w.const(cs[0])
+    a, cube_term = adds[0].producer.inputs
+    if a is not x:
+        a, cube_term = cube_term, a
+    if a is not x or cube_term.producer is None or len(cube_term.uses) != 1:
+        return None
+    terms = w.factors(cube_term, top=True)
+    k = [v for v in terms if _near(v, 0.044715, 1e-4)]
+    xs = [v for v in terms if v is not (k[0] if k else None)]
+    if len(k) != 1:
+        return None
+    w.const(k[0])
+    if len(xs) == 3 and all(v is x for v in xs):
+        return {"x": x}
+    if len(xs) == 1 and (p := w.node(xs[0], "pow")) is not None:
+        if p.inputs[0] is x and _near(p.inputs[1], 3.0):
+            w.const(p.inputs[1])
+            return {"x": x}
+    return None
+
+
+# ---------------------------------------------------------------------- norms
+def _trailing_axis(x: Value, axes) -> int | None:
+    """The first axis when ``axes`` are the trailing dims of ``x``, as a negative index."""
+    r = x.type.rank
+    if r is None or not axes:
+        return None
+    ax = sorted(a % r for a in axes)
+    if ax != list(range(ax[0], r)):
+        return None
+    return ax[0] - r
+
+
+def _mean(w: _Walk, v: Value) -> tuple[Value, int] | None:
+    n = w.node(v, "reduce_mean")
+    if n is None or not n.attrs["keepdims"]:
+        return None
+    axis = _trailing_axis(n.inputs[0], n.attrs["axes"])
+    return None if axis is None else (n.inputs[0], axis)
+
+
+def _square_of(w: _Walk, v: Value) -> Value | None:
+    n = w.node(v, "pow", "mul")
+    if n is None:
+        return None
+    if n.op == "mul":
+        return n.inputs[0] if n.inputs[0] is n.inputs[1] else None
+    if _near(n.inputs[1], 2.0):
+        w.const(n.inputs[1])
+        return n.inputs[0]
+    return None
+
+
+def _normalized(w: _Walk) -> tuple[Value, Value, float, int] | None:
+    """root = num / sqrt(mean(sq(num)) + eps) in its spellings (div by sqrt, mul by rsqrt or
+    reciprocal of sqrt); returns (num, the mean's input's square base, eps, axis)."""
+    root = w.root
+    if root.op not in ("mul", "div"):
+        return None
+    num, den = root.inputs
+    if root.op == "mul":
+        for a, b in ((num, den), (den, num)):
+            r = w.node(b, "rsqrt", "reciprocal")
+            if r is None:
+                continue
+            t = r.inputs[0]
+            if r.op == "reciprocal":
+                s = w.node(t, "sqrt")
+                t = s.inputs[0] if s is not None else None
+            if t is not None:
+                num, inner = a, t
+                break
+            w.nodes.remove(r)
+        else:
+            return None
+    elif root.op == "div":
+        s = w.node(den, "sqrt")
+        if s is None:
+            return None
+        inner = s.inputs[0]
+    else:
+        return None
+    add = w.node(inner, "add")
+    if add is None:
+        return None
+    m, eps = add.inputs
+    if not _is_const(eps):
+        m, eps = eps, m
+    e = _scalar(eps)
+    if e is None or e < 0:
+        return None
+    w.const(eps)
+    found = _mean(w, m)
+    if found is None:
+        return None
+    sq, axis = found
+    base = _square_of(w, sq)
+    if base is not num:
+        return None
+    return num, base, e, axis
+
+
+def _rms_norm(w: _Walk) -> dict[str, Value] | None:
+    found = _normalized(w)
+    if found is None:
+        return None
+    x, _, eps, axis = found
+    if x.producer is not None and x.producer.op == "sub":
+        return None  # centred first: a layer norm
+    w.info.update(eps=eps, axis=axis)
+    return {"x": x}
+
+
+def _layer_norm(w: _Walk) -> dict[str, Value] | None:
+    found = _normalized(w)
+    if found is None:
+        return None
+    d, _, eps, axis = found
+    sub = w.node(d, "sub")
+    if sub is None:
+        return None
+    x, mean = sub.inputs
+    got = _mean(w, mean)
+    if got is None or got[0] is not x or got[1] != axis:
+        return None
+    w.info.update(eps=eps, axis=axis)
+    return {"x": x}
+
+
+def _norm_pattern(op: str, find: Finder) -> Pattern:
+    def replace(b: Builder, m: Match) -> Value:
+        x = m["x"]
+        axis = int(m.info["axis"]) % x.type.rank  # as the frontends write it: non-negative
+        return b.op(op, x, eps=float(m.info["eps"]), axis=axis)
+
+    return _walking(op, find, replace)
+
+
+def _affine(op: str, slot: int) -> Pattern:
+    """norm(x) * weight -> norm(x, weight); layer_norm(x, w) + bias -> layer_norm(x, w, bias),
+    when the weight / bias has exactly the normalized dims' shape."""
+    arith = "mul" if slot == 1 else "add"
+
+    def find(w: _Walk) -> dict[str, Value] | None:
+        if w.root.op != arith:
+            return None
+        for a, p in (w.root.inputs, reversed(w.root.inputs)):
+            n = w.node(a, op)
+            if n is None:
+                continue
+            ins = list(n.inputs) + [None] * (3 - len(n.inputs))
+            later = ins[slot + 1 :] if op == "layer_norm" else []
+            if ins[slot] is not None or any(v is not None for v in later):
+                w.nodes.remove(n)
+                continue
+            x = n.inputs[0]
+            r = x.type.rank
+            ax = n.attrs["axis"] % r if r else None
+            if ax is None or p.type.shape is None or tuple(p.type.shape) != x.type.shape[ax:]:
+                w.nodes.remove(n)
+                continue
+            if p.dtype is not x.dtype:
+                return None
+            found = {"x": x, "p": p}
+            if slot == 2 and ins[1] is not None:
+                found["w"] = ins[1]
+            return found
+        return None
+
+    def replace(b: Builder, m: Match) -> Value:
+        norm = next(n for n in m.nodes if n.op == op)
+        ins = [m["x"], m.values.get("w"), None][: 3 if op == "layer_norm" else 2]
+        ins[slot] = m["p"]
+        while ins[-1] is None:
+            ins.pop()
+        return b.op(op, *ins, **norm.attrs)
+
+    return _walking(f"{op}_{arith}", find, replace)
+
+
+# ---------------------------------------------------------------------- attention
+def _key_of_transposed(w: _Walk, kt: Value) -> Value | None:
+    """K from K^T: transpose swapping the last two dims, or the exporters' reshape ->
+    3-d transpose -> reshape spelling of it."""
+    t = w.node(kt, "transpose")
+    if t is not None:
+        r = kt.type.rank
+        if r is not None and r >= 2:
+            want = list(range(r - 2)) + [r - 1, r - 2]
+            if list(t.attrs["perm"]) == want:
+                return t.inputs[0]
+        w.nodes.remove(t)
+        return None
+    outer = w.node(kt, "reshape")
+    if outer is None or len(outer.inputs) != 1:
+        return None
+    t = w.node(outer.inputs[0], "transpose")
+    inner = w.node(t.inputs[0], "reshape") if t is not None else None
+    if inner is None or len(inner.inputs) != 1 or list(t.attrs["perm"]) != [0, 2, 1]:
+        return None
+    k = inner.inputs[0]
+    ks, ms, os = k.type.shape, t.inputs[0].type.shape, kt.type.shape
+    if ks is None or ms is None or os is None or len(ks) < 3 or len(ms) != 3 or len(os) < 3:
+        return None
+    if not all(isinstance(d, int) for d in (*ks, *ms, *os)):
+        return None
+    if tuple(ks[-2:]) != tuple(ms[-2:]) or tuple(os[-2:]) != (ks[-1], ks[-2]):
+        return None
+    if tuple(ks) != (*os[:-2], os[-1], os[-2]):
+        # K's leading dims regroup (a grouped-query expand flattened into heads): the fused
+        # op reads K reshaped to K^T's leading dims, the same row-major regrouping.
+        w.info["k_shape"] = [*os[:-2], os[-1], os[-2]]
+    return k
+
+
+def _attention(w: _Walk) -> dict[str, Value] | None:
+    """softmax(Q K^T * scale + mask) V, with the NaN guard (rows masked everywhere give 0)
+    exporters add after the softmax."""
+    if w.root.op != "matmul":
+        return None
+    p, v = w.root.inputs
+    guard = w.node(p, "where")
+    if guard is not None:
+        isnan = w.node(guard.inputs[0], "isnan")
+        if (
+            isnan is None
+            or not _near(guard.inputs[1], 0.0)
+            or isnan.inputs[0] is not guard.inputs[2]
+        ):
+            return None
+        w.const(guard.inputs[1])
+        p = guard.inputs[2]
+    sm = w.node(p, "softmax")
+    if sm is None or sm.inputs[0].type.rank is None:
+        return None
+    if sm.attrs["axis"] % sm.inputs[0].type.rank != sm.inputs[0].type.rank - 1:
+        return None
+    s, mask = sm.inputs[0], None
+    add = w.node(s, "add")
+    if add is not None:
+        for a, b in (add.inputs, reversed(add.inputs)):
+            if a.producer is not None and a.producer.op in ("matmul", "mul", "div"):
+                s, mask = a, b
+                break
+        else:
+            return None
+        if add.output.type.shape != s.type.shape:
+            return None  # the mask broadcasts the scores to a larger shape
+    scale = 1.0
+    post = w.node(s, "mul", "div")
+    if post is not None:
+        a, c = post.inputs
+        if post.op == "mul" and _is_const(a):
+            a, c = c, a
+        cv = _scalar(c)
+        if cv is None or cv == 0:
+            return None
+        w.const(c)
+        scale = cv if post.op == "mul" else 1.0 / cv
+        s = a
+    qk = w.node(s, "matmul")
+    if qk is None:
+        return None
+    q, kt = qk.inputs
+    for side in ("q", "k"):
+        val = q if side == "q" else kt
+        pre = w.node(val, "mul")
+        if pre is None:
+            continue
+        a, c = pre.inputs
+        if _is_const(a):
+            a, c = c, a
+        cv = _scalar(c)
+        if cv is None:
+            w.nodes.remove(pre)
+            continue
+        w.const(c)
+        scale *= cv
+        if side == "q":
+            q = a
+        else:
+            kt = a
+    k = _key_of_transposed(w, kt)
+    if k is None:
+        return None
+    rq, rk, rv = q.type.rank, len(w.info.get("k_shape", k.type.shape or ())), v.type.rank
+    if rq is None or rq < 3 or rk != rq or rv != rq:
+        return None
+    if mask is not None and mask.dtype is not q.dtype:
+        return None
+    found = {"q": q, "k": k, "v": v}
+    if mask is not None:
+        found["mask"] = mask
+    w.info.update(scale=scale, guard=guard is not None)
+    return found
+
+
+def _attention_replace(b: Builder, m: Match) -> Value:
+    q, k, mask = m["q"], m["k"], m.values.get("mask")
+    if "k_shape" in m.info:
+        k = b.op("reshape", k, shape=m.info["k_shape"])
+    y = b.op("attention", q, k, m["v"], mask, scale=float(m.info["scale"]))
+    if m.info["guard"] and mask is not None:
+        # The source gives 0 for a query row masked everywhere (softmax of all -inf).
+        npdt = q.dtype.to_numpy()
+        top = b.op("reduce_max", mask, axes=[-1], keepdims=True)
+        dead = b.op("eq", top, b.op("constant", value=np.array(-np.inf, npdt)))
+        y = b.op("where", dead, b.op("constant", value=np.array(0, npdt)), y)
+    return y
+
+
+def _silu_pattern() -> Pattern:
+    b = Builder()
+    x = Value("x", TensorType(DType.FLOAT32, None))
+    y = b.op("mul", x, b.op("sigmoid", x))
+    return Pattern("silu", [x], [y], replace=lambda b, m: b.op("silu", m["x"]), any_dtype=True)
+
+
+# In priority order: linear first (its matmul is not attention's), the norms before their
+# affine folds, attention last.
+FUSIONS: list[Pattern] = [
+    _linear_pattern(),
+    _walking("gelu_erf", _gelu_erf, lambda b, m: b.op("gelu", m["x"])),
+    _walking("gelu_tanh", _gelu_tanh, lambda b, m: b.op("gelu", m["x"], approximate="tanh")),
+    _norm_pattern("layer_norm", _layer_norm),
+    _norm_pattern("rms_norm", _rms_norm),
+    _affine("layer_norm", 1),
+    _affine("layer_norm", 2),
+    _affine("rms_norm", 1),
+    _silu_pattern(),
+    _walking("attention", _attention, _attention_replace),
+]
+
+
+def fuse(graph: Graph, patterns: list[Pattern] | None = None) -> Graph:
+    """``graph`` with the spelled-out high-level ops fused (see FUSIONS); a new graph."""
+    return rewrite(graph, FUSIONS if patterns is None else patterns)

@@ -1,0 +1,241 @@
+"""codegen.relax: every case of the shared canonical op table
+(tests/codegen/test_codegen_onnx_ops.py) compiled with ``build`` and run on the Relax VM against
+the table's reference, the test models against eager torch, and the module, script and save
+forms.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+tvm = pytest.importorskip("tvm", reason="apache-tvm (the tvm extra) runs the Relax codegen")
+torch = pytest.importorskip("torch", reason="torch is the reference of the op table")
+
+import codegen.relax as cr  # noqa: E402
+import tests.codegen.test_codegen_onnx_ops as table  # noqa: E402
+
+CASES = table.CASES
+
+# Op-table cases that do not run through Relax yet, with the reason. The test fails when one
+# of them starts passing, so the list stays exact.
+EXPECTED_FAILURES: dict[str, str] = {
+    "max_pool_indices": "Relax's max_pool returns values only, and no decomposition gives indices",
+    "adaptive_max_pool_indices": "no Relax op returns the indices of an adaptive max pool",
+    "avg_pool_divisor": "Relax's avg_pool has no divisor override",
+    "lp_pool": "Relax has no Lp pool and msc has no decomposition for it",
+    "lrn": "Relax has no local response normalization and msc has no decomposition for it",
+    "resize": "resize has no Relax emitter yet (image.resize2d's modes not mapped)",
+    "resize_linear": "resize has no Relax emitter yet (image.resize2d's modes not mapped)",
+    "resize_cubic": "resize has no Relax emitter yet (image.resize2d's modes not mapped)",
+    "reshape_zero": "Relax's reshape refuses a zero-size input reshaped by a shape with a 0",
+    "index_put": "index_put on non-leading axes: Relax's index_put indexes the leading dims",
+    "index_put_apart": "index_put on non-leading axes: Relax's index_put indexes the leading dims",
+    "index_put_adjacent": "index_put on non-leading axes: Relax's index_put indexes the leading "
+    "dims",
+    "pad_negative": "negative pads (crops) are not lowered to a slice yet",
+    "nonzero": "Relax's VM codegen cannot lower permute_dims of nonzero's data-dependent shape",
+}
+
+
+def _run_case(case) -> None:
+    g, feeds = table.build(case)
+    f = cr.build(g)
+    out = f(*[feeds[v.name] for v in g.inputs])
+    outs = list(out) if isinstance(out, (tuple, list)) else [out]
+    got = [o.numpy() for o in outs]
+    want = case.ref(*case.inputs)
+    want = list(want) if isinstance(want, (list, tuple)) else [want]
+    table.check_outputs(got, want, g, case.rtol, case.atol, f"{case.id} via codegen.relax")
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_op_case(case) -> None:
+    reason = EXPECTED_FAILURES.get(case.id)
+    if reason is None:
+        _run_case(case)
+        return
+    try:
+        _run_case(case)
+    except Exception:
+        return
+    pytest.fail(f"{case.id} now passes through Relax; drop it from EXPECTED_FAILURES ({reason})")
+
+
+# ------------------------------------------------------------------------------ models
+def _model_cases() -> dict:
+    import tests.torch_cases as tc
+
+    return dict(tc.MODEL_CASES)
+
+
+MODEL_CASES = _model_cases()
+# Models that do not run through Relax yet, with the reason (fails when one starts passing).
+EXPECTED_MODEL_FAILURES: dict[str, str] = {}
+
+
+def _flat(out) -> list:
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if isinstance(out, dict):
+        return [t for v in out.values() for t in _flat(v)]
+    if isinstance(out, (tuple, list)):
+        return [t for v in out for t in _flat(v)]
+    if hasattr(out, "to_tuple"):  # transformers' ModelOutput
+        return _flat(out.to_tuple())
+    return []
+
+
+def _run_model(name: str) -> None:
+    import msc
+    from tests.torch_cases import build_model
+
+    module, args, dynamic = build_model(name)
+    g = msc.from_torch(module, args, dynamic_shapes=dynamic)
+    f = cr.build(g)
+    with torch.no_grad():
+        want = _flat(module(*args))
+    got = _flat(f(*args))
+    assert len(got) == len(want), name
+    for k, (a, b) in enumerate(zip(got, want)):
+        assert a.dtype == b.dtype and tuple(a.shape) == tuple(b.shape), (name, k)
+        np.testing.assert_allclose(
+            a.float().numpy(), b.float().numpy(), rtol=1e-4, atol=1e-4, err_msg=f"{name} {k}"
+        )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(MODEL_CASES))
+def test_model_through_relax(name: str) -> None:
+    """A whole PyTorch model -> graph -> Relax (compiled for llvm) agrees with eager torch."""
+    reason = EXPECTED_MODEL_FAILURES.get(name)
+    if reason is None:
+        _run_model(name)
+        return
+    try:
+        _run_model(name)
+    except Exception:
+        return
+    pytest.fail(f"{name} now runs through Relax; drop it from EXPECTED_MODEL_FAILURES ({reason})")
+
+
+# ------------------------------------------------------------------------------ forms
+def _cnn_graph():
+    import msc
+    from tests.torch_cases import build_model
+
+    module, args, _ = build_model("small_cnn")
+    return msc.from_torch(module, args), module, args
+
+
+def test_module_parameters_attributes_and_dataflow() -> None:
+    from tvm import relax
+
+    g, module, _ = _cnn_graph()
+    mod = cr.to_module(g)
+    main = mod["main"]
+    params = [w for w in g.weights.values() if w.role == "parameter"]
+    assert int(main.attrs["num_input"]) == len(g.inputs) == 1
+    assert len(main.params) == 1 + len(params) and len(main.attrs["params"]) == len(params)
+    assert isinstance(main.body.blocks[0], relax.DataflowBlock)
+    bound = cr.to_module(g, params="bound")["main"]
+    assert len(bound.params) == 1 and "params" not in (bound.attrs or {})
+    with pytest.raises(Exception, match="params must be one of"):
+        cr.to_module(g, params="weights")
+
+
+def test_script_reads_back_structurally_equal() -> None:
+    g, _, _ = _cnn_graph()
+    text = cr.to_script(g)
+    assert "metadata" not in text  # arrays are lifted to parameters; TVM 0.27 cannot print them
+    tvm.ir.assert_structural_equal(tvm.script.from_source(text), cr.script_module(g)[0])
+
+
+def test_save_writes_a_loader_that_runs(tmp_path) -> None:
+    import importlib.util
+
+    g, module, args = _cnn_graph()
+    out = cr.save(g, tmp_path / "relax")
+    assert sorted(p.name for p in out.iterdir()) == ["load.py", "model.safetensors", "module.py"]
+    spec = importlib.util.spec_from_file_location("msc_relax_loader", out / "load.py")
+    loader = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(loader)
+    f = loader.load(out)
+    got = f(tvm.runtime.tensor(args[0].numpy()))
+    got = got[0] if not hasattr(got, "numpy") else got
+    with torch.no_grad():
+        want = module(*args)
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-4, atol=1e-4)
+
+
+def test_symbolic_dims_are_int64_vars_with_bounds() -> None:
+    from msc.ir import DType, Graph, SymDim, TensorType
+
+    g = Graph("sym")
+    n = SymDim("batch size", 1, 64)
+    x = g.add_input("x", TensorType(DType.FLOAT32, (n, 4)))
+    g.set_outputs([g.op("relu", x)])
+    main = cr.to_module(g)["main"]
+    (var,) = [d for d in main.params[0].ty.shape.values if not hasattr(d, "value")]
+    assert str(var.ty) == "int64" and var.name == "batch_size"
+    assert dict(main.attrs["tir_var_lower_bound"]) == {"batch_size": 1}
+    assert dict(main.attrs["tir_var_upper_bound"]) == {"batch_size": 64}
+    f = cr.build(g)
+    for rows in (1, 5):
+        xv = np.linspace(-1, 1, rows * 4, dtype=np.float32).reshape(rows, 4)
+        np.testing.assert_array_equal(f(xv).numpy(), np.maximum(xv, 0))
+
+
+def test_unsupported_and_custom_ops_are_all_reported() -> None:
+    from msc.errors import UnsupportedOpsError
+    from msc.ir import DType, Graph, TensorType
+
+    reg = cr.EMITTERS.copy(without=("relu", "sigmoid"))
+    g = Graph("g")
+    x = g.add_input("x", TensorType(DType.FLOAT32, (2,)))
+    y = g.add_node("acme::frob@1", [x], {}, output_types=[TensorType(DType.FLOAT32, (2,))])
+    g.set_outputs([g.op("sigmoid", g.op("relu", g.op("relu", x))), y.outputs[0]])
+    with pytest.raises(UnsupportedOpsError) as err:
+        cr.to_module(g, emitters=reg)
+    ops = [o.op for o in err.value.ops]
+    assert sorted(ops) == ["acme::frob@1", "relu", "relu", "sigmoid"], ops
+    assert "custom op acme::frob" in str(err.value)
+
+
+def test_hostile_names_stay_out_of_the_script() -> None:
+    from msc.ir import DType, Graph, TensorType
+
+    g = Graph("g")
+    x = g.add_input('x"); __import__("os").system("echo pwned', TensorType(DType.FLOAT32, (2,)))
+    g.set_outputs([g.op("relu", x)])
+    text = cr.to_script(g)
+    assert "__import__" not in text.replace("___import__", "") or '"os"' not in text
+    assert "system(" not in text
+    tvm.script.from_source(text)
+
+
+def test_if_becomes_relax_if_reading_outer_values() -> None:
+    from tvm import relax
+
+    from msc.ir import DType, Graph, TensorType
+
+    g = Graph("if")
+    cond = g.add_input("cond", TensorType(DType.BOOL, ()))
+    x = g.add_input("x", TensorType(DType.FLOAT32, (2, 3)))
+    w = g.add_weight("w", np.linspace(-1, 1, 3, dtype=np.float32))
+    then_g, else_g = Graph("then"), Graph("else")
+    then_g.set_outputs([then_g.op("add", then_g.op("relu", x), w), x])
+    else_g.set_outputs([else_g.op("neg", x), else_g.op("mul", x, w)])
+    node = g.add_node("if", [cond], {"then_branch": then_g, "else_branch": else_g}, name="br")
+    g.set_outputs(node.outputs)
+    main = cr.to_module(g)["main"]
+    assert not isinstance(main.body.blocks[0], relax.DataflowBlock)  # If may not sit in one
+    found = []
+    relax.analysis.post_order_visit(main.body, lambda n: found.append(isinstance(n, relax.If)))
+    assert any(found)
+    f = cr.build(g)
+    xv, wv = np.linspace(-2, 2, 6, dtype=np.float32).reshape(2, 3), w.numpy()
+    for c, want in ((True, [np.maximum(xv, 0) + wv, xv]), (False, [-xv, xv * wv])):
+        got = f(np.array(c), xv)
+        for a, b in zip(got, want):
+            np.testing.assert_allclose(a.numpy(), b, rtol=1e-6, atol=1e-6)

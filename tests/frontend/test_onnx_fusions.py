@@ -1,0 +1,198 @@
+"""The ONNX frontend's fusions (msc.ops.fusions, applied by from_onnx unless fuse=False).
+
+Each spelled-out form, in a small ONNX model, must become its high-level op; the generated
+PyTorch must agree with onnxruntime running the original; and the fused graph must convert
+back to ONNX as the standard op at an opset that has it (LayerNormalization 17,
+Gelu 20, RMSNormalization / Attention 23) and as its decomposition below, both running in
+onnxruntime to the same outputs. The negative cases must stay unfused.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import msc
+
+ort = pytest.importorskip("onnxruntime", reason="onnxruntime runs the original models")
+torch = pytest.importorskip("torch", reason="the generated PyTorch runs the fused ops")
+import codegen.onnx  # noqa: E402
+import codegen.torch  # noqa: E402
+
+rng = np.random.default_rng(0)
+X = rng.standard_normal((2, 5, 8)).astype(np.float32)
+
+
+@dataclass
+class Case:
+    id: str
+    nodes: list  # (op, inputs, outputs, attrs)
+    consts: dict[str, np.ndarray]
+    fused: str | None  # the op the fusion must produce (None: must stay unfused)
+    # ONNX op written back at the opset that has it; below it the decomposition runs.
+    onnx_op: tuple[str, int] | None = None
+    inputs: dict[str, np.ndarray] = field(default_factory=lambda: {"x": X})
+    outputs: tuple[str, ...] = ("y",)
+
+
+def c(v) -> np.ndarray:
+    return np.asarray(v, np.float32)
+
+
+W = rng.standard_normal((8, 6)).astype(np.float32)
+B = rng.standard_normal(6).astype(np.float32)
+G = rng.standard_normal(8).astype(np.float32)
+BETA = rng.standard_normal(8).astype(np.float32)
+AX = np.array([-1], np.int64)
+ERF_GELU = [
+    ("Div", ["x", "sqrt2"], ["a"]),
+    ("Erf", ["a"], ["e"]),
+    ("Add", ["e", "one"], ["p"]),
+    ("Mul", ["x", "p"], ["h"]),
+    ("Mul", ["h", "half"], ["y"]),
+]
+TANH_GELU = [
+    ("Pow", ["x", "three"], ["x3"]),
+    ("Mul", ["k", "x3"], ["kx3"]),
+    ("Add", ["x", "kx3"], ["s"]),
+    ("Mul", ["s", "c"], ["u"]),
+    ("Tanh", ["u"], ["t"]),
+    ("Add", ["one", "t"], ["p"]),
+    ("Mul", ["half", "x"], ["h"]),
+    ("Mul", ["h", "p"], ["y"]),
+]
+LAYER_NORM = [
+    ("ReduceMean", ["x", "axes"], ["m"]),
+    ("Sub", ["x", "m"], ["d"]),
+    ("Pow", ["d", "two"], ["sq"]),
+    ("ReduceMean", ["sq", "axes"], ["var"]),
+    ("Add", ["var", "eps"], ["ve"]),
+    ("Sqrt", ["ve"], ["sd"]),
+    ("Div", ["d", "sd"], ["n"]),
+    ("Mul", ["n", "g"], ["ng"]),
+    ("Add", ["ng", "beta"], ["y"]),
+]
+RMS_NORM = [
+    ("Pow", ["x", "two"], ["sq"]),
+    ("ReduceMean", ["sq", "axes"], ["ms"]),
+    ("Add", ["ms", "eps"], ["t"]),
+    ("Sqrt", ["t"], ["s"]),
+    ("Reciprocal", ["s"], ["r"]),
+    ("Mul", ["x", "r"], ["n"]),
+    ("Mul", ["g", "n"], ["y"]),
+]
+Q, K, V = (rng.standard_normal((2, 2, 5, 4)).astype(np.float32) for _ in range(3))
+MASK = np.where(rng.random((2, 1, 5, 5)) < 0.2, -np.inf, 0).astype(np.float32)
+ATTENTION = [
+    ("Transpose", ["k"], ["kt"], {"perm": [0, 1, 3, 2]}),
+    ("MatMul", ["q", "kt"], ["s"]),
+    ("Div", ["s", "sqrtd"], ["ss"]),
+    ("Add", ["ss", "mask"], ["sm"]),
+    ("Softmax", ["sm"], ["p"], {"axis": -1}),
+    ("MatMul", ["p", "v"], ["y"]),
+]
+GELU_CONSTS = {"sqrt2": c(math.sqrt(2)), "one": c(1.0), "half": c(0.5)}
+TANH_CONSTS = {
+    "three": c(3.0),
+    "k": c(0.044715),
+    "c": c(math.sqrt(2 / math.pi)),
+    "one": c(1.0),
+    "half": c(0.5),
+}
+NORM_CONSTS = {"axes": AX, "two": c(2.0), "eps": c(1e-5), "g": G, "beta": BETA}
+
+CASES = [
+    Case("linear", [("MatMul", ["x", "w"], ["mm"]), ("Add", ["mm", "b"], ["y"])],
+         {"w": W, "b": B}, "linear"),
+    Case("linear_bias_first", [("MatMul", ["x", "w"], ["mm"]), ("Add", ["b", "mm"], ["y"])],
+         {"w": W, "b": B}, "linear"),
+    Case("gelu_erf", ERF_GELU, GELU_CONSTS, "gelu", ("Gelu", 20)),
+    Case("gelu_tanh", TANH_GELU, TANH_CONSTS, "gelu", ("Gelu", 20)),
+    Case("layer_norm", LAYER_NORM, NORM_CONSTS, "layer_norm", ("LayerNormalization", 17)),
+    Case("rms_norm", RMS_NORM, NORM_CONSTS, "rms_norm", ("RMSNormalization", 23)),
+    Case("attention", ATTENTION, {"sqrtd": c(2.0)}, "attention", ("Attention", 23),
+         inputs={"q": Q, "k": K, "v": V, "mask": MASK}),
+    # Negative cases.
+    Case("linear_runtime_weight", [("MatMul", ["x", "w"], ["mm"]), ("Add", ["mm", "b"], ["y"])],
+         {"b": B}, None, inputs={"x": X, "w": W}),
+    Case("gelu_other_constant", ERF_GELU, {**GELU_CONSTS, "half": c(0.6)}, None),
+    Case("gelu_escaping_erf", ERF_GELU, GELU_CONSTS, None, outputs=("y", "e")),
+    Case("layer_norm_other_axes", LAYER_NORM, {**NORM_CONSTS, "axes": np.array([1], np.int64)},
+         None),
+]  # fmt: skip
+
+
+def model(case: Case, opset: int = 18) -> onnx.ModelProto:
+    nodes = [
+        helper.make_node(n[0], n[1], n[2], name=f"n{i}", **(n[3] if len(n) > 3 else {}))
+        for i, n in enumerate(case.nodes)
+    ]
+    ins = [
+        helper.make_tensor_value_info(k, TensorProto.FLOAT, a.shape) for k, a in case.inputs.items()
+    ]
+    outs = [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in case.outputs]
+    inits = [numpy_helper.from_array(a, k) for k, a in case.consts.items()]
+    g = helper.make_graph(nodes, case.id, ins, outs, inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
+    return onnx.shape_inference.infer_shapes(m)
+
+
+def run_ort(m: onnx.ModelProto, feeds) -> list[np.ndarray]:
+    return ort.InferenceSession(m.SerializeToString()).run(None, feeds)
+
+
+def run_torch(g: msc.Graph, feeds) -> list[np.ndarray]:
+    with torch.no_grad():
+        out = codegen.torch.to_module(g)(*[torch.from_numpy(feeds[v.name]) for v in g.inputs])
+    return [o.numpy() for o in (out if isinstance(out, tuple | list) else (out,))]
+
+
+def close(got, want) -> None:
+    for a, w in zip(got, want):
+        np.testing.assert_allclose(a, w, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_fusion(case: Case) -> None:
+    m = model(case)
+    want = run_ort(m, case.inputs)
+    g = msc.from_onnx(m)
+    ops = [n.op for n in g.nodes if n.op != "constant"]
+    unfused = [n.op for n in msc.from_onnx(m, fuse=False).nodes if n.op != "constant"]
+    if case.fused is None:
+        assert ops == unfused, f"fused where it must not: {ops}"
+    else:
+        assert ops.count(case.fused) == 1 and case.fused not in unfused, ops
+        assert len(ops) < len(unfused)
+    close(run_torch(g, case.inputs), want)
+    opsets = [17] if case.onnx_op is None else sorted({17, case.onnx_op[1]})
+    for opset in opsets:
+        out = codegen.onnx.to_model(g, opset=opset)
+        written = {n.op_type for n in out.graph.node}
+        if case.onnx_op is not None:
+            assert (case.onnx_op[0] in written) == (opset >= case.onnx_op[1]), (opset, written)
+        close(run_ort(out, case.inputs), want)
+
+
+def test_fusion_keeps_a_shared_weight() -> None:
+    """A MatMul weight another node also reads is transposed into a new weight; the old one
+    stays for the other reader."""
+    case = CASES[0]
+    m = model(case)
+    m.graph.node.append(helper.make_node("MatMul", ["x", "w"], ["z"], name="other"))
+    m.graph.output.append(helper.make_tensor_value_info("z", TensorProto.FLOAT, None))
+    g = msc.from_onnx(m)
+    assert sorted(g.weights) == ["b", "w", "w.T"]
+    assert g.weights["w.T"].type.shape == (6, 8)
+    close(run_torch(g, case.inputs), run_ort(m, case.inputs))
+
+
+def test_fused_weight_keeps_its_name() -> None:
+    g = msc.from_onnx(model(CASES[0]))
+    assert g.weights["w"].type.shape == (6, 8)
+    np.testing.assert_array_equal(g.weights["w"].numpy(), W.T)
