@@ -16,7 +16,7 @@ from typing import Any
 import onnx
 
 from codegen.onnx.model import ModelBuilder
-from codegen.onnx.opset import MIN_OPSET, default_opset, max_opset
+from codegen.onnx.opset import MIN_OPSET, default_opset, default_opset_for, max_opset
 from codegen.onnx.registry import EMITTERS, Emit, EmitterRegistry, Ref, Unsupported, emitter
 from codegen.onnx.writer import save
 from msc.ir.graph import Graph
@@ -26,6 +26,7 @@ __all__ = [
     "to_model",
     "save",
     "default_opset",
+    "default_opset_for",
     "max_opset",
     "MIN_OPSET",
     "EMITTERS",
