@@ -16,6 +16,7 @@ from pathlib import Path
 
 from msc.errors import MscError
 from msc.io import files, safetensors
+from msc.ir.bulk import paused
 from msc.ir.graph import Graph, GraphError, Weight
 from msc.text import from_text, to_text
 
@@ -109,7 +110,11 @@ def _inside(path: str, directory: Path) -> bool:
 def load(directory: str | os.PathLike, mmap: bool = True) -> Graph:
     """Read a graph saved by ``save``; weights are file regions, mapped when used (read into
     memory with ``mmap=False``)."""
-    d = Path(directory)
+    with paused():  # many objects, no garbage cycles (msc.ir.bulk)
+        return _load(Path(directory), mmap)
+
+
+def _load(d: Path, mmap: bool) -> Graph:
     gfile = d / GRAPH_FILE
     if not gfile.is_file():
         raise FileNotFoundError(f"{d}: no {GRAPH_FILE} (not a saved msc graph)")

@@ -48,6 +48,10 @@ class DType(enum.Enum):
     INT2 = "i2"
     UINT2 = "u2"
 
+    # Members are singletons compared by identity: hash by identity too (Enum's own __hash__
+    # is a Python-level call, paid for every dict lookup and every TensorType hash).
+    __hash__ = object.__hash__
+
     @property
     def short(self) -> str:
         return self.value

@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import math
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +26,7 @@ import numpy as np
 
 from msc.ir import structure
 from msc.ir.attrs import attr_equal, infer_kind, normalize
+from msc.ir.bulk import paused
 from msc.ir.dtype import DType
 from msc.ir.graph import Graph, Node, Value, Weight
 from msc.ir.spelling import format_scalar, format_type
@@ -187,10 +189,11 @@ class _Comparer:
                     self.fail(p, "node name", repr(n.name), repr(m.name))
                 if n.provenance != m.provenance:
                     self.fail(p, "provenance", n.provenance, m.provenance)
-            if sorted(n.attrs) != sorted(m.attrs):
-                self.fail(p + ".attrs", "keys", sorted(n.attrs), sorted(m.attrs))
-            for k in sorted(n.attrs):
-                self.attr(f"{p}.attrs.{k}", n.attrs[k], m.attrs[k])
+            if n.attrs or m.attrs:
+                if sorted(n.attrs) != sorted(m.attrs):
+                    self.fail(p + ".attrs", "keys", sorted(n.attrs), sorted(m.attrs))
+                for k in sorted(n.attrs):
+                    self.attr(f"{p}.attrs.{k}", n.attrs[k], m.attrs[k])
             if len(n.inputs) != len(m.inputs):
                 self.fail(p, "input count", len(n.inputs), len(m.inputs))
             for j, (x, y) in enumerate(zip(n.inputs, m.inputs)):
@@ -217,7 +220,6 @@ def canonical_order(g: Graph) -> list[Node]:
     """The nodes in a topological order that depends only on the graph's structure: depth-first
     from the outputs in order, each node's operands (and the outer values its subgraphs read) in
     order; nodes no output needs come last, in list order."""
-    from msc.ir.validate import _all_inputs
 
     producer = {id(v): n for n in g.nodes for v in n.outputs}
     seen: set[int] = set()
@@ -227,14 +229,14 @@ def canonical_order(g: Graph) -> list[Node]:
         if root is None or id(root) in seen:
             continue
         seen.add(id(root))
-        stack = [(root, iter(list(_all_inputs(root))))]
+        stack = [(root, iter(_operands(root)))]
         while stack:
             node, it = stack[-1]
             for v in it:
                 p = producer.get(id(v))
                 if p is not None and id(p) not in seen:
                     seen.add(id(p))
-                    stack.append((p, iter(list(_all_inputs(p)))))
+                    stack.append((p, iter(_operands(p))))
                     break
             else:
                 stack.pop()
@@ -242,6 +244,15 @@ def canonical_order(g: Graph) -> list[Node]:
     if len(order) != len(g.nodes):
         order.extend(n for n in g.nodes if id(n) not in seen)
     return order
+
+
+def _operands(n: Node) -> Sequence[Value | None]:
+    """A node's inputs, and the outer values its subgraphs read (when it has any)."""
+    from msc.ir.validate import _all_inputs
+
+    if n.attrs and any(isinstance(a, Graph) for a in n.attrs.values()):
+        return list(_all_inputs(n))
+    return n.inputs
 
 
 def structural_equal(
@@ -254,7 +265,8 @@ def structural_equal(
         weights: "values" compares weight data byte for byte; "types" only dtypes and shapes.
     """
     try:
-        _Comparer(names, weights).graph(a, b)
+        with paused():
+            _Comparer(names, weights).graph(a, b)
     except _Diff as e:
         return EqualResult(str(e))
     return EqualResult(None)
@@ -273,6 +285,9 @@ def _digest(b: bytes | None) -> str:
     return "none" if b is None else hashlib.blake2b(b, digest_size=8).hexdigest()
 
 
+_LEN = struct.Struct("<Q")
+
+
 class _Hasher:
     def __init__(self, names: bool, weights: str) -> None:
         self.h = hashlib.blake2b(digest_size=16)
@@ -280,12 +295,11 @@ class _Hasher:
         self.ids: dict[int, int] = {}
 
     def put(self, *items: Any) -> None:
+        update, pack = self.h.update, _LEN.pack
         for x in items:
-            if isinstance(x, bytes):
-                self.h.update(struct.pack("<Q", len(x)) + x)
-            else:
-                s = str(x).encode("utf-8", "surrogatepass")
-                self.h.update(struct.pack("<Q", len(s)) + s)
+            if x.__class__ is not bytes:
+                x = (x if x.__class__ is str else str(x)).encode("utf-8", "surrogatepass")
+            update(pack(len(x)) + x)
 
     def type(self, t: TensorType) -> None:
         self.put(format_type(t))
@@ -368,5 +382,6 @@ class _Hasher:
 def structural_hash(g: Graph, *, names: bool = False, weights: str = "values") -> str:
     """A hex digest consistent with ``structural_equal`` (equal graphs, equal hashes)."""
     h = _Hasher(names, weights)
-    h.graph(g)
+    with paused():
+        h.graph(g)
     return h.h.hexdigest()

@@ -87,6 +87,10 @@ class Provenance:
         return bool(self.framework or self.op or self.name or self.module)
 
 
+# Shared by every node with no provenance (it is frozen): one object, not one per node.
+_NO_PROVENANCE = Provenance()
+
+
 class Value:
     """A named, typed edge of the graph."""
 
@@ -273,7 +277,7 @@ class Node:
         schema = (opset or default_opset()).get(op)
         self.op = op
         self.name = name
-        self.provenance = provenance or Provenance()
+        self.provenance = provenance or _NO_PROVENANCE
         self._inputs: tuple[Value | None, ...] = ()
         inputs = list(inputs)
         schema.check_inputs(inputs, where=self._where)
@@ -478,9 +482,11 @@ class Graph:
 
     def validate(self) -> Graph:
         """Check the graph; raise GraphError naming the node and value at fault. Returns self."""
+        from msc.ir.bulk import paused
         from msc.ir.validate import validate
 
-        validate(self)
+        with paused():
+            validate(self)
         return self
 
     def sort(self) -> None:

@@ -46,6 +46,9 @@ KEYWORDS = frozenset(
 
 
 def escape(s: str) -> str:
+    """``s`` as a quoted string literal of the text format."""
+    if s.isprintable() and '"' not in s and "\\" not in s:
+        return '"' + s + '"'  # nothing to escape (most names)
     out = []
     for ch in s:
         if ch == "\\":
@@ -73,16 +76,22 @@ _DIGITS = re.compile(r"[0-9]+\Z")
 
 def quote_ref(name: str) -> str:
     """A value or weight name after ``%``/``@``: positional names (``0``, ``17``) stay bare."""
-    return name if _DIGITS.match(name) else quote_name(name)
+    if name.isascii() and (name.isdigit() or (name.isidentifier() and name not in KEYWORDS)):
+        return name  # for ASCII, isidentifier() is exactly [A-Za-z_][A-Za-z0-9_]*
+    return escape(name)
 
 
 def quote_name(name: str) -> str:
     """A name as the text format writes it: bare if an identifier, else a quoted string."""
-    return name if _IDENT.match(name) and name not in KEYWORDS else escape(name)
+    if name.isascii() and name.isidentifier() and name not in KEYWORDS:
+        return name
+    return escape(name)
 
 
 def format_dim(d) -> str:
     """A dim as the text format writes it: ``7``, ``?``, ``batch{1..64}``, ``2*s0 + 1``."""
+    if type(d) is int:
+        return str(d)
     if d is None:
         return "?"
     if isinstance(d, SymExpr):
@@ -100,9 +109,15 @@ def format_dim(d) -> str:
 
 
 def format_type(t: TensorType) -> str:
-    if t.shape is None:
-        return f"{t.dtype.short}[*]"
-    return f"{t.dtype.short}[" + ", ".join(format_dim(d) for d in t.shape) + "]"
+    """``f32[1, batch{1..64}, ?]``; ``f32[*]`` for unknown rank. Computed once per type."""
+    text = t._text
+    if text is None:
+        if t.shape is None:
+            text = f"{t.dtype.value}[*]"
+        else:
+            text = f"{t.dtype.value}[" + ", ".join(map(format_dim, t.shape)) + "]"
+        object.__setattr__(t, "_text", text)
+    return text
 
 
 def format_float(x: float) -> str:

@@ -13,7 +13,7 @@ symbols, or unknown.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from msc.errors import MscError
 from msc.ir.dtype import DType
@@ -146,14 +146,21 @@ class TensorType:
 
     dtype: DType
     shape: tuple[Dim, ...] | None
+    # The text spelling, computed on first use (msc.ir.spelling.format_type): a type is
+    # printed, hashed and compared many times, and its fields never change.
+    _text: str | None = field(default=None, init=False, repr=False, compare=False, hash=False)
 
     def __init__(self, dtype: DType, shape: Iterable[Dim] | None) -> None:
         if not isinstance(dtype, DType):
             raise TypeError(f"dtype must be msc DType, got {dtype!r}")
         object.__setattr__(self, "dtype", dtype)
-        object.__setattr__(
-            self, "shape", None if shape is None else tuple(_check_dim(d) for d in shape)
-        )
+        if shape is not None:
+            shape = tuple(shape)
+            # Plain in-range ints (the common case) need no per-dim call.
+            if not all(type(d) is int and 0 <= d <= MAX_DIM for d in shape):
+                shape = tuple(_check_dim(d) for d in shape)
+        object.__setattr__(self, "shape", shape)
+        object.__setattr__(self, "_text", None)
 
     @property
     def rank(self) -> int | None:

@@ -16,6 +16,23 @@ def _where(node: Node, i: int) -> str:
     return f"node #{i} {label}({node.op})"
 
 
+class _At:
+    """``graph 'g': node #i 'name' (op)`` for an error message, built only when one is."""
+
+    __slots__ = ("gname", "node", "i")
+
+    def __init__(self, gname: str, node: Node, i: int) -> None:
+        self.gname, self.node, self.i = gname, node, i
+
+    def __str__(self) -> str:
+        return f"{self.gname}: {_where(self.node, self.i)}"
+
+    __call__ = __str__
+
+    def label(self) -> str:
+        return _where(self.node, self.i)
+
+
 def _types_agree(stored: TensorType, inferred: TensorType) -> bool:
     if stored.dtype is not inferred.dtype:
         return False
@@ -30,6 +47,10 @@ def _types_agree(stored: TensorType, inferred: TensorType) -> bool:
     )
 
 
+def _label(what: str | _At) -> str:
+    return what.label() if isinstance(what, _At) else what
+
+
 def validate(graph: Graph, outer: frozenset[int] = frozenset()) -> None:
     registry = graph.opset
     gname = f"graph {graph.name!r}"
@@ -37,13 +58,13 @@ def validate(graph: Graph, outer: frozenset[int] = frozenset()) -> None:
     value_names: dict[str, Value] = {}
     weights = set(id(w) for w in graph.weights.values())
 
-    def define(v: Value, what: str) -> None:
+    def define(v: Value, what: str | _At) -> None:
         if isinstance(v, Weight):
-            raise GraphError(f"{gname}: {what} defines weight {v.name!r} as a value")
+            raise GraphError(f"{gname}: {_label(what)} defines weight {v.name!r} as a value")
         if v.name is None:
-            raise GraphError(f"{gname}: {what} has a value with no name")
+            raise GraphError(f"{gname}: {_label(what)} has a value with no name")
         if v.name in value_names:
-            raise GraphError(f"{gname}: value name {v.name!r} is defined twice ({what})")
+            raise GraphError(f"{gname}: value name {v.name!r} is defined twice ({_label(what)})")
         value_names[v.name] = v
         defined.add(id(v))
 
@@ -56,16 +77,18 @@ def validate(graph: Graph, outer: frozenset[int] = frozenset()) -> None:
             raise GraphError(f"{gname}: input {v.name!r} is produced by a node")
         define(v, "graph input")
 
-    later = {id(v): i for i, n in enumerate(graph.nodes) for v in n.outputs}
+    schemas: dict[str, object] = {}  # op -> schema, looked up once per op
     for i, node in enumerate(graph.nodes):
-        where = f"{gname}: {_where(node, i)}"
-        if node.op not in registry:
-            raise GraphError(f"{where}: unknown op {node.op!r}")
-        schema = registry.get(node.op)
+        where = _At(gname, node, i)
+        schema = schemas.get(node.op)
+        if schema is None:
+            if node.op not in registry:
+                raise GraphError(f"{where}: unknown op {node.op!r}")
+            schema = schemas[node.op] = registry.get(node.op)
         try:
-            schema.check_inputs(list(node.inputs), where=where)
-            schema.normalize_attrs(node.attrs, where=where)
-            schema.check_output_count(len(node.outputs), node.attrs, where=where)
+            schema.check_inputs(node.inputs, where=where)  # type: ignore[attr-defined]
+            schema.normalize_attrs(node.attrs, where=where)  # type: ignore[attr-defined]
+            schema.check_output_count(len(node.outputs), node.attrs, where=where)  # type: ignore[attr-defined]
         except (TypeError, ValueError) as e:
             raise GraphError(str(e)) from None
         for j, v in enumerate(node.inputs):
@@ -74,6 +97,7 @@ def validate(graph: Graph, outer: frozenset[int] = frozenset()) -> None:
             if isinstance(v, Weight) and id(v) not in weights and id(v) not in outer:
                 raise GraphError(f"{where}: input {j} is weight {v.name!r}, not in this graph")
             if id(v) not in defined:
+                later = {id(v): i for i, n in enumerate(graph.nodes) for v in n.outputs}
                 if id(v) in later and later[id(v)] >= i:
                     # Used before defined: a cycle, or just out of order?
                     try:
@@ -85,18 +109,22 @@ def validate(graph: Graph, outer: frozenset[int] = frozenset()) -> None:
                     except GraphError as e:
                         raise GraphError(f"{where}: input {j} %{v.name}: {e}") from None
                 raise GraphError(f"{where}: input {j} %{v.name} is not defined in this graph")
-        for sub in node.subgraphs():
-            validate(sub, frozenset(defined))
+        if node.attrs:
+            for sub in node.subgraphs():
+                validate(sub, frozenset(defined))
         for j, v in enumerate(node.outputs):
             if v.producer is not node or v.index != j:
                 raise GraphError(f"{where}: output {j} %{v.name} has a wrong producer link")
-            define(v, _where(node, i))
+            if v.name is None or v.name in value_names or isinstance(v, Weight):
+                define(v, where)  # raises, naming the fault
+            value_names[v.name] = v  # type: ignore[index]
+            defined.add(id(v))
         try:
-            inferred = schema.infer(node)
+            inferred = schema.infer(node)  # type: ignore[attr-defined]
         except Exception as e:  # noqa: BLE001 - inference errors are reported, not raised raw
             raise GraphError(f"{where}: type inference failed: {e}") from None
         for j, (v, t) in enumerate(zip(node.outputs, inferred)):
-            if not _types_agree(v.type, t):
+            if v.type is not t and not _types_agree(v.type, t):
                 raise GraphError(
                     f"{where}: output {j} %{v.name} has type {v.type}, but the op gives {t}"
                 )

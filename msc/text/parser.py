@@ -15,6 +15,7 @@ import numpy as np
 
 from msc.errors import MscError
 from msc.ir import symexpr
+from msc.ir.bulk import paused
 from msc.ir.dtype import DType
 from msc.ir.graph import Graph, Node, Provenance, Value, Weight
 from msc.ir.types import SymDim, TensorType
@@ -126,6 +127,62 @@ def _lex(src: str) -> list[str]:
     return texts
 
 
+# A whole node line in the printer's plain spelling (see _Parser). Every repetition starts with
+# a character its neighbours cannot, so a match is one left-to-right pass (linear time).
+_NAME = r'(?:[A-Za-z_][A-Za-z0-9_]*|[0-9]+|"[^"\\\n]*")'
+_REF = r"(?:[%@]" + _NAME + r"|_)"
+_OUT = r"%" + _NAME + r': [a-z][a-z0-9]*\[[^\[\]"\n]*\]'
+_STR = r'"[^"\\\n]*"'
+_LINE_RE = re.compile(
+    r"[ \t]*(" + _OUT + r"(?:, " + _OUT + r")*)"  # outputs
+    r" = ([A-Za-z_][A-Za-z0-9_]*)"  # op
+    r"\((" + _REF + r"(?:, " + _REF + r")*)?\)"  # inputs
+    r"(?: (\{(?:[^{}\"\n!#]|" + _STR + r")*\}))?"  # attributes: no braces, no escapes
+    r"(?: !\{((?:[A-Za-z_][A-Za-z0-9_]* = " + _STR + r", )*"
+    r"[A-Za-z_][A-Za-z0-9_]* = " + _STR + r")\})?"  # metadata
+    r"[ \t\r]*\Z"
+)
+_OUT_RE = re.compile(_OUT)
+_REF_RE = re.compile(_REF)
+# The placeholder token of a matched line (never a token text: the lexer cannot produce it).
+_LINE = "\x00line"
+
+
+def _lex_fast(src: str, lines: dict[int, re.Match[str]]) -> list[str]:
+    """As ``_lex``, but each line ``_LINE_RE`` matches is one ``_LINE`` token (its match in
+    ``lines`` by token index). A line is taken only when the next line cannot continue its
+    node (attributes or metadata on a line of their own)."""
+    texts: list[str] = []
+    parts = src.split("\n")
+    start = pos = 0  # start of the pending run of ordinary lines; start of this line
+    last = len(parts) - 1
+    match = _LINE_RE.match
+    for k, line in enumerate(parts):
+        end = pos + len(line) + 1
+        if line[:1] in (" ", "%") and (m := match(line)) is not None:
+            nxt = parts[k + 1].lstrip()[:1] if k < last else "%"
+            if nxt and nxt not in "{!#":
+                if start < pos:
+                    texts += _TOKEN.findall(src, start, pos)
+                    while texts and texts[-1] == "":  # end-of-run matches, not end of input
+                        texts.pop()
+                lines[len(texts)] = m
+                texts.append(_LINE)
+                start = end
+        pos = end
+    texts += _TOKEN.findall(src, min(start, len(src)))
+    if not texts or texts[-1] != "":
+        texts.append("")
+    return texts
+
+
+def _immutable(v: Any) -> bool:
+    """An attribute value nodes may share (not an array, not a graph)."""
+    if isinstance(v, tuple):
+        return all(_immutable(x) for x in v)
+    return v is None or isinstance(v, int | float | str | DType | TensorType)
+
+
 def _newlines(src: str) -> list[int]:
     return [m.start() for m in re.finditer("\n", src)]
 
@@ -162,9 +219,22 @@ class _Scope:
 
 
 class _Parser:
-    def __init__(self, src: str) -> None:
+    """Recursive descent over the token texts.
+
+    With ``fast``, a line holding a whole node in the printer's plain spelling (bare or
+    unescaped names, a type with no quoted symbol, simple attributes and metadata) is matched
+    by one anchored regex when the text is split into lines and becomes a single placeholder
+    token; the rest is lexed as usual. Token positions are then not tracked: ``from_text``
+    answers any error in fast mode by parsing again without it, so every error (message, line
+    and column) is exactly what the token parser gives.
+    """
+
+    def __init__(self, src: str, fast: bool = False) -> None:
         self.src = src
-        self.texts = _lex(src)
+        self.fast = fast
+        self.lines: dict[int, re.Match[str]] = {}  # placeholder token index -> its line match
+        self.attr_cache: dict[tuple[str, str], dict[str, Any]] = {}
+        self.texts = _lex_fast(src, self.lines) if fast else _lex(src)
         self.i = 0
         self.depth = 0  # nesting of lists, graphs and output structures
         self._ends: list[int] | None = None
@@ -174,6 +244,8 @@ class _Parser:
     @property
     def tok(self) -> _Tok:
         i = self.i
+        if self.fast:  # no positions: an error is answered by a parse without fast mode
+            return _Tok(_kind(self.texts[i]), self.texts[i], 0, 0)
         if self._ends is None:
             self._ends = _token_ends(self.src)
             self._newlines = _newlines(self.src)
@@ -600,6 +672,9 @@ class _Parser:
                     t = self.toks_at(at)
                     raise ParseError("a graph output cannot be _", t.line, t.col)
                 g.outputs = outs  # type: ignore[assignment]
+            elif self.texts[self.i] is _LINE:
+                self.line_node(g, scope, self.lines[self.i])
+                self.i += 1
             elif self.texts[self.i][:1] == "%":
                 self.node(g, scope)
             else:
@@ -653,6 +728,77 @@ class _Parser:
         if kind in ("num", "str") or text in ("none", "true", "false"):
             return {"const": self.value(_Scope())}
         raise self.error("an output structure (leaf N, tuple(...), list(...), dict(...))")
+
+    def line_node(self, g: Graph, scope: _Scope, m: re.Match[str]) -> None:
+        """A node line matched whole by ``_LINE_RE`` (fast mode; errors raise anything)."""
+        outs_text, op, ins_text, attrs_text, meta_text = m.groups()
+        values = []
+        for out in (
+            outs_text[1:].split(", %") if '"' not in outs_text else _OUT_RE.findall(outs_text)
+        ):
+            if out[0] == "%":  # from findall: "%name: type" or '%"name": type'
+                out = out[1:]
+            if out[0] == '"':  # no escapes in a fast line: the name ends at the next quote
+                cut = out.index('"', 1)
+                name, ty = out[1:cut], out[cut + 3 :]
+            else:
+                name, _, ty = out.partition(": ")
+            t = _TYPE_CACHE.get(ty)
+            if t is None:
+                t = _Parser(ty).type()
+            values.append(Value(name, t))
+        inputs: list[Value | None] = []
+        if ins_text:
+            table = scope.values
+            wtable = scope.weights
+            for ref in ins_text.split(", ") if '"' not in ins_text else _REF_RE.findall(ins_text):
+                if ref == "_":
+                    inputs.append(None)
+                    continue
+                name = ref[2:-1] if ref[1] == '"' else ref[1:]
+                v = (table if ref[0] == "%" else wtable).get(name)
+                if v is None:
+                    v = scope.lookup("values" if ref[0] == "%" else "weights", name)
+                    if v is None:
+                        raise ParseError(f"undefined {ref}", 0, 0)
+                inputs.append(v)
+        attrs: dict[str, Any] = {}
+        if attrs_text:
+            key = (op, attrs_text)
+            cached = self.attr_cache.get(key)
+            if cached is not None:
+                attrs = dict(cached)
+            else:
+                sub = _Parser(attrs_text)
+                sub.depth = self.depth
+                attrs = sub.attrs(_Scope())
+                if sub.texts[sub.i] != "":
+                    raise sub.error("end of attributes")
+                if all(_immutable(v) for v in attrs.values()):
+                    self.attr_cache[key] = attrs
+                    attrs = dict(attrs)
+        name = ""
+        provenance = None
+        if meta_text:
+            meta = dict(_META_ITEM.findall(meta_text))
+            if not meta.keys() <= _META_KEYS:
+                raise ParseError("unknown node metadata", 0, 0)
+            name = meta.get("name", "")
+            if len(meta) > ("name" in meta):
+                provenance = Provenance(
+                    meta.get("framework", ""),
+                    meta.get("op", ""),
+                    meta.get("source", ""),
+                    meta.get("module", ""),
+                )
+        node = Node(op, inputs, attrs, outputs=values, name=name, provenance=provenance)
+        table = scope.values
+        for v in values:
+            if v.name in table:
+                raise ParseError(f"value %{v.name} is defined twice", 0, 0)
+            table[v.name] = v  # type: ignore[index]
+            g._taken.add(v.name)  # type: ignore[arg-type]
+        g.nodes.append(node)
 
     def node(self, g: Graph, scope: _Scope) -> None:
         start = self.i
@@ -739,7 +885,15 @@ _META_KEYS = frozenset({"name", "framework", "op", "source", "module"})
 def from_text(text: str) -> Graph:
     """Parse a graph printed by ``to_text``. Raises ParseError with line and column, and for a
     file from a newer msc, an error naming its versions and the ones this msc reads."""
-    p = _Parser(text)
+    with paused():
+        try:
+            return _parse(_Parser(text, fast=True))
+        except Exception:  # noqa: BLE001 - any error: parse again for the exact message
+            pass
+        return _parse(_Parser(text))
+
+
+def _parse(p: _Parser) -> Graph:
     p.header()
     g = p.graph()
     if p.texts[p.i] != "":

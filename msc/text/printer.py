@@ -92,26 +92,29 @@ class _Printer:
         return ("@" if isinstance(v, Weight) else "%") + quote_ref(v.name or "")
 
     def node(self, n: Node, ind: str) -> str:
-        outs = ", ".join(f"%{quote_ref(v.name or '')}: {format_type(v.type)}" for v in n.outputs)
-        ins = ", ".join(self.ref(v) for v in n.inputs)
-        op = n.op if _IDENT.match(n.op) else escape(n.op)  # custom ops: "domain::name@1"
+        outs = ", ".join([f"%{quote_ref(v.name or '')}: {format_type(v.type)}" for v in n.outputs])
+        ref = self.ref
+        ins = ", ".join([ref(v) for v in n.inputs])
+        op = n.op
+        if not (op.isascii() and op.isidentifier()):
+            op = escape(op)  # custom ops: "domain::name@1"
         s = f"{ind}{outs} = {op}({ins})"
         if n.attrs:
             s += " " + _attrs(n.attrs, ind)
         p = n.provenance
-        meta = [
-            (k, v)
-            for k, v in (
-                ("name", n.name),
-                ("framework", p.framework),
-                ("op", p.op),
-                ("source", p.name),
-                ("module", p.module),
-            )
-            if v
-        ]
-        if meta:
-            s += " !{" + ", ".join(f"{k} = {escape(v)}" for k, v in meta) + "}"
+        if n.name or p:
+            meta = [
+                f"{k} = {escape(v)}"
+                for k, v in (
+                    ("name", n.name),
+                    ("framework", p.framework),
+                    ("op", p.op),
+                    ("source", p.name),
+                    ("module", p.module),
+                )
+                if v
+            ]
+            s += " !{" + ", ".join(meta) + "}"
         return s
 
     def graph(self, g: Graph) -> str:
@@ -126,9 +129,8 @@ class _Printer:
             fields = {"role": w.role or None, "aliases": list(w.aliases) or None}
             fields = {k: v for k, v in fields.items() if v is not None}
             lines.append(line + (" " + _attrs(fields, ind) if fields else ""))
-        inner = _Printer(ind)
-        for n in g.nodes:
-            lines.append(inner.node(n, ind))
+        node = _Printer(ind).node
+        lines.extend([node(n, ind) for n in g.nodes])
         lines.append(
             f"{ind}output"
             + "".join((" " if i == 0 else ", ") + self.ref(v) for i, v in enumerate(g.outputs))
