@@ -16,7 +16,13 @@ from typing import Any
 import onnx
 
 from codegen.onnx.model import ModelBuilder
-from codegen.onnx.opset import MIN_OPSET, choose_opset, default_opset, max_opset
+from codegen.onnx.opset import (
+    MIN_OPSET,
+    choose_opset,
+    default_opset,
+    default_opset_for,
+    max_opset,
+)
 from codegen.onnx.registry import EMITTERS, Emit, EmitterRegistry, Ref, Unsupported, emitter
 from codegen.onnx.writer import save
 from msc.ir.graph import Graph
@@ -27,6 +33,7 @@ __all__ = [
     "save",
     "default_opset",
     "choose_opset",
+    "default_opset_for",
     "max_opset",
     "MIN_OPSET",
     "EMITTERS",

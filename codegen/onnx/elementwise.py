@@ -93,7 +93,8 @@ def elu(e: Emit, x: Ref, *, alpha: float) -> Ref:
 
 @emitter("celu", since=12)
 def celu(e: Emit, x: Ref, *, alpha: float) -> Ref:
-    e.require(x.dtype is DType.FLOAT32, "ONNX Celu takes float32 only")
+    # Celu-28 also takes float16, bfloat16 and float64; before that float32 only.
+    e.require(x.dtype is DType.FLOAT32 or e.opset >= 28, "ONNX Celu takes float32 before 28")
     return e.op("Celu", x, alpha=alpha)
 
 

@@ -23,7 +23,7 @@ from typing import Any
 
 import onnx
 
-from codegen.onnx.opset import MIN_OPSET, default_opset, ir_version_for, max_opset
+from codegen.onnx.opset import MIN_OPSET, default_opset_for, ir_version_for, max_opset
 from codegen.onnx.registry import EMITTERS as default_emitters
 from codegen.onnx.registry import (
     ONNX_DTYPE,
@@ -78,7 +78,8 @@ class ModelBuilder:
 
     Args:
         graph: the graph to convert.
-        opset: target default-domain opset (None: ``default_opset()``).
+        opset: target default-domain opset (None: ``default_opset()``, lowered where the
+            installed onnxruntime lacks kernels for ops of this graph at it).
         emitters: emitter registry (default: the package's).
         decompositions: decomposition registry (default: ``msc.ops.decompose.registry``).
         external: weight name -> a function that fills an external-data TensorProto, for
@@ -97,7 +98,8 @@ class ModelBuilder:
         value_infos: bool = True,
     ) -> None:
         self.graph = graph
-        self.opset = default_opset() if opset is None else int(opset)
+        ops = {n.op for n in graph.nodes}
+        self.opset = default_opset_for(ops) if opset is None else int(opset)
         if not MIN_OPSET <= self.opset <= max_opset():
             raise ConversionError(
                 f"opset {self.opset} is outside what the ONNX codegen targets "

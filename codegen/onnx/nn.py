@@ -280,6 +280,8 @@ def _resize_attrs(e: Emit, mode, coordinate_transformation_mode, nearest_mode, c
 def resize(
     e: Emit,
     x: Ref,
+    scales_in: Ref | None = None,
+    sizes_in: Ref | None = None,
     *,
     sizes,
     scales,
@@ -290,6 +292,15 @@ def resize(
     antialias,
 ) -> Ref:
     attrs = _resize_attrs(e, mode, coordinate_transformation_mode, nearest_mode, cubic_coeff_a)
+    if scales_in is not None or sizes_in is not None:  # full-rank, computed at run time
+        if antialias:
+            e.require(e.opset >= 18, "Resize antialias needs opset 18")
+            attrs["antialias"] = 1
+        roi = e.const(np.zeros((0,), np.float32)) if e.opset < 13 else None
+        if sizes_in is not None:
+            empty = e.const(np.zeros((0,), np.float32)) if e.opset < 13 else None
+            return e.op("Resize", x, roi, empty, sizes_in, **attrs)
+        return e.op("Resize", x, roi, scales_in, **attrs)
     n_sp = len(sizes or scales)
     roi = e.const(np.zeros((0,), np.float32)) if e.opset < 13 else None
     if e.opset >= 18:

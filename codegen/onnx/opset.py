@@ -2,18 +2,28 @@
 
 # NOTE: the default opset is the newest one the installed onnxruntime loads, found by loading
 # a one-node model at each opset from the newest ``onnx`` knows downwards (cached per process);
+# a graph with ops the runtime lacks newest kernels for gets the newest opset that has them
+# (``default_opset_for``);
 # without onnxruntime it is the newest opset ``onnx`` knows.
 """
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterable
 from typing import Any
 
 import onnx
 from onnx import helper
 
-__all__ = ["MIN_OPSET", "max_opset", "default_opset", "ir_version_for", "choose_opset"]
+__all__ = [
+    "MIN_OPSET",
+    "max_opset",
+    "default_opset",
+    "default_opset_for",
+    "ir_version_for",
+    "choose_opset",
+]
 
 MIN_OPSET = 9  # the oldest opset the emitters target (Where, Erf, Sign, Shrink, IsNaN: 9)
 _MIN_IR = 10  # nodes carry provenance in metadata_props (IR 10, onnx 1.16)
@@ -30,14 +40,69 @@ def ir_version_for(opset: int) -> int:
     return max(need, _MIN_IR)
 
 
-def _probe_model(opset: int) -> bytes:
-    x = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1])
-    y = helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1])
-    g = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "probe", [x], [y])
+def _probe_model(opset: int, probe: str = "Identity") -> bytes:
+    """A small model at ``opset``: one Identity, or the probe of an op in ``_KERNEL_PROBES``."""
+    tp = onnx.TensorProto
+    xt = tp.UINT8 if probe == "DequantizeLinear" else tp.FLOAT
+    x = helper.make_tensor_value_info("x", xt, [1])  # a graph input: nothing constant-folds
+    y = helper.make_tensor_value_info("y", tp.FLOAT, None)
+    inits = [
+        helper.make_tensor("s", tp.FLOAT, [], [1.0]),
+    ]
+    node = {
+        "Identity": helper.make_node("Identity", ["x"], ["y"]),
+        "QuantizeLinear": helper.make_node("QuantizeLinear", ["x", "s"], ["y"]),
+        "DequantizeLinear": helper.make_node("DequantizeLinear", ["x", "s"], ["y"]),
+    }[probe]
+    if probe == "QuantizeLinear":
+        y = helper.make_tensor_value_info("y", tp.UINT8, None)
+    g = helper.make_graph([node], "probe", [x], [y], initializer=inits)
     m = helper.make_model(
         g, opset_imports=[helper.make_opsetid("", opset)], ir_version=ir_version_for(opset)
     )
     return m.SerializeToString()
+
+
+# Canonical op -> the ONNX op it becomes, whose newest version onnxruntime may lack a kernel
+# for at an opset it otherwise loads (onnxruntime 1.32 loads opset 28 but has no
+# QuantizeLinear-28 or DequantizeLinear-28 kernels).
+_KERNEL_PROBES = {
+    "quantize": "QuantizeLinear",
+    "dequantize": "DequantizeLinear",
+}
+
+
+def _runs(opset: int, probe: str) -> bool:
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 4
+    try:
+        ort.InferenceSession(_probe_model(opset, probe), opts, providers=["CPUExecutionProvider"])
+    except Exception:  # noqa: BLE001 - any failure means "not at this opset"
+        return False
+    return True
+
+
+@functools.cache
+def _newest_with_kernel(probe: str, start: int) -> int:
+    for opset in range(start, MIN_OPSET - 1, -1):
+        if _runs(opset, probe):
+            return opset
+    return start
+
+
+def default_opset_for(ops: Iterable[str]) -> int:
+    """The default opset for a graph holding the canonical ``ops``: ``default_opset()``,
+    lowered to where onnxruntime has kernels for the ONNX ops some of them become."""
+    best = default_opset()
+    try:
+        import onnxruntime  # noqa: F401
+    except ImportError:
+        return best
+    for op in sorted(set(ops) & _KERNEL_PROBES.keys()):
+        best = min(best, _newest_with_kernel(_KERNEL_PROBES[op], best))
+    return best
 
 
 @functools.cache
@@ -47,14 +112,10 @@ def default_opset() -> int:
         import onnxruntime as ort
     except ImportError:
         return max_opset()
-    opts = ort.SessionOptions()
-    opts.log_severity_level = 4
+    del ort
     for opset in range(max_opset(), MIN_OPSET - 1, -1):
-        try:
-            ort.InferenceSession(_probe_model(opset), opts, providers=["CPUExecutionProvider"])
-        except Exception:
-            continue
-        return opset
+        if _runs(opset, "Identity"):
+            return opset
     return MIN_OPSET
 
 
@@ -71,7 +132,16 @@ def choose_opset(graph: Any) -> tuple[int, str]:
     """
     from codegen.onnx.registry import EMITTERS
 
-    top = default_opset()
+    ops: set[str] = set()
+
+    def collect(g: Any) -> None:
+        for n in g.nodes:
+            ops.add(n.op)
+            for sub in n.subgraphs():
+                collect(sub)
+
+    collect(graph)
+    top = default_opset_for(ops)
     floor = min(TORCH_ONNX_DEFAULT, top)
     need: dict[str, int] = {}
 

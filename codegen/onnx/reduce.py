@@ -34,8 +34,17 @@ def reduce(e: Emit, onnx_op: str, x: str, axes, keepdims: bool, as_input=None) -
     return e.op(onnx_op, x, axes=list(axes), keepdims=int(keepdims))
 
 
+def _runtime_axes(e: Emit, onnx_op: str, x: Ref, axes_in: Ref, keepdims: bool) -> Ref:
+    """``onnx_op`` over axes the graph computes at run time (passed through as the input)."""
+    since = 13 if onnx_op == "ReduceSum" else 18
+    e.require(e.opset >= since, f"{onnx_op} with run-time axes needs opset {since}")
+    return e.op(onnx_op, x, axes_in, keepdims=int(keepdims))
+
+
 def _reduction(onnx_op: str, as_input: bool):
-    def emit(e: Emit, x: Ref, *, axes, keepdims) -> Ref:
+    def emit(e: Emit, x: Ref, axes_in: Ref | None = None, *, axes, keepdims) -> Ref:
+        if axes_in is not None:
+            return _runtime_axes(e, onnx_op, x, axes_in, keepdims)
         return reduce(e, onnx_op, x, axes, keepdims, as_input)
 
     return emit
@@ -47,8 +56,11 @@ for _op, (_onnx, _since) in REDUCTIONS.items():
 
 
 def _bool_reduce(onnx_op: str):
-    def emit(e: Emit, x: Ref, *, axes, keepdims) -> Ref:
+    def emit(e: Emit, x: Ref, axes_in: Ref | None = None, *, axes, keepdims) -> Ref:
         b = x if x.dtype is DType.BOOL else e.cast(x, DType.BOOL)
+        if axes_in is not None:
+            r = _runtime_axes(e, onnx_op, e.cast(b, DType.INT32), axes_in, keepdims)
+            return e.cast(r, DType.BOOL)
         r = reduce(e, onnx_op, e.cast(b, DType.INT32), axes, keepdims)
         return e.cast(r, DType.BOOL)
 
@@ -94,16 +106,20 @@ emitter.register("max_dim", 1, _with_index("ReduceMax", "ArgMax"))
 emitter.register("min_dim", 1, _with_index("ReduceMin", "ArgMin"))
 
 
+def _axis_in(e: Emit, axis_in: Ref | None, axis) -> Ref:
+    return axis_in if axis_in is not None else e.scalar(axis, DType.INT64)
+
+
 @emitter("cumsum", since=11)
-def cumsum(e: Emit, x: Ref, *, axis, exclusive, reverse) -> Ref:
-    return e.op(
-        "CumSum", x, e.scalar(axis, DType.INT64), exclusive=int(exclusive), reverse=int(reverse)
-    )
+def cumsum(e: Emit, x: Ref, axis_in: Ref | None = None, *, axis, exclusive, reverse) -> Ref:
+    a = _axis_in(e, axis_in, axis)
+    return e.op("CumSum", x, a, exclusive=int(exclusive), reverse=int(reverse))
 
 
 @emitter("cumprod", since=26)
-def cumprod(e: Emit, x: Ref, *, axis) -> Ref:
-    return e.op("CumProd", x, e.scalar(axis, DType.INT64))
+def cumprod(e: Emit, x: Ref, axis_in: Ref | None = None, *, axis, exclusive, reverse) -> Ref:
+    a = _axis_in(e, axis_in, axis)
+    return e.op("CumProd", x, a, exclusive=int(exclusive) or None, reverse=int(reverse) or None)
 
 
 def _topk(e: Emit, x: Ref, k: Ref, axis: int, largest: bool, sorted_: bool):
@@ -114,7 +130,10 @@ def _topk(e: Emit, x: Ref, k: Ref, axis: int, largest: bool, sorted_: bool):
 
 
 @emitter("topk", since=10)
-def topk(e: Emit, x: Ref, *, k, axis, largest, sorted):
+def topk(e: Emit, x: Ref, k_in: Ref | None = None, *, k, axis, largest, sorted):
+    if k_in is not None:  # computed at run time: TopK takes it as a 1-d [1] tensor
+        kk = k_in if k_in.rank == 1 else e.op("Reshape", k_in, e.ints([1]))
+        return _topk(e, x, kk, axis, largest, sorted)
     return _topk(e, x, e.ints([k]), axis, largest, sorted)
 
 

@@ -34,7 +34,10 @@ def transpose(e: Emit, x: Ref, *, perm) -> Ref:
 
 
 def _axes_op(onnx_op: str, as_input: bool):
-    def emit(e: Emit, x: Ref, *, axes) -> Ref:
+    def emit(e: Emit, x: Ref, axes_in: Ref | None = None, *, axes) -> Ref:
+        if axes_in is not None:
+            e.require(as_input, f"{onnx_op} with run-time axes needs opset 13")
+            return e.op(onnx_op, x, axes_in)
         if axes is None:
             return e.op(onnx_op, x)
         if as_input:
@@ -73,13 +76,34 @@ def flatten(e: Emit, x: Ref, *, start_axis, end_axis) -> Ref:
 
 
 @emitter("slice", since=1)
-def slice_1(e: Emit, x: Ref, *, starts, ends, axes, steps) -> Ref:
+def slice_1(e: Emit, x: Ref, *runtime: Ref | None, starts, ends, axes, steps) -> Ref:
+    e.require(not any(r is not None for r in runtime), "Slice with run-time bounds needs 10")
     e.require(all(s == 1 for s in steps), "Slice steps need opset 10")
     return e.op("Slice", x, starts=list(starts), ends=list(ends), axes=list(axes))
 
 
 @emitter("slice", since=10)
-def slice_10(e: Emit, x: Ref, *, starts, ends, axes, steps) -> Ref:
+def slice_10(
+    e: Emit,
+    x: Ref,
+    starts_in: Ref | None = None,
+    ends_in: Ref | None = None,
+    axes_in: Ref | None = None,
+    steps_in: Ref | None = None,
+    *,
+    starts,
+    ends,
+    axes,
+    steps,
+) -> Ref:
+    if starts_in is not None:  # run-time bounds pass through
+        ax = axes_in if axes_in is not None else None if axes is None else e.ints(axes)
+        st = steps_in if steps_in is not None else e.ints(steps) if steps else None
+        if st is not None and ax is None:
+            ax = e.op(
+                "Range", e.scalar(0, DType.INT64), e.op("Size", starts_in), e.scalar(1, DType.INT64)
+            )
+        return e.op("Slice", x, starts_in, ends_in, ax, st)
     st = e.ints(steps) if steps and any(s != 1 for s in steps) else None
     return e.op("Slice", x, e.ints(starts), e.ints(ends), e.ints(axes), st)
 
@@ -90,12 +114,18 @@ def concat(e: Emit, *xs: Ref, axis) -> Ref:
 
 
 @emitter("split", since=2)
-def split_2(e: Emit, x: Ref, *, axis, sizes):
+def split_2(e: Emit, x: Ref, sizes_in: Ref | None = None, *, axis, sizes, num_outputs):
+    e.require(sizes is not None, "Split with run-time sizes needs opset 13")
     return e.op("Split", x, outputs=len(sizes), axis=axis, split=list(sizes))
 
 
 @emitter("split", since=13)
-def split_13(e: Emit, x: Ref, *, axis, sizes):
+def split_13(e: Emit, x: Ref, sizes_in: Ref | None = None, *, axis, sizes, num_outputs):
+    if sizes is None and sizes_in is not None:
+        return e.op("Split", x, sizes_in, outputs=num_outputs, axis=axis)
+    if sizes is None:
+        e.require(e.opset >= 18, "Split into num_outputs pieces of a run-time dim needs 18")
+        return e.op("Split", x, outputs=num_outputs, axis=axis, num_outputs=num_outputs)
     return e.op("Split", x, e.ints(sizes), outputs=len(sizes), axis=axis)
 
 
@@ -229,16 +259,19 @@ def index_put(e: Emit, x: Ref, values: Ref, *indices: Ref, axes, accumulate) -> 
 
 
 @emitter("pad", since=2)
-def pad_2(e: Emit, x: Ref, *, pads, mode, value) -> Ref:
+def pad_2(e: Emit, x: Ref, pads_in=None, value_in=None, *, pads, mode, value) -> Ref:
+    e.require(pads_in is None and value_in is None, "Pad with run-time pads needs opset 11")
     e.require(mode != "wrap", "Pad mode wrap needs opset 19")
     return e.op("Pad", x, pads=list(pads), mode=mode, value=value)
 
 
 @emitter("pad", since=11)
-def pad_11(e: Emit, x: Ref, *, pads, mode, value) -> Ref:
+def pad_11(e: Emit, x: Ref, pads_in=None, value_in=None, *, pads, mode, value) -> Ref:
     e.require(mode != "wrap" or e.opset >= 19, "Pad mode wrap needs opset 19")
     cval = e.scalar(value, x.dtype) if mode == "constant" and value != 0 else None
-    return e.op("Pad", x, e.ints(pads), cval, mode=mode)
+    if value_in is not None and mode == "constant":
+        cval = value_in
+    return e.op("Pad", x, pads_in if pads_in is not None else e.ints(pads), cval, mode=mode)
 
 
 @emitter("expand", since=8)
@@ -249,7 +282,9 @@ def expand(e: Emit, x: Ref, shape_in: Ref | None, *, shape) -> Ref:
 
 
 @emitter("tile", since=6)
-def tile(e: Emit, x: Ref, *, repeats) -> Ref:
+def tile(e: Emit, x: Ref, repeats_in: Ref | None = None, *, repeats) -> Ref:
+    if repeats_in is not None:
+        return e.op("Tile", x, repeats_in)
     r = x.rank
     reps = list(repeats)
     if len(reps) > r:
@@ -265,8 +300,9 @@ def tile(e: Emit, x: Ref, *, repeats) -> Ref:
 
 
 @emitter("trilu", since=14)
-def trilu(e: Emit, x: Ref, *, upper, k) -> Ref:
-    return e.op("Trilu", x, e.scalar(k, DType.INT64), upper=int(upper))
+def trilu(e: Emit, x: Ref, k_in: Ref | None = None, *, upper, k) -> Ref:
+    kk = k_in if k_in is not None else e.scalar(k, DType.INT64)
+    return e.op("Trilu", x, kk, upper=int(upper))
 
 
 @emitter("shape", since=1)
@@ -320,9 +356,14 @@ def full_like(e: Emit, x: Ref, *, value, dtype) -> Ref:
 
 
 @emitter("one_hot", since=11)
-def one_hot(e: Emit, indices: Ref, *, depth, axis, dtype) -> Ref:
-    values = e.const(np.asarray([0, 1], dtype=dtype.to_numpy()))
-    return e.op("OneHot", indices, e.scalar(depth, DType.INT64), values, axis=axis)
+def one_hot(e: Emit, indices: Ref, depth_in: Ref | None = None, *, depth, axis, dtype) -> Ref:
+    d = depth_in if depth_in is not None else e.scalar(depth, DType.INT64)
+    if dtype in (DType.INT64, DType.FLOAT32):
+        values = e.const(np.asarray([0, 1], dtype=dtype.to_numpy()))
+        return e.op("OneHot", indices, d, values, axis=axis)
+    # onnxruntime's OneHot takes int64 / float32 values (not int32, say): cast after.
+    values = e.const(np.asarray([0, 1], dtype=np.int64))
+    return e.cast(e.op("OneHot", indices, d, values, axis=axis), dtype)
 
 
 @emitter("nonzero", since=9)

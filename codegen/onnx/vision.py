@@ -32,17 +32,29 @@ def grid_sample(e: Emit, x: Ref, grid: Ref, *, mode, padding_mode, align_corners
 
 
 @emitter("affine_grid", since=20)
-def affine_grid(e: Emit, theta: Ref, *, size, align_corners):
-    return e.op("AffineGrid", theta, e.ints(size), align_corners=int(align_corners))
+def affine_grid(e: Emit, theta: Ref, size_in: Ref | None = None, *, size, align_corners):
+    s = size_in if size_in is not None else e.ints(size)
+    return e.op("AffineGrid", theta, s, align_corners=int(align_corners))
 
 
 @emitter("col2im", since=18)
-def col2im(e: Emit, x: Ref, *, image_shape, block_shape, dilation, padding, stride):
+def col2im(
+    e: Emit,
+    x: Ref,
+    image_in=None,
+    block_in=None,
+    *,
+    image_shape,
+    block_shape,
+    dilation,
+    padding,
+    stride,
+):
     return e.op(
         "Col2Im",
         x,
-        e.ints(image_shape),
-        e.ints(block_shape),
+        image_in if image_in is not None else e.ints(image_shape),
+        block_in if block_in is not None else e.ints(block_shape),
         dilations=dilation,
         pads=padding,
         strides=stride,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tvm import relax
 
-from codegen.relax.registry import Emit, emitter
+from codegen.relax.registry import Emit, Unsupported, emitter, static_only
 
 R = relax.op
 
@@ -14,7 +14,8 @@ def _axes(axes):
 
 
 def _simple(fn):
-    def emit(e: Emit, x, *, axes=None, keepdims=False):
+    def emit(e: Emit, x, axes_in=None, *, axes=None, keepdims=False):
+        static_only(axes_in)
         return e.emit(fn(x, _axes(axes), keepdims))
 
     return emit
@@ -31,39 +32,46 @@ for _op, _fn in {
 
 
 @emitter("reduce_all")
-def reduce_all(e: Emit, x, *, axes=None, keepdims=False):
+def reduce_all(e: Emit, x, axes_in=None, *, axes=None, keepdims=False):
+    static_only(axes_in)
     y = e.emit(R.min(R.astype(x, "int8"), _axes(axes), keepdims))
     return e.emit(R.astype(y, "bool"))
 
 
 @emitter("reduce_any")
-def reduce_any(e: Emit, x, *, axes=None, keepdims=False):
+def reduce_any(e: Emit, x, axes_in=None, *, axes=None, keepdims=False):
+    static_only(axes_in)
     y = e.emit(R.max(R.astype(x, "int8"), _axes(axes), keepdims))
     return e.emit(R.astype(y, "bool"))
 
 
 @emitter("reduce_l1")
-def reduce_l1(e: Emit, x, *, axes=None, keepdims=False):
+def reduce_l1(e: Emit, x, axes_in=None, *, axes=None, keepdims=False):
+    static_only(axes_in)
     return e.emit(R.sum(R.abs(x), _axes(axes), keepdims))
 
 
 @emitter("reduce_l2")
-def reduce_l2(e: Emit, x, *, axes=None, keepdims=False):
+def reduce_l2(e: Emit, x, axes_in=None, *, axes=None, keepdims=False):
+    static_only(axes_in)
     return e.emit(R.sqrt(R.sum(R.multiply(x, x), _axes(axes), keepdims)))
 
 
 @emitter("reduce_sum_square")
-def reduce_sum_square(e: Emit, x, *, axes=None, keepdims=False):
+def reduce_sum_square(e: Emit, x, axes_in=None, *, axes=None, keepdims=False):
+    static_only(axes_in)
     return e.emit(R.sum(R.multiply(x, x), _axes(axes), keepdims))
 
 
 @emitter("reduce_log_sum")
-def reduce_log_sum(e: Emit, x, *, axes=None, keepdims=False):
+def reduce_log_sum(e: Emit, x, axes_in=None, *, axes=None, keepdims=False):
+    static_only(axes_in)
     return e.emit(R.log(R.sum(x, _axes(axes), keepdims)))
 
 
 @emitter("reduce_log_sum_exp")
-def reduce_log_sum_exp(e: Emit, x, *, axes=None, keepdims=False):
+def reduce_log_sum_exp(e: Emit, x, axes_in=None, *, axes=None, keepdims=False):
+    static_only(axes_in)
     m = e.emit(R.max(x, _axes(axes), True))
     s = e.emit(R.log(R.sum(R.exp(R.subtract(x, m)), _axes(axes), True)))
     y = e.emit(R.add(s, m))
@@ -99,7 +107,8 @@ emitter("min_dim")(_dim(R.min, R.argmin))
 
 
 @emitter("cumsum")
-def cumsum(e: Emit, x, *, axis, exclusive=False, reverse=False):
+def cumsum(e: Emit, x, axis_in=None, *, axis, exclusive=False, reverse=False):
+    static_only(axis_in)
     if reverse:
         x = e.emit(R.flip(x, axis))
     y = e.emit(R.cumsum(x, axis, None, exclusive))
@@ -107,7 +116,10 @@ def cumsum(e: Emit, x, *, axis, exclusive=False, reverse=False):
 
 
 @emitter("cumprod")
-def cumprod(e: Emit, x, *, axis):
+def cumprod(e: Emit, x, axis_in=None, *, axis, exclusive=False, reverse=False):
+    static_only(axis_in)
+    if exclusive or reverse:
+        raise Unsupported("cumprod: exclusive / reverse")
     return e.emit(R.cumprod(x, axis, None))
 
 
@@ -122,5 +134,6 @@ def sort(e: Emit, x, *, axis=-1, descending=False, stable=False):
 
 
 @emitter("topk")
-def topk(e: Emit, x, *, k, axis=-1, largest=True, sorted=True):  # noqa: A002
+def topk(e: Emit, x, k_in=None, *, k, axis=-1, largest=True, sorted=True):  # noqa: A002
+    static_only(k_in)
     return e.emit(R.topk(x, k, axis, "both", largest, "int64"))

@@ -38,6 +38,7 @@ __all__ = [
     "unsupported",
     "Emit",
     "Unsupported",
+    "static_only",
     "RELAX_DTYPE",
     "relax_dtype",
 ]
@@ -212,3 +213,10 @@ class Emit:
 EMITTERS = EmitterRegistry()
 emitter = EMITTERS
 unsupported = EMITTERS.unsupported
+
+
+def static_only(*runtime) -> None:
+    """Relax emitters take shapes, axes and sizes as constants: refuse a node whose value for
+    them is computed at run time (the canonical op's optional tensor input)."""
+    if any(r is not None for r in runtime):
+        raise Unsupported("an axes / shape / size input computed at run time")

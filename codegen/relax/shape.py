@@ -6,7 +6,7 @@ import numpy as np
 import tvm
 from tvm import relax
 
-from codegen.relax.registry import Emit, emitter, relax_dtype
+from codegen.relax.registry import Emit, Unsupported, emitter, relax_dtype, static_only
 
 R = relax.op
 _BIG = 2**62
@@ -40,12 +40,14 @@ def transpose(e: Emit, x, *, perm):
 
 
 @emitter("squeeze")
-def squeeze(e: Emit, x, *, axes=None):
+def squeeze(e: Emit, x, axes_in=None, *, axes=None):
+    static_only(axes_in)
     return e.emit(R.squeeze(x, None if axes is None else list(axes)))
 
 
 @emitter("unsqueeze")
-def unsqueeze(e: Emit, x, *, axes):
+def unsqueeze(e: Emit, x, axes_in=None, *, axes):
+    static_only(axes_in)
     return e.emit(R.expand_dims(x, list(axes)))
 
 
@@ -55,7 +57,10 @@ def concat(e: Emit, *xs, axis):
 
 
 @emitter("split")
-def split(e: Emit, x, *, axis, sizes):
+def split(e: Emit, x, sizes_in=None, *, axis, sizes, num_outputs=None):
+    static_only(sizes_in)
+    if sizes is None:
+        raise Unsupported("split: an even split of a dim only known at run time")
     cuts = list(np.cumsum(sizes)[:-1].astype(int))
     if len(sizes) == 1:
         return [x]
@@ -64,7 +69,8 @@ def split(e: Emit, x, *, axis, sizes):
 
 
 @emitter("slice")
-def slice_(e: Emit, x, *, starts, ends, axes, steps=()):
+def slice_(e: Emit, x, *runtime, starts, ends, axes, steps=()):
+    static_only(*runtime)
     steps = list(steps) or [1] * len(axes)
     shape = e.shape(x)
     begin, end = [], []
@@ -78,7 +84,8 @@ def slice_(e: Emit, x, *, starts, ends, axes, steps=()):
 
 
 @emitter("tile")
-def tile(e: Emit, x, *, repeats):
+def tile(e: Emit, x, repeats_in=None, *, repeats):
+    static_only(repeats_in)
     return e.emit(R.tile(x, list(repeats)))
 
 
@@ -91,12 +98,14 @@ def flip(e: Emit, x, *, axes):
 
 
 @emitter("trilu")
-def trilu(e: Emit, x, *, upper, k=0):
+def trilu(e: Emit, x, k_in=None, *, upper, k=0):
+    static_only(k_in)
     return e.emit((R.triu if upper else R.tril)(x, k))
 
 
 @emitter("pad")
-def pad(e: Emit, x, *, pads, mode="constant", value=0.0):
+def pad(e: Emit, x, pads_in=None, value_in=None, *, pads, mode="constant", value=0.0):
+    static_only(pads_in, value_in)
     n = len(pads) // 2
     e.require(all(p >= 0 for p in pads), "negative pads (crops)")
     modes = {"constant": "constant", "reflect": "reflect", "edge": "replicate", "wrap": "circular"}
@@ -242,7 +251,8 @@ def full_like(e: Emit, x, *, value=0.0, dtype=None):
 
 
 @emitter("one_hot")
-def one_hot(e: Emit, indices, *, depth, axis=-1, dtype):
+def one_hot(e: Emit, indices, depth_in=None, *, depth, axis=-1, dtype):
+    static_only(depth_in)
     dt = relax_dtype(dtype)
     on = relax.prim_value(tvm.tirx.const(1, dt))
     off = relax.prim_value(tvm.tirx.const(0, dt))

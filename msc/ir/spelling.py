@@ -122,7 +122,7 @@ def format_type(t: TensorType) -> str:
 
 def format_float(x: float) -> str:
     if math.isnan(x):
-        return "nan"
+        return "-nan" if math.copysign(1.0, x) < 0 else "nan"
     if math.isinf(x):
         return "inf" if x > 0 else "-inf"
     return repr(float(x))

@@ -421,7 +421,7 @@ def embedding(weight, indices, *, padding_idx):
 
 @registry.op(
     "resize",
-    ["x"],
+    ["x", "scales?", "sizes?"],
     {
         "sizes": Attr.ints(None, doc="output spatial sizes"),
         "scales": Attr.floats(None, doc="spatial scale factors"),
@@ -435,6 +435,8 @@ def embedding(weight, indices, *, padding_idx):
 )
 def resize(
     x,
+    scales_in,
+    sizes_in,
     *,
     sizes,
     scales,
@@ -445,9 +447,18 @@ def resize(
     antialias,
 ):
     """Resize the spatial dims (all dims after the first two) by sizes or scales; ONNX Resize
-    semantics, which cover torch's interpolate modes."""
-    if (sizes is None) == (scales is None):
-        raise InferError("resize: give exactly one of sizes and scales")
+    semantics, which cover torch's interpolate modes. Scales or sizes computed at run time come
+    as a 1-d input with one entry per dim of x (f32 scales, i64 sizes; the first two leave N
+    and C as they are) instead of the spatial-only attribute."""
+    given = [v is not None for v in (sizes, scales, scales_in, sizes_in)]
+    if sum(given) != 1:
+        raise InferError("resize: give exactly one of sizes, scales and their run-time inputs")
+    if scales_in is not None or sizes_in is not None:
+        n = _spatial(x, None, 0, "resize")
+        t = scales_in if scales_in is not None else sizes_in
+        if t.rank != 1 or (known(t.shape[0]) and t.shape[0] != n + 2):
+            raise InferError(f"resize: run-time scales/sizes must be 1-d of {n + 2}, got {t}")
+        return TensorType(x.dtype, (*x.shape[:2], *(None,) * n))
     n = _spatial(x, None, len(sizes or scales), "resize")
     if sizes is not None:
         return TensorType(x.dtype, (*x.shape[:2], *sizes))

@@ -8,6 +8,7 @@ from __future__ import annotations
 from msc.ir.dtype import DType
 from msc.ir.types import TensorType
 from msc.ops import registry
+from msc.ops.infer import InferError, known
 from msc.ops.infer import axes as norm_axes
 from msc.ops.infer import axis as norm_axis
 from msc.ops.schema import Attr
@@ -39,12 +40,33 @@ def _reduced(x: TensorType, axes, keepdims: bool):
     return tuple(d for i, d in enumerate(x.shape) if i not in ax)
 
 
-def _reduce(x: TensorType, *, axes, keepdims) -> TensorType:
+def _runtime_reduced(x: TensorType, axes_in: TensorType, keepdims: bool):
+    """The result shape when the axes are a run-time tensor: the rank is known when the
+    number of axes is (an empty axes tensor reduces every dim); the reduced dims are not."""
+    if axes_in.rank != 1:
+        raise InferError(f"reductions: axes must be 1-d, got rank {axes_in.rank}")
+    if x.shape is None:
+        return None
+    n = axes_in.shape[0]  # type: ignore[index]
+    if keepdims:
+        return tuple(1 if d == 1 or n == 0 else None for d in x.shape)
+    if not known(n):
+        return None
+    return () if n == 0 else (None,) * max(len(x.shape) - n, 0)
+
+
+def _reduce(x: TensorType, axes_in: TensorType | None, *, axes, keepdims) -> TensorType:
+    if axes_in is not None:
+        if axes is not None:
+            raise InferError("reductions: give the axes as an attribute or an input, not both")
+        return TensorType(x.dtype, _runtime_reduced(x, axes_in, keepdims))
     return TensorType(x.dtype, _reduced(x, axes, keepdims))
 
 
+# ``axes?``: the axes as a 1-d i64 tensor computed at run time (the attribute stays None);
+# an empty tensor reduces every dim.
 for _name, _doc in REDUCTIONS.items():
-    registry.op(_name, ["x"], REDUCE_ATTRS, category="reduce", doc=_doc)(_reduce)
+    registry.op(_name, ["x", "axes?"], REDUCE_ATTRS, category="reduce", doc=_doc)(_reduce)
 
 
 @registry.op(
@@ -96,34 +118,67 @@ registry.op(
 )(_max_with_index)
 
 
+def _runtime_scalar(t: TensorType | None, what: str) -> None:
+    if t is not None and (t.shape is None or len(t.shape) > 1 or t.numel() not in (1, None)):
+        raise InferError(f"{what} must be one integer, got {t}")
+
+
 @registry.op(
     "cumsum",
-    ["x"],
-    {"axis": Attr.int(), "exclusive": Attr.bool(False), "reverse": Attr.bool(False)},
+    ["x", "axis?"],
+    {
+        "axis": Attr.int(None, doc="None: from the run-time axis input"),
+        "exclusive": Attr.bool(False),
+        "reverse": Attr.bool(False),
+    },
     category="reduce",
 )
-def cumsum(x, *, axis, exclusive, reverse):
-    """Running sum along axis."""
-    if x.shape is not None:
+def cumsum(x, axis_in, *, axis, exclusive, reverse):
+    """Running sum along axis (the attribute, or a 0-d integer input read at run time)."""
+    if (axis is None) == (axis_in is None):
+        raise InferError("cumsum: give the axis as an attribute or an input (one of them)")
+    _runtime_scalar(axis_in, "cumsum: axis")
+    if x.shape is not None and axis is not None:
         norm_axis(axis, len(x.shape))
     return x
 
 
-@registry.op("cumprod", ["x"], {"axis": Attr.int()}, category="reduce")
-def cumprod(x, *, axis):
-    """Running product along axis."""
+@registry.op(
+    "cumprod",
+    ["x", "axis?"],
+    {
+        "axis": Attr.int(None, doc="None: from the run-time axis input"),
+        "exclusive": Attr.bool(False),
+        "reverse": Attr.bool(False),
+    },
+    category="reduce",
+)
+def cumprod(x, axis_in, *, axis, exclusive, reverse):
+    """Running product along axis (the attribute, or a 0-d integer input read at run time);
+    ``exclusive`` shifts by one (a leading 1), ``reverse`` runs from the end."""
+    if (axis is None) == (axis_in is None):
+        raise InferError("cumprod: give the axis as an attribute or an input (one of them)")
+    _runtime_scalar(axis_in, "cumprod: axis")
     return x
 
 
 @registry.op(
     "topk",
-    ["x"],
-    {"k": Attr.int(), "axis": Attr.int(-1), "largest": Attr.bool(True), "sorted": Attr.bool(True)},
+    ["x", "k?"],
+    {
+        "k": Attr.int(None, doc="None: from the run-time k input (one integer)"),
+        "axis": Attr.int(-1),
+        "largest": Attr.bool(True),
+        "sorted": Attr.bool(True),
+    },
     outputs=2,
     category="reduce",
 )
-def topk(x, *, k, axis, largest, sorted):
+def topk(x, k_in, *, k, axis, largest, sorted):
     """(values, i64 indices) of the k largest (or smallest) along axis."""
+    if (k is None) == (k_in is None):
+        raise InferError("topk: give k as an attribute or an input (one of them)")
+    _runtime_scalar(k_in, "topk: k")
     if x.shape is None:
         return [TensorType(x.dtype, None), TensorType(DType.INT64, None)]
     a = norm_axis(axis, len(x.shape))

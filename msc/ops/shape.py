@@ -73,13 +73,49 @@ def transpose(x, *, perm):
     return TensorType(x.dtype, [x.shape[p] for p in perm])
 
 
+def _runtime_list(t: TensorType | None, op: str, what: str) -> Dim:
+    """The length of a run-time 1-d integer input (axes, pads, repeats, ...), or None."""
+    if t is None:
+        return None
+    if t.rank != 1 or not (t.dtype.is_integer):
+        raise InferError(f"{op}: run-time {what} must be a 1-d integer tensor, got {t}")
+    return t.shape[0]  # type: ignore[index]
+
+
+def _runtime_int(t: TensorType | None, op: str, what: str) -> None:
+    if t is not None and (t.rank not in (0, 1) or t.numel() not in (1, None)):
+        raise InferError(f"{op}: run-time {what} must hold one integer, got {t}")
+
+
+def _one_source(op: str, what: str, attr, given) -> None:
+    if (attr is None) == (given is None):
+        raise InferError(f"{op}: give {what} as an attribute or a run-time input (one of them)")
+
+
 @registry.op(
-    "squeeze", ["x"], {"axes": Attr.ints(None, doc="none = every size-1 dim")}, category="shape"
+    "squeeze",
+    ["x", "axes?"],
+    {"axes": Attr.ints(None, doc="none = every size-1 dim (or the run-time axes input)")},
+    category="shape",
 )
-def squeeze(x, *, axes):
-    """Drop size-1 dims."""
+def squeeze(x, axes_in, *, axes):
+    """Drop size-1 dims (``axes``, or a 1-d i64 input read at run time)."""
     if x.shape is None:
         return x
+    if axes_in is not None:
+        if axes is not None:
+            raise InferError("squeeze: give the axes as an attribute or an input, not both")
+        n = _runtime_list(axes_in, "squeeze", "axes")
+        if not known(n):
+            return TensorType(x.dtype, None)
+        if n == 0:  # every size-1 dim
+            return squeeze(x, None, axes=None)
+        left = [d for d in x.shape if d != 1]
+        if (
+            all(known(d) for d in x.shape) and len(left) == len(x.shape) - n
+        ):  # the known size-1 dims are the squeezed ones
+            return TensorType(x.dtype, left)
+        return TensorType(x.dtype, (None,) * (len(x.shape) - n))
     if axes is None:
         if not all(known(d) for d in x.shape):
             return TensorType(x.dtype, None)
@@ -91,11 +127,24 @@ def squeeze(x, *, axes):
     return TensorType(x.dtype, [d for i, d in enumerate(x.shape) if i not in ax])
 
 
-@registry.op("unsqueeze", ["x"], {"axes": Attr.ints()}, category="shape")
-def unsqueeze(x, *, axes):
-    """Insert size-1 dims at ``axes`` (positions in the output)."""
+@registry.op(
+    "unsqueeze",
+    ["x", "axes?"],
+    {"axes": Attr.ints(None, doc="None: from the run-time axes input")},
+    category="shape",
+)
+def unsqueeze(x, axes_in, *, axes):
+    """Insert size-1 dims at ``axes`` (positions in the output; or a run-time 1-d i64 input)."""
+    _one_source("unsqueeze", "the axes", axes, axes_in)
     if x.shape is None:
         return x
+    if axes_in is not None:
+        n = _runtime_list(axes_in, "unsqueeze", "axes")
+        if not known(n):
+            return TensorType(x.dtype, None)
+        if all(d == 1 for d in x.shape):
+            return TensorType(x.dtype, (1,) * (len(x.shape) + n))
+        return TensorType(x.dtype, (None,) * (len(x.shape) + n))
     r = len(x.shape) + len(axes)
     ax = set(norm_axes(axes, r))
     it = iter(x.shape)
@@ -149,12 +198,23 @@ def _end_of(d: Dim) -> int:
 
 @registry.op(
     "slice",
-    ["x"],
-    {"starts": Attr.ints(), "ends": Attr.ints(), "axes": Attr.ints(), "steps": Attr.ints(())},
+    ["x", "starts?", "ends?", "axes?", "steps?"],
+    {
+        "starts": Attr.ints(None, doc="None: starts and ends are run-time inputs"),
+        "ends": Attr.ints(None),
+        "axes": Attr.ints(None, doc="None with run-time bounds: the axes input, else 0, 1, ..."),
+        "steps": Attr.ints(()),
+    },
     category="shape",
 )
-def slice_(x, *, starts, ends, axes, steps):
-    """x[start:end:step] along each axis (Python slice semantics, clamped; ends may be huge)."""
+def slice_(x, starts_in, ends_in, axes_in, steps_in, *, starts, ends, axes, steps):
+    """x[start:end:step] along each axis (Python slice semantics, clamped; ends may be huge).
+    Bounds computed at run time come as 1-d i64 inputs (starts and ends together; axes and
+    steps as attributes when known, else as inputs too)."""
+    if starts_in is not None or ends_in is not None:
+        return _runtime_slice(x, starts_in, ends_in, axes_in, steps_in, starts, ends, axes, steps)
+    if axes_in is not None or steps_in is not None or axes is None or starts is None:
+        raise InferError("slice: static starts/ends/axes with run-time axes or steps")
     if not len(starts) == len(ends) == len(axes) or (steps and len(steps) != len(axes)):
         raise InferError("slice: starts, ends, axes (and steps) must have one length")
     if x.shape is None:
@@ -167,6 +227,27 @@ def slice_(x, *, starts, ends, axes, steps):
         a = norm_axis(ax, len(shape))
         shape[a] = _slice_len(shape[a], st, en, sp)
     return TensorType(x.dtype, shape)
+
+
+def _runtime_slice(x, starts_in, ends_in, axes_in, steps_in, starts, ends, axes, steps):
+    if starts_in is None or ends_in is None or starts is not None or ends is not None:
+        raise InferError("slice: give starts and ends both as attributes or both as inputs")
+    if axes is not None and axes_in is not None or steps and steps_in is not None:
+        raise InferError("slice: axes and steps as an attribute or an input, not both")
+    n = _runtime_list(starts_in, "slice", "starts")
+    _runtime_list(ends_in, "slice", "ends")
+    _runtime_list(axes_in, "slice", "axes")
+    _runtime_list(steps_in, "slice", "steps")
+    if x.shape is None:
+        return x
+    r = len(x.shape)
+    if axes is not None:
+        cut = set(norm_axes(axes, r))
+    elif axes_in is None and known(n):
+        cut = set(range(n))  # type: ignore[arg-type]
+    else:
+        cut = set(range(r))
+    return TensorType(x.dtype, [None if i in cut else d for i, d in enumerate(x.shape)])
 
 
 @registry.op("concat", ["*xs"], {"axis": Attr.int()}, category="shape")
@@ -185,15 +266,46 @@ def concat(xs, *, axis):
     return TensorType(dt, shape)
 
 
+def _split_outputs(a) -> int:
+    return len(a["sizes"]) if a.get("sizes") is not None else int(a["num_outputs"] or 0)
+
+
 @registry.op(
     "split",
-    ["x"],
-    {"axis": Attr.int(), "sizes": Attr.ints()},
-    outputs=lambda a: len(a["sizes"]),
+    ["x", "sizes?"],
+    {
+        "axis": Attr.int(),
+        "sizes": Attr.ints(None, doc="None: the run-time sizes input, or num_outputs even parts"),
+        "num_outputs": Attr.int(None, doc="with sizes None: the number of pieces"),
+    },
+    outputs=_split_outputs,
     category="shape",
 )
-def split(x, *, axis, sizes):
-    """Cut along ``axis`` into pieces of the given sizes."""
+def split(x, sizes_in, *, axis, sizes, num_outputs):
+    """Cut along ``axis`` into pieces of the given sizes; or, when the sizes are only known at
+    run time, by a 1-d i64 input, or into num_outputs pieces of ceil(dim / num_outputs) (the
+    last one smaller)."""
+    if sizes is None:
+        if sizes_in is not None and num_outputs is None:
+            raise InferError("split: run-time sizes need num_outputs")
+        if not num_outputs or num_outputs < 1:
+            raise InferError("split: needs sizes, or num_outputs >= 1")
+        if sizes_in is not None and known(_runtime_list(sizes_in, "split", "sizes")):
+            if sizes_in.shape[0] != num_outputs:  # type: ignore[index]
+                raise InferError(f"split: {sizes_in} sizes for {num_outputs} outputs")
+        if x.shape is None:
+            return [x] * num_outputs
+        a = norm_axis(axis, len(x.shape))
+        d = x.shape[a]
+        if sizes_in is None and known(d):  # an even split of a known dim
+            chunk = -(-d // num_outputs)  # type: ignore[operator]
+            sizes = [min(chunk, max(d - i * chunk, 0)) for i in range(num_outputs)]
+            return split(x, None, axis=axis, sizes=sizes, num_outputs=None)
+        return [TensorType(x.dtype, [None if i == a else v for i, v in enumerate(x.shape)])] * (
+            num_outputs
+        )
+    if sizes_in is not None:
+        raise InferError("split: give the sizes as an attribute or an input, not both")
     if x.shape is None:
         return [x] * len(sizes)
     a = norm_axis(axis, len(x.shape))
@@ -311,20 +423,29 @@ PAD_MODES = ("constant", "reflect", "edge", "wrap")
 
 @registry.op(
     "pad",
-    ["x"],
+    ["x", "pads?", "value?"],
     {
-        "pads": Attr.ints(doc="[begin per dim..., end per dim...]; negative crops"),
+        "pads": Attr.ints(None, doc="[begin per dim..., end per dim...]; negative crops"),
         "mode": Attr.str("constant", doc="constant | reflect | edge | wrap"),
         "value": Attr.float(0.0),
     },
     category="shape",
 )
-def pad(x, *, pads, mode, value):
-    """Pad every dim (ONNX Pad layout: all begins, then all ends)."""
+def pad(x, pads_in, value_in, *, pads, mode, value):
+    """Pad every dim (ONNX Pad layout: all begins, then all ends). Pads computed at run time
+    come as a 1-d i64 input, a run-time fill value as a 0-d input of x's dtype."""
     if mode not in PAD_MODES:
         raise InferError(f"pad: mode {mode!r} not in {PAD_MODES}")
+    _one_source("pad", "the pads", pads, pads_in)
+    if value_in is not None and value_in.numel() not in (1, None):
+        raise InferError(f"pad: the run-time value must hold one element, got {value_in}")
     if x.shape is None:
         return x
+    if pads_in is not None:
+        n = _runtime_list(pads_in, "pad", "pads")
+        if known(n) and n != 2 * len(x.shape):
+            raise InferError(f"pad: {n} run-time pads for rank {len(x.shape)}")
+        return TensorType(x.dtype, (None,) * len(x.shape))
     r = len(x.shape)
     if len(pads) != 2 * r:
         raise InferError(f"pad: {len(pads)} pads for rank {r} (need {2 * r})")
@@ -355,11 +476,22 @@ def expand(x, shape_in, *, shape):
     return TensorType(x.dtype, broadcast(TensorType(x.dtype, pad_), TensorType(x.dtype, out)))
 
 
-@registry.op("tile", ["x"], {"repeats": Attr.ints()}, category="shape")
-def tile(x, *, repeats):
+@registry.op(
+    "tile",
+    ["x", "repeats?"],
+    {"repeats": Attr.ints(None, doc="None: the run-time repeats input (one per dim)")},
+    category="shape",
+)
+def tile(x, repeats_in, *, repeats):
     """Repeat the whole tensor along each dim (numpy.tile, ONNX Tile, torch repeat)."""
+    _one_source("tile", "the repeats", repeats, repeats_in)
     if x.shape is None:
         return x
+    if repeats_in is not None:
+        n = _runtime_list(repeats_in, "tile", "repeats")
+        if known(n) and n != len(x.shape):
+            raise InferError(f"tile: {n} run-time repeats for rank {len(x.shape)}")
+        return TensorType(x.dtype, [0 if d == 0 else None for d in x.shape])
     if len(repeats) < len(x.shape):
         repeats = (1,) * (len(x.shape) - len(repeats)) + tuple(repeats)
     shape = [1] * (len(repeats) - len(x.shape)) + list(x.shape)
@@ -378,9 +510,11 @@ def roll(x, *, shifts, axes):
     return x
 
 
-@registry.op("trilu", ["x"], {"upper": Attr.bool(), "k": Attr.int(0)}, category="shape")
-def trilu(x, *, upper, k):
-    """Keep the upper (triu) or lower (tril) triangle of the last two dims, offset k."""
+@registry.op("trilu", ["x", "k?"], {"upper": Attr.bool(), "k": Attr.int(0)}, category="shape")
+def trilu(x, k_in, *, upper, k):
+    """Keep the upper (triu) or lower (tril) triangle of the last two dims, offset k (or a
+    one-integer input read at run time, which then replaces the attribute)."""
+    _runtime_int(k_in, "trilu", "k")
     return x
 
 
@@ -437,12 +571,18 @@ def full_like(x, *, value, dtype):
 
 @registry.op(
     "one_hot",
-    ["indices"],
-    {"depth": Attr.int(), "axis": Attr.int(-1), "dtype": Attr.dtype(DType.INT64)},
+    ["indices", "depth?"],
+    {
+        "depth": Attr.int(None, doc="None: the run-time depth input (one integer)"),
+        "axis": Attr.int(-1),
+        "dtype": Attr.dtype(DType.INT64),
+    },
     category="create",
 )
-def one_hot(indices, *, depth, axis, dtype):
+def one_hot(indices, depth_in, *, depth, axis, dtype):
     """One-hot encode integer indices into a new axis of size depth."""
+    _one_source("one_hot", "the depth", depth, depth_in)
+    _runtime_int(depth_in, "one_hot", "depth")
     if indices.shape is None:
         return TensorType(dtype, None)
     r = len(indices.shape) + 1

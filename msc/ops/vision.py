@@ -54,13 +54,23 @@ def grid_sample(x, grid, *, mode, padding_mode, align_corners):
 
 @registry.op(
     "affine_grid",
-    ["theta"],
-    {"size": Attr.ints(doc="[N, C, *spatial]"), "align_corners": Attr.bool(False)},
+    ["theta", "size?"],
+    {
+        "size": Attr.ints(None, doc="[N, C, *spatial]; None: the run-time size input"),
+        "align_corners": Attr.bool(False),
+    },
     category="vision",
 )
-def affine_grid(theta, *, size, align_corners):
+def affine_grid(theta, size_in, *, size, align_corners):
     """Sampling grid [N, *spatial, n] of the affine maps theta [N, n, n+1] (ONNX AffineGrid,
-    torch affine_grid)."""
+    torch affine_grid); the size may be a 1-d i64 input read at run time."""
+    if (size is None) == (size_in is None):
+        raise InferError("affine_grid: give the size as an attribute or an input (one of them)")
+    if size_in is not None:
+        if theta.shape is None or len(theta.shape) != 3 or not known(theta.shape[1]):
+            return TensorType(theta.dtype, None)
+        n = theta.shape[1]
+        return TensorType(theta.dtype, (theta.shape[0], *(None,) * n, n))
     n = len(size) - 2
     if n < 1:
         raise InferError(f"affine_grid: size {list(size)} needs [N, C, *spatial]")
@@ -69,19 +79,30 @@ def affine_grid(theta, *, size, align_corners):
 
 @registry.op(
     "col2im",
-    ["x"],
+    ["x", "image_shape?", "block_shape?"],
     {
-        "image_shape": Attr.ints(),
-        "block_shape": Attr.ints(),
+        "image_shape": Attr.ints(None, doc="None: the run-time image_shape input"),
+        "block_shape": Attr.ints(None, doc="None: the run-time block_shape input"),
         "dilation": Attr.ints(()),
         "padding": Attr.ints((), doc="[begin..., end...]"),
         "stride": Attr.ints(()),
     },
     category="vision",
 )
-def col2im(x, *, image_shape, block_shape, dilation, padding, stride):
+def col2im(x, image_in, block_in, *, image_shape, block_shape, dilation, padding, stride):
     """Sum sliding blocks [N, C*prod(block), L] back into images [N, C, *image_shape]
-    (ONNX Col2Im, torch fold)."""
+    (ONNX Col2Im, torch fold); either shape may be a 1-d i64 input read at run time."""
+    if (image_shape is None) == (image_in is None) or (block_shape is None) == (block_in is None):
+        raise InferError("col2im: give each shape as an attribute or an input (one of them)")
+    if image_in is not None or block_in is not None:
+        n = len(image_shape) if image_shape is not None else image_in.shape[0]  # type: ignore[union-attr]
+        c = None
+        if block_shape is not None and x.shape is not None and known(x.shape[1]):
+            c = x.shape[1] // _prod(block_shape)
+        if x.shape is None or not known(n):
+            return TensorType(x.dtype, None)
+        image = image_shape if image_shape is not None else (None,) * n
+        return TensorType(x.dtype, (x.shape[0], c, *image))
     if len(image_shape) != len(block_shape):
         raise InferError("col2im: image_shape and block_shape differ in length")
     if x.shape is None:

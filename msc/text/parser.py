@@ -42,7 +42,7 @@ _TOKEN_BODY = (
     r"|[a-z0-9]+\[[^\[\]\"\n]*\]"  # a type with no quoted symbol: f32[1, batch{1..8}, ?]
     r'|!\{(?:[A-Za-z0-9_ \t=,]|"[^"\\\n]*")*\}'  # node metadata with no escapes
     r'|"(?:[^"\\\n]|\\.)*"?'  # a string; unterminated: the rest of the line, one bad token
-    r"|-inf\b|-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?"  # number
+    r"|-inf\b|-nan\b|-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?"  # number
     r"|[A-Za-z_][A-Za-z0-9_]*"  # identifier
     r"|\.\.|!\{|[{}()\[\],:=?*%@]"  # punctuation
     r"|[^ \t\r\n]"  # anything else: reported as an unexpected character
@@ -458,6 +458,8 @@ class _Parser:
             self.i = i + 1
             if text == "-inf":
                 return float("-inf")
+            if text == "-nan":  # a NaN with its sign bit set (float8 casts keep it)
+                return -float("nan")
             if _INT.fullmatch(text):
                 return int(text)
             return float(text)

@@ -248,8 +248,19 @@ def test_static_shape_arithmetic_is_folded():
     assert g.nodes[0].attrs["shape"] == (2, -1)
 
 
+def test_runtime_axes_become_an_input_of_the_canonical_op():
+    node = helper.make_node("ReduceSum", ["x", "axes"], ["y"], keepdims=0)
+    m = model([node], [vi("x", [2, 3]), vi("axes", [1], T.INT64)], [vi("y", None)], opset=13)
+    g = from_onnx(m)
+    n = only(g, "reduce_sum")
+    assert [v.name for v in n.inputs] == ["x", "axes"] and n.attrs["axes"] is None
+    assert g.outputs[0].type.rank == 1  # one axis reduced: the rank is known, the dim is not
+
+
 def test_runtime_axes_are_reported_with_the_input_to_bind():
-    node = helper.make_node("ReduceSum", ["x", "axes"], ["y"])
+    # With noop_with_empty_axes=1 an empty run-time axes tensor would mean "no reduction",
+    # which the canonical op cannot say: the input must be bound.
+    node = helper.make_node("ReduceSum", ["x", "axes"], ["y"], noop_with_empty_axes=1)
     m = model([node], [vi("x", [2, 3]), vi("axes", [1], T.INT64)], [vi("y", None)], opset=13)
     with pytest.raises(OnnxUnsupportedOpsError) as e:
         from_onnx(m)

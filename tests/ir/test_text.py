@@ -99,6 +99,7 @@ def test_nan_attribute_roundtrips():
     [
         np.array(0.5, np.float32),
         np.array([1.5, -2.25, np.inf, -np.inf], np.float64),
+        np.array([np.nan, -np.nan], np.float32),  # the sign of a NaN survives
         np.array([[1, -2], [3, 2**62]], np.int64),
         np.array([2**64 - 1], np.uint64),
         np.array([True, False]),

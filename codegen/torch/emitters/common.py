@@ -16,6 +16,8 @@ __all__ = [
     "operands",
     "helper_call",
     "forward_to_helper",
+    "int_list",
+    "int_scalar",
 ]
 
 
@@ -96,3 +98,29 @@ def forward_to_helper(name: str, family: str) -> Any:
     emit.__name__ = emit.__qualname__ = f"emit{name}"
     emit.__module__ = family
     return emit
+
+
+def int_list(a: Any) -> ast.expr:
+    """A run-time 1-d integer input (axes, pads, repeats, sizes) as a Python list of ints: a
+    literal when it is constant, the Python value when the graph computed it from shapes,
+    else the tensor's ``.tolist()``."""
+    from codegen.torch.code import const, expr
+
+    if a.is_py and a.rank == 1:
+        return a.s
+    lit = a.literal
+    if lit is not None and a.rank == 1:
+        return const([int(v) for v in lit])
+    return expr("v.reshape(-1).tolist()", v=a)
+
+
+def int_scalar(a: Any) -> ast.expr:
+    """A run-time integer scalar input (k, axis, depth, size) as a Python int."""
+    from codegen.torch.code import const, expr
+
+    lit = a.literal
+    if lit is not None and a.rank == 0:
+        return const(int(lit))
+    if a.is_py and a.rank == 0:
+        return a.s
+    return expr("int(v)", v=a)

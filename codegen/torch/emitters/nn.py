@@ -317,6 +317,8 @@ def _torch_interp_mode(
 def resize(
     e,
     x,
+    scales_in=None,
+    sizes_in=None,
     *,
     sizes,
     scales,
@@ -327,6 +329,20 @@ def resize(
     antialias,
 ) -> ast.expr:
     coord = coordinate_transformation_mode
+    if scales_in is not None or sizes_in is not None:  # full-rank lists read at run time
+        t = scales_in if scales_in is not None else sizes_in
+        spatial = expr("v.reshape(-1).tolist()[2:]", v=t)
+        return call(
+            e.helper("_msc_resize").id,
+            x,
+            spatial if sizes_in is not None else None,
+            spatial if scales_in is not None else None,
+            mode,
+            coord,
+            nearest_mode,
+            cubic_coeff_a,
+            antialias,
+        )
     fast = _torch_interp_mode(x, sizes, scales, mode, coord, nearest_mode, cubic_coeff_a, antialias)
     if fast is not None:
         tmode, align = fast

@@ -14,6 +14,7 @@ import torch
 
 from codegen.torch.code import call, expr
 from codegen.torch.core import Arg, NodeEmit
+from codegen.torch.emitters.common import int_list, int_scalar
 from codegen.torch.helpers import runtime_helpers
 from codegen.torch.registry import emitter
 from msc.ir.dtype import DType
@@ -53,13 +54,30 @@ def _simple(fn: str, keep_dtype: bool):
     return emit
 
 
-emitter("reduce_sum")(_simple("torch.sum", True))
-emitter("reduce_mean")(_simple("torch.mean", False))
-emitter("reduce_max")(_simple("torch.amax", False))
-emitter("reduce_min")(_simple("torch.amin", False))
+def _reduction(op: str):
+    """Register an emitter of reduction ``op``; axes given at run time (the ``axes`` input)
+    go through one run-time helper, the static ones through ``fn``."""
+
+    def deco(fn):
+        def emit(e: NodeEmit, x: Arg, axes_in: Arg | None = None, *, axes, keepdims) -> ast.expr:
+            if axes_in is not None:
+                return call(e.helper("_msc_reduce").id, x, op, int_list(axes_in), keepdims)
+            return fn(e, x, axes=axes, keepdims=keepdims)
+
+        emit.__name__ = emit.__qualname__ = fn.__name__
+        emitter(op)(emit)
+        return fn
+
+    return deco
 
 
-@emitter("reduce_prod")
+_reduction("reduce_sum")(_simple("torch.sum", True))
+_reduction("reduce_mean")(_simple("torch.mean", False))
+_reduction("reduce_max")(_simple("torch.amax", False))
+_reduction("reduce_min")(_simple("torch.amin", False))
+
+
+@_reduction("reduce_prod")
 def reduce_prod(e: NodeEmit, x: Arg, *, axes, keepdims) -> ast.expr:
     dims = _dims(x, axes)
     if dims == ():
@@ -79,7 +97,7 @@ def _with_keep(fn_expr: str, x: Arg, dims, keepdims: bool, **extra: Any) -> ast.
     return expr(fn_expr, x=x, d=d, k=keepdims, **extra)
 
 
-@emitter("reduce_l1")
+@_reduction("reduce_l1")
 def reduce_l1(e: NodeEmit, x: Arg, *, axes, keepdims) -> ast.expr:
     dims = _dims(x, axes)
     if dims == ():
@@ -89,7 +107,7 @@ def reduce_l1(e: NodeEmit, x: Arg, *, axes, keepdims) -> ast.expr:
     return _reduce("torch.sum", expr("x.abs()", x=x), dims, keepdims, x.rank, **_keep_dtype(x))
 
 
-@emitter("reduce_l2")
+@_reduction("reduce_l2")
 def reduce_l2(e: NodeEmit, x: Arg, *, axes, keepdims) -> ast.expr:
     dims = _dims(x, axes)
     if dims == ():
@@ -97,7 +115,7 @@ def reduce_l2(e: NodeEmit, x: Arg, *, axes, keepdims) -> ast.expr:
     return _with_keep("torch.linalg.vector_norm(x, 2, dim=d, keepdim=k)", x, dims, keepdims)
 
 
-@emitter("reduce_sum_square")
+@_reduction("reduce_sum_square")
 def reduce_sum_square(e: NodeEmit, x: Arg, *, axes, keepdims) -> ast.expr:
     dims = _dims(x, axes)
     if dims == ():
@@ -105,7 +123,7 @@ def reduce_sum_square(e: NodeEmit, x: Arg, *, axes, keepdims) -> ast.expr:
     return _reduce("torch.sum", expr("x * x", x=x), dims, keepdims, x.rank, **_keep_dtype(x))
 
 
-@emitter("reduce_log_sum")
+@_reduction("reduce_log_sum")
 def reduce_log_sum(e: NodeEmit, x: Arg, *, axes, keepdims) -> ast.expr:
     dims = _dims(x, axes)
     if dims == ():
@@ -113,7 +131,7 @@ def reduce_log_sum(e: NodeEmit, x: Arg, *, axes, keepdims) -> ast.expr:
     return call("torch.log", _reduce("torch.sum", x, dims, keepdims, x.rank))
 
 
-@emitter("reduce_log_sum_exp")
+@_reduction("reduce_log_sum_exp")
 def reduce_log_sum_exp(e: NodeEmit, x: Arg, *, axes, keepdims) -> ast.expr:
     dims = _dims(x, axes)
     if dims == ():
@@ -133,8 +151,8 @@ def _logical(fn: str):
     return emit
 
 
-emitter("reduce_any")(_logical("torch.any"))
-emitter("reduce_all")(_logical("torch.all"))
+_reduction("reduce_any")(_logical("torch.any"))
+_reduction("reduce_all")(_logical("torch.all"))
 
 
 @emitter("var")
@@ -183,25 +201,29 @@ def min_dim(e: NodeEmit, x: Arg, *, axis, keepdims) -> ast.expr:
 
 
 @emitter("cumsum")
-def cumsum(e: NodeEmit, x: Arg, *, axis, exclusive, reverse) -> ast.expr:
+def cumsum(e: NodeEmit, x: Arg, axis_in: Arg | None = None, *, axis, exclusive, reverse):
+    a = int_scalar(axis_in) if axis_in is not None else axis
     if exclusive or reverse:
-        return call(e.helper("_msc_cumsum").id, x, axis, exclusive, reverse)
-    return call("torch.cumsum", x, axis, **_keep_dtype(x))
+        return call(e.helper("_msc_cumsum").id, x, a, exclusive, reverse)
+    return call("torch.cumsum", x, a, **_keep_dtype(x))
 
 
 @emitter("cumprod")
-def cumprod(e: NodeEmit, x: Arg, *, axis) -> ast.expr:
-    return call("torch.cumprod", x, axis, **_keep_dtype(x))
+def cumprod(e: NodeEmit, x: Arg, axis_in: Arg | None = None, *, axis, exclusive, reverse):
+    a = int_scalar(axis_in) if axis_in is not None else axis
+    if exclusive or reverse:
+        return call(e.helper("_msc_cumprod").id, x, a, exclusive, reverse)
+    return call("torch.cumprod", x, a, **_keep_dtype(x))
 
 
 @emitter("topk")
-def topk(e: NodeEmit, x: Arg, *, k, axis, largest, sorted) -> ast.expr:
+def topk(e: NodeEmit, x: Arg, k_in: Arg | None = None, *, k, axis, largest, sorted):
     kw: dict[str, Any] = {"dim": axis} if axis != -1 else {}
     if not largest:
         kw["largest"] = False
     if not sorted:
         kw["sorted"] = False
-    return call("torch.topk", x, k, **kw)
+    return call("torch.topk", x, int_scalar(k_in) if k_in is not None else k, **kw)
 
 
 def _sort_kw(axis: int, descending: bool, stable: bool) -> dict[str, Any]:
@@ -236,6 +258,17 @@ def _msc_cumsum(x, dim, exclusive, reverse):
     return y.flip(dim) if reverse else y
 
 
+def _msc_cumprod(x, dim, exclusive, reverse):
+    """Running product along ``dim``; ``exclusive`` shifts by one, ``reverse`` runs backwards."""
+    if reverse:
+        x = x.flip(dim)
+    y = torch.cumprod(x, dim, dtype=x.dtype)
+    if exclusive:
+        y = y.narrow(dim, 0, x.shape[dim] - 1)
+        y = torch.cat([torch.ones_like(x.narrow(dim, 0, 1)), y], dim)
+    return y.flip(dim) if reverse else y
+
+
 def _msc_reduce_prod(x, dims, keepdim):
     """Product over several dims (torch.prod takes one), keeping x's dtype."""
     for d in sorted((d % x.dim() for d in dims), reverse=True):
@@ -251,4 +284,38 @@ def _msc_arg_last(x, dim, keepdim, largest):
     return (n - 1) - i
 
 
-runtime_helpers(_msc_cumsum, _msc_reduce_prod, _msc_arg_last)
+def _msc_reduce(x, op, axes, keepdim):
+    """Reduction ``op`` over axes known at run time (empty: every dim), keeping x's dtype."""
+    dims = sorted({a % x.dim() for a in axes}) if axes and x.dim() else list(range(x.dim()))
+    exact = x.is_floating_point() or x.is_complex()
+    kw = {} if exact or x.dtype == torch.int64 else {"dtype": x.dtype}
+    if op == "reduce_l1":
+        op, x = "reduce_sum", x.abs()
+    elif op == "reduce_sum_square":
+        op, x = "reduce_sum", x * x
+    if not dims:  # a 0-d input: the reduction of one element
+        y = {"reduce_log_sum": torch.log, "reduce_l2": torch.abs}.get(op, torch.clone)(x)
+        return y.to(x.dtype)
+    if op == "reduce_sum":
+        return torch.sum(x, dims, keepdim, **kw)
+    if op == "reduce_mean":
+        return torch.mean(x, dims, keepdim)
+    if op == "reduce_max":
+        return torch.amax(x, dims, keepdim)
+    if op == "reduce_min":
+        return torch.amin(x, dims, keepdim)
+    if op == "reduce_prod":
+        return _msc_reduce_prod(x, dims, keepdim)
+    if op == "reduce_log_sum":
+        return torch.log(torch.sum(x, dims, keepdim, **kw))
+    if op == "reduce_log_sum_exp":
+        return torch.logsumexp(x, dims, keepdim)
+    if op == "reduce_l2":
+        if exact:
+            return torch.linalg.vector_norm(x, 2, dims, keepdim)
+        return torch.sqrt(torch.sum(x * x, dims, keepdim).double()).to(x.dtype)
+    fn = torch.any if op == "reduce_any" else torch.all
+    return fn(x, dims, keepdim).to(x.dtype)
+
+
+runtime_helpers(_msc_cumprod, _msc_cumsum, _msc_reduce_prod, _msc_arg_last, _msc_reduce)

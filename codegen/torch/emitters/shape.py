@@ -17,7 +17,7 @@ import torch.nn.functional as F
 
 from codegen.torch.code import call, const, expr
 from codegen.torch.core import Arg, NodeEmit
-from codegen.torch.emitters.common import norm_axis, scalar_for, torch_pads
+from codegen.torch.emitters.common import int_list, int_scalar, norm_axis, scalar_for, torch_pads
 from codegen.torch.helpers import runtime_helpers
 from codegen.torch.registry import emitter
 from msc.ir.dtype import DType
@@ -55,7 +55,9 @@ def transpose(e: NodeEmit, x: Arg, *, perm) -> ast.expr:
 
 
 @emitter("squeeze")
-def squeeze(e: NodeEmit, x: Arg, *, axes) -> ast.expr:
+def squeeze(e: NodeEmit, x: Arg, axes_in: Arg | None = None, *, axes) -> ast.expr:
+    if axes_in is not None:
+        return call(e.helper("_msc_squeeze").id, x, int_list(axes_in))
     if _py_list(x) and x.shape == (1,) and (axes is None or tuple(axes) in ((0,), (-1,))):
         return e.py(expr("v[0]", v=x.s))
     if axes is None:
@@ -66,7 +68,9 @@ def squeeze(e: NodeEmit, x: Arg, *, axes) -> ast.expr:
 
 
 @emitter("unsqueeze")
-def unsqueeze(e: NodeEmit, x: Arg, *, axes) -> ast.expr:
+def unsqueeze(e: NodeEmit, x: Arg, axes_in: Arg | None = None, *, axes) -> ast.expr:
+    if axes_in is not None:
+        return call(e.helper("_msc_unsqueeze").id, x, int_list(axes_in))
     if x.is_py and x.rank == 0 and tuple(axes) in ((0,), (-1,)):
         return e.py(ast.List([x.s], ast.Load()))
     if len(axes) == 1:
@@ -96,7 +100,24 @@ def _index(x: Arg, items: dict[int, ast.expr]) -> ast.expr:
 
 
 @emitter("slice")
-def slice_(e: NodeEmit, x: Arg, *, starts, ends, axes, steps) -> ast.expr:
+def slice_(
+    e: NodeEmit,
+    x: Arg,
+    starts_in: Arg | None = None,
+    ends_in: Arg | None = None,
+    axes_in: Arg | None = None,
+    steps_in: Arg | None = None,
+    *,
+    starts,
+    ends,
+    axes,
+    steps,
+) -> ast.expr:
+    if starts_in is not None:  # bounds read at run time
+        ax = int_list(axes_in) if axes_in is not None else None if axes is None else list(axes)
+        sp = int_list(steps_in) if steps_in is not None else list(steps) if steps else None
+        args = [int_list(starts_in), int_list(ends_in), ax, sp]  # type: ignore[arg-type]
+        return call(e.helper("_msc_slice_rt").id, x, *args)
     r = x.rank
     steps = steps or (1,) * len(axes)
     if _py_list(x) and len(axes) == 1 and steps[0] > 0:
@@ -136,13 +157,22 @@ def concat(e: NodeEmit, xs: list[Arg], *, axis) -> ast.expr:
 
 
 @emitter("split")
-def split(e: NodeEmit, x: Arg, *, axis, sizes) -> ast.expr:
+def split(e: NodeEmit, x: Arg, sizes_in: Arg | None = None, *, axis, sizes, num_outputs):
+    if sizes is None and sizes_in is not None:
+        return call("torch.split", x, int_list(sizes_in), axis)
+    if sizes is None:  # num_outputs pieces of ceil(dim / num_outputs)
+        n = const(num_outputs)
+        return call("torch.split", x, expr("-(-x.shape[a] // n)", x=x, a=axis, n=n), axis)
     y = call("torch.split", x, list(sizes), axis)
     return y if len(sizes) > 1 else expr("y[0]", y=y)
 
 
 @emitter("pad")
-def pad(e: NodeEmit, x: Arg, *, pads, mode, value) -> ast.expr:
+def pad(e: NodeEmit, x: Arg, pads_in=None, value_in=None, *, pads, mode, value) -> ast.expr:
+    if pads_in is not None or value_in is not None:
+        p = int_list(pads_in) if pads_in is not None else list(pads)
+        v = expr("v.item()", v=value_in) if value_in is not None else value
+        return call(e.helper("_msc_pad").id, x, p, mode, v)
     r = x.rank
     tp = torch_pads(pads)
     while len(tp) > 2 and tp[-1] == 0 and tp[-2] == 0:
@@ -179,7 +209,9 @@ def expand(e: NodeEmit, x: Arg, shape_in: Arg | None = None, *, shape) -> ast.ex
 
 
 @emitter("tile")
-def tile(e: NodeEmit, x: Arg, *, repeats) -> ast.expr:
+def tile(e: NodeEmit, x: Arg, repeats_in: Arg | None = None, *, repeats) -> ast.expr:
+    if repeats_in is not None:
+        return expr("x.repeat(r)", x=x, r=int_list(repeats_in))
     if x.rank is not None and len(repeats) >= x.rank:
         return expr("x.repeat(r)", x=x, r=tuple(repeats))
     return call("torch.tile", x, tuple(repeats))
@@ -196,8 +228,10 @@ def roll(e: NodeEmit, x: Arg, *, shifts, axes) -> ast.expr:
 
 
 @emitter("trilu")
-def trilu(e: NodeEmit, x: Arg, *, upper, k) -> ast.expr:
+def trilu(e: NodeEmit, x: Arg, k_in: Arg | None = None, *, upper, k) -> ast.expr:
     fn = "torch.triu" if upper else "torch.tril"
+    if k_in is not None:
+        return call(fn, x, int_scalar(k_in))
     return call(fn, x) if k == 0 else call(fn, x, k)
 
 
@@ -327,7 +361,9 @@ def full_like(e: NodeEmit, x: Arg, *, value, dtype) -> ast.expr:
 
 
 @emitter("one_hot")
-def one_hot(e: NodeEmit, indices: Arg, *, depth, axis, dtype) -> ast.expr:
+def one_hot(e: NodeEmit, indices: Arg, depth_in: Arg | None = None, *, depth, axis, dtype):
+    if depth_in is not None:
+        return call(e.helper("_msc_one_hot").id, indices, int_scalar(depth_in), axis, dtype)
     if axis == -1 and dtype is DType.INT64 and indices.dtype is DType.INT64:
         return call("F.one_hot", indices, depth)
     return call(e.helper("_msc_one_hot").id, indices, depth, axis, dtype)
@@ -374,6 +410,34 @@ def _msc_slice(x, dim, start, end, step):
     """x[start:end:step] along ``dim`` with Python semantics, including negative steps."""
     idx = range(*slice(start, end, step).indices(x.shape[dim]))
     return x.index_select(dim, torch.tensor(list(idx), dtype=torch.int64, device=x.device))
+
+
+def _msc_slice_rt(x, starts, ends, axes, steps):
+    """ONNX Slice with bounds read at run time: clamped Python slices, negative steps too."""
+    axes = list(range(len(starts))) if axes is None else axes
+    steps = [1] * len(starts) if steps is None else steps
+    for st, en, ax, sp in zip(starts, ends, axes, steps):
+        ax = ax % x.dim()
+        lo, hi, sp = slice(st, en, sp).indices(x.shape[ax])
+        if sp > 0:
+            x = x[(slice(None),) * ax + (slice(lo, hi, sp),)]
+        else:
+            idx = torch.arange(lo, hi, sp, dtype=torch.int64, device=x.device)
+            x = x.index_select(ax, idx)
+    return x
+
+
+def _msc_squeeze(x, axes):
+    """Drop the size-1 dims ``axes`` (all size-1 dims when empty)."""
+    return x.squeeze(tuple(axes)) if axes else x.squeeze()
+
+
+def _msc_unsqueeze(x, axes):
+    """Insert size-1 dims at ``axes`` (positions in the output)."""
+    r = x.dim() + len(axes)
+    for a in sorted(a % r for a in axes):
+        x = x.unsqueeze(a)
+    return x
 
 
 def _msc_expand(x, shape):
@@ -454,6 +518,9 @@ runtime_helpers(
     _msc_torch_pads,
     _msc_pad,
     _msc_slice,
+    _msc_slice_rt,
+    _msc_squeeze,
+    _msc_unsqueeze,
     _msc_expand,
     _msc_gather_nd,
     _msc_scatter_nd,

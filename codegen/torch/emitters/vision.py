@@ -14,7 +14,7 @@ import torch.nn.functional as F
 
 from codegen.torch.code import call
 from codegen.torch.core import Arg, NodeEmit
-from codegen.torch.emitters.common import fn_nd, forward_to_helper, helper_call
+from codegen.torch.emitters.common import fn_nd, forward_to_helper, helper_call, int_list
 from codegen.torch.helpers import runtime_helpers
 from codegen.torch.registry import EMITTERS, emitter
 from msc.errors import ConversionError
@@ -41,8 +41,9 @@ def deform_conv(
 
 
 @emitter("affine_grid")
-def affine_grid(e: NodeEmit, theta: Arg, *, size, align_corners: bool) -> ast.expr:
-    return call("F.affine_grid", theta, list(size), align_corners=align_corners)
+def affine_grid(e: NodeEmit, theta: Arg, size_in: Arg | None = None, *, size, align_corners):
+    s = int_list(size_in) if size_in is not None else list(size)
+    return call("F.affine_grid", theta, s, align_corners=align_corners)
 
 
 @emitter("grid_sample")
@@ -68,8 +69,10 @@ def max_unpool(e, x, indices, *, kernel, stride, padding, output_size) -> ast.ex
 
 
 @emitter("col2im")
-def col2im(e, x, *, image_shape, block_shape, dilation, padding, stride) -> ast.expr:
-    n = len(block_shape)
+def col2im(
+    e, x, image_in=None, block_in=None, *, image_shape, block_shape, dilation, padding, stride
+) -> ast.expr:
+    n = len(block_shape) if block_shape is not None else (block_in.shape or (None,))[0]
     if n != 2 or (padding and tuple(padding[:n]) != tuple(padding[n:])):
         raise ConversionError("col2im: torch's fold takes 2-d blocks and symmetric padding")
     kw = {}
@@ -79,7 +82,9 @@ def col2im(e, x, *, image_shape, block_shape, dilation, padding, stride) -> ast.
         kw["padding"] = tuple(padding[:n])
     if stride:
         kw["stride"] = tuple(stride)
-    return call("F.fold", x, tuple(image_shape), tuple(block_shape), **kw)
+    image = int_list(image_in) if image_in is not None else tuple(image_shape)
+    block = int_list(block_in) if block_in is not None else tuple(block_shape)
+    return call("F.fold", x, image, block, **kw)
 
 
 # Ops computed by one run-time helper taking the node's inputs and attributes in order.

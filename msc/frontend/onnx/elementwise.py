@@ -271,10 +271,28 @@ _FLOAT8_MAX = {
 }
 
 
+# float8 types without an infinity: a cast without saturation turns what rounds past the
+# largest finite value (from the midpoint to the next power step on) and +-inf into NaN.
+_FLOAT8_NAN_FROM = {
+    DType.FLOAT8_E4M3FN: 464.0,
+    DType.FLOAT8_E4M3FNUZ: 248.0,
+    DType.FLOAT8_E5M2FNUZ: 59392.0,
+}
+
+
 def _cast(ctx: Ctx, x, to: DType, saturate: int, round_mode: str):
     src = ctx.dtype(x)
     if to is DType.FLOAT8_E8M0 and src is not to:
         return _cast_e8m0(ctx, x, saturate, round_mode)
+    if not saturate and to in _FLOAT8_NAN_FROM and src.is_floating and src not in _FLOAT8_MAX:
+        if src.itemsize < 4:  # in float32 (exact): onnxruntime has no float16 Neg kernel
+            x, src = ctx.op("cast", x, to=DType.FLOAT32), DType.FLOAT32
+        dt = src.to_numpy()
+        over = ctx.op("ge", ctx.op("abs", x), np.array(_FLOAT8_NAN_FROM[to], dt))
+        # NaN keeps x's sign, as ONNX's reference does (neg of NaN: the text format has no -nan).
+        nan = np.array(np.nan, dt)
+        signed = ctx.op("where", ctx.op("lt", x, np.array(0, dt)), ctx.op("neg", nan), nan)
+        x = ctx.op("where", over, signed, x)
     if saturate and to in _FLOAT8_MAX and (src.is_floating and src not in _FLOAT8_MAX):
         m = _FLOAT8_MAX[to]
         dt = src.to_numpy()

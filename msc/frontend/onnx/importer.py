@@ -359,6 +359,12 @@ class Ctx(Builder):
         c = self.need(x, what)
         return [int(v) for v in np.asarray(c).reshape(-1)]
 
+    def int_input(self, x: Operand) -> Operand:
+        """A run-time integer scalar (k, axis, depth) as the canonical ops read it: i64, 0-d
+        or one-element 1-d as the model has it (no reshape, so a round trip adds no node)."""
+        x = self.cast(x, DType.INT64)
+        return x if self.type(x).rank in (0, 1) else self.op("reshape", x, shape=[])
+
     def check_size(self, elements: int, what: str) -> None:
         """Refuse to build an import-time array of more than IMPORT_ARRAY_LIMIT elements."""
         if elements > IMPORT_ARRAY_LIMIT:

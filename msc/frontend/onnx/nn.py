@@ -620,6 +620,8 @@ def dropout_7(ctx: Ctx, data, *, ratio=0.5):
 @converter("Dropout", since=12)
 def dropout(ctx: Ctx, data, ratio=None, training_mode=None, *, seed=0):
     train = False if training_mode is None else bool(ctx.scalar(training_mode, "training_mode"))
+    if not train:  # inference: the ratio, which may be computed at run time, does not matter
+        return _dropout(ctx, data, False, 0.0)
     r = 0.5 if ratio is None else float(ctx.scalar(ratio, "ratio"))
     return _dropout(ctx, data, train, r)
 
@@ -661,10 +663,63 @@ def upsample_7(ctx: Ctx, X, *, mode="nearest", scales):  # noqa: N803
     return _resize(ctx, X, list(scales), None, m, "asymmetric", "floor", -0.75, 0)
 
 
+def _runtime_resize(ctx: Ctx, X, t, is_sizes: bool, axes, mode, ctm, nearest_mode, a, aa):  # noqa: N803
+    """Resize by scales or sizes computed at run time: the canonical op's run-time input, one
+    entry per dim of X (dims outside ``axes`` keep their size)."""
+    if mode not in ("nearest", "linear", "cubic"):
+        raise Unsupported(f"mode={mode!r}")
+    r = ctx.rank(X)
+    dt = DType.INT64 if is_sizes else DType.FLOAT32
+    t = ctx.cast(t, dt)
+    if axes is not None:
+        ax = [v % r for v in axes]
+        pieces = []
+        for i in range(r):
+            if i in ax:
+                j = ax.index(i)
+                pieces.append(ctx.op("slice", t, starts=[j], ends=[j + 1], axes=[0], steps=[1]))
+            elif is_sizes:
+                pieces.append(ctx.op("shape", X, start=i, end=i + 1))
+            else:
+                pieces.append(np.ones(1, np.float32))
+        t = ctx.op("concat", *pieces, axis=0)
+    return ctx.op(
+        "resize",
+        X,
+        None if is_sizes else t,
+        t if is_sizes else None,
+        mode=mode,
+        coordinate_transformation_mode=ctm,
+        nearest_mode=nearest_mode,
+        cubic_coeff_a=a,
+        antialias=bool(aa),
+    )
+
+
+def _keep_aspect(ctx: Ctx, X, sizes, axes, r: int, policy: str):  # noqa: N803
+    """Run-time sizes scaled by one factor (the smallest or largest of sizes / dims over the
+    axes), as ONNX Resize's keep_aspect_ratio_policy computes them."""
+    ax = list(range(r)) if axes is None else [a % r for a in axes]
+    f32 = DType.FLOAT32
+    dims = ctx.shape(X)
+    if all(isinstance(dims[a], int) for a in ax):
+        have = np.array([dims[a] for a in ax], np.float32)
+    else:
+        have = ctx.op("concat", *[ctx.op("shape", X, start=a, end=a + 1) for a in ax], axis=0)
+        have = ctx.cast(have, f32)
+    ratio = ctx.op("div", ctx.cast(sizes, f32), have)
+    pick = "reduce_min" if policy == "not_larger" else "reduce_max"
+    k = ctx.op(pick, ratio, axes=[0], keepdims=True)
+    scaled = ctx.op("floor", ctx.op("add", ctx.op("mul", have, k), np.array(0.5, np.float32)))
+    return ctx.cast(scaled, DType.INT64)
+
+
 @converter("Upsample", since=9)
 def upsample(ctx: Ctx, X, scales, *, mode="nearest"):  # noqa: N803
-    s = [float(v) for v in ctx.need(scales, "scales").reshape(-1)]
     m = "linear" if mode in ("linear", "bilinear") else mode
+    if ctx.known(scales) is None:
+        return _runtime_resize(ctx, X, scales, False, None, m, "asymmetric", "floor", -0.75, 0)
+    s = [float(v) for v in ctx.need(scales, "scales").reshape(-1)]
     return _resize(ctx, X, s, None, m, "asymmetric", "floor", -0.75, 0)
 
 
@@ -697,8 +752,14 @@ def resize(
         raise Unsupported("exclude_outside=1 with cubic mode")
     r = ctx.rank(X)
     dims = ctx.shape(X)
-    sc = None if scales is None else ctx.need(scales, "scales")
-    sz = None if sizes is None else ctx.need(sizes, "sizes")
+    for t, is_sizes in ((scales, False), (sizes, True)):
+        if t is not None and ctx.known(t) is None and ctx.type(t).shape != (0,):
+            if is_sizes and keep_aspect_ratio_policy != "stretch":
+                t = _keep_aspect(ctx, X, t, axes, r, keep_aspect_ratio_policy)
+            args = (mode, coordinate_transformation_mode, nearest_mode, cubic_coeff_a, antialias)
+            return _runtime_resize(ctx, X, t, is_sizes, axes, *args)
+    sc = None if scales is None else ctx.known(scales)
+    sz = None if sizes is None else ctx.known(sizes)
     sc = None if sc is None or sc.size == 0 else [float(v) for v in sc.reshape(-1)]
     sz = None if sz is None or sz.size == 0 else [int(v) for v in sz.reshape(-1)]
     if sc is None and sz is None:

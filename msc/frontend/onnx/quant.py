@@ -63,7 +63,7 @@ def _dequantized(ctx: Ctx, x, zp, axis: int):
     """x - zp as float32 through dequantize (scale 1): a scalar zero point per tensor, a 1-d
     one along ``axis``."""
     if zp is None:
-        return ctx.op("dequantize", x, np.array(1.0, np.float32))
+        return ctx.op("dequantize", x, np.array(1.0, np.float32), None)  # as DequantizeLinear
     zshape = ctx.static_shape(zp)
     if zshape is None:
         raise Unsupported("a zero point of unknown shape")

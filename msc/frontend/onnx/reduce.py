@@ -11,6 +11,7 @@ import numpy as np
 
 from msc.frontend.onnx.importer import Ctx, Unsupported
 from msc.frontend.onnx.registry import converter
+from msc.ir import DType
 
 # ONNX op -> (canonical op, opset where axes became an input)
 REDUCE = {
@@ -45,6 +46,11 @@ def _reduce_attr(canon: str):
 
 def _reduce_input(canon: str):
     def convert(ctx: Ctx, data, axes=None, *, keepdims=1, noop_with_empty_axes=0):
+        if axes is not None and ctx.known(axes) is None:
+            # Axes computed at run time: the canonical op's axes input (empty: every dim).
+            if noop_with_empty_axes:  # empty at run time would mean "no reduction"
+                ctx.need(axes, "axes (with noop_with_empty_axes=1)")
+            return ctx.op(canon, data, ctx.cast(axes, DType.INT64), keepdims=bool(keepdims))
         ax = None if axes is None else ctx.ints(axes, "axes")
         return _reduce(ctx, canon, data, ax, keepdims, noop_with_empty_axes)
 
@@ -77,12 +83,18 @@ converter("ArgMin", since=1)(_arg("argmin"))
 
 @converter("CumSum", since=11)
 def cumsum(ctx: Ctx, x, axis, *, exclusive=0, reverse=0):
+    if ctx.known(axis) is None:
+        ax = ctx.int_input(axis)
+        return ctx.op("cumsum", x, ax, axis=None, exclusive=bool(exclusive), reverse=bool(reverse))
     a = int(ctx.scalar(axis, "axis"))
     return ctx.op("cumsum", x, axis=a, exclusive=bool(exclusive), reverse=bool(reverse))
 
 
 @converter("CumProd", since=26)
 def cumprod(ctx: Ctx, x, axis, *, exclusive=0, reverse=0):
+    if ctx.known(axis) is None:
+        flags = {"exclusive": bool(exclusive), "reverse": bool(reverse)}
+        return ctx.op("cumprod", x, ctx.int_input(axis), axis=None, **flags)
     a = int(ctx.scalar(axis, "axis"))
     y = ctx.op("flip", x, axes=[a]) if reverse else x
     y = ctx.op("cumprod", y, axis=a)
@@ -108,6 +120,10 @@ def topk_1(ctx: Ctx, X, *, k, axis=-1):  # noqa: N803
 
 @converter("TopK", since=10)
 def topk(ctx: Ctx, X, K, *, axis=-1, largest=1, sorted=1):  # noqa: N803, A002
+    if ctx.known(K) is None:
+        k = ctx.int_input(K)
+        attrs = {"axis": axis, "largest": bool(largest), "sorted": bool(sorted)}
+        return list(ctx.ops("topk", X, k, k=None, **attrs))
     return _topk(ctx, X, int(ctx.scalar(K, "k")), axis, largest, sorted)
 
 

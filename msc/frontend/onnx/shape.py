@@ -2,8 +2,9 @@
 
 # NOTE: shape-like inputs (Reshape's shape, Slice's starts/ends, Pad's pads, ...) become
 # attributes when they are known at import (initializer, Constant node, or folded shape
-# arithmetic on static shapes). When only known at run time, the canonical op's tensor input is
-# used where it has one (reshape, expand, full); otherwise the node is reported unsupported.
+# arithmetic on static shapes). When only known at run time they become the canonical op's
+# optional tensor input (reshape, expand, full, squeeze/unsqueeze axes, slice bounds, split
+# sizes, pad pads, tile repeats, trilu k, one_hot depth), which the codegens read at run time.
 """
 
 from __future__ import annotations
@@ -71,6 +72,8 @@ def squeeze_1(ctx: Ctx, data, *, axes=None):
 
 @converter("Squeeze", since=13)
 def squeeze(ctx: Ctx, data, axes=None):
+    if axes is not None and ctx.known(axes) is None:
+        return ctx.op("squeeze", data, _i64(ctx, axes))
     ax = None if axes is None else ctx.ints(axes, "axes")
     return ctx.op("squeeze", data, axes=ax)
 
@@ -82,7 +85,15 @@ def unsqueeze_1(ctx: Ctx, data, *, axes):
 
 @converter("Unsqueeze", since=13)
 def unsqueeze(ctx: Ctx, data, axes):
+    if ctx.known(axes) is None:
+        return ctx.op("unsqueeze", data, _i64(ctx, axes))
     return ctx.op("unsqueeze", data, axes=ctx.ints(axes, "axes"))
+
+
+def _i64(ctx: Ctx, x):
+    """A run-time integer input as the 1-d i64 tensor the canonical ops take."""
+    x = ctx.cast(x, DType.INT64)
+    return ctx.op("reshape", x, shape=[-1]) if ctx.type(x).rank == 0 else x
 
 
 @converter("Flatten", since=1)
@@ -112,6 +123,22 @@ def slice_1(ctx: Ctx, data, *, starts, ends, axes=None):
 
 @converter("Slice", since=10)
 def slice_(ctx: Ctx, data, starts, ends, axes=None, steps=None):
+    if ctx.known(starts) is None or ctx.known(ends) is None:
+        # Bounds computed at run time; axes and steps stay attributes when they are known.
+        ax = None if axes is None or ctx.known(axes) is None else ctx.ints(axes, "axes")
+        sp = None if steps is None or ctx.known(steps) is None else ctx.ints(steps, "steps")
+        return ctx.op(
+            "slice",
+            data,
+            _i64(ctx, starts),
+            _i64(ctx, ends),
+            _i64(ctx, axes) if axes is not None and ax is None else None,
+            _i64(ctx, steps) if steps is not None and sp is None else None,
+            axes=None if ax is None else _norm_axes(ax, ctx.rank(data)),
+            steps=sp or [],
+        )
+    if any(v is not None and ctx.known(v) is None for v in (axes, steps)):
+        raise Unsupported("Slice with constant bounds but run-time axes or steps")
     return _slice(
         ctx,
         data,
@@ -127,12 +154,13 @@ def concat(ctx: Ctx, *inputs, axis):
     return ctx.op("concat", *inputs, axis=axis)
 
 
-def _split_sizes(ctx: Ctx, x, axis: int, n: int, split, num_outputs=None) -> list[int]:
+def _split_sizes(ctx: Ctx, x, axis: int, n: int, split, num_outputs=None) -> list[int] | None:
+    """The static sizes of the pieces, or None for an even split of a run-time dim."""
     if split is not None:
         return list(split)
     dim = ctx.shape(x)[axis]
     if not isinstance(dim, int):
-        raise Unsupported("an even split of a dim only known at run time")
+        return None
     if num_outputs is not None:
         chunk = -(-dim // num_outputs)
         sizes = [chunk] * (dim // chunk) + ([dim % chunk] if dim % chunk else [])
@@ -144,8 +172,10 @@ def _split_sizes(ctx: Ctx, x, axis: int, n: int, split, num_outputs=None) -> lis
     return [dim // n] * n
 
 
-def _split(ctx: Ctx, x, axis, sizes):
-    outs = ctx.ops("split", x, axis=axis, sizes=sizes)
+def _split(ctx: Ctx, x, axis, sizes, sizes_in=None):
+    # sizes None and no sizes_in: ONNX's even split of a dim only known at run time.
+    n = len(ctx.node.output)
+    outs = ctx.ops("split", x, sizes_in, axis=axis, sizes=sizes, num_outputs=None if sizes else n)
     return list(outs)
 
 
@@ -160,6 +190,8 @@ def split_13(ctx: Ctx, input, split=None, *, axis=0, num_outputs=None):  # noqa:
     # num_outputs is opset 18's, but torch.onnx's version converter leaves it in opset-17
     # files (GPT-2 exports): read it wherever it appears.
     n = len(ctx.node.output)
+    if split is not None and ctx.known(split) is None:
+        return _split(ctx, input, axis, None, _i64(ctx, split))
     sizes = None if split is None else ctx.ints(split, "split")
     return _split(ctx, input, axis, _split_sizes(ctx, input, axis, n, sizes, num_outputs))
 
@@ -229,8 +261,12 @@ def pad_2(ctx: Ctx, data, *, pads, mode="constant", value=0.0):
 
 @converter("Pad", since=11)
 def pad(ctx: Ctx, data, pads, constant_value=None, axes=None, *, mode="constant"):
-    p = ctx.ints(pads, "pads")
     r = ctx.rank(data)
+    cv = None if constant_value is None else ctx.known(constant_value)
+    runtime_axes = axes is not None and ctx.known(axes) is None
+    if ctx.known(pads) is None or (constant_value is not None and cv is None) or runtime_axes:
+        return _runtime_pad(ctx, data, pads, constant_value, axes, mode, r)
+    p = ctx.ints(pads, "pads")
     if axes is not None:
         ax = _norm_axes(ctx.ints(axes, "axes"), r)
         full = [0] * (2 * r)
@@ -239,6 +275,44 @@ def pad(ctx: Ctx, data, pads, constant_value=None, axes=None, *, mode="constant"
         p = full
     value = 0.0 if constant_value is None else float(ctx.scalar(constant_value, "constant_value"))
     return ctx.op("pad", data, pads=p, mode=mode, value=value)
+
+
+def _runtime_pad(ctx: Ctx, data, pads, constant_value, axes, mode: str, r: int):
+    """Pad with pads or a fill value computed at run time: the canonical op's inputs (pads
+    for a subset of axes are spread over every dim first)."""
+    p = _i64(ctx, pads)
+    if axes is not None and ctx.known(axes) is None:
+        # Axes at run time too: scatter the pads into [begins..., ends...] of every dim.
+        a = _i64(ctx, axes)
+        a = ctx.op(
+            "where",
+            ctx.op("lt", a, np.array(0, np.int64)),
+            ctx.op("add", a, np.array(r, np.int64)),
+            a,
+        )
+        idx = ctx.op("concat", a, ctx.op("add", a, np.array(r, np.int64)), axis=0)
+        p = ctx.op("scatter_elements", np.zeros(2 * r, np.int64), idx, p, axis=0)
+    elif axes is not None:
+        ax = _norm_axes(ctx.ints(axes, "axes"), r)
+        k = len(ax)
+        zero = np.zeros(1, np.int64)
+        pieces = []
+        for half in (0, 1):
+            for d in range(r):
+                if d in ax:
+                    j = half * k + ax.index(d)
+                    pieces.append(ctx.op("slice", p, starts=[j], ends=[j + 1], axes=[0], steps=[1]))
+                else:
+                    pieces.append(zero)
+        p = ctx.op("concat", *pieces, axis=0)
+    if ctx.known(pads) is not None and axes is None:
+        p = np.asarray(ctx.known(pads), np.int64).reshape(-1)
+        p = ctx.constant(p)
+    v = None
+    if constant_value is not None and mode == "constant":
+        v = ctx.cast(constant_value, ctx.dtype(data))
+        v = v if ctx.type(v).rank == 0 else ctx.op("reshape", v, shape=[])
+    return ctx.op("pad", data, p, v, pads=None, mode=mode, value=0.0)
 
 
 @converter("Expand", since=8)
@@ -258,6 +332,8 @@ def expand(ctx: Ctx, input, shape):  # noqa: A002
 
 @converter("Tile", since=6)
 def tile(ctx: Ctx, input, repeats):  # noqa: A002
+    if ctx.known(repeats) is None:
+        return ctx.op("tile", input, _i64(ctx, repeats))
     return ctx.op("tile", input, repeats=ctx.ints(repeats, "repeats"))
 
 
@@ -343,20 +419,26 @@ def eye_like(ctx: Ctx, input, *, dtype=None, k=0):  # noqa: A002
 
 @converter("OneHot", since=9)
 def one_hot(ctx: Ctx, indices, depth, values, *, axis=-1):
-    d = int(ctx.scalar(depth, "depth"))
+    if ctx.known(depth) is None:
+        # Depth computed at run time (any numeric type, truncated like ONNX's cast to int).
+        d = ctx.op("reshape", ctx.cast(depth, DType.INT64), shape=[])
+        dep = {"depth": None}
+        extra = [d]
+    else:
+        d = np.array(int(ctx.scalar(depth, "depth")), np.int64)
+        dep = {"depth": int(d)}
+        extra = []
     idx = indices
     if not ctx.dtype(idx).is_integer or ctx.dtype(idx) is not DType.INT64:
         idx = ctx.op("cast", idx, to=DType.INT64)
-    # Negative indices count from the end (ONNX); torch's one_hot rejects them.
-    idx = ctx.op(
-        "where",
-        ctx.op("lt", idx, np.array(0, np.int64)),
-        ctx.op("add", idx, np.array(d, np.int64)),
-        idx,
-    )
+    # Negative indices count from the end (ONNX); torch's one_hot rejects them. One still
+    # negative after that (below -depth) is out of range, an all-off row: say so with depth.
+    wrapped = ctx.op("add", idx, d)
+    wrapped = ctx.op("where", ctx.op("lt", wrapped, np.array(0, np.int64)), d, wrapped)
+    idx = ctx.op("where", ctx.op("lt", idx, np.array(0, np.int64)), wrapped, idx)
     vals = ctx.known(values)
     vdt = ctx.dtype(values)
-    hot = ctx.op("one_hot", idx, depth=d, axis=axis, dtype=vdt)
+    hot = ctx.op("one_hot", idx, *extra, **dep, axis=axis, dtype=vdt)
     if vals is not None and vals.reshape(-1).tolist() == [0, 1]:
         return hot
     off = ctx.op("gather", values, np.array(0, np.int64), axis=0)
@@ -366,6 +448,9 @@ def one_hot(ctx: Ctx, indices, depth, values, *, axis=-1):
 
 @converter("Trilu", since=14)
 def trilu(ctx: Ctx, input, k=None, *, upper=1):  # noqa: A002
+    if k is not None and ctx.known(k) is None:
+        kv = ctx.int_input(k)
+        return ctx.op("trilu", input, kv, upper=bool(upper), k=0)
     kk = 0 if k is None else int(ctx.scalar(k, "k"))
     return ctx.op("trilu", input, upper=bool(upper), k=kk)
 
@@ -387,6 +472,8 @@ def space_to_depth(ctx: Ctx, input, *, blocksize, mode="DCR"):  # noqa: A002
 def _window(ctx: Ctx, size, periodic: int, output_datatype: int, coeffs: tuple[float, ...]):
     from msc.frontend.onnx.initializers import dtype_from_onnx
 
+    if ctx.known(size) is None:
+        return _runtime_window(ctx, size, periodic, dtype_from_onnx(output_datatype), coeffs)
     n = int(ctx.scalar(size, "size"))
     ctx.check_size(n, "the window")
     denom = n if periodic else n - 1
@@ -395,6 +482,24 @@ def _window(ctx: Ctx, size, periodic: int, output_datatype: int, coeffs: tuple[f
     for i, a in enumerate(coeffs):
         w += a * np.cos(2 * np.pi * i * k / denom) * (-1) ** i
     return w.astype(dtype_from_onnx(output_datatype).to_numpy())
+
+
+def _runtime_window(ctx: Ctx, size, periodic: int, dt: DType, coeffs: tuple[float, ...]):
+    """A cosine-sum window whose length is only known at run time, in float64 then cast:
+    sum_i a_i (-1)^i cos(2 pi i k / N) over k = range(size), N = size (periodic) or size - 1."""
+    f64 = DType.FLOAT64
+    n = ctx.op("reshape", ctx.cast(size, DType.INT64), shape=[])
+    k = ctx.cast(ctx.op("range", np.array(0, np.int64), n, np.array(1, np.int64)), f64)
+    denom = ctx.cast(n, f64)
+    if not periodic:
+        denom = ctx.op("sub", denom, np.array(1.0))
+    phase = ctx.op("div", ctx.op("mul", k, np.array(2 * np.pi)), denom)
+    w = None
+    for i, a in enumerate(coeffs):
+        term = ctx.op("cos", ctx.op("mul", phase, np.array(float(i))))
+        term = ctx.op("mul", term, np.array(a * (-1) ** i))
+        w = term if w is None else ctx.op("add", w, term)
+    return ctx.cast(w, dt)
 
 
 @converter("HannWindow", since=17)

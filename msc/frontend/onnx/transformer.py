@@ -276,8 +276,8 @@ def _spelled_out(ctx, Q, K, V, bias, qh, kvh, scale, softcap, mode, softmax_prec
     if softmax_precision is not None:
         sb = ctx.cast(sb, dtype_from_onnx(softmax_precision))
     p = ctx.cast(ctx.op("softmax", sb, axis=-1), dt)
-    if mode == 3:
-        qk = p
+    if mode == 3:  # a fully masked row's softmax is NaN; ONNX gives 0 there
+        qk = p if bias is None else ctx.op("where", ctx.op("isnan", p), np.array(0, npdt), p)
     return ctx.op("matmul", p, V), qk
 
 

@@ -34,6 +34,9 @@ def grid_sample(ctx: Ctx, X, grid, *, align_corners=0, mode="linear", padding_mo
 
 @converter("AffineGrid", since=20)
 def affine_grid(ctx: Ctx, theta, size, *, align_corners=0):
+    if ctx.known(size) is None:
+        s = ctx.cast(size, DType.INT64)
+        return ctx.op("affine_grid", theta, s, size=None, align_corners=bool(align_corners))
     return ctx.op(
         "affine_grid", theta, size=ctx.ints(size, "size"), align_corners=bool(align_corners)
     )
@@ -41,11 +44,14 @@ def affine_grid(ctx: Ctx, theta, size, *, align_corners=0):
 
 @converter("Col2Im", since=18)
 def col2im(ctx: Ctx, input, image_shape, block_shape, *, dilations=None, pads=None, strides=None):  # noqa: A002
+    run = [ctx.known(v) is None for v in (image_shape, block_shape)]
     return ctx.op(
         "col2im",
         input,
-        image_shape=ctx.ints(image_shape, "image_shape"),
-        block_shape=ctx.ints(block_shape, "block_shape"),
+        ctx.cast(image_shape, DType.INT64) if run[0] else None,
+        ctx.cast(block_shape, DType.INT64) if run[1] else None,
+        image_shape=None if run[0] else ctx.ints(image_shape, "image_shape"),
+        block_shape=None if run[1] else ctx.ints(block_shape, "block_shape"),
         dilation=list(dilations or ()),
         padding=list(pads or ()),
         stride=list(strides or ()),
@@ -182,8 +188,10 @@ def max_unpool(ctx: Ctx, X, I, output_shape=None, *, kernel_shape, pads=None, st
 def center_crop_pad(ctx: Ctx, input_data, shape, *, axes=None):
     dims = ctx.shape(input_data)
     r = len(dims)
-    target = ctx.ints(shape, "shape")
     ax = [a % r for a in axes] if axes is not None else list(range(r))
+    if ctx.known(shape) is None or not all(isinstance(dims[a], int) for a in ax):
+        return _runtime_center_crop_pad(ctx, input_data, shape, ax, r)
+    target = ctx.ints(shape, "shape")
     starts, ends, sl_axes = [], [], []
     pads = [0] * (2 * r)
     for a, want in zip(ax, target):
@@ -206,3 +214,42 @@ def center_crop_pad(ctx: Ctx, input_data, shape, *, axes=None):
     if y is input_data:
         y = ctx.op("identity", y)
     return y
+
+
+def _runtime_center_crop_pad(ctx: Ctx, x, shape, ax: list[int], r: int):
+    """CenterCropPad with a target or dims only known at run time: a slice with run-time
+    bounds, then a pad with run-time pads (the smaller half before, as ONNX does; the
+    halves are of non-negative sizes, so truncating division is floor division)."""
+    i64 = DType.INT64
+    zero = np.zeros(1, np.int64)
+    target = ctx.cast(shape, i64)
+    begins, ends, pad_lo, pad_hi = [], [], [zero] * r, [zero] * r
+    for j, a in enumerate(ax):
+        d = ctx.shape(x)[a]
+        have = (
+            np.array([d], np.int64)
+            if isinstance(d, int)
+            else ctx.op("shape", x, start=a, end=a + 1)
+        )
+        want = ctx.op("slice", target, starts=[j], ends=[j + 1], axes=[0], steps=[1])
+        crop = ctx.op("maximum", ctx.op("sub", have, want), zero)
+        grow = ctx.op("maximum", ctx.op("sub", want, have), zero)
+        lo = ctx.op("div", crop, np.array([2], np.int64))
+        begins.append(lo)
+        ends.append(ctx.op("add", lo, ctx.op("minimum", have, want)))
+        pad_lo[a] = ctx.op("div", grow, np.array([2], np.int64))
+        pad_hi[a] = ctx.op("sub", grow, pad_lo[a])
+    y = ctx.op(
+        "slice",
+        x,
+        ctx.op("concat", *begins, axis=0),
+        ctx.op("concat", *ends, axis=0),
+        None,
+        None,
+        starts=None,
+        ends=None,
+        axes=ax,
+        steps=[],
+    )
+    pads = ctx.op("concat", *pad_lo, *pad_hi, axis=0)
+    return ctx.op("pad", y, pads, None, pads=None, mode="constant", value=0.0)

@@ -48,8 +48,10 @@ def roll(b: Builder, x: Value, *, shifts, axes) -> Value:
 
 
 @registry("trilu")
-def trilu(b: Builder, x: Value, *, upper: bool, k: int) -> Value:
+def trilu(b: Builder, x: Value, k_in: Value | None = None, *, upper: bool, k: int) -> Value:
     """where(mask, x, 0) with a constant triangular mask over the last two dims."""
+    if k_in is not None:
+        raise NotDecomposable("trilu: k is only known at run time")
     r = _rank(x, "trilu")
     if r < 2:
         raise NotDecomposable("trilu: input must have rank >= 2")
@@ -61,8 +63,14 @@ def trilu(b: Builder, x: Value, *, upper: bool, k: int) -> Value:
 
 
 @registry("cumprod")
-def cumprod(b: Builder, x: Value, *, axis: int) -> Value:
+def cumprod(
+    b: Builder, x: Value, axis_in: Value | None = None, *, axis: int, exclusive=False, reverse=False
+) -> Value:
     """A running product unrolled over the (static, at most 1024) length of axis."""
+    if axis_in is not None:
+        raise NotDecomposable("cumprod: the axis is only known at run time")
+    if exclusive or reverse:
+        raise NotDecomposable("cumprod: exclusive / reverse (made by run-time axes only)")
     r = _rank(x, "cumprod")
     a = axis % r
     n = _static(x.shape[a], "cumprod")
