@@ -14,6 +14,8 @@ from msc.ops import registry
 from msc.ops.infer import InferError, broadcast, same_dtype
 from msc.ops.schema import Attr
 
+__all__ = ["UNARY", "BINARY", "POLYNOMIALS"]
+
 # name -> doc. One floating input; the output has its type.
 UNARY = {
     "lgamma": "log |Gamma(x)|",
@@ -46,6 +48,10 @@ BINARY = {
     "igamma": "regularized lower incomplete gamma P(a, x)",
     "igammac": "regularized upper incomplete gamma Q(a, x)",
     "nextafter": "the next representable value after a toward b",
+}
+
+# The orthogonal polynomials: (x, n) with the degree n a tensor.
+POLYNOMIALS = {
     "chebyshev_polynomial_t": "Chebyshev polynomial of the first kind T_n(x)",
     "chebyshev_polynomial_u": "Chebyshev polynomial of the second kind U_n(x)",
     "chebyshev_polynomial_v": "Chebyshev polynomial of the third kind V_n(x)",
@@ -85,7 +91,7 @@ def _binary(name: str):
 
 for _name, _doc in UNARY.items():
     registry.op(_name, ["x"], category="special", doc=_doc)(_unary(_name))
-for _name, _doc in BINARY.items():
+for _name, _doc in {**BINARY, **POLYNOMIALS}.items():
     registry.op(_name, ["a", "b"], category="special", doc=_doc)(_binary(_name))
 
 

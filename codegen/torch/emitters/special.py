@@ -7,6 +7,7 @@ import ast
 from codegen.torch.code import call
 from codegen.torch.core import Arg, NodeEmit
 from codegen.torch.registry import emitter
+from msc.ops.special import POLYNOMIALS
 
 # canonical op -> torch function (unary and binary alike: inputs in schema order)
 _FUNCTIONS = {
@@ -38,13 +39,7 @@ _FUNCTIONS = {
     "nextafter": "torch.nextafter",
     **{
         p: f"torch.special.{p}"
-        for p in (
-            "chebyshev_polynomial_t", "chebyshev_polynomial_u", "chebyshev_polynomial_v",
-            "chebyshev_polynomial_w", "shifted_chebyshev_polynomial_t",
-            "shifted_chebyshev_polynomial_u", "shifted_chebyshev_polynomial_v",
-            "shifted_chebyshev_polynomial_w", "hermite_polynomial_h", "hermite_polynomial_he",
-            "laguerre_polynomial_l", "legendre_polynomial_p",
-        )
+        for p in POLYNOMIALS
     },
 }  # fmt: skip
 

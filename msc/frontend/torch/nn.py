@@ -43,7 +43,11 @@ def matmul(ctx: Ctx, self: Value, **kw: Value) -> Value:
 def baddbmm(
     ctx: Ctx, self: Value, batch1: Value, batch2: Value, *, beta: Any = 1, alpha: Any = 1
 ) -> Value:
-    p = ctx.op("matmul", batch1, batch2)
+    return _scaled_sum(ctx, self, ctx.op("matmul", batch1, batch2), beta, alpha)
+
+
+def _scaled_sum(ctx: Ctx, self: Value, p: Value, beta: Any, alpha: Any) -> Value:
+    """beta * self + alpha * p (self left out when beta is 0, as torch does)."""
     if alpha != 1:
         p = ctx.op("mul", p, ctx.const(alpha, p.dtype))
     if beta == 0:
@@ -58,12 +62,7 @@ def addbmm(
 ) -> Value:
     # beta * self + alpha * the sum over the batch of batch1 @ batch2.
     p = ctx.op("reduce_sum", ctx.op("matmul", batch1, batch2), axes=[0], keepdims=False)
-    if alpha != 1:
-        p = ctx.op("mul", p, ctx.const(alpha, p.dtype))
-    if beta == 0:
-        return p
-    s = self if beta == 1 else ctx.op("mul", self, ctx.const(beta, self.dtype))
-    return ctx.op("add", s, p)
+    return _scaled_sum(ctx, self, p, beta, alpha)
 
 
 def _grouped_mm(ctx: Ctx, a: Value, w: Value, offs: Value | None, bias: Value | None) -> Value:

@@ -10,6 +10,7 @@ from typing import Any
 
 from msc.frontend.torch.registry import Ctx, converter
 from msc.ir import Value
+from msc.ops.special import POLYNOMIALS
 
 # canonical op -> the ATen and prims overloads that compute it
 UNARY = {
@@ -51,13 +52,7 @@ BINARY = {
     "nextafter": ("aten.nextafter.default", "prims.nextafter.default"),
     **{
         p: (f"aten.special_{p}",)
-        for p in (
-            "chebyshev_polynomial_t", "chebyshev_polynomial_u", "chebyshev_polynomial_v",
-            "chebyshev_polynomial_w", "shifted_chebyshev_polynomial_t",
-            "shifted_chebyshev_polynomial_u", "shifted_chebyshev_polynomial_v",
-            "shifted_chebyshev_polynomial_w", "hermite_polynomial_h", "hermite_polynomial_he",
-            "laguerre_polynomial_l", "legendre_polynomial_p",
-        )
+        for p in POLYNOMIALS
     },
 }  # fmt: skip
 

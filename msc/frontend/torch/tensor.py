@@ -46,9 +46,14 @@ def masked_select(ctx: Ctx, self: Value, mask: Value) -> Value:
     return ctx.op("gather_nd", _flat(ctx, x), idx)
 
 
-def _unique(ctx: Ctx, x: Value, return_inverse: bool, return_counts: bool) -> tuple:
-    values, _, inverse, counts = ctx.multi("unique", x, sorted=True)
-    inverse = ctx.op("reshape", inverse, ctx.op("shape", x)) if return_inverse else None
+def _unique(
+    ctx: Ctx, x: Value, return_inverse: bool, return_counts: bool, axis: int | None = None
+) -> tuple:
+    """(values, inverse, counts) as torch gives them: the flat inverse in x's shape (no axis);
+    an output not asked for is empty."""
+    values, _, inverse, counts = ctx.multi("unique", x, axis=axis, sorted=True)
+    if return_inverse and axis is None:
+        inverse = ctx.op("reshape", inverse, ctx.op("shape", x))
     if not return_inverse:
         inverse = ctx.op("full", shape=[0], value=0.0, dtype=DType.INT64)
     if not return_counts:
@@ -76,12 +81,7 @@ def unique_dim(
     ctx: Ctx, self: Value, dim: int, sorted: bool = True, return_inverse: bool = False,  # noqa: A002
     return_counts: bool = False,
 ) -> tuple:  # fmt: skip
-    values, _, inverse, counts = ctx.multi("unique", self, axis=dim, sorted=True)
-    if not return_inverse:
-        inverse = ctx.op("full", shape=[0], value=0.0, dtype=DType.INT64)
-    if not return_counts:
-        counts = ctx.op("full", shape=[0], value=0.0, dtype=DType.INT64)
-    return values, inverse, counts
+    return _unique(ctx, self, return_inverse, return_counts, axis=dim)
 
 
 @converter("aten.unique_consecutive.default")
