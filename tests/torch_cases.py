@@ -255,6 +255,18 @@ def _cases() -> list[OpCase]:
     add("max_pool2d_ceil", nn.MaxPool2d(2, ceil_mode=True), img)
     add("max_pool2d_indices", nn.MaxPool2d(2, return_indices=True), img)
     add("max_pool3d", nn.MaxPool3d(2), r(1, 2, 4, 4, 4))
+
+    def unpool(pool: Callable, unpool: Callable) -> Callable:  # no *-unpacking: fx traces it
+        return lambda a: (lambda p: unpool(p[0], p[1]))(pool(a))
+
+    add("max_unpool2d", unpool(lambda a: F.max_pool2d(a, 2, return_indices=True),
+        lambda v, i: F.max_unpool2d(v, i, 2)), r(2, 3, 8, 8))  # fmt: skip
+    add("max_unpool2d_output_size", unpool(lambda a: F.max_pool2d(a, 3, 2, return_indices=True),
+        lambda v, i: F.max_unpool2d(v, i, 3, 2, output_size=(9, 10))), img)  # fmt: skip
+    add("max_unpool1d_unbatched", unpool(lambda a: F.max_pool1d(a, 2, return_indices=True),
+        lambda v, i: F.max_unpool1d(v, i, 2)), r(3, 8))  # fmt: skip
+    add("max_unpool3d", unpool(lambda a: F.max_pool3d(a, 2, return_indices=True),
+        lambda v, i: F.max_unpool3d(v, i, 2, stride=2)), r(1, 2, 4, 4, 4))  # fmt: skip
     add("avg_pool1d", nn.AvgPool1d(3, 2), r(2, 3, 10))
     add("avg_pool2d", nn.AvgPool2d(3, 2, padding=1, count_include_pad=False), img)
     add("avg_pool3d", nn.AvgPool3d(2), r(1, 2, 4, 4, 4))
