@@ -73,7 +73,8 @@ class MscAdapter(Adapter):
     metadata = AdapterMetadata(
         id="msc",
         name="msc adapter",
-        description="Models msc reads (.onnx, .pt2, saved msc graphs, generated PyTorch), "
+        description="Models msc reads (.onnx, .pt2, saved msc graphs, generated PyTorch, "
+        "codegen.relax directories and TVMScript files), "
         "shown as msc's framework-neutral graph with module namespaces.",
         source_repo="",
         fileExts=["onnx", "pt2", "msc", "py"],
