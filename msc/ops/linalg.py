@@ -2,7 +2,10 @@
 
 # NOTE: inputs are floating; the leading dims are a batch. Outputs are the mathematical
 # results (no LAPACK status codes); a frontend gives a source's ``info`` output as zeros.
-# ONNX has none of these but Det (tensor family), so codegen.onnx reports them unsupported.
+# ONNX has none of these but Det (tensor family): codegen.onnx lowers the direct ones (LU and
+# the solves, inverse, slogdet, Cholesky, QR, householder_product) through
+# msc.ops.decompose.linalg for static matrix sizes and reports the iterative ones (svd, eigh,
+# pinv, matrix_exp) unsupported.
 """
 
 from __future__ import annotations

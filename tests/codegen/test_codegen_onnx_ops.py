@@ -1008,6 +1008,50 @@ CASES += [
     ),
 ]
 
+
+# Linear algebra: ONNX has Det alone; msc.ops.decompose.linalg unrolls LU with partial
+# pivoting, substitutions, Cholesky and Householder QR over the (static) matrix size, in
+# float64. Compared with torch (LAPACK) at 1e-5; pivots and signs follow LAPACK's choices.
+def _spd(*shape):
+    a = f32(*shape)
+    return (a @ np.swapaxes(a, -1, -2) + shape[-1] * np.eye(shape[-1])).astype(np.float32)
+
+
+LA = torch.linalg
+_SQ, _SQB, _RHS = f32(4, 4), f32(2, 5, 5), f32(4, 2)
+_CHOL = np.linalg.cholesky(_spd(4, 4).astype(np.float64)).astype(np.float32)
+_LU, _PIV = (t.numpy() for t in LA.lu_factor(torch.from_numpy(_SQ)))
+_LA = dict(rtol=1e-5, atol=1e-5)
+CASES += [
+    C("inverse", [_SQB], ref=t(LA.inv), **_LA),
+    C("solve", [_SQ, _RHS], {"left": True}, ref=t(LA.solve), **_LA),
+    C("solve", [_SQB, f32(2, 5)], ref=t(LA.solve), id="solve_vector", **_LA),
+    C("solve", [_SQ, f32(3, 4)], {"left": False}, ref=t(lambda a, b: LA.solve(a, b, left=False)),
+      id="solve_right", **_LA),
+    C("solve_triangular", [_SQ, _RHS], {"upper": False},
+      ref=t(lambda a, b: LA.solve_triangular(a, b, upper=False)), **_LA),
+    C("solve_triangular", [_SQ, f32(3, 4)], {"upper": True, "left": False, "unitriangular": True},
+      ref=t(lambda a, b: LA.solve_triangular(a, b, upper=True, left=False, unitriangular=True)),
+      id="solve_triangular_right_unit", **_LA),
+    C("cholesky", [_spd(2, 4, 4)], ref=t(LA.cholesky), **_LA),
+    C("cholesky", [_spd(3, 3)], {"upper": True}, ref=t(lambda a: LA.cholesky(a, upper=True)),
+      id="cholesky_upper", **_LA),
+    C("cholesky_solve", [_RHS, _CHOL], ref=t(torch.cholesky_solve), **_LA),
+    C("cholesky_inverse", [_CHOL], ref=t(torch.cholesky_inverse), **_LA),
+    C("slogdet", [_SQB], ref=t(LA.slogdet), **_LA),
+    C("lu_factor", [_SQ], ref=t(LA.lu_factor), **_LA),
+    C("lu_factor", [f32(5, 3)], ref=t(LA.lu_factor), id="lu_factor_tall", **_LA),
+    C("lu_solve", [_LU, _PIV, _RHS], ref=t(LA.lu_solve), **_LA),
+    C("lu_solve", [_LU, _PIV, _RHS], {"adjoint": True},
+      ref=t(lambda lu, p, b: LA.lu_solve(lu, p, b, adjoint=True)), id="lu_solve_adjoint", **_LA),
+    C("lu_solve", [_LU, _PIV, f32(3, 4)], {"left": False},
+      ref=t(lambda lu, p, b: LA.lu_solve(lu, p, b, left=False)), id="lu_solve_right", **_LA),
+    C("qr", [f32(5, 3)], ref=t(LA.qr), **_LA),
+    C("qr", [f32(2, 3, 5)], {"mode": "complete"}, ref=t(lambda a: LA.qr(a, mode="complete")),
+      id="qr_complete_wide", **_LA),
+    C("householder_product", [f32(5, 3), f32(3)], ref=t(LA.householder_product), **_LA),
+]  # fmt: skip
+
 _ids = [c.id for c in CASES]
 assert len(_ids) == len(set(_ids)), sorted({i for i in _ids if _ids.count(i) > 1})
 

@@ -145,19 +145,14 @@ CASES: dict[str, tuple] = {
     ),
 }
 
-_LINALG = "ONNX has no linear-algebra operator but Det, and msc no decomposition of it yet"
+_LINALG = "ONNX has no linear-algebra operator but Det; svd and eigh iterate data-dependently"
 _SPECIAL = "ONNX has no such function; msc has no decomposition of it yet"
 NO_ONNX = {
     "polygamma_2": _SPECIAL,
     "zeta": _SPECIAL,
     "chebyshev_t": _SPECIAL + " (the degree is a tensor: it would need a loop)",
-    "inv": _LINALG,
-    "solve": _LINALG,
-    "cholesky": _LINALG,
-    "slogdet": _LINALG,
     "svdvals": _LINALG,
     "eigvalsh": _LINALG,
-    "lu_factor": _LINALG,
 }
 
 
