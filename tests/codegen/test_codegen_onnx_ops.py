@@ -26,6 +26,7 @@ from msc.errors import UnsupportedOpsError  # noqa: E402
 from msc.ir import DType, Graph, SymDim, TensorType  # noqa: E402
 from msc.ops import registry as ops  # noqa: E402
 from msc.ops.decompose import registry as rules  # noqa: E402
+from msc.ops.special import POLYNOMIALS  # noqa: E402
 
 RNG = np.random.default_rng(0)
 DEFAULT = conx.default_opset()
@@ -1050,6 +1051,16 @@ CASES += [
     C("qr", [f32(2, 3, 5)], {"mode": "complete"}, ref=t(lambda a: LA.qr(a, mode="complete")),
       id="qr_complete_wide", **_LA),
     C("householder_product", [f32(5, 3), f32(3)], ref=t(LA.householder_product), **_LA),
+]  # fmt: skip
+
+# Orthogonal polynomials of a tensor degree: their recurrence in a loop to the largest degree
+# (msc.ops.decompose.special), degrees 0..9 and a negative one (0) and a fractional one (trunc).
+_DEG = np.array([[0.0, 1.0, 2.0, 3.7, 9.0, -1.0]], np.float32)
+_XP = np.linspace(-1.4, 1.4, 24, dtype=np.float32).reshape(4, 6)
+CASES += [
+    C(op, [(_XP + 1) / 2 if op.startswith("shifted") else _XP, _DEG],
+      ref=t(getattr(torch.special, op)), rtol=1e-5, atol=1e-5)
+    for op in POLYNOMIALS
 ]  # fmt: skip
 
 _ids = [c.id for c in CASES]

@@ -150,7 +150,6 @@ _SPECIAL = "ONNX has no such function; msc has no decomposition of it yet"
 NO_ONNX = {
     "polygamma_2": _SPECIAL,
     "zeta": _SPECIAL,
-    "chebyshev_t": _SPECIAL + " (the degree is a tensor: it would need a loop)",
     "svdvals": _LINALG,
     "eigvalsh": _LINALG,
 }

@@ -14,7 +14,8 @@ from __future__ import annotations
 import math
 
 from msc.ir.dtype import DType
-from msc.ir.graph import Value
+from msc.ir.graph import Graph, Value
+from msc.ir.types import TensorType
 from msc.ops.decompose import Builder, registry
 
 F64 = DType.FLOAT64
@@ -313,3 +314,89 @@ for _name, _order, _second in (
 
     _jrule.__doc__ = f"A&S 9.4.1-9.4.6: {'Y' if _second else 'J'}{_order}."
     registry(_name)(_in64(_jrule))
+
+
+# ---------------------------------------------------------------- orthogonal polynomials
+# (x, n) with the degree n a tensor: the three-term recurrence p_{k+1} = a_k(x) p_k - c_k p_{k-1}
+# runs in a ``loop`` up to the largest degree present, each element keeping the p_k of its own
+# degree (trunc(n), as torch casts it); a negative degree gives 0, as torch's kernels do.
+# Each entry: (x -> p_1, (x, k) -> (a_k, c_k) with k the degree of p_k, shifted argument).
+def _cheb(p1):
+    return (p1, lambda b, x, k: (b.op("add", x, x), _c(b, 1.0)), False)
+
+
+def _hermite_h(b: Builder, x: Value, k: Value):
+    return b.op("add", x, x), b.op("add", k, k)
+
+
+def _laguerre(b: Builder, x: Value, k: Value):  # ((2k + 1 - x) p_k - k p_{k-1}) / (k + 1)
+    k1 = b.op("add", k, _c(b, 1.0))
+    return (b.op("div", b.op("sub", b.op("add", k, k1), x), k1), b.op("div", k, k1))
+
+
+def _legendre(b: Builder, x: Value, k: Value):  # ((2k + 1) x p_k - k p_{k-1}) / (k + 1)
+    k1 = b.op("add", k, _c(b, 1.0))
+    return (b.op("div", b.op("mul", b.op("add", k, k1), x), k1), b.op("div", k, k1))
+
+
+_RECURRENCES = {
+    "chebyshev_polynomial_t": _cheb(lambda b, x: x),
+    "chebyshev_polynomial_u": _cheb(lambda b, x: b.op("add", x, x)),
+    "chebyshev_polynomial_v": _cheb(lambda b, x: b.op("sub", b.op("add", x, x), _c(b, 1.0))),
+    "chebyshev_polynomial_w": _cheb(lambda b, x: b.op("add", b.op("add", x, x), _c(b, 1.0))),
+    "hermite_polynomial_h": (lambda b, x: b.op("add", x, x), _hermite_h, False),
+    "hermite_polynomial_he": (lambda b, x: x, lambda b, x, k: (x, k), False),
+    "laguerre_polynomial_l": (lambda b, x: b.op("sub", _c(b, 1.0), x), _laguerre, False),
+    "legendre_polynomial_p": (lambda b, x: x, _legendre, False),
+}
+for _kind in "tuvw":
+    _p1, _step, _ = _RECURRENCES[f"chebyshev_polynomial_{_kind}"]
+    _RECURRENCES[f"shifted_chebyshev_polynomial_{_kind}"] = (_p1, _step, True)
+
+
+def _polynomial(name: str):
+    first, step, shifted = _RECURRENCES[name]
+
+    def rule(b: Builder, x: Value, n: Value) -> Value:
+        yes = b.const(True, DType.BOOL)
+        xf, nf = b.cast(x, F64), b.cast(n, F64)
+        xb = b.op("where", yes, xf, nf)  # x broadcast against n
+        deg = b.cast(b.op("where", yes, nf, xf), DType.INT64)  # trunc(n), broadcast
+        if shifted:
+            xb = b.op("sub", b.op("add", xb, xb), _c(b, 1.0))
+        one = b.op("where", yes, _c(b, 1.0), xb)
+        p1 = b.op("where", yes, first(b, xb), xb)
+        i64 = lambda v: b.const(v, DType.INT64)  # noqa: E731
+        res = b.op("where", b.op("eq", deg, i64(1)), p1, _c(b, 0.0))
+        res = b.op("where", b.op("eq", deg, i64(0)), one, res)
+        # p_2 .. p_max(deg): max(deg) - 1 iterations (none when every degree is below 2)
+        top = b.op("reduce_max", b.op("reshape", deg, shape=[-1]), axes=[0], keepdims=False)
+        trips = b.op("where", b.op("gt", top, i64(1)), b.op("sub", top, i64(1)), i64(0))
+        body = Graph(f"{b._base}/recurrence")
+        it = body.add_input(f"{b._base}/k", TensorType(DType.INT64, ()))
+        body.add_input(f"{b._base}/cond", TensorType(DType.BOOL, ()))
+        carried = [
+            body.add_input(f"{b._base}/{nm}", v.type)
+            for nm, v in (("x", xb), ("n", deg), ("p_prev", one), ("p", p1), ("result", res))
+        ]
+        bx, bdeg, prev, cur, acc = carried
+        inner = Builder(prefix=f"{b._base}/step")
+        k = inner.op("add", inner.cast(it, F64), inner.const(1.0, F64))  # degree of p_k
+        a_k, c_k = step(inner, bx, k)
+        nxt = inner.op("sub", inner.op("mul", a_k, cur), inner.op("mul", c_k, prev))
+        hit = inner.op("eq", bdeg, inner.op("add", it, inner.const(2, DType.INT64)))
+        acc2 = inner.op("where", hit, nxt, acc)
+        keep = [inner.op("identity", v) for v in (bx, bdeg, cur)]
+        go = inner.const(True, DType.BOOL)
+        for node in inner.nodes:
+            body.add_node(node)
+        body.set_outputs([go, *keep, nxt, acc2])
+        outs = b.multi("loop", trips, None, xb, deg, one, p1, res, body=body)
+        return b.cast(outs[4], x.dtype)
+
+    rule.__doc__ = f"{name}: its three-term recurrence in a loop to the largest degree (float64)"
+    return rule
+
+
+for _name in _RECURRENCES:
+    registry.register(_name, _polynomial(_name))
