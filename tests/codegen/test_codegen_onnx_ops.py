@@ -1063,6 +1063,17 @@ CASES += [
     for op in POLYNOMIALS
 ]  # fmt: skip
 
+# Hurwitz zeta (Euler-Maclaurin, Cephes' scheme) and polygamma through it; special values
+# (x = 1, x < 1, non-positive integer q) as torch gives them.
+_ZX = np.array([1.5, 2.0, 3.3, 1.0, 0.5, 7.0, 12.0, 2.0, 3.0], np.float32)
+_ZQ = np.array([0.3, 1.0, 2.5, 1.0, 1.0, 0.1, 30.0, -2.5, -3.0], np.float32)
+_PG = np.array([0.2, 1.0, 3.7, 10.0, -1.5, 25.0], np.float32)
+CASES += [C("zeta", [_ZX, _ZQ], ref=t(torch.special.zeta), rtol=1e-5, atol=1e-6)] + [
+    C("polygamma", [_PG], {"n": n}, ref=t(lambda x, n=n: torch.polygamma(n, x)), rtol=1e-5,
+      atol=1e-6, id=f"polygamma_{n}")
+    for n in (1, 2, 3)
+]  # fmt: skip
+
 _ids = [c.id for c in CASES]
 assert len(_ids) == len(set(_ids)), sorted({i for i in _ids if _ids.count(i) > 1})
 

@@ -146,10 +146,7 @@ CASES: dict[str, tuple] = {
 }
 
 _LINALG = "ONNX has no linear-algebra operator but Det; svd and eigh iterate data-dependently"
-_SPECIAL = "ONNX has no such function; msc has no decomposition of it yet"
 NO_ONNX = {
-    "polygamma_2": _SPECIAL,
-    "zeta": _SPECIAL,
     "svdvals": _LINALG,
     "eigvalsh": _LINALG,
 }

@@ -400,3 +400,65 @@ def _polynomial(name: str):
 
 for _name in _RECURRENCES:
     registry.register(_name, _polynomial(_name))
+
+
+# ------------------------------------------------------------------ Hurwitz zeta, polygamma
+def _bernoulli_ratios(count: int) -> tuple[float, ...]:
+    """(2j)! / B_2j for j = 1..count (B_2j the Bernoulli numbers, from their recurrence)."""
+    from fractions import Fraction
+
+    bern = [Fraction(1)]
+    for m in range(1, 2 * count + 1):
+        bern.append(-sum(math.comb(m + 1, k) * bern[k] for k in range(m)) / (m + 1))
+    return tuple(float(math.factorial(2 * j) / bern[2 * j]) for j in range(1, count + 1))
+
+
+_ZETA_TERMS, _ZETA_RATIOS = 9, _bernoulli_ratios(12)
+
+
+def _zeta(b: Builder, x: Value, q: Value) -> Value:
+    """sum_{k<=9} (q + k)^-x plus the Euler-Maclaurin tail at w = q + 9 with 12 Bernoulli
+    terms (the scheme of Cephes' zeta, which torch uses; accurate for q > 0)."""
+    neg_x = b.op("neg", x)
+    s = _c(b, 0.0)
+    for k in range(_ZETA_TERMS + 1):  # k = 9 too: the trapezoid's end, half taken back below
+        s = b.op("add", s, b.op("pow", b.op("add", q, _c(b, float(k))), neg_x))
+    w = b.op("add", q, _c(b, float(_ZETA_TERMS)))
+    tail = b.op("pow", w, neg_x)  # w^-x
+    s = b.op("add", s, b.op("div", b.op("mul", tail, w), b.op("sub", x, _c(b, 1.0))))
+    s = b.op("sub", s, b.op("mul", tail, _c(b, 0.5)))
+    rising, term_w, k = _c(b, 1.0), tail, 0.0
+    for ratio in _ZETA_RATIOS:  # B_2j / (2j)! * x (x+1) ... (x+2j-2) * w^(-x-2j+1)
+        rising = b.op("mul", rising, b.op("add", x, _c(b, k)))
+        term_w = b.op("div", term_w, w)
+        s = b.op("add", s, b.op("div", b.op("mul", rising, term_w), _c(b, ratio)))
+        rising = b.op("mul", rising, b.op("add", x, _c(b, k + 1.0)))
+        term_w = b.op("div", term_w, w)
+        k += 2.0
+    # Cephes' special values: x = 1 -> inf, x < 1 -> NaN, q a non-positive integer -> inf,
+    # q <= 0 with x not an integer -> NaN.
+    s = _where(b, b.op("lt", x, _c(b, 1.0)), _c(b, math.nan), s)
+    s = _where(b, b.op("eq", x, _c(b, 1.0)), _c(b, math.inf), s)
+    q_le0 = b.op("le", q, _c(b, 0.0))
+    x_frac = b.op("ne", x, b.op("floor", x))
+    s = _where(b, b.op("logical_and", q_le0, x_frac), _c(b, math.nan), s)
+    q_pole = b.op("logical_and", q_le0, b.op("eq", q, b.op("floor", q)))
+    return _where(b, q_pole, _c(b, math.inf), s)
+
+
+@registry("zeta")
+@_in64
+def zeta(b: Builder, x: Value, q: Value) -> Value:
+    """Hurwitz zeta by Euler-Maclaurin summation (Cephes' scheme), float64."""
+    return _zeta(b, x, q)
+
+
+@registry("polygamma")
+def polygamma(b: Builder, x: Value, *, n: int) -> Value:
+    """(-1)^(n+1) n! zeta(n + 1, x) for n >= 1 (digamma for n = 0), float64."""
+    xf = b.cast(x, F64)
+    if n == 0:
+        return b.cast(b.op("digamma", xf), x.dtype)
+    z = _zeta(b, _c(b, float(n + 1)), xf)
+    sign = 1.0 if n % 2 else -1.0
+    return b.cast(b.op("mul", z, _c(b, sign * math.factorial(n))), x.dtype)
