@@ -5,6 +5,7 @@
     python bench/run.py --models bert-base gpt2 --skip beyond_ram
     python bench/run.py --check         # then compare with issue 16's targets; exit 1 if missed
     python bench/run.py --check --from-json bench/results/bench.json   # check a saved run
+    python bench/export_phases.py       # msc's part of torch -> ONNX vs torch.export, CPU time
 
 Prints one table per measurement (medians of --repeat runs, ratios against the peer, the
 target) and writes the same, with every worker's raw result, to bench/results/bench.json

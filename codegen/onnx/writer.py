@@ -8,16 +8,22 @@
 #   first, so a model over 2 GB saves.
 # - Weights whose regions were in a file this save replaces are re-pointed to the new file,
 #   so the graph stays usable after saving over its own source.
-# - Both files are written under temporary names in the target directory, flushed and fsynced,
-#   then renamed into place (data first, model last). On any failure the temporaries are
-#   removed and existing files at the target paths are left as they were.
+# - Both files are written under temporary names in the target directory through
+#   msc.io.files.DataFile (direct I/O where the file system has it: the bytes skip the page
+#   cache, which was most of the CPU time of a save), each fsynced once, then renamed into
+#   place (data first, model last). On any failure the temporaries are removed and existing
+#   files at the target paths are left as they were.
+# - One fsync per file, not one per save: POSIX makes fsync durable for its own file only,
+#   and the model must not become visible before the data it points to is durable. With
+#   direct I/O the data file's fsync has only metadata left to write; measured on BERT base
+#   (418 MiB of data, 182 KiB of model), the two fsyncs together take about 0.5 ms of CPU and
+#   10 to 35 ms of wall time of a 0.6 s save.
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import BinaryIO
 
 import numpy as np
 import onnx
@@ -40,21 +46,21 @@ def _weight_bytes(g: Graph) -> int:
     return sum(w.nbytes for w in g.weights.values() if w.has_data)
 
 
-def _write_weight(f: BinaryIO, w: Weight) -> int:
+def _write_weight(f: files.DataFile, w: Weight) -> int:
     """Append ``w``'s bytes as ONNX stores them; returns their count."""
     data = w.storage
     if w.type.dtype in SUB_BYTE_BITS:
         if isinstance(data, FileRegion) and data.packed:
-            return data.copy_to(f)
+            return f.copy_region(data)
         packed = data.packed_bytes() if isinstance(data, FileRegion | Packed) else pack(w.numpy())
         f.write(memoryview(packed))
         return packed.size
     if isinstance(data, FileRegion):
-        return data.copy_to(f)
+        return f.copy_region(data)
     return _write_array(f, w.numpy())
 
 
-def _write_array(f: BinaryIO, arr: np.ndarray) -> int:
+def _write_array(f: files.DataFile, arr: np.ndarray) -> int:
     a = np.ascontiguousarray(arr)
     if a.dtype.byteorder == ">":
         a = a.astype(a.dtype.newbyteorder("<"))
@@ -65,9 +71,9 @@ def _write_array(f: BinaryIO, arr: np.ndarray) -> int:
     return flat.size
 
 
-def _tmp(directory: Path, name: str) -> tuple[BinaryIO, Path]:
+def _tmp(directory: Path, name: str) -> tuple[files.DataFile, Path]:
     fd, p = files.mkstemp(directory, prefix=f".{name}.")
-    return os.fdopen(fd, "wb"), Path(p)
+    return files.DataFile(fd), Path(p)
 
 
 def save(
@@ -147,15 +153,15 @@ def save(
 
         model = ModelBuilder(graph, opset, external=external).run()
         if data_f is not None:
-            data_f.flush()
-            os.fsync(data_f.fileno())
+            data_f.finish()
             data_f.close()
         model_f, model_tmp = _tmp(directory, path.name)
         tmps.append(model_tmp)
-        with model_f:
+        try:
             model_f.write(model.SerializeToString())
-            model_f.flush()
-            os.fsync(model_f.fileno())
+            model_f.finish()
+        finally:
+            model_f.close()
         replaced = {str((directory / p).resolve()) for p in ([location] if location else [])}
         replaced.add(str(path.resolve()))
         for w in _reading(graph, replaced):

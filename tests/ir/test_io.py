@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 
 import ml_dtypes
@@ -10,7 +11,9 @@ import pytest
 
 import msc
 from msc import DType, Graph, TensorType
+from msc.io import files
 from msc.io import safetensors as st
+from msc.ir.tensor import FileRegion
 from tests import graphs
 
 ARRAYS = {
@@ -145,3 +148,62 @@ def test_streamed_write_releases_mapped_pages(tmp_path):
     st.write(tmp_path / "b.safetensors", {"w": mapped})
     np.testing.assert_array_equal(st.read(tmp_path / "b.safetensors")["w"], big)
     np.testing.assert_array_equal(mapped[-4:], big[-4:])  # still readable after the drop
+
+
+def _data_file_bytes(path, direct: bool, monkeypatch, pieces) -> bytes:
+    """Append ``pieces`` (bytes, or (file, offset, length) regions) through a DataFile."""
+    if not direct:
+        monkeypatch.setattr(files, "_direct_io", lambda fd: False)
+    fd, tmp = files.mkstemp(path.parent, prefix="t.")
+    f = files.DataFile(fd)
+    try:
+        if direct and not f.direct:
+            pytest.skip(f"{path.parent}: the file system does not do direct I/O")
+        assert f.direct == direct
+        for p in pieces:
+            if isinstance(p, bytes):
+                assert f.write(p) == len(p)
+            else:
+                src, off, n = p
+                region = FileRegion(str(src), off, n, DType.UINT8, (n,))
+                assert f.copy_region(region) == n
+        f.finish()
+        assert f.size == os.path.getsize(tmp)
+    finally:
+        f.close()
+    return open(tmp, "rb").read()
+
+
+def test_data_file_bytes_are_those_appended(tmp_path, monkeypatch):
+    """Direct and buffered writes give the same file: pieces of every size across the
+    staging buffer's edges, file regions, an unaligned end (padded, then truncated)."""
+    monkeypatch.setattr(files, "_STAGE", 3 * files._BLOCK)  # several drains per piece
+    rng = np.random.default_rng(0)
+    src = tmp_path / "src.bin"
+    src.write_bytes(rng.bytes(40_000))
+    sizes = [1, 4095, 4096, 4097, 12_288, 30_001, 0, 7]
+    pieces = [rng.bytes(n) for n in sizes] + [(src, 3, 20_000), b"tail", (src, 0, 5)]
+    want = b"".join(
+        p if isinstance(p, bytes) else src.read_bytes()[p[1] : p[1] + p[2]] for p in pieces
+    )
+    assert _data_file_bytes(tmp_path / "d", True, monkeypatch, pieces) == want
+    assert _data_file_bytes(tmp_path / "b", False, monkeypatch, pieces) == want
+
+
+def test_data_file_falls_back_when_direct_writes_are_refused(tmp_path, monkeypatch):
+    """A file system that takes O_DIRECT but refuses the writes (EINVAL) gets the same bytes
+    through buffered writes."""
+    monkeypatch.setattr(files, "_STAGE", 2 * files._BLOCK)
+    real = os.pwrite
+    calls = []
+
+    def pwrite(fd, data, offset):
+        calls.append(offset)
+        if len(calls) == 2:  # after one block went out directly
+            raise OSError(errno.EINVAL, "Invalid argument")
+        return real(fd, data, offset)
+
+    monkeypatch.setattr(os, "pwrite", pwrite)
+    data = np.random.default_rng(1).bytes(5 * files._BLOCK + 11)
+    assert _data_file_bytes(tmp_path / "d", True, monkeypatch, [data[:100], data[100:]]) == data
+    assert calls == [0, 2 * files._BLOCK]
