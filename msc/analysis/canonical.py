@@ -213,6 +213,23 @@ def normalize_spellings(g: Graph, done: Counter[str]) -> None:
             _set_op(g, n, n.op, {**n.attrs, "axes": new})
 
 
+def _drop_output_identities(g: Graph) -> None:
+    """An ``identity`` giving a graph output the name of a value it replaced (``msc.rewrite``
+    keeps output names so) is dropped: its input takes the name. A spelling: not counted."""
+    for n in [n for n in g.nodes if n.op == "identity"]:
+        o, v = n.outputs[0], n.inputs[0]
+        if v is None or v.producer is None or len(v.uses) != 1:
+            continue
+        if not any(x is o for x in g.outputs) or any(x is v for x in g.outputs):
+            continue
+        g.outputs = [v if x is o else x for x in g.outputs]
+        name = o.name
+        g.remove_node(n)
+        g._taken.discard(v.name)  # noqa: SLF001 - renaming a value this module owns
+        v.name = name
+        g._taken.add(name)  # noqa: SLF001
+
+
 def _drop_unused_weights(g: Graph) -> None:
     for k in [k for k, w in g.weights.items() if not w.uses and w not in g.outputs]:
         del g.weights[k]
@@ -232,21 +249,10 @@ def _rule(
     label: str | Callable[[Match], str],
     find: Callable[[Node], Match | None],
     replace: Callable[[Builder, Match], Value | None],
-    *,
-    not_an_output: bool = False,
 ) -> Rule:
-    """A rule whose pattern is found by ``find`` from its root node. ``not_an_output``: the
-    root's value must not be a graph output (a rule that drops a node would leave an
-    identity there)."""
-
-    def check(m: Match) -> bool:
-        outs = m.graph.outputs if m.graph is not None else []
-        return not any(o is v for o in outs for v in m.root.outputs)
-
+    """A rule whose pattern is found by ``find`` from its root node."""
     name = label if isinstance(label, str) else find.__name__
-    return Rule(
-        label, Pattern(name, matcher=find, replace=replace, check=check if not_an_output else None)
-    )
+    return Rule(label, Pattern(name, matcher=find, replace=replace))
 
 
 def _counted(rules: list[Rule], done: Counter[str]) -> list[Pattern]:
@@ -539,8 +545,8 @@ EARLY: list[Rule] = [
 
 # In priority order (``msc.rewrite`` tries each over the whole graph, in rounds).
 RULES: list[Rule] = [
-    _rule(_no_op_label, _find_no_op, _keep, not_an_output=True),
-    _rule("where of a constant condition dropped", _find_constant_where, _keep, not_an_output=True),
+    _rule(_no_op_label, _find_no_op, _keep),
+    _rule("where of a constant condition dropped", _find_constant_where, _keep),
     _rule(_bn_label, _find_batch_norm, _fold_batch_norm),
     _rule("gemm -> linear", _find_gemm, _gemm_to_linear),
     _rule("matmul + add -> linear", _find_matmul_add, _matmul_add_to_linear),
@@ -570,7 +576,17 @@ def canonicalize(g: Graph) -> Canonical:
     out = rewrite(out, _counted(EARLY, done))
     fold_constants(out, done)
     normalize_spellings(out, done)
-    out = rewrite(out, _counted(RULES, done))
+    rules = _counted(RULES, done)
+    out = rewrite(out, rules)
+    _drop_output_identities(out)
+    # A rule may leave constants behind (a fused attention's guard of a constant mask): fold
+    # them, and let the rules see the result.
+    before = done["constants folded"]
+    constants_to_weights(out, done)
+    fold_constants(out, done)
+    if done["constants folded"] != before:
+        out = rewrite(out, rules)
+        _drop_output_identities(out)
     normalize_spellings(out, done)
     _drop_unused_weights(out)
     _rename_new_values(out, g)

@@ -416,6 +416,20 @@ def _gelu(half):
     return body
 
 
+def _spelled_attention(mask):
+    """softmax(x relu(x)^T * 0.5 + mask) x with the NaN guard exporters add: attention(x,
+    relu(x), x, mask, scale=0.5)."""
+
+    def body(g, x):
+        kt = _op(g, "transpose", _op(g, "relu", x), perm=[0, 1, 3, 2])
+        s = _op(g, "mul", _op(g, "matmul", x, kt), g.add_weight("scale", np.array(0.5, np.float32)))
+        p = _op(g, "softmax", _op(g, "add", s, g.add_weight("mask", mask)), axis=-1)
+        zero = g.add_weight("zero", np.zeros((), np.float32))
+        return _op(g, "matmul", _op(g, "where", _op(g, "isnan", p), zero, p), x)
+
+    return body
+
+
 ALL_TRUE, ONE_FALSE = np.ones((1, 1, 4, 4), bool), np.eye(4, dtype=bool).reshape(1, 1, 4, 4)
 CANONICAL_CASES = [
     # id, A, B (the same computation), B' (a real change), the rewrite diff names
@@ -423,6 +437,10 @@ CANONICAL_CASES = [
      "attention's no-op mask dropped"),
     ("zero_mask", _attention(None), _attention(np.zeros((1, 1, 4, 4), np.float32)),
      _attention(np.where(ONE_FALSE, 0, -1).astype(np.float32)), "attention's no-op mask dropped"),
+    ("spelled_attention", _attention(None),
+     _spelled_attention(np.zeros((1, 1, 4, 4), np.float32)),
+     _spelled_attention(np.where(ONE_FALSE, 0, -1).astype(np.float32)),
+     "spelled-out attention fused"),
     ("where", lambda g, x: _op(g, "neg", _op(g, "relu", x)),
      _guarded([False] * 4), _guarded([False, True, False, False]),
      "where of a constant condition dropped"),
