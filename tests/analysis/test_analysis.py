@@ -430,6 +430,19 @@ def _spelled_attention(mask):
     return body
 
 
+def _spelled_layer_norm(eps):
+    def body(g, x):
+        if eps is None:
+            return _op(g, "layer_norm", x, axis=3, eps=1e-5)
+        d = _op(g, "sub", x, _op(g, "reduce_mean", x, axes=[-1], keepdims=True))
+        two = g.add_weight("two", np.array(2.0, np.float32))
+        var = _op(g, "reduce_mean", _op(g, "pow", d, two), axes=[-1], keepdims=True)
+        e = g.add_weight("eps", np.array(eps, np.float32))
+        return _op(g, "div", d, _op(g, "sqrt", _op(g, "add", var, e)))
+
+    return body
+
+
 ALL_TRUE, ONE_FALSE = np.ones((1, 1, 4, 4), bool), np.eye(4, dtype=bool).reshape(1, 1, 4, 4)
 CANONICAL_CASES = [
     # id, A, B (the same computation), B' (a real change), the rewrite diff names
@@ -441,6 +454,8 @@ CANONICAL_CASES = [
      _spelled_attention(np.zeros((1, 1, 4, 4), np.float32)),
      _spelled_attention(np.where(ONE_FALSE, 0, -1).astype(np.float32)),
      "spelled-out attention fused"),
+    ("layer_norm", _spelled_layer_norm(None), _spelled_layer_norm(1e-5),
+     _spelled_layer_norm(1e-3), "spelled-out layer_norm fused"),
     ("where", lambda g, x: _op(g, "neg", _op(g, "relu", x)),
      _guarded([False] * 4), _guarded([False, True, False, False]),
      "where of a constant condition dropped"),
