@@ -2,29 +2,42 @@
 
 Two files of one model differ in ways that change nothing: torch.onnx folds BatchNorm into
 the conv before it, writes ``linear`` as ``Gemm`` or as ``MatMul`` + ``Add``, ``embedding`` as
-``Gather``, adaptive average pooling to 1 as ``ReduceMean``/``GlobalAveragePool`` and
-``flatten`` as ``Reshape``. ``canonicalize`` applies each rewrite to a copy of a graph, in one
-direction, and counts what it did, so ``diff`` can say "equivalent up to N known rewrites"
-and compare what is left.
+``Gather``, adaptive average pooling to 1 as ``ReduceMean``/``GlobalAveragePool``, ``flatten``
+as ``Reshape``, attention, GELU and LayerNorm spelled out or fused, an all-ones mask or weight
+kept or left out. ``canonicalize`` applies each rewrite to a copy of a graph, in one direction,
+and counts what it did, so ``diff`` can say "equivalent up to N known rewrites" and compare
+what is left.
+
+Graph passes (spellings and constants, not patterns):
 
 - ``constants_to_weights``: ``constant`` nodes -> weights; ``fold_constants``: nodes that
   read only weights are computed -> weights;
+- ``normalize_spellings``: axes non-negative and sorted, trailing absent inputs dropped.
 
-Passes (each a function of the graph and a counter; a pattern rewrite in ``msc.rewrite``'s
-sense, written out here until that API lands):
+Pattern rewrites (``msc.rewrite`` patterns, ``RULES``; each counted under its label):
 
-- ``fold_batch_norm``: ``batch_norm(conv|linear(x, W, b))`` with constant statistics ->
+- ``batch_norm(conv|linear(x, W, b))`` with constant statistics ->
   ``conv|linear(x, W * s, (b - mean) * s + beta)``, ``s = gamma / sqrt(var + eps)``;
-- ``gemm_to_linear``: ``gemm(x, W, c)`` (alpha = beta = 1, no transposed A) -> ``linear``;
-- ``matmul_add_to_linear``: ``matmul(x, W)`` (+ ``add`` of a 1-d bias) -> ``linear(x, W^T, b)``;
-- ``gather_to_embedding``: ``gather(W, ids, axis=0)`` of a 2-d weight -> ``embedding``;
-- ``adaptive_pool_to_mean``: ``adaptive_avg_pool(x, 1...)`` -> ``reduce_mean`` (keepdims);
-- ``reshape_to_flatten``: ``reshape`` of [N, ...] to [N, prod] -> ``flatten(start_axis=1)``.
+- ``gemm(x, W, c)`` (alpha = beta = 1, no transposed A) -> ``linear``;
+- ``matmul(x, W)`` (+ ``add`` of a 1-d bias) -> ``linear(x, W^T, b)``; ``matmul(x,
+  transpose(W))`` -> ``linear(x, W)`` (the transpose absorbed, before constants fold);
+- ``gather(W, ids, axis=0)`` of a 2-d weight -> ``embedding``;
+- ``adaptive_avg_pool(x, 1...)`` -> ``reduce_mean`` (keepdims);
+- ``reshape`` of [N, ...] to [N, prod] -> ``flatten(start_axis=1)``;
+- reshape / expand to the same shape, transpose by the identity, cast to the same dtype -> x;
+- ``where(c, a, b)`` of a constant all-true / all-false condition -> ``a`` / ``b``;
+- ``attention(q, k, v, mask)`` with a mask that masks nothing (all true, all zero) -> no mask;
+- a norm's all-ones weight and all-zeros bias -> absent (the op's default);
+- the spelled-out forms of GELU, LayerNorm, RMSNorm, SiLU and attention -> the fused op
+  (``msc.ops.fusions``; attention's K^T through any transpose).
 
-# NOTE: invariants. A rewritten pattern's result keeps the value (and so the name) of the
-# pattern's last node, so every value of the canonical graph is a value of the original one:
-# ``verify`` can read it from the model running natively. Weights a pass computes are new
-# arrays on the copy; the original graph is never modified.
+# NOTE: invariants. Every rewrite is exact: the canonical graph computes what the graph did.
+# A rewritten pattern's result keeps the value (and so the name) of the pattern's last node,
+# and a node that absorbed another keeps its own name and provenance (the conv, not its
+# BatchNorm), so every value of the canonical graph is a value of the original one or has a
+# name the original does not use: ``verify`` reads values by name from the model running
+# natively. Weights a rule computes are new arrays on the copy; the original graph is never
+# modified.
 """
 
 from __future__ import annotations
@@ -35,9 +48,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from msc.ir.builder import Builder
 from msc.ir.graph import Graph, Node, Value, Weight
+from msc.ops.fusions import FUSIONS
+from msc.ops.rewrite import Match, Pattern, constant_value, rewrite
 
-__all__ = ["Canonical", "canonicalize", "PASSES", "copy_graph"]
+__all__ = ["Canonical", "canonicalize", "RULES", "copy_graph"]
 
 
 @dataclass
@@ -65,28 +81,11 @@ def _const(v: Value | None) -> np.ndarray | None:
     return v.numpy() if isinstance(v, Weight) and v.has_data else None
 
 
-def _only_use(v: Value, g: Graph) -> Node | None:
-    """The one node reading ``v`` when it has exactly one use and is not a graph output."""
-    if len(v.uses) != 1 or any(o is v for o in g.outputs):
-        return None
-    return v.uses[0][0]
-
-
 def _new_weight(g: Graph, base: str, data: np.ndarray) -> Weight:
     name, k = base, 1
     while name in g.weights:
         name, k = f"{base}_{k}", k + 1
     return g.add_weight(name, data, role="parameter")
-
-
-def _set_or_new(g: Graph, w: Value | None, user: Node, role: str, data: np.ndarray) -> Weight:
-    """``w`` holding ``data`` when ``user`` is its only reader, else a new weight named after
-    ``user``'s weight (``conv1.weight`` -> ``conv1.bias``)."""
-    if isinstance(w, Weight) and len(w.uses) == 1 and w.uses[0][0] is user:
-        w.set_data(data)
-        return w
-    wname = user.inputs[1].name or "w"  # type: ignore[union-attr]
-    return _new_weight(g, f"{wname.removesuffix('.weight')}.{role}", data)
 
 
 def _set_op(g: Graph, n: Node, op: str, attrs: dict) -> None:
@@ -95,46 +94,17 @@ def _set_op(g: Graph, n: Node, op: str, attrs: dict) -> None:
     n.attrs = g.opset.get(op).normalize_attrs(attrs)
 
 
-# Ops whose ``axis`` counts the dims of their first input.
-_AXIS_OPS = {"layer_norm", "softmax", "log_softmax", "concat", "gather", "gather_elements"}
+def _static(v: Value | None) -> tuple[int, ...] | None:
+    if v is None or v.type.shape is None or not all(isinstance(d, int) for d in v.type.shape):
+        return None
+    return tuple(v.type.shape)
 
 
-def normalize_axes(g: Graph, done: Counter[str]) -> None:
-    """Axes as non-negative (and reduction axes sorted): ``[-1, -2]`` is ``[2, 3]`` of a 4-d
-    input. An embedding's ``padding_idx`` (a training-only fact) is dropped. Spellings, not
-    rewrites: not counted."""
-    for n in g.nodes:
-        x = n.inputs[0] if n.inputs else None
-        rank = len(x.type.shape) if x is not None and x.type.shape is not None else None
-        if n.op in _AXIS_OPS and rank and isinstance(n.attrs.get("axis"), int):
-            if n.attrs["axis"] < 0:
-                _set_op(g, n, n.op, {**n.attrs, "axis": n.attrs["axis"] % rank})
-        if n.op == "embedding" and n.attrs.get("padding_idx") is not None:
-            _set_op(g, n, n.op, {**n.attrs, "padding_idx": None})
-        axes = n.attrs.get("axes") if n.op.startswith("reduce_") else None
-        x = n.inputs[0] if n.inputs else None
-        if axes is None or x is None or x.type.shape is None:
-            continue
-        rank = len(x.type.shape)
-        new = sorted(a % rank for a in axes)
-        if list(axes) != new:
-            _set_op(g, n, n.op, {**n.attrs, "axes": new})
+def _size(shape) -> int:
+    return int(np.prod([int(d) for d in shape])) if shape else 1
 
 
-def _replace(g: Graph, old: Value, new: Value) -> None:
-    """Route every use of ``old`` (and graph outputs) to ``new``, which takes ``old``'s name:
-    the canonical graph keeps the names of the pattern's last node."""
-    old.replace_all_uses_with(new)
-    g.outputs = [new if o is old else o for o in g.outputs]
-    name = old.name
-    g.remove_node(old.producer)  # type: ignore[arg-type]
-    g._taken.discard(new.name)  # noqa: SLF001 - renaming a value this module owns
-    new.name = name
-    g._taken.add(name)  # noqa: SLF001
-    new.type = old.type
-
-
-# ------------------------------------------------------------------------------ passes
+# ------------------------------------------------------------------------------ graph passes
 def constants_to_weights(g: Graph, done: Counter[str]) -> None:
     """``constant`` nodes (a legacy export's ``Identity`` of an initializer, folded literals)
     become weights, as the other exporter stored them."""
@@ -212,135 +182,428 @@ def fold_constants(g: Graph, done: Counter[str]) -> None:
     done["constants folded"] += len(fold)
 
 
-def _size(shape) -> int:
-    return int(np.prod([int(d) for d in shape])) if shape else 1
+# Ops whose ``axis`` counts the dims of their first input.
+_AXIS_OPS = {"layer_norm", "rms_norm", "softmax", "log_softmax", "concat", "gather"}
+_AXIS_OPS |= {"gather_elements"}
 
 
-def fold_batch_norm(g: Graph, done: Counter[str]) -> None:
-    for bn in [n for n in g.nodes if n.op == "batch_norm"]:
-        x = bn.inputs[0]
-        p = x.producer if x is not None else None
-        if p is None or p.op not in ("conv", "linear") or _only_use(x, g) is not bn:
+def normalize_spellings(g: Graph, done: Counter[str]) -> None:
+    """Axes as non-negative (and reduction axes sorted): ``[-1, -2]`` is ``[2, 3]`` of a 4-d
+    input; trailing absent inputs left out (``layer_norm(x, _, _)`` is ``layer_norm(x)``). An
+    embedding's ``padding_idx`` (a training-only fact) is dropped. Spellings, not rewrites:
+    not counted."""
+    for n in g.nodes:
+        if n.inputs and n.inputs[-1] is None:
+            ins = list(n.inputs)
+            while ins and ins[-1] is None:
+                ins.pop()
+            n.inputs = ins
+        x = n.inputs[0] if n.inputs else None
+        rank = len(x.type.shape) if x is not None and x.type.shape is not None else None
+        if n.op in _AXIS_OPS and rank and isinstance(n.attrs.get("axis"), int):
+            if n.attrs["axis"] < 0:
+                _set_op(g, n, n.op, {**n.attrs, "axis": n.attrs["axis"] % rank})
+        if n.op == "embedding" and n.attrs.get("padding_idx") is not None:
+            _set_op(g, n, n.op, {**n.attrs, "padding_idx": None})
+        axes = n.attrs.get("axes") if n.op.startswith("reduce_") else None
+        if axes is None or rank is None:
             continue
-        gamma, beta, mean, var = (_const(v) for v in bn.inputs[1:5])
-        w = _const(p.inputs[1])
-        if w is None or mean is None or var is None:
+        new = sorted(a % rank for a in axes)
+        if list(axes) != new:
+            _set_op(g, n, n.op, {**n.attrs, "axes": new})
+
+
+def _drop_output_identities(g: Graph) -> None:
+    """An ``identity`` giving a graph output the name of a value it replaced (``msc.rewrite``
+    keeps output names so) is dropped: its input takes the name. A spelling: not counted."""
+    for n in [n for n in g.nodes if n.op == "identity"]:
+        o, v = n.outputs[0], n.inputs[0]
+        if v is None or v.producer is None or len(v.uses) != 1:
             continue
-        b = _const(p.inputs[2]) if len(p.inputs) > 2 and p.inputs[2] is not None else None
-        if len(p.inputs) > 2 and p.inputs[2] is not None and b is None:
+        if not any(x is o for x in g.outputs) or any(x is v for x in g.outputs):
             continue
-        c = w.shape[0]
-        gamma = np.ones(c) if gamma is None else gamma.astype(np.float64)
-        beta = np.zeros(c) if beta is None else beta.astype(np.float64)
-        s = gamma / np.sqrt(var.astype(np.float64) + bn.attrs["eps"])
-        w2 = (w.astype(np.float64) * s.reshape((c,) + (1,) * (w.ndim - 1))).astype(w.dtype)
-        b0 = np.zeros(c) if b is None else b.astype(np.float64)
-        b2 = ((b0 - mean.astype(np.float64)) * s + beta).astype(w.dtype)
-        nw = _set_or_new(g, p.inputs[1], p, "weight", w2)
-        nb = _set_or_new(g, p.inputs[2] if len(p.inputs) > 2 else None, p, "bias", b2)
-        p.inputs = [p.inputs[0], nw, nb]
-        _replace(g, bn.outputs[0], p.outputs[0])
-        done[f"batch_norm folded into {p.op}"] += 1
+        g.outputs = [v if x is o else x for x in g.outputs]
+        name = o.name
+        g.remove_node(n)
+        g._taken.discard(v.name)  # noqa: SLF001 - renaming a value this module owns
+        v.name = name
+        g._taken.add(name)  # noqa: SLF001
 
 
-def gemm_to_linear(g: Graph, done: Counter[str]) -> None:
-    for n in [n for n in g.nodes if n.op == "gemm"]:
-        a = n.attrs
-        w = _const(n.inputs[1])
-        c = n.inputs[2] if len(n.inputs) > 2 else None
-        if w is None or a["alpha"] != 1.0 or a["trans_a"] or w.ndim != 2:
+def _drop_unused_weights(g: Graph) -> None:
+    for k in [k for k, w in g.weights.items() if not w.uses and w not in g.outputs]:
+        del g.weights[k]
+
+
+# ------------------------------------------------------------------------------ rules
+@dataclass(frozen=True)
+class Rule:
+    """A pattern and the label its rewrites are counted under (a function of the match when
+    it depends on it: "batch_norm folded into conv")."""
+
+    label: str | Callable[[Match], str]
+    pattern: Pattern
+
+
+def _rule(
+    label: str | Callable[[Match], str],
+    find: Callable[[Node], Match | None],
+    replace: Callable[[Builder, Match], Value | None],
+) -> Rule:
+    """A rule whose pattern is found by ``find`` from its root node."""
+    name = label if isinstance(label, str) else find.__name__
+    return Rule(label, Pattern(name, matcher=find, replace=replace))
+
+
+def _counted(rules: list[Rule], done: Counter[str]) -> list[Pattern]:
+    """The rules' patterns, counting each rewrite made under its rule's label."""
+    out = []
+    for r in rules:
+        p = r.pattern
+
+        def replace(b: Builder, m: Match, p: Pattern = p, r: Rule = r) -> Value | None:
+            new = p.replace(b, m)  # type: ignore[operator]
+            if new is not None:
+                done[r.label(m) if callable(r.label) else r.label] += 1
+            return new
+
+        out.append(
+            Pattern(
+                p.name,
+                p.inputs,
+                p.outputs,
+                replace=replace,
+                matcher=p.matcher,
+                check=p.check,
+                any_dtype=p.any_dtype,
+            )
+        )
+    return out
+
+
+def _weight_in_place(g: Graph, old: Value | None, m: Match, data: np.ndarray, name: str) -> Weight:
+    """``data`` as a weight: under ``old``'s name when only the match reads ``old`` (the conv
+    whose BatchNorm was folded keeps ``conv.weight``), else a new weight ``name``."""
+    if isinstance(old, Weight) and all(u in m.nodes for u, _ in old.uses):
+        del g.weights[old.name]
+        return g.add_weight(old.name, data, role=old.role, aliases=old.aliases)
+    return _new_weight(g, name, data)
+
+
+def _find_batch_norm(bn: Node) -> Match | None:
+    if bn.op != "batch_norm" or bn.inputs[0] is None:
+        return None
+    p = bn.inputs[0].producer
+    if p is None or p.op not in ("conv", "linear"):
+        return None
+    w, mean, var = _const(p.inputs[1]), _const(bn.inputs[3]), _const(bn.inputs[4])
+    if w is None or mean is None or var is None or mean.shape != (w.shape[0],):
+        return None
+    if p.op == "linear" and len(p.outputs[0].type.shape or ()) != 2:
+        return None  # batch_norm normalizes dim 1: a linear's features only for [N, C]
+    given = [v for v in (*p.inputs[2:3], *bn.inputs[1:3]) if v is not None]
+    if any(_const(v) is None for v in given):
+        return None
+    return Match(bn, [p, bn], {"x": p.inputs[0]}, anchor=p, info={"op": p.op})
+
+
+def _fold_batch_norm(b: Builder, m: Match) -> Value:
+    bn, p, g = m.root, m.anchor, m.graph
+    assert p is not None and g is not None
+    w = _const(p.inputs[1])
+    assert w is not None
+    bias = p.inputs[2] if len(p.inputs) > 2 else None
+    gamma, beta, mean, var = (_const(v) for v in bn.inputs[1:5])
+    c = w.shape[0]
+    gamma = np.ones(c) if gamma is None else gamma.astype(np.float64)
+    beta = np.zeros(c) if beta is None else beta.astype(np.float64)
+    s = gamma / np.sqrt(var.astype(np.float64) + bn.attrs["eps"])  # type: ignore[union-attr]
+    w2 = (w.astype(np.float64) * s.reshape((c,) + (1,) * (w.ndim - 1))).astype(w.dtype)
+    b0 = np.zeros(c) if bias is None else _const(bias).astype(np.float64)  # type: ignore[union-attr]
+    b2 = ((b0 - mean.astype(np.float64)) * s + beta).astype(w.dtype)  # type: ignore[union-attr]
+    base = (p.inputs[1].name or "w").removesuffix(".weight")  # type: ignore[union-attr]
+    nw = _weight_in_place(g, p.inputs[1], m, w2, f"{base}.weight")
+    nb = _weight_in_place(g, bias, m, b2, f"{base}.bias")
+    return b.op(p.op, m["x"], nw, nb, **p.attrs)
+
+
+def _find_gemm(n: Node) -> Match | None:
+    if n.op != "gemm":
+        return None
+    a, w = n.attrs, _const(n.inputs[1])
+    c = n.inputs[2] if len(n.inputs) > 2 else None
+    if w is None or a["alpha"] != 1.0 or a["trans_a"] or w.ndim != 2:
+        return None
+    out = w.shape[0] if a["trans_b"] else w.shape[1]
+    if c is not None and (a["beta"] != 1.0 or tuple(c.type.shape or ()) != (out,)):
+        return None
+    return Match(n, [n], {"x": n.inputs[0]} | ({"c": c} if c is not None else {}))  # type: ignore[dict-item]
+
+
+def _gemm_to_linear(b: Builder, m: Match) -> Value:
+    from msc.ops.fusions import transposed_weight
+
+    n, g = m.root, m.graph
+    w = n.inputs[1]
+    if not n.attrs["trans_b"]:
+        w = transposed_weight(g, w, m.nodes)  # type: ignore[arg-type]
+    return b.op("linear", m["x"], w, m.values.get("c"))
+
+
+def _matmul_weight(mm: Node | None) -> np.ndarray | None:
+    """The constant 2-d right operand of a matmul of a computed value, else None."""
+    if mm is None or mm.op != "matmul" or isinstance(mm.inputs[0], Weight):
+        return None
+    w = _const(mm.inputs[1])
+    return w if w is not None and w.ndim == 2 else None
+
+
+def _find_matmul_add(n: Node) -> Match | None:
+    """add(matmul(x, W), b) or add(linear(x, W), b) with b 1-d of the output features."""
+    if n.op != "add" or len(n.inputs) != 2:
+        return None
+    for y, other in (n.inputs, n.inputs[::-1]):
+        p = y.producer if y is not None else None
+        bv = _const(other)
+        if p is None or bv is None or bv.ndim != 1 or y.type != n.outputs[0].type:
             continue
-        if c is not None and (a["beta"] != 1.0 or len(c.type.shape or ()) != 1):
-            continue
-        wt = n.inputs[1]
-        if not a["trans_b"]:
-            wt = _new_weight(g, f"{n.inputs[1].name}.T", np.ascontiguousarray(w.T))
-        _set_op(g, n, "linear", {})
-        n.inputs = [n.inputs[0], wt, c]
-        done["gemm -> linear"] += 1
+        if p.op == "matmul" and (w := _matmul_weight(p)) is not None and bv.shape == w.shape[1:]:
+            return Match(n, [p, n], {"x": p.inputs[0], "bias": other}, info={"mm": p})  # type: ignore[dict-item]
+        if p.op == "linear" and (len(p.inputs) < 3 or p.inputs[2] is None):
+            w = _const(p.inputs[1])
+            if w is not None and w.ndim == 2 and bv.shape == w.shape[:1]:
+                return Match(n, [p, n], {"x": p.inputs[0], "bias": other}, info={"lin": p})  # type: ignore[dict-item]
+    return None
 
 
-def matmul_add_to_linear(g: Graph, done: Counter[str]) -> None:
-    for n in [n for n in g.nodes if n.op == "matmul"]:
-        w = _const(n.inputs[1])
-        x = n.inputs[0]
-        if w is None or w.ndim != 2 or x is None or isinstance(x, Weight):
-            continue
-        name = n.inputs[1].name  # type: ignore[union-attr]
-        base = name.removesuffix(".weight_t") if name.endswith(".weight_t") else name + ".T"
-        wt = _new_weight(g, base + (".weight" if name.endswith(".weight_t") else ""), w.T.copy())
-        add = _only_use(n.outputs[0], g)
-        bias = None
-        if add is not None and add.op == "add":
-            other = add.inputs[1] if add.inputs[0] is n.outputs[0] else add.inputs[0]
-            bv = _const(other)
-            if bv is not None and bv.ndim == 1 and bv.shape[0] == w.shape[1]:
-                bias = other
-        _set_op(g, n, "linear", {})
-        n.inputs = [x, wt, bias]
-        if bias is not None:
-            _replace(g, add.outputs[0], n.outputs[0])  # type: ignore[union-attr]
-            done["matmul + add -> linear"] += 1
-        else:
-            done["matmul -> linear"] += 1
+def _linear_weight(g: Graph, mm: Node, m: Match) -> Weight:
+    """A matmul's [in, out] weight as linear's [out, in]: ``x.weight_t`` -> ``x.weight``."""
+    w = mm.inputs[1]
+    name = w.name or "w"  # type: ignore[union-attr]
+    base = name.removesuffix(".weight_t") + ".weight" if name.endswith(".weight_t") else name + ".T"
+    return _new_weight(g, base, np.ascontiguousarray(_const(w).T))  # type: ignore[union-attr]
 
 
-def gather_to_embedding(g: Graph, done: Counter[str]) -> None:
-    for n in [n for n in g.nodes if n.op == "gather"]:
-        w = _const(n.inputs[0])
-        if w is None or w.ndim != 2 or n.attrs["axis"] != 0:
-            continue
-        _set_op(g, n, "embedding", {"padding_idx": None})
-        done["gather -> embedding"] += 1
+def _matmul_add_to_linear(b: Builder, m: Match) -> Value:
+    if "lin" in m.info:
+        lin = m.info["lin"]
+        return b.op("linear", m["x"], lin.inputs[1], m["bias"])
+    return b.op("linear", m["x"], _linear_weight(m.graph, m.info["mm"], m), m["bias"])  # type: ignore[arg-type]
 
 
-def adaptive_pool_to_mean(g: Graph, done: Counter[str]) -> None:
-    for n in [n for n in g.nodes if n.op == "adaptive_avg_pool"]:
-        if any(s != 1 for s in n.attrs["output_size"]):
-            continue
-        rank = len(n.inputs[0].type.shape or ())  # type: ignore[union-attr]
-        k = len(n.attrs["output_size"])
-        _set_op(g, n, "reduce_mean", {"axes": list(range(rank - k, rank)), "keepdims": True})
-        done["adaptive_avg_pool -> reduce_mean"] += 1
+def _find_matmul(n: Node) -> Match | None:
+    return Match(n, [n], {"x": n.inputs[0]}) if _matmul_weight(n) is not None else None  # type: ignore[dict-item]
 
 
-def reshape_to_flatten(g: Graph, done: Counter[str]) -> None:
-    for n in [n for n in g.nodes if n.op == "reshape"]:
-        x, y = n.inputs[0], n.outputs[0]
-        xs, ys = (x.type.shape if x is not None else None), y.type.shape
-        if xs is None or ys is None or len(xs) < 3 or len(ys) != 2 or xs[0] != ys[0]:
-            continue
-        rest = xs[1:]
-        if not all(isinstance(d, int) for d in rest) or ys[1] != int(np.prod(rest)):
-            continue
-        _set_op(g, n, "flatten", {"start_axis": 1, "end_axis": -1})
-        n.inputs = [x]
-        done["reshape -> flatten"] += 1
+def _matmul_to_linear(b: Builder, m: Match) -> Value:
+    return b.op("linear", m["x"], _linear_weight(m.graph, m.root, m))  # type: ignore[arg-type]
 
 
-PASSES: tuple[Callable[[Graph, Counter[str]], None], ...] = (
-    constants_to_weights,
-    fold_constants,
-    fold_batch_norm,
-    gemm_to_linear,
-    matmul_add_to_linear,
-    gather_to_embedding,
-    adaptive_pool_to_mean,
-    reshape_to_flatten,
-    normalize_axes,
-)
+def _find_transposed_weight(n: Node) -> Match | None:
+    """matmul(x, transpose(W)) of a 2-d weight: linear(x, W), the transpose absorbed."""
+    if n.op != "matmul" or isinstance(n.inputs[0], Weight) or n.inputs[1] is None:
+        return None
+    t = n.inputs[1].producer
+    if t is None or t.op != "transpose" or list(t.attrs["perm"]) != [1, 0]:
+        return None
+    if _const(t.inputs[0]) is None:
+        return None
+    return Match(n, [t, n], {"x": n.inputs[0], "w": t.inputs[0]})  # type: ignore[dict-item]
+
+
+def _find_gather(n: Node) -> Match | None:
+    if n.op != "gather" or n.attrs["axis"] % 2 != 0:
+        return None
+    w = _const(n.inputs[0])
+    if w is None or w.ndim != 2:
+        return None
+    return Match(n, [n], {"w": n.inputs[0], "ids": n.inputs[1]})  # type: ignore[dict-item]
+
+
+def _find_adaptive_pool(n: Node) -> Match | None:
+    if n.op != "adaptive_avg_pool" or any(s != 1 for s in n.attrs["output_size"]):
+        return None
+    if n.inputs[0] is None or n.inputs[0].type.shape is None:
+        return None
+    return Match(n, [n], {"x": n.inputs[0]})
+
+
+def _pool_to_mean(b: Builder, m: Match) -> Value:
+    rank = len(m["x"].type.shape)  # type: ignore[arg-type]
+    k = len(m.root.attrs["output_size"])
+    return b.op("reduce_mean", m["x"], axes=list(range(rank - k, rank)), keepdims=True)
+
+
+def _find_flatten(n: Node) -> Match | None:
+    if n.op != "reshape":
+        return None
+    x, y = n.inputs[0], n.outputs[0]
+    xs, ys = _static(x), y.type.shape
+    if xs is None or ys is None or len(xs) < 3 or len(ys) != 2 or xs[0] != ys[0]:
+        return None
+    if ys[1] != _size(xs[1:]):
+        return None
+    return Match(n, [n], {"x": x})  # type: ignore[dict-item]
+
+
+def _find_no_op(n: Node) -> Match | None:
+    """A reshape / expand to the shape it had, a transpose by the identity, a cast to the
+    dtype it had."""
+    x = n.inputs[0] if n.inputs else None
+    if x is None or n.op not in ("reshape", "expand", "transpose", "cast"):
+        return None
+    y = n.outputs[0]
+    if n.op == "transpose":
+        same = list(n.attrs["perm"]) == list(range(len(n.attrs["perm"])))
+    elif n.op == "cast":
+        same = x.type.dtype is y.type.dtype
+    else:
+        same = _static(x) is not None and _static(x) == _static(y)
+    return Match(n, [n], {"x": x}) if same and x.type == y.type else None
+
+
+def _find_constant_where(n: Node) -> Match | None:
+    """where(c, a, b) with a constant condition that is all true (-> a) or all false (-> b),
+    the branch taken already of the output's type."""
+    if n.op != "where":
+        return None
+    c = constant_value(n.inputs[0])
+    if c is None or c.size == 0:
+        return None
+    pick = n.inputs[1] if c.all() else n.inputs[2] if not c.any() else None
+    if pick is None or pick.type != n.outputs[0].type:
+        return None
+    return Match(n, [n], {"x": pick})
+
+
+def _find_no_op_mask(n: Node) -> Match | None:
+    """attention with a constant mask that masks nothing: all true, or all zero added."""
+    if n.op != "attention" or len(n.inputs) < 4 or n.inputs[3] is None:
+        return None
+    mask = constant_value(n.inputs[3])
+    if mask is None or not (mask.all() if mask.dtype == np.bool_ else not np.any(mask)):
+        return None
+    q, k, v = n.inputs[:3]
+    return Match(n, [n], {"q": q, "k": k, "v": v})  # type: ignore[dict-item]
+
+
+def _drop_mask(b: Builder, m: Match) -> Value:
+    return b.op("attention", m["q"], m["k"], m["v"], **m.root.attrs)
+
+
+_NORMS = ("layer_norm", "rms_norm", "group_norm", "instance_norm")
+
+
+def _find_default_affine(n: Node) -> Match | None:
+    """A norm whose weight is all ones or whose bias is all zeros: the op's default."""
+    if n.op not in _NORMS:
+        return None
+    ins = list(n.inputs)
+    drop = []
+    for i, fill in ((1, 1.0), (2, 0.0)):
+        c = constant_value(ins[i]) if i < len(ins) else None
+        if c is not None and c.size and np.all(c == fill):
+            drop.append(i)
+    if not drop:
+        return None
+    keep = {f"in{i}": v for i, v in enumerate(ins) if v is not None and i not in drop}
+    return Match(n, [n], keep, info={"n": len(ins)})  # type: ignore[arg-type]
+
+
+def _default_affine(b: Builder, m: Match) -> Value:
+    ins = [m.values.get(f"in{i}") for i in range(m.info["n"])]
+    while ins and ins[-1] is None:
+        ins.pop()
+    return b.op(m.root.op, *ins, **m.root.attrs)
+
+
+def _keep(b: Builder, m: Match) -> Value:
+    return m["x"]
+
+
+def _bn_label(m: Match) -> str:
+    return f"batch_norm folded into {m.info['op']}"
+
+
+def _no_op_label(m: Match) -> str:
+    return f"no-op {m.root.op} dropped"
+
+
+def _fused(p: Pattern) -> Rule:
+    return Rule(f"spelled-out {p.name} fused", p)
+
+
+# Before constants fold: a transpose of a weight read by a matmul is absorbed into a linear
+# that keeps the weight's name (folding would compute a new, anonymous weight).
+EARLY: list[Rule] = [
+    _rule(
+        "transpose absorbed into linear",
+        _find_transposed_weight,
+        lambda b, m: b.op("linear", m["x"], m["w"]),
+    ),
+]
+
+# In priority order (``msc.rewrite`` tries each over the whole graph, in rounds).
+RULES: list[Rule] = [
+    _rule(_no_op_label, _find_no_op, _keep),
+    _rule("where of a constant condition dropped", _find_constant_where, _keep),
+    _rule(_bn_label, _find_batch_norm, _fold_batch_norm),
+    _rule("gemm -> linear", _find_gemm, _gemm_to_linear),
+    _rule("matmul + add -> linear", _find_matmul_add, _matmul_add_to_linear),
+    _rule("matmul -> linear", _find_matmul, _matmul_to_linear),
+    _rule("gather -> embedding", _find_gather, lambda b, m: b.op("embedding", m["w"], m["ids"])),
+    _rule("adaptive_avg_pool -> reduce_mean", _find_adaptive_pool, _pool_to_mean),
+    _rule(
+        "reshape -> flatten",
+        _find_flatten,
+        lambda b, m: b.op("flatten", m["x"], start_axis=1, end_axis=-1),
+    ),
+    *[_fused(p) for p in FUSIONS if p.name != "linear"],
+    _rule("attention's no-op mask dropped", _find_no_op_mask, _drop_mask),
+    _rule(
+        lambda m: f"{m.root.op}'s default weight/bias dropped",
+        _find_default_affine,
+        _default_affine,
+    ),
+]
 
 
 def canonicalize(g: Graph) -> Canonical:
     """``g``'s canonical form (a copy) and the rewrites applied (see the module docstring)."""
     out = copy_graph(g)
     done: Counter[str] = Counter()
-    for p in PASSES:
-        p(out, done)
+    constants_to_weights(out, done)
+    out = rewrite(out, _counted(EARLY, done))
+    fold_constants(out, done)
+    normalize_spellings(out, done)
+    rules = _counted(RULES, done)
+    out = rewrite(out, rules)
+    _drop_output_identities(out)
+    # A rule may leave constants behind (a fused attention's guard of a constant mask): fold
+    # them, and let the rules see the result.
+    before = done["constants folded"]
+    constants_to_weights(out, done)
+    fold_constants(out, done)
+    if done["constants folded"] != before:
+        out = rewrite(out, rules)
+        _drop_output_identities(out)
+    normalize_spellings(out, done)
     _drop_unused_weights(out)
+    _rename_new_values(out, g)
     return Canonical(out, done)
 
 
-def _drop_unused_weights(g: Graph) -> None:
-    for k in [k for k, w in g.weights.items() if not w.uses]:
-        del g.weights[k]
+def _rename_new_values(canon: Graph, orig: Graph) -> None:
+    """A value a rule made (a transpose it put before attention) whose generated name is the
+    name of some other value of ``orig`` is renamed, so reading it by name from the model
+    cannot read that other value."""
+    types = {v.name: v.type for v in orig.values()}
+    for v in list(canon.values()):
+        if v.name in types and types[v.name] != v.type:
+            base, k = f"{v.name}~canonical", 1
+            name = base
+            while name in canon._taken:  # noqa: SLF001 - renaming a value this module owns
+                name, k = f"{base}{k}", k + 1
+            canon._taken.discard(v.name)  # noqa: SLF001
+            v.name = name
+            canon._taken.add(name)  # noqa: SLF001

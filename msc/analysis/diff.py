@@ -469,6 +469,21 @@ def _remap(status: dict[int, str], canon: Graph, orig: Graph) -> dict[int, str]:
     return out
 
 
+def _read_in_place_of(w: Weight, pairs: dict[int, Node], close: bool) -> Weight | None:
+    """The one weight of the other graph that the nodes paired with ``w``'s readers read in
+    its place, when its values are ``w``'s (an exporter stores equal weights once)."""
+    seen: Weight | None = None
+    for n, i in w.uses:
+        c = pairs.get(id(n))
+        y = c.inputs[i] if c is not None and i < len(c.inputs) else None
+        if not isinstance(y, Weight) or (seen is not None and y is not seen):
+            return None
+        seen = y
+    if seen is None or _weight_differs(w, seen, close) is not None:
+        return None
+    return seen
+
+
 def _diff(a: Graph, b: Graph, eq: Any, rewrites: list, close: bool) -> DiffReport:
     m = match(a, b)
     matched, changed = [], []
@@ -502,8 +517,16 @@ def _diff(a: Graph, b: Graph, eq: Any, rewrites: list, close: bool) -> DiffRepor
     wa, wb = a.weights, b.weights
     only_a = [k for k in wa if k not in wb and id(wa[k]) not in m.values]
     only_b = [k for k in wb if k not in wa and id(wb[k]) not in m.vrev]
-    wc += [f"removed @{k}: {format_type(wa[k].type)}" for k in only_a]
-    wc += [f"added @{k}: {format_type(wb[k].type)}" for k in only_b]
+    for side, only, ws, pairs in (("A", only_a, wa, m.nodes), ("B", only_b, wb, m.rev)):
+        for k in only:
+            same = _read_in_place_of(ws[k], pairs, close)
+            if same is not None:
+                other = "B" if side == "A" else "A"
+                wc.append(f"@{k} ~ @{same.name}: equal values ({other} shares one weight)")
+            elif side == "A":
+                wc.append(f"removed @{k}: {format_type(ws[k].type)}")
+            else:
+                wc.append(f"added @{k}: {format_type(ws[k].type)}")
     for k in wa:
         if k in wb:
             why = _weight_differs(wa[k], wb[k], close)

@@ -28,7 +28,7 @@ from msc.ir.graph import Graph, Node, Value, Weight
 from msc.ir.types import TensorType
 from msc.ops.rewrite import Match, Pattern, constant_value, rewrite
 
-__all__ = ["FUSIONS", "fuse"]
+__all__ = ["FUSIONS", "fuse", "transposed_weight"]
 
 
 def _near(v: Value | None, want: float, rtol: float = 1e-6) -> bool:
@@ -116,12 +116,12 @@ def _linear_pattern() -> Pattern:
         return bias.type.shape == (w.type.shape[1],) and m["x"].type.rank not in (None, 0)
 
     def replace(b: Builder, m: Match) -> Value:
-        return b.op("linear", m["x"], _transposed(m.graph, m["w"], m.nodes), m["bias"])
+        return b.op("linear", m["x"], transposed_weight(m.graph, m["w"], m.nodes), m["bias"])
 
     return Pattern("linear", [x, w, bias], [y], replace=replace, check=check, any_dtype=True)
 
 
-def _transposed(g: Graph, w: Weight, matched: list[Node]) -> Weight:
+def transposed_weight(g: Graph, w: Weight, matched: list[Node]) -> Weight:
     """``w`` transposed as a weight: replacing ``w`` under its name when only the match uses
     it, else a new weight ``<name>.T``."""
     data = w.storage
@@ -394,11 +394,15 @@ def _key_of_transposed(w: _Walk, kt: Value) -> Value | None:
     3-d transpose -> reshape spelling of it."""
     t = w.node(kt, "transpose")
     if t is not None:
-        r = kt.type.rank
-        if r is not None and r >= 2:
-            want = list(range(r - 2)) + [r - 1, r - 2]
-            if list(t.attrs["perm"]) == want:
-                return t.inputs[0]
+        perm = [int(p) for p in t.attrs["perm"]]
+        if len(perm) >= 2:
+            # K^T = transpose(x, perm) makes K = transpose(x, perm with its last two swapped):
+            # the legacy exporter's one transpose of [B, S, H, D] to [B, H, D, S] (perm
+            # 0, 2, 3, 1) is K = x.transpose(1, 2) transposed.
+            k_perm = [*perm[:-2], perm[-1], perm[-2]]
+            if k_perm != list(range(len(perm))):
+                w.info["k_perm"] = k_perm
+            return t.inputs[0]
         w.nodes.remove(t)
         return None
     outer = w.node(kt, "reshape")
@@ -507,6 +511,8 @@ def _attention(w: _Walk) -> dict[str, Value] | None:
 
 def _attention_replace(b: Builder, m: Match) -> Value:
     q, k, mask = m["q"], m["k"], m.values.get("mask")
+    if "k_perm" in m.info:
+        k = b.op("transpose", k, perm=m.info["k_perm"])
     if "k_shape" in m.info:
         k = b.op("reshape", k, shape=m.info["k_shape"])
     y = b.op("attention", q, k, m["v"], mask, scale=float(m.info["scale"]))

@@ -20,7 +20,8 @@ A pattern is a small source graph, or a matcher function, with a replacement::
 #   (another consumer, a graph output) blocks the rewrite, so nothing is computed twice.
 # - The replacement's outputs take the root's output names and types (dtype must agree, else
 #   it is an error in the pattern); its nodes take the root's name and provenance and go where
-#   the root was, so the node list stays in topological order.
+#   the root was, so the node list stays in topological order (a match may name another of
+#   its nodes, ``Match.anchor``, whose name and provenance they take instead).
 # - ``rewrite`` never changes its input graph (weights are shared, not copied) and returns a
 #   validated graph. Pure msc: no torch, no onnx.
 """
@@ -74,6 +75,9 @@ class Match:
     constants: list[Node] = field(default_factory=list)
     # What a matcher function found besides values (an epsilon, an axis), for the replacement.
     info: dict[str, Any] = field(default_factory=dict)
+    # The matched node whose name and provenance the replacement's nodes take (None: the
+    # root's): a conv that absorbed the BatchNorm after it is still that conv.
+    anchor: Node | None = None
 
     def __getitem__(self, name: str) -> Value:
         return self.values[name]
@@ -343,7 +347,8 @@ def _replace(g: Graph, p: Pattern, m: Match) -> bool:
     replaced = {id(v) for v in olds}
     if any(v.uses or v in g.outputs for v in root.outputs if id(v) not in replaced):
         return False  # a root output the pattern does not stand for is still needed
-    b = Builder(root.name, root.provenance, g._opset)  # noqa: SLF001 - the graph's own op set
+    who = m.anchor or root
+    b = Builder(who.name, who.provenance, g._opset)  # noqa: SLF001 - the graph's own op set
     if isinstance(p.replace, Graph):
         new = _instantiate(b, p.replace, m)
     else:

@@ -344,6 +344,156 @@ def test_match_pairs_by_provenance_across_different_structure():
     assert by["features.0"] == "name" and by["classifier"] == "name"
 
 
+# ---------------------------------------------------------------------------- canonical form
+# Each row: one computation spelled two ways (diff: equivalent, naming the known rewrite), and
+# a real difference that looks alike (diff: a real change, never explained away).
+X4 = np.random.default_rng(0).standard_normal((1, 2, 4, 4)).astype(np.float32)
+
+
+def _graph(body) -> Graph:
+    g = Graph("t")
+    x = g.add_input("x", TensorType(F32, (1, 2, 4, 4)))
+    g.set_outputs([body(g, x)])
+    return g
+
+
+def _op(g: Graph, op: str, *ins, **attrs):
+    return g.add_node(op, list(ins), attrs).output
+
+
+def _attention(mask):
+    def body(g, x):
+        m = None if mask is None else g.add_weight("mask", mask)
+        return _op(g, "attention", x, _op(g, "relu", x), x, m, scale=0.5)
+
+    return body
+
+
+def _guarded(cond):
+    def body(g, x):
+        y = _op(g, "relu", x)
+        c = g.add_weight("dead", np.array(cond).reshape(1, 1, -1, 1))
+        return _op(g, "neg", _op(g, "where", c, g.add_weight("zero", np.zeros((), np.float32)), y))
+
+    return body
+
+
+def _transposed(perm):
+    def body(g, x):
+        return _op(g, "relu", _op(g, "transpose", _op(g, "relu", x), perm=perm))
+
+    return body
+
+
+def _norm(weight):
+    def body(g, x):
+        w = None if weight is None else g.add_weight("ln.weight", np.full(4, weight, np.float32))
+        return _op(g, "layer_norm", x, w, axis=-1, eps=1e-5)
+
+    return body
+
+
+def _weight_t(scale, spelled):
+    wt = np.arange(16, dtype=np.float32).reshape(4, 4) / 16
+
+    def body(g, x):
+        if spelled:  # matmul(x, transpose(W)): W stored as linear's [out, in]
+            w = g.add_weight("fc.weight", wt * scale)
+            return _op(g, "matmul", x, _op(g, "transpose", w, perm=[1, 0]))
+        return _op(g, "linear", x, g.add_weight("fc.weight", wt))
+
+    return body
+
+
+def _gelu(half):
+    def body(g, x):
+        if half is None:
+            return _op(g, "gelu", x)
+        c = lambda v: g.add_weight(f"c{v}", np.array(v, np.float32))  # noqa: E731
+        e = _op(g, "erf", _op(g, "div", x, c(2**0.5)))
+        return _op(g, "mul", _op(g, "mul", x, _op(g, "add", e, c(1.0))), c(half))
+
+    return body
+
+
+def _spelled_attention(mask):
+    """softmax(x relu(x)^T * 0.5 + mask) x with the NaN guard exporters add: attention(x,
+    relu(x), x, mask, scale=0.5)."""
+
+    def body(g, x):
+        kt = _op(g, "transpose", _op(g, "relu", x), perm=[0, 1, 3, 2])
+        s = _op(g, "mul", _op(g, "matmul", x, kt), g.add_weight("scale", np.array(0.5, np.float32)))
+        p = _op(g, "softmax", _op(g, "add", s, g.add_weight("mask", mask)), axis=-1)
+        zero = g.add_weight("zero", np.zeros((), np.float32))
+        return _op(g, "matmul", _op(g, "where", _op(g, "isnan", p), zero, p), x)
+
+    return body
+
+
+def _spelled_layer_norm(eps):
+    def body(g, x):
+        if eps is None:
+            return _op(g, "layer_norm", x, axis=3, eps=1e-5)
+        d = _op(g, "sub", x, _op(g, "reduce_mean", x, axes=[-1], keepdims=True))
+        two = g.add_weight("two", np.array(2.0, np.float32))
+        var = _op(g, "reduce_mean", _op(g, "pow", d, two), axes=[-1], keepdims=True)
+        e = g.add_weight("eps", np.array(eps, np.float32))
+        return _op(g, "div", d, _op(g, "sqrt", _op(g, "add", var, e)))
+
+    return body
+
+
+ALL_TRUE, ONE_FALSE = np.ones((1, 1, 4, 4), bool), np.eye(4, dtype=bool).reshape(1, 1, 4, 4)
+CANONICAL_CASES = [
+    # id, A, B (the same computation), B' (a real change), the rewrite diff names
+    ("mask", _attention(None), _attention(ALL_TRUE), _attention(ONE_FALSE),
+     "attention's no-op mask dropped"),
+    ("zero_mask", _attention(None), _attention(np.zeros((1, 1, 4, 4), np.float32)),
+     _attention(np.where(ONE_FALSE, 0, -1).astype(np.float32)), "attention's no-op mask dropped"),
+    ("spelled_attention", _attention(None),
+     _spelled_attention(np.zeros((1, 1, 4, 4), np.float32)),
+     _spelled_attention(np.where(ONE_FALSE, 0, -1).astype(np.float32)),
+     "spelled-out attention fused"),
+    ("layer_norm", _spelled_layer_norm(None), _spelled_layer_norm(1e-5),
+     _spelled_layer_norm(1e-3), "spelled-out layer_norm fused"),
+    ("where", lambda g, x: _op(g, "neg", _op(g, "relu", x)),
+     _guarded([False] * 4), _guarded([False, True, False, False]),
+     "where of a constant condition dropped"),
+    ("transpose", lambda g, x: _op(g, "relu", _op(g, "relu", x)), _transposed([0, 1, 2, 3]),
+     _transposed([0, 1, 3, 2]), "no-op transpose dropped"),
+    ("norm_weight", _norm(None), _norm(1.0), _norm(1.5), "layer_norm's default weight/bias"),
+    ("weight_transposed", _weight_t(1.0, False), _weight_t(1.0, True), _weight_t(1.5, True),
+     "transpose absorbed into linear"),
+    ("gelu", _gelu(None), _gelu(0.5), _gelu(0.6), "spelled-out gelu_erf fused"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "a,b,changed,rewrite", [c[1:] for c in CANONICAL_CASES], ids=[c[0] for c in CANONICAL_CASES]
+)
+def test_canonical_form_explains_spellings_and_keeps_real_changes(a, b, changed, rewrite):
+    from msc.analysis.diff import diff_graphs
+
+    r = diff_graphs(_graph(a), _graph(b))
+    assert r.equivalent and rewrite in r.verdict(), r.verdict() + str(r)
+    r = diff_graphs(_graph(a), _graph(changed))
+    assert not r.equivalent and r.real_changes >= 1, r.verdict()
+
+
+@pytest.mark.parametrize("case", CANONICAL_CASES, ids=[c[0] for c in CANONICAL_CASES])
+def test_canonical_form_computes_what_the_graph_did(case):
+    pytest.importorskip("torch", reason="run_graph runs msc graphs through codegen.torch")
+    from msc.analysis.canonical import canonicalize
+    from msc.analysis.model import run_graph
+
+    for body in case[1:4]:
+        g = _graph(body)
+        c = canonicalize(g)
+        (want,), _ = run_graph(g, [X4])
+        (got,), _ = run_graph(c.graph, [X4])
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
 # ---------------------------------------------------------------------------- render
 def _hostile() -> Graph:
     g = Graph('evil "graph"')

@@ -96,6 +96,17 @@ ATTENTION = [
     ("Softmax", ["sm"], ["p"], {"axis": -1}),
     ("MatMul", ["p", "v"], ["y"]),
 ]
+# The legacy torch.onnx exporter's attention (BERT): K^T as one transpose of [B, S, H, D] to
+# [B, H, D, S], the scale split over Q and K^T as sqrt(sqrt(1/d)) each, no mask.
+KS = rng.standard_normal((2, 5, 2, 4)).astype(np.float32)
+ATTENTION_LEGACY = [
+    ("Transpose", ["k"], ["kt"], {"perm": [0, 2, 3, 1]}),
+    ("Mul", ["q", "c"], ["qs"]),
+    ("Mul", ["kt", "c"], ["kts"]),
+    ("MatMul", ["qs", "kts"], ["s"]),
+    ("Softmax", ["s"], ["p"], {"axis": -1}),
+    ("MatMul", ["p", "v"], ["y"]),
+]
 GELU_CONSTS = {"sqrt2": c(math.sqrt(2)), "one": c(1.0), "half": c(0.5)}
 TANH_CONSTS = {
     "three": c(3.0),
@@ -117,6 +128,8 @@ CASES = [
     Case("rms_norm", RMS_NORM, NORM_CONSTS, "rms_norm", ("RMSNormalization", 23)),
     Case("attention", ATTENTION, {"sqrtd": c(2.0)}, "attention", ("Attention", 23),
          inputs={"q": Q, "k": K, "v": V, "mask": MASK}),
+    Case("attention_legacy", ATTENTION_LEGACY, {"c": c(0.25 ** 0.5)}, "attention",
+         ("Attention", 23), inputs={"q": Q, "k": KS, "v": V}),
     # Negative cases.
     Case("linear_runtime_weight", [("MatMul", ["x", "w"], ["mm"]), ("Add", ["mm", "b"], ["y"])],
          {"b": B}, None, inputs={"x": X, "w": W}),

@@ -14,7 +14,10 @@ Weights the exporter made itself (BatchNorm folded into a conv: ``onnx::Conv_193
 transposed weight: ``onnx::MatMul_269``, ``val_37``) are renamed from their uses: the module of
 every node that reads them, and the input's role in the op's schema (``conv.weight``,
 ``conv.bias``); a matmul's right operand is the transposed weight (``weight_t``). The bias
-onnxscript's BatchNorm fusion adds (``conv1.weight_bias``) becomes the conv's ``bias``.
+onnxscript's BatchNorm fusion adds (``conv1.weight_bias``) becomes the conv's ``bias``. A value
+the legacy exporter computed and stored (constant folding keeps the scope-style name of the
+node it folded: ``/bert/embeddings/position_embeddings/Gather_output_0``) is named after that
+module and op: ``bert.embeddings.position_embeddings.gather_output``.
 
 # NOTE: these strings come from an untrusted file; they are only data here (module paths and
 # names), parsed with ``ast.literal_eval`` at most, and codegens sanitize them as any name.
@@ -33,6 +36,9 @@ __all__ = ["scope_provenance", "recover_weight_names"]
 _FX_TARGET = re.compile(r"target=torch\.ops\.([A-Za-z_][\w.]*)")
 _GENERATED = re.compile(r"^(onnx::[A-Za-z_]+_\d+|val_\d+)$")
 _ROLES = {"weight", "bias", "running_mean", "running_var", "scale"}
+# A scope-style value name: ``/bert/embeddings/position_embeddings/Gather_output_0`` is output
+# 0 of the Gather of module ``bert.embeddings.position_embeddings``.
+_SCOPE_VALUE = re.compile(r"^/(?:[^/]+/)+([A-Za-z][A-Za-z0-9]*?)(_\d+)?_output_(\d+)$")
 
 
 def _scope_module(name: str) -> str:
@@ -100,23 +106,30 @@ def _role(n: Node, index: int, g: Graph) -> str:
     return name if name in _ROLES else ""
 
 
+def _folded_name(name: str) -> str:
+    """``/a/b/Gather_1_output_0`` -> ``a.b.gather_1_output`` ("" when not scope-style)."""
+    m = _SCOPE_VALUE.match(name)
+    module = _scope_module(name) if m else ""
+    if not m or not module:
+        return ""
+    op = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", m.group(1)).lower()
+    index = int(m.group(3))
+    return f"{module}.{op}{m.group(2) or ''}_output" + (f"_{index}" if index else "")
+
+
 def recover_weight_names(g: Graph) -> int:
-    """Rename exporter-made weights of ``g`` after their uses (see the module docstring);
-    returns how many were renamed. A weight read by nodes of different modules, or in a
-    role without a name, keeps its name."""
+    """Rename exporter-made weights of ``g`` after their uses, and folded values after the
+    node they were computed by (see the module docstring); returns how many were renamed. A
+    weight read by nodes of different modules, or in a role without a name, keeps its name."""
     new: dict[str, str] = {}
     taken = set(g.weights)
     for name, w in g.weights.items():
         folded = name.endswith(".weight_bias")  # onnxscript's FuseBatchNormIntoConv
-        if not (_GENERATED.match(name) or folded) or not w.uses:
+        base = _folded_name(name)
+        if not base and (_GENERATED.match(name) or folded) and w.uses:
+            base = _from_uses(g, name, w, folded)
+        if not base:
             continue
-        modules = {n.provenance.module for n, _ in w.uses}
-        roles = {_role(n, i, g) for n, i in w.uses}
-        if folded and roles == {"bias"}:
-            modules = {name[: -len(".weight_bias")]}
-        if len(modules) != 1 or len(roles) != 1 or "" in modules or "" in roles:
-            continue
-        base = f"{modules.pop()}.{roles.pop()}"
         cand, k = base, 1
         while cand in taken:
             cand, k = f"{base}_{k}", k + 1
@@ -131,3 +144,14 @@ def recover_weight_names(g: Graph) -> int:
         g.weights.clear()
         g.weights.update(items)
     return len(new)
+
+
+def _from_uses(g: Graph, name: str, w: Weight, folded: bool) -> str:
+    """``<module>.<role>`` of the one module and role ``w`` is read in, else ""."""
+    modules = {n.provenance.module for n, _ in w.uses}
+    roles = {_role(n, i, g) for n, i in w.uses}
+    if folded and roles == {"bias"}:
+        modules = {name[: -len(".weight_bias")]}
+    if len(modules) != 1 or len(roles) != 1 or "" in modules or "" in roles:
+        return ""
+    return f"{modules.pop()}.{roles.pop()}"
