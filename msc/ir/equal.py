@@ -18,7 +18,7 @@ from __future__ import annotations
 import hashlib
 import math
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,34 +77,40 @@ def _weight_bytes(w: Weight) -> bytes | None:
     return np.ascontiguousarray(w.numpy()).tobytes()
 
 
+Path = str | Callable[[], str]  # a difference's location; a callable is built only on failure
+
+
 class _Comparer:
     def __init__(self, names: bool, weights: str) -> None:
         if weights not in ("values", "types"):
             raise ValueError(f"weights must be 'values' or 'types', got {weights!r}")
         self.names, self.weights = names, weights
-        self.fwd: dict[int, Value] = {}
-        self.bwd: dict[int, Value] = {}
+        self.fwd: dict[Value, Value] = {}  # keyed by identity (Value has no __eq__)
+        self.bwd: dict[Value, Value] = {}
 
-    def fail(self, path: str, what: str, a: Any, b: Any) -> None:
+    def fail(self, path: Path, what: str, a: Any, b: Any) -> None:
+        if callable(path):  # built only when there is a difference to report
+            path = path()
         raise _Diff(f"{path}: {what} differs: expected {a}, found {b}")
 
-    def define(self, path: str, a: Value, b: Value) -> None:
+    def define(self, path: Path, a: Value, b: Value) -> None:
         """Two values each graph defines here (an input, a node output): name, type, paired."""
         if self.names and a.name != b.name:
             self.fail(path, "name", repr(a.name), repr(b.name))
-        self.types(path, a.type, b.type)
-        self.pair(path, a, b)
+        if a.type is not b.type:
+            self.types(path, a.type, b.type)
+        self.fwd[a], self.bwd[b] = b, a
 
-    def pair(self, path: str, a: Value, b: Value) -> None:
-        self.fwd[id(a)], self.bwd[id(b)] = b, a
+    def pair(self, path: Path, a: Value, b: Value) -> None:
+        self.fwd[a], self.bwd[b] = b, a
 
-    def types(self, path: str, a: TensorType, b: TensorType) -> None:
+    def types(self, path: Path, a: TensorType, b: TensorType) -> None:
         if a.dtype is not b.dtype:
             self.fail(path, "dtype", a.dtype.short, b.dtype.short)
         if a.shape != b.shape:
             self.fail(path, "shape", format_type(a), format_type(b))
 
-    def weight(self, path: str, a: Weight, b: Weight) -> None:
+    def weight(self, path: Path, a: Weight, b: Weight) -> None:
         if self.names:
             if a.name != b.name:
                 self.fail(path, "weight name", repr(a.name), repr(b.name))
@@ -130,7 +136,7 @@ class _Comparer:
                     f"@{b.name} (hash {_digest(db)})",
                 )
 
-    def ref(self, path: str, a: Value | None, b: Value | None) -> None:
+    def ref(self, path: Path, a: Value | None, b: Value | None) -> None:
         if a is None or b is None:
             if a is not b:
                 self.fail(
@@ -147,17 +153,18 @@ class _Comparer:
                 "weight" if isinstance(a, Weight) else "value",
                 "weight" if isinstance(b, Weight) else "value",
             )
-        mapped = self.fwd.get(id(a))
-        if mapped is None and isinstance(a, Weight) and id(b) not in self.bwd:
+        mapped = self.fwd.get(a)
+        if mapped is b:
+            return
+        if mapped is None and isinstance(a, Weight) and b not in self.bwd:
             self.weight(path, a, b)  # weights pair on first use
             self.pair(path, a, b)
             return
-        if mapped is not b:
-            self.fail(
-                path, "edge", f"%{a.name} (maps to %{mapped.name if mapped else '?'})", f"%{b.name}"
-            )
+        self.fail(
+            path, "edge", f"%{a.name} (maps to %{mapped.name if mapped else '?'})", f"%{b.name}"
+        )
 
-    def attr(self, path: str, a: Any, b: Any) -> None:
+    def attr(self, path: Path, a: Any, b: Any) -> None:
         if isinstance(a, Graph) and isinstance(b, Graph):
             self.graph(a, b, path)
         elif not attr_equal(a, b):
@@ -181,7 +188,10 @@ class _Comparer:
         if len(a.nodes) != len(b.nodes):
             self.fail(path, "node count", len(a.nodes), len(b.nodes))
         for i, (n, m) in enumerate(zip(canonical_order(a), canonical_order(b))):
-            p = f"{path}.nodes[{i}] ({n.name or n.op}: {n.op})"
+
+            def p(i: int = i, n: Node = n) -> str:
+                return f"{path}.nodes[{i}] ({n.name or n.op}: {n.op})"
+
             if n.op != m.op:
                 self.fail(p, "op", n.op, m.op)
             if self.names:
@@ -191,24 +201,28 @@ class _Comparer:
                     self.fail(p, "provenance", n.provenance, m.provenance)
             if n.attrs or m.attrs:
                 if sorted(n.attrs) != sorted(m.attrs):
-                    self.fail(p + ".attrs", "keys", sorted(n.attrs), sorted(m.attrs))
+                    self.fail(p() + ".attrs", "keys", sorted(n.attrs), sorted(m.attrs))
                 for k in sorted(n.attrs):
-                    self.attr(f"{p}.attrs.{k}", n.attrs[k], m.attrs[k])
-            if len(n.inputs) != len(m.inputs):
-                self.fail(p, "input count", len(n.inputs), len(m.inputs))
-            for j, (x, y) in enumerate(zip(n.inputs, m.inputs)):
-                self.ref(f"{p}.inputs[{j}]", x, y)
+                    self.attr(f"{p()}.attrs.{k}", n.attrs[k], m.attrs[k])
+            ins_a, ins_b = n._inputs, m._inputs
+            if len(ins_a) != len(ins_b):
+                self.fail(p, "input count", len(ins_a), len(ins_b))
+            fwd = self.fwd
+            for j, x in enumerate(ins_a):
+                y = ins_b[j]
+                if x is None or fwd.get(x) is not y:  # the common case, a mapped edge, is done
+                    self.ref(lambda j=j, p=p: f"{p()}.inputs[{j}]", x, y)
             if len(n.outputs) != len(m.outputs):
                 self.fail(p, "output count", len(n.outputs), len(m.outputs))
             for j, (x, y) in enumerate(zip(n.outputs, m.outputs)):
-                self.define(f"{p}.outputs[{j}] %{x.name}", x, y)
+                self.define(lambda j=j, p=p, x=x: f"{p()}.outputs[{j}] %{x.name}", x, y)
         if len(a.outputs) != len(b.outputs):
             self.fail(path, "output count", len(a.outputs), len(b.outputs))
         for i, (x, y) in enumerate(zip(a.outputs, b.outputs)):
             self.ref(f"{path}.outputs[{i}]", x, y)
         # Weights no node uses still count: pair the rest in declaration order.
-        rest_a = [w for w in a.weights.values() if id(w) not in self.fwd]
-        rest_b = [w for w in b.weights.values() if id(w) not in self.bwd]
+        rest_a = [w for w in a.weights.values() if w not in self.fwd]
+        rest_b = [w for w in b.weights.values() if w not in self.bwd]
         if len(rest_a) != len(rest_b):
             self.fail(path, "weight count", len(a.weights), len(b.weights))
         for x, y in zip(rest_a, rest_b):
@@ -220,29 +234,34 @@ def canonical_order(g: Graph) -> list[Node]:
     """The nodes in a topological order that depends only on the graph's structure: depth-first
     from the outputs in order, each node's operands (and the outer values its subgraphs read) in
     order; nodes no output needs come last, in list order."""
-
-    producer = {id(v): n for n in g.nodes for v in n.outputs}
-    seen: set[int] = set()
+    inside = set(g.nodes)  # a subgraph's operands may come from outer nodes: not ours
+    seen: set[Node] = set()
     order: list[Node] = []
+    append = order.append
     for out in g.outputs:
-        root = producer.get(id(out))
-        if root is None or id(root) in seen:
+        root = out.producer if out is not None else None
+        if root is None or root not in inside or root in seen:
             continue
-        seen.add(id(root))
-        stack = [(root, iter(_operands(root)))]
-        while stack:
-            node, it = stack[-1]
-            for v in it:
-                p = producer.get(id(v))
-                if p is not None and id(p) not in seen:
-                    seen.add(id(p))
-                    stack.append((p, iter(_operands(p))))
+        seen.add(root)
+        nodes, operands, positions = [root], [_operands(root)], [0]
+        while nodes:
+            ops, i = operands[-1], positions[-1]
+            for i in range(i, len(ops)):  # noqa: B020 - resumes where the node left off
+                v = ops[i]
+                p = v.producer if v is not None else None
+                if p is not None and p not in seen and p in inside:
+                    seen.add(p)
+                    positions[-1] = i + 1
+                    nodes.append(p)
+                    operands.append(_operands(p))
+                    positions.append(0)
                     break
             else:
-                stack.pop()
-                order.append(node)
+                append(nodes.pop())
+                operands.pop()
+                positions.pop()
     if len(order) != len(g.nodes):
-        order.extend(n for n in g.nodes if id(n) not in seen)
+        order.extend(n for n in g.nodes if n not in seen)
     return order
 
 
@@ -250,9 +269,9 @@ def _operands(n: Node) -> Sequence[Value | None]:
     """A node's inputs, and the outer values its subgraphs read (when it has any)."""
     from msc.ir.validate import _all_inputs
 
-    if n.attrs and any(isinstance(a, Graph) for a in n.attrs.values()):
+    if n.attrs and any(a.__class__ is Graph for a in n.attrs.values()):
         return list(_all_inputs(n))
-    return n.inputs
+    return n._inputs
 
 
 def structural_equal(
@@ -289,23 +308,42 @@ _LEN = struct.Struct("<Q")
 
 
 class _Hasher:
+    """Feeds blake2b one length-prefixed item at a time, as one stream (collected in a list and
+    fed in large chunks: the digest is that of the concatenation, so chunking does not change
+    it). Strings' encodings are cached: ops, type spellings and markers repeat on every node."""
+
     def __init__(self, names: bool, weights: str) -> None:
         self.h = hashlib.blake2b(digest_size=16)
         self.names, self.weights = names, weights
-        self.ids: dict[int, int] = {}
+        self.ids: dict[Value, int] = {}  # keyed by identity (Value has no __eq__)
+        self.parts: list[bytes] = []
+        self.cache: dict[str, bytes] = {}
 
     def put(self, *items: Any) -> None:
-        update, pack = self.h.update, _LEN.pack
+        cache, parts = self.cache, self.parts
         for x in items:
+            if x.__class__ is str:
+                enc = cache.get(x)
+                if enc is None:
+                    b = x.encode("utf-8", "surrogatepass")
+                    enc = cache[x] = _LEN.pack(len(b)) + b
+                parts.append(enc)
+                continue
             if x.__class__ is not bytes:
-                x = (x if x.__class__ is str else str(x)).encode("utf-8", "surrogatepass")
-            update(pack(len(x)) + x)
+                x = str(x).encode("utf-8", "surrogatepass")
+            parts.append(_LEN.pack(len(x)) + x)
+        if len(parts) > 65536:
+            self.flush()
+
+    def flush(self) -> None:
+        self.h.update(b"".join(self.parts))
+        self.parts.clear()
 
     def type(self, t: TensorType) -> None:
         self.put(format_type(t))
 
     def define(self, v: Value) -> None:
-        self.ids[id(v)] = len(self.ids)
+        self.ids[v] = len(self.ids)
         self.type(v.type)
         if self.names:
             self.put(v.name)
@@ -313,15 +351,15 @@ class _Hasher:
     def ref(self, v: Value | None) -> None:
         if v is None:
             self.put("_")
-        elif id(v) in self.ids:
-            self.put("%", self.ids[id(v)])
+        elif v in self.ids:
+            self.put("%", self.ids[v])
         elif isinstance(v, Weight):
             self.weight(v)
         else:
             self.put("?")
 
     def weight(self, w: Weight) -> None:
-        self.ids[id(w)] = len(self.ids)
+        self.ids[w] = len(self.ids)
         self.put("@")
         self.type(w.type)
         if self.names:
@@ -375,7 +413,7 @@ class _Hasher:
         for v in g.outputs:
             self.ref(v)
         for w in g.weights.values():
-            if id(w) not in self.ids:
+            if w not in self.ids:
                 self.weight(w)
 
 
@@ -384,4 +422,5 @@ def structural_hash(g: Graph, *, names: bool = False, weights: str = "values") -
     h = _Hasher(names, weights)
     with paused():
         h.graph(g)
+        h.flush()
     return h.h.hexdigest()

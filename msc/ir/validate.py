@@ -78,6 +78,7 @@ def validate(graph: Graph, outer: frozenset[int] = frozenset()) -> None:
         define(v, "graph input")
 
     schemas: dict[str, object] = {}  # op -> schema, looked up once per op
+    inferred_by: dict[tuple, list] = {}  # (op, input types, attrs) -> output types
     for i, node in enumerate(graph.nodes):
         where = _At(gname, node, i)
         schema = schemas.get(node.op)
@@ -119,10 +120,22 @@ def validate(graph: Graph, outer: frozenset[int] = frozenset()) -> None:
                 define(v, where)  # raises, naming the fault
             value_names[v.name] = v  # type: ignore[index]
             defined.add(id(v))
+        # Inference reads only input types and attributes: a repeat of the same op on the same
+        # types (every layer of a model) is looked up, not inferred again.
+        key = (node.op, tuple(None if v is None else v.type for v in node._inputs))
+        if node.attrs:
+            key += tuple(node.attrs.items())
         try:
-            inferred = schema.infer(node)  # type: ignore[attr-defined]
-        except Exception as e:  # noqa: BLE001 - inference errors are reported, not raised raw
-            raise GraphError(f"{where}: type inference failed: {e}") from None
+            inferred = inferred_by.get(key)
+        except TypeError:  # an unhashable attribute (a tensor, a subgraph): no reuse
+            key, inferred = None, None
+        if inferred is None:
+            try:
+                inferred = schema.infer(node)  # type: ignore[attr-defined]
+            except Exception as e:  # noqa: BLE001 - inference errors are reported, not raised
+                raise GraphError(f"{where}: type inference failed: {e}") from None
+            if key is not None:
+                inferred_by[key] = inferred
         for j, (v, t) in enumerate(zip(node.outputs, inferred)):
             if v.type is not t and not _types_agree(v.type, t):
                 raise GraphError(
