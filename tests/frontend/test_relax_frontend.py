@@ -205,3 +205,85 @@ def test_onnx_frontend_relax_round_trips(name: str) -> None:
         return
     mismatch = tvm_ffi.get_first_structural_mismatch(back, want)
     assert mismatch is not None, f"{name} now round-trips; drop it from ONNX_DIFFERENT ({reason})"
+
+
+# ------------------------------------------------------------------------------ relax.If
+def _if_module():
+    from tvm.script import ir as I
+    from tvm.script import relax as R
+
+    @I.ir_module
+    class Module:
+        @R.function
+        def main(c: R.Tensor((), "bool"), x: R.Tensor((2, 3), "float32")) -> R.Tuple(
+            R.Tensor((2, 3), "float32"), R.Tensor((2, 3), "float32")
+        ):
+            R.func_attr({"num_input": 2})
+            y = R.multiply(x, R.const(2.0, "float32"))
+            if c:
+                a = R.add(y, x)
+                r = (R.nn.relu(a), x)  # x: an outer value returned as it is
+            else:
+                b = R.subtract(y, x)
+                r = (b, R.exp(b))
+            return (r[0], r[1])
+
+    return Module
+
+
+def _vm(mod):
+    ex = tvm.compile(mod, target="llvm")
+    return relax.VirtualMachine(ex, tvm.cpu())["main"]
+
+
+def test_relax_if_round_trips_and_runs_in_torch() -> None:
+    import codegen.torch as ct
+
+    src = _if_module()
+    g = msc.from_relax(src)
+    (node,) = [n for n in g.nodes if n.op == "if"]
+    assert [len(node.attrs[b].nodes) for b in ("then_branch", "else_branch")] == [3, 2]
+    tvm.ir.assert_structural_equal(cr.to_module(g), src)
+    run, source = ct.to_module(g), _vm(src)
+    x = np.linspace(-2, 2, 6, dtype=np.float32).reshape(2, 3)
+    for c in (True, False):
+        want = source(tvm.runtime.tensor(np.array(c)), tvm.runtime.tensor(x))
+        got = run(torch.tensor(c), torch.from_numpy(x))
+        assert len(got) == len(want) == 2
+        for a, b in zip(got, want):
+            np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-6, atol=1e-6)
+
+
+class _Cond(torch.nn.Module):
+    def forward(self, x):
+        return torch.cond(x.sum() > 0, lambda t: torch.relu(t) * 2, lambda t: t - 1, (x,))
+
+
+def test_torch_cond_through_tvm_reads_its_branch_functions_inline() -> None:
+    import codegen.torch as ct
+
+    module = _Cond()
+    ep = torch.export.export(module, (torch.randn(2, 3),))
+    src = from_exported_program(ep, keep_params_as_input=True)
+    assert len(src.functions) == 3  # main and one function per branch
+    g = msc.from_relax(src)
+    assert [n.op for n in g.nodes].count("if") == 1
+    run = ct.to_module(g)
+    for x in (torch.linspace(-1, 2, 6).reshape(2, 3), torch.linspace(-2, 1, 6).reshape(2, 3)):
+        (got,) = run(x)
+        torch.testing.assert_close(got, module(x), rtol=1e-6, atol=1e-6)
+
+
+def test_unsupported_calls_in_both_branches_are_reported() -> None:
+    bb = relax.BlockBuilder()
+    c = relax.Var("c", relax.TensorType([], "bool"))
+    x = relax.Var("x", relax.TensorType([2, 3], "float32"))
+    t = relax.TensorType([2, 3], "float32")
+    with bb.function("main", [c, x]):
+        then_ = relax.SeqExpr([], relax.call_dps_packed("then_kernel", [x], t))
+        else_ = relax.SeqExpr([], relax.op.cumprod(x, axis=0))
+        bb.emit_func_output(bb.emit(relax.If(c, then_, else_)))
+    with pytest.raises(UnsupportedOpsError) as err:
+        msc.from_relax(bb.get())
+    ops = sorted(o.op for o in err.value.ops)
+    assert "relax.call_dps_packed" in ops and "relax.cumprod" in ops, ops
