@@ -24,12 +24,8 @@ from tests.codegen.relax_struct_cases import CASES  # noqa: E402
 # Round trips that do not come back equal (or cannot be read), with the reason; the test
 # fails when one starts matching.
 DIFFERENT: dict[str, str] = {
-    "max_pool2d": "TVM binds a zeros_like stand-in for max_pool2d's indices; msc has no "
-    "zeros_like converter yet",
-    "causal_attention": "arange, full and expand_dims of the causal mask have no Relax "
-    "converters yet",
-    "embedding": "take is read as msc's gather, whose emitter counts negative indices from the "
-    "end (ONNX's rule) with a where that Relax's take does not have",
+    "max_pool2d": "TVM binds the values and a zeros_like stand-in for the indices as a tuple and "
+    "takes item 0; msc resolves tuples without nodes, so the tuple binding is not written back",
     "amax": "TVM's ExportedProgram frontend cannot convert aten.amax (no Relax to read)",
 }
 
@@ -131,17 +127,11 @@ def _model_cases() -> dict:
 
 MODEL_CASES = _model_cases()
 MODEL_DIFFERENT: dict[str, str] = {
-    "small_cnn": "TVM's zeros_like stand-in for max_pool2d's indices is read as full_like and "
-    "written back as full_like",
+    "small_cnn": "max_pool2d's tuple of values and zeros_like indices (see DIFFERENT)",
     "dynamic_ops": "TVM's ExportedProgram frontend fails on the split with a symbolic piece "
     "(msc converts it: tests/codegen/test_codegen_relax.py runs it)",
     "gpt2": "TVM's ExportedProgram frontend fails (a view of a non-contiguous reshape in its "
     "decomposition)",
-    "bert": "embedding lookups: take is read as msc's gather, whose emitter adds the "
-    "negative-index where that Relax's take does not have",
-    "llama": "embedding lookups: take is read as msc's gather (negative-index where)",
-    "t5_encoder": "embedding lookups: take is read as msc's gather (negative-index where)",
-    "vit": "the position-embedding slice is read with a static end and written back with it",
     "rotary_complex": "TVM's ExportedProgram frontend has no complex tensors (complex64 'is not "
     "handled yet')",
 }

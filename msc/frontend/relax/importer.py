@@ -5,7 +5,8 @@
 #   inputs; the others are weights (role "parameter"), with the data of the ``params``
 #   attribute when the module carries it, else type-only. Array constants bound in the body
 #   become weights of role "constant" named ``const<k>``; scalar constants become
-#   ``constant`` nodes.
+#   ``constant`` nodes (a scalar bound to a variable of its own: one named as the variable,
+#   with provenance op ``relax.const``, which codegen.relax binds again).
 # - Each call goes through the converter registered for its Relax op name; call_tir,
 #   call_dps_packed, calls of other functions and ops without a converter are collected and
 #   raised at once as UnsupportedOpsError, with the binding's variable name as the node name.
@@ -316,6 +317,15 @@ class RelaxImporter:
                 pass
             except Unsupported as u:
                 self._fail(name, "relax.If", str(u))
+            return
+        if isinstance(value, tvm.ir.GenericConst) and value.value.numpy().ndim == 0:
+            # A scalar bound on its own: a named constant node that codegen.relax binds again.
+            arr = value.value.numpy()
+            prov = Provenance("relax", "relax.const", name)
+            node = self.graph.add_node(
+                "constant", [], {"value": arr}, name=self.fresh(name), provenance=prov
+            )
+            self.env[b.var] = node.outputs[0]
             return
         try:
             self.env[b.var] = self.read(value)
