@@ -113,6 +113,28 @@ def test_unsupported_calls_are_reported_at_once() -> None:
     assert "packed function" in str(err.value)
 
 
+def test_a_canonical_op_goes_back_the_way_relax_spelled_it() -> None:
+    """zeros/ones(_like) and full_like(0) are one canonical op each, written back as read."""
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType([2, 3], "float32"))
+    R = relax.op
+    with bb.function("main", [x], attrs={"num_input": 1}):
+        with bb.dataflow():
+            a = bb.emit(R.zeros_like(x))
+            b = bb.emit(R.ones_like(x, "int32"))
+            c = bb.emit(R.zeros(relax.ShapeExpr([2, 3]), "float32"))
+            d = bb.emit(R.ones(relax.ShapeExpr([2, 3]), "float32"))
+            f = bb.emit(R.full_like(x, relax.const(0.0, "float32")))
+            k = bb.emit(relax.const(2.0, "float32"))  # a scalar bound on its own
+            s = bb.emit(R.multiply(R.add(R.add(a, c), R.add(d, f)), k))
+            out = bb.emit_output(relax.Tuple([s, b]))
+        bb.emit_func_output(out)
+    src = bb.get()
+    g = msc.from_relax(src)
+    assert sorted(n.op for n in g.nodes).count("full_like") == 3
+    tvm.ir.assert_structural_equal(cr.to_module(g), src)
+
+
 def test_a_missing_function_is_named() -> None:
     with pytest.raises(msc.errors.ConversionError, match="no function 'forward'"):
         msc.from_relax(_torch_relax("relu"), function="forward")
