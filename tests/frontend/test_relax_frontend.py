@@ -286,6 +286,36 @@ def test_torch_cond_through_tvm_reads_its_branch_functions_inline() -> None:
         torch.testing.assert_close(got, module(x), rtol=1e-6, atol=1e-6)
 
 
+def _helper_module():
+    from tvm.script import ir as I
+    from tvm.script import relax as R
+    from tvm.script import tirx as T
+
+    @I.ir_module
+    class Module:
+        @R.function
+        def helper(x: R.Tensor(("n",), "float32")) -> R.Tensor(("n",), "float32"):
+            n = T.int64()
+            return R.add(x, R.ones(R.shape([n]), "float32"))
+
+        @R.function
+        def main(a: R.Tensor((3,), "float32"), b: R.Tensor((5,), "float32")):
+            cls = Module
+            return (cls.helper(a), cls.helper(b))
+
+    return Module
+
+
+def test_a_called_function_takes_its_shape_variables_from_the_arguments() -> None:
+    import codegen.torch as ct
+
+    g = msc.from_relax(_helper_module())
+    fills = [n for n in g.nodes if n.op == "full"]
+    assert [list(n.attrs["shape"]) for n in fills] == [[3], [5]]  # helper's n, per call
+    p, q = ct.to_module(g)(torch.zeros(3), torch.ones(5))
+    torch.testing.assert_close((p, q), (torch.ones(3), torch.full((5,), 2.0)))
+
+
 def test_unsupported_calls_in_both_branches_are_reported() -> None:
     bb = relax.BlockBuilder()
     c = relax.Var("c", relax.TensorType([], "bool"))

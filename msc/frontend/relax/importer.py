@@ -146,7 +146,8 @@ class RelaxImporter:
         self.unsupported: list[UnsupportedOp] = []
         self._names: set[str] = set()
         self._consts = 0
-        self._calling: list[str] = []  # the functions being read inline
+        # The functions being read inline, each with its shape variables' values.
+        self._calling: list[tuple[str, dict[str, Any]]] = []
 
     # ------------------------------------------------------------------ types
     def dim(self, d: Any) -> Any:
@@ -156,6 +157,8 @@ class RelaxImporter:
             return int(d.value)
         if isinstance(d, tvm.tirx.Var):
             name = str(d.name)
+            if self._calling and name in self._calling[-1][1]:  # a callee's own shape variable
+                return self._calling[-1][1][name]
             if name not in self.symbols:
                 lo = self.lower.get(name)
                 hi = self.upper.get(name)
@@ -339,15 +342,23 @@ class RelaxImporter:
         func = self.mod[callee] if self.mod is not None and callee in self._functions() else None
         if not isinstance(func, relax.Function):
             raise Unsupported(f"a call of {callee}, which is not a Relax function of the module")
-        if callee in self._calling:
+        if callee in [c for c, _ in self._calling]:
             raise Unsupported(f"a recursive call of {callee} (a loop) has no msc form yet")
         if not isinstance(func.body, relax.SeqExpr):
             raise Unsupported(f"the body of {callee} is not a sequence of blocks")
         args = [self.read(a) for a in call.args]
+        if len(args) != len(func.params):
+            raise Unsupported(f"{callee} takes {len(func.params)} arguments, given {len(args)}")
+        dims: dict[str, Any] = {}  # the callee's shape variables: the arguments' dims
         for p, a in zip(func.params, args):
             self.env[p] = a
+            shape = getattr(p.ty, "shape", None)
+            if isinstance(a, Value) and isinstance(shape, relax.ShapeExpr) and a.type.shape:
+                for d, v in zip(shape.values, a.type.shape):
+                    if isinstance(d, tvm.tirx.Var):
+                        dims.setdefault(str(d.name), v)
         before = len(self.unsupported)
-        self._calling.append(callee)
+        self._calling.append((callee, dims))
         try:
             for block in func.body.blocks:
                 for b in block.bindings:
