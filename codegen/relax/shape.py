@@ -219,6 +219,8 @@ def nonzero(e: Emit, x):
 
 @emitter("shape")
 def shape(e: Emit, x, *, start=0, end=None):
+    if e.source_op == "relax.shape_to_tensor" and (start, end) == (0, None):
+        return e.emit(R.shape_to_tensor(e.emit(R.shape_of(x))))  # as it was read
     dims = e.shape(x)[start:end]
     if all(isinstance(d, int) for d in dims):
         return relax.const(np.asarray(dims, np.int64), "int64")

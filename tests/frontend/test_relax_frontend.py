@@ -135,6 +135,37 @@ def test_a_canonical_op_goes_back_the_way_relax_spelled_it() -> None:
     tvm.ir.assert_structural_equal(cr.to_module(g), src)
 
 
+def test_shape_of_reads_as_msc_shape_and_goes_back_as_written() -> None:
+    """TVM's ONNX frontend writes Shape as shape_to_tensor(shape_of(x))."""
+    bb = relax.BlockBuilder()
+    n = tvm.tirx.Var("n", "int64")
+    x = relax.Var("x", relax.TensorType([n, 3], "float32"))
+    with bb.function("main", [x], attrs={"num_input": 1}):
+        with bb.dataflow():
+            s = bb.emit(relax.op.shape_to_tensor(bb.emit(relax.op.shape_of(x))))
+            out = bb.emit_output(relax.op.add(s, relax.const(1, "int64")))
+        bb.emit_func_output(out)
+    src = bb.get()
+    g = msc.from_relax(src)
+    assert [n.op for n in g.nodes][:1] == ["shape"]
+    tvm.ir.assert_structural_equal(cr.to_module(g), src)
+
+
+def test_take_wrap_is_read_only_for_indices_known_in_range() -> None:
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType([4, 3], "float32"))
+    i = relax.Var("i", relax.TensorType([2], "int64"))
+    with bb.function("main", [x, i], attrs={"num_input": 2}):
+        with bb.dataflow():
+            a = bb.emit(relax.op.take(x, relax.const(np.array([3, 0]), "int64"), 0, "wrap"))
+            b = bb.emit(relax.op.take(x, i, 0, "wrap"))  # might be negative: refused
+            out = bb.emit_output(relax.Tuple([a, b]))
+        bb.emit_func_output(out)
+    with pytest.raises(UnsupportedOpsError) as err:
+        msc.from_relax(bb.get())
+    assert [o.node for o in err.value.ops] == ["lv1"], err.value.ops
+
+
 def test_a_missing_function_is_named() -> None:
     with pytest.raises(msc.errors.ConversionError, match="no function 'forward'"):
         msc.from_relax(_torch_relax("relu"), function="forward")
@@ -332,12 +363,25 @@ def test_unsupported_calls_in_both_branches_are_reported() -> None:
 
 
 # ------------------------------------------------------------------------------ ONNX test models
-# Test models exported by torch.onnx, read by TVM's ONNX frontend, then msc -> Relax. The one
-# known difference: TVM's ONNX frontend leaves conv's and matmul's out_dtype unset, and a graph
-# read from Relax does not say which frontend wrote it (codegen.relax spells it as the torch
-# frontend does); the test asserts that this is the first difference, that with out_dtype
-# spelled as TVM's ONNX frontend does the round trip is exact, and the numerics.
-ONNX_MODELS = ("small_cnn", "mlp_mixer")
+# Test models exported by torch.onnx, read by TVM's ONNX frontend, then msc -> Relax. A known
+# difference everywhere: TVM's ONNX frontend leaves conv's and matmul's out_dtype unset, and a
+# graph read from Relax does not say which frontend wrote it (codegen.relax spells it as the
+# torch frontend does). The test asserts that this is the first difference (in the cases not
+# listed below), compares again with out_dtype spelled as TVM's ONNX frontend does (exact
+# unless listed below; the list fails when a case starts matching), and checks the numerics
+# through codegen.torch.
+ONNX_MODELS = ("small_cnn", "mlp_mixer", "vit", "t5_encoder")
+ONNX_MODEL_DIFFERENT: dict[str, str] = {
+    "vit": "TVM's take(mode='wrap') of a shape element is read as msc's gather (constant "
+    "indices in range) and written back with mode 'fast'",
+    "t5_encoder": "take(mode='wrap') of a shape element, as for vit",
+}
+
+
+def _first(out):
+    if isinstance(out, torch.Tensor):
+        return out
+    return out[0]  # a tuple, or transformers' ModelOutput (last_hidden_state first)
 
 
 @pytest.mark.slow
@@ -349,6 +393,7 @@ def test_onnx_test_models_round_trip(name: str, monkeypatch: pytest.MonkeyPatch)
     from tvm.relax.frontend.onnx import from_onnx
 
     import codegen.torch as ct
+    from codegen.relax.registry import Emit
     from tests.torch_cases import build_model
 
     module, args, _ = build_model(name)
@@ -356,11 +401,18 @@ def test_onnx_test_models_round_trip(name: str, monkeypatch: pytest.MonkeyPatch)
     torch.onnx.export(module.eval(), args, f, dynamo=False, opset_version=17)
     src = from_onnx(onnx.load_from_string(f.getvalue()), keep_params_in_input=True)
     back, want, g = _round_trip(src)
+    reason = ONNX_MODEL_DIFFERENT.get(name)
     mismatch = tvm_ffi.get_first_structural_mismatch(back, want)
-    assert mismatch is not None and str(mismatch[0]).endswith(".attrs.out_dtype"), mismatch
-    from codegen.relax.registry import Emit
-
-    monkeypatch.setattr(Emit, "out_dtype", lambda self, x: None)
-    tvm.ir.assert_structural_equal(_detach(cr.to_module(g)), want)
+    assert mismatch is not None
+    assert reason or str(mismatch[0]).endswith(".attrs.out_dtype"), mismatch
+    with monkeypatch.context() as m:
+        m.setattr(Emit, "out_dtype", lambda self, x: None)
+        back = _detach(cr.to_module(g))
+    if reason is None:
+        tvm.ir.assert_structural_equal(back, want)
+    else:
+        mismatch = tvm_ffi.get_first_structural_mismatch(back, want)
+        assert mismatch is not None, f"{name} now round-trips; drop it ({reason})"
     with torch.no_grad():
-        torch.testing.assert_close(ct.to_module(g)(*args), module(*args), rtol=1e-4, atol=1e-5)
+        got, expected = _first(ct.to_module(g)(*args)), _first(module(*args))
+    torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-5)
