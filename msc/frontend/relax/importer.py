@@ -8,7 +8,8 @@
 #   ``constant`` nodes (a scalar bound to a variable of its own: one named as the variable,
 #   with provenance op ``relax.const``, which codegen.relax binds again).
 # - Each call goes through the converter registered for its Relax op name; call_tir,
-#   call_dps_packed, calls of other functions and ops without a converter are collected and
+#   call_dps_packed, calls of what is not a Relax function of the module, and ops without a
+#   converter (in the body, a branch or a function read inline) are collected and
 #   raised at once as UnsupportedOpsError, with the binding's variable name as the node name.
 # - Shape variables become SymDims named as the variable, with the function's
 #   ``tir_var_lower_bound`` / ``tir_var_upper_bound`` as their range.
