@@ -180,7 +180,9 @@ for _op, _fn in _BINARY.items():
 
 def _bitwise(fn, logical):
     def emit(e: Emit, a, b):
-        return e.emit((logical if e.dtype(a) == "bool" else fn)(a, b))
+        # Bools as the logical op, unless read from Relax's bitwise op (TVM writes it for bools)
+        as_logical = e.dtype(a) == "bool" and e.source_op != f"relax.{fn.__name__}"
+        return e.emit((logical if as_logical else fn)(a, b))
 
     return emit
 

@@ -263,8 +263,8 @@ class RelaxBuilder:
             self.bb._end_block()
             raise Unsupported("; ".join(f"{o.op}: {o.reason}" for o in bad))
         outs = [self.env[v] for v in g.outputs]
+        # A tuple of results is the branch's body as it is (not bound), as TVMScript writes it.
         body = outs[0] if len(outs) == 1 else relax.Tuple(outs)
-        body = self.bb.emit(body) if len(outs) > 1 else body
         block = self.bb._end_block()
         return relax.SeqExpr([block], body)
 

@@ -160,6 +160,13 @@ class Emit:
         self._branch = branch
 
     @property
+    def source_op(self) -> str:
+        """The Relax op the node was read from (msc.from_relax), else "": a canonical op that
+        Relax spells several ways is written back the way its source wrote it."""
+        prov = self.node.provenance if self.node is not None else None
+        return prov.op if prov is not None and prov.framework == "relax" else ""
+
+    @property
     def out(self) -> TensorType:
         """The type of the first output."""
         return self.out_types[0]

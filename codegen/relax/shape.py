@@ -72,6 +72,8 @@ def split(e: Emit, x, sizes_in=None, *, axis, sizes, num_outputs=None):
 def slice_(e: Emit, x, *runtime, starts, ends, axes, steps=()):
     static_only(*runtime)
     steps = list(steps) or [1] * len(axes)
+    if e.source_op == "relax.strided_slice":  # read from Relax: its bounds, as they were
+        return e.emit(R.strided_slice(x, list(axes), list(starts), list(ends), steps))
     shape = e.shape(x)
     begin, end = [], []
     for a, s, t, st in zip(axes, starts, ends, steps):
@@ -154,6 +156,8 @@ def _norm_index(e: Emit, idx, n):
 
 @emitter("gather")
 def gather(e: Emit, x, indices, *, axis=0):
+    if e.source_op == "relax.take":  # read from Relax's take: its indices are not negative
+        return e.emit(R.take(x, indices, axis=axis))
     n = e.shape(x)[axis]
     return e.emit(R.take(x, _norm_index(e, indices, n), axis=axis))
 
@@ -189,7 +193,8 @@ def index(e: Emit, x, *indices, axes):
     axes = [a % r for a in axes]
     rest = [a for a in range(r) if a not in axes]
     shape = e.shape(x)
-    indices = tuple(_norm_index(e, i, shape[a]) for i, a in zip(indices, axes))
+    if e.source_op != "relax.index_tensor":  # Relax's own indices are not negative
+        indices = tuple(_norm_index(e, i, shape[a]) for i, a in zip(indices, axes))
     if axes != list(range(k)):
         x = e.emit(R.permute_dims(x, axes + rest))
     y = e.emit(R.index_tensor(x, relax.Tuple(list(indices))))
@@ -214,6 +219,8 @@ def nonzero(e: Emit, x):
 
 @emitter("shape")
 def shape(e: Emit, x, *, start=0, end=None):
+    if e.source_op == "relax.shape_to_tensor" and (start, end) == (0, None):
+        return e.emit(R.shape_to_tensor(e.emit(R.shape_of(x))))  # as it was read
     dims = e.shape(x)[start:end]
     if all(isinstance(d, int) for d in dims):
         return relax.const(np.asarray(dims, np.int64), "int64")
@@ -226,7 +233,9 @@ def shape(e: Emit, x, *, start=0, end=None):
 @emitter("constant")
 def constant(e: Emit, *, value):
     arr = np.array(value, order="C")
-    return relax.const(arr, relax_dtype(e.out.dtype))
+    const = relax.const(arr, relax_dtype(e.out.dtype))
+    # Read from a binding of its own (``lv = R.const(...)``): bound again; else inline.
+    return e.emit(const) if e.source_op == "relax.const" else const
 
 
 @emitter("arange")
@@ -240,14 +249,30 @@ def arange(e: Emit, *, start=0.0, end, step=1.0, dtype):
 @emitter("full")
 def full(e: Emit, shape_in=None, *, shape=None, value=0.0, dtype):
     e.require(shape_in is None, "full with a run-time shape")
+    filled = _FILLED.get((e.source_op, value))
+    if filled is not None:
+        return e.emit(filled(_out_shape(e), relax_dtype(dtype)))
     return e.emit(R.full(_out_shape(e), e.const(value, dtype), relax_dtype(dtype)))
+
+
+# Relax's zeros / ones (and their _like forms): read as full (full_like) with the value.
+_FILLED = {
+    ("relax.zeros", 0.0): R.zeros,
+    ("relax.ones", 1.0): R.ones,
+    ("relax.zeros_like", 0.0): R.zeros_like,
+    ("relax.ones_like", 1.0): R.ones_like,
+}
 
 
 @emitter("full_like")
 def full_like(e: Emit, x, *, value=0.0, dtype=None):
     dt = dtype or e.out.dtype
     same = relax_dtype(dt) == e.dtype(x)  # unset, as TVM's frontends leave it
-    return e.emit(R.full_like(x, e.const(value, dt), None if same else relax_dtype(dt)))
+    out_dtype = None if same else relax_dtype(dt)
+    filled = _FILLED.get((e.source_op, value))
+    if filled is not None:
+        return e.emit(filled(x, out_dtype))
+    return e.emit(R.full_like(x, e.const(value, dt), out_dtype))
 
 
 @emitter("one_hot")

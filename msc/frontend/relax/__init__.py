@@ -21,12 +21,13 @@ def from_relax(module: Any, function: str = "main") -> Graph:
     """Translate a Relax function of ``module`` (an IRModule, or a relax.Function).
 
     ``main``'s first ``num_input`` parameters are the inputs; the others are weights (with the
-    data of the ``params`` attribute when present). Dataflow blocks, tuples, shape variables
-    (with their bound attributes) and bound constants are read.
+    data of the ``params`` attribute when present). Dataflow blocks, tuples, relax.If (an ``if``
+    node with its branches as subgraphs), shape variables (with their bound attributes) and
+    bound constants are read.
 
     Raises:
         UnsupportedOpsError: every call (call_tir, call_dps_packed, ops without a converter,
-            relax.If for now) that has no canonical form, all at once.
+            or inside a relax.If branch) that has no canonical form, all at once.
     """
     return RelaxImporter(module, function).run()
 

@@ -5,14 +5,23 @@
 #   inputs; the others are weights (role "parameter"), with the data of the ``params``
 #   attribute when the module carries it, else type-only. Array constants bound in the body
 #   become weights of role "constant" named ``const<k>``; scalar constants become
-#   ``constant`` nodes.
+#   ``constant`` nodes (a scalar bound to a variable of its own: one named as the variable,
+#   with provenance op ``relax.const``, which codegen.relax binds again).
 # - Each call goes through the converter registered for its Relax op name; call_tir,
-#   call_dps_packed, calls of other functions and ops without a converter are collected and
+#   call_dps_packed, calls of what is not a Relax function of the module, and ops without a
+#   converter (in the body, a branch or a function read inline) are collected and
 #   raised at once as UnsupportedOpsError, with the binding's variable name as the node name.
 # - Shape variables become SymDims named as the variable, with the function's
 #   ``tir_var_lower_bound`` / ``tir_var_upper_bound`` as their range.
 # - Tuples and TupleGetItem are resolved here (no node); the returned value's nesting becomes
 #   ``graph.output_tree``.
+# - A ``relax.If`` becomes an ``if`` node whose branches are subgraphs read like the body (their
+#   nodes read outer values by reference; an outer value a branch returns as it is goes through
+#   an ``identity``); a branch that returns a tuple gives the node one output per field.
+#   Weights (bound array constants) always go to the top graph.
+# - A call of another Relax function of the module (TVM's torch frontend writes torch.cond's
+#   branches as such) is read inline, its parameters bound to the call's arguments; a recursive
+#   call is refused.
 """
 
 from __future__ import annotations
@@ -116,9 +125,11 @@ class RelaxImporter:
     """One translation of a Relax function into a Graph."""
 
     def __init__(self, mod: Any, function: str = "main") -> None:
+        self.mod = None
         if isinstance(mod, relax.Function):
             func = mod
         else:
+            self.mod = mod
             names = [gv.name_hint for gv in mod.functions]
             if function not in names:
                 raise ConversionError(f"the module has no function {function!r} (has {names})")
@@ -127,6 +138,7 @@ class RelaxImporter:
                 raise ConversionError(f"{function!r} is not a Relax function")
         self.func = func
         self.graph = Graph(function)
+        self.root = self.graph  # self.graph is a branch's subgraph while one is read
         self.env: dict[Any, Any] = {}
         self.symbols: dict[str, SymDim] = {}
         attrs = func.attrs or {}
@@ -135,6 +147,8 @@ class RelaxImporter:
         self.unsupported: list[UnsupportedOp] = []
         self._names: set[str] = set()
         self._consts = 0
+        # The functions being read inline, each with its shape variables' values.
+        self._calling: list[tuple[str, dict[str, Any]]] = []
 
     # ------------------------------------------------------------------ types
     def dim(self, d: Any) -> Any:
@@ -144,6 +158,8 @@ class RelaxImporter:
             return int(d.value)
         if isinstance(d, tvm.tirx.Var):
             name = str(d.name)
+            if self._calling and name in self._calling[-1][1]:  # a callee's own shape variable
+                return self._calling[-1][1][name]
             if name not in self.symbols:
                 lo = self.lower.get(name)
                 hi = self.upper.get(name)
@@ -205,7 +221,7 @@ class RelaxImporter:
                 return node.outputs[0]
             name = self.fresh(f"const{self._consts}")
             self._consts += 1
-            return self.graph.add_weight(name, np.array(arr), role="constant")
+            return self.root.add_weight(name, np.array(arr), role="constant")
         if isinstance(expr, relax.Tuple):
             return [self.read(f) for f in expr.fields]
         if isinstance(expr, relax.TupleGetItem):
@@ -284,12 +300,36 @@ class RelaxImporter:
                 return
             self.env[b.var] = list(out) if isinstance(out, tuple) else out
             return
+        if isinstance(value, relax.Call) and isinstance(value.op, relax.GlobalVar):
+            callee = str(value.op.name_hint)
+            try:
+                self.env[b.var] = self._call(value, callee)
+            except _Skip:
+                self.env[b.var] = _FAILED
+            except Unsupported as u:
+                self.env[b.var] = _FAILED
+                self._fail(name, callee, str(u))
+            return
         self.env[b.var] = _FAILED
         if isinstance(value, relax.Call):
-            self._fail(name, str(value.op), "a call of another function")
+            self._fail(name, str(value.op), "a call of a value that is not a Relax function")
             return
         if isinstance(value, relax.If):
-            self._fail(name, "relax.If", "branches are not read yet")
+            try:
+                self.env[b.var] = self._if(value, name)
+            except _Skip:
+                pass
+            except Unsupported as u:
+                self._fail(name, "relax.If", str(u))
+            return
+        if isinstance(value, tvm.ir.GenericConst) and value.value.numpy().ndim == 0:
+            # A scalar bound on its own: a named constant node that codegen.relax binds again.
+            arr = value.value.numpy()
+            prov = Provenance("relax", "relax.const", name)
+            node = self.graph.add_node(
+                "constant", [], {"value": arr}, name=self.fresh(name), provenance=prov
+            )
+            self.env[b.var] = node.outputs[0]
             return
         try:
             self.env[b.var] = self.read(value)
@@ -297,6 +337,89 @@ class RelaxImporter:
             pass
         except Unsupported as u:
             self._fail(name, type(value).__name__, str(u))
+
+    def _call(self, call: relax.Call, callee: str) -> Any:
+        """The result of a module function called here, its body read inline."""
+        func = self.mod[callee] if self.mod is not None and callee in self._functions() else None
+        if not isinstance(func, relax.Function):
+            raise Unsupported(f"a call of {callee}, which is not a Relax function of the module")
+        if callee in [c for c, _ in self._calling]:
+            raise Unsupported(f"a recursive call of {callee} (a loop) has no msc form yet")
+        if not isinstance(func.body, relax.SeqExpr):
+            raise Unsupported(f"the body of {callee} is not a sequence of blocks")
+        args = [self.read(a) for a in call.args]
+        if len(args) != len(func.params):
+            raise Unsupported(f"{callee} takes {len(func.params)} arguments, given {len(args)}")
+        dims: dict[str, Any] = {}  # the callee's shape variables: the arguments' dims
+        for p, a in zip(func.params, args):
+            self.env[p] = a
+            shape = getattr(p.ty, "shape", None)
+            if isinstance(a, Value) and isinstance(shape, relax.ShapeExpr) and a.type.shape:
+                for d, v in zip(shape.values, a.type.shape):
+                    if isinstance(d, tvm.tirx.Var):
+                        dims.setdefault(str(d.name), v)
+        before = len(self.unsupported)
+        self._calling.append((callee, dims))
+        try:
+            for block in func.body.blocks:
+                for b in block.bindings:
+                    self.bind(b)
+        finally:
+            self._calling.pop()
+        if len(self.unsupported) > before:
+            raise Unsupported(f"{callee} has unsupported bindings (reported above)")
+        return self.read(func.body.body)
+
+    def _functions(self) -> list[str]:
+        return [gv.name_hint for gv in self.mod.functions]
+
+    def _if(self, expr: relax.If, name: str) -> Value | list[Value]:
+        cond = self.read(expr.cond)
+        try:
+            then_g, tuple_out = self._branch(expr.true_branch, f"{name}.then")
+        except Unsupported:
+            self._branch(expr.false_branch, f"{name}.else")  # so its problems are reported too
+            raise
+        else_g, _ = self._branch(expr.false_branch, f"{name}.else")
+        node = self.graph.add_node(
+            "if",
+            [cond],
+            {"then_branch": then_g, "else_branch": else_g},
+            name=self.fresh(name),
+            provenance=Provenance("relax", "relax.If", name),
+        )
+        return list(node.outputs) if tuple_out else node.outputs[0]
+
+    def _branch(self, seq: Any, name: str) -> tuple[Graph, bool]:
+        """A branch (a SeqExpr) as a subgraph, and whether it returns a tuple.
+
+        Raises:
+            Unsupported: the branch has bindings that were reported (or is not a SeqExpr).
+        """
+        if not isinstance(seq, relax.SeqExpr):
+            raise Unsupported(f"a branch that is a {type(seq).__name__}, not a sequence")
+        outer, before = self.graph, len(self.unsupported)
+        sub = self.graph = Graph(name)
+        try:
+            for block in seq.blocks:
+                for b in block.bindings:
+                    self.bind(b)
+            if len(self.unsupported) > before:
+                raise Unsupported(f"branch {name} has unsupported bindings (reported above)")
+            out = self.read(seq.body)
+        finally:
+            self.graph = outer
+        tuple_out = isinstance(out, list)
+        local = {v for n in sub.nodes for v in n.outputs}
+        outs = []
+        for v in out if tuple_out else [out]:
+            if not isinstance(v, Value):
+                raise Unsupported(f"branch {name} returns a nested tuple")
+            if v not in local:  # an outer value returned as it is: a node of the branch
+                v = sub.add_node("identity", [v], {}, name=self.fresh(f"{name}.out")).outputs[0]
+            outs.append(v)
+        sub.set_outputs(outs)
+        return sub, tuple_out
 
     def _fail(self, name: str, op: str, reason: str) -> None:
         self.unsupported.append(UnsupportedOp(op, name, "", reason))

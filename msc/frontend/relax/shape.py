@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from msc.frontend.relax.importer import Ctx, converter
+from msc.ir.graph import Weight
 from msc.ir.types import SymDim, SymExpr
 
 
@@ -83,8 +84,25 @@ def strided_slice(ctx: Ctx, x, axes, begin, end, strides=None, *, attrs=None):
 @converter("relax.take")
 def take(ctx: Ctx, x, indices, *, attrs):
     ctx.require(attrs.axis is not None, "take from the flattened tensor")
-    ctx.require(str(attrs.mode) == "fast", f"take mode {attrs.mode}")
+    mode = str(attrs.mode)
+    if mode == "wrap":  # the same as "fast" for constant indices already in range
+        arr = _known(indices)
+        n = x.type.shape[int(attrs.axis)] if x.type.shape is not None else None
+        ctx.require(
+            arr is not None and isinstance(n, int) and bool(((arr >= 0) & (arr < n)).all()),
+            "take mode wrap with indices that may be out of range",
+        )
+    else:
+        ctx.require(mode == "fast", f"take mode {mode}")
     return ctx.op("gather", x, indices, axis=int(attrs.axis))
+
+
+def _known(v) -> np.ndarray | None:
+    """The data of a bound constant (a constant weight, or a constant node), else None."""
+    if isinstance(v, Weight):
+        return v.numpy() if v.has_data and v.role == "constant" else None
+    node = getattr(v, "producer", None)
+    return np.asarray(node.attrs["value"]) if node is not None and node.op == "constant" else None
 
 
 @converter("relax.tril")
@@ -169,3 +187,26 @@ def gather_elements(ctx: Ctx, x, indices, *, attrs):
 @converter("relax.index_tensor")
 def index_tensor(ctx: Ctx, x, indices, *, attrs=None):
     return ctx.op("index", x, *indices, axes=list(range(len(indices))))
+
+
+class ShapeOf(list):
+    """``R.shape_of(x)``: its dims (what a reshape or broadcast_to reads), remembering ``x`` for
+    a ``shape_to_tensor`` of it."""
+
+    def __init__(self, x) -> None:
+        super().__init__(x.type.shape)
+        self.of = x
+
+
+@converter("relax.shape_of")
+def shape_of(ctx: Ctx, x, *, attrs=None):
+    ctx.require(x.type.shape is not None, "the shape of a tensor of unknown rank")
+    return ShapeOf(x)
+
+
+@converter("relax.shape_to_tensor")
+def shape_to_tensor(ctx: Ctx, shape, *, attrs=None):
+    if isinstance(shape, ShapeOf):
+        return ctx.op("shape", shape.of)
+    ctx.require(all(isinstance(d, int) for d in shape), "a tensor of a symbolic shape expression")
+    return ctx.op("constant", value=np.asarray(shape, dtype=np.int64))
