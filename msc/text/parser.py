@@ -634,7 +634,14 @@ class _Parser:
         g = Graph(self.name("a graph name"))
         scope = _Scope(parent)
         self.expect("{")
-        while not self.accept("}"):
+        texts, lines = self.texts, self.lines
+        while True:
+            if texts[self.i] is _LINE:  # most lines are nodes: checked first
+                self.line_node(g, scope, lines[self.i])
+                self.i += 1
+                continue
+            if self.accept("}"):
+                break
             at = self.i
             if self.accept("meta"):
                 g.meta.update(self.attrs(scope))
@@ -672,10 +679,7 @@ class _Parser:
                     t = self.toks_at(at)
                     raise ParseError("a graph output cannot be _", t.line, t.col)
                 g.outputs = outs  # type: ignore[assignment]
-            elif self.texts[self.i] is _LINE:
-                self.line_node(g, scope, self.lines[self.i])
-                self.i += 1
-            elif self.texts[self.i][:1] == "%":
+            elif texts[self.i][:1] == "%":
                 self.node(g, scope)
             else:
                 raise self.error(
