@@ -415,7 +415,7 @@ def summarize(results: dict, a: argparse.Namespace) -> tuple[str, dict]:
                 "ORT msc ms",
                 "ORT torch.onnx ms",
                 "msc/torch.onnx",
-                "targets <=1.05",
+                "targets <=1.05 (ONNX->msc->torch: <=1.0)",
             ],
             rows,
             notes,
@@ -549,6 +549,17 @@ def targets(results: dict) -> list[tuple[str, str, bool]]:
         if "median" in msc_r and "median" in peer:
             speed = peer["median"] / msc_r["median"]
             out.append((f"{m}: torch -> ONNX >= 5x torch.onnx.export", f"{speed:.2f}x", speed >= 5))
+        # issue 14: code generated from torch.onnx's ONNX file no slower than the eager model
+        if r.get("import"):
+            rt = first_ok(r)["msc"][1].get("runtime", {})
+            if "ratio" in rt:
+                out.append(
+                    (
+                        f"{m}: ONNX -> msc -> PyTorch code runs <= 1.0x eager",
+                        f"{rt['ratio']:.2f}x" + ("" if rt.get("check", {}).get("ok") else " WRONG"),
+                        rt["ratio"] <= 1.0 and bool(rt.get("check", {}).get("ok")),
+                    )
+                )
     gs = results.get("graph_scale") or {}
     scale = gs.get("scale") or []
     for row in scale:
@@ -579,6 +590,22 @@ def targets(results: dict) -> list[tuple[str, str, bool]]:
                     )
     elif gs and "error" in gs:
         out.append(("graph machinery ran", gs["error"]["summary"], False))
+    # The 13B-parameter model beyond RAM takes ~4 min and 52 GB of disk: bench/llama13b.py runs
+    # it on its own; its last figures are reported here with their date.
+    big = HERE / "results" / "llama13b.json"
+    if big.is_file():
+        b = json.loads(big.read_text())
+        for kind in ("to_torch", "to_onnx", "to_msc"):
+            r = b.get(kind)
+            if r:
+                out.append(
+                    (
+                        f"13B fp16 Llama ({b['weight_bytes'] / 1e9:.0f} GB) ONNX {kind} beyond RAM "
+                        "(last bench/llama13b.py run, results/llama13b.json)",
+                        f"{r['seconds']:.0f} s, peak RSS +{r['peak_rss'] / MB:.0f} MB",
+                        bool(r.get("weights_equal")) and r["peak_rss"] <= 0.25 * b["weight_bytes"],
+                    )
+                )
     return out
 
 
@@ -632,6 +659,7 @@ def main() -> None:
         "--skip", nargs="*", default=[], choices=["models", "graph_scale", "beyond_ram"]
     )
     ap.add_argument("--beyond-gb", type=float, default=None, help="beyond-RAM weights (default 4)")
+    ap.add_argument("--million", action="store_true", help="graph machinery at 1M nodes too")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
     ap.add_argument("--json", default=None)
     ap.add_argument(
@@ -663,6 +691,7 @@ def main() -> None:
             t = time.perf_counter()
             gs_json = work / "graph_scale.json"
             extra = ["--nodes", "10000", "--sizes", "10000", "--repeat", "1"] if a.quick else []
+            extra += ["--million"] if a.million else []
             results["graph_scale"] = run_worker(
                 [str(HERE / "graph_scale.py"), *extra, "--json", str(gs_json)], gs_json, log
             )
