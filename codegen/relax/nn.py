@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 from tvm import relax
 
-from codegen.relax.registry import Emit, emitter
+from codegen.relax.registry import Emit, emitter, unsupported
 
 R = relax.op
 _LAYOUT = {1: ("NCW", "OIW"), 2: ("NCHW", "OIHW"), 3: ("NCDHW", "OIDHW")}
@@ -287,3 +287,8 @@ def attention(e: Emit, query, key, value, mask=None, *, is_causal=False, scale=N
     causal = "TopLeft" if is_causal else None
     out = e.emit(R.nn.attention(q, k, v, bias=mask, scale=scale, causal_mask=causal))
     return e.emit(R.permute_dims(out, perm))
+
+
+unsupported("resize", "no emitter yet (image.resize2d's modes not mapped)")
+unsupported("lp_pool", "Relax has no Lp pool and msc has no decomposition for it")
+unsupported("lrn", "Relax has no local response normalization and msc has no decomposition")

@@ -49,6 +49,37 @@ def _run_case(case) -> None:
     table.check_outputs(got, want, g, case.rtol, case.atol, f"{case.id} via codegen.relax")
 
 
+def test_every_canonical_op_has_an_emitter_a_decomposition_or_a_reason() -> None:
+    from msc.ops import registry as ops
+    from msc.ops.decompose import registry as rules
+
+    gaps = cr.EMITTERS.gaps()
+    missing = [op for op in ops.names() if op not in cr.EMITTERS and op not in rules]
+    missing = [op for op in missing if op not in gaps]
+    assert not missing, (
+        f"canonical ops with neither a Relax emitter, a decomposition nor a reason: {missing}"
+    )
+    for op, reason in gaps.items():
+        assert reason.strip(), op
+    # An op Relax reaches only through its decomposition has an op-table case that runs
+    # through build() and is expected to pass: that is what says Relax can use the rule.
+    passing = {c.op for c in CASES if c.id not in EXPECTED_FAILURES}
+    only_rule = [op for op in ops.names() if op not in cr.EMITTERS and op in rules]
+    untested = [op for op in only_rule if op not in passing and op not in gaps]
+    assert not untested, f"decomposed for Relax but no passing op-table case: {untested}"
+
+
+def test_coverage_markdown_lists_every_op() -> None:
+    from msc.ops import registry as ops
+
+    md = cr.coverage_markdown()
+    assert md.startswith("## TVM Relax codegen")
+    for op in ops.names():
+        assert f"`{op}`" in md, op
+    for op, reason in cr.EMITTERS.gaps().items():
+        assert f"- `{op}`: {reason}" in md, op
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_op_case(case) -> None:
     reason = EXPECTED_FAILURES.get(case.id)
