@@ -15,19 +15,140 @@ torch = pytest.importorskip("torch", reason="torch is the reference of the op ta
 import codegen.relax as cr  # noqa: E402
 import tests.codegen.test_codegen_onnx_ops as table  # noqa: E402
 
-CASES = table.CASES
+F = torch.nn.functional
+C, t, f32 = table.C, table.t, table.f32
+
+
+def _lrn_onnx(x, size, alpha, beta, bias):
+    """ONNX LRN by its definition (torch's local_response_norm differs for even sizes)."""
+    sq = np.pad(x * x, [(0, 0), ((size - 1) // 2, size // 2)] + [(0, 0)] * (x.ndim - 2))
+    total = sum(sq[:, i : i + x.shape[1]] for i in range(size))
+    return (x / (bias + alpha / size * total) ** beta).astype(x.dtype)
+
+
+def _window_sum_2d(x, kernel, stride, out):
+    """Sums over the windows of x (zeros past its end), ``out`` windows per dim."""
+    (kh, kw), (oh, ow) = kernel, out
+    h, w = (oh - 1) * stride + kh, (ow - 1) * stride + kw
+    xp = np.pad(x, [(0, 0), (0, 0), (0, h - x.shape[2]), (0, w - x.shape[3])])
+    rows = [
+        [xp[:, :, i * stride : i * stride + kh, j * stride : j * stride + kw].sum((2, 3))
+         for j in range(ow)]
+        for i in range(oh)
+    ]  # fmt: skip
+    return np.stack([np.stack(r, -1) for r in rows], -2)
+
+
+_IMG5 = f32(1, 2, 3, 4, 5)
+# Cases beyond the shared table for what the Relax emitters add (window sums with ceil mode,
+# padding and dilation; resize ranks and coordinate modes); run the same way as the table.
+RELAX_CASES = [
+    C(
+        "lp_pool",
+        [f32(2, 3, 8, 7)],
+        {"kernel": [3, 2], "stride": [2, 2], "ceil_mode": True, "p": 3.0},
+        lambda x: _window_sum_2d(np.abs(x) ** 3, (3, 2), 2, (4, 4)) ** (1 / 3),
+        rtol=1e-4,
+        atol=1e-5,
+        id="lp_pool_ceil_p3",
+    ),
+    C(
+        "lp_pool",
+        [f32(2, 3, 9)],
+        {"kernel": [3], "stride": [2], "padding": [1, 1], "dilation": [2], "p": 2.0},
+        lambda x: np.sqrt(
+            np.stack(
+                [
+                    (np.pad(x, [(0, 0), (0, 0), (1, 1)])[..., j : j + 5 : 2] ** 2).sum(-1)
+                    for j in range(0, 11 - 5 + 1, 2)
+                ],
+                -1,
+            )
+        ),
+        rtol=1e-4,
+        atol=1e-5,
+        id="lp_pool_1d_dilated_padded",
+    ),
+    C(
+        "avg_pool",
+        [table.IMG],
+        {
+            "kernel": [3, 3],
+            "stride": [2, 2],
+            "padding": [1, 1, 1, 1],
+            "ceil_mode": True,
+            "divisor_override": 2,
+        },
+        t(lambda x: F.avg_pool2d(x, 3, 2, 1, ceil_mode=True, divisor_override=2)),
+        rtol=1e-5,
+        atol=1e-5,
+        id="avg_pool_divisor_padded_ceil",
+    ),  # fmt: skip
+    C(
+        "lrn",
+        [f32(2, 6, 3, 4)],
+        {"size": 4, "alpha": 0.3, "beta": 0.6, "bias": 2.0},
+        lambda x: _lrn_onnx(x, 4, 0.3, 0.6, 2.0),
+        rtol=1e-5,
+        atol=1e-6,
+        id="lrn_even_size",
+    ),
+    C(
+        "lrn",
+        [f32(2, 5, 7)],
+        {"size": 3, "alpha": 0.1},
+        t(lambda x: F.local_response_norm(x, 3, 0.1)),
+        rtol=1e-5,
+        atol=1e-6,
+        id="lrn_3d",
+    ),
+    C(
+        "resize",
+        [f32(2, 3, 5)],
+        {"sizes": [8], "mode": "linear"},
+        t(lambda x: F.interpolate(x, size=8, mode="linear")),
+        rtol=1e-5,
+        atol=1e-6,
+        id="resize_1d_linear",
+    ),
+    C(
+        "resize",
+        [_IMG5],
+        {"sizes": [5, 3, 7], "mode": "linear"},
+        t(lambda x: F.interpolate(x, size=(5, 3, 7), mode="trilinear")),
+        rtol=1e-5,
+        atol=1e-6,
+        id="resize_3d_linear",
+    ),
+    C(
+        "resize",
+        [table.IMG],
+        {"sizes": [9, 4], "mode": "linear", "coordinate_transformation_mode": "align_corners"},
+        t(lambda x: F.interpolate(x, size=(9, 4), mode="bilinear", align_corners=True)),
+        rtol=1e-5,
+        atol=1e-6,
+        id="resize_align_corners",
+    ),
+    C(
+        "resize",
+        [table.IMG],
+        {
+            "sizes": [9, 4],
+            "mode": "nearest",
+            "coordinate_transformation_mode": "asymmetric",
+            "nearest_mode": "floor",
+        },
+        t(lambda x: F.interpolate(x, size=(9, 4), mode="nearest")),
+        id="resize_nearest_sizes",
+    ),  # fmt: skip
+]
+CASES = table.CASES + RELAX_CASES
 
 # Op-table cases that do not run through Relax yet, with the reason. The test fails when one
 # of them starts passing, so the list stays exact.
 EXPECTED_FAILURES: dict[str, str] = {
     "max_pool_indices": "Relax's max_pool returns values only, and no decomposition gives indices",
     "adaptive_max_pool_indices": "no Relax op returns the indices of an adaptive max pool",
-    "avg_pool_divisor": "Relax's avg_pool has no divisor override",
-    "lp_pool": "Relax has no Lp pool and msc has no decomposition for it",
-    "lrn": "Relax has no local response normalization and msc has no decomposition for it",
-    "resize": "resize has no Relax emitter yet (image.resize2d's modes not mapped)",
-    "resize_linear": "resize has no Relax emitter yet (image.resize2d's modes not mapped)",
-    "resize_cubic": "resize has no Relax emitter yet (image.resize2d's modes not mapped)",
     "reshape_zero": "Relax's reshape refuses a zero-size input reshaped by a shape with a 0",
     "index_put": "index_put on non-leading axes: Relax's index_put indexes the leading dims",
     "index_put_apart": "index_put on non-leading axes: Relax's index_put indexes the leading dims",
