@@ -142,6 +142,46 @@ RELAX_CASES = [
         id="resize_nearest_sizes",
     ),  # fmt: skip
 ]
+_IPX, _IPI = f32(3, 4, 5), np.array([[0, 4], [-1, 0]], np.int64)
+
+
+def _ip_last_acc(x, v, i):
+    y = x.copy()
+    np.add.at(y, (slice(None), slice(None), i), v)
+    return y
+
+
+RELAX_CASES += [
+    C(
+        "index_put",
+        [_IPX, f32(2), _IPI],
+        {"axes": [2], "accumulate": True},
+        _ip_last_acc,
+        id="index_put_last_2d_index_acc",
+    ),
+    C(
+        "index_put",
+        [_IPX, f32(4, 5), np.array([2, 0], np.int32)],
+        {"axes": [0]},
+        lambda x, v, i: _ip_first(x, v, i),
+        id="index_put_leading_i32",
+    ),
+    C(
+        "pad",
+        [table.X],
+        {"pads": [-1, 0, -2, 0, 2, 1], "mode": "reflect"},
+        lambda x: np.pad(x[1:, :, 2:], [(0, 0), (0, 2), (0, 1)], mode="reflect"),
+        id="pad_negative_reflect",
+    ),
+]
+
+
+def _ip_first(x, v, i):
+    y = x.copy()
+    y[i] = v
+    return y
+
+
 CASES = table.CASES + RELAX_CASES
 
 # Op-table cases that do not run through Relax yet, with the reason. The test fails when one
@@ -150,11 +190,6 @@ EXPECTED_FAILURES: dict[str, str] = {
     "max_pool_indices": "Relax's max_pool returns values only, and no decomposition gives indices",
     "adaptive_max_pool_indices": "no Relax op returns the indices of an adaptive max pool",
     "reshape_zero": "Relax's reshape refuses a zero-size input reshaped by a shape with a 0",
-    "index_put": "index_put on non-leading axes: Relax's index_put indexes the leading dims",
-    "index_put_apart": "index_put on non-leading axes: Relax's index_put indexes the leading dims",
-    "index_put_adjacent": "index_put on non-leading axes: Relax's index_put indexes the leading "
-    "dims",
-    "pad_negative": "negative pads (crops) are not lowered to a slice yet",
     "nonzero": "Relax's VM codegen cannot lower permute_dims of nonzero's data-dependent shape",
 }
 
