@@ -432,7 +432,14 @@ def test_if_becomes_relax_if_reading_outer_values() -> None:
 # The ONNX backend node cases (their models, inputs and expected outputs) of the ops the op
 # table does not hold: imported with msc.from_onnx, compiled with build(), compared with the
 # expected outputs at the case's tolerance.
-ONNX_PREFIXES = ("test_rotary_embedding", "test_swiglu")
+ONNX_PREFIXES = (
+    "test_rotary_embedding",
+    "test_swiglu",
+    "test_rnn_",
+    "test_simple_rnn",
+    "test_gru",
+    "test_lstm",
+)
 # Cases that do not run through Relax yet, with the reason (fails when one starts passing).
 EXPECTED_ONNX_FAILURES: dict[str, str] = {}
 
@@ -477,3 +484,91 @@ def test_onnx_backend_case(name: str) -> None:
     except Exception:
         return
     pytest.fail(f"{name} now runs through Relax; drop it from EXPECTED_ONNX_FAILURES ({reason})")
+
+
+def _recurrent_model(op: str, layout: int, **attrs):
+    from onnx import TensorProto, helper
+
+    gates = {"RNN": 1, "GRU": 3, "LSTM": 4}[op]
+    seq, batch, inp, hid, nd = 4, 3, 5, 6, 2
+    rng = np.random.default_rng(1)
+    x_shape = [seq, batch, inp] if layout == 0 else [batch, seq, inp]
+    s_shape = [nd, batch, hid] if layout == 0 else [batch, nd, hid]
+    inits = {
+        "w": rng.uniform(-0.5, 0.5, (nd, gates * hid, inp)).astype(np.float32),
+        "r": rng.uniform(-0.5, 0.5, (nd, gates * hid, hid)).astype(np.float32),
+        "b": rng.uniform(-0.5, 0.5, (nd, 2 * gates * hid)).astype(np.float32),
+    }
+    feeds = {
+        "x": rng.uniform(-1, 1, x_shape).astype(np.float32),
+        "lens": np.array([4, 2, 3], np.int32),
+        "h0": rng.uniform(-1, 1, s_shape).astype(np.float32),
+    }
+    names = ["x", "w", "r", "b", "lens", "h0"]
+    outs = ["y", "y_h"]
+    if op == "LSTM":
+        feeds["c0"] = rng.uniform(-1, 1, s_shape).astype(np.float32)
+        inits["p"] = rng.uniform(-0.5, 0.5, (nd, 3 * hid)).astype(np.float32)
+        names += ["c0", "p"]
+        outs.append("y_c")
+    node = helper.make_node(
+        op, names, outs, hidden_size=hid, direction="bidirectional", layout=layout, **attrs
+    )
+    types = {"lens": TensorProto.INT32}
+    graph = helper.make_graph(
+        [node],
+        op.lower(),
+        [
+            helper.make_tensor_value_info(n, types.get(n, TensorProto.FLOAT), a.shape)
+            for n, a in feeds.items()
+        ],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in outs],
+        [onnx_numpy(a, n) for n, a in inits.items()],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
+    model.ir_version = 8
+    return model, feeds
+
+
+def onnx_numpy(a, name):
+    from onnx import numpy_helper
+
+    return numpy_helper.from_array(a, name)
+
+
+RECURRENT = {
+    "rnn_relu_clip": (
+        "RNN", 0, {"activations": ["Relu", "Tanh"], "clip": 0.7}
+    ),
+    "gru_lbr_activations": (
+        "GRU", 0, {"linear_before_reset": 1,
+                   "activations": ["HardSigmoid", "Softsign", "Sigmoid", "Elu"],
+                   "activation_alpha": [0.3, 1.0], "activation_beta": [0.4]},
+    ),
+    "gru_clip": ("GRU", 0, {"clip": 1.5}),
+    "lstm_peepholes_lens": ("LSTM", 0, {}),
+    "lstm_input_forget_activations": (
+        "LSTM", 0, {"input_forget": 1,
+                    "activations": ["Sigmoid", "Softsign", "ScaledTanh", "HardSigmoid",
+                                    "Tanh", "Tanh"],
+                    "activation_alpha": [1.2, 0.3], "activation_beta": [0.8, 0.4]},
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(RECURRENT))
+def test_recurrent_against_onnxruntime(name: str) -> None:
+    """rnn/gru/lstm unrolled in Relax agree with onnxruntime: both directions, sequence_lens,
+    initial states, clip and non-default activations (onnxruntime has no layout 1; the
+    backend's batchwise cases above cover it)."""
+    import msc
+
+    ort = pytest.importorskip("onnxruntime", reason="onnxruntime is the reference here")
+    op, layout, attrs = RECURRENT[name]
+    model, feeds = _recurrent_model(op, layout, **attrs)
+    want = ort.InferenceSession(model.SerializeToString()).run(None, feeds)
+    g = msc.from_onnx(model)
+    assert [n.op for n in g.nodes] == [op.lower()]
+    got = cr.build(g)(*[feeds[v.name] for v in g.inputs])
+    for k, (a, b) in enumerate(zip(got, want)):
+        np.testing.assert_allclose(a.numpy(), b, rtol=1e-5, atol=1e-5, err_msg=f"{name} {k}")
