@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tvm import relax
 
-from codegen.relax.registry import Emit, emitter, unsupported
+from codegen.relax.registry import Emit, emitter, relax_dtype, unsupported
 
 R = relax.op
 
@@ -26,8 +26,22 @@ def if_(e: Emit, condition, *, then_branch, else_branch):
     return [e.emit(relax.TupleGetItem(out, i)) for i in range(n)]
 
 
-unsupported(
-    "loop",
-    "no Relax emitter yet (a loop is a recursive function with a relax.If; not written yet)",
-)
+@emitter("loop")
+def loop(e: Emit, max_trip_count, cond, *initial, body):
+    # A recursive function with a relax.If (RelaxBuilder.loop); an absent cond is true.
+    n = len(initial)
+    start = cond if cond is not None else e.const(True, "bool")
+    outs = e.loop(body, max_trip_count, start, list(initial), list(e.out_types[:n]))
+    # Values of a shape not static come back with their rank only: cast them to the node's
+    # types (binding fresh variables for unknown dims) so later emitters see shapes.
+    return [
+        x if x.ty.shape is not None else e.bb.match_cast(x, _type(e, t))
+        for x, t in zip(outs, e.out_types)
+    ]
+
+
+def _type(e: Emit, t):
+    return relax.TensorType(e.dims(t.shape), relax_dtype(t.dtype))
+
+
 unsupported("scan", "no Relax emitter yet (a scan is a loop over slices; not written yet)")
