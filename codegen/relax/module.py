@@ -20,6 +20,7 @@ from __future__ import annotations
 import itertools
 import keyword
 import re
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -298,14 +299,28 @@ class RelaxBuilder:
         cond: relax.Expr,
         carried: list[relax.Expr],
         carried_types: list[TensorType],
+        extra: Sequence[relax.Expr] = (),
+        inputs: Callable[..., list[relax.Expr]] | None = None,
+        has_cond: bool = True,
     ) -> list[relax.Expr]:
         """An msc ``loop`` as a call of a recursive function: ``f(i, cond, *carried, *scans,
-        [trip], *outer)`` runs the body and calls itself with i + 1 while ``i < trip`` and
-        ``cond``, else returns the carried values and the scan outputs stacked so far.
-        Returns the results (carried values, then the stacked scan outputs) as the function
-        returns them: a value whose shape is not static has its rank only."""
+        [trip], *extra, *outer)`` runs the body and calls itself with i + 1 while ``i < trip``
+        and ``cond``, else returns the carried values and the scan outputs stacked so far.
+
+        Args:
+            extra: values passed to every iteration (a scan's sequences).
+            inputs: ``inputs(i, cond, carried, extra)`` gives the body's inputs (default: the
+                loop's ``i, cond, *carried``).
+            has_cond: the body's first output is the next condition (loop); else the body
+                gives the carried values first and the loop runs the trip count (scan).
+
+        Returns:
+            The carried values, then the stacked scan outputs, as the function returns them:
+            a value whose shape is not static has its rank only.
+        """
         n = len(carried)
-        scans = body.outputs[n + 1 :]
+        first = 1 if has_cond else 0
+        scans = body.outputs[n + first :]
         for v in scans:
             if v.type.shape is None or not all(isinstance(d, int) for d in v.type.shape):
                 raise Unsupported("a loop scan output whose shape is not static")
@@ -321,9 +336,10 @@ class RelaxBuilder:
             for j, (ln, v) in enumerate(zip(lengths, scans))
         ]  # fmt: skip
         p_trip = [] if trip is None else [relax.Var(f"trip{k}", i64)]
+        p_extra = [relax.Var(f"extra{k}_{j}", x.ty) for j, x in enumerate(extra)]
         outer = self._outer(body)
         p_outer = [relax.Var(f"outer{k}_{j}", self.env[v].ty) for j, v in enumerate(outer)]
-        params = [p_i, p_cond, *p_carried, *p_scans, *p_trip, *p_outer]
+        params = [p_i, p_cond, *p_carried, *p_scans, *p_trip, *p_extra, *p_outer]
         # A carried value whose shape may change between iterations, and every scan output,
         # is returned with its rank only (the callee's shape variables mean nothing outside).
         ret = relax.TupleType(
@@ -344,24 +360,31 @@ class RelaxBuilder:
             go = p_cond
             if p_trip:
                 go = bb.emit(relax.op.logical_and(relax.op.less(p_i, p_trip[0]), p_cond))
-            ins = [self._as(p_i, body.inputs[0].type), self._as(p_cond, body.inputs[1].type)]
-            for v, x in zip(body.inputs, ins + p_carried):
-                self.env[v] = x
             bb._begin_binding_block()
+            if inputs is None:
+                ins = [self._as(p_i, body.inputs[0].type), self._as(p_cond, body.inputs[1].type)]
+                ins += p_carried
+            else:
+                ins = inputs(p_i, p_cond, p_carried, p_extra)
+            for v, x in zip(body.inputs, ins):
+                self.env[v] = x
             bad = self._body(body)
             if bad:
                 bb._end_block()
                 bb._end_block()
                 raise Unsupported("; ".join(f"{o.op}: {o.reason}" for o in bad))
             outs = [self.env[v] for v in body.outputs]
-            new_cond = self._as(outs[0], TensorType(body.outputs[0].type.dtype, ()))
+            if has_cond:
+                new_cond = self._as(outs[0], TensorType(body.outputs[0].type.dtype, ()))
+            else:
+                new_cond = p_cond
             stacked = [
                 bb.emit(relax.op.concat([acc, relax.op.expand_dims(x, [0])], 0))
-                for acc, x in zip(p_scans, outs[n + 1 :])
+                for acc, x in zip(p_scans, outs[n + first :])
             ]
             step = bb.emit(relax.op.add(p_i, relax.const(1, "int64")))
-            again = bb.emit(relax.Call(gv, [step, new_cond, *outs[1 : n + 1], *stacked,
-                                            *p_trip, *p_outer]))  # fmt: skip
+            again = bb.emit(relax.Call(gv, [step, new_cond, *outs[first : n + first], *stacked,
+                                            *p_trip, *p_extra, *p_outer]))  # fmt: skip
             then = relax.SeqExpr([bb._end_block()], again)
             done = relax.SeqExpr([], relax.Tuple([*p_carried, *p_scans]))
             result = bb.emit(relax.If(go, then, done))
@@ -376,7 +399,7 @@ class RelaxBuilder:
         trip_arg = [] if trip is None else [self._as(trip, TensorType(DType.INT64, ()))]
         call = self.bb.emit(relax.Call(gv, [
             relax.const(0, "int64"), self._as(cond, TensorType(DType.BOOL, ())), *carried,
-            *init_scans, *trip_arg, *[saved[v] for v in outer],
+            *init_scans, *trip_arg, *extra, *[saved[v] for v in outer],
         ]))  # fmt: skip
         return [self.bb.emit(relax.TupleGetItem(call, j)) for j in range(n + len(scans))]
 

@@ -207,12 +207,12 @@ class Emit:
             raise Unsupported("subgraphs are not available here")
         return self._branch(graph, inputs)
 
-    def loop(self, body: Any, trip, cond, carried: list, carried_types: list) -> list:
+    def loop(self, body: Any, trip, cond, carried: list, carried_types: list, **kw) -> list:
         """A recursive Relax function running an msc loop body (see RelaxBuilder.loop);
         its results: the carried values, then the stacked scan outputs."""
         if self._loop is None:
             raise Unsupported("loops are not available here")
-        return self._loop(body, trip, cond, carried, carried_types)
+        return self._loop(body, trip, cond, carried, carried_types, **kw)
 
     def require(self, cond: bool, reason: str) -> None:
         if not cond:

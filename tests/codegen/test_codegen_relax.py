@@ -440,6 +440,7 @@ ONNX_PREFIXES = (
     "test_gru",
     "test_lstm",
     "test_loop11",  # test_loop13_seq, test_loop16_seq_none: sequence inputs msc does not hold
+    "test_scan",
 )
 # Cases that do not run through Relax yet, with the reason (fails when one starts passing).
 EXPECTED_ONNX_FAILURES: dict[str, str] = {
@@ -703,3 +704,45 @@ def test_torch_while_loop_runs_through_relax() -> None:
     text = cr.to_script(g)
     assert "def loop0(" in text
     tvm.ir.assert_structural_equal(tvm.script.from_source(text), cr.script_module(g)[0])
+
+
+@pytest.mark.parametrize(
+    "in_axis, in_dir, out_axis, out_dir",
+    [(0, 0, 0, 0), (1, 1, 0, 0), (0, 0, 1, 1), (-1, 1, -1, 0)],
+)
+def test_scan_axes_and_directions_against_onnxruntime(in_axis, in_dir, out_axis, out_dir) -> None:
+    """An ONNX Scan runs the loop's recursive function over its slices: input and output
+    axes and directions, a weight read from the outer scope."""
+    from onnx import TensorProto as TP
+    from onnx import helper as oh
+    from onnx import numpy_helper
+
+    import msc
+    from tests.frontend.test_onnx_control import _model, _vi
+
+    ort = pytest.importorskip("onnxruntime", reason="onnxruntime is the reference here")
+    body = oh.make_graph(
+        [oh.make_node("Add", ["s", "xt"], ["s2"]), oh.make_node("Mul", ["s2", "w"], ["y"])],
+        "body", [_vi("s", TP.FLOAT, [2]), _vi("xt", TP.FLOAT, [2])],
+        [_vi("s2", TP.FLOAT, [2]), _vi("y", TP.FLOAT, [2])],
+    )  # fmt: skip
+    node = oh.make_node(
+        "Scan", ["s0", "x"], ["s", "ys"], body=body, num_scan_inputs=1,
+        scan_input_axes=[in_axis], scan_input_directions=[in_dir],
+        scan_output_axes=[out_axis], scan_output_directions=[out_dir],
+    )  # fmt: skip
+    xshape = [4, 2] if in_axis == 0 else [2, 4]
+    w = numpy_helper.from_array(np.array([0.5, -2.0], np.float32), "w")
+    model = _model(
+        [node], [_vi("s0", TP.FLOAT, [2]), _vi("x", TP.FLOAT, xshape)],
+        [_vi("s", TP.FLOAT, [2]), _vi("ys", TP.FLOAT, None)], [w],
+    )  # fmt: skip
+    feeds = {"s0": np.zeros(2, np.float32), "x": f32(*xshape)}
+    want = ort.InferenceSession(model.SerializeToString()).run(None, feeds)
+    g = msc.from_onnx(model)
+    f = cr.build(g)
+    assert _functions_with_if(f.module) == ["loop0"]
+    got = f(*[feeds[v.name] for v in g.inputs])
+    for a, b in zip(got, want):
+        assert a.numpy().shape == b.shape
+        np.testing.assert_allclose(a.numpy(), b, rtol=1e-6, atol=1e-6)
