@@ -116,7 +116,10 @@ def _from_tvm(x: Any) -> Any:
     import torch
 
     if hasattr(x, "numpy"):
-        return torch.from_numpy(np.array(x.numpy()))
+        arr = np.array(x.numpy())
+        if arr.dtype.name == "bfloat16":  # ml_dtypes' bfloat16: torch reads its bits
+            return torch.from_numpy(arr.view(np.uint16)).view(torch.bfloat16)
+        return torch.from_numpy(arr)
     if isinstance(x, tuple | list) or type(x).__name__ == "Array":
         return [_from_tvm(v) for v in x]
     return x

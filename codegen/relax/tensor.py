@@ -31,11 +31,6 @@ def range_(e: Emit, start, limit, delta):
 unsupported("bitcast", "Relax has no bit reinterpretation (astype converts values)")
 unsupported("det", "Relax has no determinant and msc has no decomposition for it")
 unsupported(
-    "reverse_sequence",
-    "not mapped yet (relax.op.reverse_sequence exists; its sequence-length conventions are not "
-    "checked)",
-)
-unsupported(
     "tensor_scatter",
     "not written yet (a write at per-batch run-time offsets; Relax has no dynamic update slice)",
 )
@@ -44,3 +39,8 @@ unsupported(
     "not mapped yet (relax.op.unique exists; msc's four outputs, first-occurrence order and "
     "data-dependent length are not mapped)",
 )
+
+
+@emitter("reverse_sequence")
+def reverse_sequence(e: Emit, x, sequence_lens, *, batch_axis=1, time_axis=0):
+    return e.emit(R.reverse_sequence(x, sequence_lens, time_axis, batch_axis))
