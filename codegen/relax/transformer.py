@@ -68,7 +68,31 @@ unsupported(
     "Relax has no recurrent linear attention (a scan over time with a state update) and msc "
     "has no decomposition",
 )
-unsupported(
-    "causal_conv_with_state",
-    "not written yet (a concat with the past state, a depthwise conv1d and the new state's slice)",
-)
+
+
+@emitter("causal_conv_with_state")
+def causal_conv_with_state(e: Emit, x, weight, bias=None, past_state=None, *, activation="none"):
+    # The input left-padded by the past state (zeros when absent), a depthwise conv1d, an
+    # optional SiLU; the present state is the last k - 1 positions of the padded input.
+    b, c, n = e.shape(x)
+    k = e.shape(weight)[2]
+    e.require(isinstance(c, int) and isinstance(k, int), "symbolic channels or kernel")
+    if past_state is None:
+        past_state = e.emit(R.zeros([b, c, k - 1], e.dtype(x)))
+    padded = e.emit(R.concat([past_state, x], 2))
+    dt = e.dtype(x)
+    # Half-precision inputs are computed in float32 and rounded once (as ONNX's reference).
+    wide = dt in ("float16", "bfloat16")
+    p, w = padded, weight
+    if wide:
+        p, w = e.emit(R.astype(padded, "float32")), e.emit(R.astype(weight, "float32"))
+    y = e.emit(R.nn.conv1d(p, w, groups=c, data_layout="NCW", kernel_layout="OIW"))
+    if bias is not None:
+        bias = e.emit(R.astype(bias, "float32")) if wide else bias
+        y = e.emit(R.add(y, R.reshape(bias, [1, c, 1])))
+    if activation in ("silu", "swish"):
+        y = e.emit(R.nn.silu(y))
+    if wide:
+        y = e.emit(R.astype(y, dt))
+    state = e.emit(R.strided_slice(padded, [2], [n], [n + k - 1]))
+    return y, state
