@@ -1,17 +1,17 @@
-"""Relax emitters of the vision family: none yet."""
+"""Relax emitters of the vision family."""
 
 from __future__ import annotations
 
-from codegen.relax.registry import unsupported
+from tvm import relax
+
+from codegen.relax.registry import Emit, emitter, unsupported
+
+R = relax.op
+_GRID_MODE = {"linear": "bilinear", "nearest": "nearest", "cubic": "bicubic"}
 
 unsupported(
     "affine_grid",
     "not mapped yet (relax.op.image.affine_grid covers 2-d grids only; no emitter written)",
-)
-unsupported(
-    "grid_sample",
-    "not mapped yet (relax.op.image.grid_sample exists; its modes, padding modes and 3-d form "
-    "are not mapped)",
 )
 unsupported(
     "roi_align",
@@ -36,3 +36,14 @@ unsupported(
     "Relax has no unpooling and msc has no decomposition (a scatter of each value into zeros "
     "at its flat index)",
 )
+
+
+@emitter("grid_sample")
+def grid_sample(e: Emit, x, grid, *, mode="linear", padding_mode="zeros", align_corners=False):
+    e.require(e.rank(x) == 4, "grid_sample of a non-4-d input (image.grid_sample is 2-d)")
+    e.require(mode in _GRID_MODE, f"grid_sample mode {mode!r}")
+    e.require(padding_mode in ("zeros", "border", "reflection"), f"padding {padding_mode!r}")
+    # TOPI's grid_sample reads the grid as [N, 2, H_out, W_out] (its docstring says
+    # [N, H_out, W_out, 2], as ONNX and torch hold it).
+    g = e.emit(R.permute_dims(grid, [0, 3, 1, 2]))
+    return e.emit(R.image.grid_sample(x, g, _GRID_MODE[mode], "NCHW", padding_mode, align_corners))
