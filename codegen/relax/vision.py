@@ -10,10 +10,6 @@ R = relax.op
 _GRID_MODE = {"linear": "bilinear", "nearest": "nearest", "cubic": "bicubic"}
 
 unsupported(
-    "affine_grid",
-    "not mapped yet (relax.op.image.affine_grid covers 2-d grids only; no emitter written)",
-)
-unsupported(
     "roi_align",
     "not mapped yet (relax.op.vision.roi_align exists; its layout and coordinate conventions "
     "are not mapped)",
@@ -47,3 +43,12 @@ def grid_sample(e: Emit, x, grid, *, mode="linear", padding_mode="zeros", align_
     # [N, H_out, W_out, 2], as ONNX and torch hold it).
     g = e.emit(R.permute_dims(grid, [0, 3, 1, 2]))
     return e.emit(R.image.grid_sample(x, g, _GRID_MODE[mode], "NCHW", padding_mode, align_corners))
+
+
+@emitter("affine_grid")
+def affine_grid(e: Emit, theta, size_in=None, *, size=None, align_corners=False):
+    e.require(size_in is None and size is not None, "affine_grid with a run-time size")
+    e.require(len(size) == 4, "a 3-d affine grid (image.affine_grid is 2-d)")
+    # TOPI's affine_grid gives [N, 2, H, W]; ONNX and torch hold the grid as [N, H, W, 2].
+    g = e.emit(R.image.affine_grid(theta, [int(size[2]), int(size[3])], align_corners))
+    return e.emit(R.permute_dims(g, [0, 2, 3, 1]))
