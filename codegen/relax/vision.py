@@ -10,11 +10,6 @@ R = relax.op
 _GRID_MODE = {"linear": "bilinear", "nearest": "nearest", "cubic": "bicubic"}
 
 unsupported(
-    "roi_align",
-    "not mapped yet (relax.op.vision.roi_align exists; its layout and coordinate conventions "
-    "are not mapped)",
-)
-unsupported(
     "non_max_suppression",
     "not mapped yet (relax.op.vision.all_class_non_max_suppression returns padded rows and a "
     "count; the data-dependent slice is not written)",
@@ -52,3 +47,21 @@ def affine_grid(e: Emit, theta, size_in=None, *, size=None, align_corners=False)
     # TOPI's affine_grid gives [N, 2, H, W]; ONNX and torch hold the grid as [N, H, W, 2].
     g = e.emit(R.image.affine_grid(theta, [int(size[2]), int(size[3])], align_corners))
     return e.emit(R.permute_dims(g, [0, 2, 3, 1]))
+
+
+@emitter("roi_align")
+def roi_align(
+    e: Emit, x, rois, batch_indices, *, mode="avg", output_height=1, output_width=1,
+    sampling_ratio=0, spatial_scale=1.0, half_pixel=True,
+):  # fmt: skip
+    # vision.roi_align takes [R, 5] rows (batch index, x1, y1, x2, y2). Its ``aligned`` and
+    # its max mode disagree with ONNX's half_pixel and max (ONNX's backend cases differ in
+    # every element), so only ONNX's output_half_pixel averages are emitted.
+    e.require(mode == "avg", "roi_align max mode (vision.roi_align's max is not ONNX's)")
+    e.require(not half_pixel, "roi_align with half_pixel (vision.roi_align's aligned differs)")
+    idx = e.emit(R.expand_dims(R.astype(batch_indices, e.dtype(rois)), [1]))
+    rows = e.emit(R.concat([idx, rois], 1))
+    return e.emit(
+        R.vision.roi_align(x, rows, [output_height, output_width], spatial_scale,
+                           sampling_ratio, False, "NCHW", mode)
+    )  # fmt: skip
