@@ -8,6 +8,9 @@
 # - The body is one dataflow block, unless the graph holds control flow (relax.If may not sit
 #   in a dataflow block). One output is returned bare when the source returned it bare (no
 #   output tree); otherwise the flat outputs are returned as a tuple.
+# - A loop or scan is a private recursive function ``loop<k>`` beside ``main`` whose body is a
+#   relax.If (run the body and call itself, or return); the outer values its body reads are
+#   passed as parameters, since a module-level function captures nothing.
 # - Symbolic dims are int64 ``tirx.Var``s named after the msc symbol, one per name; their
 #   ranges become the ``tir_var_lower_bound`` / ``tir_var_upper_bound`` function attributes.
 # - Each canonical node goes through its emitter; if there is none, or it raises
