@@ -57,6 +57,7 @@ __all__ = [
     "SCRIPT_FILE",
     "WEIGHTS_FILE",
     "LOADER_FILE",
+    "coverage_markdown",
 ]
 
 SCRIPT_FILE = "module.py"
@@ -115,7 +116,10 @@ def _from_tvm(x: Any) -> Any:
     import torch
 
     if hasattr(x, "numpy"):
-        return torch.from_numpy(np.array(x.numpy()))
+        arr = np.array(x.numpy())
+        if arr.dtype.name == "bfloat16":  # ml_dtypes' bfloat16: torch reads its bits
+            return torch.from_numpy(arr.view(np.uint16)).view(torch.bfloat16)
+        return torch.from_numpy(arr)
     if isinstance(x, tuple | list) or type(x).__name__ == "Array":
         return [_from_tvm(v) for v in x]
     return x
@@ -221,3 +225,44 @@ def save(graph: Graph, directory: str | os.PathLike) -> Path:
 
 # One module per op family, named as in msc.ops; importing one registers its emitters.
 FAMILIES = tuple(import_families(__name__))
+
+
+def coverage_markdown() -> str:
+    """The codegen's section of docs/ops.md: per family, the ops with a Relax emitter and the
+    ops lowered through a decomposition; then every op Relax cannot express, with the reason."""
+    from msc.ops import registry
+    from msc.ops.decompose import registry as rules
+
+    canon = registry.names()
+    emitted = [op for op in canon if op in EMITTERS]
+    decomposed = [op for op in canon if op not in EMITTERS and op in rules]
+    by_family: dict[str, tuple[list[str], list[str]]] = {}
+    for op in canon:
+        fam = registry.get(op).family
+        em, de = by_family.setdefault(fam, ([], []))
+        if op in EMITTERS:
+            em.append(op)
+        elif op in rules:
+            de.append(op)
+    lines = [
+        "## TVM Relax codegen (`codegen.relax`)",
+        "",
+        f"{len(emitted)} of {len(canon)} canonical ops have a Relax emitter and "
+        f"{len(decomposed)} more are lowered through their decomposition (`msc.ops.decompose`) "
+        "into ops that have one. An emitter may still refuse a particular node (a run-time "
+        "shape, an attribute value Relax lacks); the node then goes through the op's "
+        "decomposition if it has one.",
+        "",
+        "| family | emitted | decomposed |",
+        "|---|---|---|",
+    ]
+    for fam in sorted(by_family):
+        em, de = by_family[fam]
+        cells = [", ".join(f"`{o}`" for o in sorted(ops)) or "-" for ops in (em, de)]
+        lines.append(f"| {fam} | {cells[0]} | {cells[1]} |")
+    missing = [op for op in canon if op not in EMITTERS and op not in rules]
+    if missing:
+        lines += ["", "Not expressed in Relax:", ""]
+        lines += [f"- `{op}`: {EMITTERS.reason(op)}" for op in sorted(missing)]
+    lines.append("")
+    return "\n".join(lines)

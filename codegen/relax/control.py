@@ -1,10 +1,12 @@
-"""Relax emitters of the control family: ``if`` as relax.If (outside a dataflow block)."""
+"""Relax emitters of the control family: ``if`` as relax.If (outside a dataflow block);
+``loop`` and ``scan`` as a recursive function with a relax.If (RelaxBuilder.loop)."""
 
 from __future__ import annotations
 
 from tvm import relax
 
-from codegen.relax.registry import Emit, emitter, unsupported
+from codegen.relax.registry import Emit, emitter, relax_dtype
+from msc.ir.types import TensorType
 
 R = relax.op
 
@@ -26,8 +28,66 @@ def if_(e: Emit, condition, *, then_branch, else_branch):
     return [e.emit(relax.TupleGetItem(out, i)) for i in range(n)]
 
 
-unsupported(
-    "loop",
-    "no Relax emitter yet (a loop is a recursive function with a relax.If; not written yet)",
-)
-unsupported("scan", "no Relax emitter yet (a scan is a loop over slices; not written yet)")
+@emitter("loop")
+def loop(e: Emit, max_trip_count, cond, *initial, body):
+    # A recursive function with a relax.If (RelaxBuilder.loop); an absent cond is true.
+    n = len(initial)
+    start = cond if cond is not None else e.const(True, "bool")
+    outs = e.loop(body, max_trip_count, start, list(initial), list(e.out_types[:n]))
+    # Values of a shape not static come back with their rank only: cast them to the node's
+    # types (binding fresh variables for unknown dims) so later emitters see shapes.
+    return [
+        x if x.ty.shape is not None else e.bb.match_cast(x, _type(e, t))
+        for x, t in zip(outs, e.out_types)
+    ]
+
+
+def _type(e: Emit, t):
+    return relax.TensorType(e.dims(t.shape), relax_dtype(t.dtype))
+
+
+@emitter("scan")
+def scan(
+    e: Emit, *xs, body, num_scan_inputs, scan_input_axes=None, scan_input_directions=None,
+    scan_output_axes=None, scan_output_directions=None,
+):  # fmt: skip
+    # The loop's recursive function run for the scan length, the sequences passed along and
+    # sliced (take at i, or length - 1 - i backwards) into the body's inputs.
+    m = num_scan_inputs
+    n = len(xs) - m
+    states, seqs = list(xs[:n]), list(xs[n:])
+    axes = [a % e.rank(x) for a, x in zip(scan_input_axes or [0] * m, seqs)]
+    backward = list(scan_input_directions or [0] * m)
+    length = e.shape(seqs[0])[axes[0]]
+    e.require(isinstance(length, int), "a scan over a symbolic length")
+    last = e.const(length - 1, "int64")
+
+    def inputs(i, cond, carried, extra):
+        sliced = []
+        for x, a, d in zip(extra, axes, backward):
+            at = e.emit(R.subtract(last, i)) if d else i
+            sliced.append(e.emit(R.take(x, at, axis=a)))
+        return [*carried, *sliced]
+
+    outs = e.loop(
+        body, e.const(length, "int64"), e.const(True, "bool"), states, list(e.out_types[:n]),
+        extra=seqs, inputs=inputs, has_cond=False,
+    )  # fmt: skip
+    finals = [
+        x if x.ty.shape is not None else e.bb.match_cast(x, _type(e, t))
+        for x, t in zip(outs[:n], e.out_types)
+    ]
+    k = len(outs) - n
+    out_axes = list(scan_output_axes or [0] * k)
+    out_back = list(scan_output_directions or [0] * k)
+    ys = []
+    for y, v, a, d in zip(outs[n:], body.outputs[n:], out_axes, out_back):
+        y = e.bb.match_cast(y, _type(e, TensorType(v.type.dtype, (length, *v.type.shape))))
+        if d:
+            y = e.emit(R.flip(y, 0))
+        r = e.rank(y)
+        a = a % r
+        if a:
+            y = e.emit(R.permute_dims(y, [*range(1, a + 1), 0, *range(a + 1, r)]))
+        ys.append(y)
+    return [*finals, *ys]

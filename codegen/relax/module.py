@@ -8,6 +8,9 @@
 # - The body is one dataflow block, unless the graph holds control flow (relax.If may not sit
 #   in a dataflow block). One output is returned bare when the source returned it bare (no
 #   output tree); otherwise the flat outputs are returned as a tuple.
+# - A loop or scan is a private recursive function ``loop<k>`` beside ``main`` whose body is a
+#   relax.If (run the body and call itself, or return); the outer values its body reads are
+#   passed as parameters, since a module-level function captures nothing.
 # - Symbolic dims are int64 ``tirx.Var``s named after the msc symbol, one per name; their
 #   ranges become the ``tir_var_lower_bound`` / ``tir_var_upper_bound`` function attributes.
 # - Each canonical node goes through its emitter; if there is none, or it raises
@@ -20,6 +23,7 @@ from __future__ import annotations
 import itertools
 import keyword
 import re
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -29,6 +33,7 @@ from tvm import relax
 from codegen.relax.registry import EMITTERS as default_emitters
 from codegen.relax.registry import Emit, EmitterRegistry, Unsupported, relax_dtype
 from msc.errors import ConversionError, UnsupportedOp, UnsupportedOpsError
+from msc.ir.dtype import DType
 from msc.ir.graph import Graph, Node, Value, Weight
 from msc.ir.types import Func, SymDim, SymExpr, TensorType
 from msc.ops.custom import parse_custom
@@ -100,6 +105,7 @@ class RelaxBuilder:
         self._fresh = itertools.count()
         self.param_weights: list[Weight] = []
         self._taken: set[str] = set()
+        self.functions: list[tuple[relax.GlobalVar, relax.Function]] = []
 
     # ------------------------------------------------------------------ types
     def dim(self, d: Any) -> Any:
@@ -179,6 +185,7 @@ class RelaxBuilder:
                 [o.type for o in node.outputs],
                 self.dim,
                 self.branch,
+                self.loop,
             )
             try:
                 result = fn(e, *ins, **node.attrs)
@@ -268,6 +275,143 @@ class RelaxBuilder:
         block = self.bb._end_block()
         return relax.SeqExpr([block], body)
 
+    def _outer(self, g: Graph) -> list[Value]:
+        """The values ``g`` (and the subgraphs in its nodes' attributes) reads from outside
+        itself, in first-use order, that are variables of the enclosing function here
+        (constants need no passing)."""
+        found: dict[Value, None] = {}
+
+        def walk(graph: Graph, inside: set[Value]) -> None:
+            inside = inside | set(graph.inputs)
+            for n in graph.nodes:
+                for v in n.inputs:
+                    if v is not None and v not in inside:
+                        found.setdefault(v, None)
+                for a in n.attrs.values():
+                    if isinstance(a, Graph):
+                        walk(a, inside)
+                inside |= set(n.outputs)
+
+        walk(g, set())
+        return [v for v in found if isinstance(self.env.get(v), relax.Var)]
+
+    def loop(
+        self,
+        body: Graph,
+        trip: relax.Expr | None,
+        cond: relax.Expr,
+        carried: list[relax.Expr],
+        carried_types: list[TensorType],
+        extra: Sequence[relax.Expr] = (),
+        inputs: Callable[..., list[relax.Expr]] | None = None,
+        has_cond: bool = True,
+    ) -> list[relax.Expr]:
+        """An msc ``loop`` as a call of a recursive function: ``f(i, cond, *carried, *scans,
+        [trip], *extra, *outer)`` runs the body and calls itself with i + 1 while ``i < trip``
+        and ``cond``, else returns the carried values and the scan outputs stacked so far.
+
+        Args:
+            extra: values passed to every iteration (a scan's sequences).
+            inputs: ``inputs(i, cond, carried, extra)`` gives the body's inputs (default: the
+                loop's ``i, cond, *carried``).
+            has_cond: the body's first output is the next condition (loop); else the body
+                gives the carried values first and the loop runs the trip count (scan).
+
+        Returns:
+            The carried values, then the stacked scan outputs, as the function returns them:
+            a value whose shape is not static has its rank only.
+        """
+        n = len(carried)
+        first = 1 if has_cond else 0
+        scans = body.outputs[n + first :]
+        for v in scans:
+            if v.type.shape is None or not all(isinstance(d, int) for d in v.type.shape):
+                raise Unsupported("a loop scan output whose shape is not static")
+        k = len(self.functions)
+        i64, b = relax.TensorType([], "int64"), relax.TensorType([], "bool")
+        p_i, p_cond = relax.Var(f"iter{k}", i64), relax.Var(f"cond{k}", b)
+        p_carried = [relax.Var(f"carried{k}_{j}", self.struct_info(t))
+                     for j, t in enumerate(carried_types)]  # fmt: skip
+        lengths = [tvm.tirx.Var(f"n{k}_{j}", "int64") for j in range(len(scans))]
+        p_scans = [
+            relax.Var(f"scan{k}_{j}", relax.TensorType(
+                [ln, *[self.dim(d) for d in v.type.shape]], relax_dtype(v.type.dtype)))
+            for j, (ln, v) in enumerate(zip(lengths, scans))
+        ]  # fmt: skip
+        p_trip = [] if trip is None else [relax.Var(f"trip{k}", i64)]
+        p_extra = [relax.Var(f"extra{k}_{j}", x.ty) for j, x in enumerate(extra)]
+        outer = self._outer(body)
+        p_outer = [relax.Var(f"outer{k}_{j}", self.env[v].ty) for j, v in enumerate(outer)]
+        params = [p_i, p_cond, *p_carried, *p_scans, *p_trip, *p_extra, *p_outer]
+        # A carried value whose shape may change between iterations, and every scan output,
+        # is returned with its rank only (the callee's shape variables mean nothing outside).
+        ret = relax.TupleType(
+            [p.ty if t.shape is not None and all(isinstance(d, int) for d in t.shape)
+             else relax.TensorType(ndim=p.ty.ndim, dtype=p.ty.dtype)
+             for p, t in zip(p_carried, carried_types)]
+            + [relax.TensorType(ndim=1 + len(v.type.shape), dtype=relax_dtype(v.type.dtype))
+               for v in scans]
+        )  # fmt: skip
+        gv = relax.GlobalVar(f"loop{k}")
+        relax.expr._update_type(gv, relax.FuncType([p.ty for p in params], ret))
+
+        saved = {v: self.env[v] for v in outer}
+        self.env.update(zip(outer, p_outer))
+        bb = self.bb
+        try:
+            bb._begin_binding_block()
+            go = p_cond
+            if p_trip:
+                go = bb.emit(relax.op.logical_and(relax.op.less(p_i, p_trip[0]), p_cond))
+            bb._begin_binding_block()
+            if inputs is None:
+                ins = [self._as(p_i, body.inputs[0].type), self._as(p_cond, body.inputs[1].type)]
+                ins += p_carried
+            else:
+                ins = inputs(p_i, p_cond, p_carried, p_extra)
+            for v, x in zip(body.inputs, ins):
+                self.env[v] = x
+            bad = self._body(body)
+            if bad:
+                bb._end_block()
+                bb._end_block()
+                raise Unsupported("; ".join(f"{o.op}: {o.reason}" for o in bad))
+            outs = [self.env[v] for v in body.outputs]
+            if has_cond:
+                new_cond = self._as(outs[0], TensorType(body.outputs[0].type.dtype, ()))
+            else:
+                new_cond = p_cond
+            stacked = [
+                bb.emit(relax.op.concat([acc, relax.op.expand_dims(x, [0])], 0))
+                for acc, x in zip(p_scans, outs[n + first :])
+            ]
+            step = bb.emit(relax.op.add(p_i, relax.const(1, "int64")))
+            again = bb.emit(relax.Call(gv, [step, new_cond, *outs[first : n + first], *stacked,
+                                            *p_trip, *p_extra, *p_outer]))  # fmt: skip
+            then = relax.SeqExpr([bb._end_block()], again)
+            done = relax.SeqExpr([], relax.Tuple([*p_carried, *p_scans]))
+            result = bb.emit(relax.If(go, then, done))
+            func = relax.Function(params, relax.SeqExpr([bb._end_block()], result), ret)
+        finally:
+            self.env.update(saved)
+        self.functions.append((gv, func))
+        init_scans = [
+            relax.op.zeros([0, *[self.dim(d) for d in v.type.shape]], relax_dtype(v.type.dtype))
+            for v in scans
+        ]
+        trip_arg = [] if trip is None else [self._as(trip, TensorType(DType.INT64, ()))]
+        call = self.bb.emit(relax.Call(gv, [
+            relax.const(0, "int64"), self._as(cond, TensorType(DType.BOOL, ())), *carried,
+            *init_scans, *trip_arg, *extra, *[saved[v] for v in outer],
+        ]))  # fmt: skip
+        return [self.bb.emit(relax.TupleGetItem(call, j)) for j in range(n + len(scans))]
+
+    def _as(self, x: relax.Expr, t: TensorType) -> relax.Expr:
+        """A one-element ``x`` reshaped to the rank of ``t`` (0-d or [1] scalars)."""
+        if t.shape is None or int(x.ty.ndim) == len(t.shape):
+            return x
+        return self.bb.emit(relax.op.reshape(x, [1] * len(t.shape)))
+
     # ------------------------------------------------------------------ driver
     def run(self) -> tvm.IRModule:
         g = self.graph
@@ -313,6 +457,10 @@ class RelaxBuilder:
         if bad:
             raise UnsupportedOpsError(bad, what=f"graph {g.name!r} to Relax")
         mod = self.bb.get()
+        for gv, func in self.functions:
+            mod[gv] = func
+        if self.functions:
+            mod = relax.transform.Normalize()(mod)
         if dataflow:
             mod["main"] = _fold_output(mod["main"])
             mod = relax.transform.Normalize()(mod)
@@ -393,5 +541,6 @@ def lift_constants(mod: tvm.IRModule, prefix: str = "const") -> tuple[tvm.IRModu
     new = relax.Function(
         list(func.params) + [v for v, _ in lifted], body, func.ret_ty, func.is_pure, func.attrs
     )
-    out = tvm.IRModule({"main": new})
+    out = tvm.IRModule(dict(mod.functions))  # the loop functions stay as they are
+    out["main"] = new
     return out, [a for _, a in lifted]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 from tvm import relax
 
-from codegen.relax.registry import Emit, emitter
+from codegen.relax.registry import Emit, emitter, static_only
 
 R = relax.op
 _LAYOUT = {1: ("NCW", "OIW"), 2: ("NCHW", "OIHW"), 3: ("NCDHW", "OIDHW")}
@@ -250,12 +250,114 @@ def avg_pool(
     e: Emit, x, *, kernel, stride=(), padding=(), ceil_mode=False, count_include_pad=True,
     divisor_override=None,
 ):  # fmt: skip
-    e.require(divisor_override is None, "avg_pool with a divisor override")
+    if divisor_override is not None:  # every window's sum over the one divisor
+        total = _window_sum(e, x, kernel, stride, padding, (), ceil_mode)
+        return e.emit(R.divide(total, e.const(divisor_override, e.dtype(x))))
     n, k, s, p, d = _pool_args(e, x, kernel, stride, padding, ())
     return e.emit(
         _AVG[n](x, k, s, p, d, ceil_mode=ceil_mode, count_include_pad=count_include_pad,
                 layout=_LAYOUT[n][0], out_layout=_LAYOUT[n][0])
     )  # fmt: skip
+
+
+def _window_sum(e: Emit, x, kernel, stride, padding, dilation, ceil_mode):
+    """The sum over each pooling window: a depthwise convolution with a kernel of ones, the
+    end padded further (with zeros, which add nothing) to reach the windows ceil_mode adds;
+    the output type holds the window counts."""
+    n, k, s, p, d = _pool_args(e, x, kernel, stride, padding, dilation)
+    shape = e.shape(x)
+    e.require(all(isinstance(v, int) for v in shape[1:]), "pooling over symbolic channels or dims")
+    out = e.out.shape[2:]
+    e.require(all(isinstance(v, int) for v in out), "pooling to a symbolic size")
+    ends = [
+        max(p[n + i], (out[i] - 1) * s[i] + d[i] * (k[i] - 1) + 1 - shape[2 + i] - p[i])
+        for i in range(n)
+    ]
+    c = shape[1]
+    ones = e.const(np.ones([c, 1, *k]), e.dtype(x))
+    fn = {1: R.nn.conv1d, 2: R.nn.conv2d, 3: R.nn.conv3d}[n]
+    data, layout = _LAYOUT[n]
+    return e.emit(
+        fn(x, ones, strides=s, padding=p[:n] + ends, dilation=d, groups=c,
+           data_layout=data, kernel_layout=layout, out_layout=data)
+    )  # fmt: skip
+
+
+@emitter("lp_pool")
+def lp_pool(e: Emit, x, *, kernel, stride=(), padding=(), dilation=(), ceil_mode=False, p=2.0):
+    # (sum |x|^p)^(1/p) over each window, as ONNX LpPool (torch's lp_pool agrees for even p).
+    dt = e.dtype(x)
+    xp = e.emit(R.power(R.abs(x), e.const(p, dt)))
+    total = _window_sum(e, xp, kernel, stride, padding, dilation, ceil_mode)
+    return e.emit(R.power(total, e.const(1.0 / p, dt)))
+
+
+@emitter("lrn")
+def lrn(e: Emit, x, *, size, alpha=1e-4, beta=0.75, bias=1.0):
+    # ONNX LRN: x / (bias + alpha / size * sum of x^2 over channels
+    # [c - floor((size-1)/2), c + ceil((size-1)/2)])^beta. The channel window is an average
+    # pool (zeros padded and counted, so it is the sum / size) over [N, 1, C, rest].
+    shape = e.shape(x)
+    e.require(len(shape) >= 3, "lrn of an input without spatial dims")
+    rest = 1
+    for v in shape[2:]:
+        rest = rest * v
+    dt = e.dtype(x)
+    sq = e.emit(R.reshape(R.multiply(x, x), [shape[0], 1, shape[1], rest]))
+    before, after = (size - 1) // 2, size // 2
+    mean = e.emit(
+        R.nn.avg_pool2d(sq, [size, 1], [1, 1], [before, 0, after, 0], count_include_pad=True)
+    )
+    mean = e.emit(R.reshape(mean, shape))
+    den = e.emit(R.power(R.add(R.multiply(mean, e.const(alpha, dt)), e.const(bias, dt)),
+                         e.const(beta, dt)))  # fmt: skip
+    return e.emit(R.divide(x, den))
+
+
+_RESIZE_METHOD = {"nearest": "nearest_neighbor", "linear": "linear", "cubic": "cubic"}
+_RESIZE_COORD = (
+    "half_pixel", "align_corners", "asymmetric", "pytorch_half_pixel", "tf_half_pixel_for_nn",
+)  # fmt: skip
+_ROUNDING = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
+
+
+@emitter("resize")
+def resize(
+    e: Emit, x, scales_in=None, sizes_in=None, *, sizes=None, scales=None, mode="nearest",
+    coordinate_transformation_mode="half_pixel", nearest_mode="round_prefer_floor",
+    cubic_coeff_a=-0.75, antialias=False,
+):  # fmt: skip
+    static_only(scales_in, sizes_in)
+    e.require(not antialias, "an antialiased resize (image.resize has no antialias)")
+    e.require(mode in _RESIZE_METHOD, f"resize mode {mode!r}")
+    coord = coordinate_transformation_mode
+    e.require(coord in _RESIZE_COORD, f"resize coordinate transformation {coord!r}")
+    e.require(mode != "nearest" or nearest_mode in _ROUNDING, f"nearest mode {nearest_mode!r}")
+    shape = e.shape(x)
+    r = len(shape)
+    e.require(r in (3, 4, 5), f"resize of a rank-{r} input (image.resize takes 1-d to 3-d)")
+    out = list(e.out.shape[2:])
+    e.require(all(isinstance(v, int) for v in out), "resize to a symbolic size")
+    if scales is not None:
+        # ONNX maps coordinates through the given scale; image.resize through out / in.
+        e.require(
+            all(isinstance(n, int) and o == n * s for n, o, s in zip(shape[2:], out, scales)),
+            "resize by scales that do not give whole sizes",
+        )
+    method = _RESIZE_METHOD[mode]
+    kw = dict(
+        method=method,
+        coordinate_transformation_mode=coord,
+        rounding_method=nearest_mode if mode == "nearest" else "",
+        cubic_alpha=cubic_coeff_a,
+        cubic_exclude=0,
+    )
+    if r == 3:  # one spatial dim: resize [N, C, 1, W] along W
+        y = e.emit(R.image.resize2d(R.expand_dims(x, [2]), [1, out[0]], **kw))
+        return e.emit(R.squeeze(y, [2]))
+    if r == 4:
+        return e.emit(R.image.resize2d(x, out, **kw))
+    return e.emit(R.image.resize3d(x, out, **kw))
 
 
 @emitter("adaptive_avg_pool")

@@ -151,6 +151,7 @@ class Emit:
         out_types: Sequence[TensorType],
         dim: Callable[[Any], Any],
         branch: Callable[[Any, list], Any] | None = None,
+        loop: Callable[..., list] | None = None,
     ) -> None:
         self.bb = bb
         self.node = node
@@ -158,6 +159,7 @@ class Emit:
         self.out_types = list(out_types)
         self._dim = dim
         self._branch = branch
+        self._loop = loop
 
     @property
     def source_op(self) -> str:
@@ -211,6 +213,13 @@ class Emit:
         if self._branch is None:
             raise Unsupported("subgraphs are not available here")
         return self._branch(graph, inputs)
+
+    def loop(self, body: Any, trip, cond, carried: list, carried_types: list, **kw) -> list:
+        """A recursive Relax function running an msc loop body (see RelaxBuilder.loop);
+        its results: the carried values, then the stacked scan outputs."""
+        if self._loop is None:
+            raise Unsupported("loops are not available here")
+        return self._loop(body, trip, cond, carried, carried_types, **kw)
 
     def require(self, cond: bool, reason: str) -> None:
         if not cond:

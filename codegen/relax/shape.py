@@ -109,9 +109,19 @@ def trilu(e: Emit, x, k_in=None, *, upper, k=0):
 def pad(e: Emit, x, pads_in=None, value_in=None, *, pads, mode="constant", value=0.0):
     static_only(pads_in, value_in)
     n = len(pads) // 2
-    e.require(all(p >= 0 for p in pads), "negative pads (crops)")
     modes = {"constant": "constant", "reflect": "reflect", "edge": "replicate", "wrap": "circular"}
     e.require(mode in modes, f"pad mode {mode!r}")
+    if any(p < 0 for p in pads):  # a negative pad crops: slice first, then pad the rest
+        crop = [a for a in range(n) if pads[a] < 0 or pads[n + a] < 0]
+        shape = e.shape(x)
+        ends = [pads[n + a] if pads[n + a] < 0 else _BIG for a in crop]
+        ends = [v + shape[a] if v < 0 and isinstance(shape[a], int) else v
+                for v, a in zip(ends, crop)]  # fmt: skip
+        begins = [max(-pads[a], 0) for a in crop]
+        x = e.emit(R.strided_slice(x, crop, begins, ends, [1] * len(crop)))
+        pads = [max(p, 0) for p in pads]
+        if not any(pads):
+            return x
     width = [int(v) for i in range(n) for v in (pads[i], pads[n + i])]
     return e.emit(R.nn.pad(x, width, modes[mode], value))
 
@@ -208,8 +218,41 @@ def index(e: Emit, x, *indices, axes):
 
 @emitter("index_put")
 def index_put(e: Emit, x, values, *indices, axes, accumulate=False):
-    e.require(list(axes) == list(range(len(axes))), f"index_put on axes {list(axes)}")
-    return e.emit(R.index_put(x, relax.Tuple(list(indices)), values, accumulate))
+    # Relax's index_put takes one index tensor per dim of x: the given indices on ``axes``
+    # and an arange on each other dim, all broadcast to [*index dims, *other dims]. torch's
+    # x[indices] puts the index dims where the indexed axes were when those are adjacent
+    # (else first); the values broadcast against that shape and are moved into this order.
+    r, k = e.rank(x), len(axes)
+    axes = [a % r for a in axes]
+    shape = e.shape(x)
+    indices = [_norm_index(e, i, shape[a]) for i, a in zip(indices, axes)]
+    if r == k:
+        return e.emit(R.index_put(x, relax.Tuple(indices), values, accumulate))
+    rest = [a for a in range(r) if a not in axes]
+    shapes = [e.shape(i) for i in indices] + [shape]
+    e.require(all(isinstance(d, int) for s in shapes for d in s), "index_put over symbolic dims")
+    batch = list(np.broadcast_shapes(*[tuple(e.shape(i)) for i in indices]))
+    nb, nr = len(batch), len(rest)
+    full = batch + [shape[a] for a in rest]
+    a0 = axes[0]
+    if a0 > 0 and axes == list(range(a0, a0 + k)):  # torch's order: rest[:a0], batch, rest
+        where = [shape[a] for a in rest[:a0]] + batch + [shape[a] for a in rest[a0:]]
+        values = e.emit(R.broadcast_to(values, where))
+        perm = [a0 + i for i in range(nb)] + list(range(a0))
+        perm += [a0 + nb + i for i in range(nr - a0)]
+        values = e.emit(R.permute_dims(values, perm))
+    else:
+        values = e.emit(R.broadcast_to(values, full))
+    per_axis = {}
+    for i, a in zip(indices, axes):
+        i = e.emit(R.astype(i, "int64")) if e.dtype(i) != "int64" else i
+        per_axis[a] = e.emit(R.reshape(i, e.shape(i) + [1] * nr))
+    for j, a in enumerate(rest):
+        ar = e.emit(R.arange(0, shape[a], 1, "int64"))
+        ar = e.emit(R.reshape(ar, [1] * (nb + j) + [shape[a]] + [1] * (nr - j - 1)))
+        per_axis[a] = ar
+    tup = relax.Tuple([per_axis[a] for a in range(r)])
+    return e.emit(R.index_put(x, tup, values, accumulate))
 
 
 @emitter("nonzero")

@@ -12,7 +12,13 @@ import importlib
 from msc.ops import custom, registry
 
 # Modules that may add a coverage section, in the order they appear.
-COVERAGE_MODULES = ("msc.frontend.torch", "msc.frontend.onnx", "codegen.torch", "codegen.onnx")
+COVERAGE_MODULES = (
+    "msc.frontend.torch",
+    "msc.frontend.onnx",
+    "codegen.torch",
+    "codegen.onnx",
+    "codegen.relax",
+)
 
 
 def canonical_markdown() -> str:

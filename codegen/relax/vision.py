@@ -1,0 +1,67 @@
+"""Relax emitters of the vision family."""
+
+from __future__ import annotations
+
+from tvm import relax
+
+from codegen.relax.registry import Emit, emitter, unsupported
+
+R = relax.op
+_GRID_MODE = {"linear": "bilinear", "nearest": "nearest", "cubic": "bicubic"}
+
+unsupported(
+    "non_max_suppression",
+    "not mapped yet (relax.op.vision.all_class_non_max_suppression returns padded rows and a "
+    "count; the data-dependent slice is not written)",
+)
+unsupported(
+    "deform_conv",
+    "Relax has no deformable convolution and msc has no decomposition (bilinear gathers per "
+    "kernel tap)",
+)
+unsupported(
+    "col2im", "Relax has no col2im (a scatter-add of sliding blocks) and msc has no decomposition"
+)
+unsupported(
+    "max_unpool",
+    "Relax has no unpooling and msc has no decomposition (a scatter of each value into zeros "
+    "at its flat index)",
+)
+
+
+@emitter("grid_sample")
+def grid_sample(e: Emit, x, grid, *, mode="linear", padding_mode="zeros", align_corners=False):
+    e.require(e.rank(x) == 4, "grid_sample of a non-4-d input (image.grid_sample is 2-d)")
+    e.require(mode in _GRID_MODE, f"grid_sample mode {mode!r}")
+    e.require(padding_mode in ("zeros", "border", "reflection"), f"padding {padding_mode!r}")
+    # TOPI's grid_sample reads the grid as [N, 2, H_out, W_out] (its docstring says
+    # [N, H_out, W_out, 2], as ONNX and torch hold it).
+    g = e.emit(R.permute_dims(grid, [0, 3, 1, 2]))
+    return e.emit(R.image.grid_sample(x, g, _GRID_MODE[mode], "NCHW", padding_mode, align_corners))
+
+
+@emitter("affine_grid")
+def affine_grid(e: Emit, theta, size_in=None, *, size=None, align_corners=False):
+    e.require(size_in is None and size is not None, "affine_grid with a run-time size")
+    e.require(len(size) == 4, "a 3-d affine grid (image.affine_grid is 2-d)")
+    # TOPI's affine_grid gives [N, 2, H, W]; ONNX and torch hold the grid as [N, H, W, 2].
+    g = e.emit(R.image.affine_grid(theta, [int(size[2]), int(size[3])], align_corners))
+    return e.emit(R.permute_dims(g, [0, 2, 3, 1]))
+
+
+@emitter("roi_align")
+def roi_align(
+    e: Emit, x, rois, batch_indices, *, mode="avg", output_height=1, output_width=1,
+    sampling_ratio=0, spatial_scale=1.0, half_pixel=True,
+):  # fmt: skip
+    # vision.roi_align takes [R, 5] rows (batch index, x1, y1, x2, y2). Its ``aligned`` and
+    # its max mode disagree with ONNX's half_pixel and max (ONNX's backend cases differ in
+    # every element), so only ONNX's output_half_pixel averages are emitted.
+    e.require(mode == "avg", "roi_align max mode (vision.roi_align's max is not ONNX's)")
+    e.require(not half_pixel, "roi_align with half_pixel (vision.roi_align's aligned differs)")
+    idx = e.emit(R.expand_dims(R.astype(batch_indices, e.dtype(rois)), [1]))
+    rows = e.emit(R.concat([idx, rois], 1))
+    return e.emit(
+        R.vision.roi_align(x, rows, [output_height, output_width], spatial_scale,
+                           sampling_ratio, False, "NCHW", mode)
+    )  # fmt: skip
