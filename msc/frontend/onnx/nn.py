@@ -15,6 +15,7 @@ import numpy as np
 from msc.frontend.onnx.importer import Ctx, Slot, Unsupported
 from msc.frontend.onnx.registry import converter
 from msc.ir import DType, Weight
+from msc.ops.infer import pool_out
 
 
 # ---------------------------------------------------------------------------- linear algebra
@@ -224,7 +225,9 @@ def average_pool(
         ctx, X, auto_pad, kernel_shape, strides, dilations, pads, "AveragePool"
     )
     if any(d != 1 for d in dilations):
-        raise Unsupported("AveragePool with dilations (the canonical avg_pool has none)")
+        return _dilated_average_pool(
+            ctx, X, list(kernel_shape), strides, dilations, pads, ceil_mode, count_include_pad
+        )
     return ctx.op(
         "avg_pool",
         X,
@@ -234,6 +237,44 @@ def average_pool(
         ceil_mode=bool(ceil_mode),
         count_include_pad=bool(count_include_pad),
     )
+
+
+def _dilated_average_pool(ctx: Ctx, X, kernel, strides, dilations, pads, ceil_mode, with_pad):  # noqa: N803
+    """A dilated window's sum as a depthwise convolution with a ones kernel, divided by how
+    many of its taps fall on the input (or on the input and its pads, with count_include_pad).
+    A window is a box, so that count is the product of per-dim counts, known at import."""
+    shape = ctx.shape(X)
+    n = len(kernel)
+    channels, spatial = shape[1], shape[2:]
+    if not (isinstance(channels, int) and all(isinstance(d, int) for d in spatial)):
+        raise Unsupported("dilated AveragePool over run-time channel or spatial sizes")
+    padding, counts = [], []
+    for i in range(n):
+        size, k, st, d = spatial[i], kernel[i], strides[i], dilations[i]
+        begin, end = pads[i], pads[n + i]
+        out = pool_out(size, k, st, begin, end, d, bool(ceil_mode))
+        # ceil_mode's last window may reach past the end pad: zeros there, never counted.
+        padding.append((begin, max(end, (out - 1) * st + d * (k - 1) + 1 - size - begin)))
+        taps = np.arange(out)[:, None] * st - begin + np.arange(k)[None, :] * d
+        lo, hi = (-begin, size + end) if with_pad else (0, size)
+        counts.append(((taps >= lo) & (taps < hi)).sum(axis=1))
+    divisor = counts[0]
+    for c in counts[1:]:
+        divisor = np.multiply.outer(divisor, c)
+    ctx.check_size(divisor.size, "the dilated AveragePool divisor")
+    dt = ctx.dtype(X).to_numpy()
+    ones = np.ones((channels, 1, *kernel), dt)
+    total = ctx.op(
+        "conv",
+        X,
+        ones,
+        None,
+        stride=list(strides),
+        padding=[b for b, _ in padding] + [e for _, e in padding],
+        dilation=list(dilations),
+        groups=channels,
+    )
+    return ctx.op("div", total, divisor.astype(dt))
 
 
 @converter("LpPool", since=1)
