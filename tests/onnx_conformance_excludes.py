@@ -166,7 +166,6 @@ EXCLUDES: dict[str, str] = {
     "test_sequence_map_extract_shapes_expanded": "import: out of scope: msc graphs hold tensors only (no sequence or optional values); SequenceLength: no converter for SequenceLength; SequenceEmpty: no converter for SequenceEmpty; graph input: input 'in_seq' has",
     "test_sequence_insert_at_back": "import: out of scope: msc graphs hold tensors only (no sequence or optional values); SequenceInsert: no converter for SequenceInsert; graph input: input 'sequence' has type sequence_type, msc holds tensors only",
     "test_sequence_insert_at_front": "import: out of scope: msc graphs hold tensors only (no sequence or optional values); SequenceInsert: no converter for SequenceInsert; graph input: input 'sequence' has type sequence_type, msc holds tensors only",
-    "test_spacetodepth_crd_mode_example": "import: SpaceToDepth: SpaceToDepth mode='CRD'",
     "test_split_to_sequence_1": "import: out of scope: msc graphs hold tensors only (no sequence or optional values); SplitToSequence: no converter for SplitToSequence",
     "test_split_to_sequence_2": "import: out of scope: msc graphs hold tensors only (no sequence or optional values); SplitToSequence: no converter for SplitToSequence",
     "test_split_to_sequence_nokeepdims": "import: out of scope: msc graphs hold tensors only (no sequence or optional values); SplitToSequence: no converter for SplitToSequence",
