@@ -58,6 +58,7 @@ OPS = (
     "test_center_crop_pad",
     "test_dft",
     "test_stft",
+    "test_melweightmatrix",
     "test_rotary_embedding",
     "test_linear_attention",
     "test_causal_conv_with_state",
@@ -92,7 +93,9 @@ UNPOOL = (
 # DequantizeLinear (13), so a per-channel zero point is written as its arithmetic, which reads
 # back as that arithmetic.
 PER_AXIS_AT_10 = "a per-axis DequantizeLinear needs opset 13; at 10 it is written as arithmetic"
+MEL = "ONNX has no log1p / expm1: the mel scale is written through their decompositions"
 NOT_STRUCTURAL = {
+    "test_melweightmatrix": MEL,
     "test_convinteger_with_padding": PER_AXIS_AT_10,
     "test_convinteger_without_padding": PER_AXIS_AT_10,
     "test_matmulinteger": PER_AXIS_AT_10,
@@ -210,6 +213,22 @@ def _handmade_rows() -> list[Row]:
     )
     feeds = {"b": boxes, "s": scores}
     rows.append(Row("nms_no_score_threshold", m, feeds, _reference(m, feeds)))
+
+    # MelWeightMatrix from run-time scalars: a larger bank, edges off zero, float64 output.
+    m = _model(
+        [
+            helper.make_node(
+                "MelWeightMatrix", ["n", "d", "sr", "lo", "hi"], ["w"], output_datatype=11
+            )
+        ],
+        [helper.make_tensor_value_info(k, i64, []) for k in ("n", "d", "sr")]
+        + [helper.make_tensor_value_info(k, f32, []) for k in ("lo", "hi")],
+        [helper.make_tensor_value_info("w", TensorProto.DOUBLE, None)],
+        17,
+    )
+    feeds = {"n": np.array(20), "d": np.array(512), "sr": np.array(16000),
+             "lo": np.array(20, np.float32), "hi": np.array(8000, np.float32)}  # fmt: skip
+    rows.append(Row("melweightmatrix_f64", m, feeds, _reference(m, feeds), not_structural=MEL))
     return rows
 
 
