@@ -122,6 +122,14 @@ def _gqa_cases():
             ("rotary_embedding",),
         ),
         ("prompt_local_window", step(6, 0, [5, 5], 6), {"local_window_size": 2}, ("attention",)),
+        ("prompt_bidirectional", step(5, 0, [4, 4], 5), {"causal": 0}, ("attention",)),
+        (
+            "chunk_bidirectional_rotary",
+            step(3, 4, [6], 7, cos=cos, sin=sin),
+            {"causal": 0, "do_rotary": 1},
+            ("attention", "rotary_embedding"),
+        ),
+        ("decode_bidirectional_ragged", step(1, 4, [4, 2], 5), {"causal": 0}, ("attention",)),
         ("decode_local_window", step(1, 6, [6, 3], 7), {"local_window_size": 2}, ("attention",)),
         (
             "prompt_softcap_scale",
@@ -278,7 +286,7 @@ def test_unconverted_contrib_op_is_kept_in_its_domain() -> None:
 @pytest.mark.parametrize(
     ("attrs", "extra_inputs", "reason"),
     [
-        ({"causal": 0}, {}, "causal=0"),
+        ({"causal": 0, "local_window_size": 2}, {}, "causal=0"),
         ({"qk_output": 1}, {}, "output_qk"),
         ({"sliding_window_cache": 1, "local_window_size": 2}, {}, "sliding_window_cache"),
         ({}, {16: np.array([5, 5], np.int32)}, "query_seqlens"),

@@ -609,13 +609,14 @@ def ms_group_query_attention(
     q_norm_epsilon=None,
     k_norm_epsilon=None,
 ):
-    """Causal grouped-query self-attention with a KV cache (onnxruntime's CPU kernel).
+    """Grouped-query self-attention with a KV cache (onnxruntime's CPU kernel).
 
     Batch entry b holds T_b = seqlens_k[b] + 1 tokens after this step, so P_b = T_b - S came
     before it (0 on a first prompt, where S == total_sequence_length). The new keys and values
     (rotated when do_rotary) are written at [P_b, P_b + S) of the cache past the first P_b rows
     of past_key/past_value; query row s sits at position P_b + s and attends causally (and to
-    the last local_window_size positions when set). Present caches are
+    the last local_window_size positions when set), or with causal=0 to every one of the
+    entry's T_b keys. Present caches are
     max(total_sequence_length, past length) long, zero past P_b + S.
     """
     del qk_norm_epsilon, q_norm_epsilon, k_norm_epsilon  # read only with q/k_norm_weight
@@ -631,7 +632,7 @@ def ms_group_query_attention(
         (q_norm_weight is not None or k_norm_weight is not None, "per-head Q/K RMS norm"),
         (query_seqlens is not None, "right-padded query chunks (query_seqlens)"),
         (sliding_window_cache, "a window-sized cache (sliding_window_cache=1)"),
-        (not causal, "bidirectional attention (causal=0)"),
+        (not causal and local_window_size > 0, "local_window_size and causal=0"),
         (qk_output or (len(ctx.node.output) > 3 and ctx.node.output[3]), "the output_qk output"),
         ((past_key is None) != (past_value is None), "past_key without past_value"),
         (do_rotary and (cos_cache is None or sin_cache is None), "do_rotary without cos/sin"),
@@ -706,15 +707,21 @@ def ms_group_query_attention(
         k, v, present_k, present_v = _gqa_cache(
             ctx, past_key, past_value, k, v, past_b, j, s_len, total_sequence_length, kvn, hd
         )
-        j = ctx.op("reshape", j, shape=[1, 1, -1])
-        qpos = ctx.op("reshape", s_iota, shape=[1, -1, 1])
-        qpos = ctx.op("add", ctx.op("unsqueeze", past_b, axes=[2]), qpos)
-        allowed = ctx.op("le", j, qpos)
-        if local_window_size > 0:
-            near = ctx.op("lt", ctx.op("sub", qpos, j), np.array(local_window_size, np.int64))
-            allowed = ctx.op("logical_and", allowed, near)
-        allowed = ctx.op("unsqueeze", allowed, axes=[1])
-        bias = ctx.op("where", allowed, np.array(0, npdt), np.array(-np.inf, npdt))
+        if causal:
+            j = ctx.op("reshape", j, shape=[1, 1, -1])
+            qpos = ctx.op("reshape", s_iota, shape=[1, -1, 1])
+            qpos = ctx.op("add", ctx.op("unsqueeze", past_b, axes=[2]), qpos)
+            allowed = ctx.op("le", j, qpos)
+            if local_window_size > 0:
+                near = ctx.op("lt", ctx.op("sub", qpos, j), np.array(local_window_size, np.int64))
+                allowed = ctx.op("logical_and", allowed, near)
+            allowed = ctx.op("unsqueeze", allowed, axes=[1])
+            bias = ctx.op("where", allowed, np.array(0, npdt), np.array(-np.inf, npdt))
+        else:
+            bias = _cached_keys(ctx, seqlens_k, j, npdt)
+    elif not causal:  # a first prompt attending to its seqlens_k + 1 keys
+        present_k, present_v = k, v
+        bias = _cached_keys(ctx, seqlens_k, s_iota, npdt)
     else:
         # A first prompt: query row s at position s, a static causal (or windowed) mask.
         present_k, present_v = k, v
@@ -744,6 +751,17 @@ def ms_group_query_attention(
             enable_gqa=n != kvn,
         )
     return [_merge_heads(ctx, y), present_k, present_v]
+
+
+def _cached_keys(ctx: Ctx, seqlens_k, j, npdt):
+    """0 for the keys j < seqlens_k + 1 of each batch entry, else -inf: [B, 1, 1, L]."""
+    total = ctx.op("add", ctx.cast(seqlens_k, DType.INT64), np.array(1, np.int64))
+    keep = ctx.op(
+        "lt",
+        ctx.op("reshape", j, shape=[1, 1, 1, -1]),
+        ctx.op("reshape", total, shape=[-1, 1, 1, 1]),
+    )
+    return ctx.op("where", keep, np.array(0, npdt), np.array(-np.inf, npdt))
 
 
 def _fit_width(ctx: Ctx, bias, width):
