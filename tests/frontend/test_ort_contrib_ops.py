@@ -364,3 +364,14 @@ def test_group_query_attention_in_float16(cid: str) -> None:
         np.testing.assert_allclose(got, w, rtol=4e-3, atol=4e-3)
     for got, w in zip(run_ort(codegen.onnx.to_model(g, opset=23), case.inputs), want):
         np.testing.assert_allclose(got, w, rtol=4e-3, atol=4e-3)
+
+
+def test_contrib_op_without_a_required_attribute_is_reported():
+    """GroupQueryAttention without kv_num_heads (no ONNX schema checks other domains): an
+    unsupported-op report naming it, not a crash inside the converter."""
+    case = CASES[[c.id for c in CASES].index("group_query_attention_prompt")]
+    m = model(case)
+    del m.graph.node[0].attribute[:]
+    m.graph.node[0].attribute.extend([helper.make_attribute("num_heads", 4)])
+    with pytest.raises(msc.errors.UnsupportedOpsError, match="kv_num_heads"):
+        msc.from_onnx(m)
