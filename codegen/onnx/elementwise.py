@@ -187,6 +187,13 @@ def pow_(e: Emit, a: Ref, b: Ref) -> Ref:
     return e.op("Pow", a, b)
 
 
+@emitter("eq", since=7)
+def eq_7(e: Emit, a: Ref, b: Ref) -> Ref:
+    ok = a.dtype in (DType.BOOL, DType.INT32, DType.INT64)
+    e.require(ok, "Equal takes bool, int32 and int64 only before opset 11")
+    return e.op("Equal", a, b)
+
+
 @emitter("ne", since=11)
 def ne(e: Emit, a: Ref, b: Ref) -> Ref:
     return e.op("Not", e.op("Equal", a, b))

@@ -272,7 +272,6 @@ def _resize_attrs(e: Emit, mode, coordinate_transformation_mode, nearest_mode, c
         attrs["nearest_mode"] = nearest_mode
     if mode == "cubic":
         attrs["cubic_coeff_a"] = cubic_coeff_a
-    e.require(coordinate_transformation_mode != "tf_crop_and_resize", "resize without roi")
     return attrs
 
 
@@ -282,6 +281,7 @@ def resize(
     x: Ref,
     scales_in: Ref | None = None,
     sizes_in: Ref | None = None,
+    roi_in: Ref | None = None,
     *,
     sizes,
     scales,
@@ -290,36 +290,57 @@ def resize(
     nearest_mode,
     cubic_coeff_a,
     antialias,
+    exclude_outside,
+    roi,
+    extrapolation_value,
 ) -> Ref:
     attrs = _resize_attrs(e, mode, coordinate_transformation_mode, nearest_mode, cubic_coeff_a)
+    if exclude_outside:
+        attrs["exclude_outside"] = 1
+    if roi is not None or roi_in is not None:
+        attrs["extrapolation_value"] = extrapolation_value
+
+    def full_roi():  # ONNX's roi over every dim of x: [starts, ends]
+        if roi_in is not None:
+            return roi_in
+        if roi is None:
+            return e.const(np.zeros((0,), np.float32)) if e.opset < 13 else None
+        n = len(roi) // 2
+        return e.const(np.asarray([0, 0, *roi[:n], 1, 1, *roi[n:]], np.float32))
+
     if scales_in is not None or sizes_in is not None:  # full-rank, computed at run time
         if antialias:
             e.require(e.opset >= 18, "Resize antialias needs opset 18")
             attrs["antialias"] = 1
-        roi = e.const(np.zeros((0,), np.float32)) if e.opset < 13 else None
         if sizes_in is not None:
             empty = e.const(np.zeros((0,), np.float32)) if e.opset < 13 else None
-            return e.op("Resize", x, roi, empty, sizes_in, **attrs)
-        return e.op("Resize", x, roi, scales_in, **attrs)
+            return e.op("Resize", x, full_roi(), empty, sizes_in, **attrs)
+        return e.op("Resize", x, full_roi(), scales_in, **attrs)
     n_sp = len(sizes or scales)
-    roi = e.const(np.zeros((0,), np.float32)) if e.opset < 13 else None
-    if e.opset >= 18:
+    if e.opset >= 18 and roi_in is None:
         if antialias:
             attrs["antialias"] = 1
         attrs["axes"] = list(range(2, 2 + n_sp))
+        box = None if roi is None else e.const(np.asarray(roi, np.float32))
         if sizes is not None:
-            return e.op("Resize", x, roi, None, e.ints(sizes), **attrs)
-        return e.op("Resize", x, roi, e.const(np.asarray(scales, np.float32)), **attrs)
+            return e.op("Resize", x, box, None, e.ints(sizes), **attrs)
+        return e.op("Resize", x, box, e.const(np.asarray(scales, np.float32)), **attrs)
     e.require(not antialias, "Resize antialias needs opset 18")
+    roi_ref = full_roi()
     if sizes is not None:
         lead = x.shape[:2]
         e.require(all(isinstance(d, int) for d in lead), "Resize sizes before opset 18 need N, C")
         empty = e.const(np.zeros((0,), np.float32))
         return e.op(
-            "Resize", x, roi if roi is not None else empty, empty, e.ints([*lead, *sizes]), **attrs
+            "Resize",
+            x,
+            roi_ref if roi_ref is not None else empty,
+            empty,
+            e.ints([*lead, *sizes]),
+            **attrs,
         )
     full = np.asarray([1.0, 1.0, *scales], np.float32)
-    return e.op("Resize", x, roi if roi is not None else "", e.const(full), **attrs)
+    return e.op("Resize", x, roi_ref if roi_ref is not None else "", e.const(full), **attrs)
 
 
 @emitter("pixel_shuffle", since=11)

@@ -323,12 +323,15 @@ _ROUNDING = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
 
 @emitter("resize")
 def resize(
-    e: Emit, x, scales_in=None, sizes_in=None, *, sizes=None, scales=None, mode="nearest",
-    coordinate_transformation_mode="half_pixel", nearest_mode="round_prefer_floor",
-    cubic_coeff_a=-0.75, antialias=False,
+    e: Emit, x, scales_in=None, sizes_in=None, roi_in=None, *, sizes=None, scales=None,
+    mode="nearest", coordinate_transformation_mode="half_pixel",
+    nearest_mode="round_prefer_floor", cubic_coeff_a=-0.75, antialias=False,
+    exclude_outside=False, roi=None, extrapolation_value=0.0,
 ):  # fmt: skip
-    static_only(scales_in, sizes_in)
+    static_only(scales_in, sizes_in, roi_in)
     e.require(not antialias, "an antialiased resize (image.resize has no antialias)")
+    e.require(roi is None, "a tf_crop_and_resize region (not mapped onto image.resize's roi)")
+    e.require(not exclude_outside or mode == "cubic", "exclude_outside with a non-cubic mode")
     e.require(mode in _RESIZE_METHOD, f"resize mode {mode!r}")
     coord = coordinate_transformation_mode
     e.require(coord in _RESIZE_COORD, f"resize coordinate transformation {coord!r}")
@@ -350,7 +353,7 @@ def resize(
         coordinate_transformation_mode=coord,
         rounding_method=nearest_mode if mode == "nearest" else "",
         cubic_alpha=cubic_coeff_a,
-        cubic_exclude=0,
+        cubic_exclude=int(exclude_outside),
     )
     if r == 3:  # one spatial dim: resize [N, C, 1, W] along W
         y = e.emit(R.image.resize2d(R.expand_dims(x, [2]), [1, out[0]], **kw))

@@ -421,7 +421,7 @@ def embedding(weight, indices, *, padding_idx):
 
 @registry.op(
     "resize",
-    ["x", "scales?", "sizes?"],
+    ["x", "scales?", "sizes?", "roi?"],
     {
         "sizes": Attr.ints(None, doc="output spatial sizes"),
         "scales": Attr.floats(None, doc="spatial scale factors"),
@@ -430,6 +430,9 @@ def embedding(weight, indices, *, padding_idx):
         "nearest_mode": Attr.str("round_prefer_floor"),
         "cubic_coeff_a": Attr.float(-0.75),
         "antialias": Attr.bool(False),
+        "exclude_outside": Attr.bool(False, doc="linear/cubic taps off the input weigh 0"),
+        "roi": Attr.floats(None, doc="tf_crop_and_resize: spatial [starts..., ends...], 0..1"),
+        "extrapolation_value": Attr.float(0.0, doc="tf_crop_and_resize: outside the input"),
     },
     category="nn",
 )
@@ -437,6 +440,7 @@ def resize(
     x,
     scales_in,
     sizes_in,
+    roi_in,
     *,
     sizes,
     scales,
@@ -445,14 +449,22 @@ def resize(
     nearest_mode,
     cubic_coeff_a,
     antialias,
+    exclude_outside,
+    roi,
+    extrapolation_value,
 ):
     """Resize the spatial dims (all dims after the first two) by sizes or scales; ONNX Resize
     semantics, which cover torch's interpolate modes. Scales or sizes computed at run time come
     as a 1-d input with one entry per dim of x (f32 scales, i64 sizes; the first two leave N
-    and C as they are) instead of the spatial-only attribute."""
+    and C as they are) instead of the spatial-only attribute. tf_crop_and_resize samples the
+    box ``roi`` (or a run-time f32 roi input of [starts, ends] for every dim of x) and gives
+    extrapolation_value where a sample falls outside the input."""
     given = [v is not None for v in (sizes, scales, scales_in, sizes_in)]
     if sum(given) != 1:
         raise InferError("resize: give exactly one of sizes, scales and their run-time inputs")
+    crop = coordinate_transformation_mode == "tf_crop_and_resize"
+    if crop != (roi is not None or roi_in is not None) or (roi is not None and roi_in is not None):
+        raise InferError("resize: tf_crop_and_resize takes exactly one roi, other modes none")
     if scales_in is not None or sizes_in is not None:
         n = _spatial(x, None, 0, "resize")
         t = scales_in if scales_in is not None else sizes_in
@@ -462,8 +474,10 @@ def resize(
     n = _spatial(x, None, len(sizes or scales), "resize")
     if sizes is not None:
         return TensorType(x.dtype, (*x.shape[:2], *sizes))
-    sp = [int(d * s) if known(d) else None for d, s in zip(x.shape[2:], scales)]
-    del n
+    if roi_in is not None:  # the box's size scales the output: known at run time
+        return TensorType(x.dtype, (*x.shape[:2], *(None,) * n))
+    box = [1.0] * n if roi is None else [e - b for b, e in zip(roi[:n], roi[n:])]
+    sp = [int(d * b * s) if known(d) else None for d, b, s in zip(x.shape[2:], box, scales)]
     return TensorType(x.dtype, (*x.shape[:2], *sp))
 
 

@@ -58,10 +58,12 @@ OPS = (
     "test_center_crop_pad",
     "test_dft",
     "test_stft",
+    "test_melweightmatrix",
     "test_rotary_embedding",
     "test_linear_attention",
     "test_causal_conv_with_state",
     "test_swiglu",
+    "test_tfidfvectorizer",
     "test_bitcast",
     "test_unique",
     "test_det",
@@ -92,7 +94,22 @@ UNPOOL = (
 # DequantizeLinear (13), so a per-channel zero point is written as its arithmetic, which reads
 # back as that arithmetic.
 PER_AXIS_AT_10 = "a per-axis DequantizeLinear needs opset 13; at 10 it is written as arithmetic"
+ANY = "ONNX has no boolean reduction: each n-gram's all-equal test is written through int32"
+MEL = "ONNX has no log1p / expm1: the mel scale is written through their decompositions"
 NOT_STRUCTURAL = {
+    "test_melweightmatrix": MEL,
+    **{
+        f"test_tfidfvectorizer_{k}": ANY
+        for k in (
+            "tf_only_bigrams_skip0",
+            "tf_batch_onlybigrams_skip0",
+            "tf_onlybigrams_levelempty",
+            "tf_onlybigrams_skip5",
+            "tf_batch_onlybigrams_skip5",
+            "tf_uniandbigrams_skip5",
+            "tf_batch_uniandbigrams_skip5",
+        )
+    },  # fmt: skip
     "test_convinteger_with_padding": PER_AXIS_AT_10,
     "test_convinteger_without_padding": PER_AXIS_AT_10,
     "test_matmulinteger": PER_AXIS_AT_10,
@@ -210,6 +227,46 @@ def _handmade_rows() -> list[Row]:
     )
     feeds = {"b": boxes, "s": scores}
     rows.append(Row("nms_no_score_threshold", m, feeds, _reference(m, feeds)))
+
+    # MelWeightMatrix from run-time scalars: a larger bank, edges off zero, float64 output.
+    m = _model(
+        [
+            helper.make_node(
+                "MelWeightMatrix", ["n", "d", "sr", "lo", "hi"], ["w"], output_datatype=11
+            )
+        ],
+        [helper.make_tensor_value_info(k, i64, []) for k in ("n", "d", "sr")]
+        + [helper.make_tensor_value_info(k, f32, []) for k in ("lo", "hi")],
+        [helper.make_tensor_value_info("w", TensorProto.DOUBLE, None)],
+        17,
+    )
+    feeds = {"n": np.array(20), "d": np.array(512), "sr": np.array(16000),
+             "lo": np.array(20, np.float32), "hi": np.array(8000, np.float32)}  # fmt: skip
+    rows.append(Row("melweightmatrix_f64", m, feeds, _reference(m, feeds), not_structural=MEL))
+
+    # TfIdfVectorizer with uni-, bi- and trigrams, skips, weights, the IDF and TFIDF modes.
+    tokens = rng.integers(0, 4, (3, 9)).astype(np.int64)
+    # (onnx's reference evaluator needs weights in every mode)
+    for mode, weights in (("IDF", [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]),
+                          ("TFIDF", [0.5, 2.0, 1.5, 3.0, 0.25, 1.0, 4.0, 2.5])):  # fmt: skip
+        attrs = dict(
+            mode=mode, min_gram_length=1, max_gram_length=3, max_skip_count=1,
+            ngram_counts=[0, 3, 7], ngram_indexes=[7, 0, 1, 2, 3, 4, 5, 6],
+            pool_int64s=[0, 1, 3, 0, 1, 2, 2, 1, 0, 3, 0, 1, 2],
+            weights=weights,
+        )  # fmt: skip
+        m = _model(
+            [helper.make_node("TfIdfVectorizer", ["x"], ["y"], **attrs)],
+            [helper.make_tensor_value_info("x", i64, [3, 9])],
+            [helper.make_tensor_value_info("y", f32, None)],
+            9,
+        )
+        feeds = {"x": tokens}
+        rows.append(
+            Row(
+                f"tfidf_{mode.lower()}_trigrams", m, feeds, _reference(m, feeds), not_structural=ANY
+            )
+        )
     return rows
 
 

@@ -103,6 +103,23 @@ CASES = {
         3,
         [{"x": x_a, "a": np.array(1)}, {"x": x_b, "a": np.array(-1)}],
     ),
+    "resize_tf_crop_and_resize_roi": (
+        helper.make_node(
+            "Resize",
+            ["x", "roi", "", "sz"],
+            ["y"],
+            mode="linear",
+            axes=[2],
+            coordinate_transformation_mode="tf_crop_and_resize",
+            extrapolation_value=5.0,
+        ),
+        [_vi("roi", FLT, [2]), _vi("sz", I64, [1])],
+        3,
+        [
+            {"x": x_a, "roi": np.array([0.2, 0.9]), "sz": np.array([5])},
+            {"x": x_b, "roi": np.array([-0.3, 1.4]), "sz": np.array([3])},
+        ],
+    ),  # fmt: skip
     "trilu_k": (
         helper.make_node("Trilu", ["x", "k"], ["y"], upper=0),
         [_vi("k", I64, [])],
@@ -170,3 +187,20 @@ def test_constant_inputs_still_fold_into_attributes():
     (n,) = [n for n in g.nodes if n.op == "reduce_sum"]
     assert n.attrs["axes"] == (1,) and len([i for i in n.inputs if i is not None]) == 1
     assert g.outputs[0].type.shape[1] == 4
+
+
+def test_constant_roi_becomes_an_attribute():
+    """tf_crop_and_resize with its box and sizes bound at import: spatial attributes, and both
+    codegens agree with onnxruntime."""
+    node, extra, _, feeds = CASES["resize_tf_crop_and_resize_roi"]
+    model = _model(node, [X, *extra], [_vi("y", FLT, None)])
+    f = feeds[1]
+    g = msc.from_onnx(model, constant_inputs={"roi": f["roi"], "sz": f["sz"]})
+    (n,) = [n for n in g.nodes if n.op == "resize"]
+    assert n.attrs["roi"] == pytest.approx((-0.3, 1.4)) and n.attrs["sizes"] == (3,)
+    want = _run_ort(model, f)[0]
+    got = codegen.torch.to_module(g)(torch.from_numpy(f["x"])).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    for opset in (18, 21):  # before 18, sizes need a static batch
+        regenerated = codegen.onnx.to_model(g, opset=opset)
+        np.testing.assert_allclose(_run_ort(regenerated, f)[0], want, rtol=1e-5, atol=1e-6)

@@ -319,6 +319,7 @@ def resize(
     x,
     scales_in=None,
     sizes_in=None,
+    roi_in=None,
     *,
     sizes,
     scales,
@@ -327,8 +328,22 @@ def resize(
     nearest_mode,
     cubic_coeff_a,
     antialias,
+    exclude_outside,
+    roi,
+    extrapolation_value,
 ) -> ast.expr:
     coord = coordinate_transformation_mode
+    # ONNX-only options go to the helper as keywords (full-rank roi: [starts, ends] of x).
+    extra: dict[str, Any] = {}
+    if roi_in is not None:
+        extra["roi"] = expr("v.reshape(-1).tolist()", v=roi_in)
+    elif roi is not None:
+        n = len(roi) // 2
+        extra["roi"] = [0.0, 0.0, *roi[:n], 1.0, 1.0, *roi[n:]]
+    if roi is not None or roi_in is not None:
+        extra["extrapolation"] = extrapolation_value
+    if exclude_outside and mode != "nearest":
+        extra["exclude_outside"] = True
     if scales_in is not None or sizes_in is not None:  # full-rank lists read at run time
         t = scales_in if scales_in is not None else sizes_in
         spatial = expr("v.reshape(-1).tolist()[2:]", v=t)
@@ -342,9 +357,10 @@ def resize(
             nearest_mode,
             cubic_coeff_a,
             antialias,
+            **extra,
         )
     fast = _torch_interp_mode(x, sizes, scales, mode, coord, nearest_mode, cubic_coeff_a, antialias)
-    if fast is not None:
+    if fast is not None and not extra:
         tmode, align = fast
         kw: dict[str, Any] = {"size": tuple(sizes)} if sizes is not None else {}
         if scales is not None:
@@ -363,6 +379,7 @@ def resize(
         nearest_mode,
         cubic_coeff_a,
         antialias,
+        **extra,
     )
 
 
@@ -663,24 +680,46 @@ def _msc_pool(x, kind, kernel, stride, padding, dilation, ceil_mode, count_inclu
     return total / count
 
 
-def _msc_resize(x, sizes, scales, mode, coord, nearest_mode, cubic_a, antialias):
+def _msc_resize(
+    x,
+    sizes,
+    scales,
+    mode,
+    coord,
+    nearest_mode,
+    cubic_a,
+    antialias,
+    roi=None,
+    extrapolation=0.0,
+    exclude_outside=False,
+):
     """ONNX Resize over the spatial dims (every dim after the first two), one axis at a time:
-    nearest (4 rounding modes), linear and cubic (edge-clamped taps, optional antialias), with
-    the coordinate transformations half_pixel, pytorch_half_pixel, half_pixel_symmetric,
-    align_corners, asymmetric and tf_half_pixel_for_nn."""
+    nearest (4 rounding modes), linear and cubic (edge-clamped taps, optional antialias, or
+    taps off the input left out with exclude_outside), with the coordinate transformations
+    half_pixel, pytorch_half_pixel, half_pixel_symmetric, align_corners, asymmetric,
+    tf_half_pixel_for_nn and tf_crop_and_resize (roi: [starts, ends] of every dim of x;
+    samples outside the input are ``extrapolation``)."""
     n = x.dim() - 2
     f64 = torch.float64
     for i in range(n):
         axis = 2 + i
         size_in = x.shape[axis]
+        box = 1.0 if roi is None else float(roi[n + 2 + axis]) - float(roi[axis])
         if sizes is not None:
             size_out = int(sizes[i])
             scale = size_out / size_in
         else:
             scale = float(scales[i])
-            size_out = int(size_in * scale)
+            size_out = int(size_in * box * scale)
         dst = torch.arange(size_out, dtype=f64, device=x.device)
-        if coord == "half_pixel":
+        outside = None
+        if coord == "tf_crop_and_resize":
+            start, width = float(roi[axis]), scale * size_in
+            step = box * (size_in - 1) / (width - 1) if width != 1 else 0.0
+            first = start * (size_in - 1) + (box * (size_in - 1) / 2 if width == 1 else 0.0)
+            src = first + dst * step
+            outside = (src < 0) | (src > size_in - 1)
+        elif coord == "half_pixel":
             src = (dst + 0.5) / scale - 0.5
         elif coord == "pytorch_half_pixel":
             src = (dst + 0.5) / scale - 0.5 if size_out > 1 else dst - 0.5
@@ -711,7 +750,7 @@ def _msc_resize(x, sizes, scales, mode, coord, nearest_mode, cubic_a, antialias)
             else:
                 raise ValueError(f"resize: nearest_mode {nearest_mode!r}")
             idx = idx.clamp(0, size_in - 1).to(torch.int64)
-            x = x.index_select(axis, idx)
+            x = _msc_extrapolate(x.index_select(axis, idx), axis, outside, extrapolation)
             continue
         s = min(scale, 1.0) if antialias else 1.0
         radius = (1.0 if mode == "linear" else 2.0) / s
@@ -731,7 +770,9 @@ def _msc_resize(x, sizes, scales, mode, coord, nearest_mode, cubic_a, antialias)
             )
         else:
             raise ValueError(f"resize: mode {mode!r}")
-        if antialias:
+        if exclude_outside:
+            w = torch.where((pos < 0) | (pos > size_in - 1), w * 0, w)
+        if antialias or exclude_outside:
             w = w / w.sum(1, keepdim=True)
         cols = pos.clamp(0, size_in - 1).to(torch.int64)
         rows = torch.arange(size_out, device=x.device).unsqueeze(1).expand_as(cols)
@@ -739,8 +780,17 @@ def _msc_resize(x, sizes, scales, mode, coord, nearest_mode, cubic_a, antialias)
         m.index_put_((rows, cols), w, accumulate=True)
         dt = x.dtype if x.is_floating_point() else torch.float32
         y = torch.movedim(x.to(dt), axis, -1) @ m.T.to(dt)
-        x = torch.movedim(y, -1, axis).to(x.dtype)
+        x = _msc_extrapolate(torch.movedim(y, -1, axis).to(x.dtype), axis, outside, extrapolation)
     return x
 
 
-runtime_helpers(_msc_pool, _msc_resize)
+def _msc_extrapolate(x, axis, outside, value):
+    """x with ``value`` at the positions along ``axis`` that ``outside`` marks."""
+    if outside is None or not bool(outside.any()):
+        return x
+    shape = [1] * x.dim()
+    shape[axis] = -1
+    return torch.where(outside.reshape(shape), torch.full_like(x, value), x)
+
+
+runtime_helpers(_msc_pool, _msc_resize, _msc_extrapolate)

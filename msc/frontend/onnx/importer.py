@@ -597,6 +597,12 @@ class Importer:
             if bad and not conv.takes_any_attr:
                 self.problem(n, _op_label(n), f"attribute(s) {bad} not supported")
                 self.skip.add(id(n))
+                continue
+            # Ops of other domains have no ONNX schema to say which attributes they need.
+            missing = sorted(conv.required - {a.name for a in n.attribute})
+            if missing:
+                self.problem(n, _op_label(n), f"required attribute(s) {missing} missing")
+                self.skip.add(id(n))
 
     def _lookup(self, n: onnx.NodeProto):
         if n.domain in DEFAULT_DOMAINS:

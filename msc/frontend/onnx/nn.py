@@ -15,6 +15,7 @@ import numpy as np
 from msc.frontend.onnx.importer import Ctx, Slot, Unsupported
 from msc.frontend.onnx.registry import converter
 from msc.ir import DType, Weight
+from msc.ops.infer import pool_out
 
 
 # ---------------------------------------------------------------------------- linear algebra
@@ -224,7 +225,9 @@ def average_pool(
         ctx, X, auto_pad, kernel_shape, strides, dilations, pads, "AveragePool"
     )
     if any(d != 1 for d in dilations):
-        raise Unsupported("AveragePool with dilations (the canonical avg_pool has none)")
+        return _dilated_average_pool(
+            ctx, X, list(kernel_shape), strides, dilations, pads, ceil_mode, count_include_pad
+        )
     return ctx.op(
         "avg_pool",
         X,
@@ -234,6 +237,44 @@ def average_pool(
         ceil_mode=bool(ceil_mode),
         count_include_pad=bool(count_include_pad),
     )
+
+
+def _dilated_average_pool(ctx: Ctx, X, kernel, strides, dilations, pads, ceil_mode, with_pad):  # noqa: N803
+    """A dilated window's sum as a depthwise convolution with a ones kernel, divided by how
+    many of its taps fall on the input (or on the input and its pads, with count_include_pad).
+    A window is a box, so that count is the product of per-dim counts, known at import."""
+    shape = ctx.shape(X)
+    n = len(kernel)
+    channels, spatial = shape[1], shape[2:]
+    if not (isinstance(channels, int) and all(isinstance(d, int) for d in spatial)):
+        raise Unsupported("dilated AveragePool over run-time channel or spatial sizes")
+    padding, counts = [], []
+    for i in range(n):
+        size, k, st, d = spatial[i], kernel[i], strides[i], dilations[i]
+        begin, end = pads[i], pads[n + i]
+        out = pool_out(size, k, st, begin, end, d, bool(ceil_mode))
+        # ceil_mode's last window may reach past the end pad: zeros there, never counted.
+        padding.append((begin, max(end, (out - 1) * st + d * (k - 1) + 1 - size - begin)))
+        taps = np.arange(out)[:, None] * st - begin + np.arange(k)[None, :] * d
+        lo, hi = (-begin, size + end) if with_pad else (0, size)
+        counts.append(((taps >= lo) & (taps < hi)).sum(axis=1))
+    divisor = counts[0]
+    for c in counts[1:]:
+        divisor = np.multiply.outer(divisor, c)
+    ctx.check_size(divisor.size, "the dilated AveragePool divisor")
+    dt = ctx.dtype(X).to_numpy()
+    ones = np.ones((channels, 1, *kernel), dt)
+    total = ctx.op(
+        "conv",
+        X,
+        ones,
+        None,
+        stride=list(strides),
+        padding=[b for b, _ in padding] + [e for _, e in padding],
+        dilation=list(dilations),
+        groups=channels,
+    )
+    return ctx.op("div", total, divisor.astype(dt))
 
 
 @converter("LpPool", since=1)
@@ -627,7 +668,9 @@ def dropout(ctx: Ctx, data, ratio=None, training_mode=None, *, seed=0):
 
 
 # ---------------------------------------------------------------------------- resize
-def _resize(ctx: Ctx, X, scales, sizes, mode, ctm, nearest_mode, cubic_coeff_a, antialias):  # noqa: N803
+def _resize(ctx: Ctx, X, scales, sizes, mode, ctm, nearest_mode, cubic_coeff_a, antialias, **onnx):  # noqa: N803
+    """``onnx``: exclude_outside, and roi (spatial [starts, ends]) with extrapolation_value
+    for tf_crop_and_resize."""
     r = ctx.rank(X)
     dims = ctx.shape(X)
     if mode not in ("nearest", "linear", "cubic"):
@@ -654,6 +697,7 @@ def _resize(ctx: Ctx, X, scales, sizes, mode, ctm, nearest_mode, cubic_coeff_a, 
         nearest_mode=nearest_mode,
         cubic_coeff_a=cubic_coeff_a,
         antialias=bool(antialias),
+        **onnx,
     )
 
 
@@ -663,9 +707,10 @@ def upsample_7(ctx: Ctx, X, *, mode="nearest", scales):  # noqa: N803
     return _resize(ctx, X, list(scales), None, m, "asymmetric", "floor", -0.75, 0)
 
 
-def _runtime_resize(ctx: Ctx, X, t, is_sizes: bool, axes, mode, ctm, nearest_mode, a, aa):  # noqa: N803
+def _runtime_resize(ctx: Ctx, X, t, is_sizes: bool, axes, mode, ctm, nearest_mode, a, aa, **onnx):  # noqa: N803
     """Resize by scales or sizes computed at run time: the canonical op's run-time input, one
-    entry per dim of X (dims outside ``axes`` keep their size)."""
+    entry per dim of X (dims outside ``axes`` keep their size). ``onnx`` as for _resize, its
+    roi either spatial floats or a run-time full-rank input."""
     if mode not in ("nearest", "linear", "cubic"):
         raise Unsupported(f"mode={mode!r}")
     r = ctx.rank(X)
@@ -678,22 +723,61 @@ def _runtime_resize(ctx: Ctx, X, t, is_sizes: bool, axes, mode, ctm, nearest_mod
             if i in ax:
                 j = ax.index(i)
                 pieces.append(ctx.op("slice", t, starts=[j], ends=[j + 1], axes=[0], steps=[1]))
+            elif is_sizes and isinstance(ctx.shape(X)[i], int):
+                pieces.append(np.array([ctx.shape(X)[i]], np.int64))
             elif is_sizes:
                 pieces.append(ctx.op("shape", X, start=i, end=i + 1))
             else:
                 pieces.append(np.ones(1, np.float32))
         t = ctx.op("concat", *pieces, axis=0)
+    roi_in = onnx.pop("roi_in", None)
     return ctx.op(
         "resize",
         X,
         None if is_sizes else t,
         t if is_sizes else None,
+        roi_in,
         mode=mode,
         coordinate_transformation_mode=ctm,
         nearest_mode=nearest_mode,
         cubic_coeff_a=a,
         antialias=bool(aa),
+        **onnx,
     )
+
+
+def _roi(ctx: Ctx, roi, axes, r: int, crop: bool) -> dict:
+    """tf_crop_and_resize's box as the canonical op takes it: spatial [starts, ends] when known
+    at import, else a full-rank run-time [starts, ends] (dims outside ``axes`` uncropped)."""
+    if not crop:
+        return {}
+    if roi is None or ctx.type(roi).shape == (0,):
+        raise Unsupported("tf_crop_and_resize without roi")
+    ax = list(range(r)) if axes is None else [a % r for a in axes]
+    k = len(ax)
+    known = ctx.known(roi)
+    if known is not None:
+        v = [float(x) for x in np.asarray(known).reshape(-1)]
+        if len(v) != 2 * k:
+            raise Unsupported(f"roi of {len(v)} values for {k} axes")
+        starts, ends = [0.0] * r, [1.0] * r
+        for j, a in enumerate(ax):
+            starts[a], ends[a] = v[j], v[k + j]
+        if starts[:2] != [0.0, 0.0] or ends[:2] != [1.0, 1.0]:
+            raise Unsupported("tf_crop_and_resize cropping the batch or channel dim")
+        return {"roi": starts[2:] + ends[2:]}
+    t = ctx.cast(roi, DType.FLOAT32)
+    if axes is not None:
+        pieces = []
+        for half, fill in ((0, 0.0), (1, 1.0)):
+            for i in range(r):
+                if i in ax:
+                    j = half * k + ax.index(i)
+                    pieces.append(ctx.op("slice", t, starts=[j], ends=[j + 1], axes=[0], steps=[1]))
+                else:
+                    pieces.append(np.full(1, fill, np.float32))
+        t = ctx.op("concat", *pieces, axis=0)
+    return {"roi_in": t}
 
 
 def _keep_aspect(ctx: Ctx, X, sizes, axes, r: int, policy: str):  # noqa: N803
@@ -746,18 +830,28 @@ def resize(
     mode="nearest",
     nearest_mode="round_prefer_floor",
 ):
-    if coordinate_transformation_mode == "tf_crop_and_resize":
-        raise Unsupported("coordinate_transformation_mode='tf_crop_and_resize'")
-    if exclude_outside and mode == "cubic":
-        raise Unsupported("exclude_outside=1 with cubic mode")
     r = ctx.rank(X)
     dims = ctx.shape(X)
+    crop = coordinate_transformation_mode == "tf_crop_and_resize"
+    onnx = _roi(ctx, roi, axes, r, crop)
+    if crop:
+        onnx["extrapolation_value"] = float(extrapolation_value)
+    if exclude_outside and mode != "nearest":
+        onnx["exclude_outside"] = True
     for t, is_sizes in ((scales, False), (sizes, True)):
         if t is not None and ctx.known(t) is None and ctx.type(t).shape != (0,):
             if is_sizes and keep_aspect_ratio_policy != "stretch":
                 t = _keep_aspect(ctx, X, t, axes, r, keep_aspect_ratio_policy)
             args = (mode, coordinate_transformation_mode, nearest_mode, cubic_coeff_a, antialias)
-            return _runtime_resize(ctx, X, t, is_sizes, axes, *args)
+            return _runtime_resize(ctx, X, t, is_sizes, axes, *args, **onnx)
+    if "roi_in" in onnx:  # a run-time box: sizes or scales known at import go in as inputs too
+        if keep_aspect_ratio_policy != "stretch":
+            raise Unsupported("keep_aspect_ratio_policy with a run-time roi")
+        sz = None if sizes is None else ctx.known(sizes)
+        is_sizes = sz is not None and np.asarray(sz).size > 0
+        args = (mode, coordinate_transformation_mode, nearest_mode, cubic_coeff_a, antialias)
+        t = sizes if is_sizes else scales
+        return _runtime_resize(ctx, X, t, is_sizes, axes, *args, **onnx)
     sc = None if scales is None else ctx.known(scales)
     sz = None if sizes is None else ctx.known(sizes)
     sc = None if sc is None or sc.size == 0 else [float(v) for v in sc.reshape(-1)]
@@ -788,6 +882,7 @@ def resize(
             nearest_mode,
             cubic_coeff_a,
             antialias,
+            **onnx,
         )
     full_s = [1.0] * r
     for s, a in zip(sc, ax):
@@ -802,4 +897,5 @@ def resize(
         nearest_mode,
         cubic_coeff_a,
         antialias,
+        **onnx,
     )

@@ -34,6 +34,7 @@ class Converter:
     since: int
     fn: Callable[..., object]
     attrs: frozenset[str] = field(default_factory=frozenset)
+    required: frozenset[str] = field(default_factory=frozenset)  # attributes without a default
     takes_any_attr: bool = False
     n_inputs: int = 0
     variadic: bool = False
@@ -49,6 +50,9 @@ class Converter:
             since=since,
             fn=fn,
             attrs=frozenset(p.name for p in params if p.kind is p.KEYWORD_ONLY),
+            required=frozenset(
+                p.name for p in params if p.kind is p.KEYWORD_ONLY and p.default is p.empty
+            ),
             takes_any_attr=any(p.kind is p.VAR_KEYWORD for p in params),
             n_inputs=len(pos),
             variadic=any(p.kind is p.VAR_POSITIONAL for p in params),

@@ -464,6 +464,14 @@ def depth_to_space(ctx: Ctx, input, *, blocksize, mode="DCR"):  # noqa: A002
 
 @converter("SpaceToDepth", since=1)
 def space_to_depth(ctx: Ctx, input, *, blocksize, mode="DCR"):  # noqa: A002
+    if mode == "CRD":  # channel c * b * b + (row * b + col) in the block: torch's pixel_unshuffle
+        _, c, h, w = ctx.shape(input)
+        if not all(isinstance(d, int) for d in (c, h, w)):
+            raise Unsupported("SpaceToDepth mode='CRD' over run-time channel or spatial sizes")
+        b = blocksize
+        y = ctx.op("reshape", input, shape=[-1, c, h // b, b, w // b, b])
+        y = ctx.op("transpose", y, perm=[0, 1, 3, 5, 2, 4])
+        return ctx.op("reshape", y, shape=[-1, c * b * b, h // b, w // b])
     if mode != "DCR":
         raise Unsupported(f"SpaceToDepth mode={mode!r}")
     return ctx.op("space_to_depth", input, blocksize=blocksize)

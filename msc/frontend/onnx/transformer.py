@@ -245,7 +245,9 @@ def attention(
     return [y, present_k, present_v, qk]
 
 
-def _spelled_out(ctx, Q, K, V, bias, qh, kvh, scale, softcap, mode, softmax_precision):  # noqa: N803
+def _spelled_out(ctx, Q, K, V, bias, qh, kvh, scale, softcap, mode, softmax_precision, sink=None):  # noqa: N803
+    """Attention as matmul, softmax, matmul; ``sink`` [qh] is one more logit per head that
+    takes part in the softmax's denominator only (onnxruntime's head_sink / smooth_softmax)."""
     dt = ctx.dtype(Q)
     npdt = dt.to_numpy()
     if qh != kvh:
@@ -275,7 +277,17 @@ def _spelled_out(ctx, Q, K, V, bias, qh, kvh, scale, softcap, mode, softmax_prec
         qk = sb
     if softmax_precision is not None:
         sb = ctx.cast(sb, dtype_from_onnx(softmax_precision))
-    p = ctx.cast(ctx.op("softmax", sb, axis=-1), dt)
+    if sink is not None:
+        # An extra column holding the sink logit (0 * a finite row max keeps its shape).
+        sdt = ctx.dtype(sb)
+        col = ctx.op("reduce_max", sb, axes=[-1], keepdims=True)
+        col = ctx.op("mul", col, np.array(0, sdt.to_numpy()))
+        col = ctx.op("add", col, ctx.op("reshape", ctx.cast(sink, sdt), shape=[1, -1, 1, 1]))
+        p = ctx.op("softmax", ctx.op("concat", sb, col, axis=-1), axis=-1)
+        p = ctx.op("slice", p, starts=[0], ends=[-1], axes=[-1])
+    else:
+        p = ctx.op("softmax", sb, axis=-1)
+    p = ctx.cast(p, dt)
     if mode == 3:  # a fully masked row's softmax is NaN; ONNX gives 0 there
         qk = p if bias is None else ctx.op("where", ctx.op("isnan", p), np.array(0, npdt), p)
     return ctx.op("matmul", p, V), qk
@@ -540,3 +552,256 @@ def ms_multi_head_attention(
     if unidirectional:
         biases.append(_causal_bias(ctx, q_len, kv_len, dt, mask_filter_value))
     return _merge_heads(ctx, _attend(ctx, q, k, v, biases, scale))
+
+
+def _dim(ctx: Ctx, x, axis: int):
+    """Dim ``axis`` of x as an i64 scalar: an array when static, else a 0-d run-time value."""
+    d = ctx.shape(x)[axis]
+    if isinstance(d, int):
+        return np.array(d, np.int64)
+    a = axis % ctx.rank(x)
+    return ctx.op("reshape", ctx.op("shape", x, start=a, end=a + 1), shape=[])
+
+
+def _arange(ctx: Ctx, n):
+    """0, 1, ..., n - 1 (i64, 1-d) for an i64 scalar n from _dim."""
+    if isinstance(n, np.ndarray):
+        return np.arange(int(n), dtype=np.int64)
+    return ctx.op("range", np.array(0, np.int64), n, np.array(1, np.int64))
+
+
+@converter("GroupQueryAttention", since=1, domain=MS)
+def ms_group_query_attention(
+    ctx: Ctx,
+    query,
+    key=None,
+    value=None,
+    past_key=None,
+    past_value=None,
+    seqlens_k=None,
+    total_sequence_length=None,
+    cos_cache=None,
+    sin_cache=None,
+    position_ids=None,
+    attention_bias=None,
+    head_sink=None,
+    k_scale=None,
+    v_scale=None,
+    q_norm_weight=None,
+    k_norm_weight=None,
+    query_seqlens=None,
+    *,
+    num_heads,
+    kv_num_heads,
+    causal=1,
+    do_rotary=0,
+    rotary_interleaved=0,
+    local_window_size=-1,
+    scale=0.0,
+    softcap=0.0,
+    smooth_softmax=0,
+    qk_output=0,
+    sliding_window_cache=0,
+    kv_cache_bit_width=0,
+    k_quant_type="NONE",
+    v_quant_type="NONE",
+    qk_norm_epsilon=1e-6,
+    q_norm_epsilon=None,
+    k_norm_epsilon=None,
+):
+    """Grouped-query self-attention with a KV cache (onnxruntime's CPU kernel).
+
+    Batch entry b holds T_b = seqlens_k[b] + 1 tokens after this step, so P_b = T_b - S came
+    before it (0 on a first prompt, where S == total_sequence_length). The new keys and values
+    (rotated when do_rotary) are written at [P_b, P_b + S) of the cache past the first P_b rows
+    of past_key/past_value; query row s sits at position P_b + s and attends causally (and to
+    the last local_window_size positions when set), or with causal=0 to every one of the
+    entry's T_b keys. Present caches are
+    max(total_sequence_length, past length) long, zero past P_b + S.
+    """
+    del qk_norm_epsilon, q_norm_epsilon, k_norm_epsilon  # read only with q/k_norm_weight
+    quantized = (
+        k_scale is not None
+        or v_scale is not None
+        or kv_cache_bit_width
+        or k_quant_type != "NONE"
+        or v_quant_type != "NONE"
+    )
+    refusals = [
+        (quantized, "a quantized KV cache"),
+        (q_norm_weight is not None or k_norm_weight is not None, "per-head Q/K RMS norm"),
+        (query_seqlens is not None, "right-padded query chunks (query_seqlens)"),
+        (sliding_window_cache, "a window-sized cache (sliding_window_cache=1)"),
+        (not causal and local_window_size > 0, "local_window_size and causal=0"),
+        (qk_output or (len(ctx.node.output) > 3 and ctx.node.output[3]), "the output_qk output"),
+        ((past_key is None) != (past_value is None), "past_key without past_value"),
+        (do_rotary and (cos_cache is None or sin_cache is None), "do_rotary without cos/sin"),
+        (ctx.rank(query) != 3, "a query that is not 3-d [B, S, D]"),
+    ]
+    for bad, what in refusals:
+        if bad:
+            raise Unsupported(f"GroupQueryAttention with {what}")
+    hidden = ctx.shape(query)[2]
+    if not isinstance(hidden, int):
+        raise Unsupported("GroupQueryAttention hidden size only known at run time")
+    n, kvn = num_heads, kv_num_heads
+    if key is None:  # packed [B, S, (n + 2 kvn) * H]
+        hd = hidden // (n + 2 * kvn)
+        query, key, value = ctx.ops("split", query, axis=-1, sizes=[n * hd, kvn * hd, kvn * hd])
+    else:
+        hd = hidden // n
+    dt = ctx.dtype(query)
+    npdt = dt.to_numpy()
+    s_len = _dim(ctx, query, 1)
+    has_past = past_key is not None
+    s_iota = _arange(ctx, s_len)
+    past_b = None  # per batch entry: the tokens cached before this step, [B, 1]
+    if has_past or (do_rotary and position_ids is None):
+        total = ctx.op("add", ctx.cast(seqlens_k, DType.INT64), np.array(1, np.int64))
+        past_b = ctx.op("maximum", ctx.op("sub", total, s_len), np.array(0, np.int64))
+        past_b = ctx.op("unsqueeze", past_b, axes=[1])
+
+    if do_rotary:
+        if position_ids is not None:
+            pos = ctx.cast(position_ids, DType.INT64)
+        else:  # query row s sits at P_b + s
+            pos = ctx.op("add", past_b, ctx.op("unsqueeze", s_iota, axes=[0]))
+        half = ctx.shape(cos_cache)[1]
+        if not isinstance(half, int):
+            raise Unsupported("GroupQueryAttention rotary caches of run-time width")
+
+        def rotate(x, heads):
+            return ctx.op(
+                "rotary_embedding",
+                x,
+                cos_cache,
+                sin_cache,
+                pos,
+                interleaved=bool(rotary_interleaved),
+                rotary_dim=2 * half,
+                num_heads=heads,
+            )
+
+        query, key = rotate(query, n), rotate(key, kvn)
+    q, k, v = (
+        _split_heads(ctx, query, n),
+        _split_heads(ctx, key, kvn),
+        _split_heads(ctx, value, kvn),
+    )
+
+    sink = None
+    if head_sink is not None:
+        sink = head_sink
+    elif smooth_softmax == 1:
+        sink = np.zeros(n, npdt)  # exp(0) = 1 more in the denominator
+    spelled = bool(softcap) or sink is not None
+    bias = None
+    if has_past:
+        # Keys are the cache after this step: masks over positions differ per batch entry.
+        past_len = _dim(ctx, past_key, 2)
+        if isinstance(past_len, np.ndarray) and isinstance(s_len, np.ndarray):
+            kv_len = np.asarray(past_len + s_len)
+        else:
+            kv_len = ctx.op("add", past_len, s_len)
+        j = _arange(ctx, kv_len)
+        k, v, present_k, present_v = _gqa_cache(
+            ctx, past_key, past_value, k, v, past_b, j, s_len, total_sequence_length, kvn, hd
+        )
+        if causal:
+            j = ctx.op("reshape", j, shape=[1, 1, -1])
+            qpos = ctx.op("reshape", s_iota, shape=[1, -1, 1])
+            qpos = ctx.op("add", ctx.op("unsqueeze", past_b, axes=[2]), qpos)
+            allowed = ctx.op("le", j, qpos)
+            if local_window_size > 0:
+                near = ctx.op("lt", ctx.op("sub", qpos, j), np.array(local_window_size, np.int64))
+                allowed = ctx.op("logical_and", allowed, near)
+            allowed = ctx.op("unsqueeze", allowed, axes=[1])
+            bias = ctx.op("where", allowed, np.array(0, npdt), np.array(-np.inf, npdt))
+        else:
+            bias = _cached_keys(ctx, seqlens_k, j, npdt)
+    elif not causal:  # a first prompt attending to its seqlens_k + 1 keys
+        present_k, present_v = k, v
+        bias = _cached_keys(ctx, seqlens_k, s_iota, npdt)
+    else:
+        # A first prompt: query row s at position s, a static causal (or windowed) mask.
+        present_k, present_v = k, v
+        if attention_bias is not None or local_window_size > 0 or spelled:
+            s = ctx.shape(q)[2]
+            if not isinstance(s, int):
+                raise Unsupported("GroupQueryAttention windows or biases over run-time lengths")
+            ctx.check_size(s * s, "the causal mask")
+            allowed = _static_bias(s, s, 0, True, local_window_size - 1, -1)
+            if allowed is not None:
+                bias = np.where(allowed, 0, -np.inf).astype(npdt)
+    if attention_bias is not None:
+        extra = _fit_width(ctx, ctx.cast(attention_bias, dt), ctx.shape(k)[2])
+        bias = extra if bias is None else ctx.op("add", bias, extra)
+
+    if spelled:
+        y, _ = _spelled_out(ctx, q, k, v, bias, n, kvn, scale or None, softcap, 0, None, sink)
+    else:
+        y = ctx.op(
+            "attention",
+            q,
+            k,
+            v,
+            bias,
+            is_causal=bias is None,
+            scale=scale or None,
+            enable_gqa=n != kvn,
+        )
+    return [_merge_heads(ctx, y), present_k, present_v]
+
+
+def _cached_keys(ctx: Ctx, seqlens_k, j, npdt):
+    """0 for the keys j < seqlens_k + 1 of each batch entry, else -inf: [B, 1, 1, L]."""
+    total = ctx.op("add", ctx.cast(seqlens_k, DType.INT64), np.array(1, np.int64))
+    keep = ctx.op(
+        "lt",
+        ctx.op("reshape", j, shape=[1, 1, 1, -1]),
+        ctx.op("reshape", total, shape=[-1, 1, 1, 1]),
+    )
+    return ctx.op("where", keep, np.array(0, npdt), np.array(-np.inf, npdt))
+
+
+def _fit_width(ctx: Ctx, bias, width):
+    """An additive bias [.., total_sequence_length] cut or zero-padded to ``width`` keys."""
+    have = ctx.shape(bias)[-1]
+    if have == width:
+        return bias
+    if not (isinstance(have, int) and isinstance(width, int)):
+        raise Unsupported("GroupQueryAttention attention_bias over run-time lengths")
+    if have > width:
+        return ctx.op("slice", bias, starts=[0], ends=[width], axes=[-1])
+    r = ctx.rank(bias)
+    pads = [0] * (2 * r)
+    pads[2 * r - 1] = width - have
+    return ctx.op("pad", bias, pads=pads, value=0.0)
+
+
+def _gqa_cache(ctx: Ctx, past_key, past_value, k, v, past_b, j, s_len, total_len, kvn, hd):
+    """The cache after this step, over j = 0 .. past length + S - 1: row j is past row j
+    below P_b, new row j - P_b below P_b + S, else 0. Returns (keys, values) to attend to and
+    the present outputs (their first max(total_sequence_length, past length) rows)."""
+    past_len = _dim(ctx, past_key, 2)
+    j = ctx.op("unsqueeze", j, axes=[0])
+    from_past = ctx.op("lt", j, past_b)
+    idx = ctx.op("where", from_past, j, ctx.op("add", ctx.op("sub", j, past_b), past_len))
+    valid = ctx.op("lt", j, ctx.op("add", past_b, s_len))
+    idx = ctx.op("where", valid, idx, np.array(0, np.int64))
+    idx = ctx.op("expand", ctx.op("unsqueeze", idx, axes=[1, 3]), shape=[-1, kvn, -1, hd])
+    keep = ctx.op("unsqueeze", valid, axes=[1, 3])
+    out = []
+    for past, new in ((past_key, k), (past_value, v)):
+        both = ctx.op("concat", past, new, axis=2)
+        picked = ctx.op("gather_elements", both, idx, axis=2)
+        out.append(ctx.op("where", keep, picked, np.array(0, ctx.dtype(new).to_numpy())))
+    tsl = ctx.known(total_len)
+    if tsl is not None and isinstance(past_len, np.ndarray):
+        n = max(int(np.asarray(tsl).reshape(-1)[0]), int(past_len))
+        presents = [ctx.op("slice", t, starts=[0], ends=[n], axes=[2]) for t in out]
+    else:
+        end = ctx.op("maximum", ctx.cast(total_len, DType.INT64), past_len)
+        end = ctx.op("reshape", end, shape=[1])
+        presents = [ctx.op("slice", t, np.array([0], np.int64), end, axes=[2]) for t in out]
+    return out[0], out[1], presents[0], presents[1]
