@@ -91,26 +91,29 @@ def to_module(graph: Graph, codegen: type[TorchCodegen] = TorchCodegen) -> Any:
         ".".join(cg.plan_.paths[w.name]): tensor_from_numpy(w.numpy())  # type: ignore[union-attr]
         for w in graph.weights.values()
     }
+    state.update({k: tensor_from_numpy(v) for k, v in cg.constants_.items()})
     namespace["_msc_load_weights"](model, state)
     model.eval()
     model.msc_source = src
     return model
 
 
-def save(graph: Graph, directory: str | os.PathLike) -> Path:
+def save(
+    graph: Graph, directory: str | os.PathLike, codegen: type[TorchCodegen] = TorchCodegen
+) -> Path:
     """Write ``model.py`` and ``model.safetensors`` into ``directory`` (replaced atomically).
 
     ``model.py`` has a ``load(path=None)`` that builds the module and loads the weights.
     """
-    src = generate(graph)
+    cg = codegen(graph)
+    src = cg.generate()
+    tensors = [(w.name, w.type.dtype, w.type.shape, source(w)) for w in graph.weights.values()]
+    # The forward pass's tensor constants (non-persistent buffers), under their buffer keys.
+    tensors += [(k, DType.from_numpy(v.dtype), v.shape, v) for k, v in cg.constants_.items()]
     target = Path(directory)
     with atomic_dir(target) as tmp:
         (tmp / MODEL_FILE).write_text(src, encoding="utf-8")
-        safetensors.write_lazy(
-            tmp / WEIGHTS_FILE,
-            [(w.name, w.type.dtype, w.type.shape, source(w)) for w in graph.weights.values()],
-            metadata={"format": "pt"},
-        )
+        safetensors.write_lazy(tmp / WEIGHTS_FILE, tensors, metadata={"format": "pt"})
     return target
 
 

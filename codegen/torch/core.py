@@ -205,6 +205,9 @@ class TorchCodegen:
         self._emitted: list[tuple[Node, list[ast.stmt], set[int]]] = []
         self.plan_: ModulePlan | None = None
         self.class_name_ = ""
+        # Tensor constants of the forward pass made non-persistent buffers: state_dict key ->
+        # value. Loaded with the weights (to_module, save), never part of state_dict().
+        self.constants_: dict[str, np.ndarray] = {}
 
     def lowered(self, graph: Graph) -> Graph:
         """``graph`` with every op that has no emitter but a decomposition lowered through it
@@ -347,6 +350,31 @@ class TorchCodegen:
                 live |= reads
         return dead
 
+    def _constants_to_buffers(self, body: list[ast.stmt]) -> list[ast.stmt]:
+        """``body`` with every tensor constant that is still built in it (not folded into a
+        literal) turned into a non-persistent buffer: created once with the module and loaded
+        with the weights, read as ``self.<name>``, not rebuilt on every call. 0-d constants stay
+        inline (a literal or a one-element ``torch.tensor``)."""
+        stmts = {id(st) for st in _walk_stmts(body)}
+        outputs = set(map(id, self.graph.outputs))
+        subs: dict[str, ast.expr] = {}
+        drop: set[int] = set()
+        for node, out, _ in self._emitted:
+            value = node.attrs.get("value") if node.op == "constant" else None
+            if value is None or value.ndim == 0 or value.size == 0:
+                continue
+            if len(out) != 1 or id(out[0]) not in stmts or id(node.outputs[0]) in outputs:
+                continue  # a returned constant stays a fresh tensor, not the module's state
+            ident = self.ns_name(node.outputs[0])
+            key = self.plan_.add_constant(ident, node.outputs[0].type)  # type: ignore[union-attr]
+            self.constants_[key] = value
+            subs[ident] = self.plan_.access([key])  # type: ignore[union-attr]
+            drop.add(id(out[0]))
+        if not subs:
+            return body
+        body = _prune(body, drop)
+        return [_Rename(subs).visit(st) for st in body]
+
     def emit_return(self) -> ast.stmt:
         spec = self.graph.output_tree
         outs = [self.ref(v) for v in self.graph.outputs]
@@ -447,9 +475,8 @@ class TorchCodegen:
         self.plan_ = self.plan()
         self.use_helper("_msc_load_weights")
         forward = self.emit_forward()
-        forward.body = _release_after_last_use(
-            _prune(forward.body, self._dead_statements()), self._small_values()
-        )
+        body = self._constants_to_buffers(_prune(forward.body, self._dead_statements()))
+        forward.body = _release_after_last_use(body, self._small_values())
         cls = ast.ClassDef(
             name=self.class_name_,
             bases=[code.expr("nn.Module")],
@@ -514,6 +541,26 @@ class _Deferred:
     @property
     def expr(self) -> ast.expr:
         return self.cg.ref(self.value)
+
+
+class _Rename(ast.NodeTransformer):
+    """Replace reads of names by expressions (fresh copies per use)."""
+
+    def __init__(self, subs: dict[str, ast.expr]) -> None:
+        self.subs = subs
+
+    def visit_Name(self, node: ast.Name) -> ast.expr:
+        sub = self.subs.get(node.id)
+        if sub is None or not isinstance(node.ctx, ast.Load):
+            return node
+        return ast.parse(ast.unparse(sub), mode="eval").body
+
+
+def _walk_stmts(stmts: list[ast.stmt]):
+    for st in stmts:
+        yield st
+        for field in ("body", "orelse"):
+            yield from _walk_stmts(getattr(st, field, None) or [])
 
 
 def _prune(stmts: list[ast.stmt], drop: set[int]) -> list[ast.stmt]:

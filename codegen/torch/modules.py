@@ -27,6 +27,7 @@ from codegen.torch import code
 from codegen.torch.names import sanitize
 from codegen.torch.registry import ModuleRule
 from msc.ir.graph import Graph, Node, Weight
+from msc.ir.types import TensorType
 
 __all__ = ["Leaf", "Param", "Alias", "Holder", "ModulePlan", "plan_modules"]
 
@@ -94,6 +95,16 @@ class ModulePlan:
 
     def weight_expr(self, w: Weight) -> ast.expr:
         return self.access(self.paths[w.name])
+
+    def add_constant(self, name: str, type: TensorType) -> str:
+        """Register a tensor constant of the forward pass as a non-persistent buffer at the
+        root, under ``name`` or a free variant of it; returns its key."""
+        key, n = name, 0
+        while key in self.root.children or key in _module_attrs() or not code.is_plain_attr(key):
+            n += 1
+            key = f"{name}_{n}"
+        self.root.children[key] = Param(Weight(key, type, role="constant"), True, False)
+        return key
 
 
 @lru_cache(maxsize=1)

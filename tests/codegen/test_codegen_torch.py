@@ -803,3 +803,43 @@ def test_del_only_for_intermediates_large_enough_to_pay():
     assert "del " not in forward(ct.generate(graph(2)))  # 8 KiB each: not worth a line
     big = forward(ct.generate(graph(512)))  # 2 MiB each: released after last use
     assert "        del a\n" in big and "        del b\n" in big
+
+
+def _load_saved(directory):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("msc_saved_model", directory / "model.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_tensor_constants_are_non_persistent_buffers_built_once(tmp_path):
+    # torch.tensor([...]) in forward rebuilt the constant on every call.
+    import msc
+
+    g = msc.from_text(
+        "msc format 1, ops 1\ngraph g {\n  input %x: f32[2, 3]\n"
+        "  %scale: f32[3] = constant() {value = tensor(f32[3], [0.5, 1.5, 2.5])}\n"
+        "  %two: f32[] = constant() {value = tensor(f32[], [2.0])}\n"
+        "  %y: f32[2, 3] = mul(%x, %scale)\n  %z: f32[2, 3] = add(%y, %two)\n"
+        "  %k: i64[2] = constant() {value = tensor(i64[2], [3, 2])}\n"
+        "  %r: f32[3, 2] = reshape(%z, %k) {shape = none}\n  output %r\n}\n"
+    )
+    src = ct.generate(g)
+    forward = src[src.index("def forward") : src.index("def load")]
+    assert "torch.tensor" not in src
+    buffer = "register_buffer('scale', torch.empty(3, dtype=torch.float32), persistent=False)"
+    assert f"self.{buffer}" in src
+    assert "x * self.scale" in forward and "+ 2" in forward  # the 0-d constant stays inline
+    assert "z.reshape((3, 2))" in forward  # a shape stays a literal, not a buffer
+    m = ct.to_module(g)
+    assert list(m.state_dict()) == []  # the source's state_dict keys are unchanged
+    xv = f32(2, 3)
+    want = (xv * np.array([0.5, 1.5, 2.5], np.float32) + 2).reshape(3, 2)
+    with torch.no_grad():
+        close(m(torch.from_numpy(xv)), want)
+    pytest.importorskip("safetensors", reason="the saved loader reads safetensors")
+    ct.save(g, tmp_path)
+    with torch.no_grad():
+        close(_load_saved(tmp_path).load()(torch.from_numpy(xv)), want)
