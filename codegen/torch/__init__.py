@@ -58,23 +58,31 @@ WEIGHTS_FILE = "model.safetensors"
 _counter = itertools.count()
 
 
-def generate(graph: Graph, codegen: type[TorchCodegen] = TorchCodegen) -> str:
+def generate(
+    graph: Graph, codegen: type[TorchCodegen] = TorchCodegen, *, keep_unused: bool = False
+) -> str:
     """Python source of an ``nn.Module`` computing ``graph`` (plus a ``load(path)`` function).
+
+    Weights no node reads are left out (listed in a comment at the top) unless
+    ``keep_unused``: then the module's state_dict has every weight of the graph.
 
     Raises:
         UnsupportedOpsError: listing every node whose op has no emitter.
     """
-    return codegen(graph).generate()
+    return codegen(graph, keep_unused=keep_unused).generate()
 
 
-def to_module(graph: Graph, codegen: type[TorchCodegen] = TorchCodegen) -> Any:
+def to_module(
+    graph: Graph, codegen: type[TorchCodegen] = TorchCodegen, *, keep_unused: bool = False
+) -> Any:
     """Compile the generated module in memory and load the graph's weights (eval mode).
 
     The module's ``msc_source`` attribute holds the source; tracebacks point into it.
+    ``keep_unused`` as for ``generate``.
     """
     import torch
 
-    cg = codegen(graph)
+    cg = codegen(graph, keep_unused=keep_unused)
     src = cg.generate()
     n = next(_counter)
     filename = f"<msc-generated-{n}>"
@@ -89,7 +97,7 @@ def to_module(graph: Graph, codegen: type[TorchCodegen] = TorchCodegen) -> Any:
         model = namespace[cg.class_name_]()
     state = {
         ".".join(cg.plan_.paths[w.name]): tensor_from_numpy(w.numpy())  # type: ignore[union-attr]
-        for w in graph.weights.values()
+        for w in cg.kept_weights()
     }
     state.update({k: tensor_from_numpy(v) for k, v in cg.constants_.items()})
     namespace["_msc_load_weights"](model, state)
@@ -99,15 +107,20 @@ def to_module(graph: Graph, codegen: type[TorchCodegen] = TorchCodegen) -> Any:
 
 
 def save(
-    graph: Graph, directory: str | os.PathLike, codegen: type[TorchCodegen] = TorchCodegen
+    graph: Graph,
+    directory: str | os.PathLike,
+    codegen: type[TorchCodegen] = TorchCodegen,
+    *,
+    keep_unused: bool = False,
 ) -> Path:
     """Write ``model.py`` and ``model.safetensors`` into ``directory`` (replaced atomically).
 
     ``model.py`` has a ``load(path=None)`` that builds the module and loads the weights.
+    ``keep_unused`` as for ``generate``: the weights left out are not written either.
     """
-    cg = codegen(graph)
+    cg = codegen(graph, keep_unused=keep_unused)
     src = cg.generate()
-    tensors = [(w.name, w.type.dtype, w.type.shape, source(w)) for w in graph.weights.values()]
+    tensors = [(w.name, w.type.dtype, w.type.shape, source(w)) for w in cg.kept_weights()]
     # The forward pass's tensor constants (non-persistent buffers), under their buffer keys.
     tensors += [(k, DType.from_numpy(v.dtype), v.shape, v) for k, v in cg.constants_.items()]
     target = Path(directory)

@@ -476,7 +476,7 @@ def test_save_and_load_round_trip(tmp_path):
     bad.add_weight("w", None, TensorType(F32, (2,)))
     bad.set_outputs([])
     with pytest.raises(Exception, match="no data"):  # GraphError from the weight
-        ct.save(bad, out)
+        ct.save(bad, out, keep_unused=True)
     assert (out / "model.safetensors").exists() and "SmallCnn" in (out / "model.py").read_text()
 
 
@@ -843,3 +843,45 @@ def test_tensor_constants_are_non_persistent_buffers_built_once(tmp_path):
     ct.save(g, tmp_path)
     with torch.no_grad():
         close(_load_saved(tmp_path).load()(torch.from_numpy(xv)), want)
+
+
+def test_unused_weights_are_left_out_unless_kept(tmp_path):
+    # BERT's pooler, exported without its output, was kept as bare parameters nothing reads;
+    # an unused persistent buffer (a BatchNorm counter) is state and stays.
+    class Encoder(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.enc = torch.nn.Linear(4, 4)
+            self.pooler = torch.nn.Linear(4, 4)
+            self.register_buffer("steps", torch.zeros((), dtype=torch.int64))
+
+        def forward(self, x):
+            return self.enc(x)
+
+    import msc
+
+    src_model = Encoder().eval()
+    x = torch.from_numpy(f32(2, 4))
+    g = msc.from_torch(src_model, (x,))
+    assert {"pooler.weight", "pooler.bias"} <= set(g.weights)
+    src = ct.generate(g)
+    assert "pooler" not in src[src.index("import torch") :]
+    assert "# Left out: 2 weights no node reads" in src and "'pooler.weight', 'pooler.bias'" in src
+    m = ct.to_module(g)
+    assert list(m.state_dict()) == ["steps", "enc.weight", "enc.bias"]
+    with torch.no_grad():
+        close(m(x), src_model(x).numpy())
+    kept = ct.to_module(g, keep_unused=True)
+    assert set(kept.state_dict()) == set(src_model.state_dict())
+    kept.load_state_dict(src_model.state_dict())
+    assert "Left out" not in ct.generate(g, keep_unused=True)
+    pytest.importorskip("safetensors", reason="the saved loader reads safetensors")
+    from safetensors import safe_open
+
+    ct.save(g, tmp_path)
+    with safe_open(tmp_path / "model.safetensors", "pt") as f:
+        assert sorted(f.keys()) == ["enc.bias", "enc.weight", "steps"]
+    with torch.no_grad():
+        close(_load_saved(tmp_path).load()(x), src_model(x).numpy())
+    ct.save(g, tmp_path, keep_unused=True)
+    assert set(_load_saved(tmp_path).load().state_dict()) == set(src_model.state_dict())
