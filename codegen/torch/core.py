@@ -33,7 +33,7 @@ from codegen.torch.registry import EMITTERS, MODULE_RULES, EmitterRegistry, Modu
 from msc.errors import UnsupportedOp, UnsupportedOpsError
 from msc.ir.dtype import DType
 from msc.ir.graph import Graph, Node, Value, Weight
-from msc.ir.types import TensorType
+from msc.ir.types import SymDim, TensorType
 from msc.ops import registry as op_registry
 from msc.ops.custom import is_custom
 
@@ -326,11 +326,21 @@ class TorchCodegen:
 
     def _ident(self, node: Node, v: Value, module_call: bool) -> str:
         """The identifier of a node's output: its source name, or for a name an exporter made
-        up (getitem_3, /layer1/layer1.0/conv1/Conv_output_0) one from the node's module."""
-        nice = None
-        if v.name and len(node.outputs) == 1:
+        up (getitem_3, /layer1/layer1.0/conv1/Conv_output_0) one from the node's module; a
+        symbolic size read from a shape is named after its symbol (``batch``)."""
+        nice = _symbol_of(node)
+        if nice is None and v.name and len(node.outputs) == 1:
             nice = readable(v.name, node.provenance.module, node.op, module_call)
         return self.ns.create(v.name or "", "v", base=nice)
+
+    def _size_names(self) -> set[str]:
+        """Identifiers of the node outputs held as Python sizes."""
+        return {
+            self.ns_name(v)
+            for node, _, _ in self._emitted
+            for v in node.outputs
+            if id(v) in self.py_values
+        }
 
     def _emit_node(self, node: Node) -> list[ast.stmt]:
         out: list[ast.stmt] = []
@@ -501,6 +511,7 @@ class TorchCodegen:
         self.use_helper("_msc_load_weights")
         forward = self.emit_forward()
         body = self._constants_to_buffers(_prune(forward.body, self._dead_statements()))
+        body = _inline_sizes(body, self._size_names())
         forward.body = _release_after_last_use(body, self._small_values())
         cls = ast.ClassDef(
             name=self.class_name_,
@@ -573,6 +584,114 @@ class _Deferred:
     @property
     def expr(self) -> ast.expr:
         return self.cg.ref(self.value)
+
+
+def _symbol_of(node: Node) -> str | None:
+    """The symbol's name when ``node`` reads one symbolic dim of a tensor from its shape
+    (``squeeze(shape(x, start=i, end=i+1))``, ``gather(shape(x), i)``) and the name is a plain
+    identifier; else None."""
+    if node.op not in ("squeeze", "gather") or len(node.outputs) != 1 or node.output.type.rank:
+        return None
+    src = node.inputs[0]
+    p = src.producer if src is not None else None
+    if p is None or p.op != "shape" or p.inputs[0] is None:
+        return None
+    shape = p.inputs[0].type.shape
+    if shape is None:
+        return None
+    start, end = p.attrs["start"], p.attrs["end"]
+    dims = list(shape)[start:end]
+    if node.op == "squeeze":
+        k = 0 if len(dims) == 1 else None
+    else:
+        c = node.inputs[1].producer if len(node.inputs) > 1 and node.inputs[1] else None
+        value = c.attrs["value"] if c is not None and c.op == "constant" else None
+        ok = value is not None and value.ndim == 0 and node.attrs.get("axis") in (0, -1)
+        k = int(value) if ok else None
+    if k is None or not -len(dims) <= k < len(dims):
+        return None
+    dim = dims[k]
+    return dim.name if isinstance(dim, SymDim) and code.is_plain_attr(dim.name) else None
+
+
+def _inline_sizes(body: list[ast.stmt], names: set[str]) -> list[ast.stmt]:
+    """``body`` with each size (a name in ``names``) that is read once, by a later simple
+    statement of the same block, written where it is read: ``x.reshape([batch, seq, 32])``
+    rather than three list variables. Only pure size expressions move (shapes, subscripts,
+    lists, arithmetic), never into a loop or a function body, where a name can be rebound."""
+    counts: dict[str, int] = {}
+    for n in ast.walk(ast.Module(body, [])):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
+            counts[n.id] = counts.get(n.id, 0) + 1
+    out = _inline_block(body, {k for k in names if counts.get(k) == 1})
+    return [_Simplify().visit(st) for st in out]
+
+
+_PURE = (
+    ast.Name, ast.Attribute, ast.Subscript, ast.Slice, ast.Constant, ast.List, ast.Tuple,
+    ast.Starred, ast.BinOp, ast.UnaryOp, ast.Load, ast.operator, ast.unaryop,
+)  # fmt: skip
+
+
+def _inline_block(stmts: list[ast.stmt], movable: set[str]) -> list[ast.stmt]:
+    pending: dict[str, ast.Assign] = {}
+    moved: set[int] = set()
+
+    class Sub(ast.NodeTransformer):
+        def visit_Name(self, node: ast.Name) -> ast.expr:
+            st = pending.get(node.id) if isinstance(node.ctx, ast.Load) else None
+            if st is None:
+                return node
+            moved.add(id(st))
+            return st.value
+
+    for st in stmts:
+        if isinstance(st, ast.Assign | ast.Expr | ast.Return | ast.Delete):
+            Sub().visit(st)
+            t = st.targets[0] if isinstance(st, ast.Assign) and len(st.targets) == 1 else None
+            if isinstance(t, ast.Name) and t.id in movable:
+                if all(isinstance(n, _PURE) for n in ast.walk(st.value)):
+                    pending[t.id] = st
+        else:
+            for field in ("body", "orelse"):
+                sub = getattr(st, field, None)
+                if sub:
+                    setattr(st, field, _inline_block(sub, movable))
+    return [st for st in stmts if id(st) not in moved]
+
+
+class _Simplify(ast.NodeTransformer):
+    """``x.shape[1:2][0]`` -> ``x.shape[1]``; ``[*[a, b], c]`` -> ``[a, b, c]``."""
+
+    def visit_Subscript(self, node: ast.Subscript) -> ast.expr:
+        self.generic_visit(node)
+        inner, k = node.value, node.slice
+        if not (isinstance(inner, ast.Subscript) and isinstance(inner.slice, ast.Slice)):
+            return node
+        sl = inner.slice
+        lo = 0 if sl.lower is None else _int(sl.lower)
+        hi = None if sl.upper is None else _int(sl.upper)
+        k_ = _int(k)
+        if sl.step is not None or lo is None or lo < 0 or k_ is None or k_ < 0:
+            return node
+        if sl.upper is not None and (hi is None or lo + k_ >= hi):
+            return node
+        return ast.Subscript(inner.value, ast.Constant(lo + k_), ast.Load())
+
+    def visit_List(self, node: ast.List) -> ast.expr:
+        self.generic_visit(node)
+        elts: list[ast.expr] = []
+        for x in node.elts:
+            if isinstance(x, ast.Starred) and isinstance(x.value, ast.List | ast.Tuple):
+                elts += x.value.elts
+            else:
+                elts.append(x)
+        node.elts = elts
+        return node
+
+
+def _int(e: ast.expr) -> int | None:
+    return e.value if isinstance(e, ast.Constant) and type(e.value) is int else None
 
 
 def _wrap(text: str, width: int = 90) -> list[str]:

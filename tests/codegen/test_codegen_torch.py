@@ -885,3 +885,39 @@ def test_unused_weights_are_left_out_unless_kept(tmp_path):
         close(_load_saved(tmp_path).load()(x), src_model(x).numpy())
     ct.save(g, tmp_path, keep_unused=True)
     assert set(_load_saved(tmp_path).load().state_dict()) == set(src_model.state_dict())
+
+
+def test_symbolic_sizes_read_as_the_symbol_from_the_shape():
+    # Was: v0 = x.shape[:1]; sym_size_int_1 = v0[0]; v7 = [sym_size_int_1]; v9 = [*v7, 4]; ...
+    import msc
+
+    g = msc.from_text(
+        "msc format 1, ops 1\ngraph g {\n  input %x: f32[batch{1..8}, seq{1..16}, 8]\n"
+        "  %0: i64[1] = shape(%x) {end = 1, start = 0}\n"
+        "  %sym_size_int_1: i64[] = squeeze(%0) {axes = [0]}\n"
+        "  %1: i64[1] = shape(%x) {end = 2, start = 1}\n"
+        "  %sym_size_int_2: i64[] = squeeze(%1) {axes = [0]}\n"
+        "  %2: i64[1] = reshape(%sym_size_int_1) {shape = [1]}\n"
+        "  %3: i64[1] = reshape(%sym_size_int_2) {shape = [1]}\n"
+        "  %4: i64[2] = constant() {value = tensor(i64[2], [2, 4])}\n"
+        "  %5: i64[4] = concat(%2, %3, %4) {axis = 0}\n"
+        "  %y: f32[batch{1..8}, seq{1..16}, 2, 4] = reshape(%x, %5) {shape = none}\n"
+        "  %6: i64[1] = reshape(%sym_size_int_1) {shape = [1]}\n"
+        "  %7: i64[1] = constant() {value = tensor(i64[1], [-1])}\n"
+        "  %8: i64[2] = concat(%6, %7) {axis = 0}\n"
+        "  %z: f32[batch{1..8}, 0] = reshape(%y, %8) {shape = none}\n"
+        "  output %y, %z\n}\n"
+    )
+    src = ct.generate(g)
+    forward = src[src.index("def forward") : src.index("def load")]
+    assert "batch = x.shape[0]" in forward  # read twice: a name, after the symbol
+    assert "y = x.reshape([batch, x.shape[1], 2, 4])" in forward  # read once: inline
+    assert "z = y.reshape([batch, -1])" in forward
+    assert "v0" not in forward and "[:1]" not in forward and "*" not in forward
+    m = ct.to_module(g)
+    for b, s in ((1, 3), (5, 7)):
+        xv = f32(b, s, 8)
+        with torch.no_grad():
+            y, z = m(torch.from_numpy(xv))
+        close(y, xv.reshape(b, s, 2, 4))
+        close(z, xv.reshape(b, -1))
