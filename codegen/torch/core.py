@@ -525,28 +525,37 @@ class TorchCodegen:
             decorator_list=[],
             **({"type_params": []} if "type_params" in ast.ClassDef._fields else {}),
         )
-        # Only the identifiers that differ from their source name: an identity entry says
-        # nothing (a missing key means the identifier is the source name).
-        names = {k: v for k, v in self.ns.source.items() if k != v}
-        body = [ast.Assign([ast.Name("WEIGHT_KEYS", ast.Store())], code.const(self.plan_.keys))]
-        note = (
-            "# state_dict key -> source weight name, for weights whose names cannot be "
-            "module paths.\n"
-        )
+        # Only real renames: an identifier the code uses, made from a source name it differs
+        # from. A by-position name (msc's ``%0``, an exporter's ``123``) names nothing.
+        used = {n.id for n in ast.walk(cls) if isinstance(n, ast.Name)}
+        used |= {a.arg for n in ast.walk(cls) if isinstance(n, ast.arguments) for a in n.args}
+        names = {
+            k: v
+            for k, v in self.ns.source.items()
+            if k != v and k in used and v and not v.isdigit()
+        }
+        body: list[ast.stmt] = []
+        notes = []
         if names:
-            body.insert(0, ast.Assign([ast.Name("NAMES", ast.Store())], code.const(names)))
-            note = (
-                "# Code identifier -> source name, where they differ; and state_dict key -> "
-                "source weight name\n# for weights whose names cannot be module paths.\n"
+            body.append(ast.Assign([ast.Name("NAMES", ast.Store())], code.const(names)))
+            notes.append("# NAMES: code identifier -> source name, where they differ.")
+        if self.plan_.keys:
+            keys = code.const(self.plan_.keys)
+            body.append(ast.Assign([ast.Name("WEIGHT_KEYS", ast.Store())], keys))
+            notes.append(
+                "# WEIGHT_KEYS: state_dict key -> source weight name, for weights whose names "
+                "cannot be\n# module paths."
             )
         parts = [
             self._header(),
             "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n",
-            note + _unparse(ast.Module(body, [])),
         ]
+        if body:
+            parts.append("\n".join(notes) + "\n" + _unparse(ast.Module(body, [])))
         parts += [inspect.getsource(HELPERS[h]).rstrip() + "\n" for h in self._helpers]
         parts.append(_unparse(ast.Module([cls], [])))
-        parts.append(_LOADER.replace("MODEL_CLASS", self.class_name_))
+        loader = _LOADER if self.plan_.keys else _LOADER.replace(_RENAMED_KEYS, _RENAMED_KEYS_NONE)
+        parts.append(loader.replace("MODEL_CLASS", self.class_name_))
         return "\n\n\n".join(p.rstrip("\n") for p in parts) + "\n"
 
     def _header(self) -> str:
@@ -858,3 +867,12 @@ def load(path=None, device="cpu"):
         model = MODEL_CLASS()
     return _msc_load_weights(model, state).to(device).eval()
 '''
+# Without WEIGHT_KEYS (every weight at its own path) the file's names are the state_dict keys.
+_RENAMED_KEYS = """by_source = {source: key for key, source in WEIGHT_KEYS.items()}
+    state = {by_source.get(name, name): t for name, t in tensors.items()}
+    with torch.device("meta"):
+        model = MODEL_CLASS()
+    return _msc_load_weights(model, state)"""
+_RENAMED_KEYS_NONE = """with torch.device("meta"):
+        model = MODEL_CLASS()
+    return _msc_load_weights(model, tensors)"""

@@ -914,6 +914,11 @@ def test_symbolic_sizes_read_as_the_symbol_from_the_shape():
     assert "y = x.reshape([batch, x.shape[1], 2, 4])" in forward  # read once: inline
     assert "z = y.reshape([batch, -1])" in forward
     assert "v0" not in forward and "[:1]" not in forward and "*" not in forward
+    # NAMES lists real renames of names the code uses: not msc's by-position %0 (v0), not
+    # seq, whose only read was written inline.
+    ns: dict = {}
+    exec(compile(src, "<gen>", "exec"), ns)
+    assert ns["NAMES"] == {"batch": "sym_size_int_1"}
     m = ct.to_module(g)
     for b, s in ((1, 3), (5, 7)):
         xv = f32(b, s, 8)
@@ -921,3 +926,31 @@ def test_symbolic_sizes_read_as_the_symbol_from_the_shape():
             y, z = m(torch.from_numpy(xv))
         close(y, xv.reshape(b, s, 2, 4))
         close(z, xv.reshape(b, -1))
+
+
+def test_weight_keys_only_when_a_weight_is_renamed(tmp_path):
+    # An empty WEIGHT_KEYS = {} was written into every module.
+    import msc
+
+    g = msc.from_text(
+        "msc format 1, ops 1\ngraph g {\n  input %x: f32[2, 3]\n"
+        '  weight @"fc.weight": f32[3, 3]\n'
+        '  %y: f32[2, 3] = matmul(%x, @"fc.weight")\n  output %y\n}\n'
+    )
+    g.weights["fc.weight"].set_data(f32(3, 3))
+    src = ct.generate(g)
+    assert "WEIGHT_KEYS" not in src and "NAMES" not in src
+    renamed = msc.from_text(
+        "msc format 1, ops 1\ngraph g {\n  input %x: f32[2, 3]\n"
+        '  weight @"fc..weight": f32[3, 3]\n'
+        '  %y: f32[2, 3] = matmul(%x, @"fc..weight")\n  output %y\n}\n'
+    )
+    renamed.weights["fc..weight"].set_data(g.weights["fc.weight"].numpy())
+    assert "WEIGHT_KEYS = {'renamed_fc_weight': 'fc..weight'}" in ct.generate(renamed)
+    pytest.importorskip("safetensors", reason="the saved loader reads safetensors")
+    xv = torch.from_numpy(f32(2, 3))
+    want = xv @ torch.from_numpy(g.weights["fc.weight"].numpy())
+    for i, graph in enumerate((g, renamed)):  # load() works with and without WEIGHT_KEYS
+        loaded = _load_saved(ct.save(graph, tmp_path / str(i))).load()
+        with torch.no_grad():
+            close(loaded(xv), want.numpy())
