@@ -196,7 +196,7 @@ class TorchCodegen:
     def __init__(self, graph: Graph, keep_unused: bool = False) -> None:
         from codegen.torch import emitters as _  # noqa: F401  (registers the emitters)
 
-        self.graph = self.lowered(graph)
+        self.graph = self.simplified(self.lowered(graph))
         self.keep_unused = keep_unused
         self.ns = Namespace(set(HELPERS) | set(self.base_reserved))
         self._helpers: list[str] = []
@@ -227,6 +227,13 @@ class TorchCodegen:
             return decompose(graph, want)
         except NotDecomposable:
             return graph
+
+    def simplified(self, graph: Graph) -> Graph:
+        """``graph`` without arithmetic that provably does nothing (``x + 0`` on integers,
+        ``x * 1``: msc.ops.simplify); the graph itself when there is none."""
+        from msc.ops.simplify import fold_identities
+
+        return fold_identities(graph)
 
     # ------------------------------------------------------------------ override points
     def class_name(self) -> str:

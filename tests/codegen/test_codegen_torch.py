@@ -954,3 +954,41 @@ def test_weight_keys_only_when_a_weight_is_renamed(tmp_path):
         loaded = _load_saved(ct.save(graph, tmp_path / str(i))).load()
         with torch.no_grad():
             close(loaded(xv), want.numpy())
+
+
+# op, dtype of x, constant (value, dtype), constant on the left?, folded?
+_IDENTITIES = [
+    ("add", DType.INT64, (0, np.int64), False, True),
+    ("add", DType.INT64, (0, np.int64), True, True),
+    ("sub", DType.INT32, (0, np.int32), False, True),
+    ("sub", DType.INT32, (0, np.int32), True, False),  # 0 - x
+    ("mul", F32, (1.0, np.float32), True, True),
+    ("div", F32, (1.0, np.float32), False, True),
+    ("div", F32, (1.0, np.float32), True, False),  # 1 / x
+    ("sub", F32, (0.0, np.float32), False, True),
+    ("add", F32, (0.0, np.float32), False, False),  # -0.0 + 0.0 is +0.0
+    ("add", F32, (-0.0, np.float32), False, True),
+    ("mul", F32, (2.0, np.float32), False, False),
+    ("mul", F32, (1.0, np.float32, (2, 4)), False, False),  # broadcasts x to [2, 4]
+]
+
+
+@pytest.mark.parametrize("op,dt,c,left,folded", _IDENTITIES)
+def test_exact_no_op_arithmetic_is_not_written(op, dt, c, left, folded):
+    # Was: add_4 = arange_2 + 0 in BERT's attention mask.
+    g = Graph("g")
+    x = g.add_input("x", TensorType(dt, (4,)))
+    shape = c[2] if len(c) > 2 else (4,)
+    k = g.op("constant", value=np.full(shape, c[0], c[1]))
+    y = g.op(op, *((k, x) if left else (x, k)))
+    g.set_outputs([g.op("neg", y)])
+    src = ct.generate(g)
+    forward = src[src.index("def forward") : src.index("def load")]
+    assert ("x.neg()" in forward or "-x" in forward) == folded, forward
+    xv = np.array([-0.0, 0.0, 3.0, -2.0]).astype(c[1])
+    tk = torch.from_numpy(np.full(shape, c[0], c[1]))
+    tx = torch.from_numpy(xv)
+    want = -getattr(torch, op)(*((tk, tx) if left else (tx, tk)))
+    got = run(g, xv)
+    assert got.dtype == want.dtype and torch.equal(got, want)
+    assert torch.equal(torch.signbit(got), torch.signbit(want))
