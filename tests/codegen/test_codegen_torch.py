@@ -992,3 +992,35 @@ def test_exact_no_op_arithmetic_is_not_written(op, dt, c, left, folded):
     got = run(g, xv)
     assert got.dtype == want.dtype and torch.equal(got, want)
     assert torch.equal(torch.signbit(got), torch.signbit(want))
+
+
+def test_weight_loader_is_short_and_checks_what_it_loads():
+    # The loader pasted into every generated file was ~45 lines.
+    import inspect
+
+    from codegen.torch.helpers import HELPERS
+
+    assert len(inspect.getsource(HELPERS["_msc_load_weights"]).splitlines()) <= 32
+    g = small_cnn_graph()
+    m = ct.to_module(g)
+    load = m.forward.__globals__["_msc_load_weights"]
+    cls = type(m)
+    state = {k: v.clone() for k, v in m.state_dict().items()}
+    state.pop("features.1.num_batches_tracked", None)
+
+    def fresh():
+        with torch.device("meta"):
+            return cls()
+
+    loaded = load(fresh(), state)  # BatchNorm's counter, not in the graph, starts at 0
+    assert int(loaded.state_dict()["features.1.num_batches_tracked"]) == 0
+    key = next(k for k in state if k.endswith("weight"))
+    for bad, what in [
+        ({**state, key: state[key].double()}, "float64"),  # dtype
+        ({**state, key: state[key][:1]}, key),  # shape
+        ({k: v for k, v in state.items() if k != key}, key),  # missing
+        ({**state, "extra.weight": state[key]}, "extra.weight"),  # unexpected
+    ]:
+        with pytest.raises(KeyError, match="do not fit") as err:
+            load(fresh(), bad)
+        assert what in str(err.value)
