@@ -587,9 +587,10 @@ class TorchCodegen:
         )
         if self.dropped_:
             names = ", ".join(repr(n) for n in self.dropped_)
+            count = _count(len(self.dropped_), "weight")
             text += (
-                f"\n# Left out: {len(self.dropped_)} weights no node reads (keep_unused=True "
-                "keeps them):\n" + "\n".join(f"#   {line}" for line in _wrap(names))
+                f"\n# Left out: {count} no node reads (keep_unused=True keeps them):\n"
+                + "\n".join(f"#   {line}" for line in _wrap(names))
             )
         return text
 
@@ -641,6 +642,10 @@ def _symbol_of(node: Node) -> str | None:
         return None
     dim = dims[k]
     return dim.name if isinstance(dim, SymDim) and code.is_plain_attr(dim.name) else None
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
 def _wrap(text: str, width: int = 90) -> list[str]:

@@ -199,6 +199,8 @@ def test_hostile_names_compile_and_run_nothing(monkeypatch):
     g.output_tree = {"dict": [[name, {"leaf": i}] for i, name in enumerate(HOSTILE[:3])]}
     ins = [g.add_input(n or None, TensorType(F32, (2,))) for n in HOSTILE[:6]]
     ws = [g.add_weight(n, f32(2)) for n in HOSTILE if n]
+    for n in HOSTILE:  # unused: named only in the header comment
+        g.add_weight(f"unused{n}\nos.system('x')", f32(2))
     acc = ins[0]
     outs = []
     for i, w in enumerate(ws):
@@ -207,6 +209,7 @@ def test_hostile_names_compile_and_run_nothing(monkeypatch):
     g.set_outputs(outs[:3])
     src = ct.generate(g)
     compile(src, "<test>", "exec")
+    assert f"# Left out: {len(HOSTILE)} weights no node reads" in src
     m = ct.to_module(g)
     xs = [f32(2) for _ in ins]
     with torch.no_grad():
