@@ -51,6 +51,8 @@ __all__ = [
     "unsupported",
     "MODEL_FILE",
     "WEIGHTS_FILE",
+    "as_generated",
+    "constants_as_nodes",
 ]
 
 MODEL_FILE = "model.py"
@@ -128,6 +130,36 @@ def save(
         (tmp / MODEL_FILE).write_text(src, encoding="utf-8")
         safetensors.write_lazy(tmp / WEIGHTS_FILE, tensors, metadata={"format": "pt"})
     return target
+
+
+# ---------------------------------------------------------------- comparing a re-import
+def as_generated(graph: Graph, *, keep_unused: bool = False) -> Graph:
+    """``graph`` as the generated module computes it, to compare a re-import of the module
+    with: exact no-op arithmetic folded and (unless ``keep_unused``) the weights no node
+    reads left out, as ``generate`` does. ``graph`` itself is not changed."""
+    from msc.ops.rewrite import copy_graph
+
+    cg = TorchCodegen(graph, keep_unused=keep_unused)
+    out = cg.simplified(graph)
+    unused = cg.unused_weights()
+    if unused:
+        out = copy_graph(out) if out is graph else out
+        for name in unused:
+            del out.weights[name]
+    return out
+
+
+def constants_as_nodes(reimported: Graph, source: Graph) -> Graph:
+    """``reimported`` (a graph imported from generated code; changed in place) with its
+    constant weights that ``source`` does not have made ``constant`` nodes again: the generated
+    module holds the forward pass's tensor constants as non-persistent buffers."""
+    known = set(source.weights) | {a for w in source.weights.values() for a in w.aliases}
+    for name in [n for n, w in reimported.weights.items() if w.role == "constant"]:
+        if name not in known:
+            w = reimported.weights.pop(name)
+            w.replace_all_uses_with(reimported.op("constant", value=w.numpy()))
+    reimported.sort()
+    return reimported
 
 
 # ---------------------------------------------------------------- numpy -> torch, no copy

@@ -20,7 +20,6 @@ from torch.utils import _pytree as pytree  # noqa: E402
 
 import codegen.torch as ct  # noqa: E402
 import msc  # noqa: E402
-from msc.ops.simplify import fold_identities  # noqa: E402
 from tests.torch_cases import MODEL_CASES, OP_CASES, MissingDependency  # noqa: E402
 
 # Cases whose re-import is known to differ, each with its reason.
@@ -58,17 +57,6 @@ def _cases():
 
         out.append(pytest.param(name, make, 1e-4, None, id=name))
     return out
-
-
-def _constants_as_nodes(g, keys):
-    """``g`` with the weights ``keys`` made ``constant`` nodes again: the generated module holds
-    the forward pass's tensor constants as non-persistent buffers, which re-import as weights
-    where the first import had constant nodes."""
-    for key in keys:
-        w = g.weights.pop(key)
-        w.replace_all_uses_with(g.op("constant", value=w.numpy()))
-    g.sort()
-    return g
 
 
 @pytest.mark.parametrize("case_id,make,tol,skip", _cases())
@@ -114,10 +102,9 @@ def test_round_trip(case_id, make, tol, skip) -> None:
     if source_keys:
         gen.load_state_dict({k: v for k, v in module.state_dict().items() if k not in unused})
 
-    g2 = _constants_as_nodes(msc.from_torch(gen, args, dynamic_shapes=dyn), got_buffers - buffers)
-    for key in unused:  # left out on purpose
-        del g.weights[key]
-    g = fold_identities(g)  # x + 0 and the like are not written
+    # Tensor constants are buffers of the generated module: made constant nodes again.
+    g2 = ct.constants_as_nodes(msc.from_torch(gen, args, dynamic_shapes=dyn), g)
+    g = ct.as_generated(g)  # unused weights left out, x + 0 and the like not written
     same = msc.structural_equal(g, g2)
     if case_id in STRUCTURAL:
         assert not same, f"{case_id} now round-trips: remove it from STRUCTURAL"
