@@ -51,6 +51,8 @@ __all__ = [
     "unsupported",
     "MODEL_FILE",
     "WEIGHTS_FILE",
+    "as_generated",
+    "constants_as_nodes",
 ]
 
 MODEL_FILE = "model.py"
@@ -58,23 +60,31 @@ WEIGHTS_FILE = "model.safetensors"
 _counter = itertools.count()
 
 
-def generate(graph: Graph, codegen: type[TorchCodegen] = TorchCodegen) -> str:
+def generate(
+    graph: Graph, codegen: type[TorchCodegen] = TorchCodegen, *, keep_unused: bool = False
+) -> str:
     """Python source of an ``nn.Module`` computing ``graph`` (plus a ``load(path)`` function).
+
+    Weights no node reads are left out (listed in a comment at the top) unless
+    ``keep_unused``: then the module's state_dict has every weight of the graph.
 
     Raises:
         UnsupportedOpsError: listing every node whose op has no emitter.
     """
-    return codegen(graph).generate()
+    return codegen(graph, keep_unused=keep_unused).generate()
 
 
-def to_module(graph: Graph, codegen: type[TorchCodegen] = TorchCodegen) -> Any:
+def to_module(
+    graph: Graph, codegen: type[TorchCodegen] = TorchCodegen, *, keep_unused: bool = False
+) -> Any:
     """Compile the generated module in memory and load the graph's weights (eval mode).
 
     The module's ``msc_source`` attribute holds the source; tracebacks point into it.
+    ``keep_unused`` as for ``generate``.
     """
     import torch
 
-    cg = codegen(graph)
+    cg = codegen(graph, keep_unused=keep_unused)
     src = cg.generate()
     n = next(_counter)
     filename = f"<msc-generated-{n}>"
@@ -89,29 +99,67 @@ def to_module(graph: Graph, codegen: type[TorchCodegen] = TorchCodegen) -> Any:
         model = namespace[cg.class_name_]()
     state = {
         ".".join(cg.plan_.paths[w.name]): tensor_from_numpy(w.numpy())  # type: ignore[union-attr]
-        for w in graph.weights.values()
+        for w in cg.kept_weights()
     }
+    state.update({k: tensor_from_numpy(v) for k, v in cg.constants_.items()})
     namespace["_msc_load_weights"](model, state)
     model.eval()
     model.msc_source = src
     return model
 
 
-def save(graph: Graph, directory: str | os.PathLike) -> Path:
+def save(
+    graph: Graph,
+    directory: str | os.PathLike,
+    codegen: type[TorchCodegen] = TorchCodegen,
+    *,
+    keep_unused: bool = False,
+) -> Path:
     """Write ``model.py`` and ``model.safetensors`` into ``directory`` (replaced atomically).
 
     ``model.py`` has a ``load(path=None)`` that builds the module and loads the weights.
+    ``keep_unused`` as for ``generate``: the weights left out are not written either.
     """
-    src = generate(graph)
+    cg = codegen(graph, keep_unused=keep_unused)
+    src = cg.generate()
+    tensors = [(w.name, w.type.dtype, w.type.shape, source(w)) for w in cg.kept_weights()]
+    # The forward pass's tensor constants (non-persistent buffers), under their buffer keys.
+    tensors += [(k, DType.from_numpy(v.dtype), v.shape, v) for k, v in cg.constants_.items()]
     target = Path(directory)
     with atomic_dir(target) as tmp:
         (tmp / MODEL_FILE).write_text(src, encoding="utf-8")
-        safetensors.write_lazy(
-            tmp / WEIGHTS_FILE,
-            [(w.name, w.type.dtype, w.type.shape, source(w)) for w in graph.weights.values()],
-            metadata={"format": "pt"},
-        )
+        safetensors.write_lazy(tmp / WEIGHTS_FILE, tensors, metadata={"format": "pt"})
     return target
+
+
+# ---------------------------------------------------------------- comparing a re-import
+def as_generated(graph: Graph, *, keep_unused: bool = False) -> Graph:
+    """``graph`` as the generated module computes it, to compare a re-import of the module
+    with: exact no-op arithmetic folded and (unless ``keep_unused``) the weights no node
+    reads left out, as ``generate`` does. ``graph`` itself is not changed."""
+    from msc.ops.rewrite import copy_graph
+
+    cg = TorchCodegen(graph, keep_unused=keep_unused)
+    out = cg.simplified(graph)
+    unused = cg.unused_weights()
+    if unused:
+        out = copy_graph(out) if out is graph else out
+        for name in unused:
+            del out.weights[name]
+    return out
+
+
+def constants_as_nodes(reimported: Graph, source: Graph) -> Graph:
+    """``reimported`` (a graph imported from generated code; changed in place) with its
+    constant weights that ``source`` does not have made ``constant`` nodes again: the generated
+    module holds the forward pass's tensor constants as non-persistent buffers."""
+    known = set(source.weights) | {a for w in source.weights.values() for a in w.aliases}
+    for name in [n for n, w in reimported.weights.items() if w.role == "constant"]:
+        if name not in known:
+            w = reimported.weights.pop(name)
+            w.replace_all_uses_with(reimported.op("constant", value=w.numpy()))
+    reimported.sort()
+    return reimported
 
 
 # ---------------------------------------------------------------- numpy -> torch, no copy

@@ -2,16 +2,21 @@
 
 # NOTE: invariants
 # - One ``TorchCodegen`` per emission; its ``Namespace`` is fresh, so identifiers never depend on
-#   an earlier run. Override points: ``class_name``, ``is_buffer``, ``plan``, ``emit_init``,
-#   ``emit_forward``, ``emit_node``, ``emit_return``, and the ``emitters``/``module_rules``
-#   registries.
-# - The source is assembled from sections: a header comment (model strings only via ``repr``),
-#   imports (torch only), the ``NAMES`` map (identifier -> source name, where they differ;
-#   absent when none does), the helpers the
-#   emitters asked for (verbatim source of ``helpers.py`` functions), the class (``ast`` then
-#   ``ast.unparse``), and the ``load`` function.
+#   an earlier run. Override points: ``lowered``, ``simplified``, ``class_name``, ``is_buffer``,
+#   ``unused_weights``, ``plan``, ``emit_init``, ``emit_forward``, ``emit_node``,
+#   ``emit_return``, and the ``emitters``/``module_rules`` registries.
+# - The graph is lowered (ops without an emitter, through their decompositions) and simplified
+#   (exact no-op arithmetic, msc.ops.simplify) first; the input graph is never changed.
+# - The source is assembled from sections: a header comment (model strings only via ``repr``;
+#   it names the unused weights left out), imports (torch only), ``NAMES`` (identifier ->
+#   source name, only for real renames the code uses) and ``WEIGHT_KEYS`` (state_dict key ->
+#   weight name, only for weights whose names cannot be module paths), each absent when empty,
+#   the helpers the emitters asked for (verbatim source of ``helpers.py`` functions), the class
+#   (``ast`` then ``ast.unparse``), and the ``load`` function.
 # - Every node gets one statement ``out = <expr>`` (or ``a, b = <expr>``); nodes in a subgraph
-#   (the ``if`` op) get theirs inside the branch.
+#   (the ``if`` op) get theirs inside the branch. Then passes.py edits the forward: statements
+#   nothing reads go, a tensor constant becomes a non-persistent buffer (``constants_``, loaded
+#   with the weights), a size read once is written where it is read, ``del`` frees large values.
 # - Nothing in the generated code depends on an example size of a symbolic dim: emitters read
 #   static sizes only from ints in the graph and sizes of symbols from tensors at run time.
 """
@@ -29,11 +34,19 @@ from codegen.torch import code, custom
 from codegen.torch.helpers import HELPERS
 from codegen.torch.modules import ModulePlan, init_statements, plan_modules
 from codegen.torch.names import Namespace, readable, sanitize
+from codegen.torch.passes import (
+    RELEASE_BYTES,
+    Rename,
+    inline_sizes,
+    prune,
+    release_after_last_use,
+    walk_stmts,
+)
 from codegen.torch.registry import EMITTERS, MODULE_RULES, EmitterRegistry, ModuleRule
 from msc.errors import UnsupportedOp, UnsupportedOpsError
 from msc.ir.dtype import DType
 from msc.ir.graph import Graph, Node, Value, Weight
-from msc.ir.types import TensorType
+from msc.ir.types import SymDim, TensorType
 from msc.ops import registry as op_registry
 from msc.ops.custom import is_custom
 
@@ -193,10 +206,11 @@ class TorchCodegen:
     module_rules = MODULE_RULES
     base_reserved: frozenset[str] = frozenset()
 
-    def __init__(self, graph: Graph) -> None:
+    def __init__(self, graph: Graph, keep_unused: bool = False) -> None:
         from codegen.torch import emitters as _  # noqa: F401  (registers the emitters)
 
-        self.graph = self.lowered(graph)
+        self.graph = self.simplified(self.lowered(graph))
+        self.keep_unused = keep_unused
         self.ns = Namespace(set(HELPERS) | set(self.base_reserved))
         self._helpers: list[str] = []
         self._refs: dict[int, ast.expr] = {}
@@ -205,6 +219,10 @@ class TorchCodegen:
         self._emitted: list[tuple[Node, list[ast.stmt], set[int]]] = []
         self.plan_: ModulePlan | None = None
         self.class_name_ = ""
+        # Tensor constants of the forward pass made non-persistent buffers: state_dict key ->
+        # value. Loaded with the weights (to_module, save), never part of state_dict().
+        self.constants_: dict[str, np.ndarray] = {}
+        self.dropped_: list[str] = []  # unused weights left out of the module
 
     def lowered(self, graph: Graph) -> Graph:
         """``graph`` with every op that has no emitter but a decomposition lowered through it
@@ -222,6 +240,13 @@ class TorchCodegen:
             return decompose(graph, want)
         except NotDecomposable:
             return graph
+
+    def simplified(self, graph: Graph) -> Graph:
+        """``graph`` without arithmetic that provably does nothing (``x + 0`` on integers,
+        ``x * 1``: msc.ops.simplify); the graph itself when there is none."""
+        from msc.ops.simplify import fold_identities
+
+        return fold_identities(graph)
 
     # ------------------------------------------------------------------ override points
     def class_name(self) -> str:
@@ -247,12 +272,34 @@ class TorchCodegen:
         so state_dict() keeps the source model's keys."""
         return w.role == "constant"
 
+    def unused_weights(self) -> list[str]:
+        """Names of the weights no node reads and no graph returns, left out of the module
+        unless ``keep_unused``: parameters (a pooler whose output the export dropped), constants
+        and weights of no stated role. A persistent buffer stays: it is state the source keeps
+        counting in (BatchNorm's num_batches_tracked), small, and expected in its state_dict."""
+        if self.keep_unused:
+            return []
+        read: set[int] = set()
+        for g in [self.graph, *(sub for n in _walk(self.graph) for sub in n.subgraphs())]:
+            read |= {id(v) for v in g.outputs}
+        return [
+            name
+            for name, w in self.graph.weights.items()
+            if not w.uses and id(w) not in read and w.role != "buffer"
+        ]
+
     def plan(self) -> ModulePlan:
         tied = {a: w.name for w in self.graph.weights.values() for a in w.aliases}
+        dropped = set(self.dropped_)
+        kept = {n: w for n, w in self.graph.weights.items() if n not in dropped}
         return plan_modules(
             self.graph, self.module_rules.get, self.call_module_rule, self.is_buffer,
-            self.is_constant, tied,
+            self.is_constant, tied, kept,
         )  # fmt: skip
+
+    def kept_weights(self) -> list[Weight]:
+        """The graph's weights the generated module holds (after ``generate``)."""
+        return [w for w in self.graph.weights.values() if w.name in self.plan_.paths]  # type: ignore[union-attr]
 
     def emit_init(self) -> ast.FunctionDef:
         body = init_statements(self.plan_)  # type: ignore[arg-type]
@@ -299,11 +346,21 @@ class TorchCodegen:
 
     def _ident(self, node: Node, v: Value, module_call: bool) -> str:
         """The identifier of a node's output: its source name, or for a name an exporter made
-        up (getitem_3, /layer1/layer1.0/conv1/Conv_output_0) one from the node's module."""
-        nice = None
-        if v.name and len(node.outputs) == 1:
+        up (getitem_3, /layer1/layer1.0/conv1/Conv_output_0) one from the node's module; a
+        symbolic size read from a shape is named after its symbol (``batch``)."""
+        nice = _symbol_of(node)
+        if nice is None and v.name and len(node.outputs) == 1:
             nice = readable(v.name, node.provenance.module, node.op, module_call)
         return self.ns.create(v.name or "", "v", base=nice)
+
+    def _size_names(self) -> set[str]:
+        """Identifiers of the node outputs held as Python sizes."""
+        return {
+            self.ns_name(v)
+            for node, _, _ in self._emitted
+            for v in node.outputs
+            if id(v) in self.py_values
+        }
 
     def _emit_node(self, node: Node) -> list[ast.stmt]:
         out: list[ast.stmt] = []
@@ -346,6 +403,31 @@ class TorchCodegen:
             else:
                 live |= reads
         return dead
+
+    def _constants_to_buffers(self, body: list[ast.stmt]) -> list[ast.stmt]:
+        """``body`` with every tensor constant that is still built in it (not folded into a
+        literal) turned into a non-persistent buffer: created once with the module and loaded
+        with the weights, read as ``self.<name>``, not rebuilt on every call. 0-d constants stay
+        inline (a literal or a one-element ``torch.tensor``)."""
+        stmts = {id(st) for st in walk_stmts(body)}
+        outputs = set(map(id, self.graph.outputs))
+        subs: dict[str, ast.expr] = {}
+        drop: set[int] = set()
+        for node, out, _ in self._emitted:
+            value = node.attrs.get("value") if node.op == "constant" else None
+            if value is None or value.ndim == 0 or value.size == 0:
+                continue
+            if len(out) != 1 or id(out[0]) not in stmts or id(node.outputs[0]) in outputs:
+                continue  # a returned constant stays a fresh tensor, not the module's state
+            ident = self.ns_name(node.outputs[0])
+            key = self.plan_.add_constant(ident, node.outputs[0].type)  # type: ignore[union-attr]
+            self.constants_[key] = value
+            subs[ident] = self.plan_.access([key])  # type: ignore[union-attr]
+            drop.add(id(out[0]))
+        if not subs:
+            return body
+        body = prune(body, drop)
+        return [Rename(subs).visit(st) for st in body]
 
     def emit_return(self) -> ast.stmt:
         spec = self.graph.output_tree
@@ -444,12 +526,13 @@ class TorchCodegen:
             raise UnsupportedOpsError(bad, f"graph {self.graph.name!r} (torch codegen)")
         self.class_name_ = self.class_name()
         self.ns.reserve(self.class_name_)
+        self.dropped_ = self.unused_weights()
         self.plan_ = self.plan()
         self.use_helper("_msc_load_weights")
         forward = self.emit_forward()
-        forward.body = _release_after_last_use(
-            _prune(forward.body, self._dead_statements()), self._small_values()
-        )
+        body = self._constants_to_buffers(prune(forward.body, self._dead_statements()))
+        body = inline_sizes(body, self._size_names())
+        forward.body = release_after_last_use(body, self._small_values())
         cls = ast.ClassDef(
             name=self.class_name_,
             bases=[code.expr("nn.Module")],
@@ -462,37 +545,54 @@ class TorchCodegen:
             decorator_list=[],
             **({"type_params": []} if "type_params" in ast.ClassDef._fields else {}),
         )
-        # Only the identifiers that differ from their source name: an identity entry says
-        # nothing (a missing key means the identifier is the source name).
-        names = {k: v for k, v in self.ns.source.items() if k != v}
-        body = [ast.Assign([ast.Name("WEIGHT_KEYS", ast.Store())], code.const(self.plan_.keys))]
-        note = (
-            "# state_dict key -> source weight name, for weights whose names cannot be "
-            "module paths.\n"
-        )
+        # Only real renames: an identifier the code uses, made from a source name it differs
+        # from. A by-position name (msc's ``%0``, an exporter's ``123``) names nothing.
+        used = {n.id for n in ast.walk(cls) if isinstance(n, ast.Name)}
+        used |= {a.arg for n in ast.walk(cls) if isinstance(n, ast.arguments) for a in n.args}
+        names = {
+            k: v
+            for k, v in self.ns.source.items()
+            if k != v and k in used and v and not v.isdigit()
+        }
+        body: list[ast.stmt] = []
+        notes = []
         if names:
-            body.insert(0, ast.Assign([ast.Name("NAMES", ast.Store())], code.const(names)))
-            note = (
-                "# Code identifier -> source name, where they differ; and state_dict key -> "
-                "source weight name\n# for weights whose names cannot be module paths.\n"
+            body.append(ast.Assign([ast.Name("NAMES", ast.Store())], code.const(names)))
+            notes.append("# NAMES: code identifier -> source name, where they differ.")
+        if self.plan_.keys:
+            keys = code.const(self.plan_.keys)
+            body.append(ast.Assign([ast.Name("WEIGHT_KEYS", ast.Store())], keys))
+            notes.append(
+                "# WEIGHT_KEYS: state_dict key -> source weight name, for weights whose names "
+                "cannot be\n# module paths."
             )
         parts = [
             self._header(),
             "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n",
-            note + _unparse(ast.Module(body, [])),
         ]
+        if body:
+            parts.append("\n".join(notes) + "\n" + _unparse(ast.Module(body, [])))
         parts += [inspect.getsource(HELPERS[h]).rstrip() + "\n" for h in self._helpers]
         parts.append(_unparse(ast.Module([cls], [])))
-        parts.append(_LOADER.replace("MODEL_CLASS", self.class_name_))
+        loader = _LOADER if self.plan_.keys else _LOADER.replace(_RENAMED_KEYS, _RENAMED_KEYS_NONE)
+        parts.append(loader.replace("MODEL_CLASS", self.class_name_))
         return "\n\n\n".join(p.rstrip("\n") for p in parts) + "\n"
 
     def _header(self) -> str:
         g = self.graph
-        return (
+        text = (
             f"# Generated by msc from graph {g.name!r}: {len(g.nodes)} nodes, "
             f"{len(g.weights)} weights.\n"
             "# Imports only torch (and safetensors in load()); edit freely."
         )
+        if self.dropped_:
+            names = ", ".join(repr(n) for n in self.dropped_)
+            count = _count(len(self.dropped_), "weight")
+            text += (
+                f"\n# Left out: {count} no node reads (keep_unused=True keeps them):\n"
+                + "\n".join(f"#   {line}" for line in _wrap(names))
+            )
+        return text
 
     def _docstring(self) -> str:
         ins = ", ".join(f"{self.ns_name(v)}: {v.type}" for v in self.graph.inputs)
@@ -516,64 +616,42 @@ class _Deferred:
         return self.cg.ref(self.value)
 
 
-def _prune(stmts: list[ast.stmt], drop: set[int]) -> list[ast.stmt]:
-    """``stmts`` without the statements in ``drop`` (constants only ever used as literals)."""
-    out = []
-    for st in stmts:
-        if id(st) in drop:
-            continue
-        if isinstance(st, ast.If | ast.For | ast.While):  # branches and loop bodies
-            st.body = _prune(st.body, drop) or [ast.Pass()]
-            st.orelse = _prune(st.orelse, drop)
-        elif isinstance(st, ast.FunctionDef):  # a branch or loop body as a function
-            st.body = _prune(st.body, drop) or [ast.Pass()]
-        out.append(st)
-    return out
+def _symbol_of(node: Node) -> str | None:
+    """The symbol's name when ``node`` reads one symbolic dim of a tensor from its shape
+    (``squeeze(shape(x, start=i, end=i+1))``, ``gather(shape(x), i)``) and the name is a plain
+    identifier; else None."""
+    if node.op not in ("squeeze", "gather") or len(node.outputs) != 1 or node.output.type.rank:
+        return None
+    src = node.inputs[0]
+    p = src.producer if src is not None else None
+    if p is None or p.op != "shape" or p.inputs[0] is None:
+        return None
+    shape = p.inputs[0].type.shape
+    if shape is None:
+        return None
+    start, end = p.attrs["start"], p.attrs["end"]
+    dims = list(shape)[start:end]
+    if node.op == "squeeze":
+        k = 0 if len(dims) == 1 else None
+    else:
+        c = node.inputs[1].producer if len(node.inputs) > 1 and node.inputs[1] else None
+        value = c.attrs["value"] if c is not None and c.op == "constant" else None
+        ok = value is not None and value.ndim == 0 and node.attrs.get("axis") in (0, -1)
+        k = int(value) if ok else None
+    if k is None or not -len(dims) <= k < len(dims):
+        return None
+    dim = dims[k]
+    return dim.name if isinstance(dim, SymDim) and code.is_plain_attr(dim.name) else None
 
 
-# An intermediate smaller than this is not released early: freeing it a few statements
-# before the function returns saves at most this much, and a ``del`` after every line makes
-# the code hard to read. Larger ones (activations of a real batch) are freed after last use.
-RELEASE_BYTES = 1 << 20
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
-def _release_after_last_use(body: list[ast.stmt], small: set[str] = frozenset()) -> list[ast.stmt]:
-    """``body`` with ``del a, b`` after the statement that last reads each intermediate, so a
-    forward pass holds only live tensors (torch.fx frees its values the same way). Arguments,
-    anything the return statement reads and the ``small`` names are left alone."""
-    assigned: set[str] = set()
-    for st in body:
-        if isinstance(st, ast.Assign):
-            for t in st.targets:
-                assigned |= {n.id for n in ast.walk(t) if isinstance(n, ast.Name)}
-    last: dict[str, int] = {}
-    for i, st in enumerate(body):
-        reads = st if not isinstance(st, ast.Assign) else st.value
-        for n in ast.walk(reads):
-            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id in assigned:
-                last[n.id] = i
-        if not isinstance(st, ast.Assign):  # branches and loops may also write names
-            for n in ast.walk(st):
-                if isinstance(n, ast.Name) and n.id in assigned:
-                    last[n.id] = max(last.get(n.id, i), i)
-    keep = {
-        n.id
-        for st in body
-        if isinstance(st, ast.Return)
-        for n in ast.walk(st)
-        if isinstance(n, ast.Name)
-    }
-    frees: dict[int, list[str]] = {}
-    for name, i in last.items():
-        if name not in keep and name not in small and not isinstance(body[i], ast.Return):
-            frees.setdefault(i, []).append(name)
-    out: list[ast.stmt] = []
-    for i, st in enumerate(body):
-        out.append(st)
-        if i in frees:
-            names = sorted(frees[i])
-            out.append(ast.Delete([ast.Name(n, ast.Del()) for n in names]))
-    return out
+def _wrap(text: str, width: int = 90) -> list[str]:
+    import textwrap
+
+    return textwrap.wrap(text, width, break_long_words=False, break_on_hyphens=False)
 
 
 def _walk(g: Graph):
@@ -654,3 +732,12 @@ def load(path=None, device="cpu"):
         model = MODEL_CLASS()
     return _msc_load_weights(model, state).to(device).eval()
 '''
+# Without WEIGHT_KEYS (every weight at its own path) the file's names are the state_dict keys.
+_RENAMED_KEYS = """by_source = {source: key for key, source in WEIGHT_KEYS.items()}
+    state = {by_source.get(name, name): t for name, t in tensors.items()}
+    with torch.device("meta"):
+        model = MODEL_CLASS()
+    return _msc_load_weights(model, state)"""
+_RENAMED_KEYS_NONE = """with torch.device("meta"):
+        model = MODEL_CLASS()
+    return _msc_load_weights(model, tensors)"""

@@ -22,47 +22,35 @@ __all__ = ["HELPERS"]
 
 
 def _msc_load_weights(model, state):
-    """Load ``state`` (state_dict key -> tensor) into ``model`` by assignment (no copy).
-
-    Buffers a torch module has but the graph did not keep (BatchNorm's num_batches_tracked)
-    are set to zero; any other missing or unexpected key is an error. A tensor registered
-    under several names (tied weights) is loaded once and stays shared.
-    """
-    state = dict(state)
-    names = {}  # id(tensor) -> its names, for tied tensors
+    """Set each parameter and buffer of ``model`` to its tensor in ``state`` (state_dict key ->
+    tensor) by assignment, without a copy. Tied names share one tensor; BatchNorm's counter,
+    when the graph did not keep it, starts at 0; a missing or unexpected key, or a shape or
+    dtype other than the module declares, is an error."""
+    names = {}  # id(declared tensor) -> its keys (several for tied weights)
     for key, t in [*model.named_parameters(remove_duplicate=False),
                    *model.named_buffers(remove_duplicate=False)]:  # fmt: skip
         names.setdefault(id(t), []).append(key)
-    tied = {}  # alias -> the name whose tensor it shares
+    unexpected = set(state) - {k for keys in names.values() for k in keys}
+    missing, loaded = [], {}
     for keys in names.values():
-        first = next((k for k in keys if k in state), keys[0])
-        tied.update({k: first for k in keys if k != first})
-    for key in tied:
-        state.pop(key, None)
-    persistent = set(model.state_dict())
-    for key in [k for k in state if k not in persistent]:  # constants: non-persistent buffers
+        key = next((k for k in keys if k in state), keys[0])
         owner, _, leaf = key.rpartition(".")
         module = model.get_submodule(owner)
-        if leaf in module._buffers:
-            module._buffers[leaf] = state.pop(key)
-    missing, unexpected = model.load_state_dict(state, strict=False, assign=True)
-    bad = [k for k in missing if not k.endswith("num_batches_tracked") and k not in tied]
-    if bad or unexpected:
-        raise KeyError(f"weights do not fit the model: missing {bad}, unexpected {unexpected}")
-    for key in missing:
-        if key not in tied:
-            owner, _, leaf = key.rpartition(".")
-            model.get_submodule(owner).register_buffer(leaf, torch.zeros((), dtype=torch.int64))
-    for alias, key in tied.items():  # assign=True replaced the tensor under one name only
-        owner, _, leaf = key.rpartition(".")
-        module = model.get_submodule(owner)
-        t = module._parameters[leaf] if leaf in module._parameters else module._buffers[leaf]
-        owner, _, leaf = alias.rpartition(".")
-        module = model.get_submodule(owner)
-        if leaf in module._parameters:
-            module._parameters[leaf] = t
-        else:
-            module._buffers[leaf] = t
+        old = module._parameters.get(leaf, module._buffers.get(leaf))
+        t = state.get(key)
+        if t is None and leaf == "num_batches_tracked":
+            t = torch.zeros((), dtype=torch.int64)
+        if t is None or t.shape != old.shape or t.dtype != old.dtype:
+            missing.append(key if t is None else f"{key}: {t.dtype}{list(t.shape)}")
+            continue
+        param = leaf in module._parameters
+        loaded[id(old)] = torch.nn.Parameter(t, old.requires_grad) if param else t
+    if missing or unexpected:
+        raise KeyError(f"weights do not fit the model: {missing} missing or mis-shaped, "
+                       f"unexpected {sorted(unexpected)}")  # fmt: skip
+    for module in model.modules():
+        for table in (module._parameters, module._buffers):
+            table.update({k: loaded[id(t)] for k, t in table.items() if id(t) in loaded})
     return model
 
 

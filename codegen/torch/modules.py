@@ -27,6 +27,7 @@ from codegen.torch import code
 from codegen.torch.names import sanitize
 from codegen.torch.registry import ModuleRule
 from msc.ir.graph import Graph, Node, Weight
+from msc.ir.types import TensorType
 
 __all__ = ["Leaf", "Param", "Alias", "Holder", "ModulePlan", "plan_modules"]
 
@@ -95,6 +96,16 @@ class ModulePlan:
     def weight_expr(self, w: Weight) -> ast.expr:
         return self.access(self.paths[w.name])
 
+    def add_constant(self, name: str, type: TensorType) -> str:
+        """Register a tensor constant of the forward pass as a non-persistent buffer at the
+        root, under ``name`` or a free variant of it; returns its key."""
+        key, n = name, 0
+        while key in self.root.children or key in _module_attrs() or not code.is_plain_attr(key):
+            n += 1
+            key = f"{name}_{n}"
+        self.root.children[key] = Param(Weight(key, type, role="constant"), True, False)
+        return key
+
 
 @lru_cache(maxsize=1)
 def _module_attrs() -> frozenset[str]:
@@ -132,9 +143,12 @@ def plan_modules(
     is_buffer: Callable[[Weight], bool],
     is_constant: Callable[[Weight], bool] = lambda w: False,
     aliases: dict[str, str] | None = None,
+    weights: dict[str, Weight] | None = None,
 ) -> ModulePlan:
     """Decide which nodes become torch modules and where every weight lives (and every
-    tied name in ``aliases``: alias -> weight name, where its path fits)."""
+    tied name in ``aliases``: alias -> weight name, where its path fits). ``weights``: the
+    weights the module holds, by name (default: all of the graph's)."""
+    weights = graph.weights if weights is None else weights
     groups: dict[str, list[tuple[Node, dict[str, Weight]]]] = {}
     for node in _all_nodes(graph):
         rule = rules(node.op)
@@ -147,13 +161,13 @@ def plan_modules(
     leaves: dict[str, Leaf] = {}
     owner: dict[str, str] = {}  # weight name -> leaf prefix
     for prefix, members in groups.items():
-        leaf = _make_leaf(graph, prefix, members, rules, call_rule)
+        leaf = _make_leaf(graph, weights, prefix, members, rules, call_rule)
         if leaf is not None:
             leaves[prefix] = leaf
             for w in leaf.roles.values():
                 owner[w.name] = prefix
             for extra in rules(members[0][0].op).extras:  # type: ignore[union-attr]
-                if f"{prefix}.{extra}" in graph.weights:
+                if f"{prefix}.{extra}" in weights:
                     owner[f"{prefix}.{extra}"] = prefix
 
     root = Holder()
@@ -161,7 +175,7 @@ def plan_modules(
     keys: dict[str, str] = {}
     placed: set[str] = set()
     homeless: list[Weight] = []
-    for w in graph.weights.values():
+    for w in weights.values():
         prefix = owner.get(w.name)
         if prefix is not None:
             leaf = leaves[prefix]
@@ -171,7 +185,7 @@ def plan_modules(
                     placed.add(prefix)
                 else:  # the module path does not fit: its weights become plain tensors
                     del leaves[prefix]
-                    for ww in graph.weights.values():
+                    for ww in weights.values():
                         if owner.get(ww.name) == prefix:
                             del owner[ww.name]
                     prefix = None
@@ -197,7 +211,7 @@ def plan_modules(
         keys[key] = w.name
     tied: list[tuple[list[str], Weight]] = []
     for alias, name in (aliases or {}).items():
-        w = graph.weights.get(name)
+        w = weights.get(name)
         parts = _parts(alias)
         if w is not None and alias not in graph.weights and parts is not None:
             if _insert(root, parts, Alias(w)):
@@ -237,7 +251,7 @@ def _role_weights(node: Node, rule: ModuleRule) -> tuple[str, dict[str, Weight]]
     return prefix, found
 
 
-def _make_leaf(graph, prefix, members, rules, call_rule) -> Leaf | None:
+def _make_leaf(graph, weights, prefix, members, rules, call_rule) -> Leaf | None:
     first_node, roles = members[0]
     rule = rules(first_node.op)
     for node, r in members:
@@ -248,7 +262,7 @@ def _make_leaf(graph, prefix, members, rules, call_rule) -> Leaf | None:
         if any(id(n) not in users for n, _ in w.uses) or w in graph.outputs:
             return None
     allowed = {f"{prefix}.{r}" for r in roles} | {f"{prefix}.{e}" for e in rule.extras}
-    for name, w in graph.weights.items():
+    for name, w in weights.items():
         if name == prefix or (name.startswith(prefix + ".") and name not in allowed):
             return None
         if name in allowed and name not in {x.name for x in roles.values()} and w.uses:

@@ -291,6 +291,12 @@ def convert(
                 report.structural, report.changes = _structural_relax(g, again)
                 equal = report.structural is None
                 report.verdict, report.equivalent = ("equal" if equal else "differs"), equal
+            elif target == "torch":  # compared with what the generated code computes
+                from codegen.torch import as_generated, constants_as_nodes
+
+                report.structural, report.changes, report.verdict, report.equivalent = _structural(
+                    as_generated(g), constants_as_nodes(again.graph, g)
+                )
             else:
                 report.structural, report.changes, report.verdict, report.equivalent = _structural(
                     g, again.graph

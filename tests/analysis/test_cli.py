@@ -204,6 +204,28 @@ def test_convert_to_torch_source_and_module_source(models, tmp_path):
     assert "check: outputs match" in p.stdout
 
 
+def test_convert_to_torch_compares_with_what_the_code_computes(tmp_path):
+    # The generated module folds x + 0, leaves unused weights out and holds tensor constants
+    # as buffers; the structural check compares with that, not with the graph before it.
+    from msc.analysis.convert import convert
+
+    g = msc.from_text(
+        "msc format 1, ops 1\ngraph g {\n  input %x: i64[2, 3]\n"
+        '  weight @"p.w": f32[3] {role = "parameter"}\n'
+        '  weight @"unused.w": f32[3] {role = "parameter"}\n'
+        "  %c: i64[3] = constant() {value = tensor(i64[3], [5, 1, 2])}\n"
+        "  %k: i64[] = constant() {value = tensor(i64[], [0])}\n"
+        "  %y: i64[2, 3] = mul(%x, %c)\n  %z: i64[2, 3] = add(%y, %k)\n"
+        "  %f: f32[2, 3] = cast(%z) {to = f32}\n"
+        '  %o: f32[2, 3] = add(%f, @"p.w")\n  output %o\n}\n'
+    )
+    for w in g.weights.values():
+        w.set_data(np.ones(3, np.float32))
+    msc.save(g, tmp_path / "src")
+    r = convert(tmp_path / "src", tmp_path / "out", to="torch")
+    assert r.ok and r.verdict == "equal" and r.equivalent, (r.verdict, r.structural)
+
+
 def test_convert_failure_writes_nothing_and_keeps_old_output(models, tmp_path):
     bad = tmp_path / "bad.onnx"
     bad.write_bytes(b"\x08\x07garbage that is not a protobuf" * 10)

@@ -199,6 +199,8 @@ def test_hostile_names_compile_and_run_nothing(monkeypatch):
     g.output_tree = {"dict": [[name, {"leaf": i}] for i, name in enumerate(HOSTILE[:3])]}
     ins = [g.add_input(n or None, TensorType(F32, (2,))) for n in HOSTILE[:6]]
     ws = [g.add_weight(n, f32(2)) for n in HOSTILE if n]
+    for n in HOSTILE:  # unused: named only in the header comment
+        g.add_weight(f"unused{n}\nos.system('x')", f32(2))
     acc = ins[0]
     outs = []
     for i, w in enumerate(ws):
@@ -207,6 +209,7 @@ def test_hostile_names_compile_and_run_nothing(monkeypatch):
     g.set_outputs(outs[:3])
     src = ct.generate(g)
     compile(src, "<test>", "exec")
+    assert f"# Left out: {len(HOSTILE)} weights no node reads" in src
     m = ct.to_module(g)
     xs = [f32(2) for _ in ins]
     with torch.no_grad():
@@ -476,7 +479,7 @@ def test_save_and_load_round_trip(tmp_path):
     bad.add_weight("w", None, TensorType(F32, (2,)))
     bad.set_outputs([])
     with pytest.raises(Exception, match="no data"):  # GraphError from the weight
-        ct.save(bad, out)
+        ct.save(bad, out, keep_unused=True)
     assert (out / "model.safetensors").exists() and "SmallCnn" in (out / "model.py").read_text()
 
 
@@ -803,3 +806,224 @@ def test_del_only_for_intermediates_large_enough_to_pay():
     assert "del " not in forward(ct.generate(graph(2)))  # 8 KiB each: not worth a line
     big = forward(ct.generate(graph(512)))  # 2 MiB each: released after last use
     assert "        del a\n" in big and "        del b\n" in big
+
+
+def _load_saved(directory):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("msc_saved_model", directory / "model.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_tensor_constants_are_non_persistent_buffers_built_once(tmp_path):
+    # torch.tensor([...]) in forward rebuilt the constant on every call.
+    import msc
+
+    g = msc.from_text(
+        "msc format 1, ops 1\ngraph g {\n  input %x: f32[2, 3]\n"
+        "  %scale: f32[3] = constant() {value = tensor(f32[3], [0.5, 1.5, 2.5])}\n"
+        "  %two: f32[] = constant() {value = tensor(f32[], [2.0])}\n"
+        "  %y: f32[2, 3] = mul(%x, %scale)\n  %z: f32[2, 3] = add(%y, %two)\n"
+        "  %k: i64[2] = constant() {value = tensor(i64[2], [3, 2])}\n"
+        "  %r: f32[3, 2] = reshape(%z, %k) {shape = none}\n  output %r\n}\n"
+    )
+    src = ct.generate(g)
+    forward = src[src.index("def forward") : src.index("def load")]
+    assert "torch.tensor" not in src
+    buffer = "register_buffer('scale', torch.empty(3, dtype=torch.float32), persistent=False)"
+    assert f"self.{buffer}" in src
+    assert "x * self.scale" in forward and "+ 2" in forward  # the 0-d constant stays inline
+    assert "z.reshape((3, 2))" in forward  # a shape stays a literal, not a buffer
+    m = ct.to_module(g)
+    assert list(m.state_dict()) == []  # the source's state_dict keys are unchanged
+    xv = f32(2, 3)
+    want = (xv * np.array([0.5, 1.5, 2.5], np.float32) + 2).reshape(3, 2)
+    with torch.no_grad():
+        close(m(torch.from_numpy(xv)), want)
+    pytest.importorskip("safetensors", reason="the saved loader reads safetensors")
+    ct.save(g, tmp_path)
+    with torch.no_grad():
+        close(_load_saved(tmp_path).load()(torch.from_numpy(xv)), want)
+
+
+def test_unused_weights_are_left_out_unless_kept(tmp_path):
+    # BERT's pooler, exported without its output, was kept as bare parameters nothing reads;
+    # an unused persistent buffer (a BatchNorm counter) is state and stays.
+    class Encoder(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.enc = torch.nn.Linear(4, 4)
+            self.pooler = torch.nn.Linear(4, 4)
+            self.register_buffer("steps", torch.zeros((), dtype=torch.int64))
+
+        def forward(self, x):
+            return self.enc(x)
+
+    import msc
+
+    src_model = Encoder().eval()
+    x = torch.from_numpy(f32(2, 4))
+    g = msc.from_torch(src_model, (x,))
+    assert {"pooler.weight", "pooler.bias"} <= set(g.weights)
+    src = ct.generate(g)
+    assert "pooler" not in src[src.index("import torch") :]
+    assert "# Left out: 2 weights no node reads" in src and "'pooler.weight', 'pooler.bias'" in src
+    m = ct.to_module(g)
+    assert list(m.state_dict()) == ["steps", "enc.weight", "enc.bias"]
+    with torch.no_grad():
+        close(m(x), src_model(x).numpy())
+    kept = ct.to_module(g, keep_unused=True)
+    assert set(kept.state_dict()) == set(src_model.state_dict())
+    kept.load_state_dict(src_model.state_dict())
+    assert "Left out" not in ct.generate(g, keep_unused=True)
+    pytest.importorskip("safetensors", reason="the saved loader reads safetensors")
+    from safetensors import safe_open
+
+    ct.save(g, tmp_path)
+    with safe_open(tmp_path / "model.safetensors", "pt") as f:
+        assert sorted(f.keys()) == ["enc.bias", "enc.weight", "steps"]
+    with torch.no_grad():
+        close(_load_saved(tmp_path).load()(x), src_model(x).numpy())
+    ct.save(g, tmp_path, keep_unused=True)
+    assert set(_load_saved(tmp_path).load().state_dict()) == set(src_model.state_dict())
+
+
+def test_symbolic_sizes_read_as_the_symbol_from_the_shape():
+    # Was: v0 = x.shape[:1]; sym_size_int_1 = v0[0]; v7 = [sym_size_int_1]; v9 = [*v7, 4]; ...
+    import msc
+
+    g = msc.from_text(
+        "msc format 1, ops 1\ngraph g {\n  input %x: f32[batch{1..8}, seq{1..16}, 8]\n"
+        "  %0: i64[1] = shape(%x) {end = 1, start = 0}\n"
+        "  %sym_size_int_1: i64[] = squeeze(%0) {axes = [0]}\n"
+        "  %1: i64[1] = shape(%x) {end = 2, start = 1}\n"
+        "  %sym_size_int_2: i64[] = squeeze(%1) {axes = [0]}\n"
+        "  %2: i64[1] = reshape(%sym_size_int_1) {shape = [1]}\n"
+        "  %3: i64[1] = reshape(%sym_size_int_2) {shape = [1]}\n"
+        "  %4: i64[2] = constant() {value = tensor(i64[2], [2, 4])}\n"
+        "  %5: i64[4] = concat(%2, %3, %4) {axis = 0}\n"
+        "  %y: f32[batch{1..8}, seq{1..16}, 2, 4] = reshape(%x, %5) {shape = none}\n"
+        "  %6: i64[1] = reshape(%sym_size_int_1) {shape = [1]}\n"
+        "  %7: i64[1] = constant() {value = tensor(i64[1], [-1])}\n"
+        "  %8: i64[2] = concat(%6, %7) {axis = 0}\n"
+        "  %z: f32[batch{1..8}, 0] = reshape(%y, %8) {shape = none}\n"
+        "  output %y, %z\n}\n"
+    )
+    src = ct.generate(g)
+    forward = src[src.index("def forward") : src.index("def load")]
+    assert "batch = x.shape[0]" in forward  # read twice: a name, after the symbol
+    assert "y = x.reshape([batch, x.shape[1], 2, 4])" in forward  # read once: inline
+    assert "z = y.reshape([batch, -1])" in forward
+    assert "v0" not in forward and "[:1]" not in forward and "*" not in forward
+    # NAMES lists real renames of names the code uses: not msc's by-position %0 (v0), not
+    # seq, whose only read was written inline.
+    ns: dict = {}
+    exec(compile(src, "<gen>", "exec"), ns)
+    assert ns["NAMES"] == {"batch": "sym_size_int_1"}
+    m = ct.to_module(g)
+    for b, s in ((1, 3), (5, 7)):
+        xv = f32(b, s, 8)
+        with torch.no_grad():
+            y, z = m(torch.from_numpy(xv))
+        close(y, xv.reshape(b, s, 2, 4))
+        close(z, xv.reshape(b, -1))
+
+
+def test_weight_keys_only_when_a_weight_is_renamed(tmp_path):
+    # An empty WEIGHT_KEYS = {} was written into every module.
+    import msc
+
+    g = msc.from_text(
+        "msc format 1, ops 1\ngraph g {\n  input %x: f32[2, 3]\n"
+        '  weight @"fc.weight": f32[3, 3]\n'
+        '  %y: f32[2, 3] = matmul(%x, @"fc.weight")\n  output %y\n}\n'
+    )
+    g.weights["fc.weight"].set_data(f32(3, 3))
+    src = ct.generate(g)
+    assert "WEIGHT_KEYS" not in src and "NAMES" not in src
+    renamed = msc.from_text(
+        "msc format 1, ops 1\ngraph g {\n  input %x: f32[2, 3]\n"
+        '  weight @"fc..weight": f32[3, 3]\n'
+        '  %y: f32[2, 3] = matmul(%x, @"fc..weight")\n  output %y\n}\n'
+    )
+    renamed.weights["fc..weight"].set_data(g.weights["fc.weight"].numpy())
+    assert "WEIGHT_KEYS = {'renamed_fc_weight': 'fc..weight'}" in ct.generate(renamed)
+    pytest.importorskip("safetensors", reason="the saved loader reads safetensors")
+    xv = torch.from_numpy(f32(2, 3))
+    want = xv @ torch.from_numpy(g.weights["fc.weight"].numpy())
+    for i, graph in enumerate((g, renamed)):  # load() works with and without WEIGHT_KEYS
+        loaded = _load_saved(ct.save(graph, tmp_path / str(i))).load()
+        with torch.no_grad():
+            close(loaded(xv), want.numpy())
+
+
+# op, dtype of x, constant (value, dtype), constant on the left?, folded?
+_IDENTITIES = [
+    ("add", DType.INT64, (0, np.int64), False, True),
+    ("add", DType.INT64, (0, np.int64), True, True),
+    ("sub", DType.INT32, (0, np.int32), False, True),
+    ("sub", DType.INT32, (0, np.int32), True, False),  # 0 - x
+    ("mul", F32, (1.0, np.float32), True, True),
+    ("div", F32, (1.0, np.float32), False, True),
+    ("div", F32, (1.0, np.float32), True, False),  # 1 / x
+    ("sub", F32, (0.0, np.float32), False, True),
+    ("add", F32, (0.0, np.float32), False, False),  # -0.0 + 0.0 is +0.0
+    ("add", F32, (-0.0, np.float32), False, True),
+    ("mul", F32, (2.0, np.float32), False, False),
+    ("mul", F32, (1.0, np.float32, (2, 4)), False, False),  # broadcasts x to [2, 4]
+]
+
+
+@pytest.mark.parametrize("op,dt,c,left,folded", _IDENTITIES)
+def test_exact_no_op_arithmetic_is_not_written(op, dt, c, left, folded):
+    # Was: add_4 = arange_2 + 0 in BERT's attention mask.
+    g = Graph("g")
+    x = g.add_input("x", TensorType(dt, (4,)))
+    shape = c[2] if len(c) > 2 else (4,)
+    k = g.op("constant", value=np.full(shape, c[0], c[1]))
+    y = g.op(op, *((k, x) if left else (x, k)))
+    g.set_outputs([g.op("neg", y)])
+    src = ct.generate(g)
+    forward = src[src.index("def forward") : src.index("def load")]
+    assert ("x.neg()" in forward or "-x" in forward) == folded, forward
+    xv = np.array([-0.0, 0.0, 3.0, -2.0]).astype(c[1])
+    tk = torch.from_numpy(np.full(shape, c[0], c[1]))
+    tx = torch.from_numpy(xv)
+    want = -getattr(torch, op)(*((tk, tx) if left else (tx, tk)))
+    got = run(g, xv)
+    assert got.dtype == want.dtype and torch.equal(got, want)
+    assert torch.equal(torch.signbit(got), torch.signbit(want))
+
+
+def test_weight_loader_is_short_and_checks_what_it_loads():
+    # The loader pasted into every generated file was ~45 lines.
+    import inspect
+
+    from codegen.torch.helpers import HELPERS
+
+    assert len(inspect.getsource(HELPERS["_msc_load_weights"]).splitlines()) <= 32
+    g = small_cnn_graph()
+    m = ct.to_module(g)
+    load = m.forward.__globals__["_msc_load_weights"]
+    cls = type(m)
+    state = {k: v.clone() for k, v in m.state_dict().items()}
+    state.pop("features.1.num_batches_tracked", None)
+
+    def fresh():
+        with torch.device("meta"):
+            return cls()
+
+    loaded = load(fresh(), state)  # BatchNorm's counter, not in the graph, starts at 0
+    assert int(loaded.state_dict()["features.1.num_batches_tracked"]) == 0
+    key = next(k for k in state if k.endswith("weight"))
+    for bad, what in [
+        ({**state, key: state[key].double()}, "float64"),  # dtype
+        ({**state, key: state[key][:1]}, key),  # shape
+        ({k: v for k, v in state.items() if k != key}, key),  # missing
+        ({**state, "extra.weight": state[key]}, "extra.weight"),  # unexpected
+    ]:
+        with pytest.raises(KeyError, match="do not fit") as err:
+            load(fresh(), bad)
+        assert what in str(err.value)
