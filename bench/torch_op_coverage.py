@@ -152,6 +152,12 @@ def _aten_ops(ep: Any) -> set[str]:
     return out
 
 
+def _base_name(op: str) -> str:
+    """``aten.randn_like.default`` -> ``randn``: the op's name without the in-place ``_`` and
+    the ``_like`` of its shape-taking variant, as RANDOM_OPS lists names."""
+    return op.split(".")[1].rstrip("_").removesuffix("_like")
+
+
 def check(info: Any) -> dict[str, Any]:
     """One OpInfo entry: its status through msc, generated PyTorch and ONNX."""
     got = _sample_program(info)
@@ -159,7 +165,7 @@ def check(info: Any) -> dict[str, Any]:
         return {"status": "skipped", "why": got}
     mod, tensors, ep = got
     rec: dict[str, Any] = {"aten": sorted(_aten_ops(ep))}
-    rand = [op for op in rec["aten"] if op.split(".")[1].rstrip("_") in RANDOM_OPS]
+    rand = [op for op in rec["aten"] if _base_name(op) in RANDOM_OPS]
     if rand or info.name in RANDOM_OPS:
         return {"status": "skipped", "why": f"random sampling ({', '.join(rand)})", **rec}
     with torch.no_grad():

@@ -71,6 +71,8 @@ CASES: dict[str, tuple] = {
     "svdvals": (torch.linalg.svdvals, (_r(4, 3),), 1e-4),
     "eigvalsh": (torch.linalg.eigvalsh, (_spd(4),), 1e-4),
     "lu_factor": (lambda a: torch.linalg.lu_factor(a)[0], (_r(4, 4),), 1e-4),
+    # decomposed through linalg_inv_ex and an effectful error check (a token output)
+    "tensorinv": (lambda a: torch.linalg.tensorinv(a, 1), (_spd(4).reshape(4, 2, 2),), 1e-4),
     "mT": (lambda a: a.mT + 1, (_r(2, 3, 4),), 0.0),
     # data-dependent sizes
     "masked_select": (torch.masked_select, (_X, _X > 0), 0.0),
@@ -158,6 +160,7 @@ NO_ONNX = {
     "svdvals": _LINALG,
     "eigvalsh": _LINALG,
     "lu_factor": _LINALG,
+    "tensorinv": _LINALG,
 }
 
 
