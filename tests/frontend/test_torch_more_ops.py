@@ -71,6 +71,17 @@ CASES: dict[str, tuple] = {
     "svdvals": (torch.linalg.svdvals, (_r(4, 3),), 1e-4),
     "eigvalsh": (torch.linalg.eigvalsh, (_spd(4),), 1e-4),
     "lu_factor": (lambda a: torch.linalg.lu_factor(a)[0], (_r(4, 4),), 1e-4),
+    "pinverse": (torch.pinverse, (_r(4, 3),), 1e-4),
+    "pinv_atol_tensor": (
+        lambda a, t: torch.linalg.pinv(a, atol=t),
+        (_r(4, 2) @ _r(2, 5, seed=1), torch.tensor(1e-3)),
+        1e-4,
+    ),
+    "pinv_atol_hermitian": (
+        lambda a: torch.linalg.pinv(a @ a.T, atol=1e-3, hermitian=True),
+        (_r(4, 2, seed=3),),
+        1e-4,
+    ),
     # decomposed through linalg_inv_ex and an effectful error check (a token output)
     "tensorinv": (lambda a: torch.linalg.tensorinv(a, 1), (_spd(4).reshape(4, 2, 2),), 1e-4),
     "mT": (lambda a: a.mT + 1, (_r(2, 3, 4),), 0.0),
@@ -161,6 +172,9 @@ NO_ONNX = {
     "eigvalsh": _LINALG,
     "lu_factor": _LINALG,
     "tensorinv": _LINALG,
+    "pinverse": _LINALG,
+    "pinv_atol_tensor": _LINALG,
+    "pinv_atol_hermitian": _LINALG,
 }
 
 
