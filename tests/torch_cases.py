@@ -235,6 +235,9 @@ def _cases() -> list[OpCase]:
     add("einsum", lambda a, b: torch.einsum("bij,bjk->bik", a, b), r(2, 3, 4), r(2, 4, 5))
     add("einsum_trace_like", lambda a: torch.einsum("ii->i", a), r(4, 4))
     add("outer", torch.outer, r(3), r(4, seed=1))
+    add("bilinear", _seed(nn.Bilinear(3, 4, 5)), r(2, 3), r(2, 4, seed=1))
+    add("bilinear_nobias_3d", lambda a, b, w: F.bilinear(a, b, w), r(2, 6, 3), r(2, 6, 4),
+        r(5, 3, 4, seed=2))  # fmt: skip
     add("dot", torch.dot, r(4), r(4, seed=1))
     # convolution
     img = r(2, 3, 9, 9)
@@ -309,6 +312,26 @@ def _cases() -> list[OpCase]:
     add("embedding_padding_idx", _seed(nn.Embedding(10, 4, padding_idx=0)), ints(2, 5))
     add("embedding_i32", _seed(nn.Embedding(10, 4)), ints(3, dtype=torch.int32))
     add("one_hot", lambda a: F.one_hot(a, 10), ints(4))
+    table = r(10, 4)
+    bag_idx, bag_offs = torch.tensor([1, 0, 3, 3, 9, 2, 0]), torch.tensor([0, 2, 2, 5])
+    add(
+        "embedding_bag_sum_weighted",
+        lambda w, i, o, p: F.embedding_bag(i, w, o, mode="sum", per_sample_weights=p),
+        table,
+        bag_idx,
+        bag_offs,
+        r(7, seed=2),
+    )
+    add("embedding_bag_mean_padding", lambda w, i, o: F.embedding_bag(
+        i, w, o, mode="mean", padding_idx=3), table, bag_idx, bag_offs)  # fmt: skip
+    add(
+        "embedding_bag_max_last_offset",
+        lambda w, i, o: F.embedding_bag(i, w, o, mode="max", include_last_offset=True),
+        table,
+        bag_idx,
+        torch.tensor([0, 2, 2, 7]),
+    )
+    add("embedding_bag_2d", _seed(nn.EmbeddingBag(10, 4, mode="mean")), ints(3, 4))
     # resize, padding
     add("upsample_nearest", nn.Upsample(scale_factor=2, mode="nearest"), img)
     add("upsample_bilinear", nn.Upsample(size=(12, 14), mode="bilinear"), img)
@@ -355,6 +378,9 @@ def _cases() -> list[OpCase]:
     add("channel_shuffle", nn.ChannelShuffle(2), r(1, 4, 3, 3))
     # reductions
     add("sum", lambda a: a.sum(), x)
+    ties = torch.tensor([[3.0, 1, 3, 1, 2, 1, 3], [5, 5, 4, 4, 0, 0, 0]])
+    add("mode_ties", torch.mode, ties)
+    add("mode_dim0_keepdim", lambda a: torch.mode(a, 0, keepdim=True), ints(6, 3, high=3))
     add("sum_dim", lambda a: a.sum(dim=(0, 2), keepdim=True), x)
     add("sum_int", lambda a: a.sum(-1), ints(3, 4, dtype=torch.int32))
     add("sum_bool", lambda a: a.sum(), mask(3, 4))
@@ -471,6 +497,9 @@ def _cases() -> list[OpCase]:
     add("select_scatter", lambda a, s: torch.select_scatter(a, s, 0, 1), r(3, 4), r(4))
     add("masked_scatter", lambda a, m, s: a.masked_scatter(m, s), r(3, 4), mask(3, 4),
         r(12, seed=3))  # fmt: skip
+    add("put_accumulate", lambda a, i, s: a.put(i, s, accumulate=True), r(3, 4),
+        torch.tensor([0, -1, 5, 0]), r(4, seed=2))  # fmt: skip
+    add("put", lambda a, i, s: a.put(i, s), r(3, 4), torch.tensor([7, -12, 2]), r(3, seed=2))
     add("nonzero", torch.nonzero, mask(3, 4))
     # creation
     add("zeros_like", torch.zeros_like, x)

@@ -385,3 +385,127 @@ def logcumsumexp(ctx: Ctx, self: Value, dim: int) -> Value:
     m = ctx.op("where", ctx.op("isfinite", m), m, ctx.const(0.0, x.dtype))
     s = ctx.op("cumsum", ctx.op("exp", ctx.op("sub", x, m)), axis=dim)
     return ctx.op("add", ctx.op("log", s), m)
+
+
+@converter("aten.mode.default")
+def mode(ctx: Ctx, self: Value, dim: int = -1, keepdim: bool = False) -> tuple:
+    # The most frequent value along dim (the smallest of those tied) and the index of its
+    # last occurrence, as torch's CPU kernel gives: counts from an [.., n, n] equality table.
+    if _rank0(ctx, self):
+        return self, ctx.const(0, DType.INT64)
+    r = ctx.rank(self)
+    d = dim % r
+    perm = [i for i in range(r) if i != d] + [d]
+    x = ctx.op("transpose", self, perm=perm) if d != r - 1 else self
+    n = _static_len(ctx, self, d)
+    same = ctx.op("eq", ctx.op("unsqueeze", x, axes=[r]), ctx.op("unsqueeze", x, axes=[r - 1]))
+    count = ctx.op("reduce_sum", ctx.cast(same, DType.INT64), axes=[-1], keepdims=False)
+    best = ctx.op("reduce_max", count, axes=[-1], keepdims=True)
+    top = _dtype_max(ctx, x.dtype)
+    value = ctx.op("reduce_min", ctx.op("where", ctx.op("eq", count, best), x, top), axes=[-1],
+                   keepdims=True)  # fmt: skip
+    pos = ctx.op("arange", end=float(n), dtype=DType.INT64)
+    at = ctx.op("where", ctx.op("eq", x, value), pos, ctx.const(-1, DType.INT64))
+    index = ctx.op("reduce_max", at, axes=[-1], keepdims=True)
+    if keepdim:
+        inv = [perm.index(i) for i in range(r)]
+        return ctx.op("transpose", value, perm=inv), ctx.op("transpose", index, perm=inv)
+    return (ctx.op("squeeze", value, axes=[r - 1]), ctx.op("squeeze", index, axes=[r - 1]))
+
+
+def _dtype_max(ctx: Ctx, dt: DType) -> Value:
+    if dt.is_floating:
+        return ctx.const(float("inf"), dt)
+    if dt is DType.BOOL:
+        return ctx.const(True, dt)
+    return ctx.const(int(np.iinfo(dt.to_numpy()).max), dt)
+
+
+# ----------------------------------------------------------------------- bags and segments
+def _positions(ctx: Ctx, v: Value) -> Value:
+    """0, 1, ..., len(v) - 1 for a 1-d ``v`` (of any, even symbolic, length)."""
+    ones = ctx.op("full_like", v, value=1.0, dtype=DType.INT64)
+    return ctx.op("sub", ctx.op("cumsum", ones, axis=0), ctx.const(1, DType.INT64))
+
+
+def _members(ctx: Ctx, n_items: Value, starts: Value, ends: Value) -> Value:
+    """[segments, items] bool: item i is in segment s when starts[s] <= i < ends[s]."""
+    pos = ctx.op("unsqueeze", _positions(ctx, n_items), axes=[0])
+    s, e = (ctx.op("unsqueeze", b, axes=[1]) for b in (starts, ends))
+    return ctx.op("logical_and", ctx.op("ge", pos, s), ctx.op("lt", pos, e))
+
+
+def _segment(ctx: Ctx, how: str, data: Value, member: Value, empty: Value) -> Value:
+    """``how`` ("sum" | "mean" | "max" | "min" | "prod") of the rows of ``data`` [items, ...]
+    in each segment (``member`` [segments, items]); ``empty`` where a segment has none."""
+    dt = data.dtype
+    extra = ctx.rank(data) - 1
+    m = ctx.op("unsqueeze", member, axes=list(range(2, 2 + extra))) if extra else member
+    count = ctx.op("reduce_sum", ctx.cast(m, DType.INT64), axes=[1], keepdims=False)
+    rows = ctx.op("unsqueeze", data, axes=[0])  # [1, items, ...]
+    neutral = {"sum": 0.0, "mean": 0.0, "prod": 1.0, "max": float("-inf"), "min": float("inf")}
+    picked = ctx.op("where", m, rows, ctx.const(neutral[how], dt))
+    op = {"sum": "reduce_sum", "mean": "reduce_sum", "prod": "reduce_prod",
+          "max": "reduce_max", "min": "reduce_min"}[how]  # fmt: skip
+    out = ctx.op(op, picked, axes=[1], keepdims=False)
+    if how == "mean":
+        out = ctx.op("div", out, ctx.cast(ctx.op("maximum", count, ctx.const(1, DType.INT64)), dt))
+    return ctx.op("where", ctx.op("gt", count, ctx.const(0, DType.INT64)), out, empty)
+
+
+@converter("aten.embedding_bag.padding_idx")
+def embedding_bag(
+    ctx: Ctx, weight: Value, indices: Value, offsets: Value, scale_grad_by_freq: bool,
+    mode: int, sparse: bool, per_sample_weights: Value | None, include_last_offset: bool,
+    padding_idx: int | None,
+) -> tuple:  # fmt: skip
+    # Bag b is indices[offsets[b]:offsets[b + 1]] (to the end for the last); its rows of
+    # weight summed (times per_sample_weights), averaged or maxed, skipping padding_idx; an
+    # empty bag gives zeros. Only the result is computed: offset2bag, bag_size and
+    # max_indices (training bookkeeping) are left untranslated.
+    how = {0: "sum", 1: "mean", 2: "max"}.get(int(mode))
+    if how is None:
+        raise Unsupported(f"embedding_bag mode {mode}")
+    i64 = DType.INT64
+    if ctx.rank(indices) != 1:  # F.embedding_bag flattens 2-d bags before calling it
+        raise Unsupported("embedding_bag of 2-d indices")
+    idx = ctx.cast(indices, i64)
+    offs = ctx.cast(offsets, i64)
+    n_static = ctx.shape(idx)[0]
+    n = ctx.const([n_static], i64) if isinstance(n_static, int) else ctx.op("shape", idx)
+    if include_last_offset:
+        starts = ctx.call("aten.slice.Tensor", offs, 0, 0, -1)
+        ends = ctx.call("aten.slice.Tensor", offs, 0, 1)
+    else:
+        starts = offs
+        ends = ctx.op("concat", ctx.call("aten.slice.Tensor", offs, 0, 1), n, axis=0)
+    member = _members(ctx, idx, starts, ends)
+    if padding_idx is not None and padding_idx >= 0:
+        keep = ctx.op("ne", idx, ctx.const(int(padding_idx), i64))
+        member = ctx.op("logical_and", member, ctx.op("unsqueeze", keep, axes=[0]))
+    rows = ctx.op("gather", weight, idx, axis=0)  # [items, dim]
+    if per_sample_weights is not None:
+        w = ctx.cast(per_sample_weights, rows.dtype)
+        rows = ctx.op("mul", rows, ctx.op("unsqueeze", w, axes=[1]))
+    out = _segment(ctx, how, rows, member, ctx.const(0.0, rows.dtype))
+    return out, None, None, None
+
+
+@converter("aten.embedding_bag.default")
+def embedding_bag_default(
+    ctx: Ctx, weight: Value, indices: Value, offsets: Value, scale_grad_by_freq: bool = False,
+    mode: int = 0, sparse: bool = False, per_sample_weights: Value | None = None,
+    include_last_offset: bool = False,
+) -> tuple:  # fmt: skip
+    return embedding_bag(ctx, weight, indices, offsets, scale_grad_by_freq, mode, sparse,
+                         per_sample_weights, include_last_offset, None)  # fmt: skip
+
+
+@converter("aten._embedding_bag_forward_only.default", "aten._embedding_bag.default")
+def embedding_bag_forward(
+    ctx: Ctx, weight: Value, indices: Value, offsets: Value, scale_grad_by_freq: bool = False,
+    mode: int = 0, sparse: bool = False, per_sample_weights: Value | None = None,
+    include_last_offset: bool = False, padding_idx: int = -1,
+) -> tuple:  # fmt: skip
+    return embedding_bag(ctx, weight, indices, offsets, scale_grad_by_freq, mode, sparse,
+                         per_sample_weights, include_last_offset, padding_idx)  # fmt: skip

@@ -265,3 +265,23 @@ def diagonal_scatter(
     y = ctx.op("scatter_nd", x, ctx.const(pos, DType.INT64), upd)
     inv = [perm.index(i) for i in range(r)]
     return ctx.op("transpose", y, perm=inv)
+
+
+@converter("aten.put.default")
+def put(ctx: Ctx, self: Value, index: Value, source: Value, accumulate: bool = False) -> Value:
+    # self.flatten()[index] = source (added with accumulate), index counted from the end when
+    # negative, as torch's take/put read a flat index.
+    flat = _flat(ctx, self)
+    idx = ctx.cast(_flat(ctx, index), DType.INT64)
+    shape = self.type.shape
+    static = shape is not None and all(isinstance(d, int) for d in shape)
+    numel = (ctx.const(int(np.prod(shape)), DType.INT64) if static
+             else ctx.op("reduce_prod", ctx.op("shape", self), keepdims=False))  # fmt: skip
+    neg = ctx.op("lt", idx, ctx.const(0, DType.INT64))
+    idx = ctx.op("where", neg, ctx.op("add", idx, numel), idx)
+    src = ctx.cast(_flat(ctx, source), self.dtype)
+    out = ctx.op("scatter_elements", flat, idx, src, axis=0,
+                 reduction="add" if accumulate else "none")  # fmt: skip
+    if static:
+        return ctx.op("reshape", out, shape=list(shape))
+    return ctx.op("reshape", out, ctx.op("shape", self))

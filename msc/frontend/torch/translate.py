@@ -514,8 +514,8 @@ class Translator:
             base = self.env[node.args[0]]
             if isinstance(base, list | tuple) or base is POISON:
                 item = POISON if base is POISON else base[node.args[1]]
-                if item is None and _is_token(node):
-                    self.env[node] = None  # an effect token: ordering only, no data
+                if item is None and (_is_token(node) or not node.users):
+                    self.env[node] = None  # an effect token (ordering only) or read by none
                     return
                 if item is None:
                     self._report("operator.getitem", node, "this output is not translated", None)
