@@ -380,6 +380,16 @@ def _cases() -> list[OpCase]:
     add("sum", lambda a: a.sum(), x)
     ties = torch.tensor([[3.0, 1, 3, 1, 2, 1, 3], [5, 5, 4, 4, 0, 0, 0]])
     add("mode_ties", torch.mode, ties)
+    seg = torch.tensor([1.0, 5, -2, 3, 0.5])
+    for how in ("sum", "mean", "max", "min", "prod"):
+        add(f"segment_reduce_{how}", lambda a, n, how=how: torch.segment_reduce(
+            a, how, lengths=n), seg, torch.tensor([2, 0, 2, 1]))  # fmt: skip
+    add(
+        "segment_reduce_mean_initial_offsets",
+        lambda a, o: torch.segment_reduce(a, "mean", offsets=o, initial=1.0),
+        r(5, 3),
+        torch.tensor([0, 2, 2, 5]),
+    )
     add("mode_dim0_keepdim", lambda a: torch.mode(a, 0, keepdim=True), ints(6, 3, high=3))
     add("sum_dim", lambda a: a.sum(dim=(0, 2), keepdim=True), x)
     add("sum_int", lambda a: a.sum(-1), ints(3, 4, dtype=torch.int32))

@@ -435,9 +435,14 @@ def _members(ctx: Ctx, n_items: Value, starts: Value, ends: Value) -> Value:
     return ctx.op("logical_and", ctx.op("ge", pos, s), ctx.op("lt", pos, e))
 
 
-def _segment(ctx: Ctx, how: str, data: Value, member: Value, empty: Value) -> Value:
-    """``how`` ("sum" | "mean" | "max" | "min" | "prod") of the rows of ``data`` [items, ...]
-    in each segment (``member`` [segments, items]); ``empty`` where a segment has none."""
+def _segment(
+    ctx: Ctx, how: str, data: Value, member: Value, initial: Any = None
+) -> tuple[Value, Value]:
+    """(``how`` of the rows of ``data`` [items, ...] in each segment, the segments' sizes
+    [segments, 1, ...] to broadcast against it),
+    ``member`` [segments, items] saying which rows a segment has. ``how``: sum | mean | max |
+    min | prod; ``initial`` joins every segment's reduction (a mean still divides by the
+    size, and an empty segment's mean is ``initial``, NaN without one)."""
     dt = data.dtype
     extra = ctx.rank(data) - 1
     m = ctx.op("unsqueeze", member, axes=list(range(2, 2 + extra))) if extra else member
@@ -448,9 +453,16 @@ def _segment(ctx: Ctx, how: str, data: Value, member: Value, empty: Value) -> Va
     op = {"sum": "reduce_sum", "mean": "reduce_sum", "prod": "reduce_prod",
           "max": "reduce_max", "min": "reduce_min"}[how]  # fmt: skip
     out = ctx.op(op, picked, axes=[1], keepdims=False)
+    if initial is not None:
+        init = ctx.const(float(initial), dt)
+        join = {"sum": "add", "mean": "add", "prod": "mul", "max": "maximum", "min": "minimum"}
+        out = ctx.op(join[how], out, init)
     if how == "mean":
-        out = ctx.op("div", out, ctx.cast(ctx.op("maximum", count, ctx.const(1, DType.INT64)), dt))
-    return ctx.op("where", ctx.op("gt", count, ctx.const(0, DType.INT64)), out, empty)
+        out = ctx.op("div", out, ctx.cast(count, dt))
+        if initial is not None:
+            empty = ctx.op("eq", count, ctx.const(0, DType.INT64))
+            out = ctx.op("where", empty, ctx.const(float(initial), dt), out)
+    return out, count
 
 
 @converter("aten.embedding_bag.padding_idx")
@@ -487,8 +499,9 @@ def embedding_bag(
     if per_sample_weights is not None:
         w = ctx.cast(per_sample_weights, rows.dtype)
         rows = ctx.op("mul", rows, ctx.op("unsqueeze", w, axes=[1]))
-    out = _segment(ctx, how, rows, member, ctx.const(0.0, rows.dtype))
-    return out, None, None, None
+    out, count = _segment(ctx, how, rows, member)
+    some = ctx.op("gt", count, ctx.const(0, i64))  # [bags, 1]
+    return ctx.op("where", some, out, ctx.const(0.0, rows.dtype)), None, None, None
 
 
 @converter("aten.embedding_bag.default")
@@ -509,3 +522,37 @@ def embedding_bag_forward(
 ) -> tuple:  # fmt: skip
     return embedding_bag(ctx, weight, indices, offsets, scale_grad_by_freq, mode, sparse,
                          per_sample_weights, include_last_offset, padding_idx)  # fmt: skip
+
+
+@converter("aten.segment_reduce.default")
+def segment_reduce(
+    ctx: Ctx, data: Value, reduce: str, *, lengths: Value | None = None,
+    indices: Value | None = None, offsets: Value | None = None, axis: int = 0,
+    unsafe: bool = False, initial: Any = None,
+) -> Value:  # fmt: skip
+    # Segment s covers data[offsets[s]:offsets[s + 1]] along axis (offsets from lengths by a
+    # running sum); the segments replace that axis.
+    if reduce not in ("sum", "mean", "max", "min", "prod"):
+        raise Unsupported(f"segment_reduce {reduce!r}")
+    bounds = lengths if lengths is not None else offsets
+    if bounds is None or indices is not None or ctx.rank(bounds) != 1:
+        raise Unsupported("segment_reduce other than by 1-d lengths or offsets")
+    i64 = DType.INT64
+    bounds = ctx.cast(bounds, i64)
+    if lengths is not None:
+        run = ctx.op("cumsum", bounds, axis=0)
+        bounds = ctx.op("concat", ctx.const([0], i64), run, axis=0)
+    starts = ctx.call("aten.slice.Tensor", bounds, 0, 0, -1)
+    ends = ctx.call("aten.slice.Tensor", bounds, 0, 1)
+    r = ctx.rank(data)
+    a = axis % r
+    perm = [a, *(i for i in range(r) if i != a)]
+    x = ctx.op("transpose", data, perm=perm) if a else data
+    n = ctx.shape(data)[a]
+    if isinstance(n, int):
+        items = ctx.op("full", shape=[n], value=0.0, dtype=i64)
+    else:
+        size = ctx.op("slice", ctx.op("shape", data), starts=[a], ends=[a + 1], axes=[0])
+        items = ctx.op("full", size, value=0.0, dtype=i64)
+    out, _ = _segment(ctx, reduce, x, _members(ctx, items, starts, ends), initial)
+    return ctx.op("transpose", out, perm=[perm.index(i) for i in range(r)]) if a else out
