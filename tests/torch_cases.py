@@ -511,6 +511,10 @@ def _cases() -> list[OpCase]:
         torch.tensor([0, -1, 5, 0]), r(4, seed=2))  # fmt: skip
     add("put", lambda a, i, s: a.put(i, s), r(3, 4), torch.tensor([7, -12, 2]), r(3, seed=2))
     add("nonzero", torch.nonzero, mask(3, 4))
+    add("histogram_range_density", lambda a: torch.histogram(a, 3, range=(-1.0, 1.0),
+        density=True), r(4, 5))  # fmt: skip
+    add("histogram_weighted", lambda a, w: torch.histogram(a, 4, weight=w), r(7), pos(7))
+    add("histogram_one_value", lambda a: torch.histogram(a, 2), torch.full((3,), 2.5))
     # creation
     add("zeros_like", torch.zeros_like, x)
     add("ones_like_dtype", lambda a: torch.ones_like(a, dtype=torch.int32), x)
