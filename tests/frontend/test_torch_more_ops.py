@@ -82,6 +82,9 @@ CASES: dict[str, tuple] = {
         (_r(4, 2, seed=3),),
         1e-4,
     ),
+    "lu_unpack": (torch.lu_unpack, torch.linalg.lu_factor(_r(2, 4, 3, seed=4)), 1e-5),
+    "linalg_lu_wide": (torch.linalg.lu, (_r(2, 3, 5, seed=6),), 1e-4),
+    "linalg_lu_tall": (torch.linalg.lu, (_r(5, 3, seed=7),), 1e-4),
     # decomposed through linalg_inv_ex and an effectful error check (a token output)
     "tensorinv": (lambda a: torch.linalg.tensorinv(a, 1), (_spd(4).reshape(4, 2, 2),), 1e-4),
     "mT": (lambda a: a.mT + 1, (_r(2, 3, 4),), 0.0),
@@ -172,6 +175,8 @@ NO_ONNX = {
     "eigvalsh": _LINALG,
     "lu_factor": _LINALG,
     "tensorinv": _LINALG,
+    "linalg_lu_wide": _LINALG,
+    "linalg_lu_tall": _LINALG,
     "pinverse": _LINALG,
     "pinv_atol_tensor": _LINALG,
     "pinv_atol_hermitian": _LINALG,

@@ -222,3 +222,47 @@ def _pinv_tolerances(ctx: Ctx, a: Value, atol: Any, rtol: Any, hermitian: bool) 
     inv = ctx.op("where", ctx.op("gt", mag, cut), ctx.op("reciprocal", s), ctx.const(0.0, dt))
     scaled = ctx.op("mul", left, ctx.op("unsqueeze", inv, axes=[r - 2]))
     return ctx.op("matmul", scaled, right)
+
+
+@converter("aten.lu_unpack.default")
+def lu_unpack(
+    ctx: Ctx, LU_data: Value, LU_pivots: Value, unpack_data: bool = True,  # noqa: N803
+    unpack_pivots: bool = True,
+) -> tuple:  # fmt: skip
+    # A = P L U: L the unit lower triangle of LU's first k = min(m, n) columns, U the upper
+    # triangle of its first k rows, P the row swaps LAPACK's 1-based pivots make, applied in
+    # order (k static steps).
+    if not (unpack_data and unpack_pivots):
+        raise Unsupported("lu_unpack without unpacking both the data and the pivots")
+    shape = ctx.shape(LU_data)
+    m, n = shape[-2:]
+    if not (isinstance(m, int) and isinstance(n, int)):
+        raise Unsupported("lu_unpack of a matrix of symbolic size")
+    k, r, dt, i64 = min(m, n), len(shape), LU_data.dtype, DType.INT64
+    cols = ctx.op("slice", LU_data, starts=[0], ends=[k], axes=[r - 1], steps=[1])
+    eye = ctx.const(np.eye(m, k), dt)
+    lower = ctx.op("add", ctx.op("trilu", cols, upper=False, k=-1), eye)
+    rows = ctx.op("slice", LU_data, starts=[0], ends=[k], axes=[r - 2], steps=[1])
+    upper = ctx.op("trilu", rows, upper=True, k=0)
+    piv = ctx.op("sub", ctx.cast(LU_pivots, i64), ctx.const(1, i64))  # [..., k], 0-based
+    batch = ctx.op("slice", ctx.op("shape", LU_pivots), starts=[0], ends=[r - 2], axes=[0])
+    full = ctx.op("concat", batch, ctx.const([m], i64), axis=0)
+    perm = ctx.op("expand", ctx.const(np.arange(m), i64), full)  # [..., m]
+    for i in range(k):
+        j = ctx.op("slice", piv, starts=[i], ends=[i + 1], axes=[r - 2], steps=[1])
+        here = ctx.op("slice", perm, starts=[i], ends=[i + 1], axes=[r - 2], steps=[1])
+        there = ctx.op("gather_elements", perm, j, axis=r - 2)
+        at_i = ctx.op("expand", ctx.const([i], i64), ctx.op("shape", j))
+        perm = ctx.op("scatter_elements", perm, at_i, there, axis=r - 2)
+        perm = ctx.op("scatter_elements", perm, j, here, axis=r - 2)
+    onehot = ctx.op("one_hot", perm, depth=m, axis=-1, dtype=dt)  # [..., j, perm[j]]
+    swap = [*range(r - 2), r - 1, r - 2]
+    return ctx.op("transpose", onehot, perm=swap), lower, upper
+
+
+@converter("aten.linalg_lu.default")
+def linalg_lu(ctx: Ctx, A: Value, *, pivot: bool = True) -> tuple:  # noqa: N803
+    if not pivot:
+        raise Unsupported("linalg.lu without pivoting")
+    lu, piv = _lu(ctx, A)
+    return lu_unpack(ctx, lu, piv)
