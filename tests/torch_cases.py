@@ -379,6 +379,7 @@ def _cases() -> list[OpCase]:
     # reductions
     add("sum", lambda a: a.sum(), x)
     ties = torch.tensor([[3.0, 1, 3, 1, 2, 1, 3], [5, 5, 4, 4, 0, 0, 0]])
+    add("logsumexp_0d", lambda a: torch.logsumexp(a, 0, keepdim=True), torch.tensor(0.7))
     add("mode_ties", torch.mode, ties)
     seg = torch.tensor([1.0, 5, -2, 3, 0.5])
     for how in ("sum", "mean", "max", "min", "prod"):

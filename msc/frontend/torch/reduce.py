@@ -188,6 +188,8 @@ def std_mean(ctx, self, dim=None, *, correction=None, keepdim=False) -> tuple:
 @converter("aten.logsumexp.default")
 def logsumexp(ctx: Ctx, self: Value, dim: Any, keepdim: bool = False) -> Value:
     (x,) = ctx.promote(self, kind="int_to_float")
+    if ctx.rank(x) == 0:  # dim 0 of a 0-d tensor names the value itself: log(exp(x)) = x
+        return x
     return ctx.op("reduce_log_sum_exp", x, axes=_axes(dim), keepdims=keepdim)
 
 
