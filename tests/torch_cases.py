@@ -370,6 +370,8 @@ def _cases() -> list[OpCase]:
     add("pad_reflect", lambda a: F.pad(a, (1, 2, 2, 1), mode="reflect"), img)
     add("pad_replicate", lambda a: F.pad(a, (1, 2, 2, 1), mode="replicate"), img)
     add("pad_circular", lambda a: F.pad(a, (1, 2, 2, 1), mode="circular"), img)
+    add("pad_replicate_negative", lambda a: F.pad(a, (-4, 5, 1, -2), mode="replicate"), img)
+    add("pad_circular_1d_empty_batch", lambda a: F.pad(a, (1, 2), mode="circular"), r(0, 3, 3))
     add("reflection_pad1d", nn.ReflectionPad1d(2), r(2, 3, 6))
     add("replication_pad3d", nn.ReplicationPad3d(1), r(1, 2, 3, 3, 3))
     add("zero_pad2d", nn.ZeroPad2d((1, 0, 2, 1)), img)

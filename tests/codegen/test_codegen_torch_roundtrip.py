@@ -39,6 +39,10 @@ STRUCTURAL: dict[str, str] = dict.fromkeys(
     ],
     _DFT_HELPER,
 )  # fmt: skip
+STRUCTURAL["pad_replicate_negative"] = (
+    "generated PyTorch pads with negative replicate pads in its run-time helper _msc_pad, "
+    "which re-imports as the helper's own ops"
+)
 STRUCTURAL["histogram_range_density"] = (
     "0-d constants several ops share are written inline as numbers in some uses and as a "
     "lifted tensor in others, so the re-import has more constant nodes"
