@@ -278,6 +278,9 @@ def _cases() -> list[OpCase]:
     add("adaptive_avg_pool2d_global", nn.AdaptiveAvgPool2d(1), img)
     add("adaptive_avg_pool3d", nn.AdaptiveAvgPool3d(2), r(1, 2, 4, 4, 4))
     add("adaptive_max_pool2d", nn.AdaptiveMaxPool2d(3), img)
+    add("adaptive_max_pool2d_uneven_indices", nn.AdaptiveMaxPool2d((4, 2), return_indices=True),
+        r(2, 3, 7, 5))  # fmt: skip
+    add("adaptive_max_pool1d_uneven", nn.AdaptiveMaxPool1d(3), r(3, 4, 4))
     # normalization
     add("batch_norm", _seed(nn.BatchNorm2d(3)), img)
     add("batch_norm1d", _seed(nn.BatchNorm1d(3)), r(4, 3))
