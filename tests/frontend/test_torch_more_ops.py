@@ -107,6 +107,17 @@ CASES: dict[str, tuple] = {
         (_X * 3, torch.tensor([-1.0, 0.0, 1.0])),
         0.0,
     ),
+    # slice bounds read from a tensor, clamped by torch at run time (beyond the end, from it)
+    "tensor_split_indices": (
+        lambda a, i: torch.tensor_split(a, i, dim=1),
+        (_r(3, 7), torch.tensor([1, 5, 9])),
+        0.0,
+    ),
+    "tensor_split_negative": (
+        lambda a, i: torch.tensor_split(a, i),
+        (_r(6, 2), torch.tensor([4, -1])),
+        0.0,
+    ),
     "nonzero_static": (lambda a: torch.nonzero_static(a, size=9), (_X > 0,), 0.0),
     # order statistics and running extrema
     "kthvalue": (lambda a: torch.kthvalue(a, 2, dim=1), (_X,), 0.0),
