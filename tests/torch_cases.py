@@ -351,6 +351,8 @@ def _cases() -> list[OpCase]:
         mode="bilinear", antialias=True), big)  # fmt: skip
     add("interpolate_bilinear_antialias_ac_scale", lambda a: F.interpolate(a, scale_factor=0.35,
         mode="bilinear", antialias=True, align_corners=True), big)  # fmt: skip
+    add("interpolate_bilinear_antialias_scale", lambda a: F.interpolate(a, scale_factor=0.35,
+        mode="bilinear", antialias=True), big)  # fmt: skip
     add("interpolate_bicubic_antialias", lambda a: F.interpolate(a, size=(13, 6),
         mode="bicubic", antialias=True), big, tol=1e-4)  # fmt: skip
     add("interpolate_nearest1d", lambda a: F.interpolate(a, scale_factor=2.0), r(2, 3, 5))

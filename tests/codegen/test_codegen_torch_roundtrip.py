@@ -39,7 +39,10 @@ STRUCTURAL: dict[str, str] = dict.fromkeys(
     ],
     _DFT_HELPER,
 )  # fmt: skip
-for _aa in ("bilinear_antialias", "bilinear_antialias_ac_scale", "bicubic_antialias"):
+for _aa in (
+    "bilinear_antialias", "bilinear_antialias_ac_scale", "bilinear_antialias_scale",
+    "bicubic_antialias",
+):  # fmt: skip
     STRUCTURAL[f"interpolate_{_aa}"] = (
         "the constant interpolation matrices are tensors in the generated module, which "
         "torch.export lifts, so the re-import reads them as constant weights, not nodes"

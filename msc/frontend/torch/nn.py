@@ -723,8 +723,20 @@ def _upsample_aa(mode: str):
     return convert
 
 
-converter("aten._upsample_bilinear2d_aa.vec")(_upsample_aa("linear"))
-converter("aten._upsample_bicubic2d_aa.vec")(_upsample_aa("cubic"))
+def _upsample_aa_default(mode: str):
+    vec = _upsample_aa(mode)
+
+    def convert(ctx: Ctx, self: Value, output_size: Any, align_corners: bool,
+                scales_h: float | None = None, scales_w: float | None = None) -> Value:  # fmt: skip
+        given = scales_h is not None or scales_w is not None
+        return vec(ctx, self, output_size, align_corners, [scales_h, scales_w] if given else None)
+
+    return convert
+
+
+for _mode, _name in (("linear", "bilinear"), ("cubic", "bicubic")):
+    converter(f"aten._upsample_{_name}2d_aa.vec")(_upsample_aa(_mode))
+    converter(f"aten._upsample_{_name}2d_aa.default")(_upsample_aa_default(_mode))
 
 
 # ----------------------------------------------------------------------- padding
