@@ -235,6 +235,9 @@ def _cases() -> list[OpCase]:
     add("einsum", lambda a, b: torch.einsum("bij,bjk->bik", a, b), r(2, 3, 4), r(2, 4, 5))
     add("einsum_trace_like", lambda a: torch.einsum("ii->i", a), r(4, 4))
     add("outer", torch.outer, r(3), r(4, seed=1))
+    add("bilinear", _seed(nn.Bilinear(3, 4, 5)), r(2, 3), r(2, 4, seed=1))
+    add("bilinear_nobias_3d", lambda a, b, w: F.bilinear(a, b, w), r(2, 6, 3), r(2, 6, 4),
+        r(5, 3, 4, seed=2))  # fmt: skip
     add("dot", torch.dot, r(4), r(4, seed=1))
     # convolution
     img = r(2, 3, 9, 9)
@@ -275,6 +278,9 @@ def _cases() -> list[OpCase]:
     add("adaptive_avg_pool2d_global", nn.AdaptiveAvgPool2d(1), img)
     add("adaptive_avg_pool3d", nn.AdaptiveAvgPool3d(2), r(1, 2, 4, 4, 4))
     add("adaptive_max_pool2d", nn.AdaptiveMaxPool2d(3), img)
+    add("adaptive_max_pool2d_uneven_indices", nn.AdaptiveMaxPool2d((4, 2), return_indices=True),
+        r(2, 3, 7, 5))  # fmt: skip
+    add("adaptive_max_pool1d_uneven", nn.AdaptiveMaxPool1d(3), r(3, 4, 4))
     # normalization
     add("batch_norm", _seed(nn.BatchNorm2d(3)), img)
     add("batch_norm1d", _seed(nn.BatchNorm1d(3)), r(4, 3))
@@ -309,6 +315,26 @@ def _cases() -> list[OpCase]:
     add("embedding_padding_idx", _seed(nn.Embedding(10, 4, padding_idx=0)), ints(2, 5))
     add("embedding_i32", _seed(nn.Embedding(10, 4)), ints(3, dtype=torch.int32))
     add("one_hot", lambda a: F.one_hot(a, 10), ints(4))
+    table = r(10, 4)
+    bag_idx, bag_offs = torch.tensor([1, 0, 3, 3, 9, 2, 0]), torch.tensor([0, 2, 2, 5])
+    add(
+        "embedding_bag_sum_weighted",
+        lambda w, i, o, p: F.embedding_bag(i, w, o, mode="sum", per_sample_weights=p),
+        table,
+        bag_idx,
+        bag_offs,
+        r(7, seed=2),
+    )
+    add("embedding_bag_mean_padding", lambda w, i, o: F.embedding_bag(
+        i, w, o, mode="mean", padding_idx=3), table, bag_idx, bag_offs)  # fmt: skip
+    add(
+        "embedding_bag_max_last_offset",
+        lambda w, i, o: F.embedding_bag(i, w, o, mode="max", include_last_offset=True),
+        table,
+        bag_idx,
+        torch.tensor([0, 2, 2, 7]),
+    )
+    add("embedding_bag_2d", _seed(nn.EmbeddingBag(10, 4, mode="mean")), ints(3, 4))
     # resize, padding
     add("upsample_nearest", nn.Upsample(scale_factor=2, mode="nearest"), img)
     add("upsample_bilinear", nn.Upsample(size=(12, 14), mode="bilinear"), img)
@@ -320,6 +346,15 @@ def _cases() -> list[OpCase]:
         img,
         tol=1e-4,
     )
+    big = r(2, 3, 10, 20)
+    add("interpolate_bilinear_antialias", lambda a: F.interpolate(a, size=(3, 7),
+        mode="bilinear", antialias=True), big)  # fmt: skip
+    add("interpolate_bilinear_antialias_ac_scale", lambda a: F.interpolate(a, scale_factor=0.35,
+        mode="bilinear", antialias=True, align_corners=True), big)  # fmt: skip
+    add("interpolate_bilinear_antialias_scale", lambda a: F.interpolate(a, scale_factor=0.35,
+        mode="bilinear", antialias=True), big)  # fmt: skip
+    add("interpolate_bicubic_antialias", lambda a: F.interpolate(a, size=(13, 6),
+        mode="bicubic", antialias=True), big, tol=1e-4)  # fmt: skip
     add("interpolate_nearest1d", lambda a: F.interpolate(a, scale_factor=2.0), r(2, 3, 5))
     add("interpolate_trilinear", lambda a: F.interpolate(a, size=(4, 4, 4), mode="trilinear"),
         r(1, 2, 3, 3, 3))  # fmt: skip
@@ -347,6 +382,8 @@ def _cases() -> list[OpCase]:
     add("pad_reflect", lambda a: F.pad(a, (1, 2, 2, 1), mode="reflect"), img)
     add("pad_replicate", lambda a: F.pad(a, (1, 2, 2, 1), mode="replicate"), img)
     add("pad_circular", lambda a: F.pad(a, (1, 2, 2, 1), mode="circular"), img)
+    add("pad_replicate_negative", lambda a: F.pad(a, (-4, 5, 1, -2), mode="replicate"), img)
+    add("pad_circular_1d_empty_batch", lambda a: F.pad(a, (1, 2), mode="circular"), r(0, 3, 3))
     add("reflection_pad1d", nn.ReflectionPad1d(2), r(2, 3, 6))
     add("replication_pad3d", nn.ReplicationPad3d(1), r(1, 2, 3, 3, 3))
     add("zero_pad2d", nn.ZeroPad2d((1, 0, 2, 1)), img)
@@ -355,6 +392,20 @@ def _cases() -> list[OpCase]:
     add("channel_shuffle", nn.ChannelShuffle(2), r(1, 4, 3, 3))
     # reductions
     add("sum", lambda a: a.sum(), x)
+    ties = torch.tensor([[3.0, 1, 3, 1, 2, 1, 3], [5, 5, 4, 4, 0, 0, 0]])
+    add("logsumexp_0d", lambda a: torch.logsumexp(a, 0, keepdim=True), torch.tensor(0.7))
+    add("mode_ties", torch.mode, ties)
+    seg = torch.tensor([1.0, 5, -2, 3, 0.5])
+    for how in ("sum", "mean", "max", "min", "prod"):
+        add(f"segment_reduce_{how}", lambda a, n, how=how: torch.segment_reduce(
+            a, how, lengths=n), seg, torch.tensor([2, 0, 2, 1]))  # fmt: skip
+    add(
+        "segment_reduce_mean_initial_offsets",
+        lambda a, o: torch.segment_reduce(a, "mean", offsets=o, initial=1.0),
+        r(5, 3),
+        torch.tensor([0, 2, 2, 5]),
+    )
+    add("mode_dim0_keepdim", lambda a: torch.mode(a, 0, keepdim=True), ints(6, 3, high=3))
     add("sum_dim", lambda a: a.sum(dim=(0, 2), keepdim=True), x)
     add("sum_int", lambda a: a.sum(-1), ints(3, 4, dtype=torch.int32))
     add("sum_bool", lambda a: a.sum(), mask(3, 4))
@@ -471,7 +522,14 @@ def _cases() -> list[OpCase]:
     add("select_scatter", lambda a, s: torch.select_scatter(a, s, 0, 1), r(3, 4), r(4))
     add("masked_scatter", lambda a, m, s: a.masked_scatter(m, s), r(3, 4), mask(3, 4),
         r(12, seed=3))  # fmt: skip
+    add("put_accumulate", lambda a, i, s: a.put(i, s, accumulate=True), r(3, 4),
+        torch.tensor([0, -1, 5, 0]), r(4, seed=2))  # fmt: skip
+    add("put", lambda a, i, s: a.put(i, s), r(3, 4), torch.tensor([7, -12, 2]), r(3, seed=2))
     add("nonzero", torch.nonzero, mask(3, 4))
+    add("histogram_range_density", lambda a: torch.histogram(a, 3, range=(-1.0, 1.0),
+        density=True), r(4, 5))  # fmt: skip
+    add("histogram_weighted", lambda a, w: torch.histogram(a, 4, weight=w), r(7), pos(7))
+    add("histogram_one_value", lambda a: torch.histogram(a, 2), torch.full((3,), 2.5))
     # creation
     add("zeros_like", torch.zeros_like, x)
     add("ones_like_dtype", lambda a: torch.ones_like(a, dtype=torch.int32), x)

@@ -157,7 +157,10 @@ def adaptive_avg_pool(e: Emit, x: Ref, *, output_size) -> Ref:
 
 @emitter("adaptive_max_pool", since=8)
 def adaptive_max_pool(e: Emit, x: Ref, *, output_size, return_indices):
-    k = _adaptive_kernel(e, x, output_size)
+    try:
+        k = _adaptive_kernel(e, x, output_size)
+    except Unsupported:
+        return _adaptive_max_by_windows(e, x, output_size, return_indices)
     if k is None and not return_indices:
         return e.op("GlobalMaxPool", x)
     if k is None:
@@ -166,6 +169,33 @@ def adaptive_max_pool(e: Emit, x: Ref, *, output_size, return_indices):
         return e.op("MaxPool", x, kernel_shape=k, strides=k)
     y, idx = e.op("MaxPool", x, outputs=2, kernel_shape=k, strides=k)
     return y, _torch_indices(e, x, idx)
+
+
+def _adaptive_max_by_windows(e: Emit, x: Ref, output_size, return_indices: bool):
+    """Adaptive max pooling whose windows differ in size (torch's window i of an axis of d
+    over o outputs: [floor(i*d/o), ceil((i+1)*d/o))): the spatial plane flattened, a constant
+    [outputs, positions] window mask, ArgMax per output (the first maximum, and its index
+    in the plane as torch counts it), GatherElements for the value."""
+    spatial = x.shape[2:]
+    e.require(all(isinstance(d, int) for d in spatial), "adaptive pool of unknown spatial size")
+    e.require(x.dtype.is_floating, "adaptive max pool with unequal windows of an integer tensor")
+    e.require(e.opset >= 11, "adaptive max pool with unequal windows needs GatherElements (11)")
+    outs = [d if o is None or o < 0 else o for d, o in zip(spatial, output_size)]
+    mask = np.ones((1, 1), dtype=bool)
+    for d, o in zip(spatial, outs):
+        m = np.zeros((o, d), dtype=bool)
+        for i in range(o):
+            m[i, (i * d) // o : -((-(i + 1) * d) // o)] = True
+        mask = (mask[:, None, :, None] & m[None, :, None, :]).reshape(
+            mask.shape[0] * o, mask.shape[1] * d
+        )
+    flat = e.op("Reshape", x, e.ints([0, 0, 1, -1]))  # [N, C, 1, positions]
+    masked = e.op("Where", e.const(mask), flat, e.scalar(float("-inf"), x.dtype))
+    idx = e.op("ArgMax", masked, axis=3, keepdims=1)  # [N, C, outputs, 1]
+    y = e.op("Reshape", e.op("GatherElements", masked, idx, axis=3), e.ints([0, 0, *outs]))
+    if not return_indices:
+        return y
+    return y, e.op("Reshape", idx, e.ints([0, 0, *outs]))
 
 
 def _fill(e: Emit, v: Ref | None, like: Ref, value: float, shape, what: str) -> Ref:

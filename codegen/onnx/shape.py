@@ -267,11 +267,33 @@ def pad_2(e: Emit, x: Ref, pads_in=None, value_in=None, *, pads, mode, value) ->
 
 @emitter("pad", since=11)
 def pad_11(e: Emit, x: Ref, pads_in=None, value_in=None, *, pads, mode, value) -> Ref:
+    if pads_in is None and (mode == "wrap" or (mode == "edge" and min(pads) < 0)):
+        return _pad_by_gather(e, x, list(pads), mode)
     e.require(mode != "wrap" or e.opset >= 19, "Pad mode wrap needs opset 19")
     cval = e.scalar(value, x.dtype) if mode == "constant" and value != 0 else None
     if value_in is not None and mode == "constant":
         cval = value_in
     return e.op("Pad", x, pads_in if pads_in is not None else e.ints(pads), cval, mode=mode)
+
+
+def _pad_by_gather(e: Emit, x: Ref, pads: list[int], mode: str) -> Ref:
+    """edge or wrap padding as one Gather per padded axis: output position i reads input
+    position i - begin, clamped (edge) or taken modulo the size (wrap), at any opset.
+    onnxruntime's Pad crops negative pads before edge-padding (torch indexes the uncropped
+    input), and its CPU kernel rejects wrap ("Unexpected mode of 3")."""
+    r = len(pads) // 2
+    sizes = list(x.shape)
+    for axis in range(r):
+        begin, end = pads[axis], pads[r + axis]
+        if begin == 0 and end == 0:
+            continue
+        n = sizes[axis]
+        e.require(isinstance(n, int) and n > 0, "edge/wrap padding of an axis of unknown size")
+        sizes[axis] = n + begin + end
+        src = np.arange(n + begin + end, dtype=np.int64) - begin
+        idx = np.clip(src, 0, n - 1) if mode == "edge" else np.mod(src, n)
+        x = e.op("Gather", x, e.const(idx), axis=axis)
+    return x
 
 
 @emitter("expand", since=8)

@@ -857,7 +857,13 @@ CASES += [
         {"pads": [0, 0, 2, 0, 0, 1], "mode": "wrap"},
         lambda x: np.pad(x, [(0, 0), (0, 0), (2, 1)], mode="wrap"),
         id="pad_wrap",
-        since=19,
+    ),
+    C(
+        "pad",
+        [X],
+        {"pads": [0, 0, -3, 0, 0, 2], "mode": "edge"},
+        lambda x: x[:, :, np.clip(np.arange(x.shape[2] - 1) + 3, 0, x.shape[2] - 1)],
+        id="pad_edge_negative",
     ),
     C(
         "pad",

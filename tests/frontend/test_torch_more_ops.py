@@ -71,6 +71,22 @@ CASES: dict[str, tuple] = {
     "svdvals": (torch.linalg.svdvals, (_r(4, 3),), 1e-4),
     "eigvalsh": (torch.linalg.eigvalsh, (_spd(4),), 1e-4),
     "lu_factor": (lambda a: torch.linalg.lu_factor(a)[0], (_r(4, 4),), 1e-4),
+    "pinverse": (torch.pinverse, (_r(4, 3),), 1e-4),
+    "pinv_atol_tensor": (
+        lambda a, t: torch.linalg.pinv(a, atol=t),
+        (_r(4, 2) @ _r(2, 5, seed=1), torch.tensor(1e-3)),
+        1e-4,
+    ),
+    "pinv_atol_hermitian": (
+        lambda a: torch.linalg.pinv(a @ a.T, atol=1e-3, hermitian=True),
+        (_r(4, 2, seed=3),),
+        1e-4,
+    ),
+    "lu_unpack": (torch.lu_unpack, torch.linalg.lu_factor(_r(2, 4, 3, seed=4)), 1e-5),
+    "linalg_lu_wide": (torch.linalg.lu, (_r(2, 3, 5, seed=6),), 1e-4),
+    "linalg_lu_tall": (torch.linalg.lu, (_r(5, 3, seed=7),), 1e-4),
+    # decomposed through linalg_inv_ex and an effectful error check (a token output)
+    "tensorinv": (lambda a: torch.linalg.tensorinv(a, 1), (_spd(4).reshape(4, 2, 2),), 1e-4),
     "mT": (lambda a: a.mT + 1, (_r(2, 3, 4),), 0.0),
     # data-dependent sizes
     "masked_select": (torch.masked_select, (_X, _X > 0), 0.0),
@@ -89,6 +105,17 @@ CASES: dict[str, tuple] = {
     "bucketize_right": (
         lambda a, b: torch.bucketize(a, b, right=True),
         (_X * 3, torch.tensor([-1.0, 0.0, 1.0])),
+        0.0,
+    ),
+    # slice bounds read from a tensor, clamped by torch at run time (beyond the end, from it)
+    "tensor_split_indices": (
+        lambda a, i: torch.tensor_split(a, i, dim=1),
+        (_r(3, 7), torch.tensor([1, 5, 9])),
+        0.0,
+    ),
+    "tensor_split_negative": (
+        lambda a, i: torch.tensor_split(a, i),
+        (_r(6, 2), torch.tensor([4, -1])),
         0.0,
     ),
     "nonzero_static": (lambda a: torch.nonzero_static(a, size=9), (_X > 0,), 0.0),
@@ -149,6 +176,9 @@ _LINALG = "ONNX has no linear-algebra operator but Det; svd and eigh iterate dat
 NO_ONNX = {
     "svdvals": _LINALG,
     "eigvalsh": _LINALG,
+    "pinverse": _LINALG,
+    "pinv_atol_tensor": _LINALG,
+    "pinv_atol_hermitian": _LINALG,
 }
 
 

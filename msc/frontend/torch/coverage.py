@@ -30,7 +30,6 @@ UNSUPPORTED: dict[str, str] = {
     "aten.sym_storage_offset.default": "storage offsets are memory layout, not modelled",
     "aten.sym_is_contiguous.default": "contiguity is memory layout, which msc graphs do not model",
     "aten.resize_.default": "in-place storage resizing (uninitialized memory): not a dataflow op",
-    "aten._embedding_bag.default": "embedding_bag: bags of data-dependent size; no canonical op",
 }
 
 

@@ -424,7 +424,7 @@ def _max_pool(n: int):
 
 
 def _interpolate(src: FxSource, args: tuple, kwargs: dict) -> Call:
-    from msc.frontend.torch.nn import _resize
+    from msc.frontend.torch.nn import _resize, dims_tuple_f
 
     b = inspect.signature(F.interpolate).bind(*args, **kwargs)
     b.apply_defaults()
@@ -434,10 +434,14 @@ def _interpolate(src: FxSource, args: tuple, kwargs: dict) -> Call:
         n = ctx.rank(x) - 2
         modes = {"nearest": "nearest", "nearest-exact": "nearest-exact", "bilinear": "linear",
                  "linear": "linear", "trilinear": "linear", "bicubic": "cubic"}  # fmt: skip
-        if mode not in modes or a["antialias"]:
-            raise Unsupported(f"interpolate mode {mode!r}")
+        if mode not in modes or (a["antialias"] and mode not in ("bilinear", "bicubic")):
+            raise Unsupported(f"interpolate mode {mode!r}" + (" with antialias" * a["antialias"]))
         if size is not None and isinstance(size, int):
             size = [size] * n
+        if a["antialias"]:
+            sf = None if size is not None or scale is None else dims_tuple_f(scale, n)
+            key = f"aten._upsample_{mode}2d_aa.vec"
+            return ctx.call(key, x, size, bool(align), sf)
         if scale is not None and a["recompute_scale_factor"]:
             sp = ctx.shape(x)[2:]
             scales = [scale] * n if isinstance(scale, int | float) else scale

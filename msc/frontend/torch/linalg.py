@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from msc.frontend.torch.registry import Ctx, Unsupported, converter
 from msc.ir import DType, Value
 
@@ -116,7 +118,7 @@ def pinv(
     ctx: Ctx, self: Value, *, atol: Any = None, rtol: Any = None, hermitian: bool = False
 ) -> Value:
     if atol is not None or isinstance(rtol, Value):
-        raise Unsupported("pinv with an absolute or tensor tolerance")
+        return _pinv_tolerances(ctx, self, atol, rtol, hermitian)
     return ctx.op("pinv", self, rtol=None if rtol is None else float(rtol), hermitian=hermitian)
 
 
@@ -159,3 +161,108 @@ def householder_product(ctx: Ctx, input: Value, tau: Value) -> Value:
 @converter("aten.linalg_lu_factor.default")
 def lu_factor(ctx: Ctx, A: Value, *, pivot: bool = True) -> tuple:  # noqa: N803
     return ctx.multi("lu_factor", A, pivot=pivot)
+
+
+@converter("aten._trilinear.default")
+def trilinear(
+    ctx: Ctx, i1: Value, i2: Value, i3: Value, expand1: list[int], expand2: list[int],
+    expand3: list[int], sumdim: list[int], unroll_dim: int = 1,
+) -> Value:  # fmt: skip
+    # sum over sumdim of i1 * i2 * i3, each input unsqueezed at its expand dims to one common
+    # rank (nn.functional.bilinear's form): one einsum, a letter per common dim.
+    r = ctx.rank(i1) + len(expand1)
+    letters = "abcdefghijklmnopqrstuvwxyz"[:r]
+    if r > 26:
+        raise Unsupported(f"_trilinear of rank {r}")
+    terms = ["".join(c for k, c in enumerate(letters) if k not in set(e))
+             for e in (expand1, expand2, expand3)]  # fmt: skip
+    out = "".join(c for k, c in enumerate(letters) if k not in set(sumdim))
+    eq = f"{','.join(terms)}->{out}"
+    return ctx.op("einsum", *ctx.promote(i1, i2, i3), equation=eq)
+
+
+@converter("aten.bilinear.default")
+def bilinear(
+    ctx: Ctx, input1: Value, input2: Value, weight: Value, bias: Value | None = None
+) -> Value:
+    # y[..., o] = x1[..., i] W[o, i, j] x2[..., j] + b[o]
+    a, b, w = ctx.promote(input1, input2, weight)
+    y = ctx.op("einsum", a, w, b, equation="...i,oij,...j->...o")
+    return y if bias is None else ctx.op("add", y, ctx.cast(bias, y.dtype))
+
+
+def _pinv_tolerances(ctx: Ctx, a: Value, atol: Any, rtol: Any, hermitian: bool) -> Value:
+    # torch's rule: singular values (|eigenvalues| when hermitian) <= max(atol, rtol * the
+    # largest) count as zero; rtol defaults to eps * max(m, n) when atol is not given, else 0.
+    # The pseudo-inverse from the SVD (A = U S Vh): Vh^T diag(1/S) U^T.
+    dt = a.dtype
+    m, n = ctx.shape(a)[-2:]
+    if rtol is None:
+        if atol is None and not (isinstance(m, int) and isinstance(n, int)):
+            raise Unsupported("pinv's default rtol of a matrix of symbolic size")
+        eps = float(np.finfo(dt.to_numpy()).eps) * max(m, n) if atol is None else 0.0
+        rtol = eps
+    r = ctx.rank(a)
+    swap = [*range(r - 2), r - 1, r - 2]
+    if hermitian:
+        s, v = ctx.multi("eigh", a, upper=False)
+        left, right, mag = v, ctx.op("transpose", v, perm=swap), ctx.op("abs", s)
+    else:
+        u, s, vh = ctx.multi("svd", a, full_matrices=False)
+        left, right, mag = ctx.op("transpose", vh, perm=swap), ctx.op("transpose", u, perm=swap), s
+    top = ctx.op("reduce_max", mag, axes=[r - 2], keepdims=True)
+
+    def tol(t: Any) -> Value:
+        t = ctx.tensor(float(t) if not isinstance(t, Value) else t, dt)
+        return ctx.op("unsqueeze", t, axes=[ctx.rank(t)]) if ctx.rank(t) else t
+
+    cut = ctx.op("mul", tol(rtol), top)
+    if atol is not None:
+        cut = ctx.op("maximum", tol(atol), cut)
+    inv = ctx.op("where", ctx.op("gt", mag, cut), ctx.op("reciprocal", s), ctx.const(0.0, dt))
+    scaled = ctx.op("mul", left, ctx.op("unsqueeze", inv, axes=[r - 2]))
+    return ctx.op("matmul", scaled, right)
+
+
+@converter("aten.lu_unpack.default")
+def lu_unpack(
+    ctx: Ctx, LU_data: Value, LU_pivots: Value, unpack_data: bool = True,  # noqa: N803
+    unpack_pivots: bool = True,
+) -> tuple:  # fmt: skip
+    # A = P L U: L the unit lower triangle of LU's first k = min(m, n) columns, U the upper
+    # triangle of its first k rows, P the row swaps LAPACK's 1-based pivots make, applied in
+    # order (k static steps).
+    if not (unpack_data and unpack_pivots):
+        raise Unsupported("lu_unpack without unpacking both the data and the pivots")
+    shape = ctx.shape(LU_data)
+    m, n = shape[-2:]
+    if not (isinstance(m, int) and isinstance(n, int)):
+        raise Unsupported("lu_unpack of a matrix of symbolic size")
+    k, r, dt, i64 = min(m, n), len(shape), LU_data.dtype, DType.INT64
+    cols = ctx.op("slice", LU_data, starts=[0], ends=[k], axes=[r - 1], steps=[1])
+    eye = ctx.const(np.eye(m, k), dt)
+    lower = ctx.op("add", ctx.op("trilu", cols, upper=False, k=-1), eye)
+    rows = ctx.op("slice", LU_data, starts=[0], ends=[k], axes=[r - 2], steps=[1])
+    upper = ctx.op("trilu", rows, upper=True, k=0)
+    piv = ctx.op("sub", ctx.cast(LU_pivots, i64), ctx.const(1, i64))  # [..., k], 0-based
+    batch = ctx.op("slice", ctx.op("shape", LU_pivots), starts=[0], ends=[r - 2], axes=[0])
+    full = ctx.op("concat", batch, ctx.const([m], i64), axis=0)
+    perm = ctx.op("expand", ctx.const(np.arange(m), i64), full)  # [..., m]
+    for i in range(k):
+        j = ctx.op("slice", piv, starts=[i], ends=[i + 1], axes=[r - 2], steps=[1])
+        here = ctx.op("slice", perm, starts=[i], ends=[i + 1], axes=[r - 2], steps=[1])
+        there = ctx.op("gather_elements", perm, j, axis=r - 2)
+        at_i = ctx.op("expand", ctx.const([i], i64), ctx.op("shape", j))
+        perm = ctx.op("scatter_elements", perm, at_i, there, axis=r - 2)
+        perm = ctx.op("scatter_elements", perm, j, here, axis=r - 2)
+    onehot = ctx.op("one_hot", perm, depth=m, axis=-1, dtype=dt)  # [..., j, perm[j]]
+    swap = [*range(r - 2), r - 1, r - 2]
+    return ctx.op("transpose", onehot, perm=swap), lower, upper
+
+
+@converter("aten.linalg_lu.default")
+def linalg_lu(ctx: Ctx, A: Value, *, pivot: bool = True) -> tuple:  # noqa: N803
+    if not pivot:
+        raise Unsupported("linalg.lu without pivoting")
+    lu, piv = _lu(ctx, A)
+    return lu_unpack(ctx, lu, piv)

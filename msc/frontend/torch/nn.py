@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import torch
 
 from msc.frontend.torch.dtypes import to_msc
@@ -668,6 +669,74 @@ def _upsample_default(n: int, mode: str, has_align: bool):
 
 converter("aten.upsample_nearest2d.default")(_upsample_default(2, "nearest", False))
 converter("aten.upsample_bilinear2d.default")(_upsample_default(2, "linear", True))
+
+
+def _aa_filter(mode: str, d: np.ndarray) -> np.ndarray:
+    d = np.abs(d)
+    if mode == "linear":
+        return np.where(d < 1, 1 - d, 0.0)
+    a = -0.5  # Keys' cubic, as torch's antialiased bicubic uses
+    near = ((a + 2) * d - (a + 3)) * d * d + 1
+    far = ((a * d - 5 * a) * d + 8 * a) * d - 4 * a
+    return np.where(d < 1, near, np.where(d < 2, far, 0.0))
+
+
+def _aa_weights(mode: str, size_in: int, size_out: int, align: bool, sf: float | None):
+    """[size_out, size_in] weights of torch's antialiased interpolation along one axis: the
+    filter stretched by the scale when downsampling, taps outside the input dropped and the
+    rest normalized (ONNX Resize's antialias keeps them at the edge instead)."""
+    if align:
+        scale = (size_in - 1) / (size_out - 1) if size_out > 1 else 0.0
+    else:
+        scale = 1.0 / sf if sf else size_in / size_out
+    half = 1.0 if mode == "linear" else 2.0
+    support = half * scale if scale >= 1.0 else half
+    inv = 1.0 / scale if scale >= 1.0 else 1.0
+    w = np.zeros((size_out, size_in))
+    for i in range(size_out):
+        center = scale * (i + 0.5)
+        lo = max(int(center - support + 0.5), 0)
+        hi = min(int(center + support + 0.5), size_in)
+        taps = _aa_filter(mode, (np.arange(lo, hi) - center + 0.5) * inv)
+        total = taps.sum()
+        w[i, lo:hi] = taps / total if total != 0 else taps
+    return w
+
+
+def _upsample_aa(mode: str):
+    def convert(ctx: Ctx, input: Value, output_size: Any, align_corners: bool,  # noqa: A002
+                scale_factors: Any = None) -> Value:  # fmt: skip
+        # Two matmuls with constant interpolation matrices (H, then W): static sizes only.
+        h, w = ctx.shape(input)[-2:]
+        if not (isinstance(h, int) and isinstance(w, int)):
+            raise Unsupported("antialiased interpolation of symbolic spatial size")
+        sf = dims_tuple_f(scale_factors, 2) if scale_factors is not None else (None, None)
+        if output_size is not None:
+            oh, ow = ctx.ints(output_size, "interpolation sizes")
+        else:
+            oh, ow = int(h * sf[0]), int(w * sf[1])
+        dt = input.dtype
+        wh = ctx.const(_aa_weights(mode, h, oh, align_corners, sf[0]), dt)
+        ww = ctx.const(_aa_weights(mode, w, ow, align_corners, sf[1]).T, dt)
+        return ctx.op("matmul", ctx.op("matmul", wh, input), ww)
+
+    return convert
+
+
+def _upsample_aa_default(mode: str):
+    vec = _upsample_aa(mode)
+
+    def convert(ctx: Ctx, self: Value, output_size: Any, align_corners: bool,
+                scales_h: float | None = None, scales_w: float | None = None) -> Value:  # fmt: skip
+        given = scales_h is not None or scales_w is not None
+        return vec(ctx, self, output_size, align_corners, [scales_h, scales_w] if given else None)
+
+    return convert
+
+
+for _mode, _name in (("linear", "bilinear"), ("cubic", "bicubic")):
+    converter(f"aten._upsample_{_name}2d_aa.vec")(_upsample_aa(_mode))
+    converter(f"aten._upsample_{_name}2d_aa.default")(_upsample_aa_default(_mode))
 
 
 # ----------------------------------------------------------------------- padding

@@ -188,6 +188,8 @@ def std_mean(ctx, self, dim=None, *, correction=None, keepdim=False) -> tuple:
 @converter("aten.logsumexp.default")
 def logsumexp(ctx: Ctx, self: Value, dim: Any, keepdim: bool = False) -> Value:
     (x,) = ctx.promote(self, kind="int_to_float")
+    if ctx.rank(x) == 0:  # dim 0 of a 0-d tensor names the value itself: log(exp(x)) = x
+        return x
     return ctx.op("reduce_log_sum_exp", x, axes=_axes(dim), keepdims=keepdim)
 
 
@@ -385,3 +387,174 @@ def logcumsumexp(ctx: Ctx, self: Value, dim: int) -> Value:
     m = ctx.op("where", ctx.op("isfinite", m), m, ctx.const(0.0, x.dtype))
     s = ctx.op("cumsum", ctx.op("exp", ctx.op("sub", x, m)), axis=dim)
     return ctx.op("add", ctx.op("log", s), m)
+
+
+@converter("aten.mode.default")
+def mode(ctx: Ctx, self: Value, dim: int = -1, keepdim: bool = False) -> tuple:
+    # The most frequent value along dim (the smallest of those tied) and the index of its
+    # last occurrence, as torch's CPU kernel gives: counts from an [.., n, n] equality table.
+    if _rank0(ctx, self):
+        return self, ctx.const(0, DType.INT64)
+    r = ctx.rank(self)
+    d = dim % r
+    perm = [i for i in range(r) if i != d] + [d]
+    x = ctx.op("transpose", self, perm=perm) if d != r - 1 else self
+    n = _static_len(ctx, self, d)
+    same = ctx.op("eq", ctx.op("unsqueeze", x, axes=[r]), ctx.op("unsqueeze", x, axes=[r - 1]))
+    count = ctx.op("reduce_sum", ctx.cast(same, DType.INT64), axes=[-1], keepdims=False)
+    best = ctx.op("reduce_max", count, axes=[-1], keepdims=True)
+    top = _dtype_max(ctx, x.dtype)
+    value = ctx.op("reduce_min", ctx.op("where", ctx.op("eq", count, best), x, top), axes=[-1],
+                   keepdims=True)  # fmt: skip
+    pos = ctx.op("arange", end=float(n), dtype=DType.INT64)
+    at = ctx.op("where", ctx.op("eq", x, value), pos, ctx.const(-1, DType.INT64))
+    index = ctx.op("reduce_max", at, axes=[-1], keepdims=True)
+    if keepdim:
+        inv = [perm.index(i) for i in range(r)]
+        return ctx.op("transpose", value, perm=inv), ctx.op("transpose", index, perm=inv)
+    return (ctx.op("squeeze", value, axes=[r - 1]), ctx.op("squeeze", index, axes=[r - 1]))
+
+
+def _dtype_max(ctx: Ctx, dt: DType) -> Value:
+    if dt.is_floating:
+        return ctx.const(float("inf"), dt)
+    if dt is DType.BOOL:
+        return ctx.const(True, dt)
+    return ctx.const(int(np.iinfo(dt.to_numpy()).max), dt)
+
+
+# ----------------------------------------------------------------------- bags and segments
+def _positions(ctx: Ctx, v: Value) -> Value:
+    """0, 1, ..., len(v) - 1 for a 1-d ``v`` (of any, even symbolic, length)."""
+    ones = ctx.op("full_like", v, value=1.0, dtype=DType.INT64)
+    return ctx.op("sub", ctx.op("cumsum", ones, axis=0), ctx.const(1, DType.INT64))
+
+
+def _members(ctx: Ctx, n_items: Value, starts: Value, ends: Value) -> Value:
+    """[segments, items] bool: item i is in segment s when starts[s] <= i < ends[s]."""
+    pos = ctx.op("unsqueeze", _positions(ctx, n_items), axes=[0])
+    s, e = (ctx.op("unsqueeze", b, axes=[1]) for b in (starts, ends))
+    return ctx.op("logical_and", ctx.op("ge", pos, s), ctx.op("lt", pos, e))
+
+
+def _segment(
+    ctx: Ctx, how: str, data: Value, member: Value, initial: Any = None
+) -> tuple[Value, Value]:
+    """(``how`` of the rows of ``data`` [items, ...] in each segment, the segments' sizes
+    [segments, 1, ...] to broadcast against it),
+    ``member`` [segments, items] saying which rows a segment has. ``how``: sum | mean | max |
+    min | prod; ``initial`` joins every segment's reduction (a mean still divides by the
+    size, and an empty segment's mean is ``initial``, NaN without one)."""
+    dt = data.dtype
+    extra = ctx.rank(data) - 1
+    m = ctx.op("unsqueeze", member, axes=list(range(2, 2 + extra))) if extra else member
+    count = ctx.op("reduce_sum", ctx.cast(m, DType.INT64), axes=[1], keepdims=False)
+    rows = ctx.op("unsqueeze", data, axes=[0])  # [1, items, ...]
+    neutral = {"sum": 0.0, "mean": 0.0, "prod": 1.0, "max": float("-inf"), "min": float("inf")}
+    picked = ctx.op("where", m, rows, ctx.const(neutral[how], dt))
+    op = {"sum": "reduce_sum", "mean": "reduce_sum", "prod": "reduce_prod",
+          "max": "reduce_max", "min": "reduce_min"}[how]  # fmt: skip
+    out = ctx.op(op, picked, axes=[1], keepdims=False)
+    if initial is not None:
+        init = ctx.const(float(initial), dt)
+        join = {"sum": "add", "mean": "add", "prod": "mul", "max": "maximum", "min": "minimum"}
+        out = ctx.op(join[how], out, init)
+    if how == "mean":
+        out = ctx.op("div", out, ctx.cast(count, dt))
+        if initial is not None:
+            empty = ctx.op("eq", count, ctx.const(0, DType.INT64))
+            out = ctx.op("where", empty, ctx.const(float(initial), dt), out)
+    return out, count
+
+
+@converter("aten.embedding_bag.padding_idx")
+def embedding_bag(
+    ctx: Ctx, weight: Value, indices: Value, offsets: Value, scale_grad_by_freq: bool,
+    mode: int, sparse: bool, per_sample_weights: Value | None, include_last_offset: bool,
+    padding_idx: int | None,
+) -> tuple:  # fmt: skip
+    # Bag b is indices[offsets[b]:offsets[b + 1]] (to the end for the last); its rows of
+    # weight summed (times per_sample_weights), averaged or maxed, skipping padding_idx; an
+    # empty bag gives zeros. Only the result is computed: offset2bag, bag_size and
+    # max_indices (training bookkeeping) are left untranslated.
+    how = {0: "sum", 1: "mean", 2: "max"}.get(int(mode))
+    if how is None:
+        raise Unsupported(f"embedding_bag mode {mode}")
+    i64 = DType.INT64
+    if ctx.rank(indices) != 1:  # F.embedding_bag flattens 2-d bags before calling it
+        raise Unsupported("embedding_bag of 2-d indices")
+    idx = ctx.cast(indices, i64)
+    offs = ctx.cast(offsets, i64)
+    n_static = ctx.shape(idx)[0]
+    n = ctx.const([n_static], i64) if isinstance(n_static, int) else ctx.op("shape", idx)
+    if include_last_offset:
+        starts = ctx.call("aten.slice.Tensor", offs, 0, 0, -1)
+        ends = ctx.call("aten.slice.Tensor", offs, 0, 1)
+    else:
+        starts = offs
+        ends = ctx.op("concat", ctx.call("aten.slice.Tensor", offs, 0, 1), n, axis=0)
+    member = _members(ctx, idx, starts, ends)
+    if padding_idx is not None and padding_idx >= 0:
+        keep = ctx.op("ne", idx, ctx.const(int(padding_idx), i64))
+        member = ctx.op("logical_and", member, ctx.op("unsqueeze", keep, axes=[0]))
+    rows = ctx.op("gather", weight, idx, axis=0)  # [items, dim]
+    if per_sample_weights is not None:
+        w = ctx.cast(per_sample_weights, rows.dtype)
+        rows = ctx.op("mul", rows, ctx.op("unsqueeze", w, axes=[1]))
+    out, count = _segment(ctx, how, rows, member)
+    some = ctx.op("gt", count, ctx.const(0, i64))  # [bags, 1]
+    return ctx.op("where", some, out, ctx.const(0.0, rows.dtype)), None, None, None
+
+
+@converter("aten.embedding_bag.default")
+def embedding_bag_default(
+    ctx: Ctx, weight: Value, indices: Value, offsets: Value, scale_grad_by_freq: bool = False,
+    mode: int = 0, sparse: bool = False, per_sample_weights: Value | None = None,
+    include_last_offset: bool = False,
+) -> tuple:  # fmt: skip
+    return embedding_bag(ctx, weight, indices, offsets, scale_grad_by_freq, mode, sparse,
+                         per_sample_weights, include_last_offset, None)  # fmt: skip
+
+
+@converter("aten._embedding_bag_forward_only.default", "aten._embedding_bag.default")
+def embedding_bag_forward(
+    ctx: Ctx, weight: Value, indices: Value, offsets: Value, scale_grad_by_freq: bool = False,
+    mode: int = 0, sparse: bool = False, per_sample_weights: Value | None = None,
+    include_last_offset: bool = False, padding_idx: int = -1,
+) -> tuple:  # fmt: skip
+    return embedding_bag(ctx, weight, indices, offsets, scale_grad_by_freq, mode, sparse,
+                         per_sample_weights, include_last_offset, padding_idx)  # fmt: skip
+
+
+@converter("aten.segment_reduce.default")
+def segment_reduce(
+    ctx: Ctx, data: Value, reduce: str, *, lengths: Value | None = None,
+    indices: Value | None = None, offsets: Value | None = None, axis: int = 0,
+    unsafe: bool = False, initial: Any = None,
+) -> Value:  # fmt: skip
+    # Segment s covers data[offsets[s]:offsets[s + 1]] along axis (offsets from lengths by a
+    # running sum); the segments replace that axis.
+    if reduce not in ("sum", "mean", "max", "min", "prod"):
+        raise Unsupported(f"segment_reduce {reduce!r}")
+    bounds = lengths if lengths is not None else offsets
+    if bounds is None or indices is not None or ctx.rank(bounds) != 1:
+        raise Unsupported("segment_reduce other than by 1-d lengths or offsets")
+    i64 = DType.INT64
+    bounds = ctx.cast(bounds, i64)
+    if lengths is not None:
+        run = ctx.op("cumsum", bounds, axis=0)
+        bounds = ctx.op("concat", ctx.const([0], i64), run, axis=0)
+    starts = ctx.call("aten.slice.Tensor", bounds, 0, 0, -1)
+    ends = ctx.call("aten.slice.Tensor", bounds, 0, 1)
+    r = ctx.rank(data)
+    a = axis % r
+    perm = [a, *(i for i in range(r) if i != a)]
+    x = ctx.op("transpose", data, perm=perm) if a else data
+    n = ctx.shape(data)[a]
+    if isinstance(n, int):
+        items = ctx.op("full", shape=[n], value=0.0, dtype=i64)
+    else:
+        size = ctx.op("slice", ctx.op("shape", data), starts=[a], ends=[a + 1], axes=[0])
+        items = ctx.op("full", size, value=0.0, dtype=i64)
+    out, _ = _segment(ctx, reduce, x, _members(ctx, items, starts, ends), initial)
+    return ctx.op("transpose", out, perm=[perm.index(i) for i in range(r)]) if a else out

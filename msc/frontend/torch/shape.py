@@ -330,10 +330,11 @@ def _dynamic_slice(ctx: Ctx, x: Value, d: int, start: Any, end: Any, step: int) 
     """x[start:end] along ``d`` with a symbolic bound, as gather(x, range(start, end)): exact
     where torch found the result's size to be end - start (no clamping at run time)."""
     out = ctx.meta
-    if step != 1 or start == INT_MAX or end == INT_MAX or not isinstance(out, torch.Tensor):
-        raise Unsupported("slice with a symbolic bound that torch clamps")
-    if isinstance(start, int) and start < 0 or isinstance(end, int) and end < 0:
-        raise Unsupported("slice with a symbolic bound and a bound from the end")
+    if step != 1 or not isinstance(out, torch.Tensor):
+        raise Unsupported("slice with a symbolic bound and a step")
+    if start == INT_MAX or end == INT_MAX or any(isinstance(b, int) and b < 0
+                                                   for b in (start, end)):  # fmt: skip
+        return _clamped_slice(ctx, x, d, start, end, out)
 
     def e(b: Any) -> Any:
         return ctx.sym_exprs.get(id(b)) if isinstance(b, Value) else b
@@ -343,11 +344,33 @@ def _dynamic_slice(ctx: Ctx, x: Value, d: int, start: Any, end: Any, step: int) 
     except TypeError:
         exact = False
     if not exact:
-        raise Unsupported("slice with a symbolic bound that torch clamps")
+        return _clamped_slice(ctx, x, d, start, end, out)
     idx = ctx.op("range", *(ctx.tensor(b, DType.INT64) for b in (start, end, 1)))
     n = ctx.dim_of(out.shape[d])  # end - start, as torch proved it
     if n is not None and idx.type.shape == (None,):
         idx.type = idx.type.with_shape((n,))
+    return ctx.op("gather", x, idx, axis=d)
+
+
+def _clamped_slice(ctx: Ctx, x: Value, d: int, start: Any, end: Any, out: Any) -> Value:
+    """x[start:end] along ``d`` with torch's clamping done at run time: a bound below 0
+    counts from the end, then both are clamped to [0, size] and end to at least start."""
+    i64 = DType.INT64
+    n = ctx.op("reshape", ctx.op("shape", x, start=d, end=d + 1), shape=[])
+    zero = ctx.const(0, i64)
+
+    def bound(b: Any) -> Value:
+        if isinstance(b, int) and b >= INT_MAX:
+            return n
+        v = ctx.tensor(b, i64)
+        v = ctx.op("where", ctx.op("lt", v, zero), ctx.op("add", v, n), v)
+        return ctx.op("clamp", v, zero, n)
+
+    s, e = bound(start), bound(end)
+    idx = ctx.op("range", s, ctx.op("maximum", e, s), ctx.const(1, i64))
+    size = ctx.dim_of(out.shape[d])
+    if size is not None and idx.type.shape == (None,):
+        idx.type = idx.type.with_shape((size,))
     return ctx.op("gather", x, idx, axis=d)
 
 

@@ -154,6 +154,46 @@ def histc(ctx: Ctx, self: Value, bins: int = 100, min: Any = 0, max: Any = 0) ->
     return ctx.op("scatter_elements", zeros, idx, ones, axis=0, reduction="add")
 
 
+@converter("aten.histogram.bin_ct")
+def histogram(
+    ctx: Ctx, self: Value, bins: int = 100, *, range: Any = None,  # noqa: A002
+    weight: Value | None = None, density: bool = False,
+) -> tuple:  # fmt: skip
+    # ``bins`` equal bins over ``range`` (the data's, widened by 0.5 each side when it is one
+    # value); the last bin is closed, elements outside are ignored; the edges are returned too.
+    x = _flat(ctx, self)
+    dt = x.dtype
+    if range is not None:  # the bounds known: edges and scale are constants
+        a, b = float(range[0]), float(range[1])
+        a, b = (a - 0.5, b + 0.5) if a == b else (a, b)
+        lo, hi = ctx.const(a, dt), ctx.const(b, dt)
+        width = ctx.const(b - a, dt)
+        edges = ctx.const(a + np.arange(bins + 1, dtype=np.float64) * ((b - a) / bins), dt)
+    else:
+        lo = ctx.op("reduce_min", x, keepdims=False)
+        hi = ctx.op("reduce_max", x, keepdims=False)
+        same = ctx.op("eq", lo, hi)
+        lo = ctx.op("where", same, ctx.op("sub", lo, ctx.const(0.5, dt)), lo)
+        hi = ctx.op("where", same, ctx.op("add", hi, ctx.const(0.5, dt)), hi)
+        width = ctx.op("sub", hi, lo)
+        steps = ctx.const(np.arange(bins + 1, dtype=np.float64) / bins, dt)
+        edges = ctx.op("add", lo, ctx.op("mul", steps, width))
+    inside = ctx.op("logical_and", ctx.op("ge", x, lo), ctx.op("le", x, hi))
+    scaled = ctx.op("div", ctx.op("mul", ctx.op("sub", x, lo), ctx.const(float(bins), dt)), width)
+    idx = ctx.cast(ctx.op("floor", scaled), DType.INT64)
+    idx = ctx.op("clamp", idx, ctx.const(0, DType.INT64), ctx.const(bins - 1, DType.INT64))
+    w = ctx.cast(inside, dt)
+    if weight is not None:
+        w = ctx.op("mul", w, ctx.cast(_flat(ctx, weight), dt))
+    zeros = ctx.op("full", shape=[bins], value=0.0, dtype=dt)
+    hist = ctx.op("scatter_elements", zeros, idx, w, axis=0, reduction="add")
+    if density:  # each bin's share of the total, per unit of width
+        total = ctx.op("reduce_sum", hist, keepdims=False)
+        bin_width = ctx.op("div", width, ctx.const(float(bins), dt))
+        hist = ctx.op("div", hist, ctx.op("mul", total, bin_width))
+    return hist, edges
+
+
 def _searchsorted(ctx: Ctx, seq: Value, values: Value, out_int32: bool, right: bool) -> Value:
     # Per value, how many sorted entries are < it (left) or <= it (right), along the last
     # dim of ``seq`` (1-d seq: shared by every value).
@@ -265,3 +305,23 @@ def diagonal_scatter(
     y = ctx.op("scatter_nd", x, ctx.const(pos, DType.INT64), upd)
     inv = [perm.index(i) for i in range(r)]
     return ctx.op("transpose", y, perm=inv)
+
+
+@converter("aten.put.default")
+def put(ctx: Ctx, self: Value, index: Value, source: Value, accumulate: bool = False) -> Value:
+    # self.flatten()[index] = source (added with accumulate), index counted from the end when
+    # negative, as torch's take/put read a flat index.
+    flat = _flat(ctx, self)
+    idx = ctx.cast(_flat(ctx, index), DType.INT64)
+    shape = self.type.shape
+    static = shape is not None and all(isinstance(d, int) for d in shape)
+    numel = (ctx.const(int(np.prod(shape)), DType.INT64) if static
+             else ctx.op("reduce_prod", ctx.op("shape", self), keepdims=False))  # fmt: skip
+    neg = ctx.op("lt", idx, ctx.const(0, DType.INT64))
+    idx = ctx.op("where", neg, ctx.op("add", idx, numel), idx)
+    src = ctx.cast(_flat(ctx, source), self.dtype)
+    out = ctx.op("scatter_elements", flat, idx, src, axis=0,
+                 reduction="add" if accumulate else "none")  # fmt: skip
+    if static:
+        return ctx.op("reshape", out, shape=list(shape))
+    return ctx.op("reshape", out, ctx.op("shape", self))

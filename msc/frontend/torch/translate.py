@@ -238,6 +238,16 @@ class _BodySource(Source):
         return self.outer.refine_shapes()
 
 
+def _is_token(node: torch.fx.Node) -> bool:
+    """Whether ``node`` takes the effect token (output 0) of a ``with_effects`` call."""
+    src = node.args[0]
+    return (
+        isinstance(src, torch.fx.Node)
+        and src.target is torch.ops.higher_order.with_effects
+        and node.args[1] == 0
+    )
+
+
 def _assert_only(fx_graph: torch.fx.Graph) -> set[torch.fx.Node]:
     """Call nodes whose every use is a run-time check (``_assert_scalar``, ``sym_constrain_range``
     ...), directly or through other such nodes: torch's checks on unbacked sizes."""
@@ -504,6 +514,9 @@ class Translator:
             base = self.env[node.args[0]]
             if isinstance(base, list | tuple) or base is POISON:
                 item = POISON if base is POISON else base[node.args[1]]
+                if item is None and (_is_token(node) or not node.users):
+                    self.env[node] = None  # an effect token (ordering only) or read by none
+                    return
                 if item is None:
                     self._report("operator.getitem", node, "this output is not translated", None)
                     item = POISON
