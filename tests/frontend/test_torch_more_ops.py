@@ -41,6 +41,16 @@ def _head(n: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     return x[:k] * torch.arange(k)
 
 
+def _split_counts(x: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
+    """x split by per-piece counts known at run time (a mixture-of-experts dispatch): several
+    pieces of unbacked size."""
+    sizes = counts.tolist()
+    for s in sizes:
+        torch._check_is_size(s)
+    torch._check(sum(sizes) == x.shape[0])
+    return torch.cat([p * (i + 1) for i, p in enumerate(x.split(sizes, dim=0))])
+
+
 _POS = _r(3, 5, lo=0.1, hi=6.0)
 _X = _r(3, 5)
 _INTS = torch.tensor([1, 3, 3, 0, 7, 3, 1])
@@ -101,6 +111,7 @@ CASES: dict[str, tuple] = {
     "histc": (lambda a: torch.histc(a, bins=6, min=-1.5, max=1.5), (_X,), 0.0),
     "histc_data_range": (lambda a: torch.histc(a, bins=4), (_X,), 0.0),
     "item_arange": (lambda n, x: _head(n, x), (torch.tensor(3), _r(6)), 0.0),
+    "split_by_counts": (_split_counts, (_r(7, 3), torch.tensor([2, 0, 5])), 0.0),
     "searchsorted": (torch.searchsorted, (torch.tensor([0.0, 1.0, 2.5, 4.0]), _X * 3), 0.0),
     "bucketize_right": (
         lambda a, b: torch.bucketize(a, b, right=True),

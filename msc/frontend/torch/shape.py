@@ -247,9 +247,9 @@ def _split_symbolic(ctx: Ctx, x: Value, sizes: list[Any], dim: int) -> tuple:
     """Sizes with one symbolic entry (the rest of the dim): static slices, counted from the
     start before it and from the end after it."""
     sym = [i for i, v in enumerate(sizes) if isinstance(v, Value)]
-    if len(sym) != 1:
-        raise Unsupported("split into several pieces of symbolic size")
     d = _axis(dim, ctx.rank(x))
+    if len(sym) != 1:
+        return _split_ranges(ctx, x, sizes, d)
     k = sym[0]
     bounds: list[tuple[int, int]] = []
     at = 0
@@ -263,6 +263,28 @@ def _split_symbolic(ctx: Ctx, x: Value, sizes: list[Any], dim: int) -> tuple:
         bounds.append((left, left + v if left + v else INT_MAX))
         left += v
     return tuple(ctx.op("slice", x, starts=[s], ends=[e], axes=[d], steps=[1]) for s, e in bounds)
+
+
+def _split_ranges(ctx: Ctx, x: Value, sizes: list[Any], d: int) -> tuple:
+    """Several pieces of symbolic size (a mixture-of-experts split by per-expert token
+    counts): each piece gathers range(start, start + size) along ``d``, its start the sum of
+    the sizes before it, computed at run time; the pieces' sizes are torch's symbols."""
+    i64 = DType.INT64
+    metas = ctx.meta if isinstance(ctx.meta, list | tuple) else None
+    out, at = [], 0
+    for i, size in enumerate(sizes):
+        if isinstance(at, Value) or isinstance(size, Value):
+            end = ctx.op("add", ctx.tensor(at, i64), ctx.tensor(size, i64))
+            idx = ctx.op("range", ctx.tensor(at, i64), end, ctx.tensor(1, i64))
+            n = ctx.dim_of(metas[i].shape[d]) if metas is not None else None
+            if n is not None and idx.type.shape == (None,):
+                idx.type = idx.type.with_shape((n,))
+            out.append(ctx.op("gather", x, idx, axis=d))
+        else:
+            end = at + int(size)
+            out.append(ctx.op("slice", x, starts=[at], ends=[end], axes=[d], steps=[1]))
+        at = end
+    return tuple(out)
 
 
 @converter("aten.chunk.default")
