@@ -39,14 +39,6 @@ STRUCTURAL: dict[str, str] = dict.fromkeys(
     ],
     _DFT_HELPER,
 )  # fmt: skip
-for _aa in (
-    "bilinear_antialias", "bilinear_antialias_ac_scale", "bilinear_antialias_scale",
-    "bicubic_antialias",
-):  # fmt: skip
-    STRUCTURAL[f"interpolate_{_aa}"] = (
-        "the constant interpolation matrices are tensors in the generated module, which "
-        "torch.export lifts, so the re-import reads them as constant weights, not nodes"
-    )
 STRUCTURAL["pad_replicate_negative"] = (
     "generated PyTorch pads with negative replicate pads in its run-time helper _msc_pad, "
     "which re-imports as the helper's own ops"
