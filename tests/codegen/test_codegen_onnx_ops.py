@@ -1046,6 +1046,7 @@ CASES += [
     C("cholesky_solve", [_RHS, _CHOL], ref=t(torch.cholesky_solve), **_LA),
     C("cholesky_inverse", [_CHOL], ref=t(torch.cholesky_inverse), **_LA),
     C("slogdet", [_SQB], ref=t(LA.slogdet), **_LA),
+    C("slogdet", [f32(2, 0, 0)], ref=t(LA.slogdet), id="slogdet_empty", **_LA),
     C("lu_factor", [_SQ], ref=t(LA.lu_factor), **_LA),
     C("lu_factor", [f32(5, 3)], ref=t(LA.lu_factor), id="lu_factor_tall", **_LA),
     C("lu_solve", [_LU, _PIV, _RHS], ref=t(LA.lu_solve), **_LA),
@@ -1073,7 +1074,7 @@ CASES += [
 # (x = 1, x < 1, non-positive integer q) as torch gives them.
 _ZX = np.array([1.5, 2.0, 3.3, 1.0, 0.5, 7.0, 12.0, 2.0, 3.0], np.float32)
 _ZQ = np.array([0.3, 1.0, 2.5, 1.0, 1.0, 0.1, 30.0, -2.5, -3.0], np.float32)
-_PG = np.array([0.2, 1.0, 3.7, 10.0, -1.5, 25.0], np.float32)
+_PG = np.array([0.2, 1.0, 3.7, 10.0, -1.5, 25.0, -8.4784, -20.3, -0.5735], np.float32)
 CASES += [C("zeta", [_ZX, _ZQ], ref=t(torch.special.zeta), rtol=1e-5, atol=1e-6)] + [
     C("polygamma", [_PG], {"n": n}, ref=t(lambda x, n=n: torch.polygamma(n, x)), rtol=1e-5,
       atol=1e-6, id=f"polygamma_{n}")

@@ -151,6 +151,8 @@ def lu_factor(b: Builder, x: Value, *, pivot: bool) -> list[Value]:
     if not pivot:
         raise NotDecomposable("lu_factor without pivoting")
     m, n = _dims(x, "lu_factor")
+    if min(m, n) == 0:
+        raise NotDecomposable("lu_factor of an empty matrix")
     lu, pivots = _lu(b, b.cast(x, F64), m, n)
     piv = b.op("concat", *pivots, axis=-1) if len(pivots) > 1 else pivots[0]
     piv = b.op("squeeze", b.op("add", piv, b.const(np.int64(1), DType.INT64)), axes=[-2])
@@ -216,6 +218,9 @@ def slogdet(b: Builder, x: Value) -> list[Value]:
     n, n2 = _dims(x, "slogdet")
     if n != n2:
         raise NotDecomposable("slogdet: x must be square")
+    if n == 0:  # the empty product: det 1, sign 1, log|det| 0 for every matrix of the batch
+        one = b.op("reduce_prod", b.cast(x, F64), axes=[-2, -1], keepdims=False)
+        return [b.cast(one, x.dtype), b.cast(b.op("sub", one, one), x.dtype)]
     lu, pivots = _lu(b, b.cast(x, F64), n, n)
     diag = b.op("reduce_sum", _keep(b, lu, _eye(n)), axes=[-1], keepdims=False)
     swaps = [

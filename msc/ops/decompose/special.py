@@ -414,16 +414,24 @@ def _bernoulli_ratios(count: int) -> tuple[float, ...]:
 
 
 _ZETA_TERMS, _ZETA_RATIOS = 9, _bernoulli_ratios(12)
+_ZETA_SHIFT = 32  # q down to -32 (below: NaN)
 
 
 def _zeta(b: Builder, x: Value, q: Value) -> Value:
-    """sum_{k<=9} (q + k)^-x plus the Euler-Maclaurin tail at w = q + 9 with 12 Bernoulli
-    terms (the scheme of Cephes' zeta, which torch uses; accurate for q > 0)."""
+    """Cephes' zeta (which torch uses): sum_{k<=i} (q + k)^-x with i the first count >= 9 at
+    which q + i > 9 (9 for q > 0; more for negative q, up to 32 more here), then the
+    Euler-Maclaurin tail at w = q + i with 12 Bernoulli terms."""
     neg_x = b.op("neg", x)
+    # i per element: max(9, floor(9 - q) + 1)
+    nine = _c(b, float(_ZETA_TERMS))
+    i = b.op("maximum", nine, b.op("add", b.op("floor", b.op("sub", nine, q)), _c(b, 1.0)))
     s = _c(b, 0.0)
-    for k in range(_ZETA_TERMS + 1):  # k = 9 too: the trapezoid's end, half taken back below
-        s = b.op("add", s, b.op("pow", b.op("add", q, _c(b, float(k))), neg_x))
-    w = b.op("add", q, _c(b, float(_ZETA_TERMS)))
+    for k in range(_ZETA_TERMS + _ZETA_SHIFT + 1):
+        term = b.op("pow", b.op("add", q, _c(b, float(k))), neg_x)
+        if k > _ZETA_TERMS:  # only where the element's count reaches k
+            term = _where(b, b.op("le", _c(b, float(k)), i), term, _c(b, 0.0))
+        s = b.op("add", s, term)
+    w = b.op("add", q, i)
     tail = b.op("pow", w, neg_x)  # w^-x
     s = b.op("add", s, b.op("div", b.op("mul", tail, w), b.op("sub", x, _c(b, 1.0))))
     s = b.op("sub", s, b.op("mul", tail, _c(b, 0.5)))
@@ -436,7 +444,8 @@ def _zeta(b: Builder, x: Value, q: Value) -> Value:
         term_w = b.op("div", term_w, w)
         k += 2.0
     # Cephes' special values: x = 1 -> inf, x < 1 -> NaN, q a non-positive integer -> inf,
-    # q <= 0 with x not an integer -> NaN.
+    # q <= 0 with x not an integer -> NaN; q below the unrolled shift -> NaN.
+    s = _where(b, b.op("lt", q, _c(b, -float(_ZETA_SHIFT))), _c(b, math.nan), s)
     s = _where(b, b.op("lt", x, _c(b, 1.0)), _c(b, math.nan), s)
     s = _where(b, b.op("eq", x, _c(b, 1.0)), _c(b, math.inf), s)
     q_le0 = b.op("le", q, _c(b, 0.0))
