@@ -252,7 +252,14 @@ def index_put(e: Emit, x: Ref, values: Ref, *indices: Ref, axes, accumulate) -> 
     result_shape = [*rest[: adv.lead], *adv.b, *rest[adv.lead :]]
     upd = values
     if values.type is None or list(values.shape) != result_shape:
-        upd = e.op("Expand", values, e.ints(result_shape))
+        if all(isinstance(d, int) for d in result_shape):
+            shape = e.ints(result_shape)
+        else:  # the indices' broadcast shape known at run time: nd's shape without its last dim
+            b = e.op("Slice", e.op("Shape", adv.nd), e.ints([0]), e.ints([-1]), e.ints([0]))
+            parts = [e.ints(rest[: adv.lead]), b, e.ints(rest[adv.lead :])]
+            shape = e.op("Concat", *[p for p, n in zip(parts, (adv.lead, 1, len(rest) - adv.lead))
+                                     if n], axis=0)  # fmt: skip
+        upd = e.op("Expand", values, shape)
     upd = adv.nd_from_result(e, upd)
     y = e.op("ScatterND", adv.front(e, x), adv.nd, upd, **attrs)
     return adv.back(e, y)

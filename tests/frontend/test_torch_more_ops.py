@@ -112,6 +112,12 @@ CASES: dict[str, tuple] = {
     "histc_data_range": (lambda a: torch.histc(a, bins=4), (_X,), 0.0),
     "item_arange": (lambda n, x: _head(n, x), (torch.tensor(3), _r(6)), 0.0),
     "split_by_counts": (_split_counts, (_r(7, 3), torch.tensor([2, 0, 5])), 0.0),
+    # index_put at indices of run-time count: the values broadcast to a run-time shape
+    "index_put_nonzero": (
+        lambda x, m: x.index_put((torch.nonzero(m).squeeze(1),), torch.tensor(-1.0)),
+        (_r(6, 3), torch.tensor([True, False, True, True, False, False])),
+        0.0,
+    ),
     "searchsorted": (torch.searchsorted, (torch.tensor([0.0, 1.0, 2.5, 4.0]), _X * 3), 0.0),
     "bucketize_right": (
         lambda a, b: torch.bucketize(a, b, right=True),
