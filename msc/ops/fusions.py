@@ -104,6 +104,12 @@ def _walking(name: str, find: Finder, replace: Callable[[Builder, Match], Value]
 
 
 # ---------------------------------------------------------------------- linear
+# linear's weight is [out, in], MatMul's [in, out]: fusing transposes the weight, one copy in
+# memory at a time as writers read it. A weight still in its file and larger than this stays
+# under matmul + add, so converting a model bigger than memory keeps copying file to file.
+TRANSPOSE_LIMIT = 256 << 20
+
+
 def _linear_pattern() -> Pattern:
     b = Builder()
     x, w, bias = (Value(n, TensorType(DType.FLOAT32, None)) for n in ("x", "w", "bias"))
@@ -113,6 +119,8 @@ def _linear_pattern() -> Pattern:
         w, bias = m["w"], m["bias"]
         if not isinstance(w, Weight) or not w.has_data or w.type.rank != 2:
             return False
+        if not isinstance(w.storage, np.ndarray) and w.nbytes > TRANSPOSE_LIMIT:
+            return False  # a weight in a file stays where it is (no transposed copy in memory)
         return bias.type.shape == (w.type.shape[1],) and m["x"].type.rank not in (None, 0)
 
     def replace(b: Builder, m: Match) -> Value:

@@ -209,3 +209,22 @@ def test_fused_weight_keeps_its_name() -> None:
     g = msc.from_onnx(model(CASES[0]))
     assert g.weights["w"].type.shape == (6, 8)
     np.testing.assert_array_equal(g.weights["w"].numpy(), W.T)
+
+
+def test_a_large_weight_in_its_file_is_not_transposed(tmp_path, monkeypatch) -> None:
+    """Fusing MatMul + Add into linear transposes the weight; a weight still in its file and
+    over fusions.TRANSPOSE_LIMIT stays under matmul + add (copied file to file, never held in
+    memory), with the same outputs."""
+    from msc.ops import fusions
+
+    case = CASES[0]
+    path = tmp_path / "m.onnx"
+    onnx.save(model(case), path, save_as_external_data=True, size_threshold=0)
+    fused = msc.from_onnx(path)
+    assert "linear" in {n.op for n in fused.nodes}
+    monkeypatch.setattr(fusions, "TRANSPOSE_LIMIT", 0)
+    kept = msc.from_onnx(path)
+    assert "linear" not in {n.op for n in kept.nodes}
+    assert not isinstance(kept.weights["w"].storage, np.ndarray)  # still a region of the file
+    np.testing.assert_array_equal(kept.weights["w"].numpy(), W)
+    close(run_torch(kept, case.inputs), run_torch(fused, case.inputs))
