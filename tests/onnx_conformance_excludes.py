@@ -40,8 +40,6 @@ EXCLUDES: dict[str, str] = {
     "test_attention_4d_attn_mask_causal_bf16_expanded": "compare: outputs differ beyond the case tolerance: output 0: [0.337891, 0.369141, 0.188477, 0.470703, 0.359375, 0.546875,...",
     "test_attention_3d_causal_bf16": "compare: outputs differ beyond the case tolerance: output 0: 0.898438, 0.40625 , 0.550781, 0.271484, 0.455078, 0.402344,...",
     "test_attention_3d_causal_bf16_expanded": "compare: outputs differ beyond the case tolerance: output 0: 0.898438, 0.40625 , 0.550781, 0.271484, 0.455078, 0.402344,...",
-    "test_batchnorm_example_training_mode": "import: BatchNormalization: BatchNormalization in training mode",
-    "test_batchnorm_epsilon_training_mode": "import: BatchNormalization: BatchNormalization in training mode",
     "test_bernoulli": "import: Bernoulli: no converter for Bernoulli",
     "test_bernoulli_expanded": "import: RandomUniformLike: no converter for RandomUniformLike",
     "test_bernoulli_double": "import: Bernoulli: no converter for Bernoulli",

@@ -349,7 +349,7 @@ def batch_norm(
     training_mode=0,
 ):
     if training_mode:
-        raise Unsupported("BatchNormalization in training mode")
+        return _batch_norm_training(ctx, X, scale, B, input_mean, input_var, epsilon, momentum)
     if any(o for o in ctx.node.output[1:]):
         raise Unsupported("BatchNormalization running-statistics outputs (training)")
     if not spatial:
@@ -364,6 +364,36 @@ def batch_norm(
         ctx.cast(input_var, dt),
         eps=epsilon,
     )
+
+
+def _batch_norm_training(ctx: Ctx, x, scale, bias, mean, var, epsilon, momentum) -> list:
+    """ONNX's training mode (opset 14+): normalised by the batch's own mean and (biased)
+    variance over every axis but the channel's; the running statistics come out updated as
+    mean * momentum + batch_mean * (1 - momentum), and likewise the variance."""
+    r = ctx.rank(x)
+    if r < 2:
+        raise Unsupported("BatchNormalization of an input of rank < 2")
+    dt = ctx.dtype(x)
+    axes = [0, *range(2, r)]
+    bmean = ctx.op("reduce_mean", x, axes=axes, keepdims=True)
+    d = ctx.op("sub", x, bmean)
+    bvar = ctx.op("reduce_mean", ctx.op("mul", d, d), axes=axes, keepdims=True)
+    along = [1, -1] + [1] * (r - 2)  # a per-channel vector broadcast over x
+
+    def chan(v):
+        return ctx.op("reshape", ctx.cast(v, dt), shape=along)
+
+    nd = dt.to_numpy()
+    inv = ctx.op("reciprocal", ctx.op("sqrt", ctx.op("add", bvar, np.array(epsilon, nd))))
+    y = ctx.op("add", ctx.op("mul", ctx.op("mul", d, inv), chan(scale)), chan(bias))
+    flat_mean = ctx.op("reshape", bmean, shape=[-1])
+    flat_var = ctx.op("reshape", bvar, shape=[-1])
+    m, keep = np.array(momentum, nd), np.array(1.0 - momentum, nd)
+
+    def running(old, new):
+        return ctx.op("add", ctx.op("mul", ctx.cast(old, dt), m), ctx.op("mul", new, keep))
+
+    return [y, running(mean, flat_mean), running(var, flat_var)]
 
 
 @converter("InstanceNormalization", since=6)
