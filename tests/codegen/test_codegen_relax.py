@@ -672,32 +672,10 @@ def test_loop_is_a_recursive_function_against_onnxruntime(trip, cond, grow) -> N
 
 
 def test_loop_body_with_a_nested_if_reading_the_outermost_scope() -> None:
-    from onnx import TensorProto as TP
-    from onnx import helper as oh
-
     import msc
-    from tests.frontend.test_onnx_control import _model, _vi
+    from tests.frontend.test_onnx_control import nested_if_loop_model
 
-    then_b = oh.make_graph(
-        [oh.make_node("Add", ["a", "bias"], ["t"])], "t", [], [_vi("t", TP.FLOAT, [2])]
-    )
-    else_b = oh.make_graph(
-        [oh.make_node("Sub", ["a", "bias"], ["e"])], "e", [], [_vi("e", TP.FLOAT, [2])]
-    )
-    body = oh.make_graph(
-        [
-            oh.make_node("Cast", ["i"], ["odd_i"], to=TP.BOOL),
-            oh.make_node("If", ["odd_i"], ["a2"], then_branch=then_b, else_branch=else_b),
-            oh.make_node("Identity", ["c"], ["c2"]),
-        ],
-        "body", [_vi("i", TP.INT64, []), _vi("c", TP.BOOL, []), _vi("a", TP.FLOAT, [2])],
-        [_vi("c2", TP.BOOL, []), _vi("a2", TP.FLOAT, [2])],
-    )  # fmt: skip
-    model = _model(
-        [oh.make_node("Loop", ["M", "", "a0"], ["a"], body=body)],
-        [_vi("M", TP.INT64, []), _vi("a0", TP.FLOAT, [2]), _vi("bias", TP.FLOAT, [2])],
-        [_vi("a", TP.FLOAT, [2])],
-    )  # fmt: skip
+    model = nested_if_loop_model()
     g = msc.from_onnx(model)
     f = cr.build(g)
     bias = np.array([1.0, 10.0], np.float32)

@@ -213,7 +213,9 @@ def test_scan_axes_and_directions(in_axis, in_dir, out_axis, out_dir):
     _check(m, feeds)
 
 
-def test_loop_body_with_a_nested_if_reading_the_outermost_scope():
+def nested_if_loop_model() -> onnx.ModelProto:
+    """A Loop whose body's If reads ``bias`` from the outermost scope: i = 0 subtracts it,
+    every later iteration adds it."""
     then_b = oh.make_graph(
         [oh.make_node("Add", ["a", "bias"], ["t"])], "t", [], [_vi("t", TP.FLOAT, [2])]
     )
@@ -229,11 +231,15 @@ def test_loop_body_with_a_nested_if_reading_the_outermost_scope():
         "body", [_vi("i", TP.INT64, []), _vi("c", TP.BOOL, []), _vi("a", TP.FLOAT, [2])],
         [_vi("c2", TP.BOOL, []), _vi("a2", TP.FLOAT, [2])],
     )  # fmt: skip
-    m = _model(
+    return _model(
         [oh.make_node("Loop", ["M", "", "a0"], ["a"], body=body)],
         [_vi("M", TP.INT64, []), _vi("a0", TP.FLOAT, [2]), _vi("bias", TP.FLOAT, [2])],
         [_vi("a", TP.FLOAT, [2])],
     )  # fmt: skip
+
+
+def test_loop_body_with_a_nested_if_reading_the_outermost_scope():
+    m = nested_if_loop_model()
     feeds = {"M": np.array(3, np.int64), "a0": np.zeros(2, np.float32),
              "bias": np.array([1.0, 10.0], np.float32)}  # fmt: skip
     _check(m, feeds)
