@@ -112,7 +112,7 @@ def write_lazy(
     offset = 0
     for name, dt, shape, _ in specs:
         packed = pack_sub_byte and dt in SUB_BYTE_BITS
-        n = packed_size(dt, shape) if packed else int(np.prod(shape, dtype=np.int64)) * dt.itemsize
+        n = packed_size(dt, shape) if packed else math.prod(shape) * dt.itemsize
         header[name] = {
             "dtype": _PACKED_TAGS[dt] if packed else SAFETENSORS_DTYPES[dt],
             "shape": list(shape),
@@ -166,6 +166,9 @@ def _write_one(f, name: str, spec: dict, src: Source) -> None:
     flat = arr.reshape(-1)
     if flat.dtype.byteorder == ">":
         flat = flat.astype(flat.dtype.newbyteorder("<"))
+    if arr.base is None and flat.flags.c_contiguous:  # owns its memory: no mapping to drop
+        f.write(flat.view(np.uint8).data)
+        return
     step = max(1, _CHUNK // max(1, flat.itemsize))
     for i in range(0, flat.size, step):
         chunk = np.ascontiguousarray(flat[i : i + step])
@@ -205,13 +208,13 @@ def regions(path: str | os.PathLike) -> dict[str, FileRegion | np.ndarray]:
             tag = spec["dtype"]
             packed = tag in _FROM_PACKED
             dt = _FROM_PACKED[tag] if packed else _FROM_ST[tag]
-            shape = tuple(int(d) for d in spec["shape"])
-            lo, hi = (int(x) for x in spec["data_offsets"])
+            shape = tuple(map(int, spec["shape"]))
+            lo, hi = map(int, spec["data_offsets"])
         except (KeyError, TypeError, ValueError):
             raise SafetensorsError(
                 f"{path}: tensor {name!r} has a bad header entry {spec!r}"
             ) from None
-        if any(d < 0 for d in shape):
+        if shape and min(shape) < 0:
             raise SafetensorsError(f"{path}: tensor {name!r} has a negative dim {list(shape)}")
         n = packed_size(dt, shape) if packed else math.prod(shape) * dt.itemsize
         if hi - lo != n or start + hi > size or lo < 0:

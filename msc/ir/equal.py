@@ -31,6 +31,7 @@ from msc.ir.dtype import DType
 from msc.ir.graph import Graph, Node, Value, Weight
 from msc.ir.spelling import format_scalar, format_type
 from msc.ir.types import SymDim, TensorType
+from msc.ir.validate import _all_inputs
 
 __all__ = [
     "structural_equal",
@@ -237,29 +238,25 @@ def canonical_order(g: Graph) -> list[Node]:
     inside = set(g.nodes)  # a subgraph's operands may come from outer nodes: not ours
     seen: set[Node] = set()
     order: list[Node] = []
-    append = order.append
+    append, mark = order.append, seen.add
     for out in g.outputs:
         root = out.producer if out is not None else None
         if root is None or root not in inside or root in seen:
             continue
-        seen.add(root)
-        nodes, operands, positions = [root], [_operands(root)], [0]
-        while nodes:
-            ops, i = operands[-1], positions[-1]
-            for i in range(i, len(ops)):  # noqa: B020 - resumes where the node left off
-                v = ops[i]
+        mark(root)
+        # One frame per node on the path: the node and where its operands resume.
+        stack = [(root, iter(_operands(root)))]
+        while stack:
+            node, rest = stack[-1]
+            for v in rest:
                 p = v.producer if v is not None else None
                 if p is not None and p not in seen and p in inside:
-                    seen.add(p)
-                    positions[-1] = i + 1
-                    nodes.append(p)
-                    operands.append(_operands(p))
-                    positions.append(0)
+                    mark(p)
+                    stack.append((p, iter(_operands(p))))
                     break
             else:
-                append(nodes.pop())
-                operands.pop()
-                positions.pop()
+                append(node)
+                stack.pop()
     if len(order) != len(g.nodes):
         order.extend(n for n in g.nodes if n not in seen)
     return order
@@ -267,9 +264,8 @@ def canonical_order(g: Graph) -> list[Node]:
 
 def _operands(n: Node) -> Sequence[Value | None]:
     """A node's inputs, and the outer values its subgraphs read (when it has any)."""
-    from msc.ir.validate import _all_inputs
-
-    if n.attrs and any(a.__class__ is Graph for a in n.attrs.values()):
+    attrs = n.attrs
+    if attrs and any(a.__class__ is Graph for a in attrs.values()):
         return list(_all_inputs(n))
     return n._inputs
 

@@ -299,6 +299,38 @@ class Node:
             v.producer, v.index = self, i
         self.outputs: tuple[Value, ...] = tuple(outputs)
 
+    @classmethod
+    def _assemble(
+        cls,
+        op: str,
+        schema: Any,
+        inputs: list[Value | None],
+        attrs: dict[str, Any],
+        outputs: list[Value],
+        name: str,
+        provenance: Provenance | None,
+    ) -> Node:
+        """A node from parts a reader has already typed (the text parser's fast path): inputs
+        are Values or None and ``attrs`` are ``schema``'s normalized attributes (this node's own
+        dict). The input and output counts and the outputs' producers are checked as in
+        ``__init__``; only the per-item type checks and attribute normalization are skipped."""
+        self = cls.__new__(cls)
+        self.op, self.name = op, name
+        self.provenance = provenance or _NO_PROVENANCE
+        schema.check_inputs(inputs, where=self._where)
+        self.attrs = attrs
+        schema.check_output_count(len(outputs), attrs, where=self._where)
+        for i, v in enumerate(inputs):
+            if v is not None:
+                v._uses[(self, i)] = None
+        self._inputs = tuple(inputs)
+        for i, v in enumerate(outputs):
+            if v.producer is not None:
+                raise GraphError(f"{self._where()}: output {v.name!r} already has a producer")
+            v.producer, v.index = self, i
+        self.outputs = tuple(outputs)
+        return self
+
     def _where(self) -> str:
         return f"node {self.name!r} ({self.op})" if self.name else f"node ({self.op})"
 

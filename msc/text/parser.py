@@ -17,7 +17,7 @@ from msc.errors import MscError
 from msc.ir import symexpr
 from msc.ir.bulk import paused
 from msc.ir.dtype import DType
-from msc.ir.graph import Graph, Node, Provenance, Value, Weight
+from msc.ir.graph import Graph, Node, Provenance, Value, Weight, default_opset
 from msc.ir.types import SymDim, TensorType
 from msc.text.printer import FORMAT_VERSION, OPS_VERSION
 
@@ -153,15 +153,22 @@ def _lex_fast(src: str, lines: dict[int, re.Match[str]]) -> list[str]:
     ``lines`` by token index). A line is taken only when the next line cannot continue its
     node (attributes or metadata on a line of their own)."""
     texts: list[str] = []
-    parts = src.split("\n")
     start = pos = 0  # start of the pending run of ordinary lines; start of this line
-    last = len(parts) - 1
-    match = _LINE_RE.match
-    for k, line in enumerate(parts):
-        end = pos + len(line) + 1
-        if line[:1] in (" ", "%") and (m := match(line)) is not None:
-            nxt = parts[k + 1].lstrip()[:1] if k < last else "%"
-            if nxt and nxt not in "{!#":
+    size = len(src)
+    match, find, starts = _LINE_RE.match, src.find, src.startswith
+    while pos <= size:  # line by line, matched in place (no copy of each line)
+        nl = find("\n", pos)
+        if nl < 0:
+            nl = size
+        end = nl + 1
+        if starts((" ", "%"), pos) and (m := match(src, pos, nl)) is not None:
+            if nl == size or starts("  %", end):  # last line, or the next is a node
+                take = True
+            else:
+                after = find("\n", end)
+                nxt = src[end : after if after >= 0 else size].lstrip()[:1]
+                take = bool(nxt) and nxt not in "{!#"
+            if take:
                 if start < pos:
                     texts += _TOKEN.findall(src, start, pos)
                     while texts and texts[-1] == "":  # end-of-run matches, not end of input
@@ -233,7 +240,8 @@ class _Parser:
         self.src = src
         self.fast = fast
         self.lines: dict[int, re.Match[str]] = {}  # placeholder token index -> its line match
-        self.attr_cache: dict[tuple[str, str], dict[str, Any]] = {}
+        # (op, attribute text) -> the op's schema and its normalized attributes
+        self.attr_cache: dict[tuple[str, str], tuple[Any, dict[str, Any]]] = {}
         self.texts = _lex_fast(src, self.lines) if fast else _lex(src)
         self.i = 0
         self.depth = 0  # nesting of lists, graphs and output structures
@@ -641,6 +649,7 @@ class _Parser:
                 self.i += 1
                 continue
             if self.accept("}"):
+                g._taken.update(scope.values)  # node lines leave their names to this
                 break
             at = self.i
             if self.accept("meta"):
@@ -766,24 +775,30 @@ class _Parser:
                     if v is None:
                         raise ParseError(f"undefined {ref}", 0, 0)
                 inputs.append(v)
-        attrs: dict[str, Any] = {}
-        if attrs_text:
-            key = (op, attrs_text)
-            cached = self.attr_cache.get(key)
-            if cached is not None:
-                attrs = dict(cached)
-            else:
+        key = (op, attrs_text or "")
+        cached = self.attr_cache.get(key)
+        if cached is not None:
+            schema, attrs = cached[0], dict(cached[1])
+        else:
+            schema = default_opset().get(op)
+            raw: dict[str, Any] = {}
+            if attrs_text:
                 sub = _Parser(attrs_text)
                 sub.depth = self.depth
-                attrs = sub.attrs(_Scope())
+                raw = sub.attrs(_Scope())
                 if sub.texts[sub.i] != "":
                     raise sub.error("end of attributes")
-                if all(_immutable(v) for v in attrs.values()):
-                    self.attr_cache[key] = attrs
-                    attrs = dict(attrs)
+            attrs = schema.normalize_attrs(raw)
+            if all(_immutable(v) for v in attrs.values()):
+                self.attr_cache[key] = (schema, attrs)
+                attrs = dict(attrs)
         name = ""
         provenance = None
-        if meta_text:
+        if not meta_text:
+            pass
+        elif meta_text[:8] == 'name = "' and meta_text.find('"', 8) == len(meta_text) - 1:
+            name = meta_text[8:-1]  # the common case: a name and no provenance
+        else:
             meta = dict(_META_ITEM.findall(meta_text))
             if not meta.keys() <= _META_KEYS:
                 raise ParseError("unknown node metadata", 0, 0)
@@ -795,14 +810,13 @@ class _Parser:
                     meta.get("source", ""),
                     meta.get("module", ""),
                 )
-        node = Node(op, inputs, attrs, outputs=values, name=name, provenance=provenance)
+        node = Node._assemble(op, schema, inputs, attrs, values, name, provenance)
         table = scope.values
         for v in values:
             if v.name in table:
                 raise ParseError(f"value %{v.name} is defined twice", 0, 0)
             table[v.name] = v  # type: ignore[index]
-            g._taken.add(v.name)  # type: ignore[arg-type]
-        g.nodes.append(node)
+        g.nodes.append(node)  # the names go into g._taken when the graph ends (graph())
 
     def node(self, g: Graph, scope: _Scope) -> None:
         start = self.i
