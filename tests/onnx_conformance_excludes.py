@@ -137,8 +137,6 @@ EXCLUDES: dict[str, str] = {
     "test_reduce_max_empty_set": "run: IndexError: amax(): Expected reduction dim 1 to have non-zero size. [IndexError: amax(): Expected reduction dim 1 to have non-zero size.]",
     "test_reduce_max_empty_set_bool": "run: IndexError: amax(): Expected reduction dim 1 to have non-zero size. [IndexError: amax(): Expected reduction dim 1 to have non-zero size.]",
     "test_reduce_min_empty_set": "run: IndexError: amin(): Expected reduction dim 1 to have non-zero size. [IndexError: amin(): Expected reduction dim 1 to have non-zero size.]",
-    "test_reduce_sum_empty_axes_input_noop_example": "import: ReduceSum: noop_with_empty_axes with axes only known at run time",
-    "test_reduce_sum_empty_axes_input_noop": "import: ReduceSum: noop_with_empty_axes with axes only known at run time",
     "test_regex_full_match_basic": "import: out of scope: msc has no string dtype; RegexFullMatch: no converter for RegexFullMatch; graph input: element type STRING has no msc dtype",
     "test_regex_full_match_email_domain": "import: out of scope: msc has no string dtype; RegexFullMatch: no converter for RegexFullMatch; graph input: element type STRING has no msc dtype",
     "test_regex_full_match_empty": "import: out of scope: msc has no string dtype; RegexFullMatch: no converter for RegexFullMatch; graph input: element type STRING has no msc dtype",
