@@ -187,6 +187,29 @@ def _handmade_rows() -> list[Row]:
         )
     )
 
+    # The same with the output shape fed at run time: the canonical op's input, the indices
+    # re-flattened over it by run-time arithmetic (and back in the regenerated ONNX).
+    m = _model(
+        [m.graph.node[0], m.graph.node[1]],
+        [
+            helper.make_tensor_value_info("x", f32, [2, 3, 4, 4]),
+            helper.make_tensor_value_info("shape", i64, [4]),
+        ],
+        [helper.make_tensor_value_info("z", f32, None)],
+        22,
+    )
+    for size in (5, 4):  # larger than the inferred 4 x 4, and equal to it
+        feeds = {"x": x, "shape": np.array([2, 3, size, 6], np.int64)}
+        rows.append(
+            Row(
+                f"maxpool_unpool_runtime_output_shape_{size}x6",
+                m,
+                feeds,
+                _reference(m, feeds),
+                not_structural=UNPOOL,
+            )
+        )
+
     # Range whose limit is computed at run time: a data-dependent length.
     n = np.array(7, np.int64)
     m = _model(
@@ -350,6 +373,12 @@ INFER = [
         [_t((1, 1, 2, 2)), _t((1, 1, 2, 2), DType.INT64)],
         {"kernel": [2, 2], "stride": [2, 2]},
         [(1, 1, 4, 4)],
+    ),
+    (
+        "max_unpool",  # the output size fed at run time: spatial dims unknown
+        [_t((1, 2, 2, 2)), _t((1, 2, 2, 2), DType.INT64), _t((2,), DType.INT64)],
+        {"kernel": [2, 2], "stride": [2, 2]},
+        [(1, 2, None, None)],
     ),
     (
         "linear_attention",
