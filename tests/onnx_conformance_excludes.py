@@ -17,8 +17,6 @@ EXCLUDES: dict[str, str] = {
     "test_add_uint16": "run: NotImplementedError: \"add_stub\" not implemented for 'UInt16' [NotImplementedError: \"add_stub\" not implemented for 'UInt16']",
     "test_add_uint32": "run: NotImplementedError: \"add_stub\" not implemented for 'UInt32' [NotImplementedError: \"add_stub\" not implemented for 'UInt32']",
     "test_add_uint64": "run: NotImplementedError: \"add_stub\" not implemented for 'UInt64' [NotImplementedError: \"add_stub\" not implemented for 'UInt64']",
-    "test_affine_grid_2d_expanded": "import: Split: an even split of a dim only known at run time; If: branch 'g3' has unsupported nodes (reported above); If: branch 'g1' has unsupported nodes (reported above)",
-    "test_affine_grid_2d_align_corners_expanded": "import: Split: an even split of a dim only known at run time; If: branch 'g3' has unsupported nodes (reported above); If: branch 'g1' has unsupported nodes (reported above)",
     "test_ai_onnx_ml_array_feature_extractor": "import: ai.onnx.ml::ArrayFeatureExtractor: domain 'ai.onnx.ml' is not supported",
     "test_ai_onnx_ml_binarizer": "import: ai.onnx.ml::Binarizer: domain 'ai.onnx.ml' is not supported",
     "test_ai_onnx_ml_label_encoder_string_int": "import: ai.onnx.ml::LabelEncoder: domain 'ai.onnx.ml' is not supported; graph input: element type STRING has no msc dtype",

@@ -103,6 +103,12 @@ CASES = {
         3,
         [{"x": x_a, "s": [2, 4]}, {"x": x_b, "s": [5, 1]}],
     ),
+    "split_even_runtime_dim": (  # n = 3 and 5: pieces of ceil(n / 2), the last one smaller
+        helper.make_node("Split", ["x"], ["y", "z"], axis=0, num_outputs=2),
+        [],
+        3,
+        [{"x": x_a}, {"x": x_b}],
+    ),
     "cumsum_axis": (
         helper.make_node("CumSum", ["x", "a"], ["y"], reverse=1),
         [_vi("a", I64, [])],
@@ -229,3 +235,16 @@ def test_constant_empty_axes_noop_keeps_the_elementwise_part(op):
     np.testing.assert_allclose(got, want, rtol=1e-6)
     (again,) = _run_ort(codegen.onnx.to_model(m), {"x": x})
     np.testing.assert_allclose(again, want, rtol=1e-6)
+
+
+def test_even_split_of_a_runtime_dim_before_opset_18():
+    """Before opset 18 Split has no num_outputs: the regenerated model computes the sizes
+    from the run-time dim, uneven ones included."""
+    node, extra, _, feeds = CASES["split_even_runtime_dim"]
+    model = _model(node, [X, *extra], [_vi(o, FLT, None) for o in node.output])
+    old = codegen.onnx.to_model(msc.from_onnx(model), opset=13)
+    (split,) = [n for n in old.graph.node if n.op_type == "Split"]
+    assert len(split.input) == 2  # the sizes, computed in the graph
+    for f in feeds:
+        for w, a in zip(_run_ort(model, f), _run_ort(old, f)):
+            np.testing.assert_array_equal(a, w)
