@@ -110,7 +110,6 @@ EXCLUDES: dict[str, str] = {
     "test_max_uint16": "run: NotImplementedError: \"maximum_cpu\" not implemented for 'UInt16' [NotImplementedError: \"maximum_cpu\" not implemented for 'UInt16']",
     "test_max_uint32": "run: NotImplementedError: \"maximum_cpu\" not implemented for 'UInt32' [NotImplementedError: \"maximum_cpu\" not implemented for 'UInt32']",
     "test_max_uint64": "run: NotImplementedError: \"maximum_cpu\" not implemented for 'UInt64' [NotImplementedError: \"maximum_cpu\" not implemented for 'UInt64']",
-    "test_maxpool_with_argmax_2d_precomputed_strides": "import: MaxPool: MaxPool indices in column-major storage_order",
     "test_min_uint16": "run: NotImplementedError: \"minimum_cpu\" not implemented for 'UInt16' [NotImplementedError: \"minimum_cpu\" not implemented for 'UInt16']",
     "test_min_uint32": "run: NotImplementedError: \"minimum_cpu\" not implemented for 'UInt32' [NotImplementedError: \"minimum_cpu\" not implemented for 'UInt32']",
     "test_min_uint64": "run: NotImplementedError: \"minimum_cpu\" not implemented for 'UInt64' [NotImplementedError: \"minimum_cpu\" not implemented for 'UInt64']",

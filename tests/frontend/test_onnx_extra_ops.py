@@ -210,6 +210,27 @@ def _handmade_rows() -> list[Row]:
             )
         )
 
+    # MaxPool indices in column-major order (storage_order=1), over three spatial dims.
+    x3 = rng.standard_normal((2, 3, 4, 5, 6)).astype(np.float32)
+    pool = helper.make_node(
+        "MaxPool", ["x"], ["y", "i"], kernel_shape=[2, 2, 2], strides=[2, 2, 2], storage_order=1
+    )
+    m = _model(
+        [pool],
+        [helper.make_tensor_value_info("x", f32, [2, 3, 4, 5, 6])],
+        [
+            helper.make_tensor_value_info("y", f32, None),
+            helper.make_tensor_value_info("i", i64, None),
+        ],
+        12,
+    )
+    why = "column-major indices are index arithmetic after a row-major max_pool; the regenerated "
+    why += "ONNX spells it out, and MaxPool's per-channel offsets, which re-import adds to"
+    feeds = {"x": x3}
+    rows.append(
+        Row("maxpool_3d_column_major_indices", m, feeds, _reference(m, feeds), not_structural=why)
+    )
+
     # Range whose limit is computed at run time: a data-dependent length.
     n = np.array(7, np.int64)
     m = _model(
