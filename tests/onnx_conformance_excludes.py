@@ -106,7 +106,6 @@ EXCLUDES: dict[str, str] = {
     "test_less_equal_uint64_expanded": "run: NotImplementedError: \"lt_cpu\" not implemented for 'UInt64' [NotImplementedError: \"lt_cpu\" not implemented for 'UInt64']",
     "test_loop13_seq": "import: out of scope: msc graphs hold tensors only (no sequence or optional values); graph input: input 'seq_empty' has type sequence_type, msc holds tensors only",
     "test_loop16_seq_none": "import: out of scope: msc graphs hold tensors only (no sequence or optional values); graph input: input 'opt_seq' has type optional_type, msc holds tensors only",
-    "test_l2normalization_axis_0": "compare: outputs differ beyond the case tolerance: output 0: ...",
     "test_max_uint16": "run: NotImplementedError: \"maximum_cpu\" not implemented for 'UInt16' [NotImplementedError: \"maximum_cpu\" not implemented for 'UInt16']",
     "test_max_uint32": "run: NotImplementedError: \"maximum_cpu\" not implemented for 'UInt32' [NotImplementedError: \"maximum_cpu\" not implemented for 'UInt32']",
     "test_max_uint64": "run: NotImplementedError: \"maximum_cpu\" not implemented for 'UInt64' [NotImplementedError: \"maximum_cpu\" not implemented for 'UInt64']",

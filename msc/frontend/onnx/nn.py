@@ -637,7 +637,11 @@ def lp_normalization(ctx: Ctx, input, *, axis=-1, p=2):  # noqa: A002
     if p not in (1, 2):
         raise Unsupported(f"LpNormalization with p={p}")
     norm = ctx.op("reduce_l2" if p == 2 else "reduce_l1", input, axes=[axis], keepdims=True)
-    return ctx.op("div", input, norm)
+    # A zero norm means an all-zero slice: divided by 1 it stays 0 (onnxruntime's result)
+    # instead of 0 / 0.
+    dt = ctx.dtype(input).to_numpy()
+    zero = ctx.op("eq", norm, np.array(0, dt))
+    return ctx.op("div", input, ctx.op("where", zero, np.array(1, dt), norm))
 
 
 @converter("MeanVarianceNormalization", since=9)
