@@ -23,7 +23,13 @@ from typing import Any
 
 import onnx
 
-from codegen.onnx.opset import MIN_OPSET, default_opset_for, ir_version_for, max_opset
+from codegen.onnx.opset import (
+    MIN_OPSET,
+    default_opset_for,
+    ir_version_for,
+    max_opset,
+    unchanged_until,
+)
 from codegen.onnx.registry import EMITTERS as default_emitters
 from codegen.onnx.registry import (
     ONNX_DTYPE,
@@ -196,6 +202,8 @@ class ModelBuilder:
         """A custom node, written as it came: its op in its domain (the default domain for
         ``ai.onnx``), its attributes, and the domain's version in the opset imports."""
         domain = "" if op.domain == "ai.onnx" else op.domain
+        if not domain:
+            _same_default_op(op, self.opset)
         if domain:
             seen = self._domains.setdefault(domain, op.version)
             if seen != op.version:
@@ -205,8 +213,9 @@ class ModelBuilder:
                 )
         attrs = []
         for k, v in sorted(node.attrs.items()):
-            if isinstance(v, Graph):
-                attrs.append(onnx.helper.make_attribute(k, self.subgraph(v, f"{node.name}_{k}")))
+            if isinstance(v, Graph):  # self-contained: an op's own graph may not see outside
+                sub = self.subgraph(v, v.name or f"{node.name}_{k}", inline_weights=True)
+                attrs.append(onnx.helper.make_attribute(k, sub))
             elif isinstance(v, DType):
                 attrs.append(onnx.helper.make_attribute(k, ONNX_DTYPE[v]))
             elif isinstance(v, TensorType):
@@ -285,9 +294,10 @@ class ModelBuilder:
                     p.key, p.value = f"msc.provenance.{key}", val
         return nodes
 
-    def subgraph(self, g: Graph, name: str) -> onnx.GraphProto:
+    def subgraph(self, g: Graph, name: str, inline_weights: bool = False) -> onnx.GraphProto:
         """A branch or loop body: its nodes emitted in this model's namespace, outer values
-        (and weights) referenced by name.
+        (and weights) referenced by name; with ``inline_weights`` the weights it reads are
+        its own initializers (a custom op's graph attribute, which its op may run on its own).
 
         Raises:
             Unsupported: a node of the subgraph cannot be emitted.
@@ -298,6 +308,24 @@ class ModelBuilder:
         for n in g.nodes:
             for o in n.outputs:
                 self._reserve(o)
+        inits: list[onnx.TensorProto] = []
+        outer: dict[Weight, str] = {}
+        if inline_weights:
+            for w in _weights_read(g):
+                if not w.has_data:
+                    raise Unsupported(f"weight {w.name!r} has no data to put in graph {name!r}")
+                outer[w] = self._names[w]
+                self._names[w] = self._fresh_name(f"{outer[w]}__{name}")
+                inits.append(onnx.TensorProto())
+                self.initializer(w, inits[-1])
+        try:
+            sg = self._subgraph_body(g, name)
+        finally:
+            self._names.update(outer)
+        sg.initializer.extend(inits)
+        return sg
+
+    def _subgraph_body(self, g: Graph, name: str) -> onnx.GraphProto:
         nodes: list[onnx.NodeProto] = []
         for n in g.nodes:
             outs = [self._names[o] for o in n.outputs]
@@ -361,7 +389,10 @@ class ModelBuilder:
         model = onnx.ModelProto()
         og = model.graph
         graph_inputs = [value_info(self._names[v], v.type) for v in g.inputs]
+        scopes = _weight_scopes(g)
         for w in g.weights.values():
+            if scopes.get(w) is False:  # read only in custom ops' graphs, which hold their own
+                continue
             if w.has_data:
                 self.initializer(w, og.initializer.add())
             else:  # a type-only graph: its weights become inputs
@@ -436,6 +467,50 @@ class ModelBuilder:
         for k in sorted(props):
             p = model.metadata_props.add()
             p.key, p.value = k, props[k]
+
+
+def _weights_read(g: Graph) -> list[Weight]:
+    """The weights ``g``'s nodes (and their subgraphs) read or ``g`` returns, in first-use order."""
+    seen: dict[Weight, None] = {}
+    for n in g.nodes:
+        for v in n.inputs:
+            if isinstance(v, Weight):
+                seen.setdefault(v)
+        for sub in n.subgraphs():
+            for w in _weights_read(sub):
+                seen.setdefault(w)
+    for v in g.outputs:
+        if isinstance(v, Weight):
+            seen.setdefault(v)
+    return list(seen)
+
+
+def _same_default_op(op: CustomOp, opset: int) -> None:
+    """A default-domain op kept at ``op.version`` means the same op at ``opset`` (where ONNX
+    knows it); else Unsupported."""
+    last = unchanged_until(op.name, op.version)
+    if not op.version <= opset <= last:
+        raise Unsupported(
+            f"{op.name} of opset {op.version} is another op at opset {opset}: write it at an "
+            f"opset from {op.version} to {last}"
+        )
+
+
+def _weight_scopes(g: Graph, in_custom: bool = False, seen: dict | None = None) -> dict:
+    """Weight -> whether it is read outside the graph attributes of custom nodes (which get
+    their own copies)."""
+    seen = {} if seen is None else seen
+    for n in g.nodes:
+        for v in n.inputs:
+            if isinstance(v, Weight):
+                seen[v] = seen.get(v, False) or not in_custom
+        custom = in_custom or parse_custom(n.op) is not None
+        for sub in n.subgraphs():
+            _weight_scopes(sub, custom, seen)
+    for v in g.outputs:
+        if isinstance(v, Weight):
+            seen[v] = seen.get(v, False) or not in_custom
+    return seen
 
 
 def _unique_node_names(nodes: list[onnx.NodeProto], used: set[str]) -> None:

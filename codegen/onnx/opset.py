@@ -16,12 +16,15 @@ from typing import Any
 import onnx
 from onnx import helper
 
+from msc.ops.custom import parse_custom
+
 __all__ = [
     "MIN_OPSET",
     "max_opset",
     "default_opset",
     "default_opset_for",
     "ir_version_for",
+    "unchanged_until",
     "choose_opset",
 ]
 
@@ -92,10 +95,29 @@ def _newest_with_kernel(probe: str, start: int) -> int:
     return start
 
 
+@functools.cache
+def unchanged_until(name: str, version: int) -> int:
+    """The last opset at which default-domain op ``name`` is still the op of opset
+    ``version`` (``max_opset()`` when it has not changed since, or ONNX does not know it)."""
+    try:
+        since = onnx.defs.get_schema(name, version, "").since_version
+    except onnx.defs.SchemaError:
+        return max_opset()
+    for opset in range(version + 1, max_opset() + 1):
+        if onnx.defs.get_schema(name, opset, "").since_version != since:
+            return opset - 1
+    return max_opset()
+
+
 def default_opset_for(ops: Iterable[str]) -> int:
     """The default opset for a graph holding the canonical ``ops``: ``default_opset()``,
-    lowered to where onnxruntime has kernels for the ONNX ops some of them become."""
+    lowered to where onnxruntime has kernels for the ONNX ops some of them become, and to
+    where the default-domain custom ops among them (``ai.onnx::Dropout@13``) are unchanged."""
     best = default_opset()
+    for op in set(ops):
+        custom = parse_custom(op)
+        if custom is not None and custom.domain == "ai.onnx":
+            best = max(min(best, unchanged_until(custom.name, custom.version)), MIN_OPSET)
     try:
         import onnxruntime  # noqa: F401
     except ImportError:

@@ -29,22 +29,30 @@ def reduce(e: Emit, onnx_op: str, x: str, axes, keepdims: bool, as_input=None) -
         as_input = e.opset >= (13 if onnx_op == "ReduceSum" else 18)
     if axes is None:
         return e.op(onnx_op, x, keepdims=int(keepdims))
+    if not axes:  # over no dims: ONNX reads empty axes as "every dim" unless told otherwise
+        e.require(as_input, f"{onnx_op} over no axes needs the axes input (noop_with_empty_axes)")
+        return e.op(onnx_op, x, keepdims=int(keepdims), noop_with_empty_axes=1)
     if as_input:
         return e.op(onnx_op, x, e.ints(axes), keepdims=int(keepdims))
     return e.op(onnx_op, x, axes=list(axes), keepdims=int(keepdims))
 
 
-def _runtime_axes(e: Emit, onnx_op: str, x: Ref, axes_in: Ref, keepdims: bool) -> Ref:
+def _runtime_axes(
+    e: Emit, onnx_op: str, x: Ref, axes_in: Ref, keepdims: bool, noop: bool = False
+) -> Ref:
     """``onnx_op`` over axes the graph computes at run time (passed through as the input)."""
     since = 13 if onnx_op == "ReduceSum" else 18
     e.require(e.opset >= since, f"{onnx_op} with run-time axes needs opset {since}")
-    return e.op(onnx_op, x, axes_in, keepdims=int(keepdims))
+    flags = {"noop_with_empty_axes": 1} if noop else {}
+    return e.op(onnx_op, x, axes_in, keepdims=int(keepdims), **flags)
 
 
 def _reduction(onnx_op: str, as_input: bool):
-    def emit(e: Emit, x: Ref, axes_in: Ref | None = None, *, axes, keepdims) -> Ref:
+    def emit(
+        e: Emit, x: Ref, axes_in: Ref | None = None, *, axes, keepdims, noop_with_empty_axes=False
+    ) -> Ref:
         if axes_in is not None:
-            return _runtime_axes(e, onnx_op, x, axes_in, keepdims)
+            return _runtime_axes(e, onnx_op, x, axes_in, keepdims, noop_with_empty_axes)
         return reduce(e, onnx_op, x, axes, keepdims, as_input)
 
     return emit
@@ -56,10 +64,13 @@ for _op, (_onnx, _since) in REDUCTIONS.items():
 
 
 def _bool_reduce(onnx_op: str):
-    def emit(e: Emit, x: Ref, axes_in: Ref | None = None, *, axes, keepdims) -> Ref:
+    def emit(
+        e: Emit, x: Ref, axes_in: Ref | None = None, *, axes, keepdims, noop_with_empty_axes=False
+    ) -> Ref:
         b = x if x.dtype is DType.BOOL else e.cast(x, DType.BOOL)
         if axes_in is not None:
-            r = _runtime_axes(e, onnx_op, e.cast(b, DType.INT32), axes_in, keepdims)
+            i32 = e.cast(b, DType.INT32)
+            r = _runtime_axes(e, onnx_op, i32, axes_in, keepdims, noop_with_empty_axes)
             return e.cast(r, DType.BOOL)
         r = reduce(e, onnx_op, e.cast(b, DType.INT32), axes, keepdims)
         return e.cast(r, DType.BOOL)

@@ -123,9 +123,16 @@ def split_2(e: Emit, x: Ref, sizes_in: Ref | None = None, *, axis, sizes, num_ou
 def split_13(e: Emit, x: Ref, sizes_in: Ref | None = None, *, axis, sizes, num_outputs):
     if sizes is None and sizes_in is not None:
         return e.op("Split", x, sizes_in, outputs=num_outputs, axis=axis)
-    if sizes is None:
-        e.require(e.opset >= 18, "Split into num_outputs pieces of a run-time dim needs 18")
+    if sizes is None and e.opset >= 18:
         return e.op("Split", x, outputs=num_outputs, axis=axis, num_outputs=num_outputs)
+    if sizes is None:  # before 18: the sizes min(chunk, max(dim - i * chunk, 0)) at run time
+        i64 = DType.INT64
+        dim = e.op("Gather", e.op("Shape", x), e.ints([axis]), axis=0)
+        n = e.scalar(num_outputs, i64)
+        chunk = e.op("Div", e.op("Add", dim, e.scalar(num_outputs - 1, i64)), n)
+        left = e.op("Sub", dim, e.op("Mul", chunk, e.ints(range(num_outputs))))
+        sizes_in = e.op("Min", chunk, e.op("Max", left, e.scalar(0, i64)))
+        return e.op("Split", x, sizes_in, outputs=num_outputs, axis=axis)
     return e.op("Split", x, e.ints(sizes), outputs=len(sizes), axis=axis)
 
 

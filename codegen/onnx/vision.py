@@ -160,20 +160,34 @@ def non_max_suppression(e: Emit, boxes, scores, max_out, iou, score, *, center_p
 
 
 @emitter("max_unpool", since=11)
-def max_unpool(e: Emit, x: Ref, indices: Ref, *, kernel, stride, padding, output_size):
+def max_unpool(
+    e: Emit,
+    x: Ref,
+    indices: Ref,
+    output_in: Ref | None = None,
+    *,
+    kernel,
+    stride,
+    padding,
+    output_size,
+) -> Ref:
     s = x.static_shape("MaxUnpool indices")
     n = len(kernel)
     st = list(stride) or [1] * n
     pads = list(padding) or [0] * (2 * n)
     inferred = [(s[2 + i] - 1) * st[i] - pads[i] - pads[n + i] + kernel[i] for i in range(n)]
-    out = list(output_size) if output_size is not None else inferred
     i64 = DType.INT64
     idx: Ref = indices
-    if out != inferred:  # re-flatten each position over the inferred size
+    out = list(output_size) if output_size is not None else inferred
+    if output_in is not None or out != inferred:  # re-flatten each position over inferred
+        if output_in is not None:  # the spatial size computed at run time: 0-d dims
+            sizes = [e.op("Gather", output_in, e.scalar(d, i64), axis=0) for d in range(n)]
+        else:
+            sizes = [e.scalar(o, i64) for o in out]
         flat, rest = None, indices
         for d in reversed(range(n)):
-            i_d = e.op("Mod", rest, e.scalar(out[d], i64))
-            rest = e.op("Div", rest, e.scalar(out[d], i64))
+            i_d = e.op("Mod", rest, sizes[d])
+            rest = e.op("Div", rest, sizes[d])
             term = e.op("Mul", i_d, e.scalar(int(np.prod(inferred[d + 1 :])), i64))
             flat = term if flat is None else e.op("Add", flat, term)
         idx = flat  # type: ignore[assignment]
@@ -181,4 +195,6 @@ def max_unpool(e: Emit, x: Ref, indices: Ref, *, kernel, stride, padding, output
     offset = (np.arange(s[0] * s[1], dtype=np.int64) * per).reshape(s[0], s[1], *[1] * n)
     idx = e.op("Add", idx, e.const(offset))
     shape = e.ints([s[0], s[1], *out]) if output_size is not None else None
+    if output_in is not None:
+        shape = e.op("Concat", e.ints(s[:2]), output_in, axis=0)
     return e.op("MaxUnpool", x, idx, shape, kernel_shape=list(kernel), strides=st, pads=pads)

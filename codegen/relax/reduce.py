@@ -14,7 +14,7 @@ def _axes(axes):
 
 
 def _simple(fn):
-    def emit(e: Emit, x, axes_in=None, *, axes=None, keepdims=False):
+    def emit(e: Emit, x, axes_in=None, *, axes=None, keepdims=False, noop_with_empty_axes=False):
         static_only(axes_in)
         return e.emit(fn(x, _axes(axes), keepdims))
 
@@ -32,45 +32,51 @@ for _op, _fn in {
 
 
 @emitter("reduce_all")
-def reduce_all(e: Emit, x, axes_in=None, *, axes=None, keepdims=False):
+def reduce_all(e: Emit, x, axes_in=None, *, axes=None, keepdims=False, noop_with_empty_axes=False):
     static_only(axes_in)
     y = e.emit(R.min(R.astype(x, "int8"), _axes(axes), keepdims))
     return e.emit(R.astype(y, "bool"))
 
 
 @emitter("reduce_any")
-def reduce_any(e: Emit, x, axes_in=None, *, axes=None, keepdims=False):
+def reduce_any(e: Emit, x, axes_in=None, *, axes=None, keepdims=False, noop_with_empty_axes=False):
     static_only(axes_in)
     y = e.emit(R.max(R.astype(x, "int8"), _axes(axes), keepdims))
     return e.emit(R.astype(y, "bool"))
 
 
 @emitter("reduce_l1")
-def reduce_l1(e: Emit, x, axes_in=None, *, axes=None, keepdims=False):
+def reduce_l1(e: Emit, x, axes_in=None, *, axes=None, keepdims=False, noop_with_empty_axes=False):
     static_only(axes_in)
     return e.emit(R.sum(R.abs(x), _axes(axes), keepdims))
 
 
 @emitter("reduce_l2")
-def reduce_l2(e: Emit, x, axes_in=None, *, axes=None, keepdims=False):
+def reduce_l2(e: Emit, x, axes_in=None, *, axes=None, keepdims=False, noop_with_empty_axes=False):
     static_only(axes_in)
     return e.emit(R.sqrt(R.sum(R.multiply(x, x), _axes(axes), keepdims)))
 
 
 @emitter("reduce_sum_square")
-def reduce_sum_square(e: Emit, x, axes_in=None, *, axes=None, keepdims=False):
+def reduce_sum_square(
+    e: Emit, x, axes_in=None, *, axes=None, keepdims=False, noop_with_empty_axes=False
+):
     static_only(axes_in)
     return e.emit(R.sum(R.multiply(x, x), _axes(axes), keepdims))
 
 
 @emitter("reduce_log_sum")
-def reduce_log_sum(e: Emit, x, axes_in=None, *, axes=None, keepdims=False):
+def reduce_log_sum(
+    e: Emit, x, axes_in=None, *, axes=None, keepdims=False, noop_with_empty_axes=False
+):
     static_only(axes_in)
     return e.emit(R.log(R.sum(x, _axes(axes), keepdims)))
 
 
 @emitter("reduce_log_sum_exp")
-def reduce_log_sum_exp(e: Emit, x, axes_in=None, *, axes=None, keepdims=False):
+def reduce_log_sum_exp(
+    e: Emit, x, axes_in=None, *, axes=None, keepdims=False, noop_with_empty_axes=False
+):
     static_only(axes_in)
     m = e.emit(R.max(x, _axes(axes), True))
     s = e.emit(R.log(R.sum(R.exp(R.subtract(x, m)), _axes(axes), True)))

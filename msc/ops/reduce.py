@@ -29,6 +29,9 @@ REDUCTIONS = {
 }
 
 REDUCE_ATTRS = {"axes": Attr.ints(None, doc="none = all dims"), "keepdims": Attr.bool(False)}
+# With the run-time axes input only: an empty axes tensor leaves x as it is (ONNX's
+# noop_with_empty_axes) instead of reducing every dim.
+NOOP_ATTR = {"noop_with_empty_axes": Attr.bool(False, doc="axes input only: empty = no-op")}
 
 
 def _reduced(x: TensorType, axes, keepdims: bool):
@@ -40,14 +43,19 @@ def _reduced(x: TensorType, axes, keepdims: bool):
     return tuple(d for i, d in enumerate(x.shape) if i not in ax)
 
 
-def _runtime_reduced(x: TensorType, axes_in: TensorType, keepdims: bool):
+def _runtime_reduced(x: TensorType, axes_in: TensorType, keepdims: bool, noop: bool):
     """The result shape when the axes are a run-time tensor: the rank is known when the
-    number of axes is (an empty axes tensor reduces every dim); the reduced dims are not."""
+    number of axes is (an empty axes tensor reduces every dim, or none with ``noop``); the
+    reduced dims are not."""
     if axes_in.rank != 1:
         raise InferError(f"reductions: axes must be 1-d, got rank {axes_in.rank}")
     if x.shape is None:
         return None
     n = axes_in.shape[0]  # type: ignore[index]
+    if noop and n == 0:
+        return x.shape
+    if noop and not known(n):  # x unchanged, or reduced over some dims
+        return tuple(1 if d == 1 else None for d in x.shape) if keepdims else None
     if keepdims:
         return tuple(1 if d == 1 or n == 0 else None for d in x.shape)
     if not known(n):
@@ -55,18 +63,24 @@ def _runtime_reduced(x: TensorType, axes_in: TensorType, keepdims: bool):
     return () if n == 0 else (None,) * max(len(x.shape) - n, 0)
 
 
-def _reduce(x: TensorType, axes_in: TensorType | None, *, axes, keepdims) -> TensorType:
+def _reduce(
+    x: TensorType, axes_in: TensorType | None, *, axes, keepdims, noop_with_empty_axes
+) -> TensorType:
     if axes_in is not None:
         if axes is not None:
             raise InferError("reductions: give the axes as an attribute or an input, not both")
-        return TensorType(x.dtype, _runtime_reduced(x, axes_in, keepdims))
+        return TensorType(x.dtype, _runtime_reduced(x, axes_in, keepdims, noop_with_empty_axes))
+    if noop_with_empty_axes:
+        raise InferError("reductions: noop_with_empty_axes applies to the axes input only")
     return TensorType(x.dtype, _reduced(x, axes, keepdims))
 
 
 # ``axes?``: the axes as a 1-d i64 tensor computed at run time (the attribute stays None);
-# an empty tensor reduces every dim.
+# an empty tensor reduces every dim (none with ``noop_with_empty_axes``).
 for _name, _doc in REDUCTIONS.items():
-    registry.op(_name, ["x", "axes?"], REDUCE_ATTRS, category="reduce", doc=_doc)(_reduce)
+    registry.op(_name, ["x", "axes?"], {**REDUCE_ATTRS, **NOOP_ATTR}, category="reduce", doc=_doc)(
+        _reduce
+    )
 
 
 @registry.op(

@@ -187,24 +187,33 @@ def non_max_suppression(boxes, scores, max_out, iou, score, *, center_point_box)
 
 @registry.op(
     "max_unpool",
-    ["x", "indices"],
+    ["x", "indices", "output_size?"],
     {
         "kernel": Attr.ints(),
         "stride": Attr.ints(()),
         "padding": Attr.ints(()),
-        "output_size": Attr.ints(None, doc="spatial output size; none = inferred"),
+        "output_size": Attr.ints(None, doc="spatial output size; none = inferred or the input"),
     },
     category="pool",
 )
-def max_unpool(x, indices, *, kernel, stride, padding, output_size):
+def max_unpool(x, indices, output_size_in, *, kernel, stride, padding, output_size):
     """Scatter x into zeros of spatial size output_size (default: the inferred
     (in - 1) * stride - pads + kernel) at indices flat per channel over that output
-    (torch max_unpool; max_pool returns such indices)."""
+    (torch max_unpool; max_pool returns such indices). ``output_size?``: the spatial size as
+    a 1-d i64 tensor read at run time (the attribute stays None)."""
     if indices.dtype is not DType.INT64:
         raise InferError("max_unpool: indices must be i64")
+    n = len(kernel)
+    if output_size_in is not None:
+        if output_size is not None:
+            raise InferError("max_unpool: give output_size as an attribute or an input, not both")
+        m = output_size_in.shape[0] if output_size_in.rank == 1 else None  # type: ignore[index]
+        if output_size_in.rank != 1 or (known(m) and m != n):
+            raise InferError(f"max_unpool: output_size must be 1-d of {n}, got {output_size_in}")
     if x.shape is None:
         return x
-    n = len(kernel)
+    if output_size_in is not None:
+        return TensorType(x.dtype, (*x.shape[:2], *(None,) * n))
     if output_size is not None:
         return TensorType(x.dtype, (*x.shape[:2], *output_size))
     st = stride or (1,) * n

@@ -183,3 +183,85 @@ def test_cli_keeps_custom_ops_and_inspect_lists_them(tmp_path):
     np.testing.assert_allclose(
         _run(onnx.load(tmp_path / "out.onnx"), x), _run(_inverse_model(), x), rtol=1e-6
     )
+
+
+def _flex_model() -> onnx.ModelProto:
+    """FlexAttention (ai.onnx.preview, no onnxruntime kernel) whose score_mod graph adds an
+    initializer of its own."""
+    f32 = TensorProto.FLOAT
+    score_mod = helper.make_graph(
+        [helper.make_node("Add", ["scores", "bias"], ["out"])],
+        "score_mod_bias",
+        [helper.make_tensor_value_info("scores", f32, ["B", "H", "L", "S"])],
+        [helper.make_tensor_value_info("out", f32, ["B", "H", "L", "S"])],
+        [helper.make_tensor("bias", f32, [], [0.5])],
+    )
+    node = helper.make_node(
+        "FlexAttention", ["q", "k", "v"], ["y"], domain="ai.onnx.preview", score_mod=score_mod
+    )
+    io = [helper.make_tensor_value_info(n, f32, [1, 2, 3, 4]) for n in ("q", "k", "v", "y")]
+    g = helper.make_graph([node], "flex", io[:3], io[3:])
+    opsets = [helper.make_opsetid("", 26), helper.make_opsetid("ai.onnx.preview", 1)]
+    return helper.make_model(g, opset_imports=opsets)
+
+
+def test_custom_node_keeps_its_graph_attribute_self_contained():
+    """A graph attribute becomes an msc subgraph; written back, the subgraph holds the weights
+    it reads (the op may run it on its own) and the model does not hold them twice; onnx's
+    reference evaluator gives the same outputs on both models."""
+    from onnx.reference import ReferenceEvaluator
+
+    model = _flex_model()
+    g = msc.from_onnx(model, custom_ops="keep")
+    (node,) = g.nodes
+    assert node.op == "ai.onnx.preview::FlexAttention@1"
+    assert [n.op for n in node.attrs["score_mod"].nodes] == ["add"]
+    assert msc.to_text(msc.from_text(msc.to_text(g))) == msc.to_text(g)
+    out = codegen.onnx.to_model(g)
+    onnx.checker.check_model(out)
+    (flex,) = out.graph.node
+    assert flex.domain == "ai.onnx.preview" and not out.graph.initializer
+    assert [t.name for t in flex.attribute[0].g.initializer] == ["bias__score_mod_bias"]
+    msc.assert_structural_equal(g, msc.from_onnx(out, custom_ops="keep"))
+    rng = np.random.default_rng(0)
+    feeds = {n: rng.standard_normal((1, 2, 3, 4)).astype(np.float32) for n in "qkv"}
+    (want,) = ReferenceEvaluator(model).run(None, feeds)
+    (got,) = ReferenceEvaluator(out).run(None, feeds)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_keep_keeps_a_node_its_converter_refuses():
+    """Dropout with training_mode computed at run time has a converter that cannot take it:
+    "keep" keeps the node as an ai.onnx custom op (named by the opset that last changed
+    Dropout, whatever the model's opset), and onnxruntime runs the regenerated model."""
+    f32 = TensorProto.FLOAT
+    node = helper.make_node("Dropout", ["x", "r", "t"], ["y"])
+    ins = [
+        helper.make_tensor_value_info("x", f32, [2, 3]),
+        helper.make_tensor_value_info("r", f32, []),
+        helper.make_tensor_value_info("t", TensorProto.BOOL, []),
+    ]
+    g = helper.make_graph([node], "d", ins, [helper.make_tensor_value_info("y", f32, [2, 3])])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)])
+    with pytest.raises(UnsupportedOpsError):
+        msc.from_onnx(model)
+    kept = msc.from_onnx(model, custom_ops="keep")
+    assert [n.op for n in kept.nodes] == ["ai.onnx::Dropout@13"]
+    out = codegen.onnx.to_model(kept)
+    assert [n.op_type for n in out.graph.node] == ["Dropout"]
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    feeds = {"x": x, "r": np.array(0.5, np.float32), "t": np.array(False)}
+    (y,) = ort.InferenceSession(out.SerializeToString()).run(None, feeds)
+    np.testing.assert_array_equal(y, x)
+    msc.assert_structural_equal(kept, msc.from_onnx(out, custom_ops="keep"))
+
+
+def test_default_domain_custom_op_is_refused_at_an_opset_that_changed_it():
+    g = msc.Graph("g")
+    x = g.add_input("x", msc.TensorType(msc.DType.FLOAT32, (2,)))
+    n = g.add_node("ai.onnx::Relu@6", [x], {}, output_types=[x.type])
+    g.set_outputs([n.outputs[0]])
+    assert codegen.onnx.to_model(g).opset_import[0].version == 12  # the default: where it is
+    codegen.onnx.to_model(g, opset=12)  # Relu changed at 13: still version 6's op at 12
+    with pytest.raises(UnsupportedOpsError, match="from 6 to 12"):
+        codegen.onnx.to_model(g, opset=13)

@@ -257,16 +257,24 @@ def test_runtime_axes_become_an_input_of_the_canonical_op():
     assert g.outputs[0].type.rank == 1  # one axis reduced: the rank is known, the dim is not
 
 
-def test_runtime_axes_are_reported_with_the_input_to_bind():
-    # With noop_with_empty_axes=1 an empty run-time axes tensor would mean "no reduction",
-    # which the canonical op cannot say: the input must be bound.
+def test_runtime_axes_with_noop_with_empty_axes_stay_an_input():
+    # An empty run-time axes tensor means "no reduction" here: the canonical op's flag says so.
     node = helper.make_node("ReduceSum", ["x", "axes"], ["y"], noop_with_empty_axes=1)
     m = model([node], [vi("x", [2, 3]), vi("axes", [1], T.INT64)], [vi("y", None)], opset=13)
+    n = only(from_onnx(m), "reduce_sum")
+    assert [v.name for v in n.inputs] == ["x", "axes"] and n.attrs["noop_with_empty_axes"]
+
+
+def test_runtime_inputs_are_reported_with_the_input_to_bind():
+    # Dropout's training_mode decides between a random op and identity: it must be bound.
+    node = helper.make_node("Dropout", ["x", "ratio", "mode"], ["y"])
+    ins = [vi("x", [2, 3]), vi("ratio", [], T.FLOAT), vi("mode", [], T.BOOL)]
+    m = model([node], ins, [vi("y", None)], opset=13)
     with pytest.raises(OnnxUnsupportedOpsError) as e:
         from_onnx(m)
-    assert e.value.runtime_inputs == ["axes"] and "computed at run time" in str(e.value)
-    g = from_onnx(m, constant_inputs={"axes": np.array([1])})
-    assert [v.name for v in g.inputs] == ["x"] and only(g, "reduce_sum").attrs["axes"] == (1,)
+    assert e.value.runtime_inputs == ["mode"] and "computed at run time" in str(e.value)
+    g = from_onnx(m, constant_inputs={"mode": np.array(False)})
+    assert [v.name for v in g.inputs] == ["x", "ratio"] and [n.op for n in g.nodes] == ["identity"]
 
 
 # ---------------------------------------------------------------------------- registry

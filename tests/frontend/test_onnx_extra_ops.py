@@ -187,6 +187,50 @@ def _handmade_rows() -> list[Row]:
         )
     )
 
+    # The same with the output shape fed at run time: the canonical op's input, the indices
+    # re-flattened over it by run-time arithmetic (and back in the regenerated ONNX).
+    m = _model(
+        [m.graph.node[0], m.graph.node[1]],
+        [
+            helper.make_tensor_value_info("x", f32, [2, 3, 4, 4]),
+            helper.make_tensor_value_info("shape", i64, [4]),
+        ],
+        [helper.make_tensor_value_info("z", f32, None)],
+        22,
+    )
+    for size in (5, 4):  # larger than the inferred 4 x 4, and equal to it
+        feeds = {"x": x, "shape": np.array([2, 3, size, 6], np.int64)}
+        rows.append(
+            Row(
+                f"maxpool_unpool_runtime_output_shape_{size}x6",
+                m,
+                feeds,
+                _reference(m, feeds),
+                not_structural=UNPOOL,
+            )
+        )
+
+    # MaxPool indices in column-major order (storage_order=1), over three spatial dims.
+    x3 = rng.standard_normal((2, 3, 4, 5, 6)).astype(np.float32)
+    pool = helper.make_node(
+        "MaxPool", ["x"], ["y", "i"], kernel_shape=[2, 2, 2], strides=[2, 2, 2], storage_order=1
+    )
+    m = _model(
+        [pool],
+        [helper.make_tensor_value_info("x", f32, [2, 3, 4, 5, 6])],
+        [
+            helper.make_tensor_value_info("y", f32, None),
+            helper.make_tensor_value_info("i", i64, None),
+        ],
+        12,
+    )
+    why = "column-major indices are index arithmetic after a row-major max_pool; the regenerated "
+    why += "ONNX spells it out, and MaxPool's per-channel offsets, which re-import adds to"
+    feeds = {"x": x3}
+    rows.append(
+        Row("maxpool_3d_column_major_indices", m, feeds, _reference(m, feeds), not_structural=why)
+    )
+
     # Range whose limit is computed at run time: a data-dependent length.
     n = np.array(7, np.int64)
     m = _model(
@@ -350,6 +394,12 @@ INFER = [
         [_t((1, 1, 2, 2)), _t((1, 1, 2, 2), DType.INT64)],
         {"kernel": [2, 2], "stride": [2, 2]},
         [(1, 1, 4, 4)],
+    ),
+    (
+        "max_unpool",  # the output size fed at run time: spatial dims unknown
+        [_t((1, 2, 2, 2)), _t((1, 2, 2, 2), DType.INT64), _t((2,), DType.INT64)],
+        {"kernel": [2, 2], "stride": [2, 2]},
+        [(1, 2, None, None)],
     ),
     (
         "linear_attention",

@@ -55,6 +55,12 @@ CASES = {
         3,
         [{"x": x_a, "a": np.array([0, 2])}, {"x": x_b, "a": np.array([1, 2])}],
     ),
+    "reduce_sum_square_noop_axes": (  # empty at run time: x*x, reduced over none
+        helper.make_node("ReduceSumSquare", ["x", "a"], ["y"], keepdims=1, noop_with_empty_axes=1),
+        [_vi("a", I64, ["k"])],
+        3,
+        [{"x": x_a, "a": np.array([], np.int64)}, {"x": x_b, "a": np.array([0, -1])}],
+    ),
     "topk_k": (
         helper.make_node("TopK", ["x", "k"], ["y", "i"], axis=1),
         [_vi("k", I64, [1])],
@@ -96,6 +102,12 @@ CASES = {
         [_vi("s", I64, [2])],
         3,
         [{"x": x_a, "s": [2, 4]}, {"x": x_b, "s": [5, 1]}],
+    ),
+    "split_even_runtime_dim": (  # n = 3 and 5: pieces of ceil(n / 2), the last one smaller
+        helper.make_node("Split", ["x"], ["y", "z"], axis=0, num_outputs=2),
+        [],
+        3,
+        [{"x": x_a}, {"x": x_b}],
     ),
     "cumsum_axis": (
         helper.make_node("CumSum", ["x", "a"], ["y"], reverse=1),
@@ -204,3 +216,35 @@ def test_constant_roi_becomes_an_attribute():
     for opset in (18, 21):  # before 18, sizes need a static batch
         regenerated = codegen.onnx.to_model(g, opset=opset)
         np.testing.assert_allclose(_run_ort(regenerated, f)[0], want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("op", ["ReduceSumSquare", "ReduceL1", "ReduceLogSum", "ReduceSum"])
+def test_constant_empty_axes_noop_keeps_the_elementwise_part(op):
+    """noop_with_empty_axes with constant empty axes reduces over no dims: ReduceSumSquare
+    still squares, ReduceL1 takes |x|, ReduceLogSum the log (as onnxruntime does)."""
+    node = helper.make_node(op, ["x", "a"], ["y"], noop_with_empty_axes=1)
+    g = helper.make_graph(
+        [node], "g", [X], [_vi("y", FLT, None)], [helper.make_tensor("a", I64, [0], [])]
+    )
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+    x = np.abs(x_a) + 0.5
+    (want,) = _run_ort(model, {"x": x})
+    m = msc.from_onnx(model)
+    with torch.no_grad():
+        got = codegen.torch.to_module(m)(torch.from_numpy(x)).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    (again,) = _run_ort(codegen.onnx.to_model(m), {"x": x})
+    np.testing.assert_allclose(again, want, rtol=1e-6)
+
+
+def test_even_split_of_a_runtime_dim_before_opset_18():
+    """Before opset 18 Split has no num_outputs: the regenerated model computes the sizes
+    from the run-time dim, uneven ones included."""
+    node, extra, _, feeds = CASES["split_even_runtime_dim"]
+    model = _model(node, [X, *extra], [_vi(o, FLT, None) for o in node.output])
+    old = codegen.onnx.to_model(msc.from_onnx(model), opset=13)
+    (split,) = [n for n in old.graph.node if n.op_type == "Split"]
+    assert len(split.input) == 2  # the sizes, computed in the graph
+    for f in feeds:
+        for w, a in zip(_run_ort(model, f), _run_ort(old, f)):
+            np.testing.assert_array_equal(a, w)

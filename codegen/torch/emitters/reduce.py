@@ -59,9 +59,19 @@ def _reduction(op: str):
     go through one run-time helper, the static ones through ``fn``."""
 
     def deco(fn):
-        def emit(e: NodeEmit, x: Arg, axes_in: Arg | None = None, *, axes, keepdims) -> ast.expr:
+        def emit(
+            e: NodeEmit,
+            x: Arg,
+            axes_in: Arg | None = None,
+            *,
+            axes,
+            keepdims,
+            noop_with_empty_axes=False,
+        ) -> ast.expr:
             if axes_in is not None:
-                return call(e.helper("_msc_reduce").id, x, op, int_list(axes_in), keepdims)
+                helper = e.helper("_msc_reduce").id
+                noop = {"noop": True} if noop_with_empty_axes else {}
+                return call(helper, x, op, int_list(axes_in), keepdims, **noop)
             return fn(e, x, axes=axes, keepdims=keepdims)
 
         emit.__name__ = emit.__qualname__ = fn.__name__
@@ -284,16 +294,20 @@ def _msc_arg_last(x, dim, keepdim, largest):
     return (n - 1) - i
 
 
-def _msc_reduce(x, op, axes, keepdim):
-    """Reduction ``op`` over axes known at run time (empty: every dim), keeping x's dtype."""
-    dims = sorted({a % x.dim() for a in axes}) if axes and x.dim() else list(range(x.dim()))
+def _msc_reduce(x, op, axes, keepdim, noop=False):
+    """Reduction ``op`` over axes known at run time (empty: every dim, or none with ``noop``),
+    keeping x's dtype."""
+    if noop and not axes:
+        dims = []  # no reduction: only the op's elementwise part (|x|, x*x, log) applies
+    else:
+        dims = sorted({a % x.dim() for a in axes}) if axes and x.dim() else list(range(x.dim()))
     exact = x.is_floating_point() or x.is_complex()
     kw = {} if exact or x.dtype == torch.int64 else {"dtype": x.dtype}
     if op == "reduce_l1":
         op, x = "reduce_sum", x.abs()
     elif op == "reduce_sum_square":
         op, x = "reduce_sum", x * x
-    if not dims:  # a 0-d input: the reduction of one element
+    if not dims:  # a 0-d input or no axes: the reduction of one element
         y = {"reduce_log_sum": torch.log, "reduce_l2": torch.abs}.get(op, torch.clone)(x)
         return y.to(x.dtype)
     if op == "reduce_sum":

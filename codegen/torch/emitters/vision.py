@@ -55,17 +55,39 @@ def grid_sample(e, x, grid, *, mode: str, padding_mode: str, align_corners: bool
 
 
 @emitter("max_unpool")
-def max_unpool(e, x, indices, *, kernel, stride, padding, output_size) -> ast.expr:
+def max_unpool(e, x, indices, output_in=None, *, kernel, stride, padding, output_size) -> ast.expr:
     n = len(kernel)
     fn = fn_nd("F.max_unpool", n)
     if fn is None or (padding and tuple(padding[:n]) != tuple(padding[n:])):
         raise ConversionError("max_unpool: torch takes 1-3 spatial dims and symmetric padding")
+    if output_in is not None or not _torch_takes(x, kernel, stride, padding, output_size):
+        # A run-time size, or one torch's max_unpool refuses (it takes sizes within a stride
+        # of the inferred one): the scatter it does, written out.
+        size = int_list(output_in) if output_in is not None else tuple(output_size)
+        return call(e.helper("_msc_max_unpool").id, x, indices, size)
     kw = {"stride": tuple(stride)} if stride else {}
     if padding and any(padding):
         kw["padding"] = tuple(padding[:n])
     if output_size is not None:
         kw["output_size"] = tuple(output_size)
     return call(fn, x, indices, tuple(kernel), **kw)
+
+
+def _torch_takes(x: Arg, kernel, stride, padding, output_size) -> bool:
+    """Whether F.max_unpool accepts ``output_size``: each dim strictly within one stride of
+    the inferred size (unknown input dims: assume it does)."""
+    if output_size is None or x.shape is None:
+        return True
+    n = len(kernel)
+    st = stride or (1,) * n
+    pads = padding or (0,) * (2 * n)
+    for i, d in enumerate(x.shape[2:]):
+        if not isinstance(d, int):
+            return True
+        inferred = (d - 1) * st[i] - 2 * pads[i] + kernel[i]
+        if not inferred - st[i] < output_size[i] < inferred + st[i]:
+            return False
+    return True
 
 
 @emitter("col2im")
@@ -220,4 +242,16 @@ def _msc_non_max_suppression(boxes, scores, max_out, iou, score, center_point_bo
     return torch.tensor(rows, dtype=torch.int64, device=boxes.device).reshape(-1, 3)
 
 
-runtime_helpers(_msc_deform_conv, _msc_roi_align, _msc_non_max_suppression)
+def _msc_max_unpool(x, indices, output_size):
+    """Scatter x into zeros of spatial size ``output_size`` at ``indices`` (flat per channel
+    over that size), as F.max_unpool does without its limit on the size."""
+    n, c = x.shape[0], x.shape[1]
+    numel = 1
+    for s in output_size:
+        numel *= int(s)
+    y = x.new_zeros(n, c, numel)
+    y.scatter_(2, indices.reshape(n, c, -1), x.reshape(n, c, -1))
+    return y.reshape(n, c, *output_size)
+
+
+runtime_helpers(_msc_deform_conv, _msc_roi_align, _msc_non_max_suppression, _msc_max_unpool)

@@ -57,11 +57,13 @@ def from_onnx(
             stop being inputs. Use it for inputs that only set shapes or axes (a Reshape target,
             ReduceSum axes, Resize scales), which msc keeps as attributes.
         registry: the converter registry (tests may pass their own).
-        custom_ops: what to do with a node msc has no converter for (an op of another domain
-            such as com.microsoft, or an ai.onnx op msc lacks): "error" reports them all at
-            once; "keep" keeps each as a custom node (``domain::name@version``) with its
-            attributes and the output types the model declares, which codegen.onnx writes
-            back in its domain.
+        custom_ops: what to do with a node msc cannot translate (an op of another domain
+            such as com.microsoft, an ai.onnx op msc lacks, or a use of an op its converter
+            does not take, such as a Dropout whose training_mode is computed at run time):
+            "error" reports them all at once; "keep" keeps each as a custom node
+            (``domain::name@version``; an ai.onnx op carries the opset that last changed it)
+            with its attributes (a graph attribute as an msc subgraph) and the output types
+            the model declares, which codegen.onnx writes back in its domain.
         fuse: put the high-level ops ONNX spells out back together (MatMul + Add -> linear,
             the erf and tanh GELU formulas -> gelu, decomposed LayerNorm / RMSNorm ->
             layer_norm / rms_norm, x * sigmoid(x) -> silu, softmax(Q K^T * s + mask) V ->

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 import numpy as np
 import onnx
 
-from msc.frontend.onnx.importer import Ctx, Importer, Slot, Unsupported, _topological
+from msc.frontend.onnx.importer import Ctx, Importer, Slot, Unsupported, _topological, dispose
 from msc.frontend.onnx.initializers import UnsupportedType, type_from_onnx
 from msc.frontend.onnx.registry import converter
 from msc.ir import DType, Graph, TensorType
@@ -124,14 +124,6 @@ def _outer_names(n: onnx.NodeProto):
                 yield from _outer_names(m)
             for vi in g.output:
                 yield vi.name
-
-
-def dispose(g: Graph) -> None:
-    """Drop the uses a (discarded) subgraph's nodes hold on outer values."""
-    for n in g.nodes:
-        for sub in n.subgraphs():
-            dispose(sub)
-        n.inputs = ()
 
 
 def import_subgraph(ctx: Ctx, g: onnx.GraphProto, input_types: Sequence[TensorType]) -> Graph:

@@ -199,14 +199,37 @@ def _attr_value(a: onnx.AttributeProto, base_dir: str | None) -> Any:
     raise Unsupported(f"attribute {a.name!r} has type {T.AttributeType.Name(a.type)}")
 
 
-def _custom_attr(a: onnx.AttributeProto, base_dir: str | None) -> Any:
-    """A custom node's attribute as an msc attribute value (a subgraph is not kept)."""
+def _custom_attr(ctx: Ctx, a: onnx.AttributeProto, base_dir: str | None) -> Any:
+    """A custom node's attribute as an msc attribute value; a graph becomes an msc subgraph
+    whose inputs have the types it declares (no op says what binds them)."""
     v = _attr_value(a, base_dir)
     if isinstance(v, onnx.GraphProto):
-        raise Unsupported(f"attribute {a.name!r} holds a graph, which msc keeps only on its ops")
+        from msc.frontend.onnx.control import import_subgraph  # control builds on this module
+
+        types = [type_from_onnx(vi.type, f"subgraph input {vi.name!r}") for vi in v.input]
+        return import_subgraph(ctx, v, types)
     if isinstance(v, onnx.TypeProto):
         return type_from_onnx(v, f"attribute {a.name!r}")
     return v
+
+
+def _custom_version(n: onnx.NodeProto, opset: int) -> int:
+    """The version a kept node's op is named with: a default-domain op's own (the opset that
+    last changed it), so it names the same op whatever the model's opset; else the domain's."""
+    if n.domain not in DEFAULT_DOMAINS:
+        return opset
+    try:
+        return onnx.defs.get_schema(n.op_type, opset, "").since_version
+    except onnx.defs.SchemaError:
+        return opset
+
+
+def dispose(g: Graph) -> None:
+    """Drop the uses a (discarded) subgraph's nodes hold on outer values."""
+    for n in g.nodes:
+        for sub in n.subgraphs():
+            dispose(sub)
+        n.inputs = ()
 
 
 def _all_graphs(g: onnx.GraphProto):
@@ -678,6 +701,9 @@ class Importer:
             self._bind(ctx, n, result)
         except (Unsupported, UnsupportedType) as e:
             self._discard(ctx)
+            if self.custom_ops == "keep":  # a node msc cannot translate stays as it came
+                self._keep(n, [self.env[i] if i else None for i in n.input])
+                return
             self.problem(n, _op_label(n), str(e))
             poison()
         except (OpError, InferError, GraphError) as e:
@@ -690,10 +716,12 @@ class Importer:
         attributes, and the output types the model declares (value_info, graph outputs, or
         ONNX shape inference for default-domain ops)."""
         domain = n.domain or "ai.onnx"
-        op = custom_op(domain, n.op_type, self.opsets.get(n.domain or "", 1))
+        op = custom_op(domain, n.op_type, _custom_version(n, self.opsets.get(n.domain or "", 1)))
         ctx = Ctx(self, n, self.opset)
+        attrs: dict[str, Any] = {}
         try:
-            attrs = {a.name: _custom_attr(a, self.base_dir) for a in n.attribute}
+            for a in n.attribute:
+                attrs[a.name] = _custom_attr(ctx, a, self.base_dir)
             names = list(n.output)
             while names and not names[-1]:
                 names.pop()
@@ -713,6 +741,9 @@ class Importer:
             self._bind(ctx, n, node.outputs)
         except (Unsupported, UnsupportedType, OpError, GraphError) as e:
             self._discard(ctx)
+            for sub in attrs.values():
+                if isinstance(sub, Graph):
+                    dispose(sub)
             self.problem(n, _op_label(n), f"cannot keep as a custom op: {e}")
             for o in n.output:
                 if o:

@@ -193,19 +193,35 @@ def max_pool(
     )
     if not want_indices:
         return ctx.op("max_pool", X, **attrs)
-    if storage_order:
-        raise Unsupported("MaxPool indices in column-major storage_order")
     y, idx = ctx.ops("max_pool", X, return_indices=True, **attrs)
     # ONNX indices are flat over the whole input; the canonical ones over each channel.
     s = ctx.static_shape(X)
     if s is None:
         raise Unsupported("MaxPool indices of an input with a shape only known at run time")
+    if storage_order:
+        idx = _column_major(ctx, idx, list(s[2:]))
     per = math.prod(s[2:])
     ctx.check_size(s[0] * s[1], "MaxPool index offsets")
     offset = (np.arange(s[0] * s[1], dtype=np.int64) * per).reshape(
         (s[0], s[1]) + (1,) * (len(s) - 2)
     )
     return [y, ctx.op("add", idx, offset)]
+
+
+def _column_major(ctx: Ctx, idx, spatial: list[int]):
+    """Row-major flat indices over ``spatial`` as column-major ones (storage_order=1): the
+    coordinates i_d = idx // prod(spatial[d+1:]) % spatial[d], weighted by prod(spatial[:d])."""
+    flat = None
+    for d, size in enumerate(spatial):
+        i_d = idx
+        if (inner := math.prod(spatial[d + 1 :])) != 1:
+            i_d = ctx.op("floor_divide", i_d, np.array(inner, np.int64))
+        if d:  # the first coordinate is below spatial[0] already
+            i_d = ctx.op("remainder", i_d, np.array(size, np.int64))
+        if (outer := math.prod(spatial[:d])) != 1:
+            i_d = ctx.op("mul", i_d, np.array(outer, np.int64))
+        flat = i_d if flat is None else ctx.op("add", flat, i_d)
+    return flat
 
 
 @converter("AveragePool", since=1)
@@ -621,7 +637,11 @@ def lp_normalization(ctx: Ctx, input, *, axis=-1, p=2):  # noqa: A002
     if p not in (1, 2):
         raise Unsupported(f"LpNormalization with p={p}")
     norm = ctx.op("reduce_l2" if p == 2 else "reduce_l1", input, axes=[axis], keepdims=True)
-    return ctx.op("div", input, norm)
+    # A zero norm means an all-zero slice: divided by 1 it stays 0 (onnxruntime's result)
+    # instead of 0 / 0.
+    dt = ctx.dtype(input).to_numpy()
+    zero = ctx.op("eq", norm, np.array(0, dt))
+    return ctx.op("div", input, ctx.op("where", zero, np.array(1, dt), norm))
 
 
 @converter("MeanVarianceNormalization", since=9)

@@ -28,11 +28,22 @@ REDUCE = {
 }
 
 
+# Reductions whose value over no axes is the input itself (the others apply |x|, x*x or log).
+_IDENTITY_OVER_NO_AXES = {
+    "reduce_sum",
+    "reduce_mean",
+    "reduce_max",
+    "reduce_min",
+    "reduce_prod",
+    "reduce_log_sum_exp",
+}
+
+
 def _reduce(ctx: Ctx, canon: str, data, axes, keepdims, noop):
     if not axes:
-        if noop:
+        if noop and canon in _IDENTITY_OVER_NO_AXES:
             return data
-        axes = None
+        axes = [] if noop else None
     return ctx.op(canon, data, axes=axes, keepdims=bool(keepdims))
 
 
@@ -47,10 +58,10 @@ def _reduce_attr(canon: str):
 def _reduce_input(canon: str):
     def convert(ctx: Ctx, data, axes=None, *, keepdims=1, noop_with_empty_axes=0):
         if axes is not None and ctx.known(axes) is None:
-            # Axes computed at run time: the canonical op's axes input (empty: every dim).
-            if noop_with_empty_axes:  # empty at run time would mean "no reduction"
-                ctx.need(axes, "axes (with noop_with_empty_axes=1)")
-            return ctx.op(canon, data, ctx.cast(axes, DType.INT64), keepdims=bool(keepdims))
+            # Axes computed at run time: the canonical op's axes input (empty: every dim, or
+            # none with noop_with_empty_axes).
+            flags = {"keepdims": bool(keepdims), "noop_with_empty_axes": bool(noop_with_empty_axes)}
+            return ctx.op(canon, data, ctx.cast(axes, DType.INT64), **flags)
         ax = None if axes is None else ctx.ints(axes, "axes")
         return _reduce(ctx, canon, data, ax, keepdims, noop_with_empty_axes)
 

@@ -155,10 +155,12 @@ def concat(ctx: Ctx, *inputs, axis):
 
 
 def _split_sizes(ctx: Ctx, x, axis: int, n: int, split, num_outputs=None) -> list[int] | None:
-    """The static sizes of the pieces, or None for an even split of a run-time dim."""
+    """The static sizes of the pieces, or None for an even split of a run-time dim (or of an
+    input whose rank is only known at run time)."""
     if split is not None:
         return list(split)
-    dim = ctx.shape(x)[axis]
+    shape = ctx.type(x).shape
+    dim = None if shape is None else shape[axis]
     if not isinstance(dim, int):
         return None
     if num_outputs is not None:

@@ -2,7 +2,8 @@
 MaxUnpool, CenterCropPad.
 
 # NOTE: shape-setting inputs (AffineGrid size, Col2Im image/block shapes, MaxUnpool
-# output_shape, CenterCropPad shape) must be constant at import; they become attributes.
+# output_shape, CenterCropPad shape) become attributes when constant at import, else the
+# canonical op's run-time input.
 # MaxUnpool indices are made per channel over the output's spatial size (the canonical, torch
 # layout), which needs the input's static shape. CenterCropPad maps onto ``slice`` and ``pad``.
 """
@@ -162,26 +163,39 @@ def max_unpool(ctx: Ctx, X, I, output_shape=None, *, kernel_shape, pads=None, st
     ctx.check_size(s[0] * s[1], "MaxUnpool index offsets")
     offset = (np.arange(s[0] * s[1], dtype=np.int64) * per).reshape(s[0], s[1], *[1] * n)
     idx = ctx.op("sub", ctx.cast(I, DType.INT64), offset)
+    attrs = {"kernel": list(kernel_shape), "stride": st, "padding": p}
+    if output_shape is not None and ctx.known(output_shape) is None:
+        # The output size computed at run time: the canonical op's input (spatial dims), the
+        # indices re-flattened over it by run-time arithmetic.
+        sizes = _part(ctx, ctx.cast(output_shape, DType.INT64), 2, 2 + n)
+        strides_out = [
+            ctx.op("reduce_prod", _part(ctx, sizes, d + 1, n), axes=[0], keepdims=False)
+            for d in range(n)
+        ]
+        idx = _reflatten(ctx, idx, inferred, strides_out)
+        return ctx.op("max_unpool", X, idx, sizes, output_size=None, **attrs)
     out = None if output_shape is None else ctx.ints(output_shape, "output_shape")[2:]
     if out is not None and out != inferred:
-        flat = None  # re-flatten each (i_0, ..., i_n-1) position over the output size
-        rest = idx
-        for d in reversed(range(n)):
-            i_d = ctx.op("remainder", rest, np.array(inferred[d], np.int64))
-            rest = ctx.op("floor_divide", rest, np.array(inferred[d], np.int64))
-            stride_out = int(np.prod(out[d + 1 :]))
-            term = ctx.op("mul", i_d, np.array(stride_out, np.int64))
-            flat = term if flat is None else ctx.op("add", flat, term)
-        idx = flat
-    return ctx.op(
-        "max_unpool",
-        X,
-        idx,
-        kernel=list(kernel_shape),
-        stride=st,
-        padding=p,
-        output_size=out if out != inferred else None,
-    )
+        strides_out = [np.array(math.prod(out[d + 1 :]), np.int64) for d in range(n)]
+        idx = _reflatten(ctx, idx, inferred, strides_out)
+    return ctx.op("max_unpool", X, idx, output_size=out if out != inferred else None, **attrs)
+
+
+def _part(ctx: Ctx, v, start: int, end: int):
+    """``v[start:end]`` of a 1-d run-time tensor."""
+    return ctx.op("slice", v, starts=[start], ends=[end], axes=[0], steps=[1])
+
+
+def _reflatten(ctx: Ctx, idx, inferred: list[int], strides_out: list):
+    """Indices flat over the ``inferred`` spatial size, re-flattened over an output whose
+    per-dim strides are ``strides_out`` (constants or 0-d run-time tensors)."""
+    flat, rest = None, idx
+    for d in reversed(range(len(inferred))):
+        i_d = ctx.op("remainder", rest, np.array(inferred[d], np.int64))
+        rest = ctx.op("floor_divide", rest, np.array(inferred[d], np.int64))
+        term = ctx.op("mul", i_d, strides_out[d])
+        flat = term if flat is None else ctx.op("add", flat, term)
+    return flat
 
 
 @converter("CenterCropPad", since=18)
