@@ -517,12 +517,46 @@ def _attention(w: _Walk) -> dict[str, Value] | None:
     return found
 
 
+# Largest constant mask examined for the causal pattern (elements of its last two dims).
+_CAUSAL_CHECK_LIMIT = 1 << 22
+
+
+def _is_causal_mask(mask: Value, q: Value, k: Value) -> bool:
+    """A constant mask that is exactly causal attention's (top-left aligned: query i sees keys
+    j <= i), broadcast over every leading dim. Float masks add 0 where seen and -inf or the
+    dtype's lowest value elsewhere: with a seen key on every row, the scores those hide get
+    weight exp(lowest - max) = 0 either way, and no row is hidden everywhere."""
+    qs, ks = q.type.shape, k.type.shape
+    if qs is None or ks is None or mask.type.shape is None or mask.type.rank < 2:
+        return False
+    n, s = qs[-2], ks[-2]
+    if type(n) is not int or type(s) is not int or tuple(mask.type.shape[-2:]) != (n, s):
+        return False
+    if any(d != 1 for d in mask.type.shape[:-2]) or n * s > _CAUSAL_CHECK_LIMIT:
+        return False
+    c = constant_value(mask)
+    if c is None:
+        return False
+    c = np.asarray(c).reshape(n, s)
+    seen = np.tri(n, s, dtype=bool)
+    if c.dtype == np.bool_:
+        return bool(np.array_equal(c, seen))
+    if not np.issubdtype(c.dtype, np.floating) or not np.all(c[seen] == 0):
+        return False
+    hidden = c[~seen]
+    return bool(np.all((hidden == -np.inf) | (hidden == np.finfo(c.dtype).min)))
+
+
 def _attention_replace(b: Builder, m: Match) -> Value:
     q, k, mask = m["q"], m["k"], m.values.get("mask")
     if "k_perm" in m.info:
         k = b.op("transpose", k, perm=m.info["k_perm"])
     if "k_shape" in m.info:
         k = b.op("reshape", k, shape=m.info["k_shape"])
+    if mask is not None and _is_causal_mask(mask, q, k):
+        # The causal attention spelled with a constant mask: the op's own flag, which kernels
+        # run without reading a mask (and no row is masked everywhere, so no guard).
+        return b.op("attention", q, k, m["v"], None, is_causal=True, scale=float(m.info["scale"]))
     y = b.op("attention", q, k, m["v"], mask, scale=float(m.info["scale"]))
     if m.info["guard"] and mask is not None:
         # The source gives 0 for a query row masked everywhere (softmax of all -inf).

@@ -228,3 +228,37 @@ def test_a_large_weight_in_its_file_is_not_transposed(tmp_path, monkeypatch) -> 
     assert not isinstance(kept.weights["w"].storage, np.ndarray)  # still a region of the file
     np.testing.assert_array_equal(kept.weights["w"].numpy(), W)
     close(run_torch(kept, case.inputs), run_torch(fused, case.inputs))
+
+
+def _causal_case(mask: np.ndarray) -> Case:
+    return Case("attention_causal", ATTENTION, {"sqrtd": c(2.0), "mask": mask}, "attention",
+                inputs={"q": Q, "k": K, "v": V})  # fmt: skip
+
+
+@pytest.mark.parametrize("hidden", [-np.inf, np.finfo(np.float32).min], ids=["inf", "lowest"])
+def test_a_constant_causal_mask_becomes_the_causal_flag(hidden) -> None:
+    """Exporters spell causal attention as a constant additive mask (transformers fills with
+    the dtype's lowest value); the fused op takes is_causal instead, so kernels need no mask,
+    and no fully-masked-row guard follows. Outputs agree with onnxruntime on the original."""
+    mask = np.where(np.tri(5, dtype=bool), 0, hidden).astype(np.float32)[None, None]
+    case = _causal_case(mask)
+    m = model(case)
+    want = run_ort(m, case.inputs)
+    g = msc.from_onnx(m)
+    (att,) = [n for n in g.nodes if n.op == "attention"]
+    assert att.attrs["is_causal"] and (len(att.inputs) < 4 or att.inputs[3] is None)
+    assert not [n.op for n in g.nodes if n.op in ("reduce_max", "where", "add")]
+    close(run_torch(g, case.inputs), want)
+    for opset in (17, 23):
+        close(run_ort(codegen.onnx.to_model(g, opset=opset), case.inputs), want)
+
+
+def test_a_mask_that_is_not_exactly_causal_stays_a_mask() -> None:
+    mask = np.where(np.tri(5, dtype=bool), 0, -np.inf).astype(np.float32)[None, None]
+    mask[0, 0, 3, 1] = -np.inf  # one more key hidden from query 3
+    case = _causal_case(mask)
+    m = model(case)
+    g = msc.from_onnx(m)
+    (att,) = [n for n in g.nodes if n.op == "attention"]
+    assert not att.attrs["is_causal"] and att.inputs[3] is not None
+    close(run_torch(g, case.inputs), run_ort(m, case.inputs))
