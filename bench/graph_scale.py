@@ -6,7 +6,8 @@ nodes (peak traced allocation), next to the same work on the equivalent ONNX Mod
     python bench/graph_scale.py [--sizes 10000 125000] [--million] [--repeat 3] [--json FILE]
 
 Each step is timed after a full garbage collection, so one step does not pay for the garbage
-of the one before; "cpu" is process CPU time (steadier than wall time on a shared machine).
+of the one before; "cpu" is process CPU time (steadier than wall time on a shared machine),
+"sys" the part of it spent in the kernel (page faults on memory touched for the first time).
 Targets (issue 16): parse and load at most 8 µs a node, the rest at most 4 µs, at every size.
 """
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import resource
 import statistics
 import sys
 import tempfile
@@ -58,14 +60,23 @@ def build(n: int) -> Graph:
 
 def timed_cpu(fn, repeat: int) -> tuple[float, float]:
     """Median wall and CPU seconds of ``fn`` over ``repeat`` runs, each after gc.collect()."""
-    wall, cpu = [], []
+    wall, cpu, _ = timed_sys(fn, repeat)
+    return wall, cpu
+
+
+def timed_sys(fn, repeat: int) -> tuple[float, float, float]:
+    """As timed_cpu, and the median of the CPU time spent in the kernel (system time: mostly
+    page faults on memory the step touches for the first time)."""
+    wall, cpu, kernel = [], [], []
     for _ in range(repeat):
         gc.collect()
+        s = resource.getrusage(resource.RUSAGE_SELF).ru_stime
         w, c = time.perf_counter(), time.process_time()
         fn()
         cpu.append(time.process_time() - c)
         wall.append(time.perf_counter() - w)
-    return statistics.median(wall), statistics.median(cpu)
+        kernel.append(resource.getrusage(resource.RUSAGE_SELF).ru_stime - s)
+    return statistics.median(wall), statistics.median(cpu), statistics.median(kernel)
 
 
 def peak_mb(fn) -> float:
@@ -97,10 +108,11 @@ def scale_row(n: int, repeat: int, tmp: Path) -> dict:
     nodes = len(g.nodes)
     out: dict = {"nodes": nodes, "steps": {}}
     for step in STEPS:
-        wall, cpu = timed_cpu(fns[step], repeat)
+        wall, cpu, kernel = timed_sys(fns[step], repeat)
         out["steps"][step] = {
             "us_per_node": wall / nodes * 1e6,
             "cpu_us_per_node": cpu / nodes * 1e6,
+            "sys_us_per_node": kernel / nodes * 1e6,
             "target_us": TARGETS_US.get(step, 4.0),
         }
     for step in ("parse", "load"):
@@ -155,7 +167,7 @@ def main() -> None:
     print(f"graph machinery per node (median of {args.repeat}; wall and process CPU)")
     print(
         f"{'step':<18}"
-        + "".join(f" {f'{n // 1000}k us':>9} {'cpu':>6} {'MB/1k':>6}" for n in sizes)
+        + "".join(f" {f'{n // 1000}k us':>9} {'cpu':>6} {'sys':>5} {'MB/1k':>6}" for n in sizes)
         + "  target"
     )
     scale = [scale_row(n, args.repeat, tmp) for n in sizes]
@@ -164,9 +176,9 @@ def main() -> None:
         for row in scale:
             r = row["steps"][step]
             us = (
-                f"{r['us_per_node']:9.2f} {r['cpu_us_per_node']:6.2f}"
+                f"{r['us_per_node']:9.2f} {r['cpu_us_per_node']:6.2f} {r['sys_us_per_node']:5.2f}"
                 if "us_per_node" in r
-                else " " * 16
+                else " " * 22
             )
             mb = f"{r['mb_per_1k']:6.2f}" if "mb_per_1k" in r else " " * 6
             line += f" {us} {mb}"

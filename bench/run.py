@@ -570,7 +570,12 @@ def targets(results: dict) -> list[tuple[str, str, bool]]:
                 out.append(
                     (
                         f"graph {n} nodes: {step} <= {r['target_us']:g} us/node",
-                        f"{us:.2f} us (wall {r['us_per_node']:.2f})",
+                        f"{us:.2f} us (wall {r['us_per_node']:.2f}"
+                        + (
+                            f", kernel {r['sys_us_per_node']:.2f})"
+                            if "sys_us_per_node" in r
+                            else ")"
+                        ),
                         us <= r["target_us"],
                     )
                 )
