@@ -645,7 +645,7 @@ class _Parser:
         texts, lines = self.texts, self.lines
         while True:
             if texts[self.i] is _LINE:  # most lines are nodes: checked first
-                self.line_node(g, scope, lines[self.i])
+                self.line_node(g, scope, lines.pop(self.i))  # freed as used: memory reused
                 self.i += 1
                 continue
             if self.accept("}"):
