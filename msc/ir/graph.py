@@ -105,9 +105,11 @@ class Value:
         self.type = type
         self.producer: Node | None = None
         self.index = 0
-        # (node, input index) -> None: an insertion-ordered set, so that unlinking one use is
+        # The (node, input index) pairs that read this value: None for none, the pair itself
+        # for one (most values: no dict per value, which was a third of a parsed graph's
+        # memory), else a dict used as an insertion-ordered set, so that unlinking one use is
         # O(1) however many uses a value has (a shared constant can have thousands).
-        self._uses: dict[tuple[Node, int], None] = {}
+        self._uses: tuple[Node, int] | dict[tuple[Node, int], None] | None = None
 
     @property
     def dtype(self) -> DType:
@@ -119,10 +121,29 @@ class Value:
 
     @property
     def uses(self) -> tuple[tuple[Node, int], ...]:
-        return tuple(self._uses)
+        u = self._uses
+        return () if u is None else (u,) if type(u) is tuple else tuple(u)
+
+    def _link(self, use: tuple[Node, int]) -> None:
+        u = self._uses
+        if u is None:
+            self._uses = use
+        elif type(u) is tuple:
+            self._uses = {u: None, use: None}
+        else:
+            u[use] = None
+
+    def _unlink(self, use: tuple[Node, int]) -> None:
+        u = self._uses
+        if type(u) is tuple and u == use:
+            self._uses = None
+        elif type(u) is dict:
+            del u[use]
+        else:
+            raise KeyError(use)
 
     def replace_all_uses_with(self, other: Value) -> None:
-        for node, i in list(self._uses):
+        for node, i in self.uses:
             ins = list(node.inputs)
             ins[i] = other
             node.inputs = ins
@@ -322,7 +343,7 @@ class Node:
         schema.check_output_count(len(outputs), attrs, where=self._where)
         for i, v in enumerate(inputs):
             if v is not None:
-                v._uses[(self, i)] = None
+                v._link((self, i))
         self._inputs = tuple(inputs)
         for i, v in enumerate(outputs):
             if v.producer is not None:
@@ -343,14 +364,14 @@ class Node:
         new = tuple(new)
         for i, v in enumerate(self._inputs):
             if v is not None:
-                del v._uses[(self, i)]
+                v._unlink((self, i))
         for i, v in enumerate(new):
             if v is not None:
                 if not isinstance(v, Value):
                     raise TypeError(
                         f"{self._where()}: input {i} is {type(v).__name__}, not a Value"
                     )
-                v._uses[(self, i)] = None
+                v._link((self, i))
         self._inputs = new
 
     @property
@@ -486,7 +507,7 @@ class Graph:
         outputs = {id(v) for v in self.outputs}
         for node in drop.values():
             for v in node.outputs:
-                if any(id(u) not in drop for u, _ in v._uses) or id(v) in outputs:
+                if any(id(u) not in drop for u, _ in v.uses) or id(v) in outputs:
                     raise GraphError(
                         f"cannot remove {node._where()}: output {v.name!r} is still used"
                     )
@@ -551,7 +572,7 @@ def dead_nodes(graph: Graph, keep: set[int] = frozenset()) -> list[Node]:  # typ
     dead: set[int] = set()
     out: list[Node] = []
     for node in reversed(graph.nodes):
-        if any(id(v) in keep or any(id(u) not in dead for u, _ in v._uses) for v in node.outputs):
+        if any(id(v) in keep or any(id(u) not in dead for u, _ in v.uses) for v in node.outputs):
             continue
         dead.add(id(node))
         out.append(node)

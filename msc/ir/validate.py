@@ -137,9 +137,12 @@ def validate(graph: Graph, outer: frozenset[int] = frozenset()) -> None:
             if key is not None:
                 inferred_by[key] = inferred
         for j, (v, t) in enumerate(zip(node.outputs, inferred)):
-            if v.type is not t and not _types_agree(v.type, t):
+            s = v.type
+            if s is t or (s.dtype is t.dtype and s.shape == t.shape):
+                continue
+            if not _types_agree(s, t):
                 raise GraphError(
-                    f"{where}: output {j} %{v.name} has type {v.type}, but the op gives {t}"
+                    f"{where}: output {j} %{v.name} has type {s}, but the op gives {t}"
                 )
     for v in graph.outputs:
         if id(v) not in defined:

@@ -241,7 +241,7 @@ class _Parser:
         self.fast = fast
         self.lines: dict[int, re.Match[str]] = {}  # placeholder token index -> its line match
         # (op, attribute text) -> the op's schema and its normalized attributes
-        self.attr_cache: dict[tuple[str, str], tuple[Any, dict[str, Any]]] = {}
+        self.attr_cache: dict[tuple[str, str], tuple[Any, dict[str, Any], str]] = {}
         self.texts = _lex_fast(src, self.lines) if fast else _lex(src)
         self.i = 0
         self.depth = 0  # nesting of lists, graphs and output structures
@@ -778,7 +778,8 @@ class _Parser:
         key = (op, attrs_text or "")
         cached = self.attr_cache.get(key)
         if cached is not None:
-            schema, attrs = cached[0], dict(cached[1])
+            # The op's first spelling, shared by every node of that op (not one string each).
+            schema, attrs, op = cached[0], dict(cached[1]), cached[2]
         else:
             schema = default_opset().get(op)
             raw: dict[str, Any] = {}
@@ -790,7 +791,7 @@ class _Parser:
                     raise sub.error("end of attributes")
             attrs = schema.normalize_attrs(raw)
             if all(_immutable(v) for v in attrs.values()):
-                self.attr_cache[key] = (schema, attrs)
+                self.attr_cache[key] = (schema, attrs, op)
                 attrs = dict(attrs)
         name = ""
         provenance = None
