@@ -547,6 +547,33 @@ def _is_causal_mask(mask: Value, q: Value, k: Value) -> bool:
     return bool(np.all((hidden == -np.inf) | (hidden == np.finfo(c.dtype).min)))
 
 
+def _constant_mask(mask: Value, q: Value, k: Value) -> tuple[bool, bool] | None:
+    """For a constant mask that changes no dim of the scores (each of its dims 1 or the
+    scores' own), of at most _CAUSAL_CHECK_LIMIT elements: (it hides nothing, so attention
+    without it is the same; no query row is hidden everywhere, so the guard is not needed).
+    None for any other mask."""
+    qs, ks, ms = q.type.shape, k.type.shape, mask.type.shape
+    if qs is None or ks is None or ms is None or len(ms) > len(qs):
+        return None
+    scores = (*qs[:-1], ks[-2])
+    if any(d != 1 and d != sd for d, sd in zip(ms[::-1], scores[::-1])):
+        return None
+    n = mask.type.numel()
+    if n is None or n > _CAUSAL_CHECK_LIMIT:
+        return None
+    c = constant_value(mask)
+    if c is None:
+        return None
+    c = np.asarray(c).reshape(tuple(ms))
+    if c.ndim == 0:
+        c = c.reshape(1)
+    if c.dtype == np.bool_:
+        return bool(c.all()), not bool((~c.any(axis=-1)).any())
+    if not np.issubdtype(c.dtype, np.floating):
+        return None
+    return bool(np.all(c == 0)), not bool(np.any(np.max(c, axis=-1) == -np.inf))
+
+
 def _attention_replace(b: Builder, m: Match) -> Value:
     q, k, mask = m["q"], m["k"], m.values.get("mask")
     if "k_perm" in m.info:
@@ -557,8 +584,15 @@ def _attention_replace(b: Builder, m: Match) -> Value:
         # The causal attention spelled with a constant mask: the op's own flag, which kernels
         # run without reading a mask (and no row is masked everywhere, so no guard).
         return b.op("attention", q, k, m["v"], None, is_causal=True, scale=float(m.info["scale"]))
+    guard = m.info["guard"]
+    if mask is not None and (facts := _constant_mask(mask, q, k)) is not None:
+        # A constant mask that hides nothing is left out (kernels then read no mask), and
+        # one that leaves every row a key needs no guard.
+        if facts[0]:
+            mask = None
+        guard = guard and not facts[1]
     y = b.op("attention", q, k, m["v"], mask, scale=float(m.info["scale"]))
-    if m.info["guard"] and mask is not None:
+    if guard and mask is not None:
         # The source gives 0 for a query row masked everywhere (softmax of all -inf).
         npdt = q.dtype.to_numpy()
         top = b.op("reduce_max", mask, axes=[-1], keepdims=True)

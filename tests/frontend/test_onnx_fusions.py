@@ -262,3 +262,48 @@ def test_a_mask_that_is_not_exactly_causal_stays_a_mask() -> None:
     (att,) = [n for n in g.nodes if n.op == "attention"]
     assert not att.attrs["is_causal"] and att.inputs[3] is not None
     close(run_torch(g, case.inputs), run_ort(m, case.inputs))
+
+
+# Attention as exporters write it when a query row may be masked everywhere: softmax's NaN
+# row (all -inf) replaced by 0 before the second MatMul.
+ATTENTION_GUARDED = [*ATTENTION[:-1],
+    ("IsNaN", ["p"], ["nan"]),
+    ("Where", ["nan", "zero", "p"], ["pg"]),
+    ("MatMul", ["pg", "v"], ["y"]),
+]  # fmt: skip
+
+
+def _masks() -> dict[str, np.ndarray]:
+    some = np.where(rng.random((1, 1, 5, 5)) < 0.4, -np.inf, 0).astype(np.float32)
+    some[..., 0] = 0  # every query sees key 0
+    dead = some.copy()
+    dead[0, 0, 2] = -np.inf  # query 2 sees no key
+    return {"zeros": np.zeros((1, 1, 5, 5), np.float32), "some": some, "dead_row": dead}
+
+
+@pytest.mark.parametrize("which", ["zeros", "some", "dead_row"])
+def test_a_constant_mask_is_dropped_or_unguarded_where_it_can_be(which) -> None:
+    """A constant mask of zeros hides nothing: the fused attention reads no mask (BERT without
+    an attention mask exports one). A constant mask that leaves every query a key needs no
+    fully-masked-row guard. Only a mask with a row hidden everywhere keeps the guard. Each
+    agrees with onnxruntime on the original (the dead row is 0 there, as the source says)."""
+    mask = _masks()[which]
+    case = Case("attention_guarded", ATTENTION_GUARDED,
+                {"sqrtd": c(2.0), "mask": mask, "zero": c(0.0)}, "attention",
+                inputs={"q": Q, "k": K, "v": V})  # fmt: skip
+    m = model(case)
+    want = run_ort(m, case.inputs)
+    if which == "dead_row":
+        assert np.all(want[0][:, :, 2] == 0)
+    g = msc.from_onnx(m)
+    (att,) = [n for n in g.nodes if n.op == "attention"]
+    has_mask = len(att.inputs) > 3 and att.inputs[3] is not None
+    guarded = any(n.op == "where" for n in g.nodes)
+    assert (has_mask, guarded) == {
+        "zeros": (False, False),
+        "some": (True, False),
+        "dead_row": (True, True),
+    }[which]
+    close(run_torch(g, case.inputs), want)
+    for opset in (17, 23):
+        close(run_ort(codegen.onnx.to_model(g, opset=opset), case.inputs), want)
