@@ -3,7 +3,9 @@
 # NOTE: saving is atomic per directory: everything is written into a temporary sibling
 # directory that replaces the target only when complete, so a failure leaves no half-written
 # output. Loading gives each weight a file region of weights.safetensors (nothing read, no
-# pickle); saving copies regions file to file and stores sub-byte types packed.
+# pickle); saving copies regions file to file and stores sub-byte types packed. A str weight
+# is refused before anything is written (safetensors has no string type); str constants in
+# node attributes are text and travel in graph.msc.
 """
 
 from __future__ import annotations
@@ -70,6 +72,13 @@ def save(graph: Graph, directory: str | os.PathLike) -> Path:
     if len(set(names)) != len(names):
         dup = sorted({n for n in names if names.count(n) > 1})
         raise ValueError(f"cannot save: weight names used by more than one weight: {dup}")
+    text_weights = [w.name for w in weights if w.type.dtype.is_string]
+    if text_weights:  # checked before anything is written: nothing half-saved
+        raise MscError(
+            f"cannot save: safetensors holds numeric tensors only, and these weights are "
+            f"strings: {', '.join(repr(n) for n in text_weights)} (string constants held by "
+            "constant nodes are saved in the graph text; codegen.onnx.save keeps both)"
+        )
     text = to_text(graph)
     stored = [w for w in weights if w.has_data]
     with atomic_dir(target) as tmp:
