@@ -106,6 +106,34 @@ def test_equal_on_strings_is_canonical_eq():
     _same(_run(conx.to_model(g), {"x": x, "y": y}), _run(m, {"x": x, "y": y}))
 
 
+def test_canonical_ops_carry_strings():
+    """Constant value_strings / value_string, Cast to and from STRING, Concat and Reshape on
+    str tensors import as canonical ops and regenerate to what onnxruntime computes."""
+    nodes = [
+        h.make_node("Constant", [], ["c"], value_strings=HOSTILE[:2]),
+        h.make_node("Constant", [], ["one"], value_string=HOSTILE[4]),
+        h.make_node("Cast", ["f"], ["fs"], to=T.STRING),
+        h.make_node("Cast", ["s"], ["sf"], to=T.FLOAT),
+        h.make_node("Concat", ["c", "fs"], ["cat"], axis=0),
+        h.make_node("Reshape", ["cat", "shape"], ["r"]),
+        h.make_node("Equal", ["r", "one"], ["hit"]),
+    ]
+    m = _model(
+        nodes,
+        [h.make_tensor_value_info("f", T.FLOAT, [2]), h.make_tensor_value_info("s", T.STRING, [2])],
+        [
+            h.make_tensor_value_info("r", T.STRING, [2, 2]),
+            h.make_tensor_value_info("sf", T.FLOAT, [2]),
+            h.make_tensor_value_info("hit", T.BOOL, [2, 2]),
+        ],
+        [h.make_tensor("shape", T.INT64, [2], [2, 2])],
+    )
+    g = msc.from_onnx(m)
+    assert {n.op for n in g.nodes} >= {"cast", "concat", "reshape", "eq", "constant"}
+    feeds = {"f": np.array([1.5, -2], np.float32), "s": np.array(["3.25", "-1e3"], object)}
+    _same(_run(conx.to_model(g), feeds), _run(m, feeds))
+
+
 def test_text_attributes_survive_a_kept_node():
     """LabelEncoder's string keys (a list and a tensor attribute) travel as data."""
     keys = h.make_tensor("keys", T.STRING, [3], [s.encode() for s in HOSTILE[:3]])
