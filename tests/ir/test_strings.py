@@ -126,17 +126,39 @@ def test_inspect_and_string_values():
     assert any("output of" in s and "constant" in s for s in found)
 
 
-def test_save_refuses_string_weights_and_writes_nothing(tmp_path):
-    target = tmp_path / "out"
-    with pytest.raises(MscError, match="weights are strings: 'vocab'"):
-        msc.save(_graph(), target)
-    assert not target.exists() and list(tmp_path.iterdir()) == []
+def test_save_load_keeps_string_weights_and_constants(tmp_path):
+    g = _graph()
+    out = msc.save(g, tmp_path / "out")
+    assert sorted(p.name for p in out.iterdir()) == [
+        "graph.msc",
+        "strings.json",
+        "weights.safetensors",
+    ]
+    again = msc.load(out)
+    assert msc.structural_equal(g, again)  # weights compared by value: the text itself
+    vocab = again.weights["vocab"].numpy()
+    assert vocab.dtype == object and vocab.tolist() == [["a", "b", "c"]]
+    msc.save(again, out)  # over itself
+    assert msc.structural_equal(g, msc.load(out))
 
 
-def test_save_keeps_string_constants(tmp_path):
-    g = Graph("consts")
-    x = g.add_input("x", TensorType(S, [6]))
-    g.set_outputs([g.op("eq", x, g.op("constant", value=_text(HOSTILE[:6])))])
-    msc.save(g, tmp_path / "out")
-    again = msc.load(tmp_path / "out")
-    assert msc.structural_equal(g, again)
+@pytest.mark.parametrize(
+    "text, error",
+    [
+        ("[1]", "expected an object"),
+        ('{"vocab": {"shape": [1, 3], "data": ["a", "b", 3]}}', "'vocab' is not"),
+        ('{"vocab": {"shape": [1, 2], "data": ["a", "b", "c"]}}', "'vocab' has 3 strings"),
+        ('{"vocab": {"shape": [-1], "data": []}}', "'vocab' is not"),
+        ("{", "not a JSON file"),
+        (
+            '{"vocab": {"shape": [1, 3], "data": ["a", "b", "c"]}, "x": '
+            '{"shape": [], "data": ["?"]}}',
+            "strings.json: tensors not declared in the graph",
+        ),
+    ],
+)
+def test_bad_strings_file_is_a_clear_error(tmp_path, text, error):
+    out = msc.save(_graph(), tmp_path / "out")
+    (out / "strings.json").write_text(text)
+    with pytest.raises(MscError, match=error):
+        msc.load(out)
