@@ -253,3 +253,19 @@ def test_backend_string_cases_pass_the_round_trip():
     assert not failed, failed
     # 4 LabelEncoder, 2 Equal, 3 RegexFullMatch with the onnx this was written against
     assert len(passed) >= 9, passed
+
+
+@pytest.mark.parametrize("to, out", [("msc", "out"), ("onnx", "out.onnx")])
+def test_convert_checks_string_models_through_onnxruntime(tmp_path, to, out):
+    """msc convert re-imports the output and runs both on random str inputs (onnxruntime runs
+    graphs with strings, as torch cannot); a torch target is refused by name."""
+    src = tmp_path / "text.onnx"
+    onnx.save(_text_model(), src)
+    report = msc.convert(src, tmp_path / out, to=to, custom_ops="keep")
+    assert report.ok and report.checked and report.equivalent
+    assert [c.shape for c in report.numeric.outputs] == ["bool[5]", "str[5]"]
+    if to == "msc":
+        assert "strings.json" in {p.name for p in (tmp_path / out).iterdir()}
+    with pytest.raises(ConversionError, match="PyTorch has no tensors for"):
+        msc.convert(src, tmp_path / "torch_out", to="torch", custom_ops="keep")
+    assert not (tmp_path / "torch_out").exists()
