@@ -269,3 +269,27 @@ def test_convert_checks_string_models_through_onnxruntime(tmp_path, to, out):
     with pytest.raises(ConversionError, match="PyTorch has no tensors for"):
         msc.convert(src, tmp_path / "torch_out", to="torch", custom_ops="keep")
     assert not (tmp_path / "torch_out").exists()
+
+
+def test_hostile_text_stays_data_in_every_output(tmp_path):
+    """Text from a model is data in the ONNX it regenerates, the saved graph and the HTML
+    view: never markup, never code."""
+    evil = '</script><script>alert("x")</script>'
+    vocab = h.make_tensor("vocab", T.STRING, [2], [evil.encode(), HOSTILE[0].encode()])
+    m = _model(
+        [
+            h.make_node("Constant", [], ["c"], value_strings=[evil]),
+            h.make_node("Equal", ["x", "vocab"], ["hit"]),
+            h.make_node("Equal", ["x", "c"], ["hit2"]),
+        ],
+        [h.make_tensor_value_info("x", T.STRING, [2])],
+        [h.make_tensor_value_info(n, T.BOOL, [2]) for n in ("hit", "hit2")],
+        [vocab],
+    )
+    g = msc.from_onnx(m)
+    page = msc.render(g, tmp_path / "g.html").read_text()
+    assert "alert" in page and "<script>alert" not in page  # shown, as text
+    saved = msc.save(g, tmp_path / "saved")
+    assert msc.load(saved).weights["vocab"].numpy().tolist() == [evil, HOSTILE[0]]
+    (init,) = conx.to_model(g).graph.initializer
+    assert list(init.string_data) == [evil.encode(), HOSTILE[0].encode()]
