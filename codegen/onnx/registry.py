@@ -72,6 +72,7 @@ ONNX_DTYPE: dict[DType, int] = {
     DType.UINT4: onnx.TensorProto.UINT4,
     DType.INT2: onnx.TensorProto.INT2,
     DType.UINT2: onnx.TensorProto.UINT2,
+    DType.STRING: onnx.TensorProto.STRING,
 }
 
 
@@ -87,11 +88,15 @@ _PACKED = {
 def tensor_proto(
     arr: np.ndarray, name: str = "", target: onnx.TensorProto | None = None
 ) -> onnx.TensorProto:
-    """A TensorProto (``target`` if given) holding ``arr`` as raw little-endian bytes."""
+    """A TensorProto (``target`` if given) holding ``arr`` as raw little-endian bytes (a str
+    tensor as string_data, the one form ONNX has for it)."""
     t = onnx.TensorProto() if target is None else target
     t.name = name
     t.data_type = ONNX_DTYPE[DType.from_numpy(arr.dtype)]
     t.dims.extend(int(d) for d in arr.shape)
+    if t.data_type == onnx.TensorProto.STRING:  # ONNX strings: UTF-8 bytes in string_data
+        t.string_data.extend(x.encode("utf-8") for x in np.asarray(arr).reshape(-1).tolist())
+        return t
     if t.data_type in _PACKED:  # ONNX packs 4-/2-bit types; msc holds one per byte
         from onnx import numpy_helper
 

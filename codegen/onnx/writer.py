@@ -133,7 +133,8 @@ def save(
         def external(w: Weight) -> onnx.TensorProto | None:
             nonlocal offset
             nbytes = w.nbytes
-            if data_f is None or nbytes < size_threshold:
+            # ONNX has no external form for strings: a str weight is always inline.
+            if data_f is None or nbytes < size_threshold or w.type.dtype.is_string:
                 return None
             pad = -offset % ALIGN
             if pad:

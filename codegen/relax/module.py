@@ -36,6 +36,7 @@ from msc.errors import ConversionError, UnsupportedOp, UnsupportedOpsError
 from msc.ir.dtype import DType
 from msc.ir.graph import Graph, Node, Value, Weight
 from msc.ir.types import Func, SymDim, SymExpr, TensorType
+from msc.ir.validate import refuse_strings
 from msc.ops.custom import parse_custom
 from msc.ops.decompose import DecompositionRegistry, NotDecomposable
 from msc.ops.decompose import registry as default_decompositions
@@ -415,6 +416,7 @@ class RelaxBuilder:
     # ------------------------------------------------------------------ driver
     def run(self) -> tvm.IRModule:
         g = self.graph
+        refuse_strings(g, "Relax")  # TVM tensors hold numbers only
         params: list[relax.Var] = []
         for v in g.inputs:
             var = relax.Var(_ident(v.name, self._taken), self.struct_info(v.type))

@@ -47,6 +47,7 @@ from msc.errors import UnsupportedOp, UnsupportedOpsError
 from msc.ir.dtype import DType
 from msc.ir.graph import Graph, Node, Value, Weight
 from msc.ir.types import SymDim, TensorType
+from msc.ir.validate import refuse_strings
 from msc.ops import registry as op_registry
 from msc.ops.custom import is_custom
 
@@ -521,6 +522,7 @@ class TorchCodegen:
     # ------------------------------------------------------------------ the source
     def generate(self) -> str:
         """The module source: header, imports, NAMES, helpers, the class, ``load``."""
+        refuse_strings(self.graph, "PyTorch")
         bad = self.unsupported()
         if bad:
             raise UnsupportedOpsError(bad, f"graph {self.graph.name!r} (torch codegen)")

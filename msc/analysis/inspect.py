@@ -27,6 +27,7 @@ from msc.analysis.cost import node_cost
 from msc.analysis.shapes import specialize, symbols
 from msc.analysis.symbolic import Poly, human, nbytes
 from msc.ir.graph import Graph, Value
+from msc.ir.validate import string_values
 from msc.ops.custom import is_custom
 from msc.text.printer import format_type
 
@@ -143,6 +144,8 @@ def target_support(g: Graph) -> dict[str, list[str]]:
         if not hasattr(reg, "__contains__"):
             continue
         out[target] = [op for op in ops if op not in reg and op not in decompositions]
+    if "torch" in out and string_values(g):  # torch has no string tensors at all
+        out["torch"].insert(0, "string tensors")
     return out
 
 
@@ -235,7 +238,8 @@ def inspect_graph(
     params = pbytes = 0
     for w in g.weights.values():
         n = w.type.numel() or 0
-        b = -(-n * w.type.dtype.bits // 8)  # as stored: int4 two to a byte
+        # As stored: int4 two to a byte; str as its UTF-8 bytes.
+        b = w.nbytes if w.type.dtype.is_string else -(-n * w.type.dtype.bits // 8)
         d = by_dtype.setdefault(w.type.dtype.short, {"count": 0, "bytes": 0, "tensors": 0})
         d["count"] += n
         d["bytes"] += b
@@ -350,7 +354,7 @@ def format_report(r: InspectReport, top: int = 15) -> str:
             + ", ".join(f"{op} x{k}" for op, k in sorted(r.not_counted.items()))
         )
     peak = _count(r.peak_memory, "B")
-    lower = " (lower bound: some dims unknown)" if r.peak_is_lower_bound else ""
+    lower = " (lower bound: some sizes unknown)" if r.peak_is_lower_bound else ""
     lines.append(f"peak activation memory  {peak} at {r.peak_at}{lower}")
     counted = [n for n in r.nodes if n.flops is not None and n.flops]
     if counted:

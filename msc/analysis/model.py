@@ -40,6 +40,7 @@ from msc.errors import MscError
 from msc.ir.dtype import DType
 from msc.ir.graph import Graph
 from msc.ir.types import TensorType
+from msc.ir.validate import string_values
 
 __all__ = ["Model", "load_model", "graph_of", "to_torch", "from_torch_value", "flatten"]
 
@@ -193,7 +194,7 @@ def run_graph(
         to_module = cgt.to_module
     except (ImportError, AttributeError):
         to_module = None
-    if to_module is not None:
+    if to_module is not None and not string_values(g2):  # torch has no string tensors
         outs = _run_torch(to_module(g2), list(args))
     else:
         outs = _run_via_onnx(g2, list(args))
@@ -323,7 +324,11 @@ def _example_inputs(
 
 
 def random_array(dt: DType, shape: Sequence[int], rng: np.random.Generator, high: int = 10):
-    """Random data of ``dt``: normal floats, ints in [0, high), fair bools."""
+    """Random data of ``dt``: normal floats, ints in [0, high), fair bools, str words from a
+    small vocabulary (so comparisons of two inputs sometimes match)."""
+    if dt.is_string:
+        words = np.array(["", "a", "b", "ab", "msc", "Ünï", "x y"], object)
+        return words[rng.integers(0, len(words), size=shape)]
     if dt.is_bool:
         return rng.integers(0, 2, size=shape).astype(np.bool_)
     if dt.is_integer:

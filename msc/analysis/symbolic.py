@@ -169,8 +169,10 @@ def numel(t: TensorType) -> Poly | None:
 
 
 def nbytes(t: TensorType) -> Poly | None:
+    """Bytes of a tensor type, symbolic where dims are symbols; None for unknown rank or a
+    dtype with no fixed size (str)."""
     n = numel(t)
-    return None if n is None else n * t.dtype.itemsize
+    return None if n is None or t.dtype.is_string else n * t.dtype.itemsize
 
 
 def human(n: float, unit: str = "") -> str:

@@ -169,6 +169,9 @@ def compare(name: str, a: np.ndarray, b: np.ndarray, rtol: float, atol: float) -
         )
     if a.size == 0:
         return Compared(name, shape, True, 0.0, 0.0)
+    if a.dtype == object or b.dtype == object:  # str tensors: the text, element by element
+        n_bad = int(np.count_nonzero(a.astype(object) != b.astype(object)))
+        return Compared(name, f"str{list(a.shape)}", n_bad == 0, 0.0, 0.0, n_bad)
     exact = a.dtype.kind in "biu" or b.dtype.kind in "biu"
     x = a.astype(np.complex128 if a.dtype.kind == "c" else np.float64)
     y = b.astype(np.complex128 if b.dtype.kind == "c" else np.float64)
@@ -236,6 +239,8 @@ def load_inputs(path: str | Path, g: Graph) -> dict[str, np.ndarray]:
         if arr is None:
             raise MscError(f"{path}: no array for input {v.name!r} (has {sorted(data)})")
         want = v.type.dtype.to_numpy()
+        if v.type.dtype.is_string and arr.dtype.kind == "U":  # .npz holds text as unicode
+            arr = arr.astype(object)
         if arr.dtype != want:
             raise MscError(f"{path}: input {v.name!r} is {arr.dtype}, the model takes {want}")
         out[v.name] = arr

@@ -1,18 +1,25 @@
-"""Save and load a graph: a directory with ``graph.msc`` (text) and ``weights.safetensors``.
+"""Save and load a graph: a directory with ``graph.msc`` (text), ``weights.safetensors`` and,
+when the graph has str weights, ``strings.json``.
 
 # NOTE: saving is atomic per directory: everything is written into a temporary sibling
 # directory that replaces the target only when complete, so a failure leaves no half-written
 # output. Loading gives each weight a file region of weights.safetensors (nothing read, no
-# pickle); saving copies regions file to file and stores sub-byte types packed.
+# pickle); saving copies regions file to file and stores sub-byte types packed. safetensors
+# holds numbers only: str weights go to strings.json as {name: {"shape": [...], "data":
+# [text, ...]}} (data flat, row-major), plain JSON read back with every field checked (data,
+# never code); str constants in node attributes are text and travel in graph.msc.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+
+import numpy as np
 
 from msc.errors import MscError
 from msc.io import files, safetensors
@@ -20,10 +27,20 @@ from msc.ir.bulk import paused
 from msc.ir.graph import Graph, GraphError, Weight
 from msc.text import from_text, to_text
 
-__all__ = ["save", "load", "source", "atomic_dir", "replace_dir", "GRAPH_FILE", "WEIGHTS_FILE"]
+__all__ = [
+    "save",
+    "load",
+    "source",
+    "atomic_dir",
+    "replace_dir",
+    "GRAPH_FILE",
+    "WEIGHTS_FILE",
+    "STRINGS_FILE",
+]
 
 GRAPH_FILE = "graph.msc"
 WEIGHTS_FILE = "weights.safetensors"
+STRINGS_FILE = "strings.json"
 
 
 def _all_weights(g: Graph) -> list[Weight]:
@@ -71,9 +88,16 @@ def save(graph: Graph, directory: str | os.PathLike) -> Path:
         dup = sorted({n for n in names if names.count(n) > 1})
         raise ValueError(f"cannot save: weight names used by more than one weight: {dup}")
     text = to_text(graph)
-    stored = [w for w in weights if w.has_data]
+    stored = [w for w in weights if w.has_data and not w.type.dtype.is_string]
+    strings = {
+        w.name: {"shape": list(w.type.shape or ()), "data": w.numpy().reshape(-1).tolist()}
+        for w in weights
+        if w.has_data and w.type.dtype.is_string
+    }
     with atomic_dir(target) as tmp:
         (tmp / GRAPH_FILE).write_text(text, encoding="utf-8")
+        if strings:
+            (tmp / STRINGS_FILE).write_text(json.dumps(strings, sort_keys=True), encoding="ascii")
         safetensors.write_lazy(
             tmp / WEIGHTS_FILE,
             [(w.name, w.type.dtype, w.type.shape, source(w)) for w in stored],
@@ -124,13 +148,20 @@ def _load(d: Path, mmap: bool) -> Graph:
         raise MscError(f"{gfile}: not UTF-8 text ({e.reason} at byte {e.start})") from None
     wfile = d / WEIGHTS_FILE
     weights = _all_weights(graph)
-    if weights and not wfile.is_file():
+    if any(not w.type.dtype.is_string for w in weights) and not wfile.is_file():
         raise MscError(
             f"{d}: the graph declares {len(weights)} weights but {WEIGHTS_FILE} is missing"
         )
     data: dict = {}
     if wfile.is_file():
         data = safetensors.regions(wfile) if mmap else safetensors.read(wfile, mmap=False)
+    sfile = d / STRINGS_FILE
+    strings: dict = {}
+    if sfile.is_file():
+        strings = _read_strings(sfile)
+        if clash := sorted(set(strings) & set(data)):
+            raise MscError(f"{sfile}: weights also in {WEIGHTS_FILE}: {clash[:5]}")
+        data.update(strings)
     missing = []
     for w in weights:
         if w.name not in data:
@@ -144,5 +175,38 @@ def _load(d: Path, mmap: bool) -> Graph:
         shown = ", ".join(repr(n) for n in missing[:5]) + (", ..." if len(missing) > 5 else "")
         raise MscError(f"{wfile}: {len(missing)} weight(s) of the graph are missing: {shown}")
     if data:
-        raise MscError(f"{wfile}: tensors not declared in the graph: {sorted(data)[:5]}")
+        where = sfile if set(data) & set(strings) else wfile
+        raise MscError(f"{where}: tensors not declared in the graph: {sorted(data)[:5]}")
     return graph
+
+
+def _read_strings(path: Path) -> dict[str, np.ndarray]:
+    """strings.json's str weights as object arrays; MscError naming the file and the weight
+    for anything that is not ``{name: {"shape": [ints], "data": [strs]}}`` with matching
+    sizes."""
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise MscError(f"{path}: not a JSON file of string weights ({e})") from None
+    if not isinstance(raw, dict):
+        raise MscError(f"{path}: expected an object of string weights")
+    out: dict[str, np.ndarray] = {}
+    for name, entry in raw.items():
+        shape = entry.get("shape") if isinstance(entry, dict) else None
+        items = entry.get("data") if isinstance(entry, dict) else None
+        if (
+            not isinstance(shape, list)
+            or not all(type(d) is int and d >= 0 for d in shape)
+            or not isinstance(items, list)
+            or not all(type(x) is str for x in items)
+        ):
+            raise MscError(f"{path}: weight {name!r} is not {{shape: [ints], data: [strings]}}")
+        n = 1
+        for d in shape:
+            n *= d
+        if n != len(items):
+            raise MscError(f"{path}: weight {name!r} has {len(items)} strings, shape {shape}")
+        arr = np.empty(len(items), object)
+        arr[:] = items
+        out[name] = arr.reshape(shape)
+    return out

@@ -48,6 +48,7 @@ MSC_FILES = frozenset(
     {
         "graph.msc",
         "weights.safetensors",
+        "strings.json",
         "model.py",
         "model.safetensors",
         "module.py",

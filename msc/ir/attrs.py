@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from msc.ir.dtype import DType
+from msc.ir.dtype import DType, check_strings
 from msc.ir.types import TensorType
 
 __all__ = ["AttrKind", "normalize", "infer_kind", "attr_equal"]
@@ -103,7 +103,8 @@ def normalize(kind: AttrKind, value: Any) -> Any:
         raise TypeError(f"expected TensorType, got {type(value).__name__} {value!r}")
     if kind is AttrKind.TENSOR:
         if isinstance(value, np.ndarray):
-            DType.from_numpy(value.dtype)  # raises for dtypes msc has no name for
+            if DType.from_numpy(value.dtype).is_string:  # raises for dtypes msc has no name for
+                return check_strings(value, "tensor attribute")
             return value
         raise TypeError(f"expected a numpy array, got {type(value).__name__}")
     if kind is AttrKind.GRAPH:
@@ -161,6 +162,8 @@ def attr_equal(a: Any, b: Any, graph_equal=None) -> bool:
     if isinstance(a, tuple):
         return len(a) == len(b) and all(attr_equal(x, y, graph_equal) for x, y in zip(a, b))
     if isinstance(a, np.ndarray):
+        if a.dtype == object:  # str tensors: compare the text, not the object pointers
+            return b.dtype == object and a.shape == b.shape and a.tolist() == b.tolist()
         return (
             a.dtype == b.dtype
             and a.shape == b.shape

@@ -7,6 +7,11 @@
 #   the short names are unique and are bare identifiers.
 # - numpy conversion lives here because weights are numpy arrays; bf16 and the float8 family
 #   come from ml_dtypes.
+# - ``STRING`` (``str``) is text: numpy holds it as object arrays whose every element is a
+#   Python ``str`` (``check_strings`` is where arrays enter the graph). Object dtype rather
+#   than numpy's StringDType: the project supports numpy >= 1.24 (StringDType is 2.0+), and
+#   onnx and onnxruntime hand string tensors over as object arrays. A string has no fixed
+#   byte size, so ``itemsize`` and ``bits`` raise for it and byte counts are None.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ import enum
 import ml_dtypes
 import numpy as np
 
-__all__ = ["DType"]
+__all__ = ["DType", "check_strings"]
 
 
 class DType(enum.Enum):
@@ -47,6 +52,7 @@ class DType(enum.Enum):
     UINT4 = "u4"
     INT2 = "i2"
     UINT2 = "u2"
+    STRING = "str"
 
     # Members are singletons compared by identity: hash by identity too (Enum's own __hash__
     # is a Python-level call, paid for every dict lookup and every TensorType hash).
@@ -65,14 +71,21 @@ class DType(enum.Enum):
 
     @property
     def itemsize(self) -> int:
-        """Bytes per element in memory (a sub-byte type takes a whole byte there)."""
+        """Bytes per element in memory (a sub-byte type takes a whole byte there). A string
+        has none: ValueError (check ``is_string`` or use TensorType.nbytes, which is None)."""
+        if self is DType.STRING:
+            raise ValueError("dtype str has no fixed size per element")
         return self.to_numpy().itemsize
 
     @property
     def bits(self) -> int:
         """Bits per element as files store it: 4 for int4 / uint4 / float4, 2 for int2 / uint2
         (packed, as ONNX and safetensors' sub-byte types are), else 8 * itemsize."""
-        return _SUB_BYTE_BITS.get(self, 8 * self.itemsize)
+        return _SUB_BYTE_BITS.get(self) or 8 * self.itemsize
+
+    @property
+    def is_string(self) -> bool:
+        return self is DType.STRING
 
     @property
     def is_bool(self) -> bool:
@@ -155,8 +168,23 @@ _TO_NUMPY: dict[DType, np.dtype] = {
     DType.UINT4: np.dtype(ml_dtypes.uint4),
     DType.INT2: np.dtype(ml_dtypes.int2),
     DType.UINT2: np.dtype(ml_dtypes.uint2),
+    DType.STRING: np.dtype(object),
 }
 _FROM_NUMPY: dict[np.dtype, DType] = {v: k for k, v in _TO_NUMPY.items()}
+
+
+def check_strings(arr: np.ndarray, what: str = "tensor") -> np.ndarray:
+    """``arr``, checked to be what a ``str`` tensor holds: an object array of Python ``str``.
+    Anything else (bytes, numbers, arbitrary objects; numpy's ``<U5``, which
+    ``arr.astype(object)`` converts) is refused with a ValueError naming ``what``."""
+    if arr.dtype != object:
+        raise ValueError(f"{what}: {arr.dtype} is not a string dtype")
+    for x in arr.flat:
+        if type(x) is not str:
+            raise ValueError(
+                f"{what}: a str tensor holds Python str only, found {type(x).__name__}"
+            )
+    return arr
 
 
 _SUB_BYTE_BITS = {

@@ -30,6 +30,7 @@ from msc.ir.bulk import paused
 from msc.ir.dtype import DType
 from msc.ir.graph import Graph, Node, Value, Weight
 from msc.ir.spelling import format_scalar, format_type
+from msc.ir.tensor import content_bytes
 from msc.ir.types import SymDim, TensorType
 from msc.ir.validate import _all_inputs
 
@@ -75,7 +76,7 @@ def _meta(m: dict[str, Any]) -> dict[str, Any]:
 def _weight_bytes(w: Weight) -> bytes | None:
     if not w.has_data:
         return None
-    return np.ascontiguousarray(w.numpy()).tobytes()
+    return content_bytes(w.numpy())
 
 
 Path = str | Callable[[], str]  # a difference's location; a callable is built only on failure
@@ -373,7 +374,7 @@ class _Hasher:
                 "tensor",
                 DType.from_numpy(v.dtype).short,
                 v.shape,
-                np.ascontiguousarray(v).tobytes(),
+                content_bytes(v),
             )
         elif isinstance(v, tuple):
             self.put("[", len(v))

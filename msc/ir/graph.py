@@ -25,7 +25,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from msc.errors import MscError
-from msc.ir.dtype import DType
+from msc.ir.dtype import DType, check_strings
 from msc.ir.tensor import FileRegion, Packed
 from msc.ir.types import TensorType
 
@@ -248,9 +248,13 @@ class Weight(Value):
 
     @property
     def nbytes(self) -> int:
-        """Bytes the data takes as stored: packed sub-byte types count packed."""
+        """Bytes the data takes as stored: packed sub-byte types count packed; a str weight
+        counts its elements' UTF-8 bytes (0 when its data is not in memory)."""
         if isinstance(self._data, FileRegion | Packed):
             return self._data.nbytes
+        if self.type.dtype.is_string:
+            data = self._data if isinstance(self._data, np.ndarray) else ()
+            return sum(len(x.encode("utf-8")) for x in np.asarray(data).flat)
         return self.type.storage_bytes() or 0
 
     def numpy(self) -> np.ndarray:
@@ -264,11 +268,18 @@ class Weight(Value):
             return data
         arr = data.array() if isinstance(data, FileRegion | Packed) else data()
         self._check(arr)
+        if self.type.dtype.is_string:
+            arr = check_strings(arr, f"weight {self.name!r}")
         return arr
 
     def set_data(self, data: WeightData | None) -> None:
         if isinstance(data, np.ndarray):
             self._check(data)
+            if self.type.dtype.is_string:
+                try:
+                    data = check_strings(data, f"weight {self.name!r}")
+                except ValueError as e:
+                    raise GraphError(str(e)) from None
         elif isinstance(data, FileRegion | Packed):
             self._check_stored(data)
         self._data = data

@@ -23,7 +23,15 @@ import numpy as np
 
 from msc.ir.dtype import DType
 
-__all__ = ["FileRegion", "Packed", "SUB_BYTE_BITS", "pack", "unpack", "packed_size"]
+__all__ = [
+    "FileRegion",
+    "Packed",
+    "SUB_BYTE_BITS",
+    "pack",
+    "unpack",
+    "packed_size",
+    "content_bytes",
+]
 
 # Bits per element of the types stored several to a byte.
 SUB_BYTE_BITS = {
@@ -46,6 +54,19 @@ def _numel(shape: tuple[int, ...]) -> int:
     for d in shape:
         n *= int(d)
     return n
+
+
+def content_bytes(arr: np.ndarray) -> bytes:
+    """The bytes that identify an array's values (what equality and hashing compare): its
+    little-endian data, or for a str tensor each element's UTF-8 length and bytes (an object
+    array's own bytes are pointers)."""
+    if arr.dtype == object:
+        out = bytearray()
+        for x in arr.flat:
+            b = x.encode("utf-8")
+            out += len(b).to_bytes(8, "little") + b
+        return bytes(out)
+    return np.ascontiguousarray(arr).tobytes()
 
 
 def packed_size(dtype: DType, shape: tuple[int, ...]) -> int:

@@ -180,14 +180,16 @@ class TensorType:
         return n
 
     def nbytes(self) -> int | None:
-        """Bytes in memory (one byte per element for sub-byte types)."""
+        """Bytes in memory (one byte per element for sub-byte types); None when the shape is
+        not static or the dtype has no fixed size (str)."""
         n = self.numel()
-        return None if n is None else n * self.dtype.itemsize
+        return None if n is None or self.dtype.is_string else n * self.dtype.itemsize
 
     def storage_bytes(self) -> int | None:
-        """Bytes as files store the tensor: sub-byte types packed (two int4 per byte)."""
+        """Bytes as files store the tensor: sub-byte types packed (two int4 per byte); None as
+        for ``nbytes``."""
         n = self.numel()
-        return None if n is None else -(-n * self.dtype.bits // 8)
+        return None if n is None or self.dtype.is_string else -(-n * self.dtype.bits // 8)
 
     def with_shape(self, shape: Iterable[Dim] | None) -> TensorType:
         return TensorType(self.dtype, shape)

@@ -5,10 +5,13 @@
 
 from __future__ import annotations
 
+import numpy as np
+
+from msc.errors import ConversionError
 from msc.ir.graph import Graph, GraphError, Node, Value, Weight
 from msc.ir.types import TensorType
 
-__all__ = ["validate", "topological_order"]
+__all__ = ["validate", "topological_order", "string_values", "refuse_strings"]
 
 
 def _where(node: Node, i: int) -> str:
@@ -206,3 +209,44 @@ def _all_inputs(node: Node):
             for v in _all_inputs(n):
                 if id(v) not in inner:
                     yield v
+
+
+def string_values(graph: Graph, where: str = "") -> list[str]:
+    """Every place ``graph`` (and its subgraphs) holds text: ``str`` inputs, weights, node
+    outputs and tensor attributes, each named as the text format spells it."""
+    from msc.ir.spelling import quote_ref
+
+    found: list[str] = []
+    at = f" in {where}" if where else ""
+    found += [
+        f"input %{quote_ref(v.name or '')}{at}" for v in graph.inputs if v.type.dtype.is_string
+    ]
+    found += [
+        f"weight @{quote_ref(w.name)}{at}" for w in graph.weights.values() if w.type.dtype.is_string
+    ]
+    for i, n in enumerate(graph.nodes):
+        label = _where(n, i)
+        found += [
+            f"%{quote_ref(v.name or '')} (output of {label}){at}"
+            for v in n.outputs
+            if v.type.dtype.is_string
+        ]
+        found += [
+            f"attribute {k!r} of {label}{at}"
+            for k, a in sorted(n.attrs.items())
+            if isinstance(a, np.ndarray) and a.dtype == object
+        ]
+        for sub in n.subgraphs():
+            found += string_values(sub, f"a subgraph of {label}{at}")
+    return found
+
+
+def refuse_strings(graph: Graph, target: str) -> None:
+    """Raise ConversionError listing every string value of ``graph`` when ``target`` (a
+    codegen with no string tensors, e.g. PyTorch) cannot hold them."""
+    found = string_values(graph)
+    if found:
+        raise ConversionError(
+            f"graph {graph.name!r} holds {len(found)} string tensor(s), which {target} has no "
+            "tensors for:\n" + "\n".join(f"  - {s}" for s in found)
+        )

@@ -515,7 +515,7 @@ class _Parser:
             raise ParseError("a tensor needs a static shape", start.line, start.col)
         self.expect(",")
         npdt = ty.dtype.to_numpy()
-        if self.accept("b64"):
+        if not ty.dtype.is_string and self.accept("b64"):
             t = self.tok
             raw = base64.b64decode(self.string().encode("ascii"), validate=True)
             if len(raw) != ty.nbytes():
@@ -532,7 +532,12 @@ class _Parser:
                 raise ParseError(
                     f"tensor has {len(items)} elements, type needs {ty.numel()}", t.line, t.col
                 )
-            if ty.dtype.is_floating:
+            if ty.dtype.is_string:
+                if not all(type(x) is str for x in items):
+                    raise ParseError("a str tensor's elements are strings", t.line, t.col)
+                arr = np.empty(len(items), object)
+                arr[:] = items
+            elif ty.dtype.is_floating:
                 arr = np.array(items, dtype=np.float64).astype(npdt)
             else:
                 arr = np.array(items, dtype=npdt)

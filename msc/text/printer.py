@@ -55,6 +55,8 @@ def _tensor(a: np.ndarray) -> str:
     dt = DType.from_numpy(a.dtype)
     head = f"tensor({format_type(TensorType(dt, a.shape))}, "
     flat = np.ascontiguousarray(a).reshape(-1)
+    if dt.is_string:  # text has no byte form: always element by element, each escaped
+        return head + "[" + ", ".join(escape(x) for x in flat.tolist()) + "])"
     if flat.size <= _SMALL_TENSOR and not dt.is_complex:
         if dt.is_bool:
             items = ["true" if v else "false" for v in flat.tolist()]

@@ -18,7 +18,8 @@ F32 = DType.FLOAT32
 def test_dtype_numpy_roundtrip(dt):
     np_dt = dt.to_numpy()
     assert DType.from_numpy(np_dt) is dt
-    assert dt.itemsize == np_dt.itemsize
+    if not dt.is_string:  # a str element has no fixed size (see test_string_dtype)
+        assert dt.itemsize == np_dt.itemsize
     assert DType.from_short(dt.short) is dt
 
 

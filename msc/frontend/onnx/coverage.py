@@ -14,7 +14,7 @@ from msc.frontend.onnx.registry import CONVERTERS, ConverterRegistry
 __all__ = ["supported_ops", "unsupported_ops", "coverage_markdown", "REASONS"]
 
 _SEQ = "sequence/optional values: msc graphs hold tensors only"
-_STR = "string tensors: msc has no string dtype"
+_STR = "text op on str tensors: no canonical op (custom_ops='keep' keeps it for ONNX)"
 _TRAIN = "training-only op"
 _RAND = "random output: not reproducible across frameworks"
 _ML = "ai.onnx.ml domain"

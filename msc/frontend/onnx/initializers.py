@@ -9,8 +9,11 @@
 # - 4-bit and 2-bit types (INT4, UINT4, INT2, UINT2, FLOAT4E2M1), which ONNX packs low bits
 #   first, stay packed (Packed bytes, or a packed FileRegion) and unpack to one element per
 #   byte (ml_dtypes' layout) only when used.
-# - ONNX element types msc has no DType for (strings) raise ``UnsupportedType`` naming the
-#   type; callers report it with the node or value name.
+# - ONNX element types msc has no DType for raise ``UnsupportedType`` naming the type; callers
+#   report it with the node or value name.
+# - STRING tensors (``string_data``, bytes that ONNX requires to be UTF-8) become ``str``
+#   object arrays; bytes that are not UTF-8 are refused, never replaced, so a round trip is
+#   exact. ONNX has no raw or external form for strings.
 """
 
 from __future__ import annotations
@@ -69,6 +72,7 @@ _FROM_ONNX: dict[int, DType] = {
     TensorProto.UINT4: DType.UINT4,
     TensorProto.INT2: DType.INT2,
     TensorProto.UINT2: DType.UINT2,
+    TensorProto.STRING: DType.STRING,
 }
 # Bits per element of the types ONNX packs several to a byte (low bits first); msc holds them
 # unpacked, one element per byte, so their data is always a converted copy.
@@ -174,6 +178,8 @@ def tensor_data(
     packed sub-byte raw_data as Packed bytes, else an array (a view of raw_data where
     possible)."""
     dt = dtype_from_onnx(t.data_type)
+    if dt is DType.STRING:
+        return _strings(t)
     dtype = dt.to_numpy()
     shape = tuple(int(d) for d in t.dims)
     if any(d < 0 for d in shape):
@@ -223,3 +229,26 @@ def tensor_data(
         arr = arr.view(dtype) if arr.dtype.itemsize == dtype.itemsize else arr.astype(dtype)
     arr = arr.reshape(shape)
     return Packed.of(arr) if packed else arr
+
+
+def _strings(t: TensorProto) -> np.ndarray:
+    """A STRING tensor's ``string_data`` as a ``str`` object array."""
+    shape = tuple(int(d) for d in t.dims)
+    if any(d < 0 for d in shape):
+        raise ConversionError(f"tensor {t.name!r}: negative dim in {list(shape)}")
+    if t.data_location == TensorProto.EXTERNAL or t.HasField("raw_data"):
+        raise ConversionError(f"tensor {t.name!r}: a STRING tensor keeps its data in string_data")
+    if len(t.string_data) != math.prod(shape):
+        raise ConversionError(
+            f"tensor {t.name!r}: {len(t.string_data)} strings, STRING{list(shape)} needs "
+            f"{math.prod(shape)}"
+        )
+    out = np.empty(len(t.string_data), object)
+    for i, b in enumerate(t.string_data):
+        try:
+            out[i] = b.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ConversionError(
+                f"tensor {t.name!r}: string {i} is not UTF-8 (ONNX strings are UTF-8)"
+            ) from None
+    return out.reshape(shape)

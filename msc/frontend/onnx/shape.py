@@ -382,7 +382,12 @@ def constant(
         return np.array(value_int, np.int64)
     if value_ints is not None:
         return np.array(value_ints, np.int64)
-    raise Unsupported("string and sparse constants are not supported")
+    if value_string is not None or value_strings is not None:  # str tensors: object arrays
+        text = [value_string] if value_strings is None else value_strings
+        arr = np.empty(len(text), object)
+        arr[:] = text
+        return arr[0, ...] if value_strings is None else arr
+    raise Unsupported("sparse constants are not supported")
 
 
 @converter("ConstantOfShape", since=9)
