@@ -27,7 +27,7 @@ import numpy as np
 from msc.errors import MscError
 from msc.ir.dtype import DType
 from msc.ir.tensor import FileRegion, Packed
-from msc.ir.types import TensorType
+from msc.ir.types import NON_TENSOR_TYPES, TensorType, ValueType
 
 __all__ = [
     "Value",
@@ -92,15 +92,20 @@ _NO_PROVENANCE = Provenance()
 
 
 class Value:
-    """A named, typed edge of the graph."""
+    """A named, typed edge of the graph. Its type is a TensorType, or (a value only custom
+    ops make or take, and graph inputs and outputs) a SequenceType or OptionalType, which
+    have no ``dtype`` or ``shape``."""
 
     __slots__ = ("name", "type", "producer", "index", "_uses")
 
-    def __init__(self, name: str | None, type: TensorType) -> None:
+    def __init__(self, name: str | None, type: ValueType) -> None:
         if name is not None and not isinstance(name, str):
             raise TypeError(f"value name must be str, got {name!r}")
-        if not isinstance(type, TensorType):
-            raise TypeError(f"value {name!r}: type must be TensorType, got {type!r}")
+        if not isinstance(type, TensorType) and not isinstance(type, NON_TENSOR_TYPES):
+            raise TypeError(
+                f"value {name!r}: type must be TensorType, SequenceType or OptionalType, "
+                f"got {type!r}"
+            )
         self.name = name
         self.type = type
         self.producer: Node | None = None
@@ -166,6 +171,8 @@ class Weight(Value):
                 type = TensorType(data.dtype, data.shape)
             else:
                 raise TypeError(f"weight {name!r}: give a type, or data as a numpy array")
+        elif not isinstance(type, TensorType):
+            raise TypeError(f"weight {name!r}: a weight is a tensor, its type cannot be {type}")
         super().__init__(name, type)
         self._data: WeightData | None = None
         self.set_data(data)
@@ -431,7 +438,7 @@ class Graph:
             raise GraphError(f"graph {self.name!r}: value name {v.name!r} is used twice")
         self._taken.add(v.name)
 
-    def add_input(self, name: str | None, type: TensorType) -> Value:
+    def add_input(self, name: str | None, type: ValueType) -> Value:
         v = Value(name, type)
         self._claim(v)
         self.inputs.append(v)

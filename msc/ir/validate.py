@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 from msc.ir.graph import Graph, GraphError, Node, Value, Weight
-from msc.ir.types import TensorType
+from msc.ir.types import ValueType
 
 __all__ = ["validate", "topological_order"]
 
@@ -33,9 +33,15 @@ class _At:
         return _where(self.node, self.i)
 
 
-def _types_agree(stored: TensorType, inferred: TensorType) -> bool:
-    if stored.dtype is not inferred.dtype:
-        return False
+def _types_agree(stored: ValueType, inferred: ValueType) -> bool:
+    try:
+        if stored.dtype is not inferred.dtype:  # type: ignore[union-attr]
+            return False
+    except AttributeError:  # a sequence or optional: the same kind, around agreeing elements
+        return stored.__class__ is inferred.__class__ and _types_agree(
+            stored.element,  # type: ignore[union-attr]
+            inferred.element,  # type: ignore[union-attr]
+        )
     if stored.shape is None or inferred.shape is None:
         return True
     if len(stored.shape) != len(inferred.shape):
