@@ -38,7 +38,7 @@ import numpy as np
 from msc.analysis.shapes import InputShape, concrete_shape, dynamic_items, parse_dynamic
 from msc.errors import MscError
 from msc.ir.dtype import DType
-from msc.ir.graph import Graph
+from msc.ir.graph import Graph, non_tensor_values
 from msc.ir.types import TensorType
 
 __all__ = ["Model", "load_model", "graph_of", "to_torch", "from_torch_value", "flatten"]
@@ -193,7 +193,7 @@ def run_graph(
         to_module = cgt.to_module
     except (ImportError, AttributeError):
         to_module = None
-    if to_module is not None:
+    if to_module is not None and not non_tensor_values(g2):  # torch holds tensors only
         outs = _run_torch(to_module(g2), list(args))
     else:
         outs = _run_via_onnx(g2, list(args))

@@ -21,7 +21,7 @@ a sequence of tensors and an optional value (ONNX's sequence_type and optional_t
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from msc.errors import MscError
@@ -40,6 +40,7 @@ __all__ = [
     "VALUE_TYPES",
     "is_tensor_type",
     "tensor_of",
+    "map_tensor",
     "ShapeError",
     "MAX_DIM",
 ]
@@ -279,3 +280,11 @@ def tensor_of(t: ValueType) -> TensorType:
     while t.__class__ is not TensorType:
         t = t.element  # type: ignore[union-attr]
     return t  # type: ignore[return-value]
+
+
+def map_tensor(t: ValueType, fn: Callable[[TensorType], TensorType]) -> ValueType:
+    """``t`` with its tensor type (``t`` itself, or the one inside a sequence or optional)
+    replaced by ``fn`` of it: substituting symbols in a value's type, whatever its kind."""
+    if t.__class__ is TensorType:
+        return fn(t)  # type: ignore[arg-type]
+    return type(t)(map_tensor(t.element, fn))  # type: ignore[union-attr, arg-type]

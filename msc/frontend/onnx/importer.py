@@ -52,7 +52,7 @@ from msc.ir.attrs import infer_kind
 from msc.ir.builder import Builder
 from msc.ir.graph import dead_nodes
 from msc.ir.tensor import SUB_BYTE_BITS, Packed
-from msc.ir.types import ValueType
+from msc.ir.types import ValueType, map_tensor
 from msc.ops.custom import CUSTOM_OPS, custom_op
 from msc.ops.infer import InferError
 from msc.ops.schema import OpError
@@ -260,13 +260,14 @@ def _restore_ranges(graph: Graph, ranges: dict[str, list]) -> None:
 
     binding = {name: SymDim(name, *r) for name, r in ranges.items()}
 
-    def fix(t: ValueType) -> ValueType:
-        if not isinstance(t, TensorType):  # a sequence or optional: its element's dims
-            return type(t)(fix(t.element))  # type: ignore[arg-type]
+    def fix_tensor(t: TensorType) -> TensorType:
         if t.shape is None or all(isinstance(d, int) or d is None for d in t.shape):
             return t
         dims = [d if isinstance(d, int) or d is None else symexpr.subs(d, binding) for d in t.shape]
         return TensorType(t.dtype, dims)
+
+    def fix(t: ValueType) -> ValueType:
+        return fix_tensor(t) if t.__class__ is TensorType else map_tensor(t, fix_tensor)  # type: ignore[arg-type]
 
     def walk(g: Graph) -> None:
         for v in g.inputs:
