@@ -12,8 +12,8 @@
   ops, FlexAttention, Bernoulli); random outputs are compared by shape and dtype unless every
   random node is seeded. ImageDecoder runs in neither (no kernel; the reference needs Pillow)
   and is checked structurally only. The summary counts the cases onnxruntime passes on the
-  original that pass after the round trip, and lists the rest by reason (strings, sequences
-  and optionals: msc graphs hold numeric tensors).
+  original that pass after the round trip, and lists the rest by reason (strings: msc graphs
+  hold numeric dtypes). Sequences and optionals: tests/codegen/test_codegen_onnx_sequences.py.
 - PyTorch models from the frontend's test cases: torch -> graph -> ONNX -> onnxruntime agrees
   with torch, and -> graph -> codegen.torch agrees too.
 """
