@@ -582,7 +582,7 @@ def non_tensor_values(graph: Graph) -> list[str]:
             for key, sub in n.attrs.items():
                 if isinstance(sub, Graph):
                     label = f"{n.name!r} ({n.op})" if n.name else f"({n.op})"
-                    walk(sub, f" in {key} of node {label}")
+                    walk(sub, f" in {key} of node {label}{where}")
 
     walk(graph, "")
     return out
