@@ -9,7 +9,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["MscError", "ConversionError", "Unsupported", "UnsupportedOp", "UnsupportedOpsError"]
+__all__ = [
+    "MscError",
+    "ConversionError",
+    "NonTensorValuesError",
+    "Unsupported",
+    "UnsupportedOp",
+    "UnsupportedOpsError",
+]
 
 
 class MscError(Exception):
@@ -18,6 +25,18 @@ class MscError(Exception):
 
 class ConversionError(MscError):
     """A model could not be translated; the message names the node and why."""
+
+
+class NonTensorValuesError(ConversionError):
+    """A target that holds tensors only was given a graph with sequence or optional values
+    (``msc.ir.graph.non_tensor_values``); the message names every one of them."""
+
+    def __init__(self, values: list[str], target: str) -> None:
+        self.values = list(values)
+        super().__init__(
+            f"{target} holds tensors only; the graph has {len(self.values)} sequence or "
+            f"optional value(s): {', '.join(self.values)} (codegen.onnx writes them)"
+        )
 
 
 class Unsupported(MscError):

@@ -12,7 +12,8 @@
 #   this module never reads weight data for external ones.
 # - Types: dtypes and shapes of graph inputs, outputs and intermediate values are written
 #   (SymDim -> dim_param, an expression -> its spelling as dim_param, unknown dim -> empty
-#   dim); symbol ranges go to metadata_props.
+#   dim); symbol ranges go to metadata_props. A sequence or optional value (made and taken by
+#   custom nodes) is written as a sequence_type / optional_type around its element's type.
 """
 
 from __future__ import annotations
@@ -45,7 +46,15 @@ from msc.ir import structure, symexpr
 from msc.ir.dtype import DType
 from msc.ir.graph import Graph, Node, Value, Weight
 from msc.ir.tensor import SUB_BYTE_BITS, FileRegion, Packed
-from msc.ir.types import SymDim, SymExpr, TensorType
+from msc.ir.types import (
+    VALUE_TYPES,
+    OptionalType,
+    SequenceType,
+    SymDim,
+    SymExpr,
+    ValueType,
+    tensor_of,
+)
 from msc.ops.custom import CustomOp, parse_custom
 from msc.ops.decompose import DecompositionRegistry, NotDecomposable
 from msc.ops.decompose import registry as default_decompositions
@@ -55,8 +64,16 @@ __all__ = ["ModelBuilder", "value_info"]
 PROVENANCE_KEYS = ("framework", "op", "name", "module")
 
 
-def type_proto(t: TensorType) -> onnx.TypeProto:
+def type_proto(t: ValueType) -> onnx.TypeProto:
+    """``t`` as an ONNX TypeProto: a tensor_type, or a sequence_type / optional_type around
+    its element's."""
     tp = onnx.TypeProto()
+    if isinstance(t, SequenceType):
+        tp.sequence_type.elem_type.CopyFrom(type_proto(t.element))
+        return tp
+    if isinstance(t, OptionalType):
+        tp.optional_type.elem_type.CopyFrom(type_proto(t.element))
+        return tp
     tt = tp.tensor_type
     tt.elem_type = ONNX_DTYPE[t.dtype]
     if t.shape is not None:
@@ -71,7 +88,7 @@ def type_proto(t: TensorType) -> onnx.TypeProto:
     return tp
 
 
-def value_info(name: str, t: TensorType) -> onnx.ValueInfoProto:
+def value_info(name: str, t: ValueType) -> onnx.ValueInfoProto:
     vi = onnx.ValueInfoProto()
     vi.name = name
     vi.type.CopyFrom(type_proto(t))
@@ -104,7 +121,7 @@ class ModelBuilder:
         value_infos: bool = True,
     ) -> None:
         self.graph = graph
-        ops = {n.op for n in graph.nodes}
+        ops = _ops(graph)
         self.opset = default_opset_for(ops) if opset is None else int(opset)
         if not MIN_OPSET <= self.opset <= max_opset():
             raise ConversionError(
@@ -118,7 +135,7 @@ class ModelBuilder:
         self._taken: set[str] = set()
         self._renamed: dict[str, str] = {}
         self._names: dict[Value, str] = {}
-        self._types: dict[str, TensorType] = {}
+        self._types: dict[str, ValueType] = {}
         self._counter = 0
         self._domains: dict[str, int] = {}  # custom op domain -> version
 
@@ -218,7 +235,7 @@ class ModelBuilder:
                 attrs.append(onnx.helper.make_attribute(k, sub))
             elif isinstance(v, DType):
                 attrs.append(onnx.helper.make_attribute(k, ONNX_DTYPE[v]))
-            elif isinstance(v, TensorType):
+            elif isinstance(v, VALUE_TYPES):
                 attrs.append(onnx.helper.make_attribute(k, type_proto(v)))
             else:
                 attrs.append(onnx_attr(k, v))
@@ -352,7 +369,7 @@ class ModelBuilder:
         sg.output.extend(value_info(n, v.type) for n, v in zip(out_names, g.outputs))
         return sg
 
-    def _note_type(self, name: str, t: TensorType) -> None:
+    def _note_type(self, name: str, t: ValueType) -> None:
         self._types[name] = t
 
     # ------------------------------------------------------------------ driver
@@ -441,7 +458,7 @@ class ModelBuilder:
         props: dict[str, str] = {}
         ranges: dict[str, list[int | None]] = {}
         for v in [*g.inputs, *g.outputs, *(o for n in g.nodes for o in n.outputs)]:
-            for d in v.type.shape or ():
+            for d in tensor_of(v.type).shape or ():
                 for sym in symexpr.symbols(d) if d is not None else ():
                     if sym.min is not None or sym.max is not None:
                         ranges[sym.name] = [sym.min, sym.max]
@@ -467,6 +484,17 @@ class ModelBuilder:
         for k in sorted(props):
             p = model.metadata_props.add()
             p.key, p.value = k, props[k]
+
+
+def _ops(g: Graph) -> set[str]:
+    """The ops of ``g``'s nodes and of its subgraphs' (a kept ai.onnx op inside a kept loop
+    body bounds the opset as one at the top does)."""
+    ops = set()
+    for n in g.nodes:
+        ops.add(n.op)
+        for sub in n.subgraphs():
+            ops |= _ops(sub)
+    return ops
 
 
 def _weights_read(g: Graph) -> list[Weight]:

@@ -32,9 +32,9 @@ from tvm import relax
 
 from codegen.relax.registry import EMITTERS as default_emitters
 from codegen.relax.registry import Emit, EmitterRegistry, Unsupported, relax_dtype
-from msc.errors import ConversionError, UnsupportedOp, UnsupportedOpsError
+from msc.errors import ConversionError, NonTensorValuesError, UnsupportedOp, UnsupportedOpsError
 from msc.ir.dtype import DType
-from msc.ir.graph import Graph, Node, Value, Weight
+from msc.ir.graph import Graph, Node, Value, Weight, non_tensor_values
 from msc.ir.types import Func, SymDim, SymExpr, TensorType
 from msc.ir.validate import refuse_strings
 from msc.ops.custom import parse_custom
@@ -95,6 +95,8 @@ class RelaxBuilder:
     ) -> None:
         if params not in PARAMS:
             raise ConversionError(f"params must be one of {PARAMS}, got {params!r}")
+        if bad := non_tensor_values(graph):
+            raise NonTensorValuesError(bad, "codegen.relax")
         self.graph = graph
         self.params = params
         self.emitters = emitters or default_emitters

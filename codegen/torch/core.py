@@ -43,9 +43,9 @@ from codegen.torch.passes import (
     walk_stmts,
 )
 from codegen.torch.registry import EMITTERS, MODULE_RULES, EmitterRegistry, ModuleRule
-from msc.errors import UnsupportedOp, UnsupportedOpsError
+from msc.errors import NonTensorValuesError, UnsupportedOp, UnsupportedOpsError
 from msc.ir.dtype import DType
-from msc.ir.graph import Graph, Node, Value, Weight
+from msc.ir.graph import Graph, Node, Value, Weight, non_tensor_values
 from msc.ir.types import SymDim, TensorType
 from msc.ir.validate import refuse_strings
 from msc.ops import registry as op_registry
@@ -210,6 +210,8 @@ class TorchCodegen:
     def __init__(self, graph: Graph, keep_unused: bool = False) -> None:
         from codegen.torch import emitters as _  # noqa: F401  (registers the emitters)
 
+        if bad := non_tensor_values(graph):
+            raise NonTensorValuesError(bad, "codegen.torch")
         self.graph = self.simplified(self.lowered(graph))
         self.keep_unused = keep_unused
         self.ns = Namespace(set(HELPERS) | set(self.base_reserved))

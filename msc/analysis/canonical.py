@@ -50,6 +50,7 @@ import numpy as np
 
 from msc.ir.builder import Builder
 from msc.ir.graph import Graph, Node, Value, Weight
+from msc.ir.types import TensorType
 from msc.ops.fusions import FUSIONS
 from msc.ops.rewrite import Match, Pattern, constant_value, rewrite
 
@@ -199,7 +200,8 @@ def normalize_spellings(g: Graph, done: Counter[str]) -> None:
                 ins.pop()
             n.inputs = ins
         x = n.inputs[0] if n.inputs else None
-        rank = len(x.type.shape) if x is not None and x.type.shape is not None else None
+        t = None if x is None else x.type  # a custom node's input may be a sequence
+        rank = len(t.shape) if isinstance(t, TensorType) and t.shape is not None else None
         if n.op in _AXIS_OPS and rank and isinstance(n.attrs.get("axis"), int):
             if n.attrs["axis"] < 0:
                 _set_op(g, n, n.op, {**n.attrs, "axis": n.attrs["axis"] % rank})

@@ -42,7 +42,7 @@ from msc.errors import ConversionError, MscError
 from msc.io import files, replace_dir
 from msc.ir import symexpr
 from msc.ir.graph import Graph
-from msc.ir.types import TensorType
+from msc.ir.types import TensorType, map_tensor, tensor_of
 
 __all__ = ["convert", "ConvertReport", "TARGETS", "target_for"]
 
@@ -338,8 +338,11 @@ def _unranged(g: Graph) -> Graph:
     """``g`` with symbol ranges dropped (ONNX cannot store them; torch.export adds its own)."""
     types = {}
     for v in g.inputs:
-        if v.type.shape is not None and not v.type.is_static:
-            types[v.name] = v.type.with_shape(symexpr.unranged(d) for d in v.type.shape)
+        t = tensor_of(v.type)  # a sequence's or optional's element: its dims
+        if t.shape is not None and not t.is_static:
+            types[v.name] = map_tensor(
+                v.type, lambda x: x.with_shape(symexpr.unranged(d) for d in x.shape)
+            )
     return retype(g, types, {}) if types else g
 
 

@@ -35,7 +35,7 @@ from msc.ir import symexpr
 from msc.ir.attrs import attr_equal
 from msc.ir.equal import structural_equal
 from msc.ir.graph import Graph, Node, Value, Weight
-from msc.ir.types import TensorType
+from msc.ir.types import TensorType, ValueType, map_tensor
 from msc.text.printer import format_attr, format_type
 
 __all__ = ["Match", "match", "DiffReport", "diff_graphs", "format_diff"]
@@ -362,8 +362,10 @@ def _weight_differs(x: Weight, y: Weight, close: bool = False) -> str | None:
     return None
 
 
-def _unranged(t: TensorType) -> TensorType:
+def _unranged(t: ValueType) -> ValueType:
     """``t`` with symbol ranges dropped: a range is a property of an input, reported once."""
+    if not isinstance(t, TensorType):  # a sequence or optional: its element's
+        return map_tensor(t, _unranged)  # type: ignore[arg-type]
     if t.shape is None:
         return t
     return t.with_shape(symexpr.unranged(d) for d in t.shape)

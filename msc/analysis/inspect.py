@@ -27,6 +27,7 @@ from msc.analysis.cost import node_cost
 from msc.analysis.shapes import specialize, symbols
 from msc.analysis.symbolic import Poly, human, nbytes
 from msc.ir.graph import Graph, Value
+from msc.ir.types import tensor_of
 from msc.ir.validate import string_values
 from msc.ops.custom import is_custom
 from msc.text.printer import format_type
@@ -118,12 +119,13 @@ def _pj(p: Poly | None) -> int | str | None:
 
 
 def _io(v: Value) -> dict[str, Any]:
+    t = tensor_of(v.type)  # a sequence's or optional's element: its dtype, no shape
     return {
         "name": v.name,
-        "dtype": v.type.dtype.short,
+        "dtype": t.dtype.short,
         "shape": None
-        if v.type.shape is None
-        else [d if d is None or isinstance(d, int) else d.name for d in v.type.shape],
+        if t.shape is None or t is not v.type
+        else [d if d is None or isinstance(d, int) else d.name for d in t.shape],
         "type": format_type(v.type),
     }
 

@@ -15,7 +15,7 @@ from msc.errors import MscError
 from msc.ir import symexpr
 from msc.ir.dtype import DType
 from msc.ir.graph import Graph, Node, Value
-from msc.ir.types import Dim, SymDim, SymExpr, TensorType
+from msc.ir.types import Dim, SymDim, SymExpr, TensorType, ValueType, map_tensor, tensor_of
 
 __all__ = [
     "InputShape",
@@ -94,6 +94,8 @@ def dynamic_items(g: Graph) -> list[str]:
     """The ``--dynamic`` items that describe ``g``'s symbolic input dims."""
     out = []
     for v in g.inputs:
+        if not isinstance(v.type, TensorType):
+            continue  # a sequence or optional: its elements' dims are not the input's axes
         for i, d in enumerate(v.type.shape or ()):
             if isinstance(d, SymDim):
                 rng = (
@@ -109,7 +111,7 @@ def symbols(g: Graph) -> dict[str, SymDim]:
     """Every symbol in the graph's input and value types, by name."""
     out: dict[str, SymDim] = {}
     for v in g.values():
-        for d in v.type.shape or ():
+        for d in tensor_of(v.type).shape or ():
             if d is not None and not isinstance(d, int):
                 for sym in sorted(symexpr.symbols(d), key=lambda x: x.name):
                     out.setdefault(sym.name, sym)
@@ -146,6 +148,11 @@ def bind(g: Graph, specs: Iterable[InputShape]) -> dict[str, int]:
                 f"--input-shape {spec.name}: no such input (inputs: {known}; symbols: "
                 f"{', '.join(sorted(syms)) or 'none'})"
             )
+        if not isinstance(v.type, TensorType):
+            raise MscError(
+                f"--input-shape {spec.name}: the input is {v.type}, not a tensor; give its "
+                "symbols' sizes (symbol=size)"
+            )
         shape = v.type.shape
         if shape is None:
             continue
@@ -164,7 +171,9 @@ def bind(g: Graph, specs: Iterable[InputShape]) -> dict[str, int]:
     return binding
 
 
-def _subst(t: TensorType, binding: Mapping[str, int]) -> TensorType:
+def _subst(t: ValueType, binding: Mapping[str, int]) -> ValueType:
+    if not isinstance(t, TensorType):  # a sequence or optional: its element's dims
+        return map_tensor(t, lambda x: _subst(x, binding))  # type: ignore[arg-type, return-value]
     if t.shape is None:
         return t
     return t.with_shape(bind_dim(d, binding) for d in t.shape)

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from msc.ir.symexpr import spell
-from msc.ir.types import Dim, SymDim, SymExpr, TensorType
+from msc.ir.types import Dim, SymDim, SymExpr, TensorType, ValueType
 
 __all__ = ["Poly", "numel", "nbytes", "human"]
 
@@ -161,16 +161,17 @@ def product(dims: Iterable[Dim]) -> Poly | None:
     return p
 
 
-def numel(t: TensorType) -> Poly | None:
-    """Element count of a tensor type, symbolic where dims are symbols."""
-    if t.shape is None:
+def numel(t: ValueType) -> Poly | None:
+    """Element count of a tensor type, symbolic where dims are symbols; None when unknown (an
+    unknown rank, a sequence or an optional, whose length is known only at run time)."""
+    if not isinstance(t, TensorType) or t.shape is None:
         return None
     return product(t.shape)
 
 
-def nbytes(t: TensorType) -> Poly | None:
-    """Bytes of a tensor type, symbolic where dims are symbols; None for unknown rank or a
-    dtype with no fixed size (str)."""
+def nbytes(t: ValueType) -> Poly | None:
+    """Bytes of a value type, symbolic where dims are symbols; None for unknown rank, a
+    dtype with no fixed size (str), or a sequence / optional."""
     n = numel(t)
     return None if n is None or t.dtype.is_string else n * t.dtype.itemsize
 

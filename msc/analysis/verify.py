@@ -217,6 +217,12 @@ def make_inputs(
     (clipped to their range)."""
     rng = np.random.default_rng(seed)
     out: dict[str, np.ndarray] = {}
+    bad = [f"{v.name} ({v.type})" for v in g.inputs if not isinstance(v.type, TensorType)]
+    if bad:
+        raise MscError(
+            "verify feeds random tensors, and these inputs are sequences or optionals: "
+            f"{', '.join(bad)} (convert --no-check writes a conversion without the check)"
+        )
     for v in g.inputs:
         shape = concrete_shape(v.type, binding or {})
         hi = _index_bound(v) if v.type.dtype.is_integer else None

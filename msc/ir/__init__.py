@@ -4,7 +4,7 @@ from msc.ir import symexpr
 from msc.ir.attrs import AttrKind
 from msc.ir.dtype import DType
 from msc.ir.graph import Graph, GraphError, Node, Provenance, Value, Weight
-from msc.ir.types import Dim, SymDim, SymExpr, TensorType
+from msc.ir.types import Dim, OptionalType, SequenceType, SymDim, SymExpr, TensorType
 
 __all__ = [
     "AttrKind",
@@ -13,7 +13,9 @@ __all__ = [
     "Graph",
     "GraphError",
     "Node",
+    "OptionalType",
     "Provenance",
+    "SequenceType",
     "SymDim",
     "SymExpr",
     "symexpr",

@@ -2,8 +2,9 @@
 
 # NOTE: invariants
 # - An attribute value is one of: int, float, bool, str, a tuple of ints / floats / bools / strs,
-#   a ``DType``, a ``TensorType``, a numpy array (a tensor), a ``Graph`` (a subgraph), or None
-#   where the schema allows it. Never a string standing in for a number.
+#   a ``DType``, a value type (``TensorType``, ``SequenceType``, ``OptionalType``), a numpy
+#   array (a tensor), a ``Graph`` (a subgraph), or None where the schema allows it. Never a
+#   string standing in for a number.
 # - ``normalize`` is the one place values are checked and coerced (numpy scalars to Python,
 #   lists to tuples, ints to floats for FLOAT kinds); after it, equal values compare equal.
 """
@@ -17,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from msc.ir.dtype import DType, check_strings
-from msc.ir.types import TensorType
+from msc.ir.types import VALUE_TYPES
 
 __all__ = ["AttrKind", "normalize", "infer_kind", "attr_equal"]
 
@@ -98,9 +99,9 @@ def normalize(kind: AttrKind, value: Any) -> Any:
             return value
         raise TypeError(f"expected DType, got {type(value).__name__} {value!r}")
     if kind is AttrKind.TYPE:
-        if isinstance(value, TensorType):
+        if isinstance(value, VALUE_TYPES):
             return value
-        raise TypeError(f"expected TensorType, got {type(value).__name__} {value!r}")
+        raise TypeError(f"expected a value type, got {type(value).__name__} {value!r}")
     if kind is AttrKind.TENSOR:
         if isinstance(value, np.ndarray):
             if DType.from_numpy(value.dtype).is_string:  # raises for dtypes msc has no name for
@@ -128,7 +129,7 @@ def infer_kind(value: Any) -> AttrKind:
         return AttrKind.STR
     if isinstance(value, DType):
         return AttrKind.DTYPE
-    if isinstance(value, TensorType):
+    if isinstance(value, VALUE_TYPES):
         return AttrKind.TYPE
     if isinstance(value, np.ndarray):
         return AttrKind.TENSOR

@@ -31,7 +31,7 @@ from msc.ir.dtype import DType
 from msc.ir.graph import Graph, Node, Value, Weight
 from msc.ir.spelling import format_scalar, format_type
 from msc.ir.tensor import content_bytes
-from msc.ir.types import SymDim, TensorType
+from msc.ir.types import SymDim, ValueType
 from msc.ir.validate import _all_inputs
 
 __all__ = [
@@ -106,11 +106,15 @@ class _Comparer:
     def pair(self, path: Path, a: Value, b: Value) -> None:
         self.fwd[a], self.bwd[b] = b, a
 
-    def types(self, path: Path, a: TensorType, b: TensorType) -> None:
-        if a.dtype is not b.dtype:
-            self.fail(path, "dtype", a.dtype.short, b.dtype.short)
-        if a.shape != b.shape:
-            self.fail(path, "shape", format_type(a), format_type(b))
+    def types(self, path: Path, a: ValueType, b: ValueType) -> None:
+        try:
+            if a.dtype is not b.dtype:  # type: ignore[union-attr]
+                self.fail(path, "dtype", a.dtype.short, b.dtype.short)  # type: ignore[union-attr]
+            if a.shape != b.shape:  # type: ignore[union-attr]
+                self.fail(path, "shape", format_type(a), format_type(b))
+        except AttributeError:  # a sequence or optional type (no dtype) on either side
+            if a != b:
+                self.fail(path, "type", format_type(a), format_type(b))
 
     def weight(self, path: Path, a: Weight, b: Weight) -> None:
         if self.names:
@@ -336,7 +340,7 @@ class _Hasher:
         self.h.update(b"".join(self.parts))
         self.parts.clear()
 
-    def type(self, t: TensorType) -> None:
+    def type(self, t: ValueType) -> None:
         self.put(format_type(t))
 
     def define(self, v: Value) -> None:

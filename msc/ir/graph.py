@@ -27,7 +27,7 @@ import numpy as np
 from msc.errors import MscError
 from msc.ir.dtype import DType, check_strings
 from msc.ir.tensor import FileRegion, Packed
-from msc.ir.types import TensorType
+from msc.ir.types import NON_TENSOR_TYPES, TensorType, ValueType
 
 __all__ = [
     "Value",
@@ -40,6 +40,7 @@ __all__ = [
     "default_opset",
     "set_default_opset",
     "dead_nodes",
+    "non_tensor_values",
 ]
 
 
@@ -92,15 +93,20 @@ _NO_PROVENANCE = Provenance()
 
 
 class Value:
-    """A named, typed edge of the graph."""
+    """A named, typed edge of the graph. Its type is a TensorType, or (a value only custom
+    ops make or take, and graph inputs and outputs) a SequenceType or OptionalType, which
+    have no ``dtype`` or ``shape``."""
 
     __slots__ = ("name", "type", "producer", "index", "_uses")
 
-    def __init__(self, name: str | None, type: TensorType) -> None:
+    def __init__(self, name: str | None, type: ValueType) -> None:
         if name is not None and not isinstance(name, str):
             raise TypeError(f"value name must be str, got {name!r}")
-        if not isinstance(type, TensorType):
-            raise TypeError(f"value {name!r}: type must be TensorType, got {type!r}")
+        if not isinstance(type, TensorType) and not isinstance(type, NON_TENSOR_TYPES):
+            raise TypeError(
+                f"value {name!r}: type must be TensorType, SequenceType or OptionalType, "
+                f"got {type!r}"
+            )
         self.name = name
         self.type = type
         self.producer: Node | None = None
@@ -187,6 +193,8 @@ class Weight(Value):
                 type = TensorType(data.dtype, data.shape)
             else:
                 raise TypeError(f"weight {name!r}: give a type, or data as a numpy array")
+        elif not isinstance(type, TensorType):
+            raise TypeError(f"weight {name!r}: a weight is a tensor, its type cannot be {type}")
         super().__init__(name, type)
         self._data: WeightData | None = None
         self.set_data(data)
@@ -463,7 +471,7 @@ class Graph:
             raise GraphError(f"graph {self.name!r}: value name {v.name!r} is used twice")
         self._taken.add(v.name)
 
-    def add_input(self, name: str | None, type: TensorType) -> Value:
+    def add_input(self, name: str | None, type: ValueType) -> Value:
         v = Value(name, type)
         self._claim(v)
         self.inputs.append(v)
@@ -587,4 +595,26 @@ def dead_nodes(graph: Graph, keep: set[int] = frozenset()) -> list[Node]:  # typ
             continue
         dead.add(id(node))
         out.append(node)
+    return out
+
+
+def non_tensor_values(graph: Graph) -> list[str]:
+    """Every value of ``graph`` and its subgraphs whose type is a sequence or an optional, as
+    ``%name: type`` (``... in <graph>`` inside a subgraph), in definition order: what a target
+    that holds tensors only names when it refuses the graph."""
+    from msc.ir.spelling import quote_ref
+
+    out: list[str] = []
+
+    def walk(g: Graph, where: str) -> None:
+        for v in g.values():
+            if not isinstance(v.type, TensorType):
+                out.append(f"%{quote_ref(v.name)}: {v.type}{where}")  # type: ignore[arg-type]
+        for n in g.nodes:
+            for key, sub in n.attrs.items():
+                if isinstance(sub, Graph):
+                    label = f"{n.name!r} ({n.op})" if n.name else f"({n.op})"
+                    walk(sub, f" in {key} of node {label}{where}")
+
+    walk(graph, "")
     return out

@@ -12,7 +12,15 @@ import re
 from typing import Any
 
 from msc.ir.dtype import DType
-from msc.ir.types import SymDim, SymExpr, TensorType
+from msc.ir.types import (
+    VALUE_TYPES,
+    OptionalType,
+    SequenceType,
+    SymDim,
+    SymExpr,
+    TensorType,
+    ValueType,
+)
 
 __all__ = [
     "escape",
@@ -20,6 +28,7 @@ __all__ = [
     "format_scalar",
     "format_type",
     "format_dim",
+    "CONTAINER_SPELLING",
     "quote_name",
     "quote_ref",
     "KEYWORDS",
@@ -108,11 +117,18 @@ def format_dim(d) -> str:
     return str(d)
 
 
-def format_type(t: TensorType) -> str:
-    """``f32[1, batch{1..64}, ?]``; ``f32[*]`` for unknown rank. Computed once per type."""
+# The spellings of the non-tensor types: ``seq<f32[?, 3]>``, ``opt<seq<i64[?]>>``.
+CONTAINER_SPELLING = {SequenceType: "seq", OptionalType: "opt"}
+
+
+def format_type(t: ValueType) -> str:
+    """``f32[1, batch{1..64}, ?]``; ``f32[*]`` for unknown rank; ``seq<...>`` and ``opt<...>``
+    around the element's spelling for sequences and optionals. Computed once per type."""
     text = t._text
     if text is None:
-        if t.shape is None:
+        if t.__class__ is not TensorType:
+            text = f"{CONTAINER_SPELLING[t.__class__]}<{format_type(t.element)}>"  # type: ignore[union-attr]
+        elif t.shape is None:  # type: ignore[union-attr]
             text = f"{t.dtype.value}[*]"
         else:
             text = f"{t.dtype.value}[" + ", ".join(map(format_dim, t.shape)) + "]"
@@ -143,7 +159,7 @@ def format_scalar(v: Any) -> str:
         return escape(v)
     if isinstance(v, DType):
         return v.short
-    if isinstance(v, TensorType):
+    if isinstance(v, VALUE_TYPES):
         return "type(" + format_type(v) + ")"
     if isinstance(v, tuple | list):
         return "[" + ", ".join(format_scalar(x) for x in v) + "]"

@@ -1,5 +1,6 @@
-"""Tensor types: a dtype and a shape whose dims are ints, named symbols, expressions over
-symbols, or unknown.
+"""Value types: tensor types (a dtype and a shape whose dims are ints, named symbols,
+expressions over symbols, or unknown), and the two non-tensor types a graph value may have:
+a sequence of tensors and an optional value (ONNX's sequence_type and optional_type).
 
 # NOTE: invariants
 # - ``TensorType.shape is None`` means unknown rank, stated explicitly; ``()`` is a 0-d tensor.
@@ -8,17 +9,41 @@ symbols, or unknown.
 #   ``None`` (a dim of known position but unknown size, e.g. an ONNX dim with neither
 #   value nor param).
 # - Leaf values are frozen, hashable and compared by value.
+# - ``SequenceType(element)``: a run-time list of tensors of one dtype (``element`` a
+#   TensorType whose shape the elements share, with unknown dims where they differ).
+#   ``OptionalType(element)``: a value that may be absent (``element`` a TensorType or a
+#   SequenceType). Neither has a dtype or shape: code that reads ``.dtype`` of a value assumes
+#   a tensor, and only custom ops (and graph boundaries) make or take the others.
+# - ``TensorType`` stays the one class of the common path: nothing checks "is this a tensor"
+#   per node where a tensor is all there can be; the few places that must tell them apart use
+#   ``is_tensor_type`` or ``tensor_of``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from msc.errors import MscError
 from msc.ir.dtype import DType
 
-__all__ = ["SymDim", "SymExpr", "Func", "Dim", "TensorType", "ShapeError", "MAX_DIM"]
+__all__ = [
+    "SymDim",
+    "SymExpr",
+    "Func",
+    "Dim",
+    "TensorType",
+    "SequenceType",
+    "OptionalType",
+    "ValueType",
+    "NON_TENSOR_TYPES",
+    "VALUE_TYPES",
+    "is_tensor_type",
+    "tensor_of",
+    "map_tensor",
+    "ShapeError",
+    "MAX_DIM",
+]
 
 # The largest size a dim may have: 2**40 elements along one axis is beyond any tensor a
 # machine holds, so a larger dim is a corrupt or hostile model, refused here rather than
@@ -201,3 +226,67 @@ class TensorType:
         from msc.ir.spelling import format_type
 
         return format_type(self)
+
+
+@dataclass(frozen=True, slots=True)
+class SequenceType:
+    """A sequence of tensors (ONNX sequence_type): ``seq<f32[?, 3]>``. ``element`` is the
+    type every element fits (dims that differ between elements are unknown)."""
+
+    element: TensorType
+    _text: str | None = field(default=None, init=False, repr=False, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        if type(self.element) is not TensorType:
+            raise TypeError(f"a sequence's element must be a TensorType, got {self.element!r}")
+
+    def __str__(self) -> str:
+        from msc.ir.spelling import format_type
+
+        return format_type(self)
+
+
+@dataclass(frozen=True, slots=True)
+class OptionalType:
+    """A value that may be absent (ONNX optional_type): ``opt<f32[2]>``, ``opt<seq<i64[?]>>``.
+    ``element`` is a TensorType or a SequenceType."""
+
+    element: TensorType | SequenceType
+    _text: str | None = field(default=None, init=False, repr=False, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        if type(self.element) not in (TensorType, SequenceType):
+            raise TypeError(
+                f"an optional's element must be a TensorType or SequenceType, got {self.element!r}"
+            )
+
+    def __str__(self) -> str:
+        from msc.ir.spelling import format_type
+
+        return format_type(self)
+
+
+ValueType = TensorType | SequenceType | OptionalType
+NON_TENSOR_TYPES = (SequenceType, OptionalType)
+VALUE_TYPES = (TensorType, SequenceType, OptionalType)
+
+
+def is_tensor_type(t: object) -> bool:
+    """True for a TensorType, False for a sequence or optional type."""
+    return t.__class__ is TensorType
+
+
+def tensor_of(t: ValueType) -> TensorType:
+    """The tensor type inside ``t``: ``t`` itself, a sequence's element, an optional's
+    (innermost) element. Symbols, dtypes and ranges of a value are those of this type."""
+    while t.__class__ is not TensorType:
+        t = t.element  # type: ignore[union-attr]
+    return t  # type: ignore[return-value]
+
+
+def map_tensor(t: ValueType, fn: Callable[[TensorType], TensorType]) -> ValueType:
+    """``t`` with its tensor type (``t`` itself, or the one inside a sequence or optional)
+    replaced by ``fn`` of it: substituting symbols in a value's type, whatever its kind."""
+    if t.__class__ is TensorType:
+        return fn(t)  # type: ignore[arg-type]
+    return type(t)(map_tensor(t.element, fn))  # type: ignore[union-attr, arg-type]

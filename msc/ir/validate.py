@@ -9,7 +9,7 @@ import numpy as np
 
 from msc.errors import ConversionError
 from msc.ir.graph import Graph, GraphError, Node, Value, Weight
-from msc.ir.types import TensorType
+from msc.ir.types import TensorType, ValueType
 
 __all__ = ["validate", "topological_order", "string_values", "refuse_strings"]
 
@@ -36,9 +36,15 @@ class _At:
         return _where(self.node, self.i)
 
 
-def _types_agree(stored: TensorType, inferred: TensorType) -> bool:
-    if stored.dtype is not inferred.dtype:
-        return False
+def _types_agree(stored: ValueType, inferred: ValueType) -> bool:
+    try:
+        if stored.dtype is not inferred.dtype:  # type: ignore[union-attr]
+            return False
+    except AttributeError:  # a sequence or optional: the same kind, around agreeing elements
+        return stored.__class__ is inferred.__class__ and _types_agree(
+            stored.element,  # type: ignore[union-attr]
+            inferred.element,  # type: ignore[union-attr]
+        )
     if stored.shape is None or inferred.shape is None:
         return True
     if len(stored.shape) != len(inferred.shape):
@@ -141,7 +147,11 @@ def validate(graph: Graph, outer: frozenset[int] = frozenset()) -> None:
                 inferred_by[key] = inferred
         for j, (v, t) in enumerate(zip(node.outputs, inferred)):
             s = v.type
-            if s is t or (s.dtype is t.dtype and s.shape == t.shape):
+            if s is t or (
+                s.__class__ is t.__class__ is TensorType
+                and s.dtype is t.dtype
+                and s.shape == t.shape
+            ):
                 continue
             if not _types_agree(s, t):
                 raise GraphError(

@@ -169,6 +169,10 @@ def markdown() -> str:
             "value_info or shape inference), since msc cannot infer them.",
             '- Like any node it prints (quoted: `"com.microsoft::Inverse@1"(%x)`), parses, '
             "saves, loads, compares and hashes; `msc inspect` lists custom ops apart.",
+            "- Its inputs and outputs may be sequences and optionals (`seq<f32[?, 3]>`, "
+            "`opt<seq<i64[?]>>`: ONNX's sequence and optional values), which only custom nodes "
+            "make and take (canonical ops take tensors). codegen.onnx writes them; codegen.torch "
+            "and codegen.relax refuse a graph holding one, naming every such value.",
             "- codegen.onnx writes it in its domain (`ai.onnx`: the default domain) and imports "
             "that domain at its version.",
             "- codegen.torch calls `torch.ops.<domain>.<name>.<overload>(arg=...)` when the op is "

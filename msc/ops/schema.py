@@ -229,8 +229,17 @@ class OpSchema:
         else:
             after = len(self.inputs) - vi - 1
             call = types[:vi] + [types[vi : len(types) - after]] + types[len(types) - after :]
-        out = self.infer_fn(*call, **node.attrs)
-        return [out] if isinstance(out, TensorType) else list(out)
+        try:
+            out = self.infer_fn(*call, **node.attrs)
+            return [out] if isinstance(out, TensorType) else list(out)
+        except (AttributeError, TypeError):  # a sequence or optional type has no dtype, shape
+            bad = _non_tensors(node)
+            if bad:
+                raise OpError(
+                    f"{self.name} takes tensors; custom ops alone take sequences and "
+                    f"optionals: {', '.join(bad)}"
+                ) from None
+            raise
 
     @property
     def family(self) -> str:
@@ -243,6 +252,17 @@ class OpSchema:
         ins = ", ".join(str(s) for s in self.inputs)
         ats = ", ".join(f"{k}: {a.describe()}" for k, a in self.attrs.items())
         return f"{self.name}({ins})" + (f" {{{ats}}}" if ats else "")
+
+
+def _non_tensors(node: Any) -> list[str]:
+    """``%name: type`` for each non-tensor value ``node`` reads or its subgraphs bind."""
+    from msc.ir.graph import Graph
+
+    values = [v for v in node.inputs if v is not None]
+    for sub in node.attrs.values():
+        if isinstance(sub, Graph):
+            values += [*sub.inputs, *sub.outputs]
+    return [f"%{v.name}: {v.type}" for v in values if not isinstance(v.type, TensorType)]
 
 
 class OpRegistry:

@@ -18,7 +18,7 @@ from msc.ir import symexpr
 from msc.ir.bulk import paused
 from msc.ir.dtype import DType
 from msc.ir.graph import Graph, Node, Provenance, Value, Weight, default_opset
-from msc.ir.types import SymDim, TensorType
+from msc.ir.types import VALUE_TYPES, OptionalType, SequenceType, SymDim, TensorType, ValueType
 from msc.text.printer import FORMAT_VERSION, OPS_VERSION
 
 __all__ = ["from_text", "parse_dim", "ParseError"]
@@ -44,7 +44,7 @@ _TOKEN_BODY = (
     r'|"(?:[^"\\\n]|\\.)*"?'  # a string; unterminated: the rest of the line, one bad token
     r"|-inf\b|-nan\b|-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?"  # number
     r"|[A-Za-z_][A-Za-z0-9_]*"  # identifier
-    r"|\.\.|!\{|[{}()\[\],:=?*%@]"  # punctuation
+    r"|\.\.|!\{|[{}()\[\],:=?*%@<>]"  # punctuation
     r"|[^ \t\r\n]"  # anything else: reported as an unexpected character
     r"|\Z"  # end of input after blanks: matched here rather than by backtracking over them
 )
@@ -53,7 +53,7 @@ _TOKEN = re.compile(_SKIP + "(" + _TOKEN_BODY + ")")
 _KINDS = {c: "num" for c in "-0123456789"}
 
 
-_PUNCT = frozenset("{}()[],:=?*%@") | {"..", "!{"}
+_PUNCT = frozenset("{}()[],:=?*%@<>") | {"..", "!{"}
 
 
 def _kind(text: str) -> str:
@@ -187,7 +187,7 @@ def _immutable(v: Any) -> bool:
     """An attribute value nodes may share (not an array, not a graph)."""
     if isinstance(v, tuple):
         return all(_immutable(x) for x in v)
-    return v is None or isinstance(v, int | float | str | DType | TensorType)
+    return v is None or isinstance(v, int | float | str | DType | VALUE_TYPES)
 
 
 def _newlines(src: str) -> list[int]:
@@ -345,7 +345,7 @@ class _Parser:
         self.i = i + 1
         return dt
 
-    def type(self) -> TensorType:
+    def type(self) -> ValueType:
         text = self.texts[self.i]
         if text[-1:] == "]" and text[:1].isalpha():
             t = _TYPE_CACHE.get(text)
@@ -364,7 +364,25 @@ class _Parser:
                 _TYPE_CACHE[text] = t
             self.i += 1
             return t
+        if text in _CONTAINERS:
+            return self.container_type()
         return self.type_tokens()
+
+    def container_type(self) -> ValueType:
+        """``seq<TYPE>`` or ``opt<TYPE>``: a sequence's element is a tensor type, an
+        optional's a tensor or sequence type."""
+        at = self.tok
+        kind = _CONTAINERS[self.texts[self.i]]
+        self.i += 1
+        self.expect("<")
+        self.nest()
+        element = self.type()
+        self.depth -= 1
+        self.expect(">")
+        try:
+            return kind(element)
+        except TypeError as e:
+            raise ParseError(str(e), at.line, at.col) from None
 
     def type_tokens(self) -> TensorType:
         dt = self.dtype()
@@ -511,7 +529,7 @@ class _Parser:
         self.expect("(")
         start = self.tok
         ty = self.type()
-        if not ty.is_static:
+        if not isinstance(ty, TensorType) or not ty.is_static:
             raise ParseError("a tensor needs a static shape", start.line, start.col)
         self.expect(",")
         npdt = ty.dtype.to_numpy()
@@ -671,7 +689,11 @@ class _Parser:
                 if name in scope.weights:
                     t = self.toks_at(at)
                     raise ParseError(f"weight @{name} is declared twice", t.line, t.col)
-                w = g.add_weight(name, None, self.type())
+                ty_at = self.tok
+                ty = self.type()
+                if not isinstance(ty, TensorType):
+                    raise ParseError(f"a weight is a tensor, not {ty}", ty_at.line, ty_at.col)
+                w = g.add_weight(name, None, ty)
                 if self.at("{"):
                     self.weight_fields(w, scope)
                 scope.weights[name] = w
@@ -896,6 +918,7 @@ class _Parser:
 _INT = re.compile(r"-?\d+")
 _MAX_DEPTH = 200
 _TYPE_CACHE: dict[str, TensorType] = {}
+_CONTAINERS = {"seq": SequenceType, "opt": OptionalType}
 _META_ITEM = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)\s*=\s*"([^"\\\n]*)"')
 _META_FULL = re.compile(
     r'!\{\s*(?:[A-Za-z_]\w*\s*=\s*"[^"\\\n]*"\s*,\s*)*(?:[A-Za-z_]\w*\s*=\s*"[^"\\\n]*"\s*)?\}\Z',

@@ -42,7 +42,7 @@ class _SubImporter(Importer):
         sub.parent = parent
         sub.graph = Graph(name)
         sub.env = ChainMap({}, parent.env)  # type: ignore[assignment]
-        sub.skip = set()
+        sub.skip = {}
         sub._counter = 0
         return sub
 
@@ -166,11 +166,25 @@ def _inline(ctx: Ctx, g: onnx.GraphProto) -> list[Slot]:
 
 def _node_op(ctx: Ctx, op: str, inputs: list, attrs: dict, subgraphs: list[Graph]):
     try:
+        _tensor_bodies(subgraphs)
         return ctx.ops(op, *inputs, **attrs)
     except Exception:
         for s in subgraphs:
             dispose(s)
         raise
+
+
+def _tensor_bodies(subgraphs: list[Graph]) -> None:
+    """The canonical control ops carry tensors: a body or branch that binds or gives a
+    sequence or optional is Unsupported (``custom_ops="keep"`` keeps the ONNX node whole)."""
+    bad = [
+        f"%{v.name} ({v.type})"
+        for g in subgraphs
+        for v in [*g.inputs, *g.outputs]
+        if not isinstance(v.type, TensorType)
+    ]
+    if bad:
+        raise Unsupported(f"a body carries values that are not tensors: {', '.join(bad)}")
 
 
 # ---------------------------------------------------------------------------- If

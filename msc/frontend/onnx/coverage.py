@@ -13,7 +13,7 @@ from msc.frontend.onnx.registry import CONVERTERS, ConverterRegistry
 
 __all__ = ["supported_ops", "unsupported_ops", "coverage_markdown", "REASONS"]
 
-_SEQ = "sequence/optional values: msc graphs hold tensors only"
+_SEQ = "sequence/optional op: no canonical op; kept as a custom node with custom_ops='keep'"
 _STR = "text op on str tensors: no canonical op (custom_ops='keep' keeps it for ONNX)"
 _TRAIN = "training-only op"
 _RAND = "random output: not reproducible across frameworks"

@@ -31,7 +31,7 @@ from msc.frontend.onnx.initializers import (
     UnsupportedType,
     tensor_data,
     tensor_to_numpy,
-    type_from_onnx,
+    value_type_from_onnx,
 )
 from msc.frontend.onnx.registry import CONVERTERS, ConverterRegistry, NoConverter
 from msc.frontend.onnx.scopes import recover_weight_names, scope_provenance
@@ -52,6 +52,7 @@ from msc.ir.attrs import infer_kind
 from msc.ir.builder import Builder
 from msc.ir.graph import dead_nodes
 from msc.ir.tensor import SUB_BYTE_BITS, Packed
+from msc.ir.types import ValueType, map_tensor
 from msc.ops.custom import CUSTOM_OPS, custom_op
 from msc.ops.infer import InferError
 from msc.ops.schema import OpError
@@ -206,10 +207,10 @@ def _custom_attr(ctx: Ctx, a: onnx.AttributeProto, base_dir: str | None) -> Any:
     if isinstance(v, onnx.GraphProto):
         from msc.frontend.onnx.control import import_subgraph  # control builds on this module
 
-        types = [type_from_onnx(vi.type, f"subgraph input {vi.name!r}") for vi in v.input]
+        types = [value_type_from_onnx(vi.type, f"subgraph input {vi.name!r}") for vi in v.input]
         return import_subgraph(ctx, v, types)
     if isinstance(v, onnx.TypeProto):
-        return type_from_onnx(v, f"attribute {a.name!r}")
+        return value_type_from_onnx(v, f"attribute {a.name!r}")
     return v
 
 
@@ -259,11 +260,14 @@ def _restore_ranges(graph: Graph, ranges: dict[str, list]) -> None:
 
     binding = {name: SymDim(name, *r) for name, r in ranges.items()}
 
-    def fix(t: TensorType) -> TensorType:
+    def fix_tensor(t: TensorType) -> TensorType:
         if t.shape is None or all(isinstance(d, int) or d is None for d in t.shape):
             return t
         dims = [d if isinstance(d, int) or d is None else symexpr.subs(d, binding) for d in t.shape]
         return TensorType(t.dtype, dims)
+
+    def fix(t: ValueType) -> ValueType:
+        return fix_tensor(t) if t.__class__ is TensorType else map_tensor(t, fix_tensor)  # type: ignore[arg-type]
 
     def walk(g: Graph) -> None:
         for v in g.inputs:
@@ -275,6 +279,22 @@ def _restore_ranges(graph: Graph, ranges: dict[str, list]) -> None:
                 walk(sub)
 
     walk(graph)
+
+
+# The ONNX types a graph value may have in msc (see msc.ir.types).
+_VALUE_KINDS = ("tensor_type", "sequence_type", "optional_type")
+
+
+def _tensors_only(ins: Sequence[Slot | None]) -> None:
+    """Converters build canonical ops, which take tensors: a node reading a sequence or an
+    optional is Unsupported (``custom_ops="keep"`` keeps it as it is)."""
+    bad = [
+        f"{s.name!r} ({s.value.type})"
+        for s in ins
+        if s is not None and s.value is not None and s.value.type.__class__ is not TensorType
+    ]
+    if bad:
+        raise Unsupported(f"input {', '.join(bad)} is not a tensor; canonical ops take tensors")
 
 
 def _op_label(node: onnx.NodeProto) -> str:
@@ -472,8 +492,11 @@ class Importer:
             raise ValueError(f"custom_ops must be one of {CUSTOM_OPS}, got {custom_ops!r}")
         self.model = model
         self.custom_ops = custom_ops
-        self.custom: set[int] = set()  # ids of the nodes kept as custom ops
+        # id -> node, for the nodes kept as custom ops (and below, those skipped): the node is
+        # held so that no other node's proto wrapper, made later, can take a freed id.
+        self.custom: dict[int, onnx.NodeProto] = {}
         self._declared: dict[str, onnx.TypeProto] | None = None
+        self._inferred = False  # whether ONNX shape inference has filled _declared
         self.constant_inputs = {k: np.asarray(v) for k, v in (constant_inputs or {}).items()}
         self.base_dir = None if base_dir is None else os.fspath(base_dir)
         self.input_types = dict(input_types or {})
@@ -604,28 +627,28 @@ class Importer:
 
     def _check_nodes(self, nodes: list[onnx.NodeProto]) -> None:
         """Report every op msc has no converter for, before converting anything."""
-        self.skip: set[int] = set()
+        self.skip: dict[int, onnx.NodeProto] = {}
         for n in nodes:
             try:
                 conv = self._lookup(n)
             except NoConverter as e:
                 if self.custom_ops == "keep":
-                    self.custom.add(id(n))
+                    self.custom[id(n)] = n
                     continue
                 reason = str(e)
                 self.problem(n, _op_label(n), reason + " (custom_ops='keep' keeps it as is)")
-                self.skip.add(id(n))
+                self.skip[id(n)] = n
                 continue
             bad = [a.name for a in n.attribute if a.name not in conv.attrs]
             if bad and not conv.takes_any_attr:
                 self.problem(n, _op_label(n), f"attribute(s) {bad} not supported")
-                self.skip.add(id(n))
+                self.skip[id(n)] = n
                 continue
             # Ops of other domains have no ONNX schema to say which attributes they need.
             missing = sorted(conv.required - {a.name for a in n.attribute})
             if missing:
                 self.problem(n, _op_label(n), f"required attribute(s) {missing} missing")
-                self.skip.add(id(n))
+                self.skip[id(n)] = n
 
     def _lookup(self, n: onnx.NodeProto):
         if n.domain in DEFAULT_DOMAINS:
@@ -655,7 +678,9 @@ class Importer:
                 self.env[vi.name] = Slot(vi.name, const=self.constant_inputs[vi.name])
                 continue
             try:
-                t = self.input_types.get(vi.name) or type_from_onnx(vi.type, f"input {vi.name!r}")
+                t = self.input_types.get(vi.name) or value_type_from_onnx(
+                    vi.type, f"input {vi.name!r}"
+                )
             except UnsupportedType as e:
                 self.problem(None, "graph input", str(e), name=vi.name)
                 self.env[vi.name] = _poisoned(vi.name)
@@ -691,6 +716,7 @@ class Importer:
         conv = self._lookup(n)
         ctx = Ctx(self, n, self.opset)
         try:
+            _tensors_only(ins)
             _check_against_schema(n, self.opset)
             attrs = {a.name: _attr_value(a, self.base_dir) for a in n.attribute}
             while ins and ins[-1] is None:
@@ -749,27 +775,30 @@ class Importer:
                 if o:
                     self.env[o] = _poisoned(o)
 
-    def _declared_type(self, name: str, index: int) -> TensorType:
+    def _declared_type(self, name: str, index: int) -> ValueType:
         if self._declared is None:
             self._declared = {}
             for g in _all_graphs(self.model.graph):
                 for vi in list(g.value_info) + list(g.output):
-                    if vi.type.HasField("tensor_type"):
+                    if vi.type.WhichOneof("value") in _VALUE_KINDS:
                         self._declared[vi.name] = vi.type
-        if name not in self._declared:
+        if name not in self._declared and not self._inferred:
+            self._inferred = True  # inference runs once, on the whole model
             try:
                 inferred = onnx.shape_inference.infer_shapes(self.model, strict_mode=False)
             except Exception:  # noqa: BLE001 - inference fails in many ways on custom domains
                 inferred = None
-            if inferred is not None:
-                for vi in inferred.graph.value_info:
-                    self._declared.setdefault(vi.name, vi.type)
+            if inferred is not None:  # subgraphs too: a node kept in a branch or loop body
+                for g in _all_graphs(inferred.graph):
+                    for vi in g.value_info:
+                        if vi.type.WhichOneof("value") in _VALUE_KINDS:
+                            self._declared.setdefault(vi.name, vi.type)
         if name not in self._declared or not name:
             raise Unsupported(
                 f"output {index} ({name!r}) has no type in the model (msc cannot infer a "
                 "custom op's types; add value_info for it)"
             )
-        return type_from_onnx(self._declared[name], f"output {name!r}")
+        return value_type_from_onnx(self._declared[name], f"output {name!r}")
 
     def _discard(self, ctx: Ctx) -> None:
         for node in reversed(ctx.nodes):

@@ -29,7 +29,7 @@ from onnx import TensorProto, numpy_helper
 from msc.errors import ConversionError
 from msc.ir import DType, SymDim, TensorType
 from msc.ir.tensor import FileRegion, Packed, packed_size
-from msc.ir.types import Dim, ShapeError, SymExpr
+from msc.ir.types import Dim, OptionalType, SequenceType, ShapeError, SymExpr, ValueType
 from msc.text import ParseError, parse_dim
 
 __all__ = [
@@ -39,6 +39,7 @@ __all__ = [
     "tensor_to_numpy",
     "tensor_data",
     "type_from_onnx",
+    "value_type_from_onnx",
 ]
 
 
@@ -141,6 +142,30 @@ def type_from_onnx(tp: onnx.TypeProto, what: str = "value") -> TensorType:
         return TensorType(dtype, dims)
     except ShapeError as e:
         raise ConversionError(f"{what}: {e}") from None
+
+
+def value_type_from_onnx(tp: onnx.TypeProto, what: str = "value") -> ValueType:
+    """A TypeProto as an msc value type: a tensor as ``type_from_onnx`` reads it, a
+    sequence_type as a SequenceType of its element's tensor type, an optional_type as an
+    OptionalType of a tensor or sequence type. Anything else raises UnsupportedType."""
+    kind = tp.WhichOneof("value")
+    if kind == "sequence_type":
+        elem = tp.sequence_type.elem_type
+        if elem.WhichOneof("value") != "tensor_type":
+            inner = elem.WhichOneof("value") or "undefined"
+            raise UnsupportedType(
+                f"{what} is a sequence of {inner}, msc holds sequences of tensors"
+            )
+        return SequenceType(type_from_onnx(elem, what))
+    if kind == "optional_type":
+        elem = tp.optional_type.elem_type
+        if elem.WhichOneof("value") not in ("tensor_type", "sequence_type"):
+            inner = elem.WhichOneof("value") or "undefined"
+            raise UnsupportedType(
+                f"{what} is an optional {inner}, msc holds optional tensors and sequences"
+            )
+        return OptionalType(value_type_from_onnx(elem, what))  # type: ignore[arg-type]
+    return type_from_onnx(tp, what)
 
 
 def _external_path(base_dir: str | os.PathLike | None, location: str, name: str) -> Path:
