@@ -244,6 +244,8 @@ def load_inputs(path: str | Path, g: Graph) -> dict[str, np.ndarray]:
         arr = data.get(v.name, data.get(f"arr_{i}"))
         if arr is None:
             raise MscError(f"{path}: no array for input {v.name!r} (has {sorted(data)})")
+        if not isinstance(v.type, TensorType):
+            raise MscError(f"{path}: input {v.name!r} is a {v.type}, not a tensor an .npz holds")
         want = v.type.dtype.to_numpy()
         if v.type.dtype.is_string and arr.dtype.kind == "U":  # .npz holds text as unicode
             arr = arr.astype(object)

@@ -9,7 +9,7 @@ import numpy as np
 
 from msc.errors import ConversionError
 from msc.ir.graph import Graph, GraphError, Node, Value, Weight
-from msc.ir.types import TensorType, ValueType
+from msc.ir.types import TensorType, ValueType, tensor_of
 
 __all__ = ["validate", "topological_order", "string_values", "refuse_strings"]
 
@@ -223,13 +223,16 @@ def _all_inputs(node: Node):
 
 def string_values(graph: Graph, where: str = "") -> list[str]:
     """Every place ``graph`` (and its subgraphs) holds text: ``str`` inputs, weights, node
-    outputs and tensor attributes, each named as the text format spells it."""
+    outputs (sequences and optionals of ``str`` too) and tensor attributes, each named as the
+    text format spells it."""
     from msc.ir.spelling import quote_ref
 
     found: list[str] = []
     at = f" in {where}" if where else ""
     found += [
-        f"input %{quote_ref(v.name or '')}{at}" for v in graph.inputs if v.type.dtype.is_string
+        f"input %{quote_ref(v.name or '')}{at}"
+        for v in graph.inputs
+        if tensor_of(v.type).dtype.is_string
     ]
     found += [
         f"weight @{quote_ref(w.name)}{at}" for w in graph.weights.values() if w.type.dtype.is_string
@@ -239,7 +242,7 @@ def string_values(graph: Graph, where: str = "") -> list[str]:
         found += [
             f"%{quote_ref(v.name or '')} (output of {label}){at}"
             for v in n.outputs
-            if v.type.dtype.is_string
+            if tensor_of(v.type).dtype.is_string
         ]
         found += [
             f"attribute {k!r} of {label}{at}"

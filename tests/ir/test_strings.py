@@ -162,3 +162,25 @@ def test_bad_strings_file_is_a_clear_error(tmp_path, text, error):
     (out / "strings.json").write_text(text)
     with pytest.raises(MscError, match=error):
         msc.load(out)
+
+
+def test_string_values_look_inside_sequences_and_optionals():
+    """A sequence or optional of str holds text too: string_values names it (and a graph
+    with sequences only, of numbers, has none)."""
+    from msc import OptionalType, SequenceType
+
+    g = Graph("seq_of_text")
+    xs = g.add_input("xs", SequenceType(TensorType(S, [None])))
+    n = Node(custom_op("ai.onnx", "SequenceLength", 11), [xs],
+             output_types=[TensorType(DType.INT64, ())])  # fmt: skip
+    g.add_node(n)
+    o = Node(custom_op("ai.onnx", "Optional", 15), [xs],
+             output_types=[OptionalType(SequenceType(TensorType(S, [None])))])  # fmt: skip
+    g.add_node(o)
+    g.set_outputs([n.outputs[0], o.outputs[0]])
+    found = string_values(g)
+    assert found[0] == "input %xs" and len(found) == 2 and "output of" in found[1]
+    numbers = Graph("seq_of_numbers")
+    ys = numbers.add_input("ys", SequenceType(TensorType(DType.FLOAT32, [None])))
+    numbers.set_outputs([ys])
+    assert string_values(numbers) == []
