@@ -39,6 +39,8 @@ def measure(name: str, repeat: int, quick: bool, out: Path) -> dict[str, tuple[f
     b = models.build(name, quick)
     runs: dict[str, list[tuple[float, float]]] = {p: [] for p in PHASES}
     for _ in range(repeat):
+        for p in out.glob(f"{name}.onnx*"):  # a new file each run, as bench/worker.py writes
+            p.unlink()
         marks = [(time.process_time(), time.perf_counter())]
         ep = torch.export.export(b.model, b.args, strict=False)
         marks.append((time.process_time(), time.perf_counter()))
