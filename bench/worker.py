@@ -52,13 +52,13 @@ def error(e: BaseException) -> dict:
     }
 
 
-def timed_runs(fn, repeat: int, *, memory: bool = True, before=None) -> dict:
+def timed_runs(fn, repeat: int, *, memory: bool = True, setup=None) -> dict:
     """Run ``fn`` ``repeat`` times; times, and the first run's peak memory above the start.
-    ``before()``, when given, runs before each run, untimed."""
+    ``setup()``, when given, runs before each run, untimed."""
     out: dict[str, Any] = {"times": []}
     for i in range(repeat):
-        if before is not None:
-            before()
+        if setup is not None:
+            setup()
         gc.collect()
         before = measure.status()["VmRSS"]
         exact = measure.reset_peak()
@@ -128,7 +128,7 @@ def task_export(a: argparse.Namespace) -> dict:
             p.unlink()
 
     try:
-        runs = timed_runs(lambda: convert(b.model, b.args, str(path)), a.repeat, before=fresh)
+        runs = timed_runs(lambda: convert(b.model, b.args, str(path)), a.repeat, setup=fresh)
     except Exception as e:  # noqa: BLE001
         res["error"] = error(e)
         return res
