@@ -630,10 +630,6 @@ class _Terminated(BaseException):
     way out (writers clean up on any exception), as Ctrl-C does with KeyboardInterrupt."""
 
 
-def _terminate(signum: int, frame: Any) -> None:
-    raise _Terminated
-
-
 def _main_thread() -> bool:
     import threading
 
@@ -642,13 +638,17 @@ def _main_thread() -> bool:
 
 def main(argv: Sequence[str] | None = None) -> int:
     from msc.errors import MscError
+    from msc.io.files import deferring
 
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
         return EXIT_OK
-    previous = signal.signal(signal.SIGTERM, _terminate) if _main_thread() else None
+    previous = {}
+    if _main_thread():  # raised where the program is, or after the output step it is in
+        for sig, make in ((signal.SIGTERM, _Terminated), (signal.SIGINT, KeyboardInterrupt)):
+            previous[sig] = signal.signal(sig, deferring(make))
     try:
         return int(args.func(args) or 0)
     except MscError as e:
@@ -665,5 +665,5 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.write("msc: terminated\n")
         return 143
     finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

@@ -124,8 +124,9 @@ def save(
     try:
         data_f = None
         if location is not None:
-            data_f, data_tmp = _tmp(directory, Path(location).name)
-            tmps.append(data_tmp)
+            with files.uninterrupted():
+                data_f, data_tmp = _tmp(directory, Path(location).name)
+                tmps.append(data_tmp)
         offset = 0
 
         written: dict[str, tuple[Weight, int, int]] = {}
@@ -156,8 +157,9 @@ def save(
         if data_f is not None:
             data_f.finish()
             data_f.close()
-        model_f, model_tmp = _tmp(directory, path.name)
-        tmps.append(model_tmp)
+        with files.uninterrupted():
+            model_f, model_tmp = _tmp(directory, path.name)
+            tmps.append(model_tmp)
         try:
             model_f.write(model.SerializeToString())
             model_f.finish()
@@ -168,10 +170,11 @@ def save(
         for w in _reading(graph, replaced):
             if w.name not in written:  # written inline: keep its bytes before the file goes
                 w.set_data(np.array(w.numpy()))
-        if location is not None:
-            os.replace(data_tmp, directory / location)
-        os.replace(model_tmp, path)
-        tmps.clear()
+        with files.uninterrupted():  # the data file and the model that reads it, together
+            if location is not None:
+                os.replace(data_tmp, directory / location)
+            os.replace(model_tmp, path)
+            tmps.clear()
         _repoint(graph, replaced, directory / location if location else None, written)
     finally:
         if data_f is not None and not data_f.closed:

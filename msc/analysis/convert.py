@@ -276,8 +276,10 @@ def convert(
         _check_dynamic(model.graph, g, dynamic)
     source = model if g is model.graph else Model(g, "msc", f"{src} (adjusted)")
     report = ConvertReport(str(src), str(out_p), target)
-    tmp, staged = _stage(out_p, target)
+    tmp = None
     try:
+        with files.uninterrupted():
+            tmp, staged = _stage(out_p, target)
         say(f"writing {target}")
         _write(g, target, staged, opset, report)
         if check:
@@ -305,9 +307,11 @@ def convert(
             report.numeric = verify_models(source, again, rtol=rtol, atol=atol, seed=seed)
             report.ok = report.numeric.ok
         if report.ok:
-            report.files = _install(staged, out_p, target)
+            with files.uninterrupted():  # every file of the output, or (on error) none
+                report.files = _install(staged, out_p, target)
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
     return report
 
 

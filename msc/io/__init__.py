@@ -57,18 +57,27 @@ def atomic_dir(target: Path) -> Iterator[Path]:
     ``target`` must be new, empty, or a directory msc wrote (``files.check_output``)."""
     files.check_output(target, "dir")
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = files.mkdtemp(target.parent, prefix=f".{target.name}.")
+    tmp = None
     try:
+        with files.uninterrupted():
+            tmp = files.mkdtemp(target.parent, prefix=f".{target.name}.")
         yield tmp
         replace_dir(tmp, target)
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
         raise
 
 
 def replace_dir(staged: Path, target: Path) -> None:
     """Put the complete directory ``staged`` at ``target`` (a sibling), replacing a directory
-    msc wrote there before: renamed aside, the new one renamed in, the old one removed."""
+    msc wrote there before: renamed aside, the new one renamed in, the old one removed (all
+    of it, a signal notwithstanding: files.uninterrupted)."""
+    with files.uninterrupted():
+        _replace_dir(staged, target)
+
+
+def _replace_dir(staged: Path, target: Path) -> None:
     if target.exists():
         files.check_output(target, "dir")
         old = files.mkdtemp(target.parent, prefix=f".{target.name}.old.")

@@ -18,14 +18,22 @@ that an output never destroys what was there.
 #   page cache on the way (that copy, not the disk, was most of the time of saving a model);
 #   an ordinary buffered file elsewhere. Either way the file's bytes are exactly those
 #   appended, and ``finish()`` makes them durable with one fsync.
+# - A staging name is recorded for cleanup, and a sequence of renames that installs an output
+#   completes, before a signal can stop the program: both run ``uninterrupted()``, and the
+#   CLI's SIGINT / SIGTERM handlers (``deferring``) raise at the end of such a block rather
+#   than inside it (a signal landing between creating a staging directory and the ``try``
+#   that removes it left it behind; one between two renames could leave an old model file
+#   beside a new data file).
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import mmap
 import os
 import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from msc.errors import MscError
@@ -39,6 +47,8 @@ __all__ = [
     "write_text",
     "DataFile",
     "MSC_FILES",
+    "uninterrupted",
+    "deferring",
 ]
 
 # What msc's directory writers put in a directory: msc.save, codegen.torch.save,
@@ -56,6 +66,41 @@ MSC_FILES = frozenset(
         "__pycache__",
     }
 )
+
+
+_critical = 0  # depth of uninterrupted() blocks
+_pending: list[BaseException] = []  # what a deferring handler raises when they end
+
+
+@contextlib.contextmanager
+def uninterrupted() -> Iterator[None]:
+    """A block a ``deferring`` signal handler does not stop in the middle: the exception it
+    raises is raised when the outermost such block ends (after the block's own work). Keep
+    the block short: creating a staging name and recording it, or renames into place."""
+    global _critical
+    _critical += 1
+    try:
+        yield
+    finally:
+        _critical -= 1
+        if not _critical and _pending:
+            e = _pending[0]
+            _pending.clear()
+            raise e
+
+
+def deferring(make: Callable[[], BaseException]) -> Callable[[int, object], None]:
+    """A signal handler raising ``make()`` where the program is, or at the end of the
+    ``uninterrupted()`` block it is in."""
+
+    def handler(signum: int, frame: object) -> None:
+        e = make()
+        if _critical:
+            _pending.append(e)
+            return
+        raise e
+
+    return handler
 
 
 def check_output(path: str | os.PathLike, kind: str) -> Path:
@@ -93,15 +138,18 @@ def write_text(path: str | os.PathLike, text: str) -> Path:
     """Write ``text`` to ``path`` atomically (staged under a fresh name, then renamed)."""
     p = check_output(path, "file")
     p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = mkstemp(p.parent, prefix=f".{p.name}.")
+    tmp = None
     try:
+        with uninterrupted():
+            fd, tmp = mkstemp(p.parent, prefix=f".{p.name}.")
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, p)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
         raise
     return p
 

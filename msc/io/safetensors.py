@@ -126,8 +126,10 @@ def _write(path: Path, header: dict, items: Iterable[tuple[str, Source]]) -> Non
     raw = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
     raw += b" " * (-len(raw) % 8)  # align the data to 8 bytes
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = files.mkstemp(path.parent, prefix=f".{path.name}.")
+    tmp = None
     try:
+        with files.uninterrupted():
+            fd, tmp = files.mkstemp(path.parent, prefix=f".{path.name}.")
         with os.fdopen(fd, "wb") as f:
             f.write(len(raw).to_bytes(8, "little"))
             f.write(raw)
@@ -137,7 +139,7 @@ def _write(path: Path, header: dict, items: Iterable[tuple[str, Source]]) -> Non
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
-        if os.path.exists(tmp):
+        if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
         raise
 

@@ -207,3 +207,42 @@ def test_data_file_falls_back_when_direct_writes_are_refused(tmp_path, monkeypat
     data = np.random.default_rng(1).bytes(5 * files._BLOCK + 11)
     assert _data_file_bytes(tmp_path / "d", True, monkeypatch, [data[:100], data[100:]]) == data
     assert calls == [0, 2 * files._BLOCK]
+
+
+class _Stop(BaseException):
+    pass
+
+
+def _spin() -> None:
+    for _ in range(1000):  # the Python-level handler runs within these bytecodes
+        pass
+
+
+def test_a_signal_inside_uninterrupted_is_raised_at_its_end():
+    """A deferring handler raises where the program is, except inside uninterrupted(): there
+    the block finishes (a staging name recorded, a set of renames done) and the exception
+    comes at its end, where the writer's cleanup sees it."""
+    import signal
+
+    if not hasattr(signal, "SIGUSR1"):
+        pytest.skip("no SIGUSR1 on this platform")
+    old = signal.signal(signal.SIGUSR1, files.deferring(_Stop))
+    steps = []
+    try:
+        with pytest.raises(_Stop):
+            with files.uninterrupted():
+                with files.uninterrupted():  # nested: raised when the outermost ends
+                    os.kill(os.getpid(), signal.SIGUSR1)
+                    _spin()
+                    steps.append("inner")
+                steps.append("outer")
+        assert steps == ["inner", "outer"]
+        with pytest.raises(_Stop):
+            os.kill(os.getpid(), signal.SIGUSR1)
+            _spin()
+            steps.append("never")
+        assert steps == ["inner", "outer"]
+        with files.uninterrupted():  # nothing pending: nothing raised
+            steps.append("quiet")
+    finally:
+        signal.signal(signal.SIGUSR1, old)

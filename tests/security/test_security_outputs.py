@@ -192,10 +192,10 @@ def test_a_killed_convert_leaves_no_staging(tmp_path, sig):
     _, err = p.communicate(timeout=120)
     assert "Traceback" not in err
     left = sorted(x.name for x in work.iterdir())
-    if p.returncode == 0:
-        # The signal raced the end of the conversion (rarely, on a loaded machine): then the
-        # output is complete, and still nothing is staged.
+    assert p.returncode in (0, 130, 143), err
+    # Nothing staged is left. The output is there only if the signal raced the end of the
+    # conversion (rarely, on a loaded machine; the signal then ends the program after the
+    # output is installed), and then it is complete.
+    assert left in ([], ["out"]), f"left behind: {left}"
+    if left or p.returncode == 0:
         assert left == ["out"] and (work / "out" / "model.safetensors").is_file()
-    else:
-        assert p.returncode in (130, 143), err
-        assert left == [], f"left behind: {left}"
