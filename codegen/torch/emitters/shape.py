@@ -263,18 +263,9 @@ def gather(e: NodeEmit, x: Arg, indices: Arg, *, axis) -> ast.expr:
     return _index(x, {a: indices.expr})
 
 
-def _wrapped_indices(x: Arg, indices: Arg, axis: int) -> Any:
-    """``indices`` along ``axis`` of ``x`` with negative ones counted from the end (ONNX allows
-    them, torch's gather and scatter do not); the input itself when it is a constant with none."""
-    c = indices.const
-    if c is not None and (c >= 0).all():
-        return indices
-    return expr("torch.where(i < 0, i + x.shape[a], i)", i=indices, x=x, a=axis)
-
-
 @emitter("gather_elements")
 def gather_elements(e: NodeEmit, x: Arg, indices: Arg, *, axis) -> ast.expr:
-    return call("torch.gather", x, axis, _wrapped_indices(x, indices, axis))
+    return call("torch.gather", x, axis, indices)
 
 
 @emitter("gather_nd")
@@ -284,7 +275,6 @@ def gather_nd(e: NodeEmit, x: Arg, indices: Arg, *, batch_dims) -> ast.expr:
 
 @emitter("scatter_elements")
 def scatter_elements(e, x, indices, updates, *, axis, reduction) -> ast.expr:
-    indices = _wrapped_indices(x, indices, axis)
     if reduction == "none":
         return call("torch.scatter", x, axis, indices, updates)
     if reduction == "add":
