@@ -157,3 +157,14 @@ def test_negative_indices(dt) -> None:
     same(run("ScatterElements", [data, idx_s, upd], axis=1)[0], want)
     rows = np.array([[-1, 0, -3, 2]], dtype=np.int64)
     same(run("GatherElements", [data, rows], axis=0)[0], np.take_along_axis(data, rows % 3, 0))
+
+
+@pytest.mark.parametrize("dt", UINTS, ids=lambda d: np.dtype(d).name)
+def test_matmul_trilu_and_u16_u32_values(dt) -> None:
+    a = np.stack([edge(dt), other(dt)])  # [2, 10]
+    with np.errstate(over="ignore"):
+        want = a @ a.T  # numpy's unsigned matmul wraps modulo 2**bits, as ONNX's
+    same(run("MatMul", [a, np.ascontiguousarray(a.T)])[0], want)
+    same(run("Trilu", [a], upper=0)[0], np.tril(a))
+    if dt is not np.uint64:
+        same(run("Sign", [edge(dt)])[0], np.sign(edge(dt)))
