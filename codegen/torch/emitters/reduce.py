@@ -86,17 +86,16 @@ _reduction("reduce_mean")(_simple("torch.mean", False))
 
 
 def _extreme(largest: bool):
-    """reduce_max / reduce_min: torch.amax / amin where every reduced dim is a static size
-    above 0; else a helper that gives the empty set's value (amax raises on one)."""
+    """reduce_max / reduce_min: torch.amax / amin, or where a reduced dim is a static 0 (or
+    the rank is unknown) a helper that gives the empty set's value (amax raises on one). A
+    symbolic dim keeps torch.amax, so a model whose reduced dim is 0 at run time raises as
+    in torch rather than every model paying a helper call for it."""
     plain = _simple("torch.amax" if largest else "torch.amin", False)
 
     def emit(e: NodeEmit, x: Arg, *, axes, keepdims) -> ast.expr:
         dims = _dims(x, axes)
         shape = x.shape
-        if dims == () or (
-            shape is not None
-            and all(isinstance(shape[d], int) and shape[d] > 0 for d in dims or _all(x))
-        ):
+        if dims == () or (shape is not None and all(shape[d] != 0 for d in dims or _all(x))):
             return plain(e, x, axes=axes, keepdims=keepdims)
         d = list(_all(x) if dims is None else dims)
         return call(e.helper("_msc_extreme").id, x, d, keepdims, largest)
