@@ -29,6 +29,7 @@ from typing import Any
 
 import torch
 
+from codegen.torch import code
 from codegen.torch.code import call, const, expr
 from codegen.torch.helpers import runtime_helpers
 from msc.ir.dtype import DType
@@ -114,21 +115,22 @@ def emit(e: Any, fn: Callable[..., Any], args: list[Any], kwargs: dict[str, Any]
     u64 = any(_unsigned(v) is DType.UINT64 for v in e.node.inputs)
     flip = u64 and how == ORDER
     args = [_widen(e, a, flip) for a in args]
+    narrow = any(_unsigned(v) for v in e.node.outputs)  # else bool / int64 results as they are
     names = list(e.outputs)
-    tmps = [e.tmp("wide") for _ in names]
-    e.outputs[:] = tmps
+    tmps = [e.tmp("wide") for _ in names] if narrow else names
+    e.outputs[:] = tmps  # an emitter that assigns its outputs itself assigns the wide ones
     try:
         if u64 and how == VALUE:
             value = call(e.helper(U64_HELPERS[e.node.op]).id, *args)
         else:
             value = fn(e, *args, **kwargs)
-        if value is not None:
-            e.assign(value)
     finally:
         e.outputs[:] = names
-    outs = [
-        _narrow(ast.Name(t, ast.Load()), v.type.dtype, flip) for t, v in zip(tmps, e.node.outputs)
-    ]
+    if not narrow:
+        return value
+    if value is not None:
+        e.stmt(e.cg.assign_outputs(tmps, value))
+    outs = [_narrow(code.name(t), v.type.dtype, flip) for t, v in zip(tmps, e.node.outputs)]
     return outs[0] if len(outs) == 1 else ast.Tuple(outs, ast.Load())
 
 
@@ -148,10 +150,9 @@ def _widen(e: Any, a: Any, flip: bool) -> Any:
     value = expr("x.to(d)", x=a, d=WIDE[dt])
     if flip:
         value = expr("v ^ m", v=value, m=const(TOP))
-    name = e.let("wide", value)
     fresh = Value(a.value.name, TensorType(WIDE[dt], a.type.shape))
     e.cg.scratch_values.append(fresh)  # alive while its id keys the codegen's tables
-    e.cg._refs[id(fresh)] = name
+    e.stmt(ast.Assign([ast.Name(e.bind(fresh, "wide"), ast.Store())], value))
     return type(a)(e.cg, fresh)
 
 
