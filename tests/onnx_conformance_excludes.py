@@ -41,7 +41,6 @@ EXCLUDES: dict[str, str] = {
     "test_bernoulli_double_expanded": "import: RandomUniformLike: no converter for RandomUniformLike",
     "test_bernoulli_seed": "import: Bernoulli: no converter for Bernoulli",
     "test_bernoulli_seed_expanded": "import: RandomUniformLike: no converter for RandomUniformLike",
-    "test_col2im_5d": "codegen: ConversionError: col2im: torch's fold takes 2-d blocks and symmetric padding",
     "test_dft_inverse_opset19": "compare: the expected values carry float32 FFT rounding (1.9e-7 where the exact value is 0, msc computes in float64) beyond the case's atol 1e-7",
     "test_dft_inverse": "compare: the expected values carry float32 FFT rounding (1.9e-7 where the exact value is 0, msc computes in float64) beyond the case's atol 1e-7",
     "test_training_dropout_default": "import: Dropout: Dropout in training mode (random)",
