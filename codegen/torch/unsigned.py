@@ -53,7 +53,7 @@ def _scatter_kind(attrs: dict[str, Any]) -> str:
 
 # Canonical op -> how its result depends on its unsigned inputs (a function of the attributes
 # where that decides it). Ops torch runs on these dtypes (mul, eq, ne, bitwise and/or/xor,
-# sum, prod, cumsum, sort, cat, where, indexing) are not here.
+# sort, cat, where, indexing, constant pad) are not here.
 KERNELS: dict[str, str | Callable[[dict[str, Any]], str]] = {
     "add": WRAP,
     "sub": WRAP,
@@ -65,6 +65,14 @@ KERNELS: dict[str, str | Callable[[dict[str, Any]], str]] = {
     "flip": WRAP,
     "trilu": WRAP,
     "scatter_elements": _scatter_kind,
+    "scatter_nd": _scatter_kind,
+    "index_put": WRAP,
+    "pad": WRAP,
+    "nonzero": WRAP,
+    "reduce_sum": WRAP,  # sum(dtype=uint16) has no kernel either
+    "reduce_prod": WRAP,
+    "cumsum": WRAP,
+    "cumprod": WRAP,
     "lt": ORDER,
     "le": ORDER,
     "gt": ORDER,

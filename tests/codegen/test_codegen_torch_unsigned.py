@@ -168,3 +168,22 @@ def test_matmul_trilu_and_u16_u32_values(dt) -> None:
     same(run("Trilu", [a], upper=0)[0], np.tril(a))
     if dt is not np.uint64:
         same(run("Sign", [edge(dt)])[0], np.sign(edge(dt)))
+
+
+@pytest.mark.parametrize("dt", UINTS, ids=lambda d: np.dtype(d).name)
+def test_sums_scans_pads_and_scatter_nd(dt) -> None:
+    x = np.stack([edge(dt), other(dt)])  # [2, 10]
+    axes = np.array([1], dtype=np.int64)
+    with np.errstate(over="ignore"):
+        same(run("ReduceSum", [x, axes], keepdims=0)[0], x.sum(1, dtype=dt))
+        same(run("ReduceProd", [x, axes], keepdims=0)[0], x.prod(1, dtype=dt))
+        same(run("CumSum", [x, np.array(1, np.int64)])[0], x.cumsum(1, dtype=dt))
+    pads = np.array([0, 2, 0, 1], dtype=np.int64)
+    same(run("Pad", [x, pads], mode="edge")[0], np.pad(x, ((0, 0), (2, 1)), mode="edge"))
+    same(run("Pad", [x, pads], mode="reflect")[0], np.pad(x, ((0, 0), (2, 1)), mode="reflect"))
+    same(run("NonZero", [x])[0], np.array(np.nonzero(x), dtype=np.int64))
+    idx = np.array([[0], [1]], dtype=np.int64)
+    upd = x[::-1].copy()  # the rows swapped
+    same(run("ScatterND", [x, idx, upd])[0], upd)
+    same(run("ScatterND", [x, idx, upd], reduction="max")[0], np.maximum(x, upd))
+    same(run("ScatterND", [x, idx, upd], reduction="min")[0], np.minimum(x, upd))
