@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from codegen.torch import code, custom
+from codegen.torch import code, custom, unsigned
 from codegen.torch.helpers import HELPERS
 from codegen.torch.modules import ModulePlan, init_statements, plan_modules
 from codegen.torch.names import Namespace, readable, sanitize
@@ -226,6 +226,7 @@ class TorchCodegen:
         # value. Loaded with the weights (to_module, save), never part of state_dict().
         self.constants_: dict[str, np.ndarray] = {}
         self.dropped_: list[str] = []  # unused weights left out of the module
+        self.scratch_values: list[Value] = []  # values made during emission (unsigned.py)
 
     def lowered(self, graph: Graph) -> Graph:
         """``graph`` with every op that has no emitter but a decomposition lowered through it
@@ -380,7 +381,11 @@ class TorchCodegen:
             if fn is None:  # generate() checks coverage first; this is a programming error
                 raise UnsupportedOpsError([UnsupportedOp(node.op, node.name)], "graph")
             args, kwargs = self.node_args(node)
-            value = fn(e, *args, **kwargs)
+            how = unsigned.kind(node)
+            if how is None:
+                value = fn(e, *args, **kwargs)
+            else:  # an op torch has no uint16/32/64 kernel for: computed in a signed type
+                value = unsigned.emit(e, fn, args, kwargs, how)
         if value is not None:
             out.append(self.assign_outputs(names, value))
         for v, ident in zip(node.outputs, names):
@@ -519,6 +524,8 @@ class TorchCodegen:
                         node.op, node.name, node.provenance.module, self.emitters.reason(node.op)
                     )
                 )
+            elif why := unsigned.refusal(node):
+                bad.append(UnsupportedOp(node.op, node.name, node.provenance.module, why))
         return bad
 
     # ------------------------------------------------------------------ the source

@@ -16,8 +16,8 @@ from msc.ops.schema import Attr
 REDUCTIONS = {
     "reduce_sum": "sum",
     "reduce_mean": "mean",
-    "reduce_max": "maximum (NaN propagates)",
-    "reduce_min": "minimum (NaN propagates)",
+    "reduce_max": "maximum (NaN propagates; of no elements: -inf, the lowest int, false)",
+    "reduce_min": "minimum (NaN propagates; of no elements: inf, the highest int, true)",
     "reduce_prod": "product",
     "reduce_l1": "sum of |x|",
     "reduce_l2": "sqrt of sum of x^2",

@@ -78,7 +78,6 @@ TORCH_XFAIL = {
     "test_dft_inverse": "expected values carry float32 FFT rounding (1.9e-7 for an exact 0) "
     "beyond the case's atol 1e-7",
     "test_dft_inverse_opset19": "as test_dft_inverse",
-    "test_col2im_5d": "codegen.torch's col2im emits F.fold, 2-d blocks only",
     "test_bitcast_scalar_float32_to_int32": "codegen.torch's bitcast (Tensor.view) makes a 0-d "
     "tensor 1-d",
 }

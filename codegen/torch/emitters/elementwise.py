@@ -204,17 +204,9 @@ _BINARY_FNS = {
 }
 
 
-# torch has no CPU shifts for these: shift in the next wider signed type (same bits).
-_WIDER = {DType.UINT16: DType.INT32, DType.UINT32: DType.INT64}
-
-
 def _function(fn: str, scalar_ok: bool, promote: bool):
     def emit(e: NodeEmit, a: Arg, b: Arg) -> ast.expr:
         out = e.output_types[0].dtype
-        if "shift" in fn and a.dtype in _WIDER:
-            wide = _WIDER[a.dtype]
-            value = call(fn, expr("a.to(d)", a=a, d=wide), expr("b.to(d)", b=b, d=wide))
-            return expr("v.to(d)", v=value, d=a.dtype)
         second = b.s if scalar_ok and b.is_scalar else b
         value = call(fn, a, second)
         if fn.startswith("torch.logical") and out is not DType.BOOL:

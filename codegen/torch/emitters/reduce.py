@@ -83,8 +83,28 @@ def _reduction(op: str):
 
 _reduction("reduce_sum")(_simple("torch.sum", True))
 _reduction("reduce_mean")(_simple("torch.mean", False))
-_reduction("reduce_max")(_simple("torch.amax", False))
-_reduction("reduce_min")(_simple("torch.amin", False))
+
+
+def _extreme(largest: bool):
+    """reduce_max / reduce_min: torch.amax / amin, or where a reduced dim is a static 0 (or
+    the rank is unknown) a helper that gives the empty set's value (amax raises on one). A
+    symbolic dim keeps torch.amax, so a model whose reduced dim is 0 at run time raises as
+    in torch rather than every model paying a helper call for it."""
+    plain = _simple("torch.amax" if largest else "torch.amin", False)
+
+    def emit(e: NodeEmit, x: Arg, *, axes, keepdims) -> ast.expr:
+        dims = _dims(x, axes)
+        shape = x.shape
+        if dims == () or (shape is not None and all(shape[d] != 0 for d in dims or _all(x))):
+            return plain(e, x, axes=axes, keepdims=keepdims)
+        d = list(_all(x) if dims is None else dims)
+        return call(e.helper("_msc_extreme").id, x, d, keepdims, largest)
+
+    return emit
+
+
+_reduction("reduce_max")(_extreme(True))
+_reduction("reduce_min")(_extreme(False))
 
 
 @_reduction("reduce_prod")
@@ -279,6 +299,23 @@ def _msc_cumprod(x, dim, exclusive, reverse):
     return y.flip(dim) if reverse else y
 
 
+def _msc_extreme(x, dims, keepdim, largest):
+    """ReduceMax (``largest``) / ReduceMin over ``dims``; over no elements (a reduced dim of
+    size 0) the op's identity: -inf / inf, the dtype's lowest / highest value, False / True."""
+    dims = sorted({d % x.dim() for d in dims})
+    if all(x.shape[d] > 0 for d in dims):
+        return torch.amax(x, dims, keepdim) if largest else torch.amin(x, dims, keepdim)
+    if x.dtype == torch.bool:
+        fill = not largest
+    elif x.is_floating_point():
+        fill = -float("inf") if largest else float("inf")
+    else:
+        info = torch.iinfo(x.dtype)
+        fill = info.min if largest else info.max
+    shape = [1 if i in dims else n for i, n in enumerate(x.shape) if keepdim or i not in dims]
+    return torch.full(shape, fill, dtype=x.dtype, device=x.device)
+
+
 def _msc_reduce_prod(x, dims, keepdim):
     """Product over several dims (torch.prod takes one), keeping x's dtype."""
     for d in sorted((d % x.dim() for d in dims), reverse=True):
@@ -314,10 +351,8 @@ def _msc_reduce(x, op, axes, keepdim, noop=False):
         return torch.sum(x, dims, keepdim, **kw)
     if op == "reduce_mean":
         return torch.mean(x, dims, keepdim)
-    if op == "reduce_max":
-        return torch.amax(x, dims, keepdim)
-    if op == "reduce_min":
-        return torch.amin(x, dims, keepdim)
+    if op in ("reduce_max", "reduce_min"):
+        return _msc_extreme(x, dims, keepdim, op == "reduce_max")
     if op == "reduce_prod":
         return _msc_reduce_prod(x, dims, keepdim)
     if op == "reduce_log_sum":
@@ -332,4 +367,6 @@ def _msc_reduce(x, op, axes, keepdim, noop=False):
     return fn(x, dims, keepdim).to(x.dtype)
 
 
-runtime_helpers(_msc_cumprod, _msc_cumsum, _msc_reduce_prod, _msc_arg_last, _msc_reduce)
+runtime_helpers(
+    _msc_cumprod, _msc_cumsum, _msc_reduce_prod, _msc_arg_last, _msc_extreme, _msc_reduce
+)

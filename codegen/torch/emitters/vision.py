@@ -95,8 +95,12 @@ def col2im(
     e, x, image_in=None, block_in=None, *, image_shape, block_shape, dilation, padding, stride
 ) -> ast.expr:
     n = len(block_shape) if block_shape is not None else (block_in.shape or (None,))[0]
+    image = int_list(image_in) if image_in is not None else tuple(image_shape)
+    block = int_list(block_in) if block_in is not None else tuple(block_shape)
     if n != 2 or (padding and tuple(padding[:n]) != tuple(padding[n:])):
-        raise ConversionError("col2im: torch's fold takes 2-d blocks and symmetric padding")
+        # torch's fold takes 2-d blocks and symmetric padding
+        args = (tuple(dilation), tuple(padding), tuple(stride))
+        return helper_call(e, "_msc_col2im", x, image, block, *args)
     kw = {}
     if dilation:
         kw["dilation"] = tuple(dilation)
@@ -104,14 +108,40 @@ def col2im(
         kw["padding"] = tuple(padding[:n])
     if stride:
         kw["stride"] = tuple(stride)
-    image = int_list(image_in) if image_in is not None else tuple(image_shape)
-    block = int_list(block_in) if block_in is not None else tuple(block_shape)
     return call("F.fold", x, image, block, **kw)
 
 
 # Ops computed by one run-time helper taking the node's inputs and attributes in order.
 EMITTERS("roi_align")(forward_to_helper("_msc_roi_align", __name__))
 EMITTERS("non_max_suppression")(forward_to_helper("_msc_non_max_suppression", __name__))
+
+
+def _msc_col2im(x, image, block, dilation, pads, stride):
+    """ONNX Col2Im for any number of spatial dims and begin/end pads: each block position's
+    column added into the padded image, which is then cropped."""
+    n = len(block)
+    dilation = list(dilation) or [1] * n
+    stride = list(stride) or [1] * n
+    pads = list(pads) or [0] * (2 * n)
+    padded = [image[i] + pads[i] + pads[n + i] for i in range(n)]
+    counts = [(padded[i] - dilation[i] * (block[i] - 1) - 1) // stride[i] + 1 for i in range(n)]
+    size = 1
+    for b in block:
+        size *= b
+    cols = x.reshape(x.shape[0], x.shape[1] // size, *block, *counts)
+    out = x.new_zeros(x.shape[0], x.shape[1] // size, *padded)
+    for flat in range(size):
+        at, rest = [], flat
+        for b in reversed(block):
+            at.insert(0, rest % b)
+            rest //= b
+        where = [slice(None), slice(None)]
+        for i in range(n):
+            start = at[i] * dilation[i]
+            where.append(slice(start, start + stride[i] * (counts[i] - 1) + 1, stride[i]))
+        out[tuple(where)] += cols[(slice(None), slice(None), *at)]
+    crop = [slice(None), slice(None)] + [slice(pads[i], pads[i] + image[i]) for i in range(n)]
+    return out[tuple(crop)]
 
 
 def _msc_deform_conv(x, weight, offset, bias, mask, stride, padding, dilation, groups, og):
@@ -254,4 +284,6 @@ def _msc_max_unpool(x, indices, output_size):
     return y.reshape(n, c, *output_size)
 
 
-runtime_helpers(_msc_deform_conv, _msc_roi_align, _msc_non_max_suppression, _msc_max_unpool)
+runtime_helpers(
+    _msc_deform_conv, _msc_roi_align, _msc_non_max_suppression, _msc_max_unpool, _msc_col2im
+)
