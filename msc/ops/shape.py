@@ -331,8 +331,7 @@ def gather(x, indices, *, axis):
 
 @registry.op("gather_elements", ["x", "indices"], {"axis": Attr.int()}, category="index")
 def gather_elements(x, indices, *, axis):
-    """out[i][j] = x[indices[i][j]][j] for axis 0 (torch.gather, ONNX GatherElements); indices
-    in [0, size) (the ONNX frontend counts negative ones from the end)."""
+    """out[i][j] = x[indices[i][j]][j] for axis 0 (torch.gather, ONNX GatherElements)."""
     _int_index(indices, "gather_elements")
     return TensorType(x.dtype, indices.shape)
 
@@ -358,8 +357,7 @@ SCATTER_REDUCTIONS = ("none", "add", "mul", "max", "min")
 )
 def scatter_elements(x, indices, updates, *, axis, reduction):
     """Copy of x with updates written at indices along axis (torch.scatter, ONNX
-    ScatterElements); indices in [0, size) (the ONNX frontend counts negative ones from the
-    end)."""
+    ScatterElements)."""
     _int_index(indices, "scatter_elements")
     if reduction not in SCATTER_REDUCTIONS:
         raise InferError(f"scatter_elements: reduction {reduction!r} not in {SCATTER_REDUCTIONS}")

@@ -207,26 +207,6 @@ def _indices(ctx: Ctx, indices, dim):
     return indices
 
 
-def _element_indices(ctx: Ctx, data, indices, axis: int):
-    """GatherElements / ScatterElements indices along ``axis`` with negatives counted from the
-    end (ONNX allows them; canonical gather_elements / scatter_elements, like torch.gather,
-    take indices in [0, size)): resolved here when constant, else where(i < 0, i + size, i)."""
-    c = ctx.known(indices)
-    dim = ctx.shape(data)[axis]
-    if c is not None and ((c >= 0).all() or isinstance(dim, int)):
-        return _indices(ctx, indices, dim)
-    dt = ctx.dtype(indices)
-    if isinstance(dim, int):
-        size = np.array(dim, dt.to_numpy())
-    else:
-        a = axis % ctx.rank(data)
-        size = ctx.op("reshape", ctx.op("shape", data, start=a, end=a + 1), shape=[])
-        if dt is not DType.INT64:
-            size = ctx.cast(size, dt)
-    negative = ctx.op("lt", indices, np.array(0, dt.to_numpy()))
-    return ctx.op("where", negative, ctx.op("add", indices, size), indices)
-
-
 @converter("Gather", since=1)
 def gather(ctx: Ctx, data, indices, *, axis=0):
     dim = ctx.shape(data)[axis]
@@ -235,7 +215,8 @@ def gather(ctx: Ctx, data, indices, *, axis=0):
 
 @converter("GatherElements", since=11)
 def gather_elements(ctx: Ctx, data, indices, *, axis=0):
-    return ctx.op("gather_elements", data, _element_indices(ctx, data, indices, axis), axis=axis)
+    dim = ctx.shape(data)[axis]
+    return ctx.op("gather_elements", data, _indices(ctx, indices, dim), axis=axis)
 
 
 @converter("GatherND", since=11)
@@ -245,13 +226,13 @@ def gather_nd(ctx: Ctx, data, indices, *, batch_dims=0):
 
 @converter("Scatter", since=9)
 def scatter(ctx: Ctx, data, indices, updates, *, axis=0):
-    idx = _element_indices(ctx, data, indices, axis)
-    return ctx.op("scatter_elements", data, idx, updates, axis=axis)
+    return ctx.op("scatter_elements", data, indices, updates, axis=axis)
 
 
 @converter("ScatterElements", since=11)
 def scatter_elements(ctx: Ctx, data, indices, updates, *, axis=0, reduction="none"):
-    idx = _element_indices(ctx, data, indices, axis)
+    dim = ctx.shape(data)[axis]
+    idx = _indices(ctx, indices, dim)
     return ctx.op("scatter_elements", data, idx, updates, axis=axis, reduction=reduction)
 
 
