@@ -195,7 +195,8 @@ def _read_strings(path: Path) -> dict[str, np.ndarray]:
     sizes."""
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
+        # RecursionError: arrays nested deeper than the decoder goes (no weight is nested)
         raise MscError(f"{path}: not a JSON file of string weights ({e})") from None
     if not isinstance(raw, dict):
         raise MscError(f"{path}: expected an object of string weights")

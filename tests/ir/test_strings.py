@@ -150,6 +150,7 @@ def test_save_load_keeps_string_weights_and_constants(tmp_path):
         ('{"vocab": {"shape": [1, 2], "data": ["a", "b", "c"]}}', "'vocab' has 3 strings"),
         ('{"vocab": {"shape": [-1], "data": []}}', "'vocab' is not"),
         ("{", "not a JSON file"),
+        ('{"vocab": ' + "[" * 100_000 + "]" * 100_000 + "}", "strings.json: not a JSON file"),
         (
             '{"vocab": {"shape": [1, 3], "data": ["a", "b", "c"]}, "x": '
             '{"shape": [], "data": ["?"]}}',
