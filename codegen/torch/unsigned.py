@@ -195,7 +195,28 @@ def _msc_u64_shr(a, s):
     return (a >> s) & ~((-1 << (63 - s)) << 1)
 
 
-runtime_helpers(_msc_u64_div, _msc_u64_rem, _msc_u64_shr)
+def _msc_u64_abs(a):
+    """Unsigned |a|: a itself (int64's abs would negate values >= 2**63)."""
+    return a
+
+
+def _msc_u64_sign(a):
+    """Unsigned sign(a): 0 or 1 (int64's sign is -1 for values >= 2**63)."""
+    return (a != 0).to(torch.int64)
+
+
+def _msc_u64_pow(a, b):
+    """Unsigned 64-bit a ** b modulo 2**64, by squaring over the 64 bits of b (each product
+    wraps as the unsigned one does; int64's pow refuses the exponents >= 2**63)."""
+    a, b = torch.broadcast_tensors(a, b)
+    r, base = torch.ones_like(a), a.clone()
+    for i in range(64):
+        r = torch.where((b >> i) & 1 == 1, r * base, r)
+        base = base * base
+    return r
+
+
+runtime_helpers(_msc_u64_div, _msc_u64_rem, _msc_u64_shr, _msc_u64_abs, _msc_u64_sign, _msc_u64_pow)
 
 U64_HELPERS = {
     "div": "_msc_u64_div",
@@ -203,4 +224,7 @@ U64_HELPERS = {
     "remainder": "_msc_u64_rem",
     "fmod": "_msc_u64_rem",
     "bitshift_right": "_msc_u64_shr",
+    "abs": "_msc_u64_abs",
+    "sign": "_msc_u64_sign",
+    "pow": "_msc_u64_pow",
 }
