@@ -12,6 +12,7 @@ from dataclasses import dataclass
 __all__ = [
     "MscError",
     "ConversionError",
+    "BadModelError",
     "NonTensorValuesError",
     "Unsupported",
     "UnsupportedOp",
@@ -25,6 +26,13 @@ class MscError(Exception):
 
 class ConversionError(MscError):
     """A model could not be translated; the message names the node and why."""
+
+
+class BadModelError(ConversionError):
+    """The model breaks its own format's rules (an ONNX string that is not UTF-8, ...): not an
+    op msc lacks, so it is raised at once rather than collected with the unsupported ops, and
+    ``custom_ops="keep"`` does not keep it. The message names where: node, op, attribute or
+    tensor."""
 
 
 class NonTensorValuesError(ConversionError):
