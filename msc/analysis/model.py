@@ -38,9 +38,9 @@ import numpy as np
 from msc.analysis.shapes import InputShape, concrete_shape, dynamic_items, parse_dynamic
 from msc.errors import MscError
 from msc.ir.dtype import DType
-from msc.ir.graph import Graph, non_tensor_values
+from msc.ir.graph import Graph
 from msc.ir.types import TensorType
-from msc.ir.validate import string_values
+from msc.ir.validate import non_numeric_values
 
 __all__ = ["Model", "load_model", "graph_of", "to_torch", "from_torch_value", "flatten"]
 
@@ -197,7 +197,7 @@ def run_graph(
     except (ImportError, AttributeError):
         to_module = None
     # torch holds numeric tensors only: no strings, sequences or optionals
-    if to_module is not None and not string_values(g2) and not non_tensor_values(g2):
+    if to_module is not None and not non_numeric_values(g2):
         outs = _run_torch(to_module(g2), list(args))
     else:
         outs = _run_via_onnx(g2, list(args))

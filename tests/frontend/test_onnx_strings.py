@@ -18,7 +18,11 @@ from onnx import helper as h  # noqa: E402
 import codegen.onnx as conx  # noqa: E402
 import msc  # noqa: E402
 from msc import DType  # noqa: E402
-from msc.errors import BadModelError, ConversionError, UnsupportedOpsError  # noqa: E402
+from msc.errors import (  # noqa: E402
+    BadModelError,
+    NonNumericValuesError,
+    UnsupportedOpsError,
+)
 
 # Text a model may carry: code, quotes, escapes, control characters, non-ASCII, empty.
 HOSTILE = ['");__import__("os").system("echo pwned")#', "", "new\nline", "\x00q\"'", "名前😀"]
@@ -289,11 +293,12 @@ def test_valid_text_attributes_still_import():
 def test_torch_codegen_refuses_every_string_value():
     ct = pytest.importorskip("codegen.torch")
     g = msc.from_onnx(_text_model(), custom_ops="keep")
-    with pytest.raises(ConversionError, match="PyTorch has no tensors for") as e:
+    with pytest.raises(NonNumericValuesError, match="codegen.torch holds numeric tensors") as e:
         ct.generate(g)
     msg = str(e.value)
-    assert "holds 5 string tensor(s)" in msg
-    for what in ("input %x", "weight @vocab", "%c (output of", "%joined (output of"):
+    assert "graph 'strings' has 5 value(s) it cannot hold" in msg
+    for what in ("input %x: str[5]", "weight @vocab: str[5]", "%c: str[1] (output of",
+                 "%joined: str[5] (output of"):  # fmt: skip
         assert what in msg
     assert "pwned" not in msg  # values are not echoed, only where they are
 
@@ -303,7 +308,7 @@ def test_relax_codegen_refuses_string_values():
     import codegen.relax as cr
 
     g = msc.from_onnx(_text_model(), custom_ops="keep")
-    with pytest.raises(ConversionError, match="Relax has no tensors for(.|\n)*input %x"):
+    with pytest.raises(NonNumericValuesError, match="codegen.relax holds(.|\n)*input %x: str"):
         cr.to_module(g)
 
 
@@ -353,7 +358,7 @@ def test_convert_checks_string_models_through_onnxruntime(tmp_path, to, out):
     assert [c.shape for c in report.numeric.outputs] == ["bool[5]", "str[5]"]
     if to == "msc":
         assert "strings.json" in {p.name for p in (tmp_path / out).iterdir()}
-    with pytest.raises(ConversionError, match="PyTorch has no tensors for"):
+    with pytest.raises(NonNumericValuesError, match="codegen.torch holds numeric tensors only"):
         msc.convert(src, tmp_path / "torch_out", to="torch", custom_ops="keep")
     assert not (tmp_path / "torch_out").exists()
 
