@@ -424,7 +424,12 @@ def _tol(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--atol", type=_tolerance, default=1e-5, help="absolute tolerance (default 1e-5)"
     )
-    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="seed of the random inputs (default 0); bit i set empties the i-th optional input",
+    )
 
 
 def _overlay_opts(p: argparse.ArgumentParser, what: str) -> None:
@@ -531,7 +536,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     v.add_argument("a", metavar="A")
     v.add_argument("b", metavar="B")
-    v.add_argument("--inputs", metavar="FILE.npz", help="inputs by name (np.savez)")
+    v.add_argument(
+        "--inputs",
+        metavar="FILE.npz",
+        help="inputs by name (np.savez); a sequence input xs as xs[0], xs[1], ... (xs[]: "
+        "empty); an optional input left out is empty",
+    )
     _tol(v)
     _shape_opts(v)
     v.add_argument("--no-localize", action="store_true", help="skip per-layer localisation")

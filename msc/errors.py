@@ -12,7 +12,8 @@ from dataclasses import dataclass
 __all__ = [
     "MscError",
     "ConversionError",
-    "NonTensorValuesError",
+    "BadModelError",
+    "NonNumericValuesError",
     "Unsupported",
     "UnsupportedOp",
     "UnsupportedOpsError",
@@ -27,15 +28,26 @@ class ConversionError(MscError):
     """A model could not be translated; the message names the node and why."""
 
 
-class NonTensorValuesError(ConversionError):
-    """A target that holds tensors only was given a graph with sequence or optional values
-    (``msc.ir.graph.non_tensor_values``); the message names every one of them."""
+class BadModelError(ConversionError):
+    """The model breaks its own format's rules (an ONNX string that is not UTF-8, ...): not an
+    op msc lacks, so it is raised at once rather than collected with the unsupported ops, and
+    ``custom_ops="keep"`` does not keep it. The message names where: node, op, attribute or
+    tensor."""
 
-    def __init__(self, values: list[str], target: str) -> None:
+
+class NonNumericValuesError(ConversionError):
+    """A target that holds numeric tensors only (PyTorch, Relax) was given a graph with
+    ``str`` tensors, sequences or optionals (``msc.ir.validate.non_numeric_values``); the
+    message names every one of them with its type, never its contents."""
+
+    def __init__(self, values: list[str], target: str, graph: str = "") -> None:
         self.values = list(values)
+        self.target = target
+        of = f"graph {graph!r}" if graph else "the graph"
         super().__init__(
-            f"{target} holds tensors only; the graph has {len(self.values)} sequence or "
-            f"optional value(s): {', '.join(self.values)} (codegen.onnx writes them)"
+            f"{target} holds numeric tensors only (no str tensors, sequences or optionals); "
+            f"{of} has {len(self.values)} value(s) it cannot hold (codegen.onnx writes "
+            "them):\n" + "\n".join(f"  - {v}" for v in self.values)
         )
 
 

@@ -32,11 +32,11 @@ from tvm import relax
 
 from codegen.relax.registry import EMITTERS as default_emitters
 from codegen.relax.registry import Emit, EmitterRegistry, Unsupported, relax_dtype
-from msc.errors import ConversionError, NonTensorValuesError, UnsupportedOp, UnsupportedOpsError
+from msc.errors import ConversionError, NonNumericValuesError, UnsupportedOp, UnsupportedOpsError
 from msc.ir.dtype import DType
-from msc.ir.graph import Graph, Node, Value, Weight, non_tensor_values
+from msc.ir.graph import Graph, Node, Value, Weight
 from msc.ir.types import Func, SymDim, SymExpr, TensorType
-from msc.ir.validate import refuse_strings
+from msc.ir.validate import non_numeric_values
 from msc.ops.custom import parse_custom
 from msc.ops.decompose import DecompositionRegistry, NotDecomposable
 from msc.ops.decompose import registry as default_decompositions
@@ -95,8 +95,8 @@ class RelaxBuilder:
     ) -> None:
         if params not in PARAMS:
             raise ConversionError(f"params must be one of {PARAMS}, got {params!r}")
-        if bad := non_tensor_values(graph):
-            raise NonTensorValuesError(bad, "codegen.relax")
+        if bad := non_numeric_values(graph):  # TVM tensors hold numbers only
+            raise NonNumericValuesError(bad, "codegen.relax", graph.name)
         self.graph = graph
         self.params = params
         self.emitters = emitters or default_emitters
@@ -418,7 +418,6 @@ class RelaxBuilder:
     # ------------------------------------------------------------------ driver
     def run(self) -> tvm.IRModule:
         g = self.graph
-        refuse_strings(g, "Relax")  # TVM tensors hold numbers only
         params: list[relax.Var] = []
         for v in g.inputs:
             var = relax.Var(_ident(v.name, self._taken), self.struct_info(v.type))

@@ -43,11 +43,11 @@ from codegen.torch.passes import (
     walk_stmts,
 )
 from codegen.torch.registry import EMITTERS, MODULE_RULES, EmitterRegistry, ModuleRule
-from msc.errors import NonTensorValuesError, UnsupportedOp, UnsupportedOpsError
+from msc.errors import NonNumericValuesError, UnsupportedOp, UnsupportedOpsError
 from msc.ir.dtype import DType
-from msc.ir.graph import Graph, Node, Value, Weight, non_tensor_values
+from msc.ir.graph import Graph, Node, Value, Weight
 from msc.ir.types import SymDim, TensorType
-from msc.ir.validate import refuse_strings
+from msc.ir.validate import non_numeric_values
 from msc.ops import registry as op_registry
 from msc.ops.custom import is_custom
 
@@ -210,8 +210,8 @@ class TorchCodegen:
     def __init__(self, graph: Graph, keep_unused: bool = False) -> None:
         from codegen.torch import emitters as _  # noqa: F401  (registers the emitters)
 
-        if bad := non_tensor_values(graph):
-            raise NonTensorValuesError(bad, "codegen.torch")
+        if bad := non_numeric_values(graph):  # torch has no str, sequence or optional tensors
+            raise NonNumericValuesError(bad, "codegen.torch", graph.name)
         self.graph = self.simplified(self.lowered(graph))
         self.keep_unused = keep_unused
         self.ns = Namespace(set(HELPERS) | set(self.base_reserved))
@@ -531,7 +531,6 @@ class TorchCodegen:
     # ------------------------------------------------------------------ the source
     def generate(self) -> str:
         """The module source: header, imports, NAMES, helpers, the class, ``load``."""
-        refuse_strings(self.graph, "PyTorch")
         bad = self.unsupported()
         if bad:
             raise UnsupportedOpsError(bad, f"graph {self.graph.name!r} (torch codegen)")

@@ -104,10 +104,13 @@ def verify(
     trust_pickle: bool = False,
 ) -> VerifyReport:
     """Run ``a`` and ``b`` on the same inputs and compare their outputs; on a mismatch, name
-    the first node where they diverge. Graphs run through ``codegen.torch``.
+    the first node where they diverge. Graphs run through ``codegen.torch`` (through
+    ``codegen.onnx`` and onnxruntime when they hold strings, sequences or optionals).
 
     Args:
-        inputs: arrays by input name, or an .npz path; None: random (seeded) inputs.
+        inputs: arrays by input name (a list of arrays for a sequence input, None for an
+            empty optional), or an .npz path; None: random (seeded) inputs
+            (``msc.analysis.verify.make_inputs``).
         shapes: sizes for symbolic dims of the random inputs (else 2, within range).
     """
     ma, mb = Model.of(a, trust_pickle=trust_pickle), Model.of(b, trust_pickle=trust_pickle)

@@ -28,7 +28,7 @@ from msc.analysis.shapes import specialize, symbols
 from msc.analysis.symbolic import Poly, human, nbytes
 from msc.ir.graph import Graph, Value
 from msc.ir.types import tensor_of
-from msc.ir.validate import string_values
+from msc.ir.validate import non_numeric_values
 from msc.ops.custom import is_custom
 from msc.text.printer import format_type
 
@@ -146,8 +146,8 @@ def target_support(g: Graph) -> dict[str, list[str]]:
         if not hasattr(reg, "__contains__"):
             continue
         out[target] = [op for op in ops if op not in reg and op not in decompositions]
-    if "torch" in out and string_values(g):  # torch has no string tensors at all
-        out["torch"].insert(0, "string tensors")
+    if "torch" in out and (held := non_numeric_values(g)):  # torch has no tensors for them
+        out["torch"].insert(0, f"{len(held)} str, sequence or optional value(s)")
     return out
 
 

@@ -38,9 +38,9 @@ import numpy as np
 from msc.analysis.shapes import InputShape, concrete_shape, dynamic_items, parse_dynamic
 from msc.errors import MscError
 from msc.ir.dtype import DType
-from msc.ir.graph import Graph, non_tensor_values
+from msc.ir.graph import Graph
 from msc.ir.types import TensorType
-from msc.ir.validate import string_values
+from msc.ir.validate import non_numeric_values
 
 __all__ = ["Model", "load_model", "graph_of", "to_torch", "from_torch_value", "flatten"]
 
@@ -83,10 +83,12 @@ class Model:
         return load_model(x, trust_pickle=trust_pickle)
 
     def run(
-        self, inputs: Mapping[str, np.ndarray], extra: Sequence[str] = ()
-    ) -> tuple[list[np.ndarray], dict[str, np.ndarray]]:
+        self, inputs: Mapping[str, Any], extra: Sequence[str] = ()
+    ) -> tuple[list[Any], dict[str, Any]]:
         """Run on ``inputs`` (by graph input name); returns the flat outputs and the values of
-        the ``extra`` graph value names (those it could produce)."""
+        the ``extra`` graph value names (those it could produce). Values are arrays, or, for
+        sequence and optional values, what onnxruntime takes and gives: a list of arrays, and
+        None for an empty optional."""
         args = [inputs[v.name] for v in self.graph.inputs]
         if self.kind == "onnx":
             return _run_onnx(self, args, extra)
@@ -177,8 +179,8 @@ def _with_outputs(g: Graph, names: Sequence[str]) -> tuple[Graph, list[str]]:
 
 
 def run_graph(
-    g: Graph, args: Sequence[np.ndarray], extra: Sequence[str] = ()
-) -> tuple[list[np.ndarray], dict[str, np.ndarray]]:
+    g: Graph, args: Sequence[Any], extra: Sequence[str] = ()
+) -> tuple[list[Any], dict[str, Any]]:
     """Run an msc graph (positional inputs in graph order) through ``codegen.torch``, or, when
     that is unavailable, through ``codegen.onnx`` and onnxruntime. Returns the flat outputs and
     the values of the ``extra`` value names."""
@@ -195,7 +197,7 @@ def run_graph(
     except (ImportError, AttributeError):
         to_module = None
     # torch holds numeric tensors only: no strings, sequences or optionals
-    if to_module is not None and not string_values(g2) and not non_tensor_values(g2):
+    if to_module is not None and not non_numeric_values(g2):
         outs = _run_torch(to_module(g2), list(args))
     else:
         outs = _run_via_onnx(g2, list(args))
@@ -203,7 +205,7 @@ def run_graph(
     return outs[:n], dict(zip(names, outs[n:]))
 
 
-def _run_via_onnx(g: Graph, args: list[np.ndarray]) -> list[np.ndarray]:
+def _run_via_onnx(g: Graph, args: list[Any]) -> list[Any]:
     try:
         import onnxruntime as ort
 
@@ -218,7 +220,7 @@ def _run_via_onnx(g: Graph, args: list[np.ndarray]) -> list[np.ndarray]:
     return list(sess.run(None, feeds))
 
 
-def _run_onnx(m: Model, args: list[np.ndarray], extra: Sequence[str]):
+def _run_onnx(m: Model, args: list[Any], extra: Sequence[str]):
     try:
         import onnxruntime as ort
     except ImportError:
@@ -227,7 +229,7 @@ def _run_onnx(m: Model, args: list[np.ndarray], extra: Sequence[str]):
         ) from None
     import onnx
 
-    feeds: dict[str, np.ndarray] = {}
+    feeds: dict[str, Any] = {}
     sess = m._session
     if sess is None or extra:
         if extra:

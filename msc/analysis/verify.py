@@ -5,11 +5,22 @@ Inputs are random (seeded) of each input's dtype, or come from an .npz file keye
 Integer inputs that index something (embedding rows, gather) are drawn inside that range. A and
 B's inputs pair by name when every name of A is an input of B, else by position.
 
+Inputs that are not tensors (ONNX sequences and optionals) are fed as onnxruntime takes them: a
+sequence is a list of arrays, an optional is None when empty, else its element. Random ones
+follow fixed rules, so a seed always gives the same feeds: a sequence holds
+``SEQUENCE_LENGTH`` elements of one shape (the element type's shape, its unknown dims 2); the
+i-th optional input (in input order) is empty when bit i of the seed is set (seed 0: every
+optional holds a value; seed 1: the first is empty; ...). In an .npz file a sequence input
+``xs`` is the arrays ``xs[0]``, ``xs[1]``, ... (``xs[]`` alone: no elements), and an optional
+input with no array is empty.
+
 Per output: ``max_abs = max|a - b|`` and ``max_rel = max(|a - b| / |b|)`` over elements with
 ``|b| > atol``; an output passes when ``|a - b| <= atol + rtol * |b|`` everywhere (numpy's
 ``allclose``), and integer or bool outputs must be equal. NaN and infinities compare by
 position and sign: NaN against NaN and +inf against +inf match, anything else against them is
-a mismatch (``compare``). Tolerances must be finite and >= 0.
+a mismatch (``compare``). Tolerances must be finite and >= 0. A sequence compares element by
+element with the same tolerances (a length difference is a mismatch), and an empty optional
+matches only an empty one.
 
 Per-layer localisation: nodes of A and B are paired as in ``msc.analysis.diff.match``; both
 models are run again with the outputs of every paired node exposed, and the paired values are
@@ -37,10 +48,22 @@ from msc.analysis.shapes import concrete_shape
 from msc.errors import MscError
 from msc.ir.attrs import attr_equal
 from msc.ir.graph import Graph, Value, Weight
-from msc.ir.types import TensorType
+from msc.ir.types import OptionalType, SequenceType, TensorType, ValueType, tensor_of
 from msc.text.printer import format_type
 
-__all__ = ["verify_models", "VerifyReport", "compare", "make_inputs", "format_verify"]
+__all__ = [
+    "verify_models",
+    "VerifyReport",
+    "compare",
+    "make_inputs",
+    "load_inputs",
+    "format_verify",
+    "SEQUENCE_LENGTH",
+]
+
+# How many elements a random sequence input holds: more than one, so an op that reads one
+# element, or concatenates them, is seen doing it on several.
+SEQUENCE_LENGTH = 3
 
 
 @dataclass
@@ -146,16 +169,64 @@ def check_tolerances(rtol: float, atol: float) -> None:
             raise MscError(f"{name} must be a finite number >= 0, got {tol!r}")
 
 
-def compare(name: str, a: np.ndarray, b: np.ndarray, rtol: float, atol: float) -> Compared:
+def describe(x: Any) -> str:
+    """A value as a report shows it: ``float32[2, 3]``, ``str[2]``, ``seq[3] of float32[2]``
+    (a sequence), ``none`` (an empty optional)."""
+    if x is None:
+        return "none"
+    if isinstance(x, list | tuple):
+        kinds = list(dict.fromkeys(describe(e) for e in x))
+        more = ", ..." if len(kinds) > 3 else ""
+        return f"seq[{len(x)}]" + (f" of {', '.join(kinds[:3])}{more}" if kinds else "")
+    a = np.asarray(x)
+    return f"{'str' if a.dtype == object else a.dtype}{list(a.shape)}"
+
+
+def _compare_nested(name: str, a: Any, b: Any, rtol: float, atol: float) -> Compared:
+    """Sequences element by element, optionals by presence then value."""
+    inf = float("inf")
+    shape = describe(a)
+    if a is None or b is None:
+        if a is None and b is None:
+            return Compared(name, shape, True, 0.0, 0.0)
+        side, other = ("A", b) if a is None else ("B", a)
+        why = f"{side}'s optional is empty, the other's holds {describe(other)}"
+        return Compared(name, shape, False, inf, inf, note=why)
+    if not isinstance(a, list | tuple) or not isinstance(b, list | tuple):
+        return Compared(name, shape, False, inf, inf, note=f"{shape} vs {describe(b)}")
+    parts = [compare(f"{name}[{i}]", x, y, rtol, atol) for i, (x, y) in enumerate(zip(a, b))]
+    bad = [i for i, p in enumerate(parts) if not p.ok]
+    notes = [f"sequence lengths differ: {len(a)} vs {len(b)}"] if len(a) != len(b) else []
+    if bad:
+        first = parts[bad[0]].note
+        notes.append(
+            f"element(s) {', '.join(map(str, bad))} differ"
+            + (f" (element {bad[0]}: {first})" if first else "")
+        )
+    return Compared(
+        name,
+        shape,
+        not notes,
+        inf if len(a) != len(b) else max((p.max_abs for p in parts), default=0.0),
+        inf if len(a) != len(b) else max((p.max_rel for p in parts), default=0.0),
+        sum(p.mismatched for p in parts),
+        "; ".join(notes),
+    )
+
+
+def compare(name: str, a: Any, b: Any, rtol: float, atol: float) -> Compared:
     """Compare ``a`` (from A) with ``b`` (from B, the reference for relative error).
 
     Finite values agree when ``|a - b| <= atol + rtol * |b|`` (exactly, for integer and bool
     outputs). Non-finite values compare by position and sign: NaN matches NaN and +inf matches
     +inf at the same position; a NaN or an infinity facing anything else is a mismatch, on
     either side. ``max_abs``/``max_rel`` are over the finite pairs; the note counts the
-    non-finite mismatches.
+    non-finite mismatches. Sequences (lists of arrays) compare element by element with the
+    same tolerances; an empty optional (None) matches only another.
     """
     check_tolerances(rtol, atol)
+    if a is None or b is None or isinstance(a, list | tuple) or isinstance(b, list | tuple):
+        return _compare_nested(name, a, b, rtol, atol)
     a, b = np.asarray(a), np.asarray(b)
     shape = f"{a.dtype}{list(a.shape)}"
     if a.shape != b.shape:
@@ -212,26 +283,44 @@ def _index_bound(v: Value) -> int | None:
 
 def make_inputs(
     g: Graph, seed: int = 0, binding: Mapping[str, int] | None = None
-) -> dict[str, np.ndarray]:
+) -> dict[str, Any]:
     """Random inputs for ``g``: seeded, of each input's dtype; symbols take their binding or 2
-    (clipped to their range)."""
+    (clipped to their range). A sequence input is a list of ``SEQUENCE_LENGTH`` arrays of one
+    shape (unknown dims 2); the i-th optional input is None (empty) when bit i of ``seed`` is
+    set, else a value of its element type."""
     rng = np.random.default_rng(seed)
-    out: dict[str, np.ndarray] = {}
-    bad = [f"{v.name} ({v.type})" for v in g.inputs if not isinstance(v.type, TensorType)]
-    if bad:
-        raise MscError(
-            "verify feeds random tensors, and these inputs are sequences or optionals: "
-            f"{', '.join(bad)} (convert --no-check writes a conversion without the check)"
-        )
+    out: dict[str, Any] = {}
+    optionals = 0
     for v in g.inputs:
-        shape = concrete_shape(v.type, binding or {})
-        hi = _index_bound(v) if v.type.dtype.is_integer else None
-        out[v.name] = random_array(v.type.dtype, shape, rng, high=hi or 10)  # type: ignore[arg-type]
+        t = v.type
+        if isinstance(t, OptionalType):
+            optionals += 1
+            if (seed >> (optionals - 1)) & 1:
+                out[v.name] = None
+                continue
+            t = t.element
+        if isinstance(t, SequenceType):
+            e = t.element
+            if e.shape is None:
+                raise MscError(
+                    f"cannot make input {v.name!r} ({v.type}): its elements' rank is unknown; "
+                    f"give it with --inputs (an .npz with {v.name}[0], {v.name}[1], ...)"
+                )
+            shape = concrete_shape(
+                e.with_shape([2 if d is None else d for d in e.shape]), binding or {}
+            )
+            out[v.name] = [random_array(e.dtype, shape, rng) for _ in range(SEQUENCE_LENGTH)]
+            continue
+        shape = concrete_shape(t, binding or {})
+        hi = _index_bound(v) if t.dtype.is_integer and t is v.type else None
+        out[v.name] = random_array(t.dtype, shape, rng, high=hi or 10)
     return out
 
 
-def load_inputs(path: str | Path, g: Graph) -> dict[str, np.ndarray]:
-    """Inputs from an .npz file keyed by input name (or ``arr_0``, ``arr_1``... by position)."""
+def load_inputs(path: str | Path, g: Graph) -> dict[str, Any]:
+    """Inputs from an .npz file keyed by input name (or ``arr_0``, ``arr_1``... by position).
+    A sequence input ``xs`` is the arrays ``xs[0]``, ``xs[1]``, ... (``xs[]`` alone: an empty
+    one); an optional input with no array is empty (None)."""
     try:
         with np.load(path, allow_pickle=False) as z:
             data = {k: z[k] for k in z.files}
@@ -239,28 +328,56 @@ def load_inputs(path: str | Path, g: Graph) -> dict[str, np.ndarray]:
         raise MscError(f"{path}: no such file") from None
     except (OSError, ValueError) as e:
         raise MscError(f"{path}: not a readable .npz file: {e}") from None
-    out: dict[str, np.ndarray] = {}
+    out: dict[str, Any] = {}
     for i, v in enumerate(g.inputs):
+        t = v.type
+        keys = (v.name, f"arr_{i}")
+        items = [k for k in keys if f"{k}[0]" in data or f"{k}[]" in data]
+        if isinstance(t, OptionalType):
+            if not items and not any(k in data for k in keys):
+                out[v.name] = None
+                continue
+            t = t.element
+        if isinstance(t, SequenceType):
+            if not items:
+                raise MscError(
+                    f"{path}: no arrays for sequence input {v.name!r}: give its elements as "
+                    f"{v.name}[0], {v.name}[1], ... ({v.name}[] for none); has {sorted(data)}"
+                )
+            k, seq = items[0], []
+            while f"{k}[{len(seq)}]" in data:
+                where = f"element {len(seq)} of input {v.name!r}"
+                seq.append(_checked(path, data[f"{k}[{len(seq)}]"], t.element, where))
+            out[v.name] = seq
+            continue
         arr = data.get(v.name, data.get(f"arr_{i}"))
         if arr is None:
             raise MscError(f"{path}: no array for input {v.name!r} (has {sorted(data)})")
-        if not isinstance(v.type, TensorType):
-            raise MscError(f"{path}: input {v.name!r} is a {v.type}, not a tensor an .npz holds")
-        want = v.type.dtype.to_numpy()
-        if v.type.dtype.is_string and arr.dtype.kind == "U":  # .npz holds text as unicode
-            arr = arr.astype(object)
-        if arr.dtype != want:
-            raise MscError(f"{path}: input {v.name!r} is {arr.dtype}, the model takes {want}")
-        out[v.name] = arr
+        out[v.name] = _checked(path, arr, t, f"input {v.name!r}")
     return out
+
+
+def _checked(path: str | Path, arr: np.ndarray, t: TensorType, where: str) -> np.ndarray:
+    want = t.dtype.to_numpy()
+    if t.dtype.is_string and arr.dtype.kind == "U":  # .npz holds text as unicode
+        arr = arr.astype(object)
+    if arr.dtype != want:
+        raise MscError(f"{path}: {where} is {arr.dtype}, the model takes {want}")
+    return arr
 
 
 def _signature(g: Graph) -> str:
     return ", ".join(f"{v.name} {format_type(v.type)}" for v in g.inputs) or "nothing"
 
 
-def _fits(x: TensorType, y: TensorType) -> bool:
-    """One array can feed both inputs: same kind of dtype, rank, and no two different sizes."""
+def _fits(x: ValueType, y: ValueType) -> bool:
+    """One value can feed both inputs: the same kind of value (tensor, sequence, optional)
+    around tensors of the same kind of dtype, rank, and no two different sizes."""
+    if type(x) is not type(y):
+        return False
+    if not isinstance(x, TensorType):
+        return _fits(x.element, y.element)  # type: ignore[union-attr]
+    assert isinstance(y, TensorType)
     if x.dtype.to_numpy().kind != y.dtype.to_numpy().kind:
         return False
     if x.shape is None or y.shape is None:
@@ -287,22 +404,31 @@ def check_signatures(a: Graph, b: Graph) -> None:
         )
 
 
-def _inputs_for(b: Graph, a: Graph, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+def _cast(x: Any, t: ValueType) -> Any:
+    """``x`` (an array, a list of arrays, or None) in the dtype of ``t``'s tensors."""
+    if x is None:
+        return None
+    if isinstance(x, list | tuple):
+        return [_cast(e, t) for e in x]
+    want = tensor_of(t).dtype.to_numpy()
+    return x if x.dtype == want else x.astype(want)
+
+
+def _inputs_for(b: Graph, a: Graph, inputs: Mapping[str, Any]) -> dict[str, Any]:
     names_b = {v.name for v in b.inputs}
     check_signatures(a, b)
     by_name = all(v.name in names_b for v in a.inputs)
     out = {}
     for i, v in enumerate(b.inputs):
         src = inputs[v.name] if by_name else inputs[a.inputs[i].name]
-        want = v.type.dtype.to_numpy()
-        out[v.name] = src if src.dtype == want else src.astype(want)
+        out[v.name] = _cast(src, v.type)
     return out
 
 
 def verify_models(
     a: str | Path | Model,
     b: str | Path | Model,
-    inputs: str | Path | Mapping[str, np.ndarray] | None = None,
+    inputs: str | Path | Mapping[str, Any] | None = None,
     *,
     rtol: float = 1e-4,
     atol: float = 1e-5,
@@ -337,7 +463,7 @@ def verify_models(
         ok=True,
         rtol=rtol,
         atol=atol,
-        inputs=[f"{k} {v.dtype}{list(v.shape)}" for k, v in feeds.items()],
+        inputs=[f"{k} {describe(v)}" for k, v in feeds.items()],
         input_source=source,
         outputs=[],
         a_label=ma.label,
@@ -388,8 +514,8 @@ def _localize(
     report: VerifyReport,
     ma: Model,
     mb: Model,
-    feeds: dict[str, np.ndarray],
-    feeds_b: dict[str, np.ndarray],
+    feeds: dict[str, Any],
+    feeds_b: dict[str, Any],
     rtol: float,
     atol: float,
 ) -> None:
@@ -414,7 +540,7 @@ def _localize(
             continue  # the same op told to do something else: not the same value
         for x, y in zip(n.outputs, c.outputs):
             # Values of different shapes are not the same value whatever paired their nodes.
-            if _same_type(x, y) and not isinstance(x, Weight):
+            if _same_type(x.type, y.type) and not isinstance(x, Weight):
                 pairs.append((n, x, y))
     if not pairs:
         report.notes.append("no nodes correspond between A and B; cannot localise")
@@ -473,8 +599,12 @@ def _attrs_equal(n: Any, c: Any) -> bool:
     return set(n.attrs) == set(c.attrs) and all(attr_equal(n.attrs[k], c.attrs[k]) for k in n.attrs)
 
 
-def _same_type(x: Value, y: Value) -> bool:
-    tx, ty = x.type, y.type
+def _same_type(tx: ValueType, ty: ValueType) -> bool:
+    if type(tx) is not type(ty):
+        return False
+    if not isinstance(tx, TensorType):
+        return _same_type(tx.element, ty.element)  # type: ignore[union-attr]
+    assert isinstance(ty, TensorType)
     if tx.dtype is not ty.dtype or tx.shape is None or ty.shape is None:
         return tx.dtype is ty.dtype and tx.shape is None and ty.shape is None
     return len(tx.shape) == len(ty.shape) and all(

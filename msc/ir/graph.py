@@ -40,7 +40,6 @@ __all__ = [
     "default_opset",
     "set_default_opset",
     "dead_nodes",
-    "non_tensor_values",
 ]
 
 
@@ -595,26 +594,4 @@ def dead_nodes(graph: Graph, keep: set[int] = frozenset()) -> list[Node]:  # typ
             continue
         dead.add(id(node))
         out.append(node)
-    return out
-
-
-def non_tensor_values(graph: Graph) -> list[str]:
-    """Every value of ``graph`` and its subgraphs whose type is a sequence or an optional, as
-    ``%name: type`` (``... in <graph>`` inside a subgraph), in definition order: what a target
-    that holds tensors only names when it refuses the graph."""
-    from msc.ir.spelling import quote_ref
-
-    out: list[str] = []
-
-    def walk(g: Graph, where: str) -> None:
-        for v in g.values():
-            if not isinstance(v.type, TensorType):
-                out.append(f"%{quote_ref(v.name)}: {v.type}{where}")  # type: ignore[arg-type]
-        for n in g.nodes:
-            for key, sub in n.attrs.items():
-                if isinstance(sub, Graph):
-                    label = f"{n.name!r} ({n.op})" if n.name else f"({n.op})"
-                    walk(sub, f" in {key} of node {label}{where}")
-
-    walk(graph, "")
     return out

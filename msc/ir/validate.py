@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from msc.errors import ConversionError
+from msc.ir.dtype import DType
 from msc.ir.graph import Graph, GraphError, Node, Value, Weight
-from msc.ir.types import TensorType, ValueType, tensor_of
+from msc.ir.types import TensorType, ValueType
 
-__all__ = ["validate", "topological_order", "string_values", "refuse_strings"]
+__all__ = ["validate", "topological_order", "non_numeric_values"]
 
 
 def _where(node: Node, i: int) -> str:
@@ -221,45 +221,40 @@ def _all_inputs(node: Node):
                     yield v
 
 
-def string_values(graph: Graph, where: str = "") -> list[str]:
-    """Every place ``graph`` (and its subgraphs) holds text: ``str`` inputs, weights, node
-    outputs (sequences and optionals of ``str`` too) and tensor attributes, each named as the
-    text format spells it."""
-    from msc.ir.spelling import quote_ref
+def non_numeric_values(graph: Graph, where: str = "") -> list[str]:
+    """Every value of ``graph`` (and its subgraphs) that a target holding numeric tensors only
+    (PyTorch, Relax) cannot hold: ``str`` tensors, sequences and optionals, as inputs, weights,
+    node outputs or tensor attributes. Each is named as the text format spells it, with its
+    type and where it is, in definition order: ``input %x: str[5]``, ``weight @vocab: str[3]``,
+    ``%0: seq<f32[?]> (output of node #2 (ai.onnx::SplitToSequence@11))``, ``attribute 'keys'
+    of node #0 (...): str[3]``, ``... in body of node #1 'loop' (ai.onnx::Loop@16)``."""
+    from msc.ir.spelling import format_type, quote_ref
 
-    found: list[str] = []
+    def held(t: ValueType) -> bool:
+        return t.__class__ is TensorType and not t.dtype.is_string  # type: ignore[union-attr]
+
     at = f" in {where}" if where else ""
-    found += [
-        f"input %{quote_ref(v.name or '')}{at}"
+    found = [
+        f"input %{quote_ref(v.name or '')}: {format_type(v.type)}{at}"
         for v in graph.inputs
-        if tensor_of(v.type).dtype.is_string
+        if not held(v.type)
     ]
     found += [
-        f"weight @{quote_ref(w.name)}{at}" for w in graph.weights.values() if w.type.dtype.is_string
+        f"weight @{quote_ref(w.name)}: {format_type(w.type)}{at}"
+        for w in graph.weights.values()
+        if not held(w.type)
     ]
     for i, n in enumerate(graph.nodes):
         label = _where(n, i)
         found += [
-            f"%{quote_ref(v.name or '')} (output of {label}){at}"
+            f"%{quote_ref(v.name or '')}: {format_type(v.type)} (output of {label}){at}"
             for v in n.outputs
-            if tensor_of(v.type).dtype.is_string
+            if not held(v.type)
         ]
-        found += [
-            f"attribute {k!r} of {label}{at}"
-            for k, a in sorted(n.attrs.items())
-            if isinstance(a, np.ndarray) and a.dtype == object
-        ]
-        for sub in n.subgraphs():
-            found += string_values(sub, f"a subgraph of {label}{at}")
+        for k, a in sorted(n.attrs.items()):
+            if isinstance(a, np.ndarray) and a.dtype == object:
+                t = format_type(TensorType(DType.STRING, a.shape))
+                found.append(f"attribute {k!r} of {label}: {t}{at}")
+            elif isinstance(a, Graph):
+                found += non_numeric_values(a, f"{k} of {label}{at}")
     return found
-
-
-def refuse_strings(graph: Graph, target: str) -> None:
-    """Raise ConversionError listing every string value of ``graph`` when ``target`` (a
-    codegen with no string tensors, e.g. PyTorch) cannot hold them."""
-    found = string_values(graph)
-    if found:
-        raise ConversionError(
-            f"graph {graph.name!r} holds {len(found)} string tensor(s), which {target} has no "
-            "tensors for:\n" + "\n".join(f"  - {s}" for s in found)
-        )

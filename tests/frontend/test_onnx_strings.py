@@ -18,7 +18,11 @@ from onnx import helper as h  # noqa: E402
 import codegen.onnx as conx  # noqa: E402
 import msc  # noqa: E402
 from msc import DType  # noqa: E402
-from msc.errors import ConversionError, UnsupportedOpsError  # noqa: E402
+from msc.errors import (  # noqa: E402
+    BadModelError,
+    NonNumericValuesError,
+    UnsupportedOpsError,
+)
 
 # Text a model may carry: code, quotes, escapes, control characters, non-ASCII, empty.
 HOSTILE = ['");__import__("os").system("echo pwned")#', "", "new\nline", "\x00q\"'", "名前😀"]
@@ -195,18 +199,106 @@ def test_bad_string_initializers_are_named(make, error):
         ),
         opset_imports=[h.make_opsetid("", 20)],
     )
-    with pytest.raises(ConversionError, match=f"tensor 'bad': {error}"):
+    with pytest.raises(BadModelError, match=f"tensor 'bad': {error}"):
         msc.from_onnx(m)
+
+
+def _attr_model(node: onnx.NodeProto, opset: int = 20, *, branch: bool = False):
+    """x: f32[2, 3] -> node -> y (inside an If's then-branch when ``branch``)."""
+    pads = h.make_tensor("pads", T.INT64, [4], [0, 0, 0, 0])
+    ins = [h.make_tensor_value_info("x", T.FLOAT, [2, 3])]
+    y = h.make_tensor_value_info("y", T.FLOAT, [2, 3])
+    nodes = [node]
+    if branch:
+        then = h.make_graph([node], "then", [], [y])
+        other = h.make_graph([h.make_node("Identity", ["x"], ["y"])], "else", [], [y])
+        ins.append(h.make_tensor_value_info("c", T.BOOL, []))
+        nodes = [h.make_node("If", ["c"], ["out"], then_branch=then, else_branch=other)]
+        y = h.make_tensor_value_info("out", T.FLOAT, [2, 3])
+    g = h.make_graph(nodes, "g", ins, [y], [pads])
+    return h.make_model(g, opset_imports=[h.make_opsetid("", opset), h.make_opsetid("my", 1)])
+
+
+BAD_TEXT_ATTRS = {
+    # an op msc converts: decoded with replacement, the mode would have been reported as an
+    # unknown pad mode (or, spelt validly around the byte, taken as something else)
+    "converted": (
+        lambda: _attr_model(h.make_node("Pad", ["x", "pads"], ["y"], name="p", mode=b"e\xffdge")),
+        "node 'p' (Pad): attribute 'mode' is not UTF-8 text (invalid start byte at byte 1)",
+    ),
+    # a custom op kept as it came: the list would have been kept with U+FFFD in it
+    "kept": (
+        lambda: _attr_model(
+            h.make_node("Foo", ["x"], ["y"], name="f", domain="my", tags=[b"ok", b"\xc3"])
+        ),
+        "node 'f' (my::Foo): attribute 'tags' is not UTF-8 text (string 1: unexpected end",
+    ),
+    # an op older than its converters, kept with custom_ops="keep"; unnamed
+    "unnamed": (
+        lambda: _attr_model(h.make_node("Gelu", ["x"], ["y"], approximate=b"\xfftanh"), 18),
+        "the unnamed Gelu node giving 'y': attribute 'approximate' is not UTF-8",
+    ),
+    "tensor attribute": (
+        lambda: _attr_model(
+            h.make_node(
+                "Foo",
+                ["x"],
+                ["y"],
+                name="f",
+                domain="my",
+                keys=h.make_tensor("", T.STRING, [2], [b"a", b"\x80"]),
+            )
+        ),  # fmt: skip
+        "node 'f' (my::Foo): attribute 'keys' is not UTF-8 text (string 1: invalid start byte",
+    ),
+    "in a branch": (
+        lambda: _attr_model(
+            h.make_node("Pad", ["x", "pads"], ["y"], name="inner", mode=b"\xff"), branch=True
+        ),
+        "node 'inner' (Pad): attribute 'mode' is not UTF-8",
+    ),
+}
+
+
+@pytest.mark.parametrize("custom_ops", ["error", "keep"])
+@pytest.mark.parametrize("case", sorted(BAD_TEXT_ATTRS))
+def test_non_utf8_text_attributes_are_a_bad_model(case, custom_ops):
+    """A string attribute that is not UTF-8 breaks ONNX's rule: refused at once as a bad
+    model naming node, op and attribute, whether the node is converted or kept (not
+    collected as an unsupported op, not kept with replacement characters)."""
+    make, message = BAD_TEXT_ATTRS[case]
+    with pytest.raises(BadModelError) as e:
+        msc.from_onnx(make(), custom_ops=custom_ops)
+    assert message in str(e.value) and "ONNX strings are UTF-8" in str(e.value)
+    assert not isinstance(e.value, UnsupportedOpsError)
+
+
+def test_cli_names_a_non_utf8_attribute_without_a_traceback(tmp_path):
+    from tests.security import run_cli
+
+    path = tmp_path / "bad.onnx"
+    onnx.save(BAD_TEXT_ATTRS["kept"][0](), path)
+    code, _, err = run_cli("inspect", str(path), "--custom-ops", "keep")
+    assert code == 2 and "Traceback" not in err
+    assert err.startswith("msc: error: node 'f' (my::Foo): attribute 'tags' is not UTF-8")
+
+
+def test_valid_text_attributes_still_import():
+    """The check passes UTF-8 text as it is, non-ASCII included."""
+    m = _attr_model(h.make_node("Foo", ["x"], ["y"], name="f", domain="my", tag="名前😀"))
+    (node,) = msc.from_onnx(m, custom_ops="keep").nodes
+    assert node.attrs["tag"] == "名前😀"
 
 
 def test_torch_codegen_refuses_every_string_value():
     ct = pytest.importorskip("codegen.torch")
     g = msc.from_onnx(_text_model(), custom_ops="keep")
-    with pytest.raises(ConversionError, match="PyTorch has no tensors for") as e:
+    with pytest.raises(NonNumericValuesError, match="codegen.torch holds numeric tensors") as e:
         ct.generate(g)
     msg = str(e.value)
-    assert "holds 5 string tensor(s)" in msg
-    for what in ("input %x", "weight @vocab", "%c (output of", "%joined (output of"):
+    assert "graph 'strings' has 5 value(s) it cannot hold" in msg
+    for what in ("input %x: str[5]", "weight @vocab: str[5]", "%c: str[1] (output of",
+                 "%joined: str[5] (output of"):  # fmt: skip
         assert what in msg
     assert "pwned" not in msg  # values are not echoed, only where they are
 
@@ -216,7 +308,7 @@ def test_relax_codegen_refuses_string_values():
     import codegen.relax as cr
 
     g = msc.from_onnx(_text_model(), custom_ops="keep")
-    with pytest.raises(ConversionError, match="Relax has no tensors for(.|\n)*input %x"):
+    with pytest.raises(NonNumericValuesError, match="codegen.relax holds(.|\n)*input %x: str"):
         cr.to_module(g)
 
 
@@ -266,7 +358,7 @@ def test_convert_checks_string_models_through_onnxruntime(tmp_path, to, out):
     assert [c.shape for c in report.numeric.outputs] == ["bool[5]", "str[5]"]
     if to == "msc":
         assert "strings.json" in {p.name for p in (tmp_path / out).iterdir()}
-    with pytest.raises(ConversionError, match="PyTorch has no tensors for"):
+    with pytest.raises(NonNumericValuesError, match="codegen.torch holds numeric tensors only"):
         msc.convert(src, tmp_path / "torch_out", to="torch", custom_ops="keep")
     assert not (tmp_path / "torch_out").exists()
 

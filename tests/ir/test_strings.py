@@ -9,7 +9,7 @@ import msc
 from msc import DType, Graph, GraphError, Node, TensorType
 from msc.analysis.inspect import target_support
 from msc.errors import MscError
-from msc.ir.validate import string_values
+from msc.ir.validate import non_numeric_values
 from msc.ops.custom import custom_op
 
 S = DType.STRING
@@ -112,18 +112,18 @@ def test_text_refuses_non_string_elements():
         msc.from_text(text.replace('tensor(str[7], ["",', 'tensor(str[7], b64 "",'))
 
 
-def test_inspect_and_string_values():
+def test_inspect_and_non_numeric_values():
     g = _graph()
     text = str(msc.inspect(g))
     assert "str  3  3 B  1 tensors" in text  # the str weight counted by its UTF-8 bytes
     assert "lower bound: some sizes unknown" in text  # str values have no byte size
     support = target_support(g)
+    found = non_numeric_values(g)
     if "torch" in support:  # torch codegen installed: it cannot hold strings at all
-        assert support["torch"][0] == "string tensors"
-    found = string_values(g)
-    assert "input %x" in found and "weight @vocab" in found
-    assert any("attribute 'keys_tensor'" in s for s in found)
-    assert any("output of" in s and "constant" in s for s in found)
+        assert support["torch"][0] == f"{len(found)} str, sequence or optional value(s)"
+    assert "input %x: str[2, 3]" in found and "weight @vocab: str[1, 3]" in found
+    assert "attribute 'keys_tensor' of node #3 (ai.onnx.ml::LabelEncoder@4): str[7]" in found
+    assert "%0: str[2, 3] (output of node #0 (constant))" in found
 
 
 def test_save_load_keeps_string_weights_and_constants(tmp_path):
@@ -165,9 +165,9 @@ def test_bad_strings_file_is_a_clear_error(tmp_path, text, error):
         msc.load(out)
 
 
-def test_string_values_look_inside_sequences_and_optionals():
-    """A sequence or optional of str holds text too: string_values names it (and a graph
-    with sequences only, of numbers, has none)."""
+def test_non_numeric_values_look_inside_sequences_and_optionals():
+    """A sequence or optional of str is named once, with its type; a sequence of numbers is
+    named too (no numeric-tensor target holds it), and numeric tensors are not."""
     from msc import OptionalType, SequenceType
 
     g = Graph("seq_of_text")
@@ -179,9 +179,12 @@ def test_string_values_look_inside_sequences_and_optionals():
              output_types=[OptionalType(SequenceType(TensorType(S, [None])))])  # fmt: skip
     g.add_node(o)
     g.set_outputs([n.outputs[0], o.outputs[0]])
-    found = string_values(g)
-    assert found[0] == "input %xs" and len(found) == 2 and "output of" in found[1]
+    assert non_numeric_values(g) == [
+        "input %xs: seq<str[?]>",
+        "%1: opt<seq<str[?]>> (output of node #1 (ai.onnx::Optional@15))",
+    ]
     numbers = Graph("seq_of_numbers")
     ys = numbers.add_input("ys", SequenceType(TensorType(DType.FLOAT32, [None])))
-    numbers.set_outputs([ys])
-    assert string_values(numbers) == []
+    zs = numbers.add_input("zs", TensorType(DType.FLOAT32, [None]))
+    numbers.set_outputs([ys, zs])
+    assert non_numeric_values(numbers) == ["input %ys: seq<f32[?]>"]

@@ -7,8 +7,8 @@ import pytest
 
 import msc
 from msc import DType, Graph, OptionalType, SequenceType, SymDim, TensorType
-from msc.errors import NonTensorValuesError
-from msc.ir.graph import non_tensor_values
+from msc.errors import NonNumericValuesError
+from msc.ir.validate import non_numeric_values
 from msc.ops.custom import custom_op
 from msc.ops.schema import OpError
 
@@ -143,11 +143,11 @@ def _nested() -> Graph:
     return g.validate()
 
 
-def test_non_tensor_values_lists_every_one_with_where() -> None:
-    assert non_tensor_values(_nested()) == [
-        "%s: seq<f32[?]>",
-        "%0: seq<f32[?]>",
-        "%acc: seq<f32[?]> in body of node (ai.onnx::Loop@16)",
+def test_non_numeric_values_lists_every_one_with_where() -> None:
+    assert non_numeric_values(_nested()) == [
+        "input %s: seq<f32[?]>",
+        "%0: seq<f32[?]> (output of node #0 (ai.onnx::Loop@16))",
+        "input %acc: seq<f32[?]> in body of node #0 (ai.onnx::Loop@16)",
     ]
 
 
@@ -155,12 +155,13 @@ def test_codegen_torch_refuses_naming_every_value() -> None:
     pytest.importorskip("torch")
     import codegen.torch as ct
 
-    with pytest.raises(NonTensorValuesError) as e:
+    with pytest.raises(NonNumericValuesError) as e:
         ct.generate(_nested())
     msg = str(e.value)
-    assert msg.startswith("codegen.torch holds tensors only")
-    assert all(v in msg for v in ("%s: seq<f32[?]>", "%0: seq<f32[?]>", "%acc: seq<f32[?]> in"))
-    assert e.value.values == non_tensor_values(_nested())
+    assert msg.startswith("codegen.torch holds numeric tensors only")
+    assert "graph 'g' has 3 value(s) it cannot hold (codegen.onnx writes them)" in msg
+    assert all(f"  - {v}\n" in msg + "\n" for v in non_numeric_values(_nested()))
+    assert e.value.values == non_numeric_values(_nested()) and e.value.target == "codegen.torch"
 
 
 def test_codegen_relax_refuses_naming_every_value() -> None:
@@ -168,9 +169,9 @@ def test_codegen_relax_refuses_naming_every_value() -> None:
     import codegen.relax as cr
 
     for fn in (cr.to_module, cr.to_script):
-        with pytest.raises(NonTensorValuesError, match="codegen.relax holds tensors only") as e:
+        with pytest.raises(NonNumericValuesError, match="codegen.relax holds numeric tensors") as e:
             fn(_nested())
-        assert e.value.values == non_tensor_values(_nested())
+        assert e.value.values == non_numeric_values(_nested())
 
 
 def test_inspect_counts_a_sequence_as_unknown_size() -> None:

@@ -11,6 +11,9 @@
 #   skipping every name the model uses.
 # - Every unsupported op, domain, type and attribute is collected; ``UnsupportedOpsError`` is
 #   raised once, after the whole model was walked, listing them all with node names.
+# - A malformed model (a string attribute or tensor that is not UTF-8) is not an unsupported
+#   op: ``BadModelError`` is raised at once, naming the node and attribute (or the tensor).
+#   Every node's text attributes are checked before any node is converted, kept or folded.
 """
 
 from __future__ import annotations
@@ -26,7 +29,13 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from msc.errors import ConversionError, Unsupported, UnsupportedOp, UnsupportedOpsError
+from msc.errors import (
+    BadModelError,
+    ConversionError,
+    Unsupported,
+    UnsupportedOp,
+    UnsupportedOpsError,
+)
 from msc.frontend.onnx.initializers import (
     UnsupportedType,
     tensor_data,
@@ -183,8 +192,8 @@ def _attr_value(a: onnx.AttributeProto, base_dir: str | None) -> Any:
         return _f32(a.f)
     if a.type == T.INT:
         return int(a.i)
-    if a.type == T.STRING:
-        return a.s.decode("utf-8", errors="replace")
+    if a.type == T.STRING:  # UTF-8: checked for every node first (_check_text)
+        return a.s.decode("utf-8")
     if a.type == T.TENSOR:
         return tensor_to_numpy(a.t, base_dir)
     if a.type == T.GRAPH:
@@ -194,10 +203,44 @@ def _attr_value(a: onnx.AttributeProto, base_dir: str | None) -> Any:
     if a.type == T.INTS:
         return [int(x) for x in a.ints]
     if a.type == T.STRINGS:
-        return [s.decode("utf-8", errors="replace") for s in a.strings]
+        return [s.decode("utf-8") for s in a.strings]
     if a.type == T.TYPE_PROTO:
         return a.tp
     raise Unsupported(f"attribute {a.name!r} has type {T.AttributeType.Name(a.type)}")
+
+
+def _node_label(n: onnx.NodeProto) -> str:
+    """``node 'name' (Op)``; an unnamed node by the first value it gives (ONNX value names
+    are unique in a model, subgraphs included)."""
+    if n.name:
+        return f"node {n.name!r} ({_op_label(n)})"
+    out = next((o for o in n.output if o), "")
+    return f"the unnamed {_op_label(n)} node" + (f" giving {out!r}" if out else "")
+
+
+def _check_text(n: onnx.NodeProto) -> None:
+    """Raise BadModelError when a string attribute of ``n`` (a string, a list of them, or a
+    STRING tensor) is not UTF-8, which ONNX requires: decoding it with replacement characters
+    would change the attribute without a word."""
+    T = onnx.AttributeProto
+    for a in n.attribute:
+        if a.type == T.STRING:
+            items = [a.s]
+        elif a.type == T.STRINGS:
+            items = list(a.strings)
+        elif a.type == T.TENSOR and a.t.data_type == onnx.TensorProto.STRING:
+            items = list(a.t.string_data)
+        else:
+            continue
+        for i, b in enumerate(items):
+            try:
+                b.decode("utf-8")
+            except UnicodeDecodeError as e:
+                which = "" if a.type == T.STRING else f"string {i}: "
+                raise BadModelError(
+                    f"{_node_label(n)}: attribute {a.name!r} is not UTF-8 text ({which}"
+                    f"{e.reason} at byte {e.start}); ONNX strings are UTF-8"
+                ) from None
 
 
 def _custom_attr(ctx: Ctx, a: onnx.AttributeProto, base_dir: str | None) -> Any:
@@ -549,6 +592,7 @@ class Importer:
             )
         g = self.model.graph
         for n in _all_nodes(g):
+            _check_text(n)
             self.reserved.update(x for x in list(n.input) + list(n.output) if x)
         self.reserved.update(v.name for v in list(g.input) + list(g.output) + list(g.value_info))
         nodes = list(g.node)  # one Python object per node, so ids stay stable

@@ -26,7 +26,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, numpy_helper
 
-from msc.errors import ConversionError
+from msc.errors import BadModelError, ConversionError
 from msc.ir import DType, SymDim, TensorType
 from msc.ir.tensor import FileRegion, Packed, packed_size
 from msc.ir.types import Dim, OptionalType, SequenceType, ShapeError, SymExpr, ValueType
@@ -262,9 +262,9 @@ def _strings(t: TensorProto) -> np.ndarray:
     if any(d < 0 for d in shape):
         raise ConversionError(f"tensor {t.name!r}: negative dim in {list(shape)}")
     if t.data_location == TensorProto.EXTERNAL or t.HasField("raw_data"):
-        raise ConversionError(f"tensor {t.name!r}: a STRING tensor keeps its data in string_data")
+        raise BadModelError(f"tensor {t.name!r}: a STRING tensor keeps its data in string_data")
     if len(t.string_data) != math.prod(shape):
-        raise ConversionError(
+        raise BadModelError(
             f"tensor {t.name!r}: {len(t.string_data)} strings, STRING{list(shape)} needs "
             f"{math.prod(shape)}"
         )
@@ -273,7 +273,7 @@ def _strings(t: TensorProto) -> np.ndarray:
         try:
             out[i] = b.decode("utf-8")
         except UnicodeDecodeError:
-            raise ConversionError(
+            raise BadModelError(
                 f"tensor {t.name!r}: string {i} is not UTF-8 (ONNX strings are UTF-8)"
             ) from None
     return out.reshape(shape)
