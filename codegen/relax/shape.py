@@ -172,8 +172,23 @@ def gather(e: Emit, x, indices, *, axis=0):
     return e.emit(R.take(x, _norm_index(e, indices, n), axis=axis))
 
 
+def _elements_index(e: Emit, x, indices, axis: int, negative: bool):
+    """GatherElements/ScatterElements indices, counted from the end where the node says they
+    may be negative (Relax's ops do not wrap them)."""
+    if not negative:
+        return indices
+    n = e.shape(x)[axis]
+    if not isinstance(n, int):
+        raise Unsupported(
+            f"indices that may be negative (counted from the end) along axis {axis}, whose "
+            "size is only known at run time"
+        )
+    return _norm_index(e, indices, n)
+
+
 @emitter("gather_elements")
-def gather_elements(e: Emit, x, indices, *, axis):
+def gather_elements(e: Emit, x, indices, *, axis, negative_indices=False):
+    indices = _elements_index(e, x, indices, axis, negative_indices)
     return e.emit(R.gather_elements(x, indices, axis))
 
 
@@ -186,7 +201,10 @@ _REDUCTION = {"none": "update", "add": "add", "mul": "mul", "max": "max", "min":
 
 
 @emitter("scatter_elements")
-def scatter_elements(e: Emit, x, indices, updates, *, axis, reduction="none"):
+def scatter_elements(
+    e: Emit, x, indices, updates, *, axis, reduction="none", negative_indices=False
+):
+    indices = _elements_index(e, x, indices, axis, negative_indices)
     return e.emit(R.scatter_elements(x, indices, updates, axis, _REDUCTION[reduction]))
 
 
