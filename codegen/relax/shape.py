@@ -192,9 +192,27 @@ def gather_elements(e: Emit, x, indices, *, axis, negative_indices=False):
     return e.emit(R.gather_elements(x, indices, axis))
 
 
+def _nd_index(e: Emit, x, indices, batch_dims: int):
+    """GatherND/ScatterND index tuples with negative entries counted from the end (the
+    canonical ops take them, as ONNX's do; Relax's read past the data)."""
+    if isinstance(indices, tvm.ir.GenericConst) and (indices.value.numpy() >= 0).all():
+        return indices
+    dt = e.dtype(indices)
+    k = e.shape(indices)[-1]
+    if not isinstance(k, int):
+        raise Unsupported("index tuples of a length only known at run time")
+    dims = e.shape(x)[batch_dims : batch_dims + k]
+    if all(isinstance(d, int) for d in dims):
+        sizes = e.const(dims, dt)
+    else:  # sizes known at run time: from the data's shape
+        whole = e.emit(R.shape_to_tensor(R.shape_of(x)))
+        sizes = e.emit(R.astype(R.strided_slice(whole, [0], [batch_dims], [batch_dims + k]), dt))
+    return e.emit(R.where(R.less(indices, e.const(0, dt)), R.add(indices, sizes), indices))
+
+
 @emitter("gather_nd")
 def gather_nd(e: Emit, x, indices, *, batch_dims=0):
-    return e.emit(R.gather_nd(x, indices, batch_dims))
+    return e.emit(R.gather_nd(x, _nd_index(e, x, indices, batch_dims), batch_dims))
 
 
 _REDUCTION = {"none": "update", "add": "add", "mul": "mul", "max": "max", "min": "min"}
@@ -210,6 +228,7 @@ def scatter_elements(
 
 @emitter("scatter_nd")
 def scatter_nd(e: Emit, x, indices, updates, *, reduction="none"):
+    indices = _nd_index(e, x, indices, 0)
     return e.emit(R.scatter_nd(x, indices, updates, _REDUCTION[reduction]))
 
 

@@ -743,6 +743,7 @@ CASES += [
 Y = f32(2, 3, 4, 5)
 IDX = np.array([[0, 2], [-1, 1]], np.int64)
 # Indices into X's dim 1 (size 3) in [-3, 3), negative ones counted from the end (ONNX's).
+ND_NEG = np.array([[-2, 1], [1, -1]], np.int64)  # index tuples into Y's dims 0 and 1
 NEG = np.array([[[-1, 0, -3, 2], [1, -2, 2, -3]], [[0, -3, -2, 1], [2, 2, -1, 0]]], np.int64)
 CASES += [
     C("reshape", [Y], {"shape": [6, -1]}, lambda x: x.reshape(6, -1)),
@@ -808,6 +809,21 @@ CASES += [
     C("gather_nd", [Y, np.array([[0, 1], [1, 2]], np.int64)], {}, lambda x, i: x[i[:, 0], i[:, 1]]),
     C(
         "gather_nd",
+        [Y, ND_NEG],
+        {},
+        lambda x, i: x[i[:, 0], i[:, 1]],
+        id="gather_nd_negative",
+    ),
+    C(
+        "gather_nd",
+        [Y, ND_NEG],
+        {},
+        lambda x, i: x[i[:, 0], i[:, 1]],
+        sym={0: {1: "s"}},
+        id="gather_nd_negative_sym",
+    ),
+    C(
+        "gather_nd",
         [Y, np.array([[1], [2]], np.int64)],
         {"batch_dims": 1},
         lambda x, i: np.stack([x[0, 1], x[1, 2]]),
@@ -852,6 +868,13 @@ CASES += [
         [Y, np.array([[1, 0], [0, 2]], np.int64), f32(2, 4, 5)],
         {},
         lambda x, i, u: _scatter_nd(x, i, u),
+    ),
+    C(
+        "scatter_nd",
+        [Y, ND_NEG, np.arange(40, dtype=np.float32).reshape(2, 4, 5)],
+        {},
+        lambda x, i, u: _scatter_nd(x, i, u),
+        id="scatter_nd_negative",
     ),
     C("index", [Y, IDX], {"axes": [2]}, lambda x, i: x[:, :, i]),
     C(
