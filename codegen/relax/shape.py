@@ -173,8 +173,8 @@ def gather(e: Emit, x, indices, *, axis=0):
 
 
 def _elements_index(e: Emit, x, indices, axis: int, negative: bool):
-    """GatherElements/ScatterElements indices, counted from the end where the node says they
-    may be negative (Relax's ops do not wrap them)."""
+    """GatherElements indices, counted from the end where the node says they may be negative
+    (Relax's gather_elements reads past the data; its scatter_elements wraps them itself)."""
     if not negative:
         return indices
     n = e.shape(x)[axis]
@@ -222,7 +222,8 @@ _REDUCTION = {"none": "update", "add": "add", "mul": "mul", "max": "max", "min":
 def scatter_elements(
     e: Emit, x, indices, updates, *, axis, reduction="none", negative_indices=False
 ):
-    indices = _elements_index(e, x, indices, axis, negative_indices)
+    # Relax's scatter_elements counts a negative index from the end (the op table's
+    # scatter_elements_*negative rows check it).
     return e.emit(R.scatter_elements(x, indices, updates, axis, _REDUCTION[reduction]))
 
 
