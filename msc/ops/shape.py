@@ -351,7 +351,7 @@ def gather_elements(x, indices, *, axis, negative_indices):
 
 @registry.op("gather_nd", ["x", "indices"], {"batch_dims": Attr.int(0)}, category="index")
 def gather_nd(x, indices, *, batch_dims):
-    """ONNX GatherND (an index may be negative, counted from the end, as in ONNX)."""
+    """ONNX GatherND (a negative index entry counts from the end, as in ONNX)."""
     _int_index(indices, "gather_nd")
     if x.shape is None or indices.shape is None or not known(indices.shape[-1]):
         return TensorType(x.dtype, None)
@@ -386,8 +386,7 @@ def scatter_elements(x, indices, updates, *, axis, reduction, negative_indices):
     "scatter_nd", ["x", "indices", "updates"], {"reduction": Attr.str("none")}, category="index"
 )
 def scatter_nd(x, indices, updates, *, reduction):
-    """ONNX ScatterND: x with updates written at the index tuples of ``indices`` (an index
-    may be negative, counted from the end, as in ONNX)."""
+    """ONNX ScatterND: x with updates written at index tuples (negatives count from the end)."""
     _int_index(indices, "scatter_nd")
     same_dtype(x, updates)
     return x
