@@ -62,7 +62,6 @@ EXCLUDES: dict[str, str] = {
     "test_flexattention_causal_mask": "import: ai.onnx.preview::FlexAttention: domain 'ai.onnx.preview' is not supported",
     "test_flexattention_soft_cap": "import: ai.onnx.preview::FlexAttention: domain 'ai.onnx.preview' is not supported",
     "test_flexattention_relative_positional": "import: ai.onnx.preview::FlexAttention: domain 'ai.onnx.preview' is not supported",
-    "test_gather_elements_negative_indices": "run: RuntimeError: index -1 is out of bounds for dimension 0 with size 3 [RuntimeError: index -1 is out of bounds for dimension 0 with size 3]",
     "test_identity_sequence": "import: sequence/optional ops have no canonical op (custom_ops='keep' keeps them; codegen.torch holds tensors only); Identity: input 'x' (seq<f32[*]>) is not a tensor; canonical ops take tensors",
     "test_identity_opt": "import: sequence/optional ops have no canonical op (custom_ops='keep' keeps them; codegen.torch holds tensors only); Identity: input 'opt_in' (opt<seq<f32[5]>>) is not a tensor; canonical ops take tensors",
     "test_if_seq": "import: sequence/optional ops have no canonical op (custom_ops='keep' keeps them; codegen.torch holds tensors only); SequenceConstruct: no converter for SequenceConstruct; If: subgraph 'then_body' has unsupported nodes (reported above)",
@@ -95,7 +94,6 @@ EXCLUDES: dict[str, str] = {
     "test_regex_full_match_basic": "import: RegexFullMatch: no converter for RegexFullMatch",
     "test_regex_full_match_email_domain": "import: RegexFullMatch: no converter for RegexFullMatch",
     "test_regex_full_match_empty": "import: RegexFullMatch: no converter for RegexFullMatch",
-    "test_scatter_elements_with_negative_indices": "run: RuntimeError: index -3 is out of bounds for dimension 1 with size 5 [RuntimeError: index -3 is out of bounds for dimension 1 with size 5]",
     "test_sequence_map_identity_1_sequence": "import: sequence/optional ops have no canonical op (custom_ops='keep' keeps them; codegen.torch holds tensors only); SequenceMap: no converter for SequenceMap",
     "test_sequence_map_identity_1_sequence_expanded": "import: sequence/optional ops have no canonical op (custom_ops='keep' keeps them; codegen.torch holds tensors only); SequenceLength: no converter for SequenceLength; SequenceEmpty: no converter for SequenceEmpty",
     "test_sequence_map_identity_2_sequences": "import: sequence/optional ops have no canonical op (custom_ops='keep' keeps them; codegen.torch holds tensors only); SequenceMap: no converter for SequenceMap",
@@ -130,7 +128,4 @@ EXCLUDES: dict[str, str] = {
     "test_strnormalizer_export_monday_casesensintive_upper": "import: StringNormalizer: no converter for StringNormalizer",
     "test_strnormalizer_export_monday_empty_output": "import: StringNormalizer: no converter for StringNormalizer",
     "test_strnormalizer_export_monday_insensintive_upper_twodim": "import: StringNormalizer: no converter for StringNormalizer",
-    "test_top_k_same_values": "compare: the indices of equal values: torch.topk orders ties freely, ONNX TopK puts the lower index first; canonical topk does not say (torch's topk, which the torch frontend maps to it, does not), and a stable topk would sort the whole axis",
-    "test_top_k_same_values_largest": "compare: the indices of equal values: torch.topk orders ties freely, ONNX TopK puts the lower index first; canonical topk does not say (torch's topk, which the torch frontend maps to it, does not), and a stable topk would sort the whole axis",
-    "test_top_k_same_values_2d": "compare: the indices of equal values: torch.topk orders ties freely, ONNX TopK puts the lower index first; canonical topk does not say (torch's topk, which the torch frontend maps to it, does not), and a stable topk would sort the whole axis",
 }

@@ -14,6 +14,9 @@
 #   (SymDim -> dim_param, an expression -> its spelling as dim_param, unknown dim -> empty
 #   dim); symbol ranges go to metadata_props. A sequence or optional value (made and taken by
 #   custom nodes) is written as a sequence_type / optional_type around its element's type.
+# - Node attributes ONNX's op cannot hold (``msc.ops.ONNX_SILENT_ATTRS``: a stable topk,
+#   indices that may be negative) go to each of the node's ONNX nodes' metadata_props as
+#   ``msc.attr.<name>`` (JSON), next to its provenance (``msc.provenance.<key>``).
 """
 
 from __future__ import annotations
@@ -55,6 +58,7 @@ from msc.ir.types import (
     ValueType,
     tensor_of,
 )
+from msc.ops import ONNX_SILENT_ATTRS
 from msc.ops.custom import CustomOp, parse_custom
 from msc.ops.decompose import DecompositionRegistry, NotDecomposable
 from msc.ops.decompose import registry as default_decompositions
@@ -303,12 +307,16 @@ class ModelBuilder:
             if outs[0] in n.output:
                 n.name = node.name
         prov = node.provenance
+        silent = ONNX_SILENT_ATTRS.get(node.op, ())
         for n in nodes:
             for key in PROVENANCE_KEYS:
                 val = getattr(prov, key)
                 if val:
                     p = n.metadata_props.add()
                     p.key, p.value = f"msc.provenance.{key}", val
+            for key in silent:  # what ONNX's op cannot say, for the ONNX frontend to restore
+                p = n.metadata_props.add()
+                p.key, p.value = f"msc.attr.{key}", json.dumps(node.attrs[key])
         return nodes
 
     def subgraph(self, g: Graph, name: str, inline_weights: bool = False) -> onnx.GraphProto:

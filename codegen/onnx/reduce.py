@@ -140,8 +140,9 @@ def _topk(e: Emit, x: Ref, k: Ref, axis: int, largest: bool, sorted_: bool):
     return e.op("TopK", x, k, outputs=2, axis=axis)
 
 
+# ONNX TopK is stable whatever ``stable`` says (the flag travels in metadata_props).
 @emitter("topk", since=10)
-def topk(e: Emit, x: Ref, k_in: Ref | None = None, *, k, axis, largest, sorted):
+def topk(e: Emit, x: Ref, k_in: Ref | None = None, *, k, axis, largest, sorted, stable):
     if k_in is not None:  # computed at run time: TopK takes it as a 1-d [1] tensor
         kk = k_in if k_in.rank == 1 else e.op("Reshape", k_in, e.ints([1]))
         return _topk(e, x, kk, axis, largest, sorted)

@@ -141,8 +141,10 @@ def gather(e: Emit, x: Ref, indices: Ref, *, axis) -> Ref:
     return e.op("Gather", x, indices, axis=axis)
 
 
+# GatherElements/ScatterElements take negative indices whatever ``negative_indices`` says (the
+# flag travels in metadata_props: see model.py).
 @emitter("gather_elements", since=11)
-def gather_elements(e: Emit, x: Ref, indices: Ref, *, axis) -> Ref:
+def gather_elements(e: Emit, x: Ref, indices: Ref, *, axis, negative_indices) -> Ref:
     return e.op("GatherElements", x, indices, axis=axis)
 
 
@@ -163,7 +165,7 @@ def _reduction_attr(e: Emit, reduction: str) -> dict:
 
 
 @emitter("scatter_elements", since=11)
-def scatter_elements(e: Emit, x, indices, updates, *, axis, reduction) -> Ref:
+def scatter_elements(e: Emit, x, indices, updates, *, axis, reduction, negative_indices) -> Ref:
     attrs = _reduction_attr(e, reduction)
     return e.op("ScatterElements", x, indices, updates, axis=axis, **attrs)
 

@@ -140,6 +140,8 @@ def sort(e: Emit, x, *, axis=-1, descending=False, stable=False):
 
 
 @emitter("topk")
-def topk(e: Emit, x, k_in=None, *, k, axis=-1, largest=True, sorted=True):  # noqa: A002
+def topk(e: Emit, x, k_in=None, *, k, axis=-1, largest=True, sorted=True, stable=False):  # noqa: A002
+    # ``stable`` holds: Relax's topk puts the lower index first among equal values (on llvm,
+    # its kernel sorts stably; tests/codegen/test_codegen_relax.py checks it with ties).
     static_only(k_in)
     return e.emit(R.topk(x, k, axis, "both", largest, "int64"))

@@ -172,26 +172,64 @@ def gather(e: Emit, x, indices, *, axis=0):
     return e.emit(R.take(x, _norm_index(e, indices, n), axis=axis))
 
 
+def _elements_index(e: Emit, x, indices, axis: int, negative: bool):
+    """GatherElements indices, counted from the end where the node says they may be negative
+    (Relax's gather_elements reads past the data; its scatter_elements wraps them itself)."""
+    if not negative:
+        return indices
+    n = e.shape(x)[axis]
+    if not isinstance(n, int):
+        raise Unsupported(
+            f"indices that may be negative (counted from the end) along axis {axis}, whose "
+            "size is only known at run time"
+        )
+    return _norm_index(e, indices, n)
+
+
 @emitter("gather_elements")
-def gather_elements(e: Emit, x, indices, *, axis):
+def gather_elements(e: Emit, x, indices, *, axis, negative_indices=False):
+    indices = _elements_index(e, x, indices, axis, negative_indices)
     return e.emit(R.gather_elements(x, indices, axis))
+
+
+def _nd_index(e: Emit, x, indices, batch_dims: int):
+    """GatherND/ScatterND index tuples with negative entries counted from the end (the
+    canonical ops take them, as ONNX's do; Relax's read past the data)."""
+    if isinstance(indices, tvm.ir.GenericConst) and (indices.value.numpy() >= 0).all():
+        return indices
+    dt = e.dtype(indices)
+    k = e.shape(indices)[-1]
+    if not isinstance(k, int):
+        raise Unsupported("index tuples of a length only known at run time")
+    dims = e.shape(x)[batch_dims : batch_dims + k]
+    if all(isinstance(d, int) for d in dims):
+        sizes = e.const(dims, dt)
+    else:  # sizes known at run time: from the data's shape
+        whole = e.emit(R.shape_to_tensor(R.shape_of(x)))
+        sizes = e.emit(R.astype(R.strided_slice(whole, [0], [batch_dims], [batch_dims + k]), dt))
+    return e.emit(R.where(R.less(indices, e.const(0, dt)), R.add(indices, sizes), indices))
 
 
 @emitter("gather_nd")
 def gather_nd(e: Emit, x, indices, *, batch_dims=0):
-    return e.emit(R.gather_nd(x, indices, batch_dims))
+    return e.emit(R.gather_nd(x, _nd_index(e, x, indices, batch_dims), batch_dims))
 
 
 _REDUCTION = {"none": "update", "add": "add", "mul": "mul", "max": "max", "min": "min"}
 
 
 @emitter("scatter_elements")
-def scatter_elements(e: Emit, x, indices, updates, *, axis, reduction="none"):
+def scatter_elements(
+    e: Emit, x, indices, updates, *, axis, reduction="none", negative_indices=False
+):
+    # Relax's scatter_elements counts a negative index from the end (the op table's
+    # scatter_elements_*negative rows check it).
     return e.emit(R.scatter_elements(x, indices, updates, axis, _REDUCTION[reduction]))
 
 
 @emitter("scatter_nd")
 def scatter_nd(e: Emit, x, indices, updates, *, reduction="none"):
+    indices = _nd_index(e, x, indices, 0)
     return e.emit(R.scatter_nd(x, indices, updates, _REDUCTION[reduction]))
 
 

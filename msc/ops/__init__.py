@@ -33,6 +33,19 @@ FAMILIES = (
     "vision",
 )
 
+# Attributes that state a promise of the source framework's op which ONNX's spelling of the
+# op cannot hold: ONNX's TopK always puts the lower index first among equal values (torch.topk
+# promises nothing), ONNX's GatherElements/ScatterElements always take negative indices
+# (torch.gather refuses them). The ONNX frontend infers them from the model; codegen.onnx
+# records their values in each node's metadata_props (``msc.attr.<name>``, a JSON value) and
+# the ONNX frontend restores a recorded value that fits the attribute, so a graph from any
+# source comes back from ONNX as it went in.
+ONNX_SILENT_ATTRS: dict[str, tuple[str, ...]] = {
+    "topk": ("stable",),
+    "gather_elements": ("negative_indices",),
+    "scatter_elements": ("negative_indices",),
+}
+
 
 def import_families(package: str) -> list[str]:
     """Import the family modules ``package`` has (importing one registers its schemas,
@@ -53,6 +66,7 @@ import_families(__name__)
 __all__ = [
     "FAMILIES",
     "import_families",
+    "ONNX_SILENT_ATTRS",
     "VERSION",
     "registry",
     "Attr",

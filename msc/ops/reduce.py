@@ -184,11 +184,14 @@ def cumprod(x, axis_in, *, axis, exclusive, reverse):
         "axis": Attr.int(-1),
         "largest": Attr.bool(True),
         "sorted": Attr.bool(True),
+        "stable": Attr.bool(
+            False, doc="equal values in index order (ONNX TopK); False: any order (torch.topk)"
+        ),
     },
     outputs=2,
     category="reduce",
 )
-def topk(x, k_in, *, k, axis, largest, sorted):
+def topk(x, k_in, *, k, axis, largest, sorted, stable):
     """(values, i64 indices) of the k largest (or smallest) along axis."""
     if (k is None) == (k_in is None):
         raise InferError("topk: give k as an attribute or an input (one of them)")

@@ -329,8 +329,21 @@ def gather(x, indices, *, axis):
     return TensorType(x.dtype, (*x.shape[:a], *indices.shape, *x.shape[a + 1 :]))
 
 
-@registry.op("gather_elements", ["x", "indices"], {"axis": Attr.int()}, category="index")
-def gather_elements(x, indices, *, axis):
+# ONNX's GatherElements and ScatterElements count a negative index from the end; torch.gather
+# and torch.scatter refuse one. The flag says which the node's indices may hold, so a codegen
+# wraps them at run time only where the source allowed negatives.
+NEGATIVE_INDICES = Attr.bool(
+    False, doc="indices may be in [-dim, -1], counted from the end (ONNX); False: in [0, dim)"
+)
+
+
+@registry.op(
+    "gather_elements",
+    ["x", "indices"],
+    {"axis": Attr.int(), "negative_indices": NEGATIVE_INDICES},
+    category="index",
+)
+def gather_elements(x, indices, *, axis, negative_indices):
     """out[i][j] = x[indices[i][j]][j] for axis 0 (torch.gather, ONNX GatherElements)."""
     _int_index(indices, "gather_elements")
     return TensorType(x.dtype, indices.shape)
@@ -338,7 +351,7 @@ def gather_elements(x, indices, *, axis):
 
 @registry.op("gather_nd", ["x", "indices"], {"batch_dims": Attr.int(0)}, category="index")
 def gather_nd(x, indices, *, batch_dims):
-    """ONNX GatherND."""
+    """ONNX GatherND (a negative index entry counts from the end, as in ONNX)."""
     _int_index(indices, "gather_nd")
     if x.shape is None or indices.shape is None or not known(indices.shape[-1]):
         return TensorType(x.dtype, None)
@@ -352,10 +365,14 @@ SCATTER_REDUCTIONS = ("none", "add", "mul", "max", "min")
 @registry.op(
     "scatter_elements",
     ["x", "indices", "updates"],
-    {"axis": Attr.int(), "reduction": Attr.str("none", doc="none|add|mul|max|min")},
+    {
+        "axis": Attr.int(),
+        "reduction": Attr.str("none", doc="none|add|mul|max|min"),
+        "negative_indices": NEGATIVE_INDICES,
+    },
     category="index",
 )
-def scatter_elements(x, indices, updates, *, axis, reduction):
+def scatter_elements(x, indices, updates, *, axis, reduction, negative_indices):
     """Copy of x with updates written at indices along axis (torch.scatter, ONNX
     ScatterElements)."""
     _int_index(indices, "scatter_elements")
@@ -369,7 +386,7 @@ def scatter_elements(x, indices, updates, *, axis, reduction):
     "scatter_nd", ["x", "indices", "updates"], {"reduction": Attr.str("none")}, category="index"
 )
 def scatter_nd(x, indices, updates, *, reduction):
-    """ONNX ScatterND: x with updates written at the index tuples of ``indices``."""
+    """ONNX ScatterND: x with updates written at index tuples (negatives count from the end)."""
     _int_index(indices, "scatter_nd")
     same_dtype(x, updates)
     return x

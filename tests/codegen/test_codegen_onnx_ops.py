@@ -647,6 +647,21 @@ for _op, _fn in NP_REDUCE.items():
         )
     )
 VALS = RNG.permutation(24).astype(np.float32).reshape(2, 3, 4)
+# Equal values across the k-th place: torch.topk picks among them freely (it gives other
+# indices than a stable order for these rows, largest and smallest).
+TIES = np.array([[1, 3, 3, 0, 3, 3, 1, 0], [2] * 8, [0, 5, 1, 5, 1, 1, 0, 5]], np.float32)
+
+
+def _stable_topk(k, axis, largest=True):
+    """ONNX TopK: the first k of a stable argsort (equal values in index order)."""
+
+    def ref(x):
+        idx = np.take(np.argsort(-x if largest else x, axis, kind="stable"), np.arange(k), axis)
+        return [np.take_along_axis(x, idx, axis), idx]
+
+    return ref
+
+
 CASES += [
     C("reduce_any", [boolean(3, 4)], {"axes": [1]}, lambda x: np.any(x, axis=1)),
     C(
@@ -698,6 +713,21 @@ CASES += [
         t(lambda x: torch.topk(x, 3, -1, largest=False)),
         id="topk_small",
     ),
+    C("topk", [TIES], {"k": 3, "axis": 1, "stable": True}, _stable_topk(3, 1), id="topk_stable"),
+    C(
+        "topk",
+        [TIES],
+        {"k": 3, "largest": False, "stable": True},
+        _stable_topk(3, -1, largest=False),
+        id="topk_stable_small",
+    ),
+    C(
+        "topk",
+        [np.ascontiguousarray(TIES.T)],
+        {"k": 3, "axis": 0, "stable": True},
+        _stable_topk(3, 0),
+        id="topk_stable_axis0",
+    ),
     C("sort", [VALS], {"axis": 1}, t(lambda x: torch.sort(x, 1))),
     C(
         "sort",
@@ -712,6 +742,9 @@ CASES += [
 # ------------------------------------------------------------------------------- shape
 Y = f32(2, 3, 4, 5)
 IDX = np.array([[0, 2], [-1, 1]], np.int64)
+# Indices into X's dim 1 (size 3) in [-3, 3), negative ones counted from the end (ONNX's).
+ND_NEG = np.array([[-2, 1], [1, -1]], np.int64)  # index tuples into Y's dims 0 and 1
+NEG = np.array([[[-1, 0, -3, 2], [1, -2, 2, -3]], [[0, -3, -2, 1], [2, 2, -1, 0]]], np.int64)
 CASES += [
     C("reshape", [Y], {"shape": [6, -1]}, lambda x: x.reshape(6, -1)),
     C(
@@ -766,7 +799,29 @@ CASES += [
         {"axis": 1},
         lambda x, i: np.take_along_axis(x, i, 1),
     ),
+    C(
+        "gather_elements",
+        [X, NEG],
+        {"axis": 1, "negative_indices": True},
+        lambda x, i: np.take_along_axis(x, i % 3, 1),
+        id="gather_elements_negative",
+    ),
     C("gather_nd", [Y, np.array([[0, 1], [1, 2]], np.int64)], {}, lambda x, i: x[i[:, 0], i[:, 1]]),
+    C(
+        "gather_nd",
+        [Y, ND_NEG],
+        {},
+        lambda x, i: x[i[:, 0], i[:, 1]],
+        id="gather_nd_negative",
+    ),
+    C(
+        "gather_nd",
+        [Y, ND_NEG],
+        {},
+        lambda x, i: x[i[:, 0], i[:, 1]],
+        sym={0: {1: "s"}},
+        id="gather_nd_negative_sym",
+    ),
     C(
         "gather_nd",
         [Y, np.array([[1], [2]], np.int64)],
@@ -790,10 +845,36 @@ CASES += [
         id="scatter_elements_add",
     ),
     C(
+        "scatter_elements",
+        [
+            X,
+            np.array([[[0, -2, 2, -3]]] * 2, np.int64),
+            np.arange(8, dtype=np.float32).reshape(2, 1, 4),
+        ],
+        {"axis": 1, "negative_indices": True},
+        t(lambda x, i, u: x.scatter(1, i % 3, u)),
+        id="scatter_elements_negative",
+    ),
+    C(
+        "scatter_elements",
+        [X, NEG, np.arange(16, dtype=np.float32).reshape(2, 2, 4)],
+        {"axis": 1, "reduction": "add", "negative_indices": True},
+        t(lambda x, i, u: x.scatter_add(1, i % 3, u)),
+        since=16,
+        id="scatter_elements_add_negative",
+    ),
+    C(
         "scatter_nd",
         [Y, np.array([[1, 0], [0, 2]], np.int64), f32(2, 4, 5)],
         {},
         lambda x, i, u: _scatter_nd(x, i, u),
+    ),
+    C(
+        "scatter_nd",
+        [Y, ND_NEG, np.arange(40, dtype=np.float32).reshape(2, 4, 5)],
+        {},
+        lambda x, i, u: _scatter_nd(x, i, u),
+        id="scatter_nd_negative",
     ),
     C("index", [Y, IDX], {"axes": [2]}, lambda x, i: x[:, :, i]),
     C(

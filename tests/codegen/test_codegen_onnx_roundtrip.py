@@ -492,3 +492,61 @@ def test_torch_model_through_onnx(name: str) -> None:
         assert len(got) == len(want)
         for a, b in zip(got, want):
             _compare(a, b, 1e-4)
+
+
+# ONNX cannot spell some canonical attributes (msc.ops.ONNX_SILENT_ATTRS): a topk's ``stable``,
+# gather/scatter_elements' ``negative_indices``. The ONNX frontend infers them (True for ONNX's
+# own ops and run-time indices); msc's ONNX codegen records them in node metadata_props, so a
+# graph from torch (where they are False) comes back from ONNX as it went in.
+def _flags(g: msc.Graph) -> list[tuple[str, bool]]:
+    keys = ("stable", "negative_indices")
+    return [(n.op, n.attrs[k]) for n in g.nodes for k in keys if k in n.attrs]
+
+
+def _through_onnx(g: msc.Graph) -> msc.Graph:
+    m = conx.to_model(g)
+    onnx.checker.check_model(m, full_check=True)
+    return msc.from_onnx(m)
+
+
+def test_torch_flags_survive_onnx_and_text() -> None:
+    torch = pytest.importorskip("torch")
+
+    class TopGatherScatter(torch.nn.Module):
+        def forward(self, x, i):
+            values, idx = torch.topk(x, 3, dim=1)
+            picked = torch.gather(x, 1, i)
+            return values, idx, picked, torch.scatter(x, 1, i, picked)
+
+    args = (torch.randn(4, 6), torch.randint(0, 6, (4, 2)))
+    g = msc.from_torch(TopGatherScatter(), args)
+    flags = [("topk", False), ("gather_elements", False), ("scatter_elements", False)]
+    assert _flags(g) == flags
+    msc.assert_structural_equal(g, _through_onnx(g))
+    msc.assert_structural_equal(g, msc.from_text(msc.to_text(g)))
+    # Without the record the ONNX frontend reads ONNX's meaning: the flags come back True.
+    m = conx.to_model(g)
+    for n in m.graph.node:
+        keep = [p for p in n.metadata_props if not p.key.startswith("msc.attr.")]
+        del n.metadata_props[:]
+        n.metadata_props.extend(keep)
+    assert _flags(msc.from_onnx(m)) == [(op, True) for op, _ in flags]
+
+
+def test_onnx_flags_survive_onnx_and_text() -> None:
+    h, T = onnx.helper, onnx.TensorProto
+    nodes = [
+        h.make_node("TopK", ["x", "k"], ["v", "vi"], axis=1),
+        h.make_node("GatherElements", ["x", "i"], ["g"], axis=1),
+        h.make_node("ScatterElements", ["x", "i", "g"], ["s"], axis=1),
+    ]
+    ins = [h.make_tensor_value_info("x", T.FLOAT, [4, 6])]
+    ins += [h.make_tensor_value_info(n, T.INT64, s) for n, s in (("k", [1]), ("i", [4, 2]))]
+    outs = [h.make_tensor_value_info(n, T.UNDEFINED, None) for n in ("v", "vi", "g", "s")]
+    m = h.make_model(h.make_graph(nodes, "m", ins, outs), opset_imports=[h.make_opsetid("", 18)])
+    g = msc.from_onnx(m)
+    assert _flags(g) == [("topk", True), ("gather_elements", True), ("scatter_elements", True)]
+    again = _through_onnx(g)
+    msc.assert_structural_equal(g, again)
+    msc.assert_structural_equal(again, _through_onnx(again))
+    msc.assert_structural_equal(g, msc.from_text(msc.to_text(g)))

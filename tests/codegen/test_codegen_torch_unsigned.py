@@ -118,12 +118,17 @@ def test_order_reductions(dt) -> None:
     same(run("ReduceMin", [x, axes], keepdims=0)[0], x.min(1))
     same(run("ArgMax", [x], axis=1, keepdims=0)[0], x.argmax(1))
     same(run("ArgMin", [x], axis=1, keepdims=0)[0], x.argmin(1))
-    k = np.array([3], dtype=np.int64)
-    x = np.stack([edge(dt), edge(dt)[::-1]])  # no equal values: torch.topk orders ties freely
-    values, indices = run("TopK", [x, k], n_out=2, axis=1)
-    order = np.argsort(np.iinfo(dt).max - x, axis=1, kind="stable")[:, :3]
-    same(indices, order)
-    same(values, np.take_along_axis(x, order, 1))
+    # Every value at least twice (max and the top bit 4 times in ``other``): ONNX TopK keeps the
+    # lower index first among equal values (torch.topk does not for these rows), also for the
+    # flipped int64 stand-in of uint64.
+    k = np.array([6], dtype=np.int64)
+    x = np.tile(np.stack([other(dt), edge(dt)]), (1, 2))
+    for largest in (1, 0):
+        values, indices = run("TopK", [x, k], n_out=2, axis=1, largest=largest)
+        key = np.iinfo(dt).max - x if largest else x
+        order = np.argsort(key, axis=1, kind="stable")[:, :6]
+        same(indices, order)
+        same(values, np.take_along_axis(x, order, 1))
 
 
 @pytest.mark.parametrize("dt", UINTS, ids=lambda d: np.dtype(d).name)

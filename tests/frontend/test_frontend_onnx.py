@@ -175,7 +175,34 @@ OP_ROWS = [
         [init("k", np.array([2]))],
         11,
         "topk",
-        {"k": 2, "largest": False, "axis": -1},
+        {"k": 2, "largest": False, "axis": -1, "stable": True},  # ONNX orders ties by index
+    ),
+    (
+        "gather_elements_runtime_indices",  # may be negative: wrapped by the codegens
+        helper.make_node("GatherElements", ["x", "i"], ["y"], axis=1),
+        [vi("x", [2, 3]), vi("i", [2, 2], T.INT64)],
+        [],
+        13,
+        "gather_elements",
+        {"axis": 1, "negative_indices": True},
+    ),
+    (
+        "gather_elements_constant_indices",  # negatives resolved at import
+        helper.make_node("GatherElements", ["x", "i"], ["y"], axis=1),
+        [vi("x", [2, 3])],
+        [init("i", np.array([[-1, 0], [2, -3]]))],
+        13,
+        "gather_elements",
+        {"axis": 1, "negative_indices": False},
+    ),
+    (
+        "scatter_elements_runtime_indices",
+        helper.make_node("ScatterElements", ["x", "i", "u"], ["y"], axis=0),
+        [vi("x", [2, 3]), vi("i", [1, 3], T.INT64), vi("u", [1, 3])],
+        [],
+        18,
+        "scatter_elements",
+        {"axis": 0, "negative_indices": True},
     ),
     (
         "pad_inputs",
@@ -486,6 +513,58 @@ def test_external_data_may_not_leave_the_model_directory(tmp_path, location):
     onnx.save_model(model([node], [vi("x", [1])], [vi("y", None)], [t]), tmp_path / "d" / "m.onnx")
     with pytest.raises(ConversionError, match="external data location"):
         from_onnx(tmp_path / "d" / "m.onnx")
+
+
+def test_onnx_silent_attributes_are_attributes_of_their_ops():
+    from msc.ops import ONNX_SILENT_ATTRS
+    from msc.ops import registry as ops
+
+    for op, names in ONNX_SILENT_ATTRS.items():
+        assert set(names) <= set(ops.get(op).attrs), op
+
+
+def _with_props(node, props):
+    for key, value in props.items():
+        p = node.metadata_props.add()
+        p.key, p.value = key, value
+    return node
+
+
+def _topk_recorded(props):
+    n = _with_props(helper.make_node("TopK", ["x", "k"], ["v", "i"]), props)
+    m = model([n], [vi("x", [3, 5])], [vi("v", None), vi("i", None)], [init("k", [2])], 11)
+    return only(from_onnx(m), "topk")
+
+
+def test_recorded_attribute_restores_what_onnx_cannot_say():
+    # msc's ONNX codegen records a torch topk's stable=False; ONNX's TopK alone means True.
+    assert _topk_recorded({}).attrs["stable"] is True
+    assert _topk_recorded({"msc.attr.stable": "false"}).attrs["stable"] is False
+
+
+@pytest.mark.parametrize(
+    "props",
+    [
+        {"msc.attr.stable": "0"},  # an int, not a bool
+        {"msc.attr.stable": '"false"'},  # a string
+        {"msc.attr.stable": "[false]"},
+        {"msc.attr.stable": "fals"},  # not JSON
+        {"msc.attr.stable": "[" * 100_000},  # deeper than the JSON decoder goes
+        {"msc.attr.negative_indices": "false"},  # an attribute topk does not have
+        {"msc.attr.sorted": "false"},  # ONNX's TopK says this one: not taken from metadata
+        {"msc.attr.__class__": "true"},
+    ],
+    ids=["int", "str", "list", "not_json", "deep", "other_op", "spelled", "dunder"],
+)
+def test_recorded_attribute_junk_is_ignored(props):
+    n = _topk_recorded(props)
+    assert n.attrs["stable"] is True and n.attrs["sorted"] is True
+
+
+def test_recorded_attribute_on_an_op_without_it_is_ignored():
+    n = _with_props(helper.make_node("Relu", ["x"], ["y"]), {"msc.attr.stable": "false"})
+    g = from_onnx(model([n], [vi("x", [2])], [vi("y", [2])]))
+    assert [(n.op, n.attrs) for n in g.nodes] == [("relu", {})]
 
 
 def test_bad_files_give_clear_errors(tmp_path):

@@ -247,13 +247,16 @@ def cumprod(e: NodeEmit, x: Arg, axis_in: Arg | None = None, *, axis, exclusive,
 
 
 @emitter("topk")
-def topk(e: NodeEmit, x: Arg, k_in: Arg | None = None, *, k, axis, largest, sorted):
+def topk(e: NodeEmit, x: Arg, k_in: Arg | None = None, *, k, axis, largest, sorted, stable):
+    kk = int_scalar(k_in) if k_in is not None else k
+    if stable:  # torch.topk orders equal values freely
+        return call(e.helper("_msc_stable_topk").id, x, kk, axis, largest)
     kw: dict[str, Any] = {"dim": axis} if axis != -1 else {}
     if not largest:
         kw["largest"] = False
     if not sorted:
         kw["sorted"] = False
-    return call("torch.topk", x, int_scalar(k_in) if k_in is not None else k, **kw)
+    return call("torch.topk", x, kk, **kw)
 
 
 def _sort_kw(axis: int, descending: bool, stable: bool) -> dict[str, Any]:
@@ -323,6 +326,13 @@ def _msc_reduce_prod(x, dims, keepdim):
     return x
 
 
+def _msc_stable_topk(x, k, dim, largest):
+    """torch.topk with equal values in index order (ONNX TopK): a stable sort cut to k; the
+    result is sorted, which an unsorted topk allows."""
+    values, indices = torch.sort(x, dim=dim, descending=largest, stable=True)
+    return values.narrow(dim, 0, k), indices.narrow(dim, 0, k)
+
+
 def _msc_arg_last(x, dim, keepdim, largest):
     """Index of the last max (or min) along ``dim``."""
     n = x.shape[dim]
@@ -368,5 +378,11 @@ def _msc_reduce(x, op, axes, keepdim, noop=False):
 
 
 runtime_helpers(
-    _msc_cumprod, _msc_cumsum, _msc_reduce_prod, _msc_arg_last, _msc_extreme, _msc_reduce
+    _msc_cumprod,
+    _msc_cumsum,
+    _msc_reduce_prod,
+    _msc_stable_topk,
+    _msc_arg_last,
+    _msc_extreme,
+    _msc_reduce,
 )

@@ -263,9 +263,18 @@ def gather(e: NodeEmit, x: Arg, indices: Arg, *, axis) -> ast.expr:
     return _index(x, {a: indices.expr})
 
 
+def _from_end(x: Arg, indices: Arg, axis: int, negative: bool) -> Any:
+    """Indices counted from the end where the node says they may be (torch.gather and
+    torch.scatter refuse a negative index): ``i + dim`` where ``i < 0``, at run time."""
+    c = indices.const
+    if not negative or (c is not None and (c >= 0).all()):
+        return indices
+    return expr("torch.where(i < 0, i + x.shape[a], i)", i=indices, x=x, a=const(axis))
+
+
 @emitter("gather_elements")
-def gather_elements(e: NodeEmit, x: Arg, indices: Arg, *, axis) -> ast.expr:
-    return call("torch.gather", x, axis, indices)
+def gather_elements(e: NodeEmit, x: Arg, indices: Arg, *, axis, negative_indices) -> ast.expr:
+    return call("torch.gather", x, axis, _from_end(x, indices, axis, negative_indices))
 
 
 @emitter("gather_nd")
@@ -274,7 +283,8 @@ def gather_nd(e: NodeEmit, x: Arg, indices: Arg, *, batch_dims) -> ast.expr:
 
 
 @emitter("scatter_elements")
-def scatter_elements(e, x, indices, updates, *, axis, reduction) -> ast.expr:
+def scatter_elements(e, x, indices, updates, *, axis, reduction, negative_indices) -> ast.expr:
+    indices = _from_end(x, indices, axis, negative_indices)
     if reduction == "none":
         return call("torch.scatter", x, axis, indices, updates)
     if reduction == "add":

@@ -57,11 +57,13 @@ from msc.ir import (
     structure,
     symexpr,
 )
-from msc.ir.attrs import infer_kind
+from msc.ir.attrs import infer_kind, normalize
 from msc.ir.builder import Builder
 from msc.ir.graph import dead_nodes
 from msc.ir.tensor import SUB_BYTE_BITS, Packed
 from msc.ir.types import ValueType, map_tensor
+from msc.ops import ONNX_SILENT_ATTRS
+from msc.ops import registry as OPS
 from msc.ops.custom import CUSTOM_OPS, custom_op
 from msc.ops.infer import InferError
 from msc.ops.schema import OpError
@@ -298,6 +300,31 @@ def _provenance(node: onnx.NodeProto) -> Provenance:
     return found if found is not None else Provenance("onnx", _op_label(node), node.name)
 
 
+def _recorded_attrs(node: onnx.NodeProto) -> dict[str, str]:
+    """The attribute values msc's ONNX codegen recorded on ``node`` (``msc.attr.<name>``,
+    JSON text), for the canonical attributes ONNX's op cannot hold."""
+    n = len("msc.attr.")
+    return {p.key[n:]: p.value for p in node.metadata_props if p.key.startswith("msc.attr.")}
+
+
+def _restore_attrs(op: str, attrs: Mapping[str, Any], recorded: dict[str, str]) -> dict:
+    """``attrs`` of a new ``op`` node with the recorded values of its ONNX-silent attributes
+    (``msc.ops.ONNX_SILENT_ATTRS``). The model is untrusted: a value that is not JSON, not of
+    the attribute's kind, or for an attribute the op does not list there is ignored."""
+    out = dict(attrs)
+    for name in ONNX_SILENT_ATTRS.get(op, ()):
+        if name not in recorded:
+            continue
+        kind = OPS.get(op).attrs[name].kind
+        try:
+            value = json.loads(recorded[name])
+            if type(normalize(kind, value)) is type(value):  # 1 is not a bool, nor [1] an ints
+                out[name] = value
+        except (ValueError, TypeError, RecursionError):
+            continue
+    return out
+
+
 def _restore_ranges(graph: Graph, ranges: dict[str, list]) -> None:
     """Give symbolic dims the ranges msc's ONNX codegen recorded (ONNX has no place for them)."""
 
@@ -392,6 +419,7 @@ class Ctx(Builder):
         super().__init__(node.name, _provenance(node))
         self._imp = imp
         self.node = node
+        self._recorded = _recorded_attrs(node)
         self.opset = opset
         self.name = node.name
 
@@ -499,6 +527,8 @@ class Ctx(Builder):
         output_names: Sequence[str | None] | None = None,
     ) -> Node:
         ins = [None if x is None else self.value(x) for x in inputs]
+        if self._recorded:
+            attrs = _restore_attrs(op, attrs or {}, self._recorded)
         return super().add(op, ins, attrs, output_names)
 
     def ops(self, op: str, *inputs: Operand, **attrs: Any) -> tuple[Value, ...]:

@@ -119,8 +119,10 @@ def cumprod(ctx: Ctx, x, axis, *, exclusive=0, reverse=0):
     return ctx.op("flip", y, axes=[a]) if reverse else y
 
 
+# ONNX TopK puts the lower index first among equal values (every opset says so).
 def _topk(ctx: Ctx, x, k: int, axis: int, largest: int, sorted_: int):
-    v, i = ctx.ops("topk", x, k=k, axis=axis, largest=bool(largest), sorted=bool(sorted_))
+    attrs = {"axis": axis, "largest": bool(largest), "sorted": bool(sorted_), "stable": True}
+    v, i = ctx.ops("topk", x, k=k, **attrs)
     return [v, i]
 
 
@@ -133,7 +135,7 @@ def topk_1(ctx: Ctx, X, *, k, axis=-1):  # noqa: N803
 def topk(ctx: Ctx, X, K, *, axis=-1, largest=1, sorted=1):  # noqa: N803, A002
     if ctx.known(K) is None:
         k = ctx.int_input(K)
-        attrs = {"axis": axis, "largest": bool(largest), "sorted": bool(sorted)}
+        attrs = {"axis": axis, "largest": bool(largest), "sorted": bool(sorted), "stable": True}
         return list(ctx.ops("topk", X, k, k=None, **attrs))
     return _topk(ctx, X, int(ctx.scalar(K, "k")), axis, largest, sorted)
 

@@ -207,6 +207,16 @@ def _indices(ctx: Ctx, indices, dim):
     return indices
 
 
+def _elements_indices(ctx: Ctx, data, indices, axis) -> tuple:
+    """GatherElements/ScatterElements indices (constant negatives resolved), and whether they
+    may still be negative (ONNX allows [-dim, dim)): the canonical ``negative_indices``, so
+    only run-time (or unresolvable) indices are wrapped, by the codegens, at run time."""
+    if ctx.known(indices) is None:
+        return indices, True
+    idx = _indices(ctx, indices, ctx.shape(data)[axis])
+    return idx, bool((ctx.known(idx) < 0).any())
+
+
 @converter("Gather", since=1)
 def gather(ctx: Ctx, data, indices, *, axis=0):
     dim = ctx.shape(data)[axis]
@@ -215,8 +225,8 @@ def gather(ctx: Ctx, data, indices, *, axis=0):
 
 @converter("GatherElements", since=11)
 def gather_elements(ctx: Ctx, data, indices, *, axis=0):
-    dim = ctx.shape(data)[axis]
-    return ctx.op("gather_elements", data, _indices(ctx, indices, dim), axis=axis)
+    idx, negative = _elements_indices(ctx, data, indices, axis)
+    return ctx.op("gather_elements", data, idx, axis=axis, negative_indices=negative)
 
 
 @converter("GatherND", since=11)
@@ -226,14 +236,21 @@ def gather_nd(ctx: Ctx, data, indices, *, batch_dims=0):
 
 @converter("Scatter", since=9)
 def scatter(ctx: Ctx, data, indices, updates, *, axis=0):
-    return ctx.op("scatter_elements", data, indices, updates, axis=axis)
+    return scatter_elements(ctx, data, indices, updates, axis=axis)
 
 
 @converter("ScatterElements", since=11)
 def scatter_elements(ctx: Ctx, data, indices, updates, *, axis=0, reduction="none"):
-    dim = ctx.shape(data)[axis]
-    idx = _indices(ctx, indices, dim)
-    return ctx.op("scatter_elements", data, idx, updates, axis=axis, reduction=reduction)
+    idx, negative = _elements_indices(ctx, data, indices, axis)
+    return ctx.op(
+        "scatter_elements",
+        data,
+        idx,
+        updates,
+        axis=axis,
+        reduction=reduction,
+        negative_indices=negative,
+    )
 
 
 @converter("ScatterND", since=11)
