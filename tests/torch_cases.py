@@ -273,6 +273,11 @@ def _cases() -> list[OpCase]:
     add("avg_pool1d", nn.AvgPool1d(3, 2), r(2, 3, 10))
     add("avg_pool2d", nn.AvgPool2d(3, 2, padding=1, count_include_pad=False), img)
     add("avg_pool3d", nn.AvgPool3d(2), r(1, 2, 4, 4, 4))
+    # ceil_mode with a window wider than the input (EfficientNet's pooler), and one whose
+    # last window runs past the end
+    add("avg_pool2d_ceil_wide", nn.AvgPool2d(7, ceil_mode=True), r(1, 3, 2, 3))
+    add("avg_pool2d_ceil_tail", nn.AvgPool2d(4, 3, ceil_mode=True), r(1, 3, 5, 5))
+    add("max_pool2d_ceil_wide", nn.MaxPool2d(7, ceil_mode=True), r(1, 3, 2, 3))
     add("adaptive_avg_pool1d", nn.AdaptiveAvgPool1d(4), r(2, 3, 10))
     add("adaptive_avg_pool2d", nn.AdaptiveAvgPool2d((3, 2)), img)
     add("adaptive_avg_pool2d_global", nn.AdaptiveAvgPool2d(1), img)

@@ -142,12 +142,16 @@ def pool_out(
             return None  # the last-window rule depends on the size's value
         return conv_out(size, k, stride, pad_begin + pad_end, dilation)
     num = size + pad_begin + pad_end - span  # type: ignore[operator]
-    if num < 0:
-        raise InferError(f"pool window {span} is larger than padded size")
     if not ceil:
+        if num < 0:
+            raise InferError(f"pool window {span} is larger than padded size")
         return num // stride + 1
+    # With ceil_mode a window may run past the end (EfficientNet's pooler: a window wider
+    # than the whole input), as long as one window starts inside: the last one is cut there.
     out = -(-num // stride) + 1
     # The last window must start inside the input or the begin padding (torch and ONNX agree).
     if (out - 1) * stride >= size + pad_begin:  # type: ignore[operator]
         out -= 1
+    if out < 1:
+        raise InferError(f"pool window {span} leaves no output of padded size")
     return out
