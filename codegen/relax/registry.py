@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
+import tvm
 from tvm import relax
 
 from msc.errors import Unsupported
@@ -38,7 +39,6 @@ __all__ = [
     "unsupported",
     "Emit",
     "Unsupported",
-    "static_only",
     "RELAX_DTYPE",
     "relax_dtype",
 ]
@@ -221,6 +221,64 @@ class Emit:
             raise Unsupported("loops are not available here")
         return self._loop(body, trip, cond, carried, carried_types, **kw)
 
+    # ------------------------------------------------------------ run-time shapes
+    def ints(self, t: relax.Expr, *valid: relax.Expr) -> list:
+        """The values of a 0-d or 1-d integer tensor as dims: ints when ``t`` is a constant,
+        else fresh symbolic dims bound to its run-time values (``tensor_to_shape``, then
+        ``match_cast``), which shapes, slices and aranges then take like any other dim.
+
+        Relax's shape ops trust their dims (a reshape to more elements than x has reads past
+        its buffer), so a run-time ``t`` must come with ``valid``: bool tensors, all true when
+        the values fit the op. Whether they are is matched in the same ``match_cast`` as a
+        leading 1, so the VM stops on a mismatch before any op uses the dims.
+
+        Raises:
+            Unsupported: ``t``'s length is not static (the number of dims must be).
+        """
+        if isinstance(t, tvm.ir.GenericConst):
+            return [int(v) for v in t.value.numpy().reshape(-1)]
+        shape = self.shape(t)
+        self.require(len(shape) <= 1, "a run-time shape / size input that is not 1-d")
+        n = shape[0] if shape else 1
+        self.require(isinstance(n, int), "a run-time shape / size input of run-time length")
+        if not valid:
+            raise AssertionError("a run-time shape needs its validity check")
+        t = self.emit(relax.op.reshape(self.int64(t), [n]))
+        bad = [self.emit(relax.op.sum(relax.op.astype(relax.op.logical_not(v), "int64")))
+               for v in valid]  # fmt: skip
+        total = bad[0]
+        for b in bad[1:]:
+            total = self.emit(relax.op.add(total, b))
+        ok = self.emit(relax.op.astype(relax.op.equal(total, self.const(0, "int64")), "int64"))
+        t = self.emit(relax.op.concat([self.emit(relax.op.reshape(ok, [1])), t], 0))
+        dims = [self._dim(None) for _ in range(n)]
+        one = tvm.tirx.IntImm("int64", 1)
+        self.bb.match_cast(self.emit(relax.op.tensor_to_shape(t)), relax.ShapeType([one, *dims]))
+        return dims
+
+    def check(self, *valid: relax.Expr) -> None:
+        """Stop at run time unless the bool tensors ``valid`` are all true (see ``ints``)."""
+        self.ints(self.emit(relax.op.zeros([0], "int64")), *valid)
+
+    def int64(self, t: relax.Expr) -> relax.Expr:
+        """``t`` as an int64 tensor."""
+        return t if self.dtype(t) == "int64" else self.emit(relax.op.astype(t, "int64"))
+
+    def sized(self, x: relax.Expr) -> relax.Expr:
+        """``x`` with a shape of fresh symbolic dims when Relax knows its rank only (a result
+        whose shape is computed at run time), so the ops after it can read its dims."""
+        if isinstance(x.ty.shape, relax.ShapeExpr):
+            return x
+        dims = [self._dim(None) for _ in range(int(x.ty.ndim))]
+        return self.bb.match_cast(x, relax.TensorType(dims, x.ty.dtype))
+
+    def shape_tensor(self, x: relax.Expr) -> relax.Expr:
+        """The shape of ``x`` as a 1-d int64 tensor (a constant when static)."""
+        dims = self.shape(x)
+        if all(isinstance(d, int) for d in dims):
+            return relax.const(np.asarray(dims, np.int64), "int64")
+        return self.emit(relax.op.shape_to_tensor(relax.op.shape_of(x)))
+
     def require(self, cond: bool, reason: str) -> None:
         if not cond:
             raise Unsupported(reason)
@@ -229,10 +287,3 @@ class Emit:
 EMITTERS = EmitterRegistry()
 emitter = EMITTERS
 unsupported = EMITTERS.unsupported
-
-
-def static_only(*runtime) -> None:
-    """Relax emitters take shapes, axes and sizes as constants: refuse a node whose value for
-    them is computed at run time (the canonical op's optional tensor input)."""
-    if any(r is not None for r in runtime):
-        raise Unsupported("an axes / shape / size input computed at run time")
