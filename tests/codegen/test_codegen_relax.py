@@ -6,6 +6,8 @@ forms.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 
@@ -447,6 +449,37 @@ ONNX_PREFIXES = (
     "test_affine_grid",
     "test_roialign",
 )
+# The cases of the ops that take a shape, sizes, axes, pads, repeats, k or limits as an input:
+# the case feeds it at run time, and so does the test (unless BOUND_INPUTS says otherwise).
+RUNTIME_PREFIXES = (
+    "test_reshape_",
+    "test_expand_",
+    "test_range_",
+    "test_slice",
+    "test_constantofshape",
+    "test_tile",
+    "test_resize_",
+    "test_upsample_",
+    "test_constant_pad",
+    "test_edge_pad",
+    "test_reflect_pad",
+    "test_wrap_pad",
+    "test_center_crop_pad",
+    "test_top_k",
+    "test_split_variable_parts",
+    "test_split_zero_size",
+    "test_squeeze",
+    "test_unsqueeze",
+    "test_onehot",
+    "test_tril",
+    "test_triu",
+    "test_cumsum",
+    "test_reduce_",
+    "test_blackmanwindow",
+    "test_hannwindow",
+    "test_hammingwindow",
+)
+_SCALES = "resize by scales computed at run time is refused: image.resize maps coordinates by "
 # Cases that do not run through Relax yet, with the reason (fails when one starts passing).
 EXPECTED_ONNX_FAILURES: dict[str, str] = {
     "test_loop11": "the body slices with starts computed at run time (the Relax slice emitter "
@@ -462,22 +495,79 @@ EXPECTED_ONNX_FAILURES: dict[str, str] = {
     "element differs), so the emitter refuses it",
     "test_roialign_mode_max": "vision.roi_align's max mode is not ONNX's (most elements "
     "differ), so the emitter refuses it",
+    **{
+        f"test_resize_downsample_scales_{m}": _SCALES + "the output / input size ratio, ONNX "
+        "by the scale, and these scales do not give whole sizes (bound, they are refused too)"
+        for m in (
+            "nearest",
+            "linear",
+            "linear_align_corners",
+            "cubic",
+            "cubic_align_corners",
+            "cubic_A_n0p5_exclude_outside",
+        )
+    },  # fmt: skip
+    **{
+        f"test_resize_{d}_{m}_antialias": "image.resize has no antialias"
+        for d, m in (
+            ("downsample_scales", "linear"),
+            ("downsample_sizes", "linear"),
+            ("downsample_scales", "cubic"),
+            ("downsample_sizes", "cubic"),
+        )
+    },  # fmt: skip
+    **{
+        f"test_resize_{d}_scales_linear_half_pixel_symmetric": "image.resize has no "
+        "half_pixel_symmetric coordinate transformation"
+        for d in ("downsample", "upsample")
+    },
+    **{
+        f"test_resize_tf_crop_and_resize{v}": "tf_crop_and_resize's region is not mapped onto "
+        "image.resize's roi"
+        for v in ("", "_extrapolation_value", "_axes_2_3", "_axes_3_2")
+    },
+    "test_top_k_uint64": "TVM's topk has no uint64 kernel",
+    **{
+        f"test_reduce_{m}_{b}": "TVM's max / min of bool has no identity value"
+        for m in ("max", "min")
+        for b in ("bool_inputs", "empty_set_bool")
+        if (m, b) != ("min", "empty_set_bool")
+    },
+    **{
+        f"test_reduce_{m}_empty_set": "Relax's max / min over an empty dim is not ONNX's "
+        "identity (-inf / inf)"
+        for m in ("max", "min")
+    },
 }
 
 
-# Inputs that set an output shape, bound as constants at import (Relax emitters take shapes
-# as constants), by case-name prefix.
-BOUND_INPUTS = {"test_affine_grid": ("size",)}
+# Inputs that Relax cannot take at run time, bound as constants at import, by case-name
+# prefix; each is refused when fed at run time (test_bound_inputs_are_needed), so the list
+# holds only what needs it.
+BOUND_INPUTS = {
+    # A reduction's result type says which dims it removes (or keeps as 1).
+    "test_reduce_": ("axes",),
+    # image.resize maps coordinates by the size ratio; only constant scales can be checked.
+    "test_resize_upsample_scales_": ("scales",),
+    "test_upsample_nearest": ("scales",),
+}
 
 
+@functools.cache
 def _onnx_cases() -> dict:
     from tests.onnx_cases import backend_cases
 
     return {
         c.name: c
         for c in backend_cases()
-        if c.name.startswith(ONNX_PREFIXES) and not c.name.endswith("_expanded")
+        if c.name.startswith(ONNX_PREFIXES + RUNTIME_PREFIXES) and "_expanded" not in c.name
     }
+
+
+def _bound_names(case) -> list[str]:
+    feeds = case.feeds()
+    names = [n for k, v in BOUND_INPUTS.items() if case.name.startswith(k) for n in v]
+    return [n for n in names if n in feeds]
 
 
 def _run_onnx_case(case) -> None:
@@ -485,8 +575,7 @@ def _run_onnx_case(case) -> None:
     from tests.frontend.test_onnx_conformance import to_numpy
 
     feeds = case.feeds()
-    names = [n for k, v in BOUND_INPUTS.items() if case.name.startswith(k) for n in v]
-    bound = {n: feeds[n] for n in names}
+    bound = {n: feeds[n] for n in _bound_names(case)}
     g = msc.from_onnx(case.model, constant_inputs=bound)
     f = cr.build(g)
     out = f(*[feeds[v.name] for v in g.inputs])
@@ -513,6 +602,18 @@ def test_onnx_backend_case(name: str) -> None:
     except Exception:
         return
     pytest.fail(f"{name} now runs through Relax; drop it from EXPECTED_ONNX_FAILURES ({reason})")
+
+
+@pytest.mark.parametrize(
+    "name", sorted(n for n, c in _onnx_cases().items() if _bound_names(c))
+)  # fmt: skip
+def test_bound_inputs_are_needed(name: str) -> None:
+    """Every case BOUND_INPUTS binds is refused, naming why, when the input is fed at run time."""
+    import msc
+    from msc.errors import UnsupportedOpsError
+
+    with pytest.raises(UnsupportedOpsError, match="computed at run time"):
+        cr.to_module(msc.from_onnx(_onnx_cases()[name].model))
 
 
 def _recurrent_model(op: str, layout: int, **attrs):
