@@ -482,8 +482,8 @@ RUNTIME_PREFIXES = (
 _SCALES = "resize by scales computed at run time is refused: image.resize maps coordinates by "
 # Cases that do not run through Relax yet, with the reason (fails when one starts passing).
 EXPECTED_ONNX_FAILURES: dict[str, str] = {
-    "test_loop11": "the body slices with starts computed at run time (the Relax slice emitter "
-    "takes constants), so its scan output has no static shape to stack into",
+    "test_loop11": "the body slices with starts computed at run time, so its scan output's "
+    "shape is symbolic, and the loop stacks scan outputs of static shape only",
     **{
         f"test_gridsample_volumetric_{m}_align_corners_{a}": "Relax's image.grid_sample is 2-d"
         for m in ("bilinear", "nearest")
