@@ -279,6 +279,32 @@ class Emit:
             return relax.const(np.asarray(dims, np.int64), "int64")
         return self.emit(relax.op.shape_to_tensor(relax.op.shape_of(x)))
 
+    def axes_hit(self, axes: relax.Expr, r: int) -> tuple[relax.Expr, relax.Expr]:
+        """Which of ``r`` dims the run-time 1-d ``axes`` name (negatives counted from the
+        end), as an [r] bool tensor, and a 0-d bool that each axis names one dim, once."""
+        i64 = "int64"
+        a = self.emit(relax.op.reshape(self.int64(axes), [-1]))
+        k = self.shape(a)[0]
+        self.require(isinstance(k, int), "run-time axes of run-time length")
+        a = self.emit(relax.op.where(relax.op.less(a, self.const(0, i64)),
+                                     relax.op.add(a, self.const(r, i64)), a))  # fmt: skip
+        dims = self.emit(relax.op.arange(0, r, 1, i64))
+        eq = self.emit(relax.op.equal(self.emit(relax.op.reshape(a, [k, 1])), dims))  # [k, r]
+        count = self.emit(relax.op.sum(relax.op.astype(eq, i64), [0]))  # [r]
+        hit = self.emit(relax.op.greater(count, self.const(0, i64)))
+        once = relax.op.equal(relax.op.sum(relax.op.astype(hit, i64)), self.const(k, i64))
+        return hit, self.emit(once)
+
+    def kept_dims(self, hit: relax.Expr, dims: relax.Expr, m: int) -> relax.Expr:
+        """The ``m`` entries of the 1-d ``dims`` where the bool ``hit`` is false, in order."""
+        i64 = "int64"
+        keep = self.emit(relax.op.astype(relax.op.logical_not(hit), i64))
+        pos = self.emit(relax.op.subtract(relax.op.cumsum(keep, 0), self.const(1, i64)))
+        rows = self.emit(relax.op.reshape(self.emit(relax.op.arange(0, m, 1, i64)), [m, 1]))
+        pick = relax.op.logical_and(relax.op.equal(rows, pos), relax.op.astype(keep, "bool"))
+        pick = self.emit(relax.op.astype(pick, i64))  # [m, r]: row i marks the i-th kept
+        return self.emit(relax.op.sum(relax.op.multiply(pick, dims), [1]))
+
     def require(self, cond: bool, reason: str) -> None:
         if not cond:
             raise Unsupported(reason)

@@ -75,17 +75,11 @@ def squeeze(e: Emit, x, axes_in=None, *, axes=None):
         return e.emit(R.squeeze(x, None if axes is None else list(axes)))
     # Run-time axes: the kept dims, in order, read out of x's shape into a reshape target.
     r = e.rank(x)
-    hit = _axes_hit(e, axes_in, r)  # [r] bool
-    keep = e.emit(R.astype(R.logical_not(hit), "int64"))
-    pos = e.emit(R.subtract(R.cumsum(keep, 0), e.const(1, "int64")))  # index among the kept
-    m = r - e.shape(axes_in)[0] if e.shape(axes_in) else r - 1
-    rows = e.emit(R.reshape(e.emit(R.arange(0, m, 1, "int64")), [m, 1]))
-    pick = e.emit(R.logical_and(R.equal(rows, pos), R.astype(keep, "bool")))  # [m, r]
+    hit, named = e.axes_hit(axes_in, r)
     have = e.shape_tensor(x)
-    dims = e.emit(R.sum(R.multiply(R.astype(pick, "int64"), have), [1]))
-    named = R.equal(R.sum(R.astype(hit, "int64")), e.const(r - m, "int64"))  # each in range, once
     ones = R.logical_or(R.logical_not(hit), R.equal(have, e.const(1, "int64")))
-    return e.emit(R.reshape(x, e.ints(dims, named, ones)))
+    m = r - (e.shape(axes_in)[0] if e.shape(axes_in) else 1)
+    return e.emit(R.reshape(x, e.ints(e.kept_dims(hit, have, m), named, ones)))
 
 
 @emitter("unsqueeze")
@@ -97,23 +91,13 @@ def unsqueeze(e: Emit, x, axes_in=None, *, axes):
     m = r + (e.shape(axes_in)[0] if e.shape(axes_in) else 1)
     if r == 0:
         return e.emit(R.reshape(x, [1] * m))
-    hit = _axes_hit(e, axes_in, m)
+    hit, named = e.axes_hit(axes_in, m)
     keep = e.emit(R.astype(R.logical_not(hit), "int64"))
     pos = e.emit(R.maximum(R.subtract(R.cumsum(keep, 0), e.const(1, "int64")), e.const(0, "int64")))
     dims = e.emit(
         R.where(hit, e.const(1, "int64"), R.take(e.shape_tensor(x), pos, axis=0, mode="clip"))
     )
-    named = R.equal(R.sum(R.astype(hit, "int64")), e.const(m - r, "int64"))  # each in range, once
     return e.emit(R.reshape(x, e.ints(dims, named)))
-
-
-def _axes_hit(e: Emit, axes_in, r: int):
-    """[r] bool: which of r dims the run-time axes (negatives counted from the end) name."""
-    a = e.int64(axes_in)
-    a = e.emit(R.reshape(a, [-1]))
-    a = e.emit(R.where(R.less(a, e.const(0, "int64")), R.add(a, e.const(r, "int64")), a))
-    eq = R.equal(e.emit(R.reshape(a, [-1, 1])), e.emit(R.arange(0, r, 1, "int64")))  # [k, r]
-    return e.emit(R.astype(R.max(R.astype(eq, "int8"), [0]), "bool"))
 
 
 @emitter("concat")

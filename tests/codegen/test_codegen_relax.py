@@ -545,8 +545,6 @@ EXPECTED_ONNX_FAILURES: dict[str, str] = {
 # prefix; each is refused when fed at run time (test_bound_inputs_are_needed), so the list
 # holds only what needs it.
 BOUND_INPUTS = {
-    # A reduction's result type says which dims it removes (or keeps as 1).
-    "test_reduce_": ("axes",),
     # image.resize maps coordinates by the size ratio; only constant scales can be checked.
     "test_resize_upsample_scales_": ("scales",),
     "test_upsample_nearest": ("scales",),
@@ -957,6 +955,27 @@ RUNTIME_FORMS = {
         _rt_model("CumSum", [("x", _F, [2, 3]), ("a", _L, [])], exclusive=1, reverse=1),
         [{"x": f32(2, 3), "a": _i64(a)[0]} for a in (0, 1, -1)],
     ),
+    **{
+        f"{op.lower()}_keepdims{keep}": (
+            _rt_model(op, [("x", _F, [2, 3, 4]), ("a", _L, [2])], keepdims=keep),
+            [{"x": _X234, "a": _i64(0, 2)}, {"x": _X234, "a": _i64(-1, 1)},
+             {"x": _X234, "a": _i64(1, 0)}],
+        )
+        for op, keep in (("ReduceSum", 1), ("ReduceMean", 0), ("ReduceMax", 0),
+                         ("ReduceLogSumExp", 1), ("ReduceL2", 0))
+    },
+    **{
+        f"reducesumsquare_empty_axes_noop{noop}": (  # no axes: x squared, or the whole sum
+            _rt_model("ReduceSumSquare", [("x", _F, [2, 3, 4]), ("a", _L, [0])],
+                      noop_with_empty_axes=noop),
+            [{"x": _X234, "a": _i64()}],
+        )
+        for noop in (1, 0)
+    },
+    "reducesum_empty_dim": (
+        _rt_model("ReduceSum", [("x", _F, [2, 0, 4]), ("a", _L, [1])], keepdims=1),
+        [{"x": f32(2, 0, 4), "a": _i64(1)}, {"x": f32(2, 0, 4), "a": _i64(0)}],
+    ),
     "resize_sizes": (
         _rt_model("Resize", [("x", _F, [1, 1, 3, 4]), ("", _F, None), ("", _F, None),
                              ("s", _L, [4])], mode="linear"),
@@ -1047,6 +1066,8 @@ RUNTIME_MISFITS = [
     ("cumsum_exclusive_reverse", {"a": _i64(2)[0]}),
     ("resize_sizes", {"s": _i64(2, 1, 6, 8)}),
     ("affine_grid", {"s": _i64(3, 1, 3, 4)}),
+    ("reducesum_keepdims1", {"a": _i64(1, 1)}),  # one dim named twice
+    ("reducemean_keepdims0", {"a": _i64(0, 3)}),
 ]
 
 
@@ -1060,11 +1081,13 @@ def test_runtime_shape_that_does_not_fit_is_refused_at_run_time(name, bad) -> No
         f(*[feeds[v.name] for v in g.inputs])
 
 
-def test_reduction_over_runtime_axes_is_refused_naming_the_node() -> None:
+def test_resize_by_runtime_scales_is_refused_naming_the_node() -> None:
     import msc
     from msc.errors import UnsupportedOpsError
 
-    model = _rt_model("ReduceSum", [("x", _F, [2, 3]), ("a", _L, [1])])
-    with pytest.raises(UnsupportedOpsError, match="reduction axes computed at run time") as err:
+    model = _drop_empty_inputs(
+        _rt_model("Resize", [("x", _F, [1, 1, 3, 4]), ("", _F, None), ("s", _F, [4])])
+    )
+    with pytest.raises(UnsupportedOpsError, match="resize by scales computed at run time") as err:
         cr.to_module(msc.from_onnx(model))
-    assert [o.op for o in err.value.ops] == ["reduce_sum"]
+    assert [o.op for o in err.value.ops] == ["resize"]
