@@ -329,12 +329,6 @@ def resize(
     exclude_outside=False, roi=None, extrapolation_value=0.0,
 ):  # fmt: skip
     e.require(roi_in is None, "a tf_crop_and_resize region computed at run time")
-    e.require(
-        scales_in is None,
-        "resize by scales computed at run time (image.resize maps coordinates by the output "
-        "/ input size ratio, ONNX by the scale; only for scales known when the module is "
-        "built can the two be checked to agree)",
-    )
     e.require(not antialias, "an antialiased resize (image.resize has no antialias)")
     e.require(roi is None, "a tf_crop_and_resize region (not mapped onto image.resize's roi)")
     e.require(not exclude_outside or mode == "cubic", "exclude_outside with a non-cubic mode")
@@ -351,6 +345,18 @@ def resize(
         lead = R.equal(R.strided_slice(t, [0], [0], [2]), have)  # N and C stay
         out = e.ints(t, lead, R.greater_equal(t, e.const(0, "int64")))[2:]
         e.require(len(out) == r - 2, "resize sizes not one per dim")
+    elif scales_in is not None:
+        # Run-time scales (every dim): ONNX maps coordinates through the scale, image.resize
+        # through out / in, which agree when each size times its scale is whole; checked at
+        # run time (the VM stops on other scales, as a constant one is refused when built).
+        t = e.emit(R.astype(scales_in, "float64"))
+        size = e.emit(R.multiply(R.astype(e.shape_tensor(x), "float64"), t))
+        whole = R.logical_and(
+            R.equal(R.floor(size), size), R.greater_equal(size, e.const(0.0, "float64"))
+        )
+        lead = R.equal(R.strided_slice(t, [0], [0], [2]), e.const(1.0, "float64"))  # N, C stay
+        out = e.ints(e.emit(R.astype(size, "int64")), whole, lead)[2:]
+        e.require(len(out) == r - 2, "resize scales not one per dim")
     else:
         out = list(e.out.shape[2:])
         e.require(all(isinstance(v, int) for v in out), "resize to a symbolic size")

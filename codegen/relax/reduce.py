@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from tvm import relax
 
-from codegen.relax.registry import Emit, Unsupported, emitter
+from codegen.relax.registry import Emit, emitter
 
 R = relax.op
 
@@ -168,36 +168,42 @@ emitter("max_dim")(_dim(R.max, R.argmax))
 emitter("min_dim")(_dim(R.min, R.argmin))
 
 
-def _cumsum(e: Emit, x, axis: int, exclusive: bool, reverse: bool):
+def _scan(e: Emit, fn, x, axis: int, exclusive: bool, reverse: bool):
     if reverse:
         x = e.emit(R.flip(x, axis))
-    y = e.emit(R.cumsum(x, axis, None, exclusive))
+    y = e.emit(fn(x, axis, None, exclusive))
     return e.emit(R.flip(y, axis)) if reverse else y
 
 
 @emitter("cumsum")
 def cumsum(e: Emit, x, axis_in=None, *, axis, exclusive=False, reverse=False):
     if axis_in is None:
-        return _cumsum(e, x, axis, exclusive, reverse)
-    # A run-time axis: the running sum along every dim, the one it names picked (the
-    # results share x's shape).
+        return _scan(e, R.cumsum, x, axis, exclusive, reverse)
+    return _along_runtime_axis(
+        e, x, axis_in, lambda d: _scan(e, R.cumsum, x, d, exclusive, reverse)
+    )
+
+
+def _along_runtime_axis(e: Emit, x, axis_in, scan):
+    """``scan(d)`` (a result of x's shape) along the dim a run-time axis names: the scan along
+    every dim, the one it names picked (checked to be one of x's dims)."""
     r = e.rank(x)
     a = e.emit(R.reshape(e.int64(axis_in), []))
     a = e.emit(R.where(R.less(a, e.const(0, "int64")), R.add(a, e.const(r, "int64")), a))
     e.check(R.logical_and(R.greater_equal(a, e.const(0, "int64")), R.less(a, e.const(r, "int64"))))
-    out = _cumsum(e, x, r - 1, exclusive, reverse)
+    out = scan(r - 1)
     for d in range(r - 1):
-        y = _cumsum(e, x, d, exclusive, reverse)
-        out = e.emit(R.where(R.equal(a, e.const(d, "int64")), y, out))
+        out = e.emit(R.where(R.equal(a, e.const(d, "int64")), scan(d), out))
     return out
 
 
 @emitter("cumprod")
 def cumprod(e: Emit, x, axis_in=None, *, axis, exclusive=False, reverse=False):
     if axis_in is not None:
-        raise Unsupported("cumprod along an axis computed at run time")
+        scan = lambda d: _scan(e, R.cumprod, x, d, exclusive, reverse)  # noqa: E731
+        return _along_runtime_axis(e, x, axis_in, scan)
     if exclusive or reverse:
-        raise Unsupported("cumprod: exclusive / reverse")
+        return _scan(e, R.cumprod, x, axis, exclusive, reverse)
     return e.emit(R.cumprod(x, axis, None))
 
 

@@ -474,12 +474,12 @@ RUNTIME_PREFIXES = (
     "test_tril",
     "test_triu",
     "test_cumsum",
+    "test_cumprod",
     "test_reduce_",
     "test_blackmanwindow",
     "test_hannwindow",
     "test_hammingwindow",
 )
-_SCALES = "resize by scales computed at run time is refused: image.resize maps coordinates by "
 # Cases that do not run through Relax yet, with the reason (fails when one starts passing).
 EXPECTED_ONNX_FAILURES: dict[str, str] = {
     "test_loop11": "the body slices with starts computed at run time, so its scan output's "
@@ -496,8 +496,9 @@ EXPECTED_ONNX_FAILURES: dict[str, str] = {
     "test_roialign_mode_max": "vision.roi_align's max mode is not ONNX's (most elements "
     "differ), so the emitter refuses it",
     **{
-        f"test_resize_downsample_scales_{m}": _SCALES + "the output / input size ratio, ONNX "
-        "by the scale, and these scales do not give whole sizes (bound, they are refused too)"
+        f"test_resize_downsample_scales_{m}": "these scales do not give whole sizes, where "
+        "image.resize (coordinates mapped by the output / input size ratio) would differ from "
+        "ONNX (by the scale): the VM stops at the run-time check (bound, they are refused)"
         for m in (
             "nearest",
             "linear",
@@ -542,13 +543,9 @@ EXPECTED_ONNX_FAILURES: dict[str, str] = {
 
 
 # Inputs that Relax cannot take at run time, bound as constants at import, by case-name
-# prefix; each is refused when fed at run time (test_bound_inputs_are_needed), so the list
-# holds only what needs it.
-BOUND_INPUTS = {
-    # image.resize maps coordinates by the size ratio; only constant scales can be checked.
-    "test_resize_upsample_scales_": ("scales",),
-    "test_upsample_nearest": ("scales",),
-}
+# prefix; each must be refused when fed at run time (test_bound_inputs_are_needed), so the
+# list holds only what needs it: nothing today, every case above feeds every input.
+BOUND_INPUTS: dict[str, tuple[str, ...]] = {}
 
 
 @functools.cache
@@ -602,16 +599,15 @@ def test_onnx_backend_case(name: str) -> None:
     pytest.fail(f"{name} now runs through Relax; drop it from EXPECTED_ONNX_FAILURES ({reason})")
 
 
-@pytest.mark.parametrize(
-    "name", sorted(n for n, c in _onnx_cases().items() if _bound_names(c))
-)  # fmt: skip
-def test_bound_inputs_are_needed(name: str) -> None:
+def test_bound_inputs_are_needed() -> None:
     """Every case BOUND_INPUTS binds is refused, naming why, when the input is fed at run time."""
     import msc
     from msc.errors import UnsupportedOpsError
 
-    with pytest.raises(UnsupportedOpsError, match="computed at run time"):
-        cr.to_module(msc.from_onnx(_onnx_cases()[name].model))
+    for case in _onnx_cases().values():
+        if _bound_names(case):
+            with pytest.raises(UnsupportedOpsError, match="computed at run time"):
+                cr.to_module(msc.from_onnx(case.model))
 
 
 def _recurrent_model(op: str, layout: int, **attrs):
@@ -850,7 +846,7 @@ def test_scan_axes_and_directions_against_onnxruntime(in_axis, in_dir, out_axis,
 
 
 # --------------------------------------------------------------- run-time shape inputs
-def _rt_model(op, inputs, n_out=1, **attrs):
+def _rt_model(op, inputs, n_out=1, opset=21, **attrs):
     """One ONNX node whose inputs are all graph inputs: (name, TensorProto type, shape)."""
     from onnx import helper as oh
 
@@ -860,7 +856,7 @@ def _rt_model(op, inputs, n_out=1, **attrs):
         [node], op.lower(), [oh.make_tensor_value_info(n, t, s) for n, t, s in inputs],
         [oh.make_empty_tensor_value_info(o) for o in outs],
     )  # fmt: skip
-    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 21)])
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", opset)])
     model.ir_version = 10
     return model
 
@@ -976,6 +972,16 @@ RUNTIME_FORMS = {
         _rt_model("ReduceSum", [("x", _F, [2, 0, 4]), ("a", _L, [1])], keepdims=1),
         [{"x": f32(2, 0, 4), "a": _i64(1)}, {"x": f32(2, 0, 4), "a": _i64(0)}],
     ),
+    "resize_scales": (
+        _rt_model("Resize", [("x", _F, [1, 1, 3, 4]), ("", _F, None), ("s", _F, [4])],
+                  mode="cubic"),
+        [{"x": f32(1, 1, 3, 4), "s": np.array([1, 1, 2, 0.5], np.float32)},
+         {"x": f32(1, 1, 3, 4), "s": np.array([1, 1, 1, 3], np.float32)}],
+    ),
+    "cumprod": (
+        _rt_model("CumProd", [("x", _F, [2, 3]), ("a", _L, [])], opset=26),
+        [{"x": f32(2, 3), "a": _i64(a)[0]} for a in (0, 1, -2)],
+    ),
     "resize_sizes": (
         _rt_model("Resize", [("x", _F, [1, 1, 3, 4]), ("", _F, None), ("", _F, None),
                              ("s", _L, [4])], mode="linear"),
@@ -1028,7 +1034,9 @@ def test_runtime_shape_input_against_onnx_reference(name: str) -> None:
             assert a.shape == b.shape and a.dtype == b.dtype, (name, feeds, a.shape, b.shape)
             np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6, err_msg=f"{name} {feeds}")
         shapes.add(tuple(got[0].shape))
-    if not name.startswith(("trilu", "cumsum")):  # their run-time input sets values only
+    if not name.startswith(
+        ("trilu", "cumsum", "cumprod", "reducesumsquare_empty")
+    ):  # their run-time input sets values only
         assert len(shapes) == len(feed_sets), f"{name}: the output shape did not follow the input"
 
 
@@ -1067,6 +1075,9 @@ RUNTIME_MISFITS = [
     ("resize_sizes", {"s": _i64(2, 1, 6, 8)}),
     ("affine_grid", {"s": _i64(3, 1, 3, 4)}),
     ("reducesum_keepdims1", {"a": _i64(1, 1)}),  # one dim named twice
+    ("resize_scales", {"s": np.array([1, 1, 1.5, 2], np.float32)}),  # 3 x 1.5 is not whole
+    ("resize_scales", {"s": np.array([2, 1, 2, 2], np.float32)}),  # N scaled
+    ("cumprod", {"a": _i64(-3)[0]}),
     ("reducemean_keepdims0", {"a": _i64(0, 3)}),
 ]
 
@@ -1079,15 +1090,3 @@ def test_runtime_shape_that_does_not_fit_is_refused_at_run_time(name, bad) -> No
     feeds = {**feed_sets[0], **bad}
     with pytest.raises(Exception, match="match_cast"):
         f(*[feeds[v.name] for v in g.inputs])
-
-
-def test_resize_by_runtime_scales_is_refused_naming_the_node() -> None:
-    import msc
-    from msc.errors import UnsupportedOpsError
-
-    model = _drop_empty_inputs(
-        _rt_model("Resize", [("x", _F, [1, 1, 3, 4]), ("", _F, None), ("s", _F, [4])])
-    )
-    with pytest.raises(UnsupportedOpsError, match="resize by scales computed at run time") as err:
-        cr.to_module(msc.from_onnx(model))
-    assert [o.op for o in err.value.ops] == ["resize"]
