@@ -153,8 +153,9 @@ def slice_(e: Emit, x, *runtime, starts, ends, axes, steps=()):
 
 def _runtime_slice(e: Emit, x, starts_in, ends_in, axes_in, steps_in, *, starts, ends, axes,
                    steps):  # fmt: skip
-    """dynamic_strided_slice takes a begin, end and stride for every dim: the given ones are
-    scattered onto the whole-dim defaults (0, the dim, 1) at their axes."""
+    """Bounds read at run time: scattered onto every dim's defaults (0, the dim, 1), clamped
+    as Python's slices are, and each sliced dim read by a gather of start + i * step for i below its
+    length (dynamic_strided_slice overflows on extreme bounds into negative or huge dims)."""
     r = e.rank(x)
     i64 = "int64"
 
@@ -163,20 +164,43 @@ def _runtime_slice(e: Emit, x, starts_in, ends_in, axes_in, steps_in, *, starts,
             return e.emit(R.reshape(e.int64(t), [-1]))
         return e.const(np.asarray(values, np.int64), i64)
 
+    def c(v):
+        return e.const(v, i64)
+
     begin, end = given(starts_in, starts), given(ends_in, ends)
     n = e.shape(begin)[0]
     e.require(isinstance(n, int), "slice bounds of run-time length")
     where = given(axes_in, list(range(n)) if axes is None else axes)
-    where = e.emit(R.where(R.less(where, e.const(0, i64)), R.add(where, e.const(r, i64)), where))
+    known = where.value.numpy().tolist() if isinstance(where, tvm.ir.GenericConst) else None
+    where = e.emit(R.where(R.less(where, c(0)), R.add(where, c(r)), where))
+    in_range = R.logical_and(R.greater_equal(where, c(0)), R.less(where, c(r)))
     step = given(steps_in, list(steps) or [1] * n)
-    if steps_in is not None:
-        e.check(R.not_equal(step, e.const(0, i64)))
-    full_begin = R.scatter_elements(e.const(np.zeros(r, np.int64), i64), where, begin, 0)
-    full_end = R.scatter_elements(e.shape_tensor(x), where, end, 0)
-    full_step = R.scatter_elements(e.const(np.ones(r, np.int64), i64), where, step, 0)
-    out = e.emit(R.dynamic_strided_slice(x, e.emit(full_begin), e.emit(full_end),
-                                         e.emit(full_step)))  # fmt: skip
-    return e.sized(out)
+    valid = [e.emit(in_range), e.emit(R.not_equal(step, c(0)))]
+    where = e.emit(R.clip(where, 0, r - 1))  # in range whatever the check says
+    dims = e.shape_tensor(x)
+    b = R.scatter_elements(e.const(np.zeros(r, np.int64), i64), where, begin, 0)
+    t = R.scatter_elements(dims, where, end, 0)
+    st = R.scatter_elements(e.const(np.ones(r, np.int64), i64), where, step, 0)
+    st = e.emit(R.clip(e.emit(st), -(2**62), 2**62))  # |step| past any dim acts alike
+    st = e.emit(R.where(R.equal(st, c(0)), c(1), st))  # a 0 (refused below) divides nothing
+    up = e.emit(R.greater(st, c(0)))
+    last = e.emit(R.subtract(dims, c(1)))
+    b = e.emit(R.where(R.less(b, c(0)), R.add(b, dims), b))
+    t = e.emit(R.where(R.less(t, c(0)), R.add(t, dims), t))
+    lo, hi = e.emit(R.where(up, c(0), c(-1))), e.emit(R.where(up, dims, last))
+    b = e.emit(R.minimum(R.maximum(b, lo), hi))  # Python's clamping, as canonical slice
+    t = e.emit(R.minimum(R.maximum(t, lo), hi))
+    span = e.emit(R.subtract(t, b))
+    length = R.where(up, R.floor_divide(R.add(span, R.subtract(st, c(1))), st),
+                     R.floor_divide(R.add(span, R.add(st, c(1))), st))  # fmt: skip
+    length = e.emit(R.maximum(length, c(0)))
+    sizes = e.ints(length, *valid)
+    for d in range(r) if known is None else sorted({a % r for a in known}):
+        start = e.emit(R.take(b, c(d), axis=0))
+        stride = e.emit(R.take(st, c(d), axis=0))
+        idx = e.emit(R.add(R.multiply(e.emit(R.arange(0, sizes[d], 1, i64)), stride), start))
+        x = e.emit(R.take(x, idx, axis=d, mode="clip"))
+    return x
 
 
 @emitter("tile")
@@ -220,10 +244,9 @@ _PAD_MODES = {"constant": "constant", "reflect": "reflect", "edge": "replicate",
 @emitter("pad")
 def pad(e: Emit, x, pads_in=None, value_in=None, *, pads, mode="constant", value=0.0):
     e.require(mode in _PAD_MODES, f"pad mode {mode!r}")
-    if pads_in is not None or value_in is not None:
+    if pads_in is not None or (value_in is not None and mode == "constant"):
         return _runtime_pad(e, x, pads_in, value_in, pads=pads, mode=mode, value=value)
     n = len(pads) // 2
-    modes = _PAD_MODES
     if any(p < 0 for p in pads):  # a negative pad crops: slice first, then pad the rest
         crop = [a for a in range(n) if pads[a] < 0 or pads[n + a] < 0]
         shape = e.shape(x)
@@ -236,25 +259,27 @@ def pad(e: Emit, x, pads_in=None, value_in=None, *, pads, mode="constant", value
         if not any(pads):
             return x
     width = [int(v) for i in range(n) for v in (pads[i], pads[n + i])]
-    return e.emit(R.nn.pad(x, width, modes[mode], value))
+    return e.emit(R.nn.pad(x, width, _PAD_MODES[mode], value))
 
 
 def _runtime_pad(e: Emit, x, pads_in, value_in, *, pads, mode, value):
     """Pads (or a fill value) read at run time: nn.pad takes constants, so each dim is read
     through a gather of x at the padded positions' source indices (clamped, reflected or
-    wrapped by the mode); a constant pad fills the positions outside x. A negative pad
-    crops the same way."""
+    wrapped by the mode; for a constant pad, x with one fill element appended, at its index
+    outside x). A negative pad crops the same way."""
     r = e.rank(x)
     if pads_in is None:
         width = list(pads)
-    else:  # every padded size at least 0; reflect and wrap read a dim of at least 1
+    else:  # every padded size at least 0; edge, reflect and wrap read a dim of at least 1
         t = e.int64(pads_in)
         e.require(e.shape(t) == [2 * r], "pads not two per dim")
-        sizes = R.add(R.add(e.shape_tensor(x), R.strided_slice(t, [0], [0], [r])),
-                      R.strided_slice(t, [0], [r], [2 * r]))  # fmt: skip
-        valid = [R.greater_equal(sizes, e.const(0, "int64"))]
-        if mode in ("reflect", "wrap"):
-            valid.append(R.greater(e.shape_tensor(x), e.const(0, "int64")))
+        head = e.emit(R.strided_slice(t, [0], [0], [r]))
+        tail = e.emit(R.strided_slice(t, [0], [r], [2 * r]))
+        zero = e.const(0, "int64")
+        valid = [R.greater_equal(R.add(R.add(e.shape_tensor(x), head), tail), zero)]
+        if mode != "constant":  # a dim padded by them is not empty
+            still = R.logical_and(R.equal(head, zero), R.equal(tail, zero))
+            valid.append(R.logical_or(R.greater(e.shape_tensor(x), zero), still))
         width = e.ints(t, *valid)
     e.require(len(width) == 2 * r, "pads not two per dim")
     fill = value_in if value_in is not None else e.const(value, e.dtype(x))
@@ -273,21 +298,21 @@ def _runtime_pad(e: Emit, x, pads_in, value_in, *, pads, mode, value):
         one = e.const(1, i64)
         last = e.emit(R.maximum(R.subtract(size, one), zero))
         idx = e.emit(R.arange(-before, n + after, 1, i64))  # source index of each position
-        if mode == "reflect":
+        if mode == "constant":
+            block = list(e.shape(x))
+            block[a] = 1
+            x = e.emit(R.concat([x, e.emit(R.broadcast_to(fill, block))], a))
+            inside = R.logical_and(R.greater_equal(idx, zero), R.less(idx, size))
+            src = e.emit(R.where(inside, idx, size))  # outside: the fill at index n
+        elif mode == "reflect":
             period = e.emit(R.maximum(R.add(last, last), one))
             j = e.emit(R.floor_mod(idx, period))
             src = e.emit(R.where(R.greater_equal(j, size), R.subtract(period, j), j))
         elif mode == "wrap":
-            src = e.emit(R.floor_mod(idx, size))
+            src = e.emit(R.floor_mod(idx, R.maximum(size, one)))
         else:
             src = e.emit(R.minimum(R.maximum(idx, zero), last))
-        y = e.emit(R.take(x, src, axis=a, mode="clip"))
-        if mode == "constant":
-            inside = R.logical_and(R.greater_equal(idx, zero), R.less(idx, size))
-            shape = [1] * r
-            shape[a] = -1
-            y = e.emit(R.where(R.reshape(e.emit(inside), shape), y, fill))
-        x = y
+        x = e.emit(R.take(x, src, axis=a, mode="clip"))
     return x
 
 

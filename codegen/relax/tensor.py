@@ -28,7 +28,8 @@ def range_(e: Emit, start, limit, delta):
     # then start + i * delta.
     f64 = [e.emit(R.astype(v, "float64")) for v in (start, limit, delta)]
     count = e.emit(R.ceil(R.divide(R.subtract(f64[1], f64[0]), f64[2])))
-    finite = R.isfinite(count)  # a zero delta (or an infinite bound) has no length
+    # A zero delta (or an infinite bound) has no length, nor has one past int64.
+    finite = R.logical_and(R.isfinite(count), R.less_equal(count, e.const(2.0**62, "float64")))
     none = e.const(0.0, "float64")
     count = e.emit(R.where(finite, R.maximum(count, none), none))
     (length,) = e.ints(e.emit(R.astype(count, "int64")), finite)

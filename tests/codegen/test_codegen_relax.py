@@ -901,6 +901,13 @@ RUNTIME_FORMS = {
          {"x": f32(4, 5), "b": _i64(-1, 9), "e": _i64(-2**63, -9), "a": _i64(-1, 0),
           "s": _i64(-1, -2)}],
     ),
+    **{
+        f"pad_empty_{mode}": (  # a dim of size 0: constant fills it, edge leaves it be
+            _rt_model("Pad", [("x", _F, [2, 0]), ("p", _L, [4])], mode=mode),
+            [{"x": f32(2, 0), "p": _i64(*first)}, {"x": f32(2, 0), "p": _i64(0, 0, 1, 0)}],
+        )
+        for mode, first in (("constant", (1, 2, 0, 1)), ("edge", (1, 0, 2, 0)))
+    },
     "tile": (
         _rt_model("Tile", [("x", _F, [2, 3]), ("r", _L, [2])]),
         [{"x": f32(2, 3), "r": _i64(2, 1)}, {"x": f32(2, 3), "r": _i64(1, 3)},
@@ -1053,6 +1060,32 @@ def test_runtime_negative_pads_crop(mode: str) -> None:
     np.testing.assert_array_equal(got, want)
 
 
+_MIN, _MAX, _HUGE = -(2**63), 2**63 - 1, 2**62
+# Bounds and steps at the int64 extremes (dynamic_strided_slice turned some into negative or
+# huge dims): starts, ends, axes, steps.
+_EXTREME_SLICES = [
+    ((_MIN, _MAX), (_MAX, _MIN), (0, 1), (1, -1)),
+    ((-7, 4), (-7, -4), (1, 0), (-_HUGE, _HUGE)),
+    ((-7, _MIN), (3, _MIN), (-1, -2), (1, -1)),
+    ((9, _MIN), (-4, -7), (-1, -2), (-3, -3)),
+    ((4, -5), (-4, -7), (-1, -2), (_HUGE, -_HUGE)),
+    ((_MAX, _MAX), (_MIN, _MIN), (0, 1), (_MIN, -1)),
+    ((2, 1), (_MAX, _MAX), (1, 0), (_MAX, 2)),
+]
+
+
+@pytest.mark.parametrize("bounds", _EXTREME_SLICES, ids=range(len(_EXTREME_SLICES)))
+def test_runtime_slice_at_int64_extremes(bounds) -> None:
+    from onnx.reference import ReferenceEvaluator
+
+    f, g, model, feed_sets = _runtime_form("slice")
+    feeds = {"x": feed_sets[0]["x"], **{k: _i64(*v) for k, v in zip("beas", bounds)}}
+    want = ReferenceEvaluator(model).run(None, feeds)[0]
+    got = f(*[feeds[v.name] for v in g.inputs]).numpy()
+    assert got.shape == want.shape
+    np.testing.assert_array_equal(got, want)
+
+
 # A shape that does not fit the data stops the VM (Relax's shape ops trust their dims: a
 # reshape to more elements than x has would read past its buffer).
 RUNTIME_MISFITS = [
@@ -1071,6 +1104,8 @@ RUNTIME_MISFITS = [
     ("slice", {"s": _i64(0, 1)}),
     ("pad_constant", {"p": _i64(-2, 0, -2, 0)}),
     ("range_int", {"d": _i64(0)[0]}),
+    ("range_int", {"a": _i64(-(2**63))[0], "b": _i64(2**63 - 1)[0]}),  # past int64
+    ("pad_empty_edge", {"p": _i64(0, 1, 0, 0)}),  # edge of an empty dim
     ("cumsum_exclusive_reverse", {"a": _i64(2)[0]}),
     ("resize_sizes", {"s": _i64(2, 1, 6, 8)}),
     ("affine_grid", {"s": _i64(3, 1, 3, 4)}),
