@@ -16,6 +16,9 @@ decomposition in ``msc.ops.decompose``.
 # - Keyed by canonical op name; registering an op twice, or an op with both an emitter and a
 #   declared gap, is an error. A registry is an object; ``copy(without=...)`` scopes a test.
 # - Emitters never touch the msc graph; they only emit bindings through their ``Emit``.
+# - A shape, size or count computed at run time becomes dims only through ``Emit.ints``,
+#   matched together with a validity flag: Relax's shape ops trust their dims, so a value that
+#   does not fit stops the VM there, before any op reads memory by it.
 """
 
 from __future__ import annotations

@@ -16,6 +16,13 @@ torch = pytest.importorskip("torch", reason="torch is the reference of the op ta
 
 import codegen.relax as cr  # noqa: E402
 import tests.codegen.test_codegen_onnx_ops as table  # noqa: E402
+from tests.codegen.relax_runtime_cases import (  # noqa: E402
+    EXTREME_SLICES,
+    RUNTIME_FORMS,
+    RUNTIME_MISFITS,
+    drop_empty_inputs,
+    i64,
+)
 
 F = torch.nn.functional
 C, t, f32 = table.C, table.t, table.f32
@@ -846,179 +853,14 @@ def test_scan_axes_and_directions_against_onnxruntime(in_axis, in_dir, out_axis,
 
 
 # --------------------------------------------------------------- run-time shape inputs
-def _rt_model(op, inputs, n_out=1, opset=21, **attrs):
-    """One ONNX node whose inputs are all graph inputs: (name, TensorProto type, shape)."""
-    from onnx import helper as oh
-
-    outs = [f"y{i}" for i in range(n_out)]
-    node = oh.make_node(op, [n for n, _, _ in inputs], outs, **attrs)
-    graph = oh.make_graph(
-        [node], op.lower(), [oh.make_tensor_value_info(n, t, s) for n, t, s in inputs],
-        [oh.make_empty_tensor_value_info(o) for o in outs],
-    )  # fmt: skip
-    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", opset)])
-    model.ir_version = 10
-    return model
-
-
-def _i64(*v):
-    return np.array(v, np.int64)
-
-
-_F, _L = 1, 7  # TensorProto.FLOAT, TensorProto.INT64
-_X234 = f32(2, 3, 4)
-# One row per run-time form: the model, then feeds that give different output shapes from
-# one compiled function (so the shape is read at run time, not folded in).
-RUNTIME_FORMS = {
-    "reshape": (
-        _rt_model("Reshape", [("x", _F, [2, 3, 4]), ("s", _L, [3])]),
-        [{"x": _X234, "s": _i64(4, 3, 2)}, {"x": _X234, "s": _i64(-1, 2, 2)},
-         {"x": _X234, "s": _i64(0, -1, 1)}],
-    ),
-    "expand": (
-        _rt_model("Expand", [("x", _F, [3, 1]), ("s", _L, [3])]),
-        [{"x": f32(3, 1), "s": _i64(2, 3, 4)}, {"x": f32(3, 1), "s": _i64(1, 1, 1)}],
-    ),
-    "constantofshape": (
-        _rt_model("ConstantOfShape", [("s", _L, [2])]),
-        [{"s": _i64(2, 3)}, {"s": _i64(0, 5)}],
-    ),
-    "range_int": (
-        _rt_model("Range", [("a", _L, []), ("b", _L, []), ("d", _L, [])]),
-        [{"a": _i64(1)[0], "b": _i64(10)[0], "d": _i64(3)[0]},
-         {"a": _i64(10)[0], "b": _i64(1)[0], "d": _i64(-2)[0]},
-         {"a": _i64(4)[0], "b": _i64(4)[0], "d": _i64(1)[0]}],
-    ),
-    "range_float": (
-        _rt_model("Range", [("a", _F, []), ("b", _F, []), ("d", _F, [])]),
-        [{"a": np.float32(0.5), "b": np.float32(3.0), "d": np.float32(0.75)},
-         {"a": np.float32(2.0), "b": np.float32(-1.0), "d": np.float32(-1.5)}],
-    ),
-    "slice": (
-        _rt_model("Slice", [("x", _F, [4, 5]), ("b", _L, [2]), ("e", _L, [2]),
-                            ("a", _L, [2]), ("s", _L, [2])]),
-        [{"x": f32(4, 5), "b": _i64(1, 0), "e": _i64(3, 5), "a": _i64(0, 1), "s": _i64(1, 2)},
-         {"x": f32(4, 5), "b": _i64(-1, 9), "e": _i64(-2**63, -9), "a": _i64(-1, 0),
-          "s": _i64(-1, -2)}],
-    ),
-    **{
-        f"pad_empty_{mode}": (  # a dim of size 0: constant fills it, edge leaves it be
-            _rt_model("Pad", [("x", _F, [2, 0]), ("p", _L, [4])], mode=mode),
-            [{"x": f32(2, 0), "p": _i64(*first)}, {"x": f32(2, 0), "p": _i64(0, 0, 1, 0)}],
-        )
-        for mode, first in (("constant", (1, 2, 0, 1)), ("edge", (1, 0, 2, 0)))
-    },
-    "tile": (
-        _rt_model("Tile", [("x", _F, [2, 3]), ("r", _L, [2])]),
-        [{"x": f32(2, 3), "r": _i64(2, 1)}, {"x": f32(2, 3), "r": _i64(1, 3)},
-         {"x": f32(2, 3), "r": _i64(0, 2)}],
-    ),
-    **{
-        f"pad_{mode}": (
-            _rt_model("Pad", [("x", _F, [3, 4]), ("p", _L, [4]), ("v", _F, [])], mode=mode),
-            [{"x": f32(3, 4), "p": _i64(1, 2, 0, 1), "v": np.float32(-2.5)},
-             {"x": f32(3, 4), "p": _i64(0, 1, 2, 0), "v": np.float32(7.0)},
-             {"x": f32(3, 4), "p": _i64(2, 0, 0, 3), "v": np.float32(0.0)}],
-        )
-        for mode in ("constant", "reflect", "edge", "wrap")
-    },
-    **{
-        f"topk_{'largest' if big else 'smallest'}": (
-            _rt_model("TopK", [("x", _F, [3, 5]), ("k", _L, [1])], 2, largest=big),
-            [{"x": f32(3, 5), "k": _i64(1)}, {"x": f32(3, 5), "k": _i64(5)},
-             {"x": f32(3, 5), "k": _i64(0)}],
-        )
-        for big in (1, 0)
-    },
-    "split": (
-        _rt_model("Split", [("x", _F, [6, 2]), ("s", _L, [3])], 3),
-        [{"x": f32(6, 2), "s": _i64(1, 2, 3)}, {"x": f32(6, 2), "s": _i64(0, 6, 0)}],
-    ),
-    "squeeze": (
-        _rt_model("Squeeze", [("x", _F, [1, 3, 1, 2]), ("a", _L, [1])]),
-        [{"x": f32(1, 3, 1, 2), "a": _i64(0)}, {"x": f32(1, 3, 1, 2), "a": _i64(-2)}],
-    ),
-    "unsqueeze": (
-        _rt_model("Unsqueeze", [("x", _F, [3, 2]), ("a", _L, [2])]),
-        [{"x": f32(3, 2), "a": _i64(0, 3)}, {"x": f32(3, 2), "a": _i64(-1, 1)}],
-    ),
-    "onehot": (
-        _rt_model("OneHot", [("i", _L, [4]), ("d", _L, []), ("v", _F, [2])], axis=0),
-        [{"i": _i64(0, 2, -1, 1), "d": _i64(3)[0], "v": np.array([-1, 4], np.float32)},
-         {"i": _i64(0, 2, -1, 7), "d": _i64(5)[0], "v": np.array([0, 1], np.float32)}],
-    ),
-    **{
-        f"trilu_{'upper' if up else 'lower'}": (
-            _rt_model("Trilu", [("x", _F, [4, 5]), ("k", _L, [])], upper=up),
-            [{"x": f32(4, 5), "k": _i64(k)[0]} for k in (-1, 0, 2)],
-        )
-        for up in (1, 0)
-    },
-    "cumsum_exclusive_reverse": (
-        _rt_model("CumSum", [("x", _F, [2, 3]), ("a", _L, [])], exclusive=1, reverse=1),
-        [{"x": f32(2, 3), "a": _i64(a)[0]} for a in (0, 1, -1)],
-    ),
-    **{
-        f"{op.lower()}_keepdims{keep}": (
-            _rt_model(op, [("x", _F, [2, 3, 4]), ("a", _L, [2])], keepdims=keep),
-            [{"x": _X234, "a": _i64(0, 2)}, {"x": _X234, "a": _i64(-1, 1)},
-             {"x": _X234, "a": _i64(1, 0)}],
-        )
-        for op, keep in (("ReduceSum", 1), ("ReduceMean", 0), ("ReduceMax", 0),
-                         ("ReduceLogSumExp", 1), ("ReduceL2", 0))
-    },
-    **{
-        f"reducesumsquare_empty_axes_noop{noop}": (  # no axes: x squared, or the whole sum
-            _rt_model("ReduceSumSquare", [("x", _F, [2, 3, 4]), ("a", _L, [0])],
-                      noop_with_empty_axes=noop),
-            [{"x": _X234, "a": _i64()}],
-        )
-        for noop in (1, 0)
-    },
-    "reducesum_empty_dim": (
-        _rt_model("ReduceSum", [("x", _F, [2, 0, 4]), ("a", _L, [1])], keepdims=1),
-        [{"x": f32(2, 0, 4), "a": _i64(1)}, {"x": f32(2, 0, 4), "a": _i64(0)}],
-    ),
-    "resize_scales": (
-        _rt_model("Resize", [("x", _F, [1, 1, 3, 4]), ("", _F, None), ("s", _F, [4])],
-                  mode="cubic"),
-        [{"x": f32(1, 1, 3, 4), "s": np.array([1, 1, 2, 0.5], np.float32)},
-         {"x": f32(1, 1, 3, 4), "s": np.array([1, 1, 1, 3], np.float32)}],
-    ),
-    "cumprod": (
-        _rt_model("CumProd", [("x", _F, [2, 3]), ("a", _L, [])], opset=26),
-        [{"x": f32(2, 3), "a": _i64(a)[0]} for a in (0, 1, -2)],
-    ),
-    "resize_sizes": (
-        _rt_model("Resize", [("x", _F, [1, 1, 3, 4]), ("", _F, None), ("", _F, None),
-                             ("s", _L, [4])], mode="linear"),
-        [{"x": f32(1, 1, 3, 4), "s": _i64(1, 1, 6, 8)},
-         {"x": f32(1, 1, 3, 4), "s": _i64(1, 1, 2, 3)}],
-    ),
-    "affine_grid": (
-        _rt_model("AffineGrid", [("t", _F, [2, 2, 3]), ("s", _L, [4])], align_corners=0),
-        [{"t": f32(2, 2, 3), "s": _i64(2, 1, 3, 4)}, {"t": f32(2, 2, 3), "s": _i64(2, 1, 5, 2)}],
-    ),
-}  # fmt: skip
-
-
 def _runtime_form(name):
     """(compiled function, graph, model, feeds) of a RUNTIME_FORMS row."""
     import msc
 
     model, feeds = RUNTIME_FORMS[name]
-    model = _drop_empty_inputs(model)
+    model = drop_empty_inputs(model)
     g = msc.from_onnx(model)
     return cr.build(g), g, model, feeds
-
-
-def _drop_empty_inputs(model):
-    """Resize's skipped optional inputs ("") are not graph inputs."""
-    graph = model.graph
-    keep = [v for v in graph.input if v.name]
-    del graph.input[:]
-    graph.input.extend(keep)
-    return model
 
 
 @pytest.mark.parametrize("name", sorted(RUNTIME_FORMS))
@@ -1052,7 +894,7 @@ def test_runtime_negative_pads_crop(mode: str) -> None:
     """Negative run-time pads crop (ONNX's reference refuses them; numpy is the reference)."""
     f, g, _, feed_sets = _runtime_form(f"pad_{mode}")
     x, v = feed_sets[0]["x"], np.float32(7.0)
-    feeds = {"x": x, "p": _i64(0, -1, 2, -2), "v": v}
+    feeds = {"x": x, "p": i64(0, -1, 2, -2), "v": v}
     got = f(*[feeds[n.name] for n in g.inputs]).numpy()
     kw = {"constant_values": v} if mode == "constant" else {}
     np_mode = {"edge": "edge", "reflect": "reflect", "wrap": "wrap"}.get(mode, "constant")
@@ -1060,61 +902,16 @@ def test_runtime_negative_pads_crop(mode: str) -> None:
     np.testing.assert_array_equal(got, want)
 
 
-_MIN, _MAX, _HUGE = -(2**63), 2**63 - 1, 2**62
-# Bounds and steps at the int64 extremes (dynamic_strided_slice turned some into negative or
-# huge dims): starts, ends, axes, steps.
-_EXTREME_SLICES = [
-    ((_MIN, _MAX), (_MAX, _MIN), (0, 1), (1, -1)),
-    ((-7, 4), (-7, -4), (1, 0), (-_HUGE, _HUGE)),
-    ((-7, _MIN), (3, _MIN), (-1, -2), (1, -1)),
-    ((9, _MIN), (-4, -7), (-1, -2), (-3, -3)),
-    ((4, -5), (-4, -7), (-1, -2), (_HUGE, -_HUGE)),
-    ((_MAX, _MAX), (_MIN, _MIN), (0, 1), (_MIN, -1)),
-    ((2, 1), (_MAX, _MAX), (1, 0), (_MAX, 2)),
-]
-
-
-@pytest.mark.parametrize("bounds", _EXTREME_SLICES, ids=range(len(_EXTREME_SLICES)))
+@pytest.mark.parametrize("bounds", EXTREME_SLICES, ids=range(len(EXTREME_SLICES)))
 def test_runtime_slice_at_int64_extremes(bounds) -> None:
     from onnx.reference import ReferenceEvaluator
 
     f, g, model, feed_sets = _runtime_form("slice")
-    feeds = {"x": feed_sets[0]["x"], **{k: _i64(*v) for k, v in zip("beas", bounds)}}
+    feeds = {"x": feed_sets[0]["x"], **{k: i64(*v) for k, v in zip("beas", bounds)}}
     want = ReferenceEvaluator(model).run(None, feeds)[0]
     got = f(*[feeds[v.name] for v in g.inputs]).numpy()
     assert got.shape == want.shape
     np.testing.assert_array_equal(got, want)
-
-
-# A shape that does not fit the data stops the VM (Relax's shape ops trust their dims: a
-# reshape to more elements than x has would read past its buffer).
-RUNTIME_MISFITS = [
-    ("reshape", {"s": _i64(100, 100, 100)}),
-    ("reshape", {"s": _i64(-1, 5, 1)}),  # 24 elements do not make rows of 5
-    ("reshape", {"s": _i64(-2, -12, 1)}),  # negative dims whose product is right
-    ("expand", {"s": _i64(2, 5, 4)}),
-    ("tile", {"r": _i64(-1, 2)}),
-    ("constantofshape", {"s": _i64(-3, 2)}),
-    ("squeeze", {"a": _i64(1)}),  # a dim of 3
-    ("unsqueeze", {"a": _i64(0, 7)}),
-    ("unsqueeze", {"a": _i64(1, 1)}),
-    ("split", {"s": _i64(1, 2, 4)}),
-    ("split", {"s": _i64(-1, 4, 3)}),
-    ("topk_largest", {"k": _i64(6)}),
-    ("slice", {"s": _i64(0, 1)}),
-    ("pad_constant", {"p": _i64(-2, 0, -2, 0)}),
-    ("range_int", {"d": _i64(0)[0]}),
-    ("range_int", {"a": _i64(-(2**63))[0], "b": _i64(2**63 - 1)[0]}),  # past int64
-    ("pad_empty_edge", {"p": _i64(0, 1, 0, 0)}),  # edge of an empty dim
-    ("cumsum_exclusive_reverse", {"a": _i64(2)[0]}),
-    ("resize_sizes", {"s": _i64(2, 1, 6, 8)}),
-    ("affine_grid", {"s": _i64(3, 1, 3, 4)}),
-    ("reducesum_keepdims1", {"a": _i64(1, 1)}),  # one dim named twice
-    ("resize_scales", {"s": np.array([1, 1, 1.5, 2], np.float32)}),  # 3 x 1.5 is not whole
-    ("resize_scales", {"s": np.array([2, 1, 2, 2], np.float32)}),  # N scaled
-    ("cumprod", {"a": _i64(-3)[0]}),
-    ("reducemean_keepdims0", {"a": _i64(0, 3)}),
-]
 
 
 @pytest.mark.parametrize(
@@ -1133,7 +930,7 @@ def test_runtime_form_script_reads_back_structurally_equal(name: str) -> None:
     back to a structurally equal module."""
     import msc
 
-    g = msc.from_onnx(_drop_empty_inputs(RUNTIME_FORMS[name][0]))
+    g = msc.from_onnx(drop_empty_inputs(RUNTIME_FORMS[name][0]))
     text = cr.to_script(g)
     assert "match_cast" in text or name.startswith(("trilu", "reducesumsquare_empty")), name
     tvm.ir.assert_structural_equal(tvm.script.from_source(text), cr.script_module(g)[0])
