@@ -351,6 +351,7 @@ def resize(
         # run time (the VM stops on other scales, as a constant one is refused when built).
         t = e.emit(R.astype(scales_in, "float64"))
         size = e.emit(R.multiply(R.astype(e.shape_tensor(x), "float64"), t))
+        size = e.emit(R.minimum(size, e.const(2.0**62, "float64")))  # castable to int64
         whole = R.logical_and(
             R.equal(R.floor(size), size), R.greater_equal(size, e.const(0.0, "float64"))
         )

@@ -33,8 +33,11 @@ def reshape(e: Emit, x, shape_in=None, **attrs):
     rest = e.emit(R.prod(R.where(minus, one, t)))
     total = e.emit(R.prod(e.shape_tensor(x)))
     t = e.emit(R.where(minus, R.floor_divide(total, R.maximum(rest, one)), t))
-    same = R.equal(e.emit(R.prod(t)), total)  # as many elements, none made up
-    return e.emit(R.reshape(x, e.ints(t, same, R.greater_equal(t, zero))))
+    # As many elements, none made up: the product in int64, and in float64 so that one
+    # which wraps around to x's count does not pass.
+    same = R.equal(e.emit(R.prod(t)), total)
+    f64 = R.equal(e.emit(R.prod(R.astype(t, "float64"))), R.astype(total, "float64"))
+    return e.emit(R.reshape(x, e.ints(t, same, f64, R.greater_equal(t, zero))))
 
 
 @emitter("flatten")
@@ -113,8 +116,10 @@ def split(e: Emit, x, sizes_in=None, *, axis, sizes, num_outputs=None):
         if sizes_in is not None:
             t = e.int64(sizes_in)
             dim = R.take(e.shape_tensor(x), e.const(axis % e.rank(x), "int64"), mode="clip")
-            whole = R.equal(e.emit(R.sum(t)), e.emit(dim))
-            sizes = e.ints(t, whole, R.greater_equal(t, e.const(0, "int64")))
+            dim = e.emit(dim)
+            whole = R.equal(e.emit(R.sum(t)), dim)  # each at most dim: the sum cannot wrap
+            each = R.logical_and(R.greater_equal(t, e.const(0, "int64")), R.less_equal(t, dim))
+            sizes = e.ints(t, whole, each)
         else:
             e.require(num_outputs is not None, "split with neither sizes nor num_outputs")
             n = e.shape(x)[axis]
@@ -276,7 +281,9 @@ def _runtime_pad(e: Emit, x, pads_in, value_in, *, pads, mode, value):
         head = e.emit(R.strided_slice(t, [0], [0], [r]))
         tail = e.emit(R.strided_slice(t, [0], [r], [2 * r]))
         zero = e.const(0, "int64")
-        valid = [R.greater_equal(R.add(R.add(e.shape_tensor(x), head), tail), zero)]
+        big = e.const(2**62, "int64")  # a pad past any size acts alike: no sum wraps
+        valid = [R.greater_equal(R.add(R.add(e.shape_tensor(x), head), tail), zero),
+                 R.less_equal(t, big), R.greater_equal(t, R.negative(big))]  # fmt: skip
         if mode != "constant":  # a dim padded by them is not empty
             still = R.logical_and(R.equal(head, zero), R.equal(tail, zero))
             valid.append(R.logical_or(R.greater(e.shape_tensor(x), zero), still))

@@ -205,6 +205,7 @@ EXTREME_SLICES = [
 # reshape to more elements than x has would read past its buffer).
 RUNTIME_MISFITS = [
     ("reshape", {"s": i64(100, 100, 100)}),
+    ("reshape", {"s": i64(2**62 + 6, 4, 1)}),  # the int64 product wraps around to 24
     ("reshape", {"s": i64(-1, 5, 1)}),  # 24 elements do not make rows of 5
     ("reshape", {"s": i64(-2, -12, 1)}),  # negative dims whose product is right
     ("expand", {"s": i64(2, 5, 4)}),
@@ -215,9 +216,11 @@ RUNTIME_MISFITS = [
     ("unsqueeze", {"a": i64(1, 1)}),
     ("split", {"s": i64(1, 2, 4)}),
     ("split", {"s": i64(-1, 4, 3)}),
+    ("split", {"s": i64(2**63 - 1, 2**63 - 1, 8)}),  # the sum wraps around to 6
     ("topk_largest", {"k": i64(6)}),
     ("slice", {"s": i64(0, 1)}),
     ("pad_constant", {"p": i64(-2, 0, -2, 0)}),
+    ("pad_constant", {"p": i64(-(2**63), 0, 2**63 - 1, 0)}),  # the size wraps around to 2
     ("range_int", {"d": i64(0)[0]}),
     ("range_int", {"a": i64(-(2**63))[0], "b": i64(2**63 - 1)[0]}),  # past int64
     ("pad_empty_edge", {"p": i64(0, 1, 0, 0)}),  # edge of an empty dim
