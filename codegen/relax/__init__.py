@@ -249,9 +249,10 @@ def coverage_markdown() -> str:
         "",
         f"{len(emitted)} of {len(canon)} canonical ops have a Relax emitter and "
         f"{len(decomposed)} more are lowered through their decomposition (`msc.ops.decompose`) "
-        "into ops that have one. An emitter may still refuse a particular node (a run-time "
-        "shape, an attribute value Relax lacks); the node then goes through the op's "
-        "decomposition if it has one.",
+        "into ops that have one. Shapes, sizes, scales, axes, pads, k and limits computed at "
+        "run time are read as symbolic dims (checked at run time to fit). An emitter may "
+        "still refuse a particular node (an attribute value Relax lacks); the node then goes "
+        "through the op's decomposition if it has one.",
         "",
         "| family | emitted | decomposed |",
         "|---|---|---|",

@@ -131,9 +131,8 @@ class RelaxBuilder:
                     term = term * self._atom(atom)
                 total = term if total is None else total + term
             return total if total is not None else tvm.tirx.IntImm("int64", 0)
-        if d is None:
-            name = f"d{next(self._fresh)}"
-            return self.symbols.setdefault(name, tvm.tirx.Var(name, "int64"))
+        if d is None:  # a fresh dim (named apart from the graph's symbols)
+            return tvm.tirx.Var(_ident(f"d{next(self._fresh)}", self._taken), "int64")
         raise TypeError(f"not a dim: {d!r}")
 
     def _atom(self, a: Any) -> Any:

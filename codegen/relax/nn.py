@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 from tvm import relax
 
-from codegen.relax.registry import Emit, emitter, static_only
+from codegen.relax.registry import Emit, emitter
 
 R = relax.op
 _LAYOUT = {1: ("NCW", "OIW"), 2: ("NCHW", "OIHW"), 3: ("NCDHW", "OIDHW")}
@@ -328,7 +328,7 @@ def resize(
     nearest_mode="round_prefer_floor", cubic_coeff_a=-0.75, antialias=False,
     exclude_outside=False, roi=None, extrapolation_value=0.0,
 ):  # fmt: skip
-    static_only(scales_in, sizes_in, roi_in)
+    e.require(roi_in is None, "a tf_crop_and_resize region computed at run time")
     e.require(not antialias, "an antialiased resize (image.resize has no antialias)")
     e.require(roi is None, "a tf_crop_and_resize region (not mapped onto image.resize's roi)")
     e.require(not exclude_outside or mode == "cubic", "exclude_outside with a non-cubic mode")
@@ -339,8 +339,28 @@ def resize(
     shape = e.shape(x)
     r = len(shape)
     e.require(r in (3, 4, 5), f"resize of a rank-{r} input (image.resize takes 1-d to 3-d)")
-    out = list(e.out.shape[2:])
-    e.require(all(isinstance(v, int) for v in out), "resize to a symbolic size")
+    if sizes_in is not None:  # run-time sizes (every dim): the spatial ones read as dims
+        t = e.int64(sizes_in)
+        have = R.strided_slice(e.shape_tensor(x), [0], [0], [2])
+        lead = R.equal(R.strided_slice(t, [0], [0], [2]), have)  # N and C stay
+        out = e.ints(t, lead, R.greater_equal(t, e.const(0, "int64")))[2:]
+        e.require(len(out) == r - 2, "resize sizes not one per dim")
+    elif scales_in is not None:
+        # Run-time scales (every dim): ONNX maps coordinates through the scale, image.resize
+        # through out / in, which agree when each size times its scale is whole; checked at
+        # run time (the VM stops on other scales, as a constant one is refused when built).
+        t = e.emit(R.astype(scales_in, "float64"))
+        size = e.emit(R.multiply(R.astype(e.shape_tensor(x), "float64"), t))
+        size = e.emit(R.minimum(size, e.const(2.0**62, "float64")))  # castable to int64
+        whole = R.logical_and(
+            R.equal(R.floor(size), size), R.greater_equal(size, e.const(0.0, "float64"))
+        )
+        lead = R.equal(R.strided_slice(t, [0], [0], [2]), e.const(1.0, "float64"))  # N, C stay
+        out = e.ints(e.emit(R.astype(size, "int64")), whole, lead)[2:]
+        e.require(len(out) == r - 2, "resize scales not one per dim")
+    else:
+        out = list(e.out.shape[2:])
+        e.require(all(isinstance(v, int) for v in out), "resize to a symbolic size")
     if scales is not None:
         # ONNX maps coordinates through the given scale; image.resize through out / in.
         e.require(

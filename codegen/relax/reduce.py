@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import numpy as np
 from tvm import relax
 
-from codegen.relax.registry import Emit, Unsupported, emitter, static_only
+from codegen.relax.registry import Emit, emitter
 
 R = relax.op
 
@@ -13,9 +14,44 @@ def _axes(axes):
     return None if axes is None else list(axes)
 
 
+def _runtime_axes(e: Emit, x, axes_in, keepdims, noop, fn, pre=None, post=None):
+    """A reduction over axes read at run time: ``post(fn(pre(x)))`` over those dims.
+
+    A Relax reduction's result type says which dims it removes, so each dim is reduced in turn
+    (keeping it as 1, broadcast back) and the result picked where the axes name that dim;
+    x's shape holds throughout, but for a dim that may be empty, which gets its reduction (the
+    identity) appended. The first element along the reduced dims is then read into the
+    run-time result shape (1 there with keepdims, else the other dims in order).
+    """
+    k = (e.shape(axes_in) or [1])[0]
+    e.require(isinstance(k, int), "run-time reduction axes of run-time length")
+    y = e.emit(pre(x)) if pre else x
+    if k == 0:  # no axes: the identity with noop_with_empty_axes, else every dim
+        if not noop:
+            y = e.emit(fn(y, None, keepdims))
+        return e.emit(post(y)) if post else y
+    r = e.rank(x)
+    hit, once = e.axes_hit(axes_in, r)
+    for d in range(r):
+        part = e.emit(fn(y, [d], True))
+        here = e.emit(R.take(hit, e.const(d, "int64"), axis=0, mode="clip"))
+        y = e.emit(R.where(here, e.emit(R.broadcast_to(part, e.shape(y))), y))
+        n = e.shape(x)[d]
+        if not (isinstance(n, int) and n > 0):
+            y = e.emit(R.concat([y, part], d))
+    have = e.shape_tensor(x)
+    ends = e.emit(R.where(hit, e.const(1, "int64"), have))
+    first = e.emit(R.dynamic_strided_slice(y, e.const(np.zeros(r, np.int64), "int64"), ends,
+                                           e.const(np.ones(r, np.int64), "int64")))  # fmt: skip
+    dims = ends if keepdims else e.kept_dims(hit, have, r - k)
+    out = e.emit(R.reshape(e.sized(first), e.ints(dims, once)))
+    return e.emit(post(out)) if post else out
+
+
 def _simple(fn):
     def emit(e: Emit, x, axes_in=None, *, axes=None, keepdims=False, noop_with_empty_axes=False):
-        static_only(axes_in)
+        if axes_in is not None:
+            return _runtime_axes(e, x, axes_in, keepdims, noop_with_empty_axes, fn)
         return e.emit(fn(x, _axes(axes), keepdims))
 
     return emit
@@ -31,29 +67,46 @@ for _op, _fn in {
     emitter(_op)(_simple(_fn))
 
 
+def _int8(x):
+    return R.astype(x, "int8")
+
+
+def _bool(x):
+    return R.astype(x, "bool")
+
+
+def _square(x):
+    return R.multiply(x, x)
+
+
 @emitter("reduce_all")
 def reduce_all(e: Emit, x, axes_in=None, *, axes=None, keepdims=False, noop_with_empty_axes=False):
-    static_only(axes_in)
+    if axes_in is not None:
+        return _runtime_axes(e, x, axes_in, keepdims, noop_with_empty_axes, R.min, _int8, _bool)
     y = e.emit(R.min(R.astype(x, "int8"), _axes(axes), keepdims))
     return e.emit(R.astype(y, "bool"))
 
 
 @emitter("reduce_any")
 def reduce_any(e: Emit, x, axes_in=None, *, axes=None, keepdims=False, noop_with_empty_axes=False):
-    static_only(axes_in)
+    if axes_in is not None:
+        return _runtime_axes(e, x, axes_in, keepdims, noop_with_empty_axes, R.max, _int8, _bool)
     y = e.emit(R.max(R.astype(x, "int8"), _axes(axes), keepdims))
     return e.emit(R.astype(y, "bool"))
 
 
 @emitter("reduce_l1")
 def reduce_l1(e: Emit, x, axes_in=None, *, axes=None, keepdims=False, noop_with_empty_axes=False):
-    static_only(axes_in)
+    if axes_in is not None:
+        return _runtime_axes(e, x, axes_in, keepdims, noop_with_empty_axes, R.sum, R.abs)
     return e.emit(R.sum(R.abs(x), _axes(axes), keepdims))
 
 
 @emitter("reduce_l2")
 def reduce_l2(e: Emit, x, axes_in=None, *, axes=None, keepdims=False, noop_with_empty_axes=False):
-    static_only(axes_in)
+    if axes_in is not None:
+        return _runtime_axes(e, x, axes_in, keepdims, noop_with_empty_axes, R.sum, _square,
+                             R.sqrt)  # fmt: skip
     return e.emit(R.sqrt(R.sum(R.multiply(x, x), _axes(axes), keepdims)))
 
 
@@ -61,7 +114,8 @@ def reduce_l2(e: Emit, x, axes_in=None, *, axes=None, keepdims=False, noop_with_
 def reduce_sum_square(
     e: Emit, x, axes_in=None, *, axes=None, keepdims=False, noop_with_empty_axes=False
 ):
-    static_only(axes_in)
+    if axes_in is not None:
+        return _runtime_axes(e, x, axes_in, keepdims, noop_with_empty_axes, R.sum, _square)
     return e.emit(R.sum(R.multiply(x, x), _axes(axes), keepdims))
 
 
@@ -69,7 +123,8 @@ def reduce_sum_square(
 def reduce_log_sum(
     e: Emit, x, axes_in=None, *, axes=None, keepdims=False, noop_with_empty_axes=False
 ):
-    static_only(axes_in)
+    if axes_in is not None:
+        return _runtime_axes(e, x, axes_in, keepdims, noop_with_empty_axes, R.sum, None, R.log)
     return e.emit(R.log(R.sum(x, _axes(axes), keepdims)))
 
 
@@ -77,7 +132,8 @@ def reduce_log_sum(
 def reduce_log_sum_exp(
     e: Emit, x, axes_in=None, *, axes=None, keepdims=False, noop_with_empty_axes=False
 ):
-    static_only(axes_in)
+    if axes_in is not None:
+        return _runtime_axes(e, x, axes_in, keepdims, noop_with_empty_axes, R.sum, R.exp, R.log)
     m = e.emit(R.max(x, _axes(axes), True))
     s = e.emit(R.log(R.sum(R.exp(R.subtract(x, m)), _axes(axes), True)))
     y = e.emit(R.add(s, m))
@@ -112,20 +168,42 @@ emitter("max_dim")(_dim(R.max, R.argmax))
 emitter("min_dim")(_dim(R.min, R.argmin))
 
 
-@emitter("cumsum")
-def cumsum(e: Emit, x, axis_in=None, *, axis, exclusive=False, reverse=False):
-    static_only(axis_in)
+def _scan(e: Emit, fn, x, axis: int, exclusive: bool, reverse: bool):
     if reverse:
         x = e.emit(R.flip(x, axis))
-    y = e.emit(R.cumsum(x, axis, None, exclusive))
+    y = e.emit(fn(x, axis, None, exclusive))
     return e.emit(R.flip(y, axis)) if reverse else y
+
+
+@emitter("cumsum")
+def cumsum(e: Emit, x, axis_in=None, *, axis, exclusive=False, reverse=False):
+    if axis_in is None:
+        return _scan(e, R.cumsum, x, axis, exclusive, reverse)
+    return _along_runtime_axis(
+        e, x, axis_in, lambda d: _scan(e, R.cumsum, x, d, exclusive, reverse)
+    )
+
+
+def _along_runtime_axis(e: Emit, x, axis_in, scan):
+    """``scan(d)`` (a result of x's shape) along the dim a run-time axis names: the scan along
+    every dim, the one it names picked (checked to be one of x's dims)."""
+    r = e.rank(x)
+    a = e.emit(R.reshape(e.int64(axis_in), []))
+    a = e.emit(R.where(R.less(a, e.const(0, "int64")), R.add(a, e.const(r, "int64")), a))
+    e.check(R.logical_and(R.greater_equal(a, e.const(0, "int64")), R.less(a, e.const(r, "int64"))))
+    out = scan(r - 1)
+    for d in range(r - 1):
+        out = e.emit(R.where(R.equal(a, e.const(d, "int64")), scan(d), out))
+    return out
 
 
 @emitter("cumprod")
 def cumprod(e: Emit, x, axis_in=None, *, axis, exclusive=False, reverse=False):
-    static_only(axis_in)
+    if axis_in is not None:
+        scan = lambda d: _scan(e, R.cumprod, x, d, exclusive, reverse)  # noqa: E731
+        return _along_runtime_axis(e, x, axis_in, scan)
     if exclusive or reverse:
-        raise Unsupported("cumprod: exclusive / reverse")
+        return _scan(e, R.cumprod, x, axis, exclusive, reverse)
     return e.emit(R.cumprod(x, axis, None))
 
 
@@ -143,5 +221,16 @@ def sort(e: Emit, x, *, axis=-1, descending=False, stable=False):
 def topk(e: Emit, x, k_in=None, *, k, axis=-1, largest=True, sorted=True, stable=False):  # noqa: A002
     # ``stable`` holds: Relax's topk puts the lower index first among equal values (on llvm,
     # its kernel sorts stably; tests/codegen/test_codegen_relax.py checks it with ties).
-    static_only(k_in)
-    return e.emit(R.topk(x, k, axis, "both", largest, "int64"))
+    if k_in is None:
+        return e.emit(R.topk(x, k, axis, "both", largest, "int64"))
+    # A run-time k: topk of every element (k < 1 is all of them, in topk's order), then the
+    # first k along the axis.
+    a = axis % e.rank(x)
+    k_t = e.emit(R.reshape(e.int64(k_in), []))
+    dim = R.take(e.shape_tensor(x), e.const(a, "int64"), mode="clip")
+    fits = R.logical_and(R.greater_equal(k_t, e.const(0, "int64")), R.less_equal(k_t, dim))
+    (n,) = e.ints(k_t, fits)
+    both = e.emit(R.topk(x, 0, axis, "both", largest, "int64"))
+    return tuple(
+        e.emit(R.strided_slice(relax.TupleGetItem(both, i), [a], [0], [n])) for i in (0, 1)
+    )

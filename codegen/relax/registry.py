@@ -16,6 +16,9 @@ decomposition in ``msc.ops.decompose``.
 # - Keyed by canonical op name; registering an op twice, or an op with both an emitter and a
 #   declared gap, is an error. A registry is an object; ``copy(without=...)`` scopes a test.
 # - Emitters never touch the msc graph; they only emit bindings through their ``Emit``.
+# - A shape, size or count computed at run time becomes dims only through ``Emit.ints``,
+#   matched together with a validity flag: Relax's shape ops trust their dims, so a value that
+#   does not fit stops the VM there, before any op reads memory by it.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
+import tvm
 from tvm import relax
 
 from msc.errors import Unsupported
@@ -38,7 +42,6 @@ __all__ = [
     "unsupported",
     "Emit",
     "Unsupported",
-    "static_only",
     "RELAX_DTYPE",
     "relax_dtype",
 ]
@@ -221,6 +224,90 @@ class Emit:
             raise Unsupported("loops are not available here")
         return self._loop(body, trip, cond, carried, carried_types, **kw)
 
+    # ------------------------------------------------------------ run-time shapes
+    def ints(self, t: relax.Expr, *valid: relax.Expr) -> list:
+        """The values of a 0-d or 1-d integer tensor as dims: ints when ``t`` is a constant,
+        else fresh symbolic dims bound to its run-time values (``tensor_to_shape``, then
+        ``match_cast``), which shapes, slices and aranges then take like any other dim.
+
+        Relax's shape ops trust their dims (a reshape to more elements than x has reads past
+        its buffer), so a run-time ``t`` must come with ``valid``: bool tensors, all true when
+        the values fit the op. Whether they are is matched in the same ``match_cast`` as a
+        leading 1, so the VM stops on a mismatch before any op uses the dims.
+
+        Raises:
+            Unsupported: ``t``'s length is not static (the number of dims must be).
+        """
+        if isinstance(t, tvm.ir.GenericConst):
+            return [int(v) for v in t.value.numpy().reshape(-1)]
+        shape = self.shape(t)
+        self.require(len(shape) <= 1, "a run-time shape / size input that is not 1-d")
+        n = shape[0] if shape else 1
+        self.require(isinstance(n, int), "a run-time shape / size input of run-time length")
+        if not valid:
+            raise AssertionError("a run-time shape needs its validity check")
+        t = self.emit(relax.op.reshape(self.int64(t), [n]))
+        bad = [self.emit(relax.op.sum(relax.op.astype(relax.op.logical_not(v), "int64")))
+               for v in valid]  # fmt: skip
+        total = bad[0]
+        for b in bad[1:]:
+            total = self.emit(relax.op.add(total, b))
+        ok = self.emit(relax.op.astype(relax.op.equal(total, self.const(0, "int64")), "int64"))
+        t = self.emit(relax.op.concat([self.emit(relax.op.reshape(ok, [1])), t], 0))
+        dims = [self._dim(None) for _ in range(n)]
+        one = tvm.tirx.IntImm("int64", 1)
+        self.bb.match_cast(self.emit(relax.op.tensor_to_shape(t)), relax.ShapeType([one, *dims]))
+        return dims
+
+    def check(self, *valid: relax.Expr) -> None:
+        """Stop at run time unless the bool tensors ``valid`` are all true (see ``ints``)."""
+        self.ints(self.emit(relax.op.zeros([0], "int64")), *valid)
+
+    def int64(self, t: relax.Expr) -> relax.Expr:
+        """``t`` as an int64 tensor."""
+        return t if self.dtype(t) == "int64" else self.emit(relax.op.astype(t, "int64"))
+
+    def sized(self, x: relax.Expr) -> relax.Expr:
+        """``x`` with a shape of fresh symbolic dims when Relax knows its rank only (a result
+        whose shape is computed at run time), so the ops after it can read its dims."""
+        if isinstance(x.ty.shape, relax.ShapeExpr):
+            return x
+        dims = [self._dim(None) for _ in range(int(x.ty.ndim))]
+        return self.bb.match_cast(x, relax.TensorType(dims, x.ty.dtype))
+
+    def shape_tensor(self, x: relax.Expr) -> relax.Expr:
+        """The shape of ``x`` as a 1-d int64 tensor (a constant when static)."""
+        dims = self.shape(x)
+        if all(isinstance(d, int) for d in dims):
+            return relax.const(np.asarray(dims, np.int64), "int64")
+        return self.emit(relax.op.shape_to_tensor(relax.op.shape_of(x)))
+
+    def axes_hit(self, axes: relax.Expr, r: int) -> tuple[relax.Expr, relax.Expr]:
+        """Which of ``r`` dims the run-time 1-d ``axes`` name (negatives counted from the
+        end), as an [r] bool tensor, and a 0-d bool that each axis names one dim, once."""
+        i64 = "int64"
+        a = self.emit(relax.op.reshape(self.int64(axes), [-1]))
+        k = self.shape(a)[0]
+        self.require(isinstance(k, int), "run-time axes of run-time length")
+        a = self.emit(relax.op.where(relax.op.less(a, self.const(0, i64)),
+                                     relax.op.add(a, self.const(r, i64)), a))  # fmt: skip
+        dims = self.emit(relax.op.arange(0, r, 1, i64))
+        eq = self.emit(relax.op.equal(self.emit(relax.op.reshape(a, [k, 1])), dims))  # [k, r]
+        count = self.emit(relax.op.sum(relax.op.astype(eq, i64), [0]))  # [r]
+        hit = self.emit(relax.op.greater(count, self.const(0, i64)))
+        once = relax.op.equal(relax.op.sum(relax.op.astype(hit, i64)), self.const(k, i64))
+        return hit, self.emit(once)
+
+    def kept_dims(self, hit: relax.Expr, dims: relax.Expr, m: int) -> relax.Expr:
+        """The ``m`` entries of the 1-d ``dims`` where the bool ``hit`` is false, in order."""
+        i64 = "int64"
+        keep = self.emit(relax.op.astype(relax.op.logical_not(hit), i64))
+        pos = self.emit(relax.op.subtract(relax.op.cumsum(keep, 0), self.const(1, i64)))
+        rows = self.emit(relax.op.reshape(self.emit(relax.op.arange(0, m, 1, i64)), [m, 1]))
+        pick = relax.op.logical_and(relax.op.equal(rows, pos), relax.op.astype(keep, "bool"))
+        pick = self.emit(relax.op.astype(pick, i64))  # [m, r]: row i marks the i-th kept
+        return self.emit(relax.op.sum(relax.op.multiply(pick, dims), [1]))
+
     def require(self, cond: bool, reason: str) -> None:
         if not cond:
             raise Unsupported(reason)
@@ -229,10 +316,3 @@ class Emit:
 EMITTERS = EmitterRegistry()
 emitter = EMITTERS
 unsupported = EMITTERS.unsupported
-
-
-def static_only(*runtime) -> None:
-    """Relax emitters take shapes, axes and sizes as constants: refuse a node whose value for
-    them is computed at run time (the canonical op's optional tensor input)."""
-    if any(r is not None for r in runtime):
-        raise Unsupported("an axes / shape / size input computed at run time")

@@ -6,7 +6,7 @@ import numpy as np
 import tvm
 from tvm import relax
 
-from codegen.relax.registry import Emit, Unsupported, emitter, relax_dtype, static_only
+from codegen.relax.registry import Emit, emitter, relax_dtype
 
 R = relax.op
 _BIG = 2**62
@@ -21,7 +21,23 @@ def _out_shape(e: Emit) -> list:
 # attribute arrives as a keyword, the input positionally; the output type holds the target.
 @emitter("reshape")
 def reshape(e: Emit, x, shape_in=None, **attrs):
-    return e.emit(R.reshape(x, _out_shape(e)))
+    if shape_in is None:
+        return e.emit(R.reshape(x, _out_shape(e)))
+    # A run-time target (its zeros already made the input's dims): one -1 is the elements
+    # left over, worked out in tensors, and the whole target read as dims.
+    t = e.int64(shape_in)
+    if isinstance(t, tvm.ir.GenericConst):
+        return e.emit(R.reshape(x, e.ints(t)))
+    zero, one = e.const(0, "int64"), e.const(1, "int64")
+    minus = e.emit(R.equal(t, e.const(-1, "int64")))
+    rest = e.emit(R.prod(R.where(minus, one, t)))
+    total = e.emit(R.prod(e.shape_tensor(x)))
+    t = e.emit(R.where(minus, R.floor_divide(total, R.maximum(rest, one)), t))
+    # As many elements, none made up: the product in int64, and in float64 so that one
+    # which wraps around to x's count does not pass.
+    same = R.equal(e.emit(R.prod(t)), total)
+    f64 = R.equal(e.emit(R.prod(R.astype(t, "float64"))), R.astype(total, "float64"))
+    return e.emit(R.reshape(x, e.ints(t, same, f64, R.greater_equal(t, zero))))
 
 
 @emitter("flatten")
@@ -31,7 +47,24 @@ def flatten(e: Emit, x, *, start_axis=0, end_axis=-1):
 
 @emitter("expand")
 def expand(e: Emit, x, shape_in=None, **attrs):
-    return e.emit(R.broadcast_to(x, _out_shape(e)))
+    if shape_in is None:
+        return e.emit(R.broadcast_to(x, _out_shape(e)))
+    # A run-time target broadcasts with x's shape (numpy's rule, aligned at the right): a 1
+    # or -1 in it takes x's dim, anything else is the dim.
+    t = e.int64(shape_in)
+    n, r = e.shape(t)[0], e.rank(x)
+    e.require(isinstance(n, int), "expand to a run-time shape of run-time length")
+    m = max(n, r)
+    have = e.shape_tensor(x)
+    if m > r:
+        have = e.emit(R.concat([e.const(np.ones(m - r, np.int64), "int64"), have], 0))
+    if m > n:
+        t = e.emit(R.concat([e.const(np.ones(m - n, np.int64), "int64"), t], 0))
+    one = e.const(1, "int64")
+    keep = R.logical_or(R.equal(t, one), R.equal(t, e.const(-1, "int64")))
+    out = e.emit(R.where(keep, have, t))
+    fits = R.logical_or(R.equal(have, one), R.equal(out, have))  # numpy's broadcasting rule
+    return e.emit(R.broadcast_to(x, e.ints(out, fits, R.greater_equal(out, e.const(0, "int64")))))
 
 
 @emitter("transpose")
@@ -41,14 +74,33 @@ def transpose(e: Emit, x, *, perm):
 
 @emitter("squeeze")
 def squeeze(e: Emit, x, axes_in=None, *, axes=None):
-    static_only(axes_in)
-    return e.emit(R.squeeze(x, None if axes is None else list(axes)))
+    if axes_in is None:
+        return e.emit(R.squeeze(x, None if axes is None else list(axes)))
+    # Run-time axes: the kept dims, in order, read out of x's shape into a reshape target.
+    r = e.rank(x)
+    hit, named = e.axes_hit(axes_in, r)
+    have = e.shape_tensor(x)
+    ones = R.logical_or(R.logical_not(hit), R.equal(have, e.const(1, "int64")))
+    m = r - (e.shape(axes_in)[0] if e.shape(axes_in) else 1)
+    return e.emit(R.reshape(x, e.ints(e.kept_dims(hit, have, m), named, ones)))
 
 
 @emitter("unsqueeze")
 def unsqueeze(e: Emit, x, axes_in=None, *, axes):
-    static_only(axes_in)
-    return e.emit(R.expand_dims(x, list(axes)))
+    if axes_in is None:
+        return e.emit(R.expand_dims(x, list(axes)))
+    # Run-time axes (positions in the output): 1 there, x's dims in order elsewhere.
+    r = e.rank(x)
+    m = r + (e.shape(axes_in)[0] if e.shape(axes_in) else 1)
+    if r == 0:
+        return e.emit(R.reshape(x, [1] * m))
+    hit, named = e.axes_hit(axes_in, m)
+    keep = e.emit(R.astype(R.logical_not(hit), "int64"))
+    pos = e.emit(R.maximum(R.subtract(R.cumsum(keep, 0), e.const(1, "int64")), e.const(0, "int64")))
+    dims = e.emit(
+        R.where(hit, e.const(1, "int64"), R.take(e.shape_tensor(x), pos, axis=0, mode="clip"))
+    )
+    return e.emit(R.reshape(x, e.ints(dims, named)))
 
 
 @emitter("concat")
@@ -58,9 +110,27 @@ def concat(e: Emit, *xs, axis):
 
 @emitter("split")
 def split(e: Emit, x, sizes_in=None, *, axis, sizes, num_outputs=None):
-    static_only(sizes_in)
-    if sizes is None:
-        raise Unsupported("split: an even split of a dim only known at run time")
+    if sizes_in is not None or sizes is None:
+        # Sizes read at run time, or num_outputs even pieces of a dim only known at run
+        # time (ceil(dim / n) each, the last one short): a slice per piece, by dims.
+        if sizes_in is not None:
+            t = e.int64(sizes_in)
+            dim = R.take(e.shape_tensor(x), e.const(axis % e.rank(x), "int64"), mode="clip")
+            dim = e.emit(dim)
+            whole = R.equal(e.emit(R.sum(t)), dim)  # each at most dim: the sum cannot wrap
+            each = R.logical_and(R.greater_equal(t, e.const(0, "int64")), R.less_equal(t, dim))
+            sizes = e.ints(t, whole, each)
+        else:
+            e.require(num_outputs is not None, "split with neither sizes nor num_outputs")
+            n = e.shape(x)[axis]
+            chunk = (n + num_outputs - 1) // num_outputs
+            lo, hi = (min, max) if isinstance(n, int) else (tvm.tirx.min, tvm.tirx.max)
+            sizes = [lo(chunk, hi(n - i * chunk, 0)) for i in range(num_outputs)]
+        out, at = [], 0
+        for size in sizes:
+            out.append(e.emit(R.strided_slice(x, [axis], [at], [at + size])))
+            at = at + size
+        return out
     cuts = list(np.cumsum(sizes)[:-1].astype(int))
     if len(sizes) == 1:
         return [x]
@@ -70,7 +140,8 @@ def split(e: Emit, x, sizes_in=None, *, axis, sizes, num_outputs=None):
 
 @emitter("slice")
 def slice_(e: Emit, x, *runtime, starts, ends, axes, steps=()):
-    static_only(*runtime)
+    if any(v is not None for v in runtime):
+        return _runtime_slice(e, x, *runtime, starts=starts, ends=ends, axes=axes, steps=steps)
     steps = list(steps) or [1] * len(axes)
     if e.source_op == "relax.strided_slice":  # read from Relax: its bounds, as they were
         return e.emit(R.strided_slice(x, list(axes), list(starts), list(ends), steps))
@@ -85,10 +156,70 @@ def slice_(e: Emit, x, *runtime, starts, ends, axes, steps=()):
     return e.emit(R.strided_slice(x, list(axes), begin, end, steps))
 
 
+def _runtime_slice(e: Emit, x, starts_in, ends_in, axes_in, steps_in, *, starts, ends, axes,
+                   steps):  # fmt: skip
+    """Bounds read at run time: scattered onto every dim's defaults (0, the dim, 1), clamped
+    as Python's slices are, and each sliced dim read by a gather of start + i * step for i below its
+    length (dynamic_strided_slice overflows on extreme bounds into negative or huge dims)."""
+    r = e.rank(x)
+    i64 = "int64"
+
+    def given(t, values):
+        if t is not None:
+            return e.emit(R.reshape(e.int64(t), [-1]))
+        return e.const(np.asarray(values, np.int64), i64)
+
+    def c(v):
+        return e.const(v, i64)
+
+    begin, end = given(starts_in, starts), given(ends_in, ends)
+    n = e.shape(begin)[0]
+    e.require(isinstance(n, int), "slice bounds of run-time length")
+    where = given(axes_in, list(range(n)) if axes is None else axes)
+    known = where.value.numpy().tolist() if isinstance(where, tvm.ir.GenericConst) else None
+    where = e.emit(R.where(R.less(where, c(0)), R.add(where, c(r)), where))
+    in_range = R.logical_and(R.greater_equal(where, c(0)), R.less(where, c(r)))
+    step = given(steps_in, list(steps) or [1] * n)
+    valid = [e.emit(in_range), e.emit(R.not_equal(step, c(0)))]
+    where = e.emit(R.clip(where, 0, r - 1))  # in range whatever the check says
+    dims = e.shape_tensor(x)
+    b = R.scatter_elements(e.const(np.zeros(r, np.int64), i64), where, begin, 0)
+    t = R.scatter_elements(dims, where, end, 0)
+    st = R.scatter_elements(e.const(np.ones(r, np.int64), i64), where, step, 0)
+    st = e.emit(R.clip(e.emit(st), -(2**62), 2**62))  # |step| past any dim acts alike
+    st = e.emit(R.where(R.equal(st, c(0)), c(1), st))  # a 0 (refused below) divides nothing
+    up = e.emit(R.greater(st, c(0)))
+    last = e.emit(R.subtract(dims, c(1)))
+    b = e.emit(R.where(R.less(b, c(0)), R.add(b, dims), b))
+    t = e.emit(R.where(R.less(t, c(0)), R.add(t, dims), t))
+    lo, hi = e.emit(R.where(up, c(0), c(-1))), e.emit(R.where(up, dims, last))
+    b = e.emit(R.minimum(R.maximum(b, lo), hi))  # Python's clamping, as canonical slice
+    t = e.emit(R.minimum(R.maximum(t, lo), hi))
+    span = e.emit(R.subtract(t, b))
+    length = R.where(up, R.floor_divide(R.add(span, R.subtract(st, c(1))), st),
+                     R.floor_divide(R.add(span, R.add(st, c(1))), st))  # fmt: skip
+    length = e.emit(R.maximum(length, c(0)))
+    sizes = e.ints(length, *valid)
+    for d in range(r) if known is None else sorted({a % r for a in known}):
+        start = e.emit(R.take(b, c(d), axis=0))
+        stride = e.emit(R.take(st, c(d), axis=0))
+        idx = e.emit(R.add(R.multiply(e.emit(R.arange(0, sizes[d], 1, i64)), stride), start))
+        x = e.emit(R.take(x, idx, axis=d, mode="clip"))
+    return x
+
+
 @emitter("tile")
 def tile(e: Emit, x, repeats_in=None, *, repeats):
-    static_only(repeats_in)
-    return e.emit(R.tile(x, list(repeats)))
+    if repeats_in is None:
+        return e.emit(R.tile(x, list(repeats)))
+    # Run-time repeats: [d0, d1, ...] -> [1, d0, 1, d1, ...] -> broadcast to [r0, d0, r1, d1,
+    # ...] -> [r0 * d0, r1 * d1, ...].
+    reps = e.ints(repeats_in, R.greater_equal(e.int64(repeats_in), e.const(0, "int64")))
+    dims = e.shape(x)
+    e.require(len(reps) == len(dims), "tile with repeats not one per dim")
+    y = e.emit(R.reshape(x, [v for d in dims for v in (1, d)]))
+    y = e.emit(R.broadcast_to(y, [v for r, d in zip(reps, dims) for v in (r, d)]))
+    return e.emit(R.reshape(y, [r * d for r, d in zip(reps, dims)]))
 
 
 @emitter("flip")
@@ -101,16 +232,26 @@ def flip(e: Emit, x, *, axes):
 
 @emitter("trilu")
 def trilu(e: Emit, x, k_in=None, *, upper, k=0):
-    static_only(k_in)
-    return e.emit((R.triu if upper else R.tril)(x, k))
+    if k_in is None:
+        return e.emit((R.triu if upper else R.tril)(x, k))
+    # A run-time k: keep where col - row >= k (upper) or <= k (lower).
+    h, w = e.shape(x)[-2:]
+    k_t = e.emit(R.reshape(e.int64(k_in), []))
+    rows = e.emit(R.reshape(e.emit(R.arange(0, h, 1, "int64")), [h, 1]))
+    diff = e.emit(R.subtract(e.emit(R.arange(0, w, 1, "int64")), rows))  # [h, w]
+    keep = e.emit((R.greater_equal if upper else R.less_equal)(diff, k_t))
+    return e.emit(R.where(keep, x, R.zeros([], e.dtype(x))))
+
+
+_PAD_MODES = {"constant": "constant", "reflect": "reflect", "edge": "replicate", "wrap": "circular"}
 
 
 @emitter("pad")
 def pad(e: Emit, x, pads_in=None, value_in=None, *, pads, mode="constant", value=0.0):
-    static_only(pads_in, value_in)
+    e.require(mode in _PAD_MODES, f"pad mode {mode!r}")
+    if pads_in is not None or (value_in is not None and mode == "constant"):
+        return _runtime_pad(e, x, pads_in, value_in, pads=pads, mode=mode, value=value)
     n = len(pads) // 2
-    modes = {"constant": "constant", "reflect": "reflect", "edge": "replicate", "wrap": "circular"}
-    e.require(mode in modes, f"pad mode {mode!r}")
     if any(p < 0 for p in pads):  # a negative pad crops: slice first, then pad the rest
         crop = [a for a in range(n) if pads[a] < 0 or pads[n + a] < 0]
         shape = e.shape(x)
@@ -123,7 +264,63 @@ def pad(e: Emit, x, pads_in=None, value_in=None, *, pads, mode="constant", value
         if not any(pads):
             return x
     width = [int(v) for i in range(n) for v in (pads[i], pads[n + i])]
-    return e.emit(R.nn.pad(x, width, modes[mode], value))
+    return e.emit(R.nn.pad(x, width, _PAD_MODES[mode], value))
+
+
+def _runtime_pad(e: Emit, x, pads_in, value_in, *, pads, mode, value):
+    """Pads (or a fill value) read at run time: nn.pad takes constants, so each dim is read
+    through a gather of x at the padded positions' source indices (clamped, reflected or
+    wrapped by the mode; for a constant pad, x with one fill element appended, at its index
+    outside x). A negative pad crops the same way."""
+    r = e.rank(x)
+    if pads_in is None:
+        width = list(pads)
+    else:  # every padded size at least 0; edge, reflect and wrap read a dim of at least 1
+        t = e.int64(pads_in)
+        e.require(e.shape(t) == [2 * r], "pads not two per dim")
+        head = e.emit(R.strided_slice(t, [0], [0], [r]))
+        tail = e.emit(R.strided_slice(t, [0], [r], [2 * r]))
+        zero = e.const(0, "int64")
+        big = e.const(2**62, "int64")  # a pad past any size acts alike: no sum wraps
+        valid = [R.greater_equal(R.add(R.add(e.shape_tensor(x), head), tail), zero),
+                 R.less_equal(t, big), R.greater_equal(t, R.negative(big))]  # fmt: skip
+        if mode != "constant":  # a dim padded by them is not empty
+            still = R.logical_and(R.equal(head, zero), R.equal(tail, zero))
+            valid.append(R.logical_or(R.greater(e.shape_tensor(x), zero), still))
+        width = e.ints(t, *valid)
+    e.require(len(width) == 2 * r, "pads not two per dim")
+    fill = value_in if value_in is not None else e.const(value, e.dtype(x))
+    if value_in is not None:
+        fill = e.emit(R.reshape(fill, []))
+    i64, zero = "int64", e.const(0, "int64")
+    for a in range(r):
+        before, after = width[a], width[r + a]
+        if isinstance(before, int) and isinstance(after, int) and before == after == 0:
+            continue
+        n = e.shape(x)[a]
+        if isinstance(n, int):
+            size = e.const(n, i64)
+        else:
+            size = e.emit(R.take(e.shape_tensor(x), e.const(a, i64), axis=0, mode="clip"))
+        one = e.const(1, i64)
+        last = e.emit(R.maximum(R.subtract(size, one), zero))
+        idx = e.emit(R.arange(-before, n + after, 1, i64))  # source index of each position
+        if mode == "constant":
+            block = list(e.shape(x))
+            block[a] = 1
+            x = e.emit(R.concat([x, e.emit(R.broadcast_to(fill, block))], a))
+            inside = R.logical_and(R.greater_equal(idx, zero), R.less(idx, size))
+            src = e.emit(R.where(inside, idx, size))  # outside: the fill at index n
+        elif mode == "reflect":
+            period = e.emit(R.maximum(R.add(last, last), one))
+            j = e.emit(R.floor_mod(idx, period))
+            src = e.emit(R.where(R.greater_equal(j, size), R.subtract(period, j), j))
+        elif mode == "wrap":
+            src = e.emit(R.floor_mod(idx, R.maximum(size, one)))
+        else:
+            src = e.emit(R.minimum(R.maximum(idx, zero), last))
+        x = e.emit(R.take(x, src, axis=a, mode="clip"))
+    return x
 
 
 @emitter("depth_to_space")
@@ -329,7 +526,9 @@ def arange(e: Emit, *, start=0.0, end, step=1.0, dtype):
 
 @emitter("full")
 def full(e: Emit, shape_in=None, *, shape=None, value=0.0, dtype):
-    e.require(shape_in is None, "full with a run-time shape")
+    if shape_in is not None:  # a run-time shape, read as dims
+        dims = e.ints(shape_in, R.greater_equal(e.int64(shape_in), e.const(0, "int64")))
+        return e.emit(R.full(dims, e.const(value, dtype), relax_dtype(dtype)))
     filled = _FILLED.get((e.source_op, value))
     if filled is not None:
         return e.emit(filled(_out_shape(e), relax_dtype(dtype)))
@@ -358,8 +557,21 @@ def full_like(e: Emit, x, *, value=0.0, dtype=None):
 
 @emitter("one_hot")
 def one_hot(e: Emit, indices, depth_in=None, *, depth, axis=-1, dtype):
-    static_only(depth_in)
     dt = relax_dtype(dtype)
+    if depth_in is not None:
+        # A run-time depth: compare the indices (negatives counted from the end) with an
+        # arange of depth on the new axis.
+        d = e.emit(R.reshape(e.int64(depth_in), []))
+        (n,) = e.ints(d, R.greater_equal(d, e.const(0, "int64")))
+        i = e.int64(indices)
+        i = e.emit(R.where(R.less(i, e.const(0, "int64")), R.add(i, d), i))
+        r = e.rank(indices) + 1
+        a = axis % r
+        i = e.emit(R.expand_dims(i, [a]))
+        shape = [1] * r
+        shape[a] = n
+        ar = e.emit(R.reshape(e.emit(R.arange(0, n, 1, "int64")), shape))
+        return e.emit(R.astype(R.equal(i, ar), dt))
     on = relax.prim_value(tvm.tirx.const(1, dt))
     off = relax.prim_value(tvm.tirx.const(0, dt))
     return e.emit(R.one_hot(indices, on, off, depth, axis))

@@ -42,10 +42,18 @@ def grid_sample(e: Emit, x, grid, *, mode="linear", padding_mode="zeros", align_
 
 @emitter("affine_grid")
 def affine_grid(e: Emit, theta, size_in=None, *, size=None, align_corners=False):
-    e.require(size_in is None and size is not None, "affine_grid with a run-time size")
+    if size_in is not None:  # read at run time: N is theta's, the rest at least 0
+        t = e.int64(size_in)
+        n = R.take(t, e.const(0, "int64"), mode="clip")
+        batch = R.equal(n, R.take(e.shape_tensor(theta), e.const(0, "int64"), mode="clip"))
+        size = e.ints(t, batch, R.greater_equal(t, e.const(0, "int64")))
+    else:
+        size = list(size)
     e.require(len(size) == 4, "a 3-d affine grid (image.affine_grid is 2-d)")
+    if not all(isinstance(v, int) for v in size[2:]):
+        return _affine_grid_runtime(e, theta, size_in, size[2], size[3], align_corners)
     # TOPI's affine_grid gives [N, 2, H, W]; ONNX and torch hold the grid as [N, H, W, 2].
-    g = e.emit(R.image.affine_grid(theta, [int(size[2]), int(size[3])], align_corners))
+    g = e.emit(R.image.affine_grid(theta, size[2:], align_corners))
     return e.emit(R.permute_dims(g, [0, 2, 3, 1]))
 
 
@@ -65,3 +73,31 @@ def roi_align(
         R.vision.roi_align(x, rows, [output_height, output_width], spatial_scale,
                            sampling_ratio, False, "NCHW", mode)
     )  # fmt: skip
+
+
+def _affine_grid_runtime(e: Emit, theta, size_in, h, w, align_corners: bool):
+    """A size read at run time (image.affine_grid's legalization takes a static one): the
+    normalized base grid (x, y, 1) of H x W points times each theta, as ONNX defines it."""
+    dt = e.dtype(theta)
+
+    def coords(n, k: int):  # n points over [-1, 1]: centers, or ends with align_corners
+        i = e.emit(R.astype(e.emit(R.arange(0, n, 1, "int64")), dt))
+        count = e.emit(
+            R.astype(R.take(e.int64(size_in), e.const(k, "int64"), axis=0, mode="clip"), dt)
+        )
+        one = e.const(1.0, dt)
+        if align_corners:
+            step = R.divide(e.const(2.0, dt), R.maximum(R.subtract(count, one), one))
+            return e.emit(R.subtract(R.multiply(i, step), one))
+        twice = R.add(R.multiply(i, e.const(2.0, dt)), one)
+        return e.emit(R.subtract(R.divide(twice, count), one))
+
+    xs, ys = coords(w, 3), coords(h, 2)
+    x = e.emit(R.broadcast_to(e.emit(R.reshape(xs, [1, w])), [h, w]))
+    y = e.emit(R.broadcast_to(e.emit(R.reshape(ys, [h, 1])), [h, w]))
+    cols = [e.emit(R.reshape(v, [h * w, 1])) for v in (x, y)]
+    cols.append(e.emit(R.ones([h * w, 1], dt)))
+    base = e.emit(R.concat(cols, 1))  # [H * W, 3]
+    grid = e.emit(R.matmul(base, e.emit(R.permute_dims(theta, [0, 2, 1]))))  # [N, H * W, 2]
+    n = e.shape(theta)[0]
+    return e.emit(R.reshape(grid, [n, h, w, 2]))

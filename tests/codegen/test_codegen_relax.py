@@ -6,6 +6,8 @@ forms.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 
@@ -14,6 +16,13 @@ torch = pytest.importorskip("torch", reason="torch is the reference of the op ta
 
 import codegen.relax as cr  # noqa: E402
 import tests.codegen.test_codegen_onnx_ops as table  # noqa: E402
+from tests.codegen.relax_runtime_cases import (  # noqa: E402
+    EXTREME_SLICES,
+    RUNTIME_FORMS,
+    RUNTIME_MISFITS,
+    drop_empty_inputs,
+    i64,
+)
 
 F = torch.nn.functional
 C, t, f32 = table.C, table.t, table.f32
@@ -447,10 +456,41 @@ ONNX_PREFIXES = (
     "test_affine_grid",
     "test_roialign",
 )
+# The cases of the ops that take a shape, sizes, axes, pads, repeats, k or limits as an input:
+# the case feeds it at run time, and so does the test (unless BOUND_INPUTS says otherwise).
+RUNTIME_PREFIXES = (
+    "test_reshape_",
+    "test_expand_",
+    "test_range_",
+    "test_slice",
+    "test_constantofshape",
+    "test_tile",
+    "test_resize_",
+    "test_upsample_",
+    "test_constant_pad",
+    "test_edge_pad",
+    "test_reflect_pad",
+    "test_wrap_pad",
+    "test_center_crop_pad",
+    "test_top_k",
+    "test_split_variable_parts",
+    "test_split_zero_size",
+    "test_squeeze",
+    "test_unsqueeze",
+    "test_onehot",
+    "test_tril",
+    "test_triu",
+    "test_cumsum",
+    "test_cumprod",
+    "test_reduce_",
+    "test_blackmanwindow",
+    "test_hannwindow",
+    "test_hammingwindow",
+)
 # Cases that do not run through Relax yet, with the reason (fails when one starts passing).
 EXPECTED_ONNX_FAILURES: dict[str, str] = {
-    "test_loop11": "the body slices with starts computed at run time (the Relax slice emitter "
-    "takes constants), so its scan output has no static shape to stack into",
+    "test_loop11": "the body slices with starts computed at run time, so its scan output's "
+    "shape is symbolic, and the loop stacks scan outputs of static shape only",
     **{
         f"test_gridsample_volumetric_{m}_align_corners_{a}": "Relax's image.grid_sample is 2-d"
         for m in ("bilinear", "nearest")
@@ -462,22 +502,74 @@ EXPECTED_ONNX_FAILURES: dict[str, str] = {
     "element differs), so the emitter refuses it",
     "test_roialign_mode_max": "vision.roi_align's max mode is not ONNX's (most elements "
     "differ), so the emitter refuses it",
+    **{
+        f"test_resize_downsample_scales_{m}": "these scales do not give whole sizes, where "
+        "image.resize (coordinates mapped by the output / input size ratio) would differ from "
+        "ONNX (by the scale): the VM stops at the run-time check (bound, they are refused)"
+        for m in (
+            "nearest",
+            "linear",
+            "linear_align_corners",
+            "cubic",
+            "cubic_align_corners",
+            "cubic_A_n0p5_exclude_outside",
+        )
+    },  # fmt: skip
+    **{
+        f"test_resize_{d}_{m}_antialias": "image.resize has no antialias"
+        for d, m in (
+            ("downsample_scales", "linear"),
+            ("downsample_sizes", "linear"),
+            ("downsample_scales", "cubic"),
+            ("downsample_sizes", "cubic"),
+        )
+    },  # fmt: skip
+    **{
+        f"test_resize_{d}_scales_linear_half_pixel_symmetric": "image.resize has no "
+        "half_pixel_symmetric coordinate transformation"
+        for d in ("downsample", "upsample")
+    },
+    **{
+        f"test_resize_tf_crop_and_resize{v}": "tf_crop_and_resize's region is not mapped onto "
+        "image.resize's roi"
+        for v in ("", "_extrapolation_value", "_axes_2_3", "_axes_3_2")
+    },
+    "test_top_k_uint64": "TVM's topk has no uint64 kernel",
+    **{
+        f"test_reduce_{m}_{b}": "TVM's max / min of bool has no identity value"
+        for m in ("max", "min")
+        for b in ("bool_inputs", "empty_set_bool")
+        if (m, b) != ("min", "empty_set_bool")
+    },
+    **{
+        f"test_reduce_{m}_empty_set": "Relax's max / min over an empty dim is not ONNX's "
+        "identity (-inf / inf)"
+        for m in ("max", "min")
+    },
 }
 
 
-# Inputs that set an output shape, bound as constants at import (Relax emitters take shapes
-# as constants), by case-name prefix.
-BOUND_INPUTS = {"test_affine_grid": ("size",)}
+# Inputs that Relax cannot take at run time, bound as constants at import, by case-name
+# prefix; each must be refused when fed at run time (test_bound_inputs_are_needed), so the
+# list holds only what needs it: nothing today, every case above feeds every input.
+BOUND_INPUTS: dict[str, tuple[str, ...]] = {}
 
 
+@functools.cache
 def _onnx_cases() -> dict:
     from tests.onnx_cases import backend_cases
 
     return {
         c.name: c
         for c in backend_cases()
-        if c.name.startswith(ONNX_PREFIXES) and not c.name.endswith("_expanded")
+        if c.name.startswith(ONNX_PREFIXES + RUNTIME_PREFIXES) and "_expanded" not in c.name
     }
+
+
+def _bound_names(case) -> list[str]:
+    feeds = case.feeds()
+    names = [n for k, v in BOUND_INPUTS.items() if case.name.startswith(k) for n in v]
+    return [n for n in names if n in feeds]
 
 
 def _run_onnx_case(case) -> None:
@@ -485,8 +577,7 @@ def _run_onnx_case(case) -> None:
     from tests.frontend.test_onnx_conformance import to_numpy
 
     feeds = case.feeds()
-    names = [n for k, v in BOUND_INPUTS.items() if case.name.startswith(k) for n in v]
-    bound = {n: feeds[n] for n in names}
+    bound = {n: feeds[n] for n in _bound_names(case)}
     g = msc.from_onnx(case.model, constant_inputs=bound)
     f = cr.build(g)
     out = f(*[feeds[v.name] for v in g.inputs])
@@ -513,6 +604,17 @@ def test_onnx_backend_case(name: str) -> None:
     except Exception:
         return
     pytest.fail(f"{name} now runs through Relax; drop it from EXPECTED_ONNX_FAILURES ({reason})")
+
+
+def test_bound_inputs_are_needed() -> None:
+    """Every case BOUND_INPUTS binds is refused, naming why, when the input is fed at run time."""
+    import msc
+    from msc.errors import UnsupportedOpsError
+
+    for case in _onnx_cases().values():
+        if _bound_names(case):
+            with pytest.raises(UnsupportedOpsError, match="computed at run time"):
+                cr.to_module(msc.from_onnx(case.model))
 
 
 def _recurrent_model(op: str, layout: int, **attrs):
@@ -748,3 +850,87 @@ def test_scan_axes_and_directions_against_onnxruntime(in_axis, in_dir, out_axis,
     for a, b in zip(got, want):
         assert a.numpy().shape == b.shape
         np.testing.assert_allclose(a.numpy(), b, rtol=1e-6, atol=1e-6)
+
+
+# --------------------------------------------------------------- run-time shape inputs
+def _runtime_form(name):
+    """(compiled function, graph, model, feeds) of a RUNTIME_FORMS row."""
+    import msc
+
+    model, feeds = RUNTIME_FORMS[name]
+    model = drop_empty_inputs(model)
+    g = msc.from_onnx(model)
+    return cr.build(g), g, model, feeds
+
+
+@pytest.mark.parametrize("name", sorted(RUNTIME_FORMS))
+def test_runtime_shape_input_against_onnx_reference(name: str) -> None:
+    """Each op whose shape-setting operand is a graph input runs through Relax with it fed at
+    run time: one compiled function, several values (so several output shapes), each equal to
+    ONNX's reference implementation."""
+    from onnx.reference import ReferenceEvaluator
+
+    f, g, model, feed_sets = _runtime_form(name)
+    ref = ReferenceEvaluator(model)
+    shapes = set()
+    for feeds in feed_sets:
+        want = ref.run(None, feeds)
+        got = f(*[feeds[v.name] for v in g.inputs])
+        got = list(got) if isinstance(got, (tuple, list)) else [got]
+        assert len(got) == len(want), name
+        for a, b in zip(got, want):
+            a = a.numpy()
+            assert a.shape == b.shape and a.dtype == b.dtype, (name, feeds, a.shape, b.shape)
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6, err_msg=f"{name} {feeds}")
+        shapes.add(tuple(got[0].shape))
+    if not name.startswith(
+        ("trilu", "cumsum", "cumprod", "reducesumsquare_empty")
+    ):  # their run-time input sets values only
+        assert len(shapes) == len(feed_sets), f"{name}: the output shape did not follow the input"
+
+
+@pytest.mark.parametrize("mode", ["constant", "edge", "reflect", "wrap"])
+def test_runtime_negative_pads_crop(mode: str) -> None:
+    """Negative run-time pads crop (ONNX's reference refuses them; numpy is the reference)."""
+    f, g, _, feed_sets = _runtime_form(f"pad_{mode}")
+    x, v = feed_sets[0]["x"], np.float32(7.0)
+    feeds = {"x": x, "p": i64(0, -1, 2, -2), "v": v}
+    got = f(*[feeds[n.name] for n in g.inputs]).numpy()
+    kw = {"constant_values": v} if mode == "constant" else {}
+    np_mode = {"edge": "edge", "reflect": "reflect", "wrap": "wrap"}.get(mode, "constant")
+    want = np.pad(x[:, 1:2], [(0, 2), (0, 0)], mode=np_mode, **kw)
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("bounds", EXTREME_SLICES, ids=range(len(EXTREME_SLICES)))
+def test_runtime_slice_at_int64_extremes(bounds) -> None:
+    from onnx.reference import ReferenceEvaluator
+
+    f, g, model, feed_sets = _runtime_form("slice")
+    feeds = {"x": feed_sets[0]["x"], **{k: i64(*v) for k, v in zip("beas", bounds)}}
+    want = ReferenceEvaluator(model).run(None, feeds)[0]
+    got = f(*[feeds[v.name] for v in g.inputs]).numpy()
+    assert got.shape == want.shape
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize(
+    "name, bad", RUNTIME_MISFITS, ids=[f"{n}-{i}" for i, (n, _) in enumerate(RUNTIME_MISFITS)]
+)
+def test_runtime_shape_that_does_not_fit_is_refused_at_run_time(name, bad) -> None:
+    f, g, _, feed_sets = _runtime_form(name)
+    feeds = {**feed_sets[0], **bad}
+    with pytest.raises(Exception, match="match_cast"):
+        f(*[feeds[v.name] for v in g.inputs])
+
+
+@pytest.mark.parametrize("name", sorted(RUNTIME_FORMS))
+def test_runtime_form_script_reads_back_structurally_equal(name: str) -> None:
+    """The TVMScript of each run-time form (match_cast, tensor_to_shape, symbolic dims) reads
+    back to a structurally equal module."""
+    import msc
+
+    g = msc.from_onnx(drop_empty_inputs(RUNTIME_FORMS[name][0]))
+    text = cr.to_script(g)
+    assert "match_cast" in text or name.startswith(("trilu", "reducesumsquare_empty")), name
+    tvm.ir.assert_structural_equal(tvm.script.from_source(text), cr.script_module(g)[0])
