@@ -6,7 +6,7 @@ import numpy as np
 import tvm
 from tvm import relax
 
-from codegen.relax.registry import Emit, emitter, relax_dtype
+from codegen.relax.registry import Emit, Unsupported, emitter, relax_dtype
 
 R = relax.op
 _BIG = 2**62
