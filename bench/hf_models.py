@@ -75,6 +75,7 @@ TINY: dict[str, Any] = {
     "num_channels": 3,
     "num_mel_bins": 16,
     "max_length": 64,
+    "max_source_positions": 32,
 }
 # Per-stage lists: as many stages, one block each.
 ONES = ("depths", "num_blocks", "block_repeats")
@@ -178,6 +179,10 @@ def example_input(model: Any, cfg: Any) -> tuple[str, Any]:
         return name, torch.randn(1, getattr(cfg, "max_length", 64), cfg.num_mel_bins)
     if name == "input_values":  # raw audio samples
         return name, torch.randn(1, 1600)
+    if name == "input_features" and hasattr(cfg, "feature_projection_input_dim"):  # frames
+        return name, torch.randn(1, 50, cfg.feature_projection_input_dim)
+    if name == "input_features" and hasattr(cfg, "max_source_positions"):  # Whisper's mels
+        return name, torch.randn(1, cfg.num_mel_bins, 2 * cfg.max_source_positions)
     raise ValueError(f"no example for a model reading {name!r}")
 
 
