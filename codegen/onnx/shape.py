@@ -304,12 +304,31 @@ def _pad_by_gather(e: Emit, x: Ref, pads: list[int], mode: str) -> Ref:
         if begin == 0 and end == 0:
             continue
         n = sizes[axis]
-        e.require(isinstance(n, int) and n > 0, "edge/wrap padding of an axis of unknown size")
+        if not isinstance(n, int):
+            x = e.op("Gather", x, _pad_index(e, x, axis, begin, end, mode), axis=axis)
+            sizes[axis] = None
+            continue
+        e.require(n > 0, "edge/wrap padding of an empty axis")
         sizes[axis] = n + begin + end
         src = np.arange(n + begin + end, dtype=np.int64) - begin
         idx = np.clip(src, 0, n - 1) if mode == "edge" else np.mod(src, n)
         x = e.op("Gather", x, e.const(idx), axis=axis)
     return x
+
+
+def _pad_index(e: Emit, x: Ref, axis: int, begin: int, end: int, mode: str) -> Ref:
+    """The Gather indices of ``_pad_by_gather`` for an axis whose size is known at run time
+    only: Range(-begin, size + end) clamped to [0, size - 1] (edge) or modulo size (wrap).
+    An empty axis gives indices that Gather refuses, as the padding is undefined there."""
+    e.require(e.opset >= 12 or mode == "wrap", "edge padding of an axis of unknown size (opset 12)")
+    n = e.op("Gather", e.op("Shape", x), e.ints([axis]), axis=0)  # [1]
+    n0 = e.op("Squeeze", n, e.ints([0])) if e.opset >= 13 else e.op("Squeeze", n, axes=[0])
+    stop = e.op("Add", n0, e.const(np.array(end, np.int64)))
+    src = e.op("Range", e.const(np.array(-begin, np.int64)), stop, e.const(np.array(1, np.int64)))
+    if mode == "wrap":
+        return e.op("Mod", src, n, fmod=0)
+    top = e.op("Sub", n, e.ints([1]))
+    return e.op("Min", e.op("Max", src, e.ints([0])), top)
 
 
 @emitter("expand", since=8)

@@ -17,7 +17,6 @@ from msc.ops.infer import (
     conv_out,
     known,
     pool_out,
-    rank_of,
     same_dtype,
 )
 from msc.ops.infer import axis as check_axis
@@ -135,13 +134,25 @@ def einsum(xs, *, equation: str) -> TensorType:
 
 
 def _spatial(x: TensorType, w: TensorType | None, n_attr: int, what: str) -> int:
-    r = rank_of(x, f"{what} input")
+    """The number of spatial dims: the input's rank less 2, or, when that rank is unknown (a
+    value from an If whose branches differ in rank), the weight's or the attributes'."""
+    if x.shape is None:
+        n = len(w.shape) - 2 if w is not None and w.shape is not None else n_attr
+        if n < 1:
+            raise InferError(f"{what} input has unknown rank")
+        return n
+    r = len(x.shape)
     n = r - 2
     if n < 1:
         raise InferError(f"{what}: input must be [N, C, *spatial], got rank {r}")
     if n_attr and n_attr != n:
         raise InferError(f"{what}: attributes are for {n_attr} spatial dims, input has {n}")
     return n
+
+
+def _dims(x: TensorType, n: int) -> tuple[Dim, ...]:
+    """``x``'s dims, all unknown when its rank is (``_spatial`` found ``n`` elsewhere)."""
+    return x.shape if x.shape is not None else (None,) * (n + 2)
 
 
 def _fill(v: tuple[int, ...], n: int, default: int) -> tuple[int, ...]:
@@ -165,7 +176,7 @@ def conv(x, weight, bias, *, stride, padding, dilation, groups) -> TensorType:
     padding = _fill(padding, 2 * n, 0)
     if weight.shape is None:
         return TensorType(dt, None)
-    xs, ws = x.shape, weight.shape
+    xs, ws = _dims(x, n), weight.shape
     if len(ws) != n + 2:
         raise InferError(f"conv: weight rank {len(ws)} does not match input rank {len(xs)}")
     if known(xs[1]) and known(ws[1]) and xs[1] != ws[1] * groups:
@@ -191,7 +202,7 @@ def conv_transpose(x, weight, bias, *, stride, padding, dilation, groups, output
     padding, output_padding = _fill(padding, 2 * n, 0), _fill(output_padding, n, 0)
     if weight.shape is None:
         return TensorType(dt, None)
-    xs, ws = x.shape, weight.shape
+    xs, ws = _dims(x, n), weight.shape
     spatial: list[Dim] = []
     for i in range(n):
         s, k = xs[2 + i], ws[2 + i]
@@ -223,7 +234,7 @@ def _pool_shape(x: TensorType, kernel, stride, padding, dilation, ceil_mode, wha
     n = _spatial(x, None, len(kernel), what)
     stride = _fill(stride, n, 1) if stride else tuple(kernel)
     dilation, padding = _fill(dilation, n, 1), _fill(padding, 2 * n, 0)
-    xs = x.shape
+    xs = _dims(x, n)
     sp = [
         pool_out(
             xs[2 + i], kernel[i], stride[i], padding[i], padding[n + i], dilation[i], ceil_mode
@@ -278,10 +289,11 @@ def lp_pool(x, *, kernel, stride, padding, dilation, ceil_mode, p):
 
 def _adaptive(x: TensorType, output_size, what: str) -> tuple[Dim, ...]:
     n = _spatial(x, None, len(output_size), what)
+    xs = _dims(x, n)
     return (
-        x.shape[0],
-        x.shape[1],
-        *[x.shape[2 + i] if o is None or o < 0 else o for i, o in enumerate(output_size[:n])],
+        xs[0],
+        xs[1],
+        *[xs[2 + i] if o is None or o < 0 else o for i, o in enumerate(output_size[:n])],
     )
 
 

@@ -74,6 +74,9 @@ def stft(signal, window, step_in, length_in, *, frame_step, frame_length, onesid
         raise InferError("stft: give frame_step as an attribute or an input (one of them)")
     if length_in is not None and frame_length is not None:
         raise InferError("stft: give frame_length as an attribute or an input, not both")
+    if signal.shape is not None and (len(signal.shape) != 3 or signal.shape[2] not in (1, 2)):
+        if len(signal.shape) != 3 or known(signal.shape[2]):
+            raise InferError(f"stft: signal must be [B, L, 1|2], got {signal}")
     n = frame_length
     if length_in is not None:
         n = window.shape[0] if window is not None and window.shape is not None else None

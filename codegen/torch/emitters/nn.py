@@ -388,10 +388,13 @@ def pixel_shuffle(e: NodeEmit, x: Arg, *, upscale_factor: int) -> ast.expr:
     return call("F.pixel_shuffle", x, upscale_factor)
 
 
-def _n(x: Arg, what: str) -> int:
-    if x.rank is None or x.rank < 3:
+def _n(e: NodeEmit, x: Arg, what: str) -> int:
+    """Spatial dims: the input's rank less 2, else the output's (an input of unknown rank,
+    from an If whose branches differ, gets it from the weight or the attributes)."""
+    rank = x.rank if x.rank is not None else e.output_types[0].rank
+    if rank is None or rank < 3:
         raise ConversionError(f"{what}: input must be [N, C, *spatial] with known rank")
-    return x.rank - 2
+    return rank - 2
 
 
 def _nondefault(n: int, stride=(), padding=(), dilation=(), groups=1) -> dict[str, Any]:
@@ -410,7 +413,7 @@ def _nondefault(n: int, stride=(), padding=(), dilation=(), groups=1) -> dict[st
 # ---------------------------------------------------------------- convolution
 @emitter("conv")
 def conv(e, x, weight, bias=None, *, stride, padding, dilation, groups) -> ast.expr:
-    n = _n(x, "conv")
+    n = _n(e, x, "conv")
     fn = fn_nd("F.conv", n)
     if fn is None:
         raise ConversionError(f"conv: torch has no {n}-d convolution")
@@ -462,7 +465,7 @@ def conv_module(x, weight, bias=None, *, stride, padding, dilation, groups):
 def conv_transpose(
     e, x, weight, bias=None, *, stride, padding, dilation, groups, output_padding
 ) -> ast.expr:
-    n = _n(x, "conv_transpose")
+    n = _n(e, x, "conv_transpose")
     fn = fn_nd("F.conv_transpose", n)
     if fn is None:
         raise ConversionError(f"conv_transpose: torch has no {n}-d transposed convolution")
@@ -548,7 +551,7 @@ def _torch_pool_pad(padding, kernel, dilation, n) -> tuple[int, ...] | None:
 
 @emitter("max_pool")
 def max_pool(e, x, *, kernel, stride, padding, dilation, ceil_mode, return_indices):
-    n = _n(x, "max_pool")
+    n = _n(e, x, "max_pool")
     sym = _torch_pool_pad(padding, kernel, dilation, n)
     if fn_nd("", n) is None or sym is None:
         return _pool_helper(
@@ -565,7 +568,7 @@ def max_pool(e, x, *, kernel, stride, padding, dilation, ceil_mode, return_indic
 
 @emitter("avg_pool")
 def avg_pool(e, x, *, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override):
-    n = _n(x, "avg_pool")
+    n = _n(e, x, "avg_pool")
     sym = _torch_pool_pad(padding, kernel, (), n)
     if fn_nd("", n) is None or sym is None or (n == 1 and divisor_override):
         return _pool_helper(
@@ -584,7 +587,7 @@ def avg_pool(e, x, *, kernel, stride, padding, ceil_mode, count_include_pad, div
 
 @emitter("lp_pool")
 def lp_pool(e, x, *, kernel, stride, padding, dilation, ceil_mode, p):
-    n = _n(x, "lp_pool")
+    n = _n(e, x, "lp_pool")
     plain = not any(padding) and not any(d != 1 for d in dilation) and not ceil_mode
     if fn_nd("", n) is None or not plain or p != 2.0:
         return _pool_helper(
@@ -600,7 +603,7 @@ def _adaptive_size(output_size) -> tuple:
 
 @emitter("adaptive_avg_pool")
 def adaptive_avg_pool(e, x, *, output_size) -> ast.expr:
-    n = _n(x, "adaptive_avg_pool")
+    n = _n(e, x, "adaptive_avg_pool")
     if fn_nd("", n) is None:
         raise ConversionError(f"adaptive_avg_pool: torch has no {n}-d adaptive pooling")
     return call(f"F.adaptive_avg_pool{n}d", x, _adaptive_size(output_size))
@@ -608,7 +611,7 @@ def adaptive_avg_pool(e, x, *, output_size) -> ast.expr:
 
 @emitter("adaptive_max_pool")
 def adaptive_max_pool(e, x, *, output_size, return_indices) -> ast.expr:
-    n = _n(x, "adaptive_max_pool")
+    n = _n(e, x, "adaptive_max_pool")
     if fn_nd("", n) is None:
         raise ConversionError(f"adaptive_max_pool: torch has no {n}-d adaptive pooling")
     kw = {"return_indices": True} if return_indices else {}

@@ -51,8 +51,12 @@ def reshape(ctx: Ctx, data, shape, *, allowzero=0):
     if len(unknown) == 1 and -1 not in out:
         out[unknown[0]] = -1
         return ctx.op("reshape", data, shape=out)
-    # Copied dims are only known at run time: build the target from the input's shape.
-    now = ctx.op("shape", data, start=0, end=len(t))
+    # Copied dims are only known at run time: build the target from the input's shape (its
+    # first dims, up to the last one copied: the target may be longer than the input's rank).
+    k = max(i for i, v in enumerate(t) if v == 0) + 1
+    now = ctx.op("shape", data, start=0, end=k)
+    if len(t) > k:
+        now = ctx.op("concat", now, np.zeros(len(t) - k, np.int64), axis=0)
     mask = np.array([v == 0 for v in t])
     target_v = ctx.op("where", mask, now, np.array(t, np.int64))
     return ctx.op("reshape", data, target_v)

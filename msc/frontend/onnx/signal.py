@@ -60,6 +60,10 @@ def stft(ctx: Ctx, signal, frame_step, window=None, frame_length=None, *, onesid
     n = None if frame_length is None or run_len else int(ctx.scalar(frame_length, "frame_length"))
     if n is None and window is None and not run_len:
         n = ctx.shape(signal)[1]
+    if ctx.type(signal).rank == 2:
+        # [B, L]: onnxruntime reads it as a real signal, [B, L, 1] (the spec's form), and
+        # exporters write it (onnxscript's speech front ends).
+        signal = ctx.op("unsqueeze", signal, axes=[2])
     return ctx.op(
         "stft",
         signal,
