@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from msc.analysis.model import Model, load_model
+from msc.analysis.model import ExportFailed, Model, generated_module, load_model
 from msc.analysis.shapes import (
     InputShape,
     bind,
@@ -38,7 +38,7 @@ from msc.analysis.shapes import (
     specialize,
 )
 from msc.analysis.verify import VerifyReport, verify_models
-from msc.errors import ConversionError, MscError
+from msc.errors import ConversionError, MscError, UnsupportedOpsError
 from msc.io import files, replace_dir
 from msc.ir import symexpr
 from msc.ir.graph import Graph
@@ -66,6 +66,9 @@ class ConvertReport:
     ok: bool = True
     opset: int | None = None  # the ONNX opset written
     opset_reason: str = ""  # why that one
+    # A generated module torch.export could not capture (why): not compared structurally,
+    # only run (eagerly) against the source.
+    uncaptured: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -74,7 +77,10 @@ class ConvertReport:
             "target": self.target,
             "files": self.files,
             "checked": self.checked,
-            "structurally_equal": self.structural is None if self.checked else None,
+            "structurally_equal": (
+                self.structural is None if self.checked and not self.uncaptured else None
+            ),
+            "not_reimported": self.uncaptured or None,
             "first_difference": self.structural,
             "changes": self.changes,
             "verdict": self.verdict,
@@ -285,7 +291,18 @@ def convert(
         if check:
             say("re-importing the output")
             if target == "torch":
-                again = load_model(staged, _specs_of(g), dynamic_items(g), custom_ops=custom_ops)
+                try:
+                    again = load_model(
+                        staged, _specs_of(g), dynamic_items(g), custom_ops=custom_ops
+                    )
+                except (ExportFailed, UnsupportedOpsError) as e:
+                    # Code that reads shapes from tensor values at run time (ONNX files that
+                    # compute them) is beyond torch.export, or it captures ops on such
+                    # sizes msc's torch frontend does not take: run the module as it is.
+                    from codegen.torch import as_generated
+
+                    report.uncaptured = str(e).split("torch.export failed: ", 1)[-1]
+                    again = generated_module(staged, as_generated(g))
             else:
                 again = load_model(staged, custom_ops=custom_ops)
             report.checked = True
@@ -293,6 +310,8 @@ def convert(
                 report.structural, report.changes = _structural_relax(g, again)
                 equal = report.structural is None
                 report.verdict, report.equivalent = ("equal" if equal else "differs"), equal
+            elif target == "torch" and report.uncaptured:
+                report.verdict, report.equivalent = "not re-imported", True
             elif target == "torch":  # compared with what the generated code computes
                 from codegen.torch import as_generated, constants_as_nodes
 

@@ -370,7 +370,7 @@ def _from_module(
             if name not in example:
                 raise MscError(f"--dynamic {item}: forward() has no input {name!r}")
             if sym.name not in syms:
-                syms[sym.name] = torch.export.Dim(sym.name, min=sym.min, max=sym.max)
+                syms[sym.name] = torch.export.Dim(_dim_name(sym.name), min=sym.min, max=sym.max)
             dyn.setdefault(name, {})[axis] = syms[sym.name]
     args = tuple(to_torch(example[n]) for n in names)
     kwargs: dict[str, Any] = {"custom_ops": custom_ops}
@@ -385,8 +385,59 @@ def _from_module(
     except MscError:
         raise
     except Exception as e:
-        raise MscError(f"{label}: torch.export failed: {type(e).__name__}: {_first(e)}") from None
+        raise ExportFailed(
+            f"{label}: torch.export failed: {type(e).__name__}: {_first(e)}"
+        ) from None
+    if dynamic:
+        g = _symbols_renamed(g, {_dim_name(n): n for n in syms if _dim_name(n) != n})
     return g, example
+
+
+def _symbols_renamed(g: Graph, names: Mapping[str, str]) -> Graph:
+    """``g`` with the symbols named as keys of ``names`` named as its values (the source's
+    dim names that torch.export's Dim could not take), types re-inferred."""
+    if not names:
+        return g
+    from msc.analysis.shapes import retype
+    from msc.ir import symexpr
+    from msc.ir.types import SymDim, map_tensor
+
+    found = {s.name: s for v in g.inputs for s in _input_symbols(v.type)}
+    binding = {k: SymDim(names[k], s.min, s.max) for k, s in found.items() if k in names}
+    if not binding:
+        return g
+
+    def fix(t: TensorType) -> TensorType:
+        if t.shape is None:
+            return t
+        return t.with_shape(d if d is None else symexpr.subs(d, binding) for d in t.shape)
+
+    return retype(g, {v.name: map_tensor(v.type, fix) for v in g.inputs})
+
+
+def _input_symbols(t: Any) -> list:
+    from msc.ir import symexpr
+    from msc.ir.types import tensor_of
+
+    shape = tensor_of(t).shape or ()
+    return [s for d in shape if d is not None for s in symexpr.symbols(d)]
+
+
+class ExportFailed(MscError):
+    """torch.export could not capture a module (e.g. generated code that reads a shape from a
+    tensor's values: a data-dependent size torch.export cannot guard on)."""
+
+
+def _dim_name(name: str) -> str:
+    """A torch.export Dim name (an identifier) for a symbol: itself when it is one, else its
+    characters with the others replaced, made unique by a hash of the name (ONNX dim_params
+    such as ``p2o.DynamicDimension.0`` or ``?``)."""
+    if name.isidentifier():
+        return name
+    import hashlib
+
+    tag = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    return "d_" + re.sub(r"\W", "_", name, flags=re.ASCII) + "_" + tag
 
 
 def _first(e: BaseException) -> str:
@@ -639,6 +690,18 @@ def _load_torch_source(path: Path, specs, dynamic, say, custom_ops: str = "error
     say("exporting with torch.export")
     g, ex = _from_module(module, specs, dynamic, str(path), source, custom_ops)
     return Model(g, "torch-source", str(path), module, ex)
+
+
+def generated_module(path: str | os.PathLike, graph: Graph) -> Model:
+    """A codegen.torch directory run as it is (eagerly), described by ``graph``, the graph it
+    was generated from: for code torch.export cannot capture. This imports and runs model.py."""
+    path = Path(path)
+    load = _import_file(path / "model.py", "load")
+    try:
+        module = load(str(path / "model.safetensors"))
+    except (Exception, SystemExit) as e:
+        raise MscError(f"{path}: building the module failed: {type(e).__name__}: {e}") from None
+    return Model(graph, "torch-source", str(path), module)
 
 
 def _declared_inputs(doc: str) -> list[tuple[str, TensorType]] | None:

@@ -78,7 +78,16 @@ def parse_dynamic(text: str) -> tuple[str, int, SymDim]:
             raise MscError(
                 f"bad --dynamic {text!r}: a range reads {{min..max}}, e.g. batch{{1..64}}"
             )
-    if not eq or not colon or not name or not sym.isidentifier():
+    # A symbol is any name a model file may give a dim (ONNX dim_params such as
+    # ``p2o.DynamicDimension.0``), but not a number: a fixed size is --input-shape's.
+    if (
+        not eq
+        or not colon
+        or not name
+        or not sym
+        or sym.lstrip("+-").isdigit()
+        or any(c.isspace() or c in "={}" for c in sym)
+    ):
         raise MscError(f"bad --dynamic {text!r}: expected input:axis=symbol, e.g. x:0=batch")
     try:
         axis = int(ax)

@@ -222,7 +222,9 @@ def test_input_shape_and_dynamic_parsing():
     for bad in ("x", "x=a,b", "x=1:f99"):
         with pytest.raises(MscError):
             parse_input_shape(bad)
-    for bad in ("x=batch", "x:a=batch", "x:0=1batch", "x:0=b{2..1}"):
+    # Dim names from model files need not be identifiers (paddle2onnx writes these).
+    assert parse_dynamic("x:0=p2o.DynamicDimension.0")[2] == SymDim("p2o.DynamicDimension.0")
+    for bad in ("x=batch", "x:a=batch", "x:0=12", "x:0=b c", "x:0=b{2..1}"):
         with pytest.raises(MscError):
             parse_dynamic(bad)
 

@@ -226,6 +226,60 @@ def test_convert_to_torch_compares_with_what_the_code_computes(tmp_path):
     assert r.ok and r.verdict == "equal" and r.equivalent, (r.verdict, r.structural)
 
 
+def _onnx_file(path: Path, nodes, inputs, outputs, inits=()) -> Path:
+    import onnx
+    from onnx import helper
+
+    g = helper.make_graph(nodes, "g", inputs, outputs, initializer=list(inits))
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+    m.ir_version = 9
+    onnx.save(m, path)
+    return path
+
+
+def test_convert_to_torch_runs_code_torch_export_cannot_capture(tmp_path):
+    """Slice bounds read from tensor values at run time are data-dependent sizes torch.export
+    cannot specialize: the check runs the generated module as it is and says so, rather than
+    refusing to write it (speech front ends and file-type detectors do this)."""
+    from onnx import TensorProto, helper
+
+    src = _onnx_file(
+        tmp_path / "dd.onnx",
+        [helper.make_node("Slice", ["x", "s", "e"], ["y"])],
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [4]),
+            helper.make_tensor_value_info("s", TensorProto.INT64, [1]),
+            helper.make_tensor_value_info("e", TensorProto.INT64, [1]),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+    )
+    out = tmp_path / "out"
+    p = run("convert", src, "-o", out, "--to", "torch", "--json")
+    r = json.loads(p.stdout)
+    assert r["ok"] and r["not_reimported"] and r["structurally_equal"] is None, r
+    assert "data-dependent" in r["not_reimported"], r["not_reimported"]
+    assert (out / "model.py").is_file()
+    p = run("convert", src, "-o", tmp_path / "out2", "--to", "torch")
+    assert "check: not re-imported (torch.export cannot capture" in p.stdout
+    assert "check: outputs match" in p.stdout
+
+
+def test_convert_to_torch_with_dim_names_that_are_not_identifiers(tmp_path):
+    """ONNX dim_params such as paddle2onnx's ``p2o.DynamicDimension.0``: the re-import
+    exports the generated module with those dims dynamic (torch.export wants identifiers)."""
+    from onnx import TensorProto, helper
+
+    src = _onnx_file(
+        tmp_path / "p2o.onnx",
+        [helper.make_node("Relu", ["x"], ["y"])],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["p2o.Dim.0", 3, "?"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["p2o.Dim.0", 3, "?"])],
+    )
+    p = run("convert", src, "-o", tmp_path / "out", "--to", "torch", "--json")
+    r = json.loads(p.stdout)
+    assert r["ok"] and r["structurally_equal"] and not r["not_reimported"], r
+
+
 def test_convert_failure_writes_nothing_and_keeps_old_output(models, tmp_path):
     bad = tmp_path / "bad.onnx"
     bad.write_bytes(b"\x08\x07garbage that is not a protobuf" * 10)
