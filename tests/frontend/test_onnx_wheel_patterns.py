@@ -147,3 +147,19 @@ def test_edge_and_wrap_padding_of_an_axis_of_unknown_size(tmp_path, mode):
 
     feeds = [{"x": rng.standard_normal(s).astype(np.float32)} for s in [(2, 7), (1, 3)]]
     _check(m, feeds, tmp_path, reference=None if mode == "edge" else numpy_pad)
+
+
+def test_question_mark_dims_are_unknown_not_one_symbol(tmp_path):
+    """paddle2onnx writes dim_param "?" for each unknown dim (PP-OCR's classifier input is
+    [-1, 3, "?", "?"]): as a symbol it made height and width one size, which TVM's Relax VM
+    then enforced (it refused a 48 x 192 image). Each "?" is an unknown dim of its own."""
+    m = _model(
+        [helper.make_node("Relu", ["x"], ["y"])],
+        [_vi("x", FLT, [-1, 3, "?", "?"])],
+        [_vi("y", FLT, [-1, 3, "?", "?"])],
+    )
+    onnx.save(m, tmp_path / "q.onnx")
+    g = msc.from_onnx(str(tmp_path / "q.onnx"))
+    assert g.inputs[0].type.shape == (None, 3, None, None)
+    feeds = [{"x": rng.standard_normal((1, 3, 4, 6)).astype(np.float32)}]
+    _check(m, feeds, tmp_path)

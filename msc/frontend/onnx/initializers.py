@@ -121,7 +121,9 @@ def dim_from_param(param: str) -> Dim:
 
 
 def type_from_onnx(tp: onnx.TypeProto, what: str = "value") -> TensorType:
-    """A tensor TypeProto as a TensorType: dim_value -> int, dim_param -> SymDim, else None."""
+    """A tensor TypeProto as a TensorType: dim_value -> int, dim_param -> SymDim, else None.
+    The dim_param ``?`` is None too: exporters (paddle2onnx) write it for "unknown", and as a
+    symbol it would make every such dim the same size."""
     kind = tp.WhichOneof("value")
     if kind != "tensor_type":
         raise UnsupportedType(f"{what} has type {kind or 'undefined'}, msc holds tensors only")
@@ -134,7 +136,7 @@ def type_from_onnx(tp: onnx.TypeProto, what: str = "value") -> TensorType:
         which = d.WhichOneof("value")
         if which == "dim_value" and d.dim_value >= 0:
             dims.append(int(d.dim_value))
-        elif which == "dim_param" and d.dim_param:
+        elif which == "dim_param" and d.dim_param and d.dim_param != "?":
             dims.append(dim_from_param(d.dim_param))
         else:
             dims.append(None)
