@@ -362,7 +362,10 @@ def _cell(v: Any) -> str:
     if v is None:
         return "-"
     s = str(v)
-    return "ok" if s == "ok" else s.split("\n")[0][:160].replace("|", "\\|")
+    if s == "ok":
+        return s
+    s = " / ".join(x.strip(" -") for x in s.splitlines() if x.strip())
+    return s[:300].replace("|", "\\|")
 
 
 def main() -> None:
