@@ -368,6 +368,19 @@ def _onnx_nodes(g: onnx.GraphProto):
                 yield from _onnx_nodes(a.g)
 
 
+def test_cli_converts_an_ep_context_model_keeping_the_blob(tmp_path):
+    from tests.security import run_cli
+
+    src, dst = tmp_path / "ep.onnx", tmp_path / "out.onnx"
+    onnx.save(_ep_context(), src)
+    # --no-check: no session runs an EPContext node without the execution provider it names
+    args = ["convert", str(src), "-o", str(dst), "--custom-ops", "keep", "--no-check"]
+    code, _, err = run_cli(*args)
+    assert code == 0, err
+    (ep,) = [n for n in onnx.load(dst).graph.node if n.op_type == "EPContext"]
+    assert {a.name: a.s for a in ep.attribute}["ep_cache_context"] == BLOB
+
+
 def test_binary_string_of_an_unkept_custom_node_is_just_unsupported():
     """Without custom_ops="keep" the node is reported like any op msc lacks (the model is
     not malformed: no schema says the string is text)."""
