@@ -187,7 +187,11 @@ class EmitterRegistry:
 
 
 def onnx_attr(key: str, value: Any) -> onnx.AttributeProto:
-    """An ONNX attribute for a plain value (number, string, list, tensor)."""
+    """An ONNX attribute for a plain value (number, string, bytes, list, tensor)."""
+    if isinstance(value, bytes):  # binary data (a custom node's blob): a STRING, byte for byte
+        attr = onnx.AttributeProto(name=key, type=onnx.AttributeProto.STRING)
+        attr.s = value
+        return attr
     if isinstance(value, np.ndarray):
         return helper.make_attribute(key, tensor_proto(value))
     if isinstance(value, (list, tuple)):

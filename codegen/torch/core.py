@@ -515,7 +515,7 @@ class TorchCodegen:
         for node in _walk(self.graph):
             if is_custom(node.op):
                 try:
-                    custom.resolve(node.op)
+                    custom.check(node)
                 except ValueError as e:
                     bad.append(UnsupportedOp(node.op, node.name, node.provenance.module, str(e)))
             elif node.op not in self.emitters:

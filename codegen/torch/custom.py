@@ -24,7 +24,7 @@ from codegen.torch import code
 from msc.ir.graph import Node
 from msc.ops.custom import CustomOp, parse_custom
 
-__all__ = ["resolve", "call"]
+__all__ = ["resolve", "check", "call"]
 
 
 def _ident(s: str) -> bool:
@@ -51,8 +51,22 @@ def resolve(op: str) -> tuple[Any, str]:
     return overload_fn, f"torch.ops.{c.domain}.{opname}.{overload}"
 
 
+def check(node: Node) -> None:
+    """ValueError with the reason when ``node`` cannot become a call: its op is not a
+    registered torch.library op, or an attribute holds binary data (bytes: no torch schema
+    argument takes it, and it never becomes code)."""
+    resolve(node.op)
+    binary = sorted(k for k, v in node.attrs.items() if isinstance(v, bytes))
+    if binary:
+        raise ValueError(
+            f"custom op {node.op}: attribute(s) {binary} hold binary data (bytes), which no "
+            "torch.library argument takes"
+        )
+
+
 def call(node: Node, args: list[Any]) -> ast.expr:
     """The call of ``node``'s op: ``args`` are its inputs as code (None for absent ones)."""
+    check(node)
     fn, path = resolve(node.op)
     schema = fn._schema
     ins = iter(args)

@@ -168,6 +168,8 @@ def attr_rows(n: Node) -> list[tuple[str, str, str]]:
             text = f"<graph {v.name!r}: {len(v.nodes)} nodes>"
         elif isinstance(v, np.ndarray) and v.size > 16:
             text = f"tensor {v.dtype}{list(v.shape)}"
+        elif isinstance(v, bytes) and len(v) > 16:
+            text = f"<{len(v)} bytes>"
         else:
             text = format_attr(v)
         if len(text) > _MAX_ATTR:

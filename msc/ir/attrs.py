@@ -1,12 +1,15 @@
 """Typed attribute values.
 
 # NOTE: invariants
-# - An attribute value is one of: int, float, bool, str, a tuple of ints / floats / bools / strs,
-#   a ``DType``, a value type (``TensorType``, ``SequenceType``, ``OptionalType``), a numpy
+# - An attribute value is one of: int, float, bool, str, bytes, a tuple of ints / floats / bools /
+#   strs, a ``DType``, a value type (``TensorType``, ``SequenceType``, ``OptionalType``), a numpy
 #   array (a tensor), a ``Graph`` (a subgraph), or None where the schema allows it. Never a
 #   string standing in for a number.
 # - ``normalize`` is the one place values are checked and coerced (numpy scalars to Python,
 #   lists to tuples, ints to floats for FLOAT kinds); after it, equal values compare equal.
+# - ``bytes`` (BYTES) is binary data that is not text: an ONNX string attribute of a custom node
+#   that is not UTF-8 (onnxruntime's EPContext keeps a compiled blob there). str and bytes never
+#   compare equal, and no canonical op's schema takes BYTES (their strings are text).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ class AttrKind(enum.Enum):
     FLOAT = "float"
     BOOL = "bool"
     STR = "str"
+    BYTES = "bytes"
     INTS = "ints"
     FLOATS = "floats"
     BOOLS = "bools"
@@ -38,12 +42,18 @@ class AttrKind(enum.Enum):
     GRAPH = "graph"
 
 
+def _show(v: Any) -> str:
+    """A value's type and repr for an error message, cut short (a blob may be megabytes)."""
+    r = repr(v)
+    return f"{type(v).__name__} {r if len(r) <= 80 else r[:77] + '...'}"
+
+
 def _as_int(v: Any) -> int:
     if isinstance(v, bool | np.bool_):
         raise TypeError(f"expected int, got bool {v!r}")
     if isinstance(v, int | np.integer):
         return int(v)
-    raise TypeError(f"expected int, got {type(v).__name__} {v!r}")
+    raise TypeError(f"expected int, got {_show(v)}")
 
 
 def _as_float(v: Any) -> float:
@@ -51,7 +61,7 @@ def _as_float(v: Any) -> float:
         raise TypeError(f"expected float, got bool {v!r}")
     if isinstance(v, int | float | np.integer | np.floating):
         return float(v)
-    raise TypeError(f"expected float, got {type(v).__name__} {v!r}")
+    raise TypeError(f"expected float, got {_show(v)}")
 
 
 def _as_bool(v: Any) -> bool:
@@ -59,18 +69,24 @@ def _as_bool(v: Any) -> bool:
         return bool(v)
     if isinstance(v, int | np.integer) and int(v) in (0, 1):
         return bool(v)
-    raise TypeError(f"expected bool, got {type(v).__name__} {v!r}")
+    raise TypeError(f"expected bool, got {_show(v)}")
 
 
 def _as_str(v: Any) -> str:
     if isinstance(v, str):
         return v
-    raise TypeError(f"expected str, got {type(v).__name__} {v!r}")
+    raise TypeError(f"expected str, got {_show(v)}")
+
+
+def _as_bytes(v: Any) -> bytes:
+    if isinstance(v, bytes | bytearray):
+        return bytes(v)  # exactly bytes (not np.bytes_, not mutable), so equal values compare equal
+    raise TypeError(f"expected bytes, got {_show(v)}")
 
 
 def _seq(v: Any, each) -> tuple:
     if isinstance(v, str | bytes) or not hasattr(v, "__iter__"):
-        raise TypeError(f"expected a list, got {type(v).__name__} {v!r}")
+        raise TypeError(f"expected a list, got {_show(v)}")
     return tuple(each(x) for x in v)
 
 
@@ -86,6 +102,8 @@ def normalize(kind: AttrKind, value: Any) -> Any:
         return _as_bool(value)
     if kind is AttrKind.STR:
         return _as_str(value)
+    if kind is AttrKind.BYTES:
+        return _as_bytes(value)
     if kind is AttrKind.INTS:
         return _seq(value, _as_int)
     if kind is AttrKind.FLOATS:
@@ -97,11 +115,11 @@ def normalize(kind: AttrKind, value: Any) -> Any:
     if kind is AttrKind.DTYPE:
         if isinstance(value, DType):
             return value
-        raise TypeError(f"expected DType, got {type(value).__name__} {value!r}")
+        raise TypeError(f"expected DType, got {_show(value)}")
     if kind is AttrKind.TYPE:
         if isinstance(value, VALUE_TYPES):
             return value
-        raise TypeError(f"expected a value type, got {type(value).__name__} {value!r}")
+        raise TypeError(f"expected a value type, got {_show(value)}")
     if kind is AttrKind.TENSOR:
         if isinstance(value, np.ndarray):
             if DType.from_numpy(value.dtype).is_string:  # raises for dtypes msc has no name for
@@ -127,6 +145,8 @@ def infer_kind(value: Any) -> AttrKind:
         return AttrKind.FLOAT
     if isinstance(value, str):
         return AttrKind.STR
+    if isinstance(value, bytes | bytearray):
+        return AttrKind.BYTES
     if isinstance(value, DType):
         return AttrKind.DTYPE
     if isinstance(value, VALUE_TYPES):
@@ -145,7 +165,7 @@ def infer_kind(value: Any) -> AttrKind:
             return AttrKind.BOOLS
         if kinds == {AttrKind.STR}:
             return AttrKind.STRS
-    raise TypeError(f"not an attribute value: {type(value).__name__} {value!r}")
+    raise TypeError(f"not an attribute value: {_show(value)}")
 
 
 def _float_equal(a: float, b: float) -> bool:

@@ -65,6 +65,8 @@ def _fmt(v: Any) -> str:
         return f"<graph {v.name!r}>"
     if isinstance(v, np.ndarray):
         return f"tensor {v.dtype}{list(v.shape)}"
+    if isinstance(v, bytes) and len(v) > 48:
+        return f"<{len(v)} bytes, blake2b {_digest(v)}>"
     s = format_scalar(v)
     return s if len(s) < 80 else s[:77] + "..."
 
@@ -380,6 +382,8 @@ class _Hasher:
                 v.shape,
                 content_bytes(v),
             )
+        elif isinstance(v, bytes):  # the bytes themselves, marked apart from text
+            self.put("bytes", v)
         elif isinstance(v, tuple):
             self.put("[", len(v))
             for x in v:

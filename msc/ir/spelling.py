@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import base64
 import math
 import re
 from typing import Any
@@ -50,6 +51,7 @@ KEYWORDS = frozenset(
         "tensor",
         "type",
         "b64",
+        "bytes",
     }
 )
 
@@ -145,8 +147,9 @@ def format_float(x: float) -> str:
 
 
 def format_scalar(v: Any) -> str:
-    """An attribute value that is not a tensor or a graph: none, bool, int, float, str, dtype,
-    tensor type, or a list of them."""
+    """An attribute value that is not a tensor or a graph: none, bool, int, float, str, bytes,
+    dtype, tensor type, or a list of them. Bytes are ``bytes(b64 "...")``: standard base64 with
+    padding, one spelling per value, so they parse back exactly (and never read as text)."""
     if v is None:
         return "none"
     if isinstance(v, bool):
@@ -157,6 +160,8 @@ def format_scalar(v: Any) -> str:
         return format_float(v)
     if isinstance(v, str):
         return escape(v)
+    if isinstance(v, bytes):
+        return 'bytes(b64 "' + base64.b64encode(v).decode("ascii") + '")'
     if isinstance(v, DType):
         return v.short
     if isinstance(v, VALUE_TYPES):

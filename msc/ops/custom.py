@@ -167,6 +167,12 @@ def markdown() -> str:
             "any typed values (a torch op's non-tensor arguments by name, an ONNX node's "
             "attributes); outputs: the types the source declared (torch's meta, ONNX "
             "value_info or shape inference), since msc cannot infer them.",
+            "- Binary attributes: a string attribute that is not UTF-8 on an ONNX node whose op "
+            "neither ONNX's schemas nor msc's converters define (the compiled blob in "
+            "`ep_cache_context` of onnxruntime's `com.microsoft::EPContext`, embed_mode=1) is "
+            '`bytes`, printed `bytes(b64 "...")` and written back byte for byte; a UTF-8 one '
+            "stays `str`. Anywhere else (a list of strings, a string tensor, an op whose schema "
+            "says text) non-UTF-8 is a malformed model (BadModelError).",
             '- Like any node it prints (quoted: `"com.microsoft::Inverse@1"(%x)`), parses, '
             "saves, loads, compares and hashes; `msc inspect` lists custom ops apart.",
             "- Its inputs and outputs may be sequences and optionals (`seq<f32[?, 3]>`, "
@@ -178,8 +184,9 @@ def markdown() -> str:
             "- codegen.torch calls `torch.ops.<domain>.<name>.<overload>(arg=...)` when the op is "
             "registered with torch.library in the generating process (tensor inputs fill the "
             "schema's tensor arguments in order, attributes the others by name); otherwise it "
-            "refuses, naming the op and its domain. Only checked identifiers of a registered op "
-            "reach the generated code.",
+            "refuses, naming the op and its domain (and a node with a bytes attribute, which no "
+            "torch schema takes). Only checked identifiers of a registered op reach the "
+            "generated code.",
             "",
         ]
     )

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import base64
+import binascii
 import bisect
 import re
 from typing import Any
@@ -187,7 +188,7 @@ def _immutable(v: Any) -> bool:
     """An attribute value nodes may share (not an array, not a graph)."""
     if isinstance(v, tuple):
         return all(_immutable(x) for x in v)
-    return v is None or isinstance(v, int | float | str | DType | VALUE_TYPES)
+    return v is None or isinstance(v, int | float | str | bytes | DType | VALUE_TYPES)
 
 
 def _newlines(src: str) -> list[int]:
@@ -519,10 +520,35 @@ class _Parser:
                 return ty
             if text == "tensor":
                 return self.tensor()
+            if text == "bytes":
+                return self.bytes_value()
             if text in _DTYPES:
                 self.i = i + 1
                 return _DTYPES[text]
-        raise self.error("a value (number, string, list, true/false/none, dtype, tensor, graph)")
+        raise self.error(
+            "a value (number, string, bytes, list, true/false/none, dtype, tensor, graph)"
+        )
+
+    def b64(self) -> bytes:
+        """``b64 "..."``: standard base64 with padding, spelt as the printer spells it."""
+        self.expect("b64")
+        t = self.tok
+        text = self.string()
+        try:
+            raw = base64.b64decode(text.encode("ascii"), validate=True)
+        except (UnicodeEncodeError, binascii.Error):
+            raise ParseError("not base64 data", t.line, t.col) from None
+        if base64.b64encode(raw).decode("ascii") != text:
+            raise ParseError("base64 data not spelt as msc writes it", t.line, t.col)
+        return raw
+
+    def bytes_value(self) -> bytes:
+        """``bytes(b64 "...")``: binary data (never text)."""
+        self.expect("bytes")
+        self.expect("(")
+        raw = self.b64()
+        self.expect(")")
+        return raw
 
     def tensor(self) -> np.ndarray:
         self.expect("tensor")
@@ -533,9 +559,9 @@ class _Parser:
             raise ParseError("a tensor needs a static shape", start.line, start.col)
         self.expect(",")
         npdt = ty.dtype.to_numpy()
-        if not ty.dtype.is_string and self.accept("b64"):
-            t = self.tok
-            raw = base64.b64decode(self.string().encode("ascii"), validate=True)
+        if not ty.dtype.is_string and self.at("b64"):
+            t = self.toks_at(self.i + 1)
+            raw = self.b64()
             if len(raw) != ty.nbytes():
                 raise ParseError(
                     f"tensor data has {len(raw)} bytes, type needs {ty.nbytes()}", t.line, t.col

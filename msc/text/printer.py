@@ -6,6 +6,8 @@
 #   (MLIR's rule), so dots, spaces, quotes, unicode, leading digits and "" all survive.
 # - Floats print with ``repr`` (shortest exact form); a float always shows '.', 'e', inf or nan,
 #   so the parser tells it from an int.
+# - Text and binary data never share a spelling: str is a quoted, escaped literal; bytes are
+#   ``bytes(b64 "...")`` (canonical base64), read back by the parser's own code, never eval.
 #
 # The format:
 #   graph NAME {

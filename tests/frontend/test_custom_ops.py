@@ -82,6 +82,19 @@ def test_torch_library_op_to_pytorch_calls_the_op(model):
     assert msc.to_text(msc.from_text(text)) == text
 
 
+def test_torch_codegen_refuses_a_bytes_attribute_of_a_registered_op(model):
+    """No torch schema argument takes bytes (an ONNX custom node's binary string): the node
+    is refused by name, and the blob never becomes code."""
+    m, x = model
+    g = msc.from_torch(m, (x,), custom_ops="keep")
+    node = next(n for n in g.nodes if n.op == "msc_test::scale_add@1")
+    node.attrs = {"alpha": b'\x00");__import__("os")#'}
+    with pytest.raises(UnsupportedOpsError) as e:
+        codegen.torch.generate(g)
+    assert "msc_test::scale_add@1" in str(e.value)
+    assert "attribute(s) ['alpha'] hold binary data (bytes)" in str(e.value)
+
+
 def test_torch_library_op_to_onnx_is_a_node_in_its_domain(model, tmp_path):
     m, x = model
     g = msc.from_torch(m, (x,), custom_ops="keep")

@@ -257,6 +257,20 @@ BAD_TEXT_ATTRS = {
         ),
         "node 'inner' (Pad): attribute 'mode' is not UTF-8",
     ),
+    # an op ONNX defines and msc keeps (no canonical op): its schema says text
+    "ONNX's own op": (
+        lambda: _attr_model(
+            h.make_node("StringNormalizer", ["x"], ["y"], name="s", locale=b"\xff")
+        ),
+        "node 's' (StringNormalizer): attribute 'locale' is not UTF-8",
+    ),
+    # an op of another domain that msc converts: its canonical op takes text
+    "converted custom domain": (
+        lambda: _attr_model(
+            h.make_node("FastGelu", ["x"], ["y"], name="g", domain="com.microsoft", note=b"\xff")
+        ),
+        "node 'g' (com.microsoft::FastGelu): attribute 'note' is not UTF-8",
+    ),
 }
 
 
@@ -265,7 +279,8 @@ BAD_TEXT_ATTRS = {
 def test_non_utf8_text_attributes_are_a_bad_model(case, custom_ops):
     """A string attribute that is not UTF-8 breaks ONNX's rule: refused at once as a bad
     model naming node, op and attribute, whether the node is converted or kept (not
-    collected as an unsupported op, not kept with replacement characters)."""
+    collected as an unsupported op, not kept with replacement characters). Only a lone
+    string of an op no schema describes may be binary (test_binary_string_..._as_bytes)."""
     make, message = BAD_TEXT_ATTRS[case]
     with pytest.raises(BadModelError) as e:
         msc.from_onnx(make(), custom_ops=custom_ops)
@@ -288,6 +303,90 @@ def test_valid_text_attributes_still_import():
     m = _attr_model(h.make_node("Foo", ["x"], ["y"], name="f", domain="my", tag="名前😀"))
     (node,) = msc.from_onnx(m, custom_ops="keep").nodes
     assert node.attrs["tag"] == "名前😀"
+
+
+# Bytes onnxruntime's EPContext may hold: NUL, 0xFF, a truncated sequence, an encoded
+# surrogate, an overlong "/", every byte value.
+BLOB = b"\x00\xff\xc3(\xed\xa0\x80\xc0\xaf" + bytes(range(256))
+
+
+def _ep_context(branch: bool = False) -> onnx.ModelProto:
+    """An EPContext-like com.microsoft node (embed_mode=1: the compiled blob inside the
+    ``ep_cache_context`` string), a text attribute beside it, in a branch when ``branch``."""
+    node = h.make_node(
+        "EPContext",
+        ["x"],
+        ["y"],
+        name="ep",
+        domain="com.microsoft",
+        embed_mode=1,
+        ep_cache_context=BLOB,
+        source="名前",
+    )
+    m = _attr_model(node, branch=branch)
+    m.opset_import.append(h.make_opsetid("com.microsoft", 1))
+    return m
+
+
+@pytest.mark.parametrize("branch", [False, True], ids=["top", "in a branch"])
+def test_binary_string_of_a_custom_node_is_kept_as_bytes(branch):
+    """A lone non-UTF-8 string of an op no schema describes is binary data: kept as bytes,
+    written back by codegen.onnx byte for byte, and read again into an equal graph; UTF-8
+    strings stay text."""
+    m = _ep_context(branch)
+    g = msc.from_onnx(m, custom_ops="keep")
+    (node,) = [n for n in _msc_nodes(g) if n.op.startswith("com.microsoft::")]
+    assert node.attrs["ep_cache_context"] == BLOB and type(node.attrs["ep_cache_context"]) is bytes
+    assert node.attrs["source"] == "名前" and node.attrs["embed_mode"] == 1
+    text = msc.to_text(g)
+    assert msc.to_text(msc.from_text(text)) == text
+    msc.assert_structural_equal(g, msc.from_text(text))
+    out = conx.to_model(g)
+    onnx.checker.check_model(out)
+    (ep,) = [n for n in _onnx_nodes(out.graph) if n.op_type == "EPContext"]
+    attrs = {a.name: a for a in ep.attribute}
+    assert attrs["ep_cache_context"].type == onnx.AttributeProto.STRING
+    assert attrs["ep_cache_context"].s == BLOB  # exactly the bytes that came in
+    assert attrs["source"].s == "名前".encode()
+    again = msc.from_onnx(out, custom_ops="keep")
+    msc.assert_structural_equal(g, again)
+    assert msc.structural_hash(g) == msc.structural_hash(again)
+
+
+def _msc_nodes(g: msc.Graph):
+    for n in g.nodes:
+        yield n
+        for sub in n.subgraphs():
+            yield from _msc_nodes(sub)
+
+
+def _onnx_nodes(g: onnx.GraphProto):
+    for n in g.node:
+        yield n
+        for a in n.attribute:
+            if a.type == onnx.AttributeProto.GRAPH:
+                yield from _onnx_nodes(a.g)
+
+
+def test_cli_converts_an_ep_context_model_keeping_the_blob(tmp_path):
+    from tests.security import run_cli
+
+    src, dst = tmp_path / "ep.onnx", tmp_path / "out.onnx"
+    onnx.save(_ep_context(), src)
+    # --no-check: no session runs an EPContext node without the execution provider it names
+    args = ["convert", str(src), "-o", str(dst), "--custom-ops", "keep", "--no-check"]
+    code, _, err = run_cli(*args)
+    assert code == 0, err
+    (ep,) = [n for n in onnx.load(dst).graph.node if n.op_type == "EPContext"]
+    assert {a.name: a.s for a in ep.attribute}["ep_cache_context"] == BLOB
+
+
+def test_binary_string_of_an_unkept_custom_node_is_just_unsupported():
+    """Without custom_ops="keep" the node is reported like any op msc lacks (the model is
+    not malformed: no schema says the string is text)."""
+    with pytest.raises(UnsupportedOpsError, match="EPContext") as e:
+        msc.from_onnx(_ep_context())
+    assert not isinstance(e.value, BadModelError)
 
 
 def test_torch_codegen_refuses_every_string_value():

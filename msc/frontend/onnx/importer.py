@@ -14,6 +14,9 @@
 # - A malformed model (a string attribute or tensor that is not UTF-8) is not an unsupported
 #   op: ``BadModelError`` is raised at once, naming the node and attribute (or the tensor).
 #   Every node's text attributes are checked before any node is converted, kept or folded.
+#   One exception: a lone string attribute of an op that neither ONNX's schemas nor msc's
+#   converters define (onnxruntime's EPContext keeps a compiled blob in ``ep_cache_context``)
+#   may be binary; kept as a custom node, it is a ``bytes`` value (UTF-8 ones stay ``str``).
 """
 
 from __future__ import annotations
@@ -220,13 +223,16 @@ def _node_label(n: onnx.NodeProto) -> str:
     return f"the unnamed {_op_label(n)} node" + (f" giving {out!r}" if out else "")
 
 
-def _check_text(n: onnx.NodeProto) -> None:
+def _check_text(n: onnx.NodeProto, binary_ok: bool = False) -> None:
     """Raise BadModelError when a string attribute of ``n`` (a string, a list of them, or a
     STRING tensor) is not UTF-8, which ONNX requires: decoding it with replacement characters
-    would change the attribute without a word."""
+    would change the attribute without a word. With ``binary_ok`` (an op no schema describes,
+    see ``Importer._binary_ok``) a lone string may be binary: it is kept as bytes."""
     T = onnx.AttributeProto
     for a in n.attribute:
         if a.type == T.STRING:
+            if binary_ok:
+                continue
             items = [a.s]
         elif a.type == T.STRINGS:
             items = list(a.strings)
@@ -248,6 +254,11 @@ def _check_text(n: onnx.NodeProto) -> None:
 def _custom_attr(ctx: Ctx, a: onnx.AttributeProto, base_dir: str | None) -> Any:
     """A custom node's attribute as an msc attribute value; a graph becomes an msc subgraph
     whose inputs have the types it declares (no op says what binds them)."""
+    if a.type == onnx.AttributeProto.STRING and not a.ref_attr_name:
+        try:
+            return a.s.decode("utf-8")
+        except UnicodeDecodeError:  # binary data (see _check_text): kept as it is
+            return bytes(a.s)
     v = _attr_value(a, base_dir)
     if isinstance(v, onnx.GraphProto):
         from msc.frontend.onnx.control import import_subgraph  # control builds on this module
@@ -622,7 +633,7 @@ class Importer:
             )
         g = self.model.graph
         for n in _all_nodes(g):
-            _check_text(n)
+            _check_text(n, self._binary_ok(n))
             self.reserved.update(x for x in list(n.input) + list(n.output) if x)
         self.reserved.update(v.name for v in list(g.input) + list(g.output) + list(g.value_info))
         nodes = list(g.node)  # one Python object per node, so ids stay stable
@@ -723,6 +734,20 @@ class Importer:
             if missing:
                 self.problem(n, _op_label(n), f"required attribute(s) {missing} missing")
                 self.skip[id(n)] = n
+
+    def _binary_ok(self, n: onnx.NodeProto) -> bool:
+        """Whether ``n``'s lone string attributes may hold binary data: only when neither
+        ONNX's own schemas (whose strings are text) nor msc's converters (at any version:
+        canonical ops take text) define its op. Such a node is kept as a custom node
+        (``custom_ops="keep"``) or reported as unsupported, never converted."""
+        domain = "" if n.domain in DEFAULT_DOMAINS else n.domain
+        if (domain, n.op_type) in self.registry:  # at any version
+            return False
+        try:
+            onnx.defs.get_schema(n.op_type, domain)
+        except onnx.defs.SchemaError:
+            return True
+        return False
 
     def _lookup(self, n: onnx.NodeProto):
         if n.domain in DEFAULT_DOMAINS:
