@@ -272,8 +272,8 @@ def test_convert_to_torch_with_dim_names_that_are_not_identifiers(tmp_path):
     src = _onnx_file(
         tmp_path / "p2o.onnx",
         [helper.make_node("Relu", ["x"], ["y"])],
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["p2o.Dim.0", 3, "?"])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["p2o.Dim.0", 3, "?"])],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["p2o.Dim.0", 3, "width-1"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["p2o.Dim.0", 3, "width-1"])],
     )
     p = run("convert", src, "-o", tmp_path / "out", "--to", "torch", "--json")
     r = json.loads(p.stdout)
