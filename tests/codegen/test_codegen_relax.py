@@ -528,17 +528,6 @@ EXPECTED_ONNX_FAILURES: dict[str, str] = {
         for v in ("", "_extrapolation_value", "_axes_2_3", "_axes_3_2")
     },
     "test_top_k_uint64": "TVM's topk has no uint64 kernel",
-    **{
-        f"test_reduce_{m}_{b}": "TVM's max / min of bool has no identity value"
-        for m in ("max", "min")
-        for b in ("bool_inputs", "empty_set_bool")
-        if (m, b) != ("min", "empty_set_bool")
-    },
-    **{
-        f"test_reduce_{m}_empty_set": "Relax's max / min over an empty dim is not ONNX's "
-        "identity (-inf / inf)"
-        for m in ("max", "min")
-    },
 }
 
 
