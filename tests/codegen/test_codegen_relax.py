@@ -495,38 +495,6 @@ EXPECTED_ONNX_FAILURES: dict[str, str] = {
     "element differs), so the emitter refuses it",
     "test_roialign_mode_max": "vision.roi_align's max mode is not ONNX's (most elements "
     "differ), so the emitter refuses it",
-    **{
-        f"test_resize_downsample_scales_{m}": "these scales do not give whole sizes, where "
-        "image.resize (coordinates mapped by the output / input size ratio) would differ from "
-        "ONNX (by the scale): the VM stops at the run-time check (bound, they are refused)"
-        for m in (
-            "nearest",
-            "linear",
-            "linear_align_corners",
-            "cubic",
-            "cubic_align_corners",
-            "cubic_A_n0p5_exclude_outside",
-        )
-    },  # fmt: skip
-    **{
-        f"test_resize_{d}_{m}_antialias": "image.resize has no antialias"
-        for d, m in (
-            ("downsample_scales", "linear"),
-            ("downsample_sizes", "linear"),
-            ("downsample_scales", "cubic"),
-            ("downsample_sizes", "cubic"),
-        )
-    },  # fmt: skip
-    **{
-        f"test_resize_{d}_scales_linear_half_pixel_symmetric": "image.resize has no "
-        "half_pixel_symmetric coordinate transformation"
-        for d in ("downsample", "upsample")
-    },
-    **{
-        f"test_resize_tf_crop_and_resize{v}": "tf_crop_and_resize's region is not mapped onto "
-        "image.resize's roi"
-        for v in ("", "_extrapolation_value", "_axes_2_3", "_axes_3_2")
-    },
     "test_top_k_uint64": "TVM's topk has no uint64 kernel",
 }
 

@@ -83,3 +83,98 @@ def test_max_min_of_bool_and_of_no_elements(name: str, runtime_axes: bool) -> No
         feeds["axes"] = np.zeros(0, np.int64)
     model = _model(op, feeds, consts, {"keepdims": keepdims}, {"x": dims} if dims else None)
     _check(model, feeds)
+
+
+def _f32(*shape):
+    return np.random.default_rng(0).uniform(-2, 2, shape).astype(np.float32)
+
+
+_S = lambda *v: np.array(v, np.float32)  # noqa: E731
+_L = lambda *v: np.array(v, np.int64)  # noqa: E731
+# Resizes image.resize cannot express, each axis by its own weight matrix (or indices):
+# (x, roi, scales, sizes, attributes).
+RESIZES = {
+    "linear_antialias_rank3": (_f32(2, 3, 11), None, _S(1, 1, 0.45), None,
+                               {"mode": "linear", "antialias": 1}),
+    "cubic_antialias_rank5": (_f32(1, 2, 6, 5, 7), None, None, _L(1, 2, 3, 5, 2),
+                              {"mode": "cubic", "antialias": 1}),
+    "cubic_antialias_exclude_outside": (_f32(1, 1, 9, 8), None, _S(1, 1, 0.3, 0.7), None,
+                                        {"mode": "cubic", "antialias": 1,
+                                         "exclude_outside": 1, "cubic_coeff_a": -0.5}),
+    "linear_antialias_upsample_align_corners": (
+        _f32(1, 2, 3, 4), None, _S(1, 1, 2.5, 0.5), None,
+        {"mode": "linear", "antialias": 1, "coordinate_transformation_mode": "align_corners"}),
+    "linear_scales_not_whole_asymmetric": (
+        _f32(2, 1, 7, 5), None, _S(1, 1, 0.7, 1.3), None,
+        {"mode": "linear", "coordinate_transformation_mode": "asymmetric"}),
+    "nearest_half_pixel_symmetric_ceil": (
+        _f32(1, 1, 5, 7), None, _S(1, 1, 1.7, 0.45), None,
+        {"mode": "nearest", "coordinate_transformation_mode": "half_pixel_symmetric",
+         "nearest_mode": "ceil"}),
+    "cubic_half_pixel_symmetric": (
+        _f32(1, 3, 4, 6), None, _S(1, 1, 2.3, 0.8), None,
+        {"mode": "cubic", "coordinate_transformation_mode": "half_pixel_symmetric"}),
+    "pytorch_half_pixel_to_one": (
+        _f32(1, 1, 5, 4), None, None, _L(1, 1, 1, 3),
+        {"mode": "linear", "coordinate_transformation_mode": "pytorch_half_pixel",
+         "antialias": 1}),
+    "crop_nearest_extrapolate": (
+        _f32(1, 2, 6, 5), _S(0, 0, -0.2, 0.3, 1, 1, 0.9, 1.4), None, _L(1, 2, 4, 6),
+        {"mode": "nearest", "coordinate_transformation_mode": "tf_crop_and_resize",
+         "extrapolation_value": 5.0}),
+    "crop_cubic_antialias_one": (
+        _f32(1, 1, 8, 9), _S(0, 0, 0.1, 0.2, 1, 1, 0.8, 0.6), None, _L(1, 1, 1, 3),
+        {"mode": "cubic", "coordinate_transformation_mode": "tf_crop_and_resize",
+         "antialias": 1}),
+    "int_nearest_not_whole": (
+        np.arange(30, dtype=np.int32).reshape(1, 1, 5, 6), None, _S(1, 1, 0.5, 1.4), None,
+        {"mode": "nearest", "nearest_mode": "round_prefer_ceil"}),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(RESIZES))
+@pytest.mark.parametrize("runtime", [False, True], ids=["constant", "runtime"])
+def test_resize_by_axis_against_onnx_reference(name: str, runtime: bool) -> None:
+    """Antialias (rank 3 to 5, exclude_outside, upsampling where it does nothing), scales
+    that give no whole size, half_pixel_symmetric, tf_crop_and_resize with a region and
+    extrapolation, nearest of ints: the roi, scales and sizes as constants (static output
+    sizes) and fed at run time."""
+    x, roi, scales, sizes, attrs = RESIZES[name]
+    feeds, consts = {"x": x}, {}
+    for key, v in (("roi", roi), ("scales", scales), ("sizes", sizes)):
+        v = np.zeros(0, np.float32) if v is None and key != "sizes" else v
+        if v is not None:
+            (feeds if runtime and v.size else consts)[key] = v
+    model = _model("Resize", {"x": x}, {}, attrs)
+    del model.graph.node[0].input[1:]
+    model.graph.node[0].input.extend(
+        ["roi" if roi is not None else "", "scales" if scales is not None else ""]
+        + (["sizes"] if sizes is not None else [])
+    )
+    _check(_with(model, feeds, consts), feeds, rtol=1e-5, atol=1e-5)
+
+
+def _with(model, feeds: dict, consts: dict):
+    from onnx import helper, numpy_helper
+
+    g = model.graph
+    for n, a in feeds.items():
+        if n != "x":
+            g.input.append(
+                helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
+            )
+    g.initializer.extend(numpy_helper.from_array(a, n) for n, a in consts.items())
+    return model
+
+
+@pytest.mark.parametrize("scale, op", [(2.0, "R.image.resize2d"), (1.3, "R.matmul")])
+def test_resize_keeps_image_resize_where_it_is_exact(scale: float, op: str) -> None:
+    """Constant scales that give whole sizes stay one image.resize; others resize by axis."""
+    import msc
+
+    x, s = _f32(1, 1, 4, 6), _S(1, 1, scale, scale)
+    model = _with(_model("Resize", {"x": x}, {}, {"mode": "linear"}), {}, {"r": _S(), "s": s})
+    model.graph.node[0].input.extend(["r", "s"])
+    text = cr.to_script(msc.from_onnx(model))
+    assert op in text and ("R.image.resize2d" in text) == (op == "R.image.resize2d")
+    _check(model, {"x": x})
