@@ -49,9 +49,9 @@ def affine_grid(e: Emit, theta, size_in=None, *, size=None, align_corners=False)
         size = e.ints(t, batch, R.greater_equal(t, e.const(0, "int64")))
     else:
         size = list(size)
-    e.require(len(size) == 4, "a 3-d affine grid (image.affine_grid is 2-d)")
-    if not all(isinstance(v, int) for v in size[2:]):
-        return _affine_grid_runtime(e, theta, size_in, size[2], size[3], align_corners)
+    e.require(len(size) in (4, 5), f"an affine grid of {len(size) - 2} spatial dims")
+    if len(size) == 5 or not all(isinstance(v, int) for v in size[2:]):
+        return _affine_grid_matmul(e, theta, size_in, size[2:], align_corners)
     # TOPI's affine_grid gives [N, 2, H, W]; ONNX and torch hold the grid as [N, H, W, 2].
     g = e.emit(R.image.affine_grid(theta, size[2:], align_corners))
     return e.emit(R.permute_dims(g, [0, 2, 3, 1]))
@@ -75,16 +75,20 @@ def roi_align(
     )  # fmt: skip
 
 
-def _affine_grid_runtime(e: Emit, theta, size_in, h, w, align_corners: bool):
-    """A size read at run time (image.affine_grid's legalization takes a static one): the
-    normalized base grid (x, y, 1) of H x W points times each theta, as ONNX defines it."""
+def _affine_grid_matmul(e: Emit, theta, size_in, dims, align_corners: bool):
+    """The normalized base grid (x, y[, z], 1) of the points of ``dims`` times each theta, as
+    ONNX defines it: for a 3-d grid (image.affine_grid is 2-d) or a size read at run time
+    (image.affine_grid's legalization takes a static one)."""
     dt = e.dtype(theta)
+    k = len(dims)
 
-    def coords(n, k: int):  # n points over [-1, 1]: centers, or ends with align_corners
+    def coords(n, j: int):  # n points over [-1, 1]: centers, or ends with align_corners
         i = e.emit(R.astype(e.emit(R.arange(0, n, 1, "int64")), dt))
-        count = e.emit(
-            R.astype(R.take(e.int64(size_in), e.const(k, "int64"), axis=0, mode="clip"), dt)
-        )
+        if size_in is None:
+            count = e.const(float(n), dt)
+        else:
+            at = e.const(j + 2, "int64")
+            count = e.emit(R.astype(R.take(e.int64(size_in), at, axis=0, mode="clip"), dt))
         one = e.const(1.0, dt)
         if align_corners:
             step = R.divide(e.const(2.0, dt), R.maximum(R.subtract(count, one), one))
@@ -92,12 +96,17 @@ def _affine_grid_runtime(e: Emit, theta, size_in, h, w, align_corners: bool):
         twice = R.add(R.multiply(i, e.const(2.0, dt)), one)
         return e.emit(R.subtract(R.divide(twice, count), one))
 
-    xs, ys = coords(w, 3), coords(h, 2)
-    x = e.emit(R.broadcast_to(e.emit(R.reshape(xs, [1, w])), [h, w]))
-    y = e.emit(R.broadcast_to(e.emit(R.reshape(ys, [h, 1])), [h, w]))
-    cols = [e.emit(R.reshape(v, [h * w, 1])) for v in (x, y)]
-    cols.append(e.emit(R.ones([h * w, 1], dt)))
-    base = e.emit(R.concat(cols, 1))  # [H * W, 3]
-    grid = e.emit(R.matmul(base, e.emit(R.permute_dims(theta, [0, 2, 1]))))  # [N, H * W, 2]
+    points = 1
+    for n in dims:
+        points = points * n
+    cols = []
+    for j in reversed(range(k)):  # x runs along the last dim, then y, then z
+        along = [1] * k
+        along[j] = dims[j]
+        v = e.emit(R.broadcast_to(e.emit(R.reshape(coords(dims[j], j), along)), dims))
+        cols.append(e.emit(R.reshape(v, [points, 1])))
+    cols.append(e.emit(R.ones([points, 1], dt)))
+    base = e.emit(R.concat(cols, 1))  # [points, k + 1]
+    grid = e.emit(R.matmul(base, e.emit(R.permute_dims(theta, [0, 2, 1]))))  # [N, points, k]
     n = e.shape(theta)[0]
-    return e.emit(R.reshape(grid, [n, h, w, 2]))
+    return e.emit(R.reshape(grid, [n, *dims, k]))

@@ -489,8 +489,6 @@ EXPECTED_ONNX_FAILURES: dict[str, str] = {
         for m in ("bilinear", "nearest")
         for a in (0, 1)
     },
-    "test_affine_grid_3d": "Relax's image.affine_grid is 2-d",
-    "test_affine_grid_3d_align_corners": "Relax's image.affine_grid is 2-d",
     "test_roialign_aligned_true": "vision.roi_align's aligned is not ONNX's half_pixel (every "
     "element differs), so the emitter refuses it",
     "test_roialign_mode_max": "vision.roi_align's max mode is not ONNX's (most elements "

@@ -178,3 +178,20 @@ def test_resize_keeps_image_resize_where_it_is_exact(scale: float, op: str) -> N
     text = cr.to_script(msc.from_onnx(model))
     assert op in text and ("R.image.resize2d" in text) == (op == "R.image.resize2d")
     _check(model, {"x": x})
+
+
+# the reference divides by zero for a dim of 1 with align_corners (and arange still gives -1)
+@pytest.mark.filterwarnings("ignore:divide by zero:RuntimeWarning")
+@pytest.mark.parametrize("align_corners", [0, 1])
+@pytest.mark.parametrize("runtime", [False, True], ids=["constant", "runtime"])
+@pytest.mark.parametrize("size", [(2, 1, 3, 4, 5), (2, 1, 1, 6, 2), (2, 3, 4, 7)])
+def test_affine_grid_against_onnx_reference(size, runtime: bool, align_corners: int) -> None:
+    """A 3-d affine grid (image.affine_grid is 2-d) is its base grid times theta; sizes as
+    constants and fed at run time, a dim of 1 (align_corners' single point)."""
+    k = len(size) - 2
+    theta = _f32(2, k, k + 1)
+    s = np.array(size, np.int64)
+    feeds = {"theta": theta, **({"size": s} if runtime else {})}
+    model = _model("AffineGrid", feeds, {} if runtime else {"size": s},
+                   {"align_corners": align_corners})  # fmt: skip
+    _check(model, feeds, rtol=1e-5, atol=1e-6)
