@@ -262,22 +262,47 @@ def cumprod(e: Emit, x, axis_in=None, *, axis, exclusive=False, reverse=False):
     return e.emit(R.cumprod(x, axis, None))
 
 
+# TVM's sort kernels (sort, argsort, topk) take 32- and 64-bit ints and floats only (topk
+# also 8-bit ints): other dtypes sort by an order-preserving key they take, and the values
+# are gathered from the input by the key's indices (exact, in the input's dtype).
+_KEY = {d: "int32" for d in ("bool", "int8", "int16", "uint8", "uint16")} | {"uint32": "int64"}
+
+
+def _sort_key(e: Emit, x):
+    """``x`` when TVM sorts its dtype, else a key in the same order that it sorts: a wider
+    int, or for uint64 its bits with the top one flipped read as int64 (0 -> -2^63, 2^64 - 1
+    -> 2^63 - 1; Relax has no reinterpret, but a same-width int cast keeps the bits)."""
+    dt = e.dtype(x)
+    if dt == "uint64":
+        flipped = e.emit(R.bitwise_xor(x, e.const(2**63, "uint64")))
+        return e.emit(R.astype(flipped, "int64"))
+    return e.emit(R.astype(x, _KEY[dt])) if dt in _KEY else x
+
+
 @emitter("argsort")
 def argsort(e: Emit, x, *, axis=-1, descending=False, stable=False):
-    return e.emit(R.argsort(x, axis, descending, "int64"))
+    return e.emit(R.argsort(_sort_key(e, x), axis, descending, "int64"))
 
 
 @emitter("sort")
 def sort(e: Emit, x, *, axis=-1, descending=False, stable=False):
-    return e.emit(R.sort(x, axis, descending)), e.emit(R.argsort(x, axis, descending, "int64"))
+    key = _sort_key(e, x)
+    if key is x:
+        return e.emit(R.sort(x, axis, descending)), e.emit(R.argsort(x, axis, descending, "int64"))
+    idx = e.emit(R.argsort(key, axis, descending, "int64"))
+    return e.emit(R.gather_elements(x, idx, axis)), idx
 
 
 @emitter("topk")
 def topk(e: Emit, x, k_in=None, *, k, axis=-1, largest=True, sorted=True, stable=False):  # noqa: A002
     # ``stable`` holds: Relax's topk puts the lower index first among equal values (on llvm,
     # its kernel sorts stably; tests/codegen/test_codegen_relax.py checks it with ties).
+    key = _sort_key(e, x)
     if k_in is None:
-        return e.emit(R.topk(x, k, axis, "both", largest, "int64"))
+        if key is x:
+            return e.emit(R.topk(x, k, axis, "both", largest, "int64"))
+        idx = e.emit(R.topk(key, k, axis, "indices", largest, "int64"))
+        return e.emit(R.gather_elements(x, idx, axis)), idx
     # A run-time k: topk of every element (k < 1 is all of them, in topk's order), then the
     # first k along the axis.
     a = axis % e.rank(x)
@@ -285,6 +310,10 @@ def topk(e: Emit, x, k_in=None, *, k, axis=-1, largest=True, sorted=True, stable
     dim = R.take(e.shape_tensor(x), e.const(a, "int64"), mode="clip")
     fits = R.logical_and(R.greater_equal(k_t, e.const(0, "int64")), R.less_equal(k_t, dim))
     (n,) = e.ints(k_t, fits)
+    if key is not x:
+        idx = e.emit(R.topk(key, 0, axis, "indices", largest, "int64"))
+        idx = e.emit(R.strided_slice(idx, [a], [0], [n]))
+        return e.emit(R.gather_elements(x, idx, axis)), idx
     both = e.emit(R.topk(x, 0, axis, "both", largest, "int64"))
     return tuple(
         e.emit(R.strided_slice(relax.TupleGetItem(both, i), [a], [0], [n])) for i in (0, 1)

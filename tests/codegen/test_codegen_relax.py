@@ -493,7 +493,6 @@ EXPECTED_ONNX_FAILURES: dict[str, str] = {
     "element differs), so the emitter refuses it",
     "test_roialign_mode_max": "vision.roi_align's max mode is not ONNX's (most elements "
     "differ), so the emitter refuses it",
-    "test_top_k_uint64": "TVM's topk has no uint64 kernel",
 }
 
 
