@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 from tvm import relax
 
 from codegen.relax.registry import Emit, emitter, unsupported
@@ -31,13 +32,35 @@ unsupported(
 
 @emitter("grid_sample")
 def grid_sample(e: Emit, x, grid, *, mode="linear", padding_mode="zeros", align_corners=False):
-    e.require(e.rank(x) == 4, "grid_sample of a non-4-d input (image.grid_sample is 2-d)")
+    r = e.rank(x)
+    e.require(r in (4, 5), f"grid_sample of a {r}-d input (image.grid_sample is 2-d or 3-d)")
     e.require(mode in _GRID_MODE, f"grid_sample mode {mode!r}")
+    e.require(r == 4 or mode != "cubic", "a 3-d cubic grid_sample")
     e.require(padding_mode in ("zeros", "border", "reflection"), f"padding {padding_mode!r}")
-    # TOPI's grid_sample reads the grid as [N, 2, H_out, W_out] (its docstring says
-    # [N, H_out, W_out, 2], as ONNX and torch hold it).
-    g = e.emit(R.permute_dims(grid, [0, 3, 1, 2]))
-    return e.emit(R.image.grid_sample(x, g, _GRID_MODE[mode], "NCHW", padding_mode, align_corners))
+    # TOPI's grid_sample reads the grid as [N, k, *out] (its docstring says [N, *out, k], as
+    # ONNX and torch hold it).
+    if mode == "nearest" and padding_mode == "reflection" and not align_corners:
+        grid = _rounded_first(e, x, grid)
+    g = e.emit(R.permute_dims(grid, [0, r - 1, *range(1, r - 1)]))
+    layout = "NCHW" if r == 4 else "NCDHW"
+    return e.emit(R.image.grid_sample(x, g, _GRID_MODE[mode], layout, padding_mode, align_corners))
+
+
+def _rounded_first(e: Emit, x, grid):
+    """An ONNX nearest grid_sample with reflection (and not align_corners) rounds each source
+    coordinate before reflecting it about the borders -0.5 and n - 0.5 (ONNX's reference and
+    onnxruntime), TOPI (as torch) after, which differ where a coordinate is a tie at x.5: the
+    grid of an ONNX node is moved to its rounded coordinates, which reflect to whole ones."""
+    prov = e.node.provenance if e.node is not None else None
+    dims = e.shape(x)[2:]
+    if prov is None or prov.framework != "onnx" or not all(isinstance(n, int) for n in dims):
+        return grid
+    dt = e.dtype(grid)
+    half = e.const(np.array(dims[::-1], np.float64) / 2, dt)  # x pairs with the last dim
+    one, mid = e.const(1.0, dt), e.const(0.5, dt)
+    v = R.subtract(R.multiply(R.add(grid, one), half), mid)  # the source coordinate
+    v = e.emit(R.round(v))  # to the nearest, ties to even
+    return e.emit(R.subtract(R.divide(R.add(v, mid), half), one))
 
 
 @emitter("affine_grid")

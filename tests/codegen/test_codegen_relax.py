@@ -484,11 +484,6 @@ RUNTIME_PREFIXES = (
 EXPECTED_ONNX_FAILURES: dict[str, str] = {
     "test_loop11": "the body slices with starts computed at run time, so its scan output's "
     "shape is symbolic, and the loop stacks scan outputs of static shape only",
-    **{
-        f"test_gridsample_volumetric_{m}_align_corners_{a}": "Relax's image.grid_sample is 2-d"
-        for m in ("bilinear", "nearest")
-        for a in (0, 1)
-    },
     "test_roialign_aligned_true": "vision.roi_align's aligned is not ONNX's half_pixel (every "
     "element differs), so the emitter refuses it",
     "test_roialign_mode_max": "vision.roi_align's max mode is not ONNX's (most elements "

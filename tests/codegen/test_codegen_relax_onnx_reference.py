@@ -250,3 +250,26 @@ def test_sort_family_of_dtypes_tvm_does_not_sort(op: str, dt: str) -> None:
     for a, b in zip(got, want):
         assert a.dtype == b.dtype, (a.dtype, b.dtype)
         np.testing.assert_array_equal(a, b)
+
+
+def _grid(k: int) -> np.ndarray:
+    """Grid points at quarters (their source coordinates fall on ties at x.5) and random
+    ones, some past the borders: [1, points, 1(, 1), k]."""
+    q = np.arange(-12, 13) / 4
+    ties = np.stack([np.roll(q, 3 * i) for i in range(k)], -1)
+    rand = np.random.default_rng(2).uniform(-1.6, 1.6, (15, k))
+    return np.concatenate([ties, rand]).reshape(1, -1, *[1] * (k - 1), k).astype(np.float32)
+
+
+@pytest.mark.parametrize("align_corners", [0, 1])
+@pytest.mark.parametrize("padding", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("mode", ["linear", "nearest"])
+@pytest.mark.parametrize("dims", [(4, 5), (3, 4, 5)], ids=["2d", "3d"])
+def test_grid_sample_against_onnx_reference(dims, mode, padding, align_corners) -> None:
+    """2-d and 3-d grid_sample (TOPI's, the 3-d one NCDHW) with every padding, at ties: an
+    ONNX nearest with reflection rounds before reflecting (torch after), so its grid is
+    moved to the rounded coordinates first."""
+    x = np.random.default_rng(0).uniform(-2, 2, (1, 2, *dims)).astype(np.float32)
+    feeds = {"x": x, "grid": _grid(len(dims))}
+    attrs = {"mode": mode, "padding_mode": padding, "align_corners": align_corners}
+    _check(_model("GridSample", feeds, {}, attrs), feeds, rtol=1e-5, atol=1e-5)
