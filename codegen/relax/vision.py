@@ -87,15 +87,101 @@ def roi_align(
 ):  # fmt: skip
     # vision.roi_align takes [R, 5] rows (batch index, x1, y1, x2, y2). Its ``aligned`` and
     # its max mode disagree with ONNX's half_pixel and max (ONNX's backend cases differ in
-    # every element), so only ONNX's output_half_pixel averages are emitted.
-    e.require(mode == "avg", "roi_align max mode (vision.roi_align's max is not ONNX's)")
-    e.require(not half_pixel, "roi_align with half_pixel (vision.roi_align's aligned differs)")
+    # every element): those follow ONNX's formulas below, for a fixed sampling ratio.
+    if mode == "max" or half_pixel:
+        e.require(sampling_ratio > 0, "roi_align with half_pixel or max and an adaptive "
+                  "sampling ratio (a sample count per roi computed at run time)")  # fmt: skip
+        return _roi_align_onnx(e, x, rois, batch_indices, mode, output_height, output_width,
+                               sampling_ratio, spatial_scale, half_pixel)  # fmt: skip
     idx = e.emit(R.expand_dims(R.astype(batch_indices, e.dtype(rois)), [1]))
     rows = e.emit(R.concat([idx, rois], 1))
     return e.emit(
         R.vision.roi_align(x, rows, [output_height, output_width], spatial_scale,
                            sampling_ratio, False, "NCHW", mode)
     )  # fmt: skip
+
+
+def _roi_axis(e: Emit, rois, col: int, n: int, pooled: int, s: int, scale, half_pixel):
+    """ONNX RoiAlign's samples along one axis (y: col 1, x: col 0) of every roi: the low and
+    high input indices [R, pooled, s] and their bilinear weights (0 for a sample off the
+    input), in x's dtype as ONNX's reference computes them."""
+    dt = e.dtype(rois)
+    c = lambda v: e.const(v, dt)  # noqa: E731
+    off = 0.5 if half_pixel else 0.0
+
+    def edge(k):
+        v = R.take(rois, e.const(k, "int64"), axis=1, mode="clip")
+        return e.emit(R.subtract(R.multiply(v, c(scale)), c(off)))
+
+    start, end = edge(col), edge(col + 2)
+    size = e.emit(R.subtract(end, start))
+    if not half_pixel:  # a malformed roi is 1 x 1
+        size = e.emit(R.maximum(size, c(1.0)))
+    step = e.emit(R.reshape(e.emit(R.divide(size, c(float(pooled)))), [-1, 1, 1]))
+    p = c(np.arange(pooled, dtype=np.float64).reshape(1, -1, 1))
+    i = c((np.arange(s) + 0.5).reshape(1, 1, -1))
+    at = R.add(R.add(R.reshape(start, [-1, 1, 1]), R.multiply(p, step)),
+               R.divide(R.multiply(i, step), c(float(s))))  # fmt: skip
+    at = e.emit(at)  # [R, pooled, s]
+    valid = R.logical_not(R.logical_or(R.less(at, c(-1.0)), R.greater(at, c(float(n)))))
+    valid = e.emit(R.astype(valid, dt))
+    y = e.emit(R.maximum(at, c(0.0)))
+    lo = e.emit(R.floor(y))
+    last = e.emit(R.greater_equal(lo, c(float(n - 1))))  # past the last: both on it
+    lo = e.emit(R.where(last, c(float(n - 1)), lo))
+    hi = e.emit(R.where(last, lo, R.add(lo, c(1.0))))
+    frac = e.emit(R.subtract(R.where(last, lo, y), lo))
+    w_lo = e.emit(R.multiply(R.subtract(c(1.0), frac), valid))
+    w_hi = e.emit(R.multiply(frac, valid))
+    return [(e.emit(R.astype(lo, "int64")), w_lo), (e.emit(R.astype(hi, "int64")), w_hi)]
+
+
+def _roi_align_onnx(e: Emit, x, rois, batch, mode, ph, pw, s, scale, half_pixel):
+    n, ch, h, w = e.shape(x)
+    e.require(all(isinstance(v, int) for v in (n, ch, h, w)), "roi_align of symbolic dims")
+    nr = e.shape(rois)[0]
+    dt = e.dtype(x)
+    ys = _roi_axis(e, rois, 1, h, ph, s, scale, half_pixel)
+    xs = _roi_axis(e, rois, 0, w, pw, s, scale, half_pixel)
+    batch = e.int64(batch)
+    if mode == "avg":
+        # Separable: each roi's [ph, h] and [pw, w] weight matrices (samples summed), on
+        # either side of its image, one image at a time (rois of other images weigh 0).
+        def matrix(pairs, size, pooled):
+            grid = e.const(np.arange(size).reshape(1, 1, 1, -1), "int64")
+            parts = [R.multiply(R.astype(R.equal(R.expand_dims(i, [3]), grid), dt),
+                                R.expand_dims(wt, [3])) for i, wt in pairs]  # fmt: skip
+            return e.emit(R.sum(R.add(*parts), [2]))  # [R, pooled, size]
+
+        wy, wxt = matrix(ys, h, ph), e.emit(R.permute_dims(matrix(xs, w, pw), [0, 2, 1]))
+        total = None
+        for b in range(n):
+            mine = e.emit(R.astype(R.equal(batch, e.const(b, "int64")), dt))
+            wyb = e.emit(R.multiply(wy, R.reshape(mine, [-1, 1, 1])))
+            img = R.reshape(R.permute_dims(R.take(x, e.const(b, "int64"), axis=0), [1, 0, 2]),
+                            [h, ch * w])  # fmt: skip
+            rows = e.emit(R.matmul(R.reshape(wyb, [nr * ph, h]), e.emit(img)))
+            part = e.emit(R.matmul(R.reshape(rows, [nr, ph * ch, w]), wxt))  # [R, ph*C, pw]
+            total = part if total is None else e.emit(R.add(total, part))
+        out = e.emit(R.permute_dims(R.reshape(total, [nr, ph, ch, pw]), [0, 2, 1, 3]))
+        return e.emit(R.divide(out, e.const(float(s * s), dt)))
+    # max: the largest weighted corner of every sample (ONNX's max), gathered per channel
+    flat = e.emit(R.reshape(x, [-1]))
+    base = R.multiply(R.reshape(batch, [-1, 1, 1]), e.const(ch, "int64"))
+    chan = e.const(np.arange(ch).reshape(1, -1, 1), "int64")
+    base = e.emit(R.multiply(R.add(base, chan), e.const(h * w, "int64")))  # [R, C, 1]
+    best = None
+    for iy, wy in ys:
+        for ix, wx in xs:
+            pos = R.add(R.multiply(R.reshape(iy, [-1, ph, 1, s, 1]), e.const(w, "int64")),
+                        R.reshape(ix, [-1, 1, pw, 1, s]))  # fmt: skip
+            pos = e.emit(R.reshape(pos, [nr, 1, ph * pw * s * s]))
+            wt = R.multiply(R.reshape(wy, [-1, ph, 1, s, 1]), R.reshape(wx, [-1, 1, pw, 1, s]))
+            wt = e.emit(R.reshape(wt, [nr, 1, ph * pw * s * s]))
+            v = e.emit(R.multiply(wt, R.take(flat, R.add(base, pos), axis=0, mode="clip")))
+            best = v if best is None else e.emit(R.maximum(best, v))
+    best = e.emit(R.reshape(best, [nr, ch, ph, pw, s * s]))
+    return e.emit(R.max(best, [4]))
 
 
 def _affine_grid_matmul(e: Emit, theta, size_in, dims, align_corners: bool):

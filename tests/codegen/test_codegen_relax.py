@@ -484,10 +484,6 @@ RUNTIME_PREFIXES = (
 EXPECTED_ONNX_FAILURES: dict[str, str] = {
     "test_loop11": "the body slices with starts computed at run time, so its scan output's "
     "shape is symbolic, and the loop stacks scan outputs of static shape only",
-    "test_roialign_aligned_true": "vision.roi_align's aligned is not ONNX's half_pixel (every "
-    "element differs), so the emitter refuses it",
-    "test_roialign_mode_max": "vision.roi_align's max mode is not ONNX's (most elements "
-    "differ), so the emitter refuses it",
 }
 
 

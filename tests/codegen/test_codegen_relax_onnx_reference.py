@@ -273,3 +273,35 @@ def test_grid_sample_against_onnx_reference(dims, mode, padding, align_corners) 
     feeds = {"x": x, "grid": _grid(len(dims))}
     attrs = {"mode": mode, "padding_mode": padding, "align_corners": align_corners}
     _check(_model("GridSample", feeds, {}, attrs), feeds, rtol=1e-5, atol=1e-5)
+
+
+# Rois over two images, partly or wholly off the input, past its last pixel, malformed.
+_ROIS = np.array([[0.5, 1.0, 6.3, 4.2], [-3.0, -2.5, 2.0, 9.8], [4.0, 3.0, 4.2, 3.1],
+                  [7.5, 0.0, 12.0, 7.7], [-9.0, -9.0, -4.0, -5.0], [2.0, 5.0, 1.0, 3.0]],
+                 np.float32)  # fmt: skip
+
+
+@pytest.mark.parametrize("sampling_ratio", [1, 3])
+@pytest.mark.parametrize("half_pixel", [True, False], ids=["half_pixel", "output_half_pixel"])
+@pytest.mark.parametrize("mode", ["avg", "max"])
+def test_roi_align_against_onnx_reference(mode: str, half_pixel: bool, sampling_ratio) -> None:
+    """RoiAlign's half_pixel and max (vision.roi_align's differ) by ONNX's formulas: rois of
+    two images, off the input, past its last pixel, malformed; a spatial scale."""
+    x = np.random.default_rng(0).uniform(-2, 2, (2, 3, 6, 8)).astype(np.float32)
+    feeds = {"x": x, "rois": _ROIS, "batch": np.array([0, 1, 1, 0, 1, 0], np.int64)}
+    attrs = {
+        "mode": mode, "output_height": 3, "output_width": 2, "sampling_ratio": sampling_ratio,
+        "spatial_scale": 0.75,
+        "coordinate_transformation_mode": "half_pixel" if half_pixel else "output_half_pixel",
+    }  # fmt: skip
+    _check(_model("RoiAlign", feeds, {}, attrs), feeds, rtol=1e-5, atol=1e-5)
+
+
+def test_roi_align_adaptive_sampling_with_half_pixel_is_refused() -> None:
+    import msc
+    from msc.errors import UnsupportedOpsError
+
+    feeds = {"x": _f32(1, 1, 4, 4), "rois": _ROIS[:1], "batch": np.zeros(1, np.int64)}
+    model = _model("RoiAlign", feeds, {}, {"sampling_ratio": 0})  # half_pixel by default
+    with pytest.raises(UnsupportedOpsError, match="adaptive sampling ratio"):
+        cr.to_module(msc.from_onnx(model))
