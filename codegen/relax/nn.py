@@ -328,48 +328,51 @@ def resize(
     nearest_mode="round_prefer_floor", cubic_coeff_a=-0.75, antialias=False,
     exclude_outside=False, roi=None, extrapolation_value=0.0,
 ):  # fmt: skip
-    e.require(roi_in is None, "a tf_crop_and_resize region computed at run time")
-    e.require(not antialias, "an antialiased resize (image.resize has no antialias)")
-    e.require(roi is None, "a tf_crop_and_resize region (not mapped onto image.resize's roi)")
     e.require(not exclude_outside or mode == "cubic", "exclude_outside with a non-cubic mode")
     e.require(mode in _RESIZE_METHOD, f"resize mode {mode!r}")
     coord = coordinate_transformation_mode
-    e.require(coord in _RESIZE_COORD, f"resize coordinate transformation {coord!r}")
+    e.require(coord in _RESIZE_COORD + _MATRIX_COORD, f"resize coordinate transformation {coord!r}")
     e.require(mode != "nearest" or nearest_mode in _ROUNDING, f"nearest mode {nearest_mode!r}")
+    e.require(not (antialias and mode == "nearest"), "an antialiased nearest resize")
     shape = e.shape(x)
     r = len(shape)
-    e.require(r in (3, 4, 5), f"resize of a rank-{r} input (image.resize takes 1-d to 3-d)")
     if sizes_in is not None:  # run-time sizes (every dim): the spatial ones read as dims
         t = e.int64(sizes_in)
         have = R.strided_slice(e.shape_tensor(x), [0], [0], [2])
         lead = R.equal(R.strided_slice(t, [0], [0], [2]), have)  # N and C stay
         out = e.ints(t, lead, R.greater_equal(t, e.const(0, "int64")))[2:]
         e.require(len(out) == r - 2, "resize sizes not one per dim")
+        scale = [None] * (r - 2)
     elif scales_in is not None:
-        # Run-time scales (every dim): ONNX maps coordinates through the scale, image.resize
-        # through out / in, which agree when each size times its scale is whole; checked at
-        # run time (the VM stops on other scales, as a constant one is refused when built).
+        # Run-time scales (every dim): each size is floor(dim * scale), and the coordinates
+        # map through the scale, which the per-axis matrices follow for any scale.
         t = e.emit(R.astype(scales_in, "float64"))
         size = e.emit(R.multiply(R.astype(e.shape_tensor(x), "float64"), t))
-        size = e.emit(R.minimum(size, e.const(2.0**62, "float64")))  # castable to int64
-        whole = R.logical_and(
-            R.equal(R.floor(size), size), R.greater_equal(size, e.const(0.0, "float64"))
-        )
+        size = e.emit(R.minimum(R.floor(size), e.const(2.0**62, "float64")))  # int64-castable
+        ok = R.greater_equal(size, e.const(0.0, "float64"))
         lead = R.equal(R.strided_slice(t, [0], [0], [2]), e.const(1.0, "float64"))  # N, C stay
-        out = e.ints(e.emit(R.astype(size, "int64")), whole, lead)[2:]
+        out = e.ints(e.emit(R.astype(size, "int64")), ok, lead)[2:]
         e.require(len(out) == r - 2, "resize scales not one per dim")
+        scale = [e.emit(R.take(t, e.const(d, "int64"), axis=0, mode="clip")) for d in range(2, r)]
     else:
         out = list(e.out.shape[2:])
         e.require(all(isinstance(v, int) for v in out), "resize to a symbolic size")
-    if scales is not None:
-        # ONNX maps coordinates through the given scale; image.resize through out / in.
-        e.require(
-            all(isinstance(n, int) and o == n * s for n, o, s in zip(shape[2:], out, scales)),
-            "resize by scales that do not give whole sizes",
-        )
-    method = _RESIZE_METHOD[mode]
+        scale = [None] * (r - 2) if scales is None else list(scales)
+    # ONNX maps coordinates through the scale; image.resize through out / in, which agree
+    # when each size is the dim times its scale.
+    whole = scales_in is None and (
+        scales is None
+        or all(isinstance(n, int) and o == n * s for n, o, s in zip(shape[2:], out, scales))
+    )
+    simple = not antialias and coord in _RESIZE_COORD and roi is None and roi_in is None
+    if not (whole and simple and r in (3, 4, 5)):
+        return _resize_by_axis(
+            e, x, out, scale, roi, roi_in, mode=mode, coord=coord, nearest_mode=nearest_mode,
+            a=cubic_coeff_a, antialias=antialias, exclude_outside=exclude_outside,
+            extrapolation_value=extrapolation_value,
+        )  # fmt: skip
     kw = dict(
-        method=method,
+        method=_RESIZE_METHOD[mode],
         coordinate_transformation_mode=coord,
         rounding_method=nearest_mode if mode == "nearest" else "",
         cubic_alpha=cubic_coeff_a,
@@ -381,6 +384,162 @@ def resize(
     if r == 4:
         return e.emit(R.image.resize2d(x, out, **kw))
     return e.emit(R.image.resize3d(x, out, **kw))
+
+
+# --------------------------------------------------------------- resize, one axis at a time
+# What image.resize cannot express (antialias, half_pixel_symmetric, tf_crop_and_resize,
+# coordinates mapped through a scale that does not give a whole size) resizes each spatial
+# axis in turn, as ONNX's Resize is separable: linear and cubic multiply the axis by a
+# [in, out] weight matrix, nearest takes the source indices. Both come from the output
+# positions by ONNX's formulas, in float64 like its reference, inside the function, so a
+# scale, size or region read at run time serves as well as a constant.
+_MATRIX_COORD = ("half_pixel_symmetric", "tf_crop_and_resize")
+_F64 = "float64"
+
+
+def _resize_by_axis(e: Emit, x, out, scale, roi, roi_in, **kw):
+    shape = e.shape(x)
+    r = len(shape)
+    e.require(
+        all(isinstance(n, int) for n in shape[2:]),
+        "a symbolic spatial dim resized by axis (its weights need the input length)",
+    )
+    e.require(kw["mode"] == "nearest" or e.dtype(x).startswith(("float", "bfloat")),
+              "an interpolating resize of a non-float input")  # fmt: skip
+    for d in range(2, r):
+        n, m, s = shape[d], out[d - 2], scale[d - 2]
+        same = s is None or (not isinstance(s, relax.Expr) and s == 1.0)
+        if isinstance(m, int) and m == n and same and roi is None and roi_in is None:
+            continue  # an axis that keeps its size and coordinates
+        if roi_in is not None:
+            box = [e.emit(R.take(roi_in, e.const(i, "int64"), axis=0, mode="clip"))
+                   for i in (d, d + r)]  # fmt: skip
+        elif roi is not None:
+            box = [roi[d - 2], roi[d - 2 + r - 2]]
+            # A region read from a float32 tensor computes in float32, as ONNX's reference
+            # does: the float64 span of two float32 values may round the other way.
+            dt = "float32" if all(np.float32(v) == v for v in box) else _F64
+            box = [e.const(v, dt) for v in box]
+        else:
+            box = None
+        x = _resize_axis(e, x, d, n, m, s, box, **kw)
+    return x
+
+
+def _resize_axis(e: Emit, x, axis, n, m, s, box, *, mode, coord, nearest_mode, a, antialias,
+                 exclude_outside, extrapolation_value):  # fmt: skip
+    """x resized along ``axis`` (n elements) to ``m`` (an int or a dim), ``s`` the scale (a
+    float, a 0-d float64 tensor, or None for m / n), ``box`` the region's [start, end]."""
+    c = lambda v: e.const(v, _F64)  # noqa: E731
+    mf = e.emit(R.astype(R.reshape(e.emit(R.shape_to_tensor(relax.ShapeExpr([m]))), []), _F64))
+    if s is None:
+        s = e.emit(R.divide(mf, c(float(n))))
+    elif not isinstance(s, relax.Expr):
+        s = c(float(s))
+    width = e.emit(R.multiply(s, c(float(n))))  # the output width, as a float
+    y = e.emit(R.arange(0, m, 1, _F64))
+    src = _source(e, y, s, n, mf, width, box, coord)
+    if mode == "nearest":
+        idx = _nearest(e, src, nearest_mode)
+        idx = e.emit(R.astype(R.clip(idx, 0.0, float(n - 1)), "int64"))
+        y = e.emit(R.take(x, idx, axis=axis, mode="clip"))
+    else:  # the axis moved last, times the [n, m] weights, moved back
+        wt = _weights(e, src, s, n, mode, a, antialias, exclude_outside)
+        wt = e.emit(R.astype(wt, e.dtype(x)))
+        perm = [d for d in range(e.rank(x)) if d != axis] + [axis]
+        moved = perm != list(range(e.rank(x)))
+        y = e.emit(R.matmul(e.emit(R.permute_dims(x, perm)) if moved else x, wt))
+        if moved:
+            y = e.emit(R.permute_dims(y, [perm.index(d) for d in range(e.rank(x))]))
+    if box is None:
+        return y
+    # tf_crop_and_resize: a sample outside the input is the extrapolation value
+    outside = R.logical_or(R.less(src, c(0.0)), R.greater(src, c(float(n - 1))))
+    outside = e.emit(R.reshape(outside, [m] + [1] * (e.rank(x) - axis - 1)))
+    return e.emit(R.where(outside, e.const(extrapolation_value, e.dtype(x)), y))
+
+
+def _source(e: Emit, y, s, n: int, mf, width, box, coord: str):
+    """The source coordinate of each output position ``y`` (ONNX Resize's formulas)."""
+    c = lambda v: e.const(v, _F64)  # noqa: E731
+    half = R.subtract(R.divide(R.add(y, c(0.5)), s), c(0.5))
+    if coord in ("half_pixel", "pytorch_half_pixel"):
+        src = half
+        if coord == "pytorch_half_pixel":  # one output sits at -0.5
+            src = R.where(R.equal(width, c(1.0)), c(-0.5), half)
+    elif coord == "half_pixel_symmetric":
+        # The region's center stays the output's: offset by the part the whole size drops.
+        offset = R.multiply(c(n / 2), R.subtract(c(1.0), R.divide(mf, width)))
+        src = R.add(offset, half)
+    elif coord == "align_corners":
+        src = R.divide(R.multiply(y, c(float(n - 1))), R.subtract(width, c(1.0)))
+        src = R.where(R.equal(width, c(1.0)), c(0.0), src)
+    elif coord == "asymmetric":
+        src = R.divide(y, s)
+    elif coord == "tf_half_pixel_for_nn":
+        src = R.divide(R.add(y, c(0.5)), s)
+    else:  # tf_crop_and_resize: the box [start, end] (fractions of n - 1) spread over out
+        # The span, its middle and the start's offset in the region's own dtype (as ONNX's
+        # reference computes them), the rest in float64.
+        start, end = box
+        dt = e.dtype(start)
+        span = e.emit(R.subtract(end, start))
+        one = R.astype(R.divide(R.multiply(span, e.const(n - 1, dt)), e.const(2, dt)), _F64)
+        first = R.astype(R.multiply(start, e.const(n - 1, dt)), _F64)
+        span = e.emit(R.astype(span, _F64))
+        many = R.divide(R.multiply(R.multiply(y, span), c(float(n - 1))),
+                        R.subtract(width, c(1.0)))  # fmt: skip
+        src = R.add(R.where(R.equal(width, c(1.0)), one, many), first)
+    return e.emit(src)
+
+
+def _nearest(e: Emit, src, nearest_mode: str):
+    c = lambda v: e.const(v, _F64)  # noqa: E731
+    if nearest_mode == "round_prefer_floor":  # x.5 goes down
+        return e.emit(R.ceil(R.subtract(src, c(0.5))))
+    if nearest_mode == "round_prefer_ceil":
+        return e.emit(R.floor(R.add(src, c(0.5))))
+    return e.emit(R.floor(src) if nearest_mode == "floor" else R.ceil(src))
+
+
+def _weights(e: Emit, src, s, n: int, mode: str, a: float, antialias: bool, exclude: bool):
+    """The [n, m] matrix of linear / cubic weights: the kernel at each integer position p
+    near the source coordinate (stretched by the scale when antialiasing a downsample),
+    normalized where ONNX normalizes, p outside the input folded onto the edge (edge padding)
+    or dropped (exclude_outside)."""
+    c = lambda v: e.const(v, _F64)  # noqa: E731
+    support = 1 if mode == "linear" else 2
+    # Positions far enough out that the kernel is zero beyond: a source coordinate lies
+    # within [-n / 4 - 1, 5 n / 4 + 1] and an antialiased kernel reaches support / scale <=
+    # support * n positions (a scale under 1 / n leaves no output).
+    reach = n + 4 + (support * n if antialias else support)
+    pos = np.arange(-reach, n + reach)
+    p = e.const(pos.reshape(-1, 1).astype(np.float64), _F64)  # [P, 1]
+    d = e.emit(R.subtract(p, R.reshape(src, [1, -1])))  # [P, m]
+    if antialias:
+        d = e.emit(R.multiply(d, R.minimum(s, c(1.0))))
+    t = e.emit(R.abs(d))
+    if mode == "linear":
+        k = e.emit(R.maximum(R.subtract(c(1.0), t), c(0.0)))
+    else:
+        t2 = e.emit(R.multiply(t, t))
+        near = R.add(R.subtract(R.multiply(c(a + 2), R.multiply(t2, t)),
+                                R.multiply(c(a + 3), t2)), c(1.0))  # fmt: skip
+        far = R.subtract(R.add(R.subtract(R.multiply(c(a), R.multiply(t2, t)),
+                                          R.multiply(c(5 * a), t2)),
+                               R.multiply(c(8 * a), t)), c(4 * a))  # fmt: skip
+        k = e.emit(R.where(R.less_equal(t, c(1.0)), near,
+                           R.where(R.less(t, c(2.0)), far, c(0.0))))  # fmt: skip
+    if exclude:
+        inside = ((pos >= 0) & (pos < n)).astype(np.float64).reshape(-1, 1)
+        k = e.emit(R.multiply(k, e.const(inside, _F64)))
+    if antialias or exclude:
+        total = e.emit(R.sum(k, [0], keepdims=True))
+        total = R.where(R.equal(total, c(0.0)), c(1.0), total)
+        k = e.emit(R.divide(k, total))
+    fold = np.zeros((n, len(pos)))
+    fold[np.clip(pos, 0, n - 1), np.arange(len(pos))] = 1.0  # p's weight goes to clip(p)
+    return e.emit(R.matmul(e.const(fold, _F64), k))
 
 
 @emitter("adaptive_avg_pool")

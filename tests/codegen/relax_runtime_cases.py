@@ -159,7 +159,9 @@ RUNTIME_FORMS = {
         rt_model("Resize", [("x", _F, [1, 1, 3, 4]), ("", _F, None), ("s", _F, [4])],
                   mode="cubic"),
         [{"x": f32(1, 1, 3, 4), "s": np.array([1, 1, 2, 0.5], np.float32)},
-         {"x": f32(1, 1, 3, 4), "s": np.array([1, 1, 1, 3], np.float32)}],
+         {"x": f32(1, 1, 3, 4), "s": np.array([1, 1, 1, 3], np.float32)},
+         # sizes floor(3 x 1.5) = 4, floor(4 x 0.6) = 2: coordinates mapped by the scale
+         {"x": f32(1, 1, 3, 4), "s": np.array([1, 1, 1.5, 0.6], np.float32)}],
     ),
     "cumprod": (
         rt_model("CumProd", [("x", _F, [2, 3]), ("a", _L, [])], opset=26),
@@ -228,7 +230,6 @@ RUNTIME_MISFITS = [
     ("resize_sizes", {"s": i64(2, 1, 6, 8)}),
     ("affine_grid", {"s": i64(3, 1, 3, 4)}),
     ("reducesum_keepdims1", {"a": i64(1, 1)}),  # one dim named twice
-    ("resize_scales", {"s": np.array([1, 1, 1.5, 2], np.float32)}),  # 3 x 1.5 is not whole
     ("resize_scales", {"s": np.array([2, 1, 2, 2], np.float32)}),  # N scaled
     ("cumprod", {"a": i64(-3)[0]}),
     ("reducemean_keepdims0", {"a": i64(0, 3)}),

@@ -484,61 +484,6 @@ RUNTIME_PREFIXES = (
 EXPECTED_ONNX_FAILURES: dict[str, str] = {
     "test_loop11": "the body slices with starts computed at run time, so its scan output's "
     "shape is symbolic, and the loop stacks scan outputs of static shape only",
-    **{
-        f"test_gridsample_volumetric_{m}_align_corners_{a}": "Relax's image.grid_sample is 2-d"
-        for m in ("bilinear", "nearest")
-        for a in (0, 1)
-    },
-    "test_affine_grid_3d": "Relax's image.affine_grid is 2-d",
-    "test_affine_grid_3d_align_corners": "Relax's image.affine_grid is 2-d",
-    "test_roialign_aligned_true": "vision.roi_align's aligned is not ONNX's half_pixel (every "
-    "element differs), so the emitter refuses it",
-    "test_roialign_mode_max": "vision.roi_align's max mode is not ONNX's (most elements "
-    "differ), so the emitter refuses it",
-    **{
-        f"test_resize_downsample_scales_{m}": "these scales do not give whole sizes, where "
-        "image.resize (coordinates mapped by the output / input size ratio) would differ from "
-        "ONNX (by the scale): the VM stops at the run-time check (bound, they are refused)"
-        for m in (
-            "nearest",
-            "linear",
-            "linear_align_corners",
-            "cubic",
-            "cubic_align_corners",
-            "cubic_A_n0p5_exclude_outside",
-        )
-    },  # fmt: skip
-    **{
-        f"test_resize_{d}_{m}_antialias": "image.resize has no antialias"
-        for d, m in (
-            ("downsample_scales", "linear"),
-            ("downsample_sizes", "linear"),
-            ("downsample_scales", "cubic"),
-            ("downsample_sizes", "cubic"),
-        )
-    },  # fmt: skip
-    **{
-        f"test_resize_{d}_scales_linear_half_pixel_symmetric": "image.resize has no "
-        "half_pixel_symmetric coordinate transformation"
-        for d in ("downsample", "upsample")
-    },
-    **{
-        f"test_resize_tf_crop_and_resize{v}": "tf_crop_and_resize's region is not mapped onto "
-        "image.resize's roi"
-        for v in ("", "_extrapolation_value", "_axes_2_3", "_axes_3_2")
-    },
-    "test_top_k_uint64": "TVM's topk has no uint64 kernel",
-    **{
-        f"test_reduce_{m}_{b}": "TVM's max / min of bool has no identity value"
-        for m in ("max", "min")
-        for b in ("bool_inputs", "empty_set_bool")
-        if (m, b) != ("min", "empty_set_bool")
-    },
-    **{
-        f"test_reduce_{m}_empty_set": "Relax's max / min over an empty dim is not ONNX's "
-        "identity (-inf / inf)"
-        for m in ("max", "min")
-    },
 }
 
 
