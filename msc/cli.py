@@ -433,7 +433,8 @@ def _tol(p: argparse.ArgumentParser) -> None:
         "--seed",
         type=int,
         default=0,
-        help="seed of the random inputs (default 0); bit i set empties the i-th optional input",
+        help="seed of the random inputs (default 0); bit i set empties the i-th optional "
+        "input, and bit k + j (k optional inputs) the j-th sequence input",
     )
 
 

@@ -10,7 +10,8 @@ sequence is a list of arrays, an optional is None when empty, else its element. 
 follow fixed rules, so a seed always gives the same feeds: a sequence holds
 ``SEQUENCE_LENGTH`` elements of one shape (the element type's shape, its unknown dims 2); the
 i-th optional input (in input order) is empty when bit i of the seed is set (seed 0: every
-optional holds a value; seed 1: the first is empty; ...). In an .npz file a sequence input
+optional holds a value; seed 1: the first is empty; ...), and with k optional inputs the j-th
+sequence input has no elements when bit k + j is set. In an .npz file a sequence input
 ``xs`` is the arrays ``xs[0]``, ``xs[1]``, ... (``xs[]`` alone: no elements), and an optional
 input with no array is empty.
 
@@ -287,10 +288,12 @@ def make_inputs(
     """Random inputs for ``g``: seeded, of each input's dtype; symbols take their binding or 2
     (clipped to their range). A sequence input is a list of ``SEQUENCE_LENGTH`` arrays of one
     shape (unknown dims 2); the i-th optional input is None (empty) when bit i of ``seed`` is
-    set, else a value of its element type."""
+    set, else a value of its element type; with k optional inputs, the j-th sequence input
+    has no elements when bit k + j is set."""
     rng = np.random.default_rng(seed)
     out: dict[str, Any] = {}
     optionals = 0
+    sequences = sum(isinstance(v.type, OptionalType) for v in g.inputs)  # their bits come after
     for v in g.inputs:
         t = v.type
         if isinstance(t, OptionalType):
@@ -309,7 +312,9 @@ def make_inputs(
             shape = concrete_shape(
                 e.with_shape([2 if d is None else d for d in e.shape]), binding or {}
             )
-            out[v.name] = [random_array(e.dtype, shape, rng) for _ in range(SEQUENCE_LENGTH)]
+            n = 0 if (seed >> sequences) & 1 else SEQUENCE_LENGTH
+            sequences += 1
+            out[v.name] = [random_array(e.dtype, shape, rng) for _ in range(n)]
             continue
         shape = concrete_shape(t, binding or {})
         hi = _index_bound(v) if t.dtype.is_integer and t is v.type else None

@@ -106,20 +106,25 @@ def test_random_inputs_follow_the_stated_rules(models) -> None:
     # bit i of the seed empties the i-th optional input (o is the first, p the second)
     present = {seed: [make_inputs(g, seed)[k] is not None for k in "op"] for seed in range(4)}
     assert present == {0: [True, True], 1: [False, True], 2: [True, False], 3: [False, False]}
+    # with k = 2 optionals, bit 2 + j empties the j-th sequence (xs, then the one in p)
+    lengths = {seed: [len(make_inputs(g, seed)[k]) for k in ("xs", "p")] for seed in (0, 4, 8)}
+    assert lengths == {0: [3, 3], 4: [0, 3], 8: [3, 0]}
     again = make_inputs(g, 5)
     assert all(np.array_equal(x, y) for x, y in zip(make_inputs(g, 5)["xs"], again["xs"]))
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+@pytest.mark.parametrize("seed", [0, 1, 2, 3, 4, 8])
 def test_verify_original_against_codegen_onnx(models, seed) -> None:
     r = verify_models(_keep(models["a"]), _keep(models["back"]), seed=seed)
     assert r.ok, format_verify(r)
     got = {o.name: o.shape for o in r.outputs}
-    assert got["ys"] == "seq[4] of float32[2, 3]"  # 3 random elements + the inserted one
+    n = 0 if seed & 4 else 3  # bit 2 (after the two optionals' bits) empties xs
+    assert got["ys"] == f"seq[{n + 1}] of float32[2, 3]"  # the random elements + the inserted one
     assert got["o2"] == ("none" if seed & 1 else "float32[2]")
     assert got["s2"] == "str[2]"
     assert f"o {'none' if seed & 1 else 'float32[2]'}" in r.inputs
-    assert f"p {'none' if seed & 2 else 'seq[3] of int64[3]'}" in r.inputs
+    p = "none" if seed & 2 else ("seq[0]" if seed & 8 else "seq[3] of int64[3]")
+    assert f"p {p}" in r.inputs, r.inputs
 
 
 def test_verify_against_the_msc_graph_itself(models) -> None:
