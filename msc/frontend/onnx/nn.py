@@ -9,6 +9,7 @@ Resize.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -38,27 +39,60 @@ def einsum(ctx: Ctx, *Inputs, equation):  # noqa: N803
 
 # ---------------------------------------------------------------------------- padding
 def _auto_pads(
-    ctx: Ctx, x, auto_pad: str, kernel, strides, dilations, pads, what: str
-) -> list[int]:
+    ctx: Ctx, x, auto_pad: str, kernel, strides, dilations, pads, what: str, fill=0.0
+) -> tuple[Any, list[int]]:
+    """The input and the padding attribute for ``auto_pad``. SAME padding of a dim known at
+    run time only, with a stride over 1 (its amount depends on the size), becomes an explicit
+    pad of the input by amounts computed from its shape, with ``fill`` (None: refused, for
+    a pool whose padding is not a value), and no padding attribute."""
     n = len(kernel)
     if auto_pad in ("NOTSET", ""):
-        return list(pads) if pads else [0] * (2 * n)
+        return x, list(pads) if pads else [0] * (2 * n)
     if auto_pad == "VALID":
-        return [0] * (2 * n)
+        return x, [0] * (2 * n)
     if auto_pad not in ("SAME_UPPER", "SAME_LOWER"):
         raise Unsupported(f"auto_pad={auto_pad!r}")
     spatial = ctx.shape(x)[2:]
+    upper = auto_pad == "SAME_UPPER"
     begin, end = [], []
+    runtime = False
     for i in range(n):
-        size = spatial[i]
-        if not isinstance(size, int):
-            raise Unsupported(f"{what} auto_pad={auto_pad} over a dim only known at run time")
-        out = -(-size // strides[i])
-        total = max(0, (out - 1) * strides[i] + (kernel[i] - 1) * dilations[i] + 1 - size)
+        size, span = spatial[i], (kernel[i] - 1) * dilations[i] + 1
+        if not isinstance(size, int) and strides[i] != 1:
+            runtime = True
+            continue
+        if strides[i] == 1:  # out = size, so the total is span - 1 whatever the size
+            total = span - 1
+        else:
+            total = max(0, (-(-size // strides[i]) - 1) * strides[i] + span - size)
         small, big = total // 2, total - total // 2
-        begin.append(small if auto_pad == "SAME_UPPER" else big)
-        end.append(big if auto_pad == "SAME_UPPER" else small)
-    return begin + end
+        begin.append(small if upper else big)
+        end.append(big if upper else small)
+    if not runtime:
+        return x, begin + end
+    if fill is None:
+        raise Unsupported(f"{what} auto_pad={auto_pad} over a dim only known at run time")
+    return _same_pad(ctx, x, kernel, strides, dilations, upper, fill), [0] * (2 * n)
+
+
+def _same_pad(ctx: Ctx, x, kernel, strides, dilations, upper: bool, fill: float):
+    """``x`` padded as SAME_UPPER / SAME_LOWER asks, the amounts computed at run time from its
+    spatial sizes: total = max(0, (ceil(size / s) - 1) s + span - size), the odd one at the
+    end (upper) or the start (lower)."""
+    i64 = lambda v: np.array(v, np.int64)  # noqa: E731
+    begin, end = [], []
+    for i in range(len(kernel)):
+        size = ctx.op("shape", x, start=2 + i, end=3 + i)  # [1]
+        s, span = strides[i], (kernel[i] - 1) * dilations[i] + 1
+        out = ctx.op("div", ctx.op("add", size, i64([s - 1])), i64([s]))  # ceil, sizes >= 0
+        total = ctx.op("sub", ctx.op("add", ctx.op("mul", out, i64([s])), i64([span - s])), size)
+        total = ctx.op("maximum", total, i64([0]))
+        small = ctx.op("div", total, i64([2]))
+        big = ctx.op("sub", total, small)
+        begin.append(small if upper else big)
+        end.append(big if upper else small)
+    pads = ctx.op("concat", i64([0, 0]), *begin, i64([0, 0]), *end, axis=0)
+    return ctx.op("pad", x, pads, None, pads=None, mode="constant", value=fill)
 
 
 def _kernel(ctx: Ctx, W, kernel_shape) -> list[int]:
@@ -89,7 +123,7 @@ def conv(
     n = len(k)
     strides = list(strides or [1] * n)
     dilations = list(dilations or [1] * n)
-    pads = _auto_pads(ctx, X, auto_pad, k, strides, dilations, pads, "Conv")
+    X, pads = _auto_pads(ctx, X, auto_pad, k, strides, dilations, pads, "Conv")  # noqa: N806
     return ctx.op("conv", X, W, B, stride=strides, padding=pads, dilation=dilations, groups=group)
 
 
@@ -159,12 +193,12 @@ def conv_transpose(
 
 
 # ---------------------------------------------------------------------------- pooling
-def _pool_common(ctx, X, auto_pad, kernel_shape, strides, dilations, pads, what):
+def _pool_common(ctx, X, auto_pad, kernel_shape, strides, dilations, pads, what, fill):  # noqa: N803
     n = len(kernel_shape)
     strides = list(strides or [1] * n)
     dilations = list(dilations or [1] * n)
-    pads = _auto_pads(ctx, X, auto_pad, kernel_shape, strides, dilations, pads, what)
-    return strides, dilations, pads
+    X, pads = _auto_pads(ctx, X, auto_pad, kernel_shape, strides, dilations, pads, what, fill)  # noqa: N806
+    return X, strides, dilations, pads
 
 
 @converter("MaxPool", since=1)
@@ -180,10 +214,12 @@ def max_pool(
     storage_order=0,
     strides=None,
 ):
-    strides, dilations, pads = _pool_common(
-        ctx, X, auto_pad, kernel_shape, strides, dilations, pads, "MaxPool"
-    )
     want_indices = len(ctx.node.output) > 1 and bool(ctx.node.output[1])
+    # padding a max pool takes is never the maximum; indices would count the padded input
+    fill = None if want_indices or not ctx.dtype(X).is_floating else float("-inf")
+    X, strides, dilations, pads = _pool_common(  # noqa: N806
+        ctx, X, auto_pad, kernel_shape, strides, dilations, pads, "MaxPool", fill
+    )
     attrs = dict(
         kernel=list(kernel_shape),
         stride=strides,
@@ -237,9 +273,11 @@ def average_pool(
     pads=None,
     strides=None,
 ):
-    strides, dilations, pads = _pool_common(
-        ctx, X, auto_pad, kernel_shape, strides, dilations, pads, "AveragePool"
-    )
+    # padding an average counts only with count_include_pad (zeros); else it is no value
+    X, strides, dilations, pads = _pool_common(  # noqa: N806
+        ctx, X, auto_pad, kernel_shape, strides, dilations, pads, "AveragePool",
+        0.0 if count_include_pad else None,
+    )  # fmt: skip
     if any(d != 1 for d in dilations):
         return _dilated_average_pool(
             ctx, X, list(kernel_shape), strides, dilations, pads, ceil_mode, count_include_pad
@@ -306,9 +344,9 @@ def lp_pool(
     pads=None,
     strides=None,
 ):
-    strides, dilations, pads = _pool_common(
-        ctx, X, auto_pad, kernel_shape, strides, dilations, pads, "LpPool"
-    )
+    X, strides, dilations, pads = _pool_common(  # noqa: N806
+        ctx, X, auto_pad, kernel_shape, strides, dilations, pads, "LpPool", 0.0
+    )  # zeros add nothing to the sum of |x|^p
     return ctx.op(
         "lp_pool",
         X,
