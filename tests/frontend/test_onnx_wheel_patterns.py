@@ -241,3 +241,39 @@ def test_layer_norm_with_a_weight_of_unknown_size(tmp_path):
         for b, c in [(1, 8), (2, 5)]
     ]  # fmt: skip
     _check(m, feeds, tmp_path, atol=1e-4)
+
+
+def test_slice_of_a_loop_value_of_unknown_rank(tmp_path):
+    """paddle2onnx starts a Loop's carried value as a placeholder scalar the body replaces
+    with a tensor (SLANet's table decoder), so after the loop its rank is unknown: a Slice of
+    it with axes counted from the front needs no rank (it was refused)."""
+    body = helper.make_graph(
+        [
+            helper.make_node("Cast", ["i"], ["f"], to=FLT),
+            helper.make_node("Add", ["x", "f"], ["acc_out"]),
+            helper.make_node("Identity", ["c"], ["c_out"]),
+        ],
+        "body",
+        [_vi("i", I64, []), _vi("c", BOOL, []), _vi("acc", FLT, None)],
+        [_vi("c_out", BOOL, []), _vi("acc_out", FLT, None)],
+    )
+    m = _model(
+        [
+            helper.make_node("Loop", ["n", "", "zero"], ["acc_end"], body=body),
+            helper.make_node("Slice", ["acc_end", "start", "e", "axis"], ["y"]),
+        ],
+        [_vi("x", FLT, ["b", 4]), _vi("n", I64, []), _vi("e", I64, [1])],
+        [_vi("y", FLT, None)],
+        [
+            numpy_helper.from_array(np.array(0.0, np.float32), "zero"),
+            numpy_helper.from_array(np.array([1], np.int64), "start"),
+            numpy_helper.from_array(np.array([1], np.int64), "axis"),
+        ],
+    )
+    feeds = [
+        {"x": rng.standard_normal((b, 4)).astype(np.float32), "n": np.array(k),
+         "e": np.array([e])}
+        for b, k, e in [(2, 3, 3), (1, 1, 4)]
+    ]  # fmt: skip
+    g = _check(m, feeds, tmp_path)
+    assert g.outputs[0].type.shape is None  # honest: no iteration leaves the scalar

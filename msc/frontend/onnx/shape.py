@@ -138,7 +138,7 @@ def slice_(ctx: Ctx, data, starts, ends, axes=None, steps=None):
             _i64(ctx, ends),
             _i64(ctx, axes) if axes is not None and ax is None else None,
             _i64(ctx, steps) if steps is not None and sp is None else None,
-            axes=None if ax is None else _norm_axes(ax, ctx.rank(data)),
+            axes=None if ax is None else _slice_axes(ctx, data, ax),
             steps=sp or [],
         )
     if any(v is not None and ctx.known(v) is None for v in (axes, steps)):
@@ -151,6 +151,15 @@ def slice_(ctx: Ctx, data, starts, ends, axes=None, steps=None):
         None if axes is None else ctx.ints(axes, "axes"),
         None if steps is None else ctx.ints(steps, "steps"),
     )
+
+
+def _slice_axes(ctx: Ctx, data, axes: list[int]) -> list[int]:
+    """Slice axes, counted from the front: a data value of unknown rank (a Loop's carried
+    value that starts as a placeholder scalar, as paddle2onnx writes) needs none counted from
+    the end."""
+    if ctx.type(data).rank is None and all(a >= 0 for a in axes):
+        return list(axes)
+    return _norm_axes(axes, ctx.rank(data))
 
 
 @converter("Concat", since=4)
