@@ -107,7 +107,11 @@ def _normalized_shape(x: Arg, axis: int, weight: Arg | None) -> tuple[Any, bool]
     r = x.rank
     a = norm_axis(axis, r)
     dims = x.shape[a:]
-    if weight is not None and weight.rank == r - a:
+    if (
+        weight is not None
+        and weight.rank == r - a
+        and all(isinstance(w, int) for w in weight.shape)
+    ):
         if all(not isinstance(d, int) or d == w for d, w in zip(dims, weight.shape)):
             return tuple(weight.shape), True
     if all(isinstance(d, int) for d in dims):
