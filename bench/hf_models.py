@@ -99,7 +99,30 @@ TASKS = {
         "MODEL_FOR_SEMANTIC_SEGMENTATION_MAPPING_NAMES",
         "AutoModelForSemanticSegmentation",
     ),
+    "sequence-classification": (
+        "MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES",
+        "AutoModelForSequenceClassification",
+    ),
+    "question-answering": (
+        "MODEL_FOR_QUESTION_ANSWERING_MAPPING_NAMES",
+        "AutoModelForQuestionAnswering",
+    ),
+    "depth-estimation": ("MODEL_FOR_DEPTH_ESTIMATION_MAPPING_NAMES", "AutoModelForDepthEstimation"),
+    "video-classification": (
+        "MODEL_FOR_VIDEO_CLASSIFICATION_MAPPING_NAMES",
+        "AutoModelForVideoClassification",
+    ),
 }
+
+
+def primary(out: Any) -> Any:
+    """The output compared: ``logits`` where the model gives them, else its first tensor
+    (question answering's start logits, depth estimation's predicted depth)."""
+    if isinstance(out, dict):
+        return out["logits"] if "logits" in out else next(iter(out.values()))
+    if hasattr(out, "logits") and out.logits is not None:
+        return out.logits
+    return out[0] if isinstance(out, tuple | list) else out
 
 
 # The keys a config whose other sizes depend on each other (per-stage widths and heads of a
@@ -174,6 +197,8 @@ def example_input(model: Any, cfg: Any) -> tuple[str, Any]:
         vc = getattr(cfg, "vision_config", None) or cfg  # a multimodal model's image tower
         size = getattr(vc, "image_size", 64)
         h, w = (size, size) if isinstance(size, int) else tuple(size)[:2]
+        if getattr(vc, "num_frames", None):  # a video: [1, frames, channels, h, w]
+            return name, torch.randn(1, vc.num_frames, getattr(vc, "num_channels", 3), h, w)
         return name, torch.randn(1, getattr(vc, "num_channels", 3), h, w)
     if name == "input_values" and hasattr(cfg, "num_mel_bins"):  # a spectrogram
         return name, torch.randn(1, getattr(cfg, "max_length", 64), cfg.num_mel_bins)
@@ -223,7 +248,7 @@ def run_one(model_type: str, task: str = "causal-lm") -> dict[str, Any]:
                         p.copy_(torch.randn(p.shape, generator=g, dtype=p.dtype) * 0.2)
             arg, ids = example_input(model, cfg)
             with torch.no_grad():
-                want = model(**{arg: ids}).logits
+                want = primary(model(**{arg: ids}))
             break
         except Exception as e:  # noqa: BLE001
             why = f"{type(e).__name__}: {str(e)[:200]}"
@@ -244,10 +269,7 @@ def run_one(model_type: str, task: str = "causal-lm") -> dict[str, Any]:
         rec.update(status="error", why=f"{type(e).__name__}: {str(e)[:300]}")
         return rec
 
-    def logits(out: Any) -> Any:
-        if isinstance(out, dict):
-            return out["logits"]
-        return out[0] if isinstance(out, tuple | list) else out
+    logits = primary
 
     try:
         with torch.no_grad():
