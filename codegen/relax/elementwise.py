@@ -169,7 +169,7 @@ _BINARY = {
 
 def _binary(fn):
     def emit(e: Emit, a, b):
-        return e.emit(fn(a, b))
+        return e.broadcast(fn, a, b)
 
     return emit
 
@@ -182,7 +182,7 @@ def _bitwise(fn, logical):
     def emit(e: Emit, a, b):
         # Bools as the logical op, unless read from Relax's bitwise op (TVM writes it for bools)
         as_logical = e.dtype(a) == "bool" and e.source_op != f"relax.{fn.__name__}"
-        return e.emit((logical if as_logical else fn)(a, b))
+        return e.broadcast(logical if as_logical else fn, a, b)
 
     return emit
 
@@ -235,12 +235,12 @@ def pow_(e: Emit, a, b):
 
 @emitter("atan2")
 def atan2(e: Emit, a, b):
-    return e.emit(R.atan2(a, b))
+    return e.broadcast(R.atan2, a, b)
 
 
 @emitter("where")
 def where(e: Emit, condition, x, y):
-    return e.emit(R.where(condition, x, y))
+    return e.broadcast(R.where, condition, x, y)
 
 
 @emitter("prelu")

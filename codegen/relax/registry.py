@@ -275,6 +275,50 @@ class Emit:
         dims = [self._dim(None) for _ in range(int(x.ty.ndim))]
         return self.bb.match_cast(x, relax.TensorType(dims, x.ty.dtype))
 
+    def broadcast(self, fn: Callable[..., relax.Expr], *xs: relax.Expr) -> relax.Var:
+        """Bind ``fn(*xs)``, a broadcasting op, with the symbolic dims of ``xs`` made one
+        where Relax cannot tell that they broadcast.
+
+        Relax infers a broadcast of two different symbols (``n`` against ``m``, each read from
+        a different run-time shape) as a result of unknown shape, and LegalizeOps then leaves
+        the op to CodeGenVM, which cannot emit it. The source model says they broadcast, so
+        for each output axis with two different symbols (and no static size other than 1) the
+        inputs are ``match_cast`` to the first symbol: the VM checks that they are equal at
+        run time (a symbol that is 1 at run time stops there rather than broadcasting).
+        """
+        expr = self.bb.normalize(fn(*xs))
+        if isinstance(expr.ty.shape, relax.ShapeExpr):
+            return self.emit(expr)
+        return self.emit(fn(*self._unified(xs)))
+
+    def _unified(self, xs: Sequence[relax.Expr]) -> list[relax.Expr]:
+        shapes = []
+        for x in xs:
+            sh = getattr(x.ty, "shape", None)
+            if not isinstance(sh, relax.ShapeExpr):
+                return list(xs)
+            shapes.append(list(sh.values))
+        rank = max(len(s) for s in shapes)
+        pick: list[Any] = [None] * rank
+        for s in shapes:
+            for i, d in enumerate(s, rank - len(s)):
+                if isinstance(d, tvm.tirx.IntImm):
+                    if int(d) != 1:
+                        pick[i] = d
+                elif pick[i] is None:
+                    pick[i] = d
+        same = tvm.sym.Analyzer().can_prove_equal
+        out = []
+        for x, s in zip(xs, shapes):
+            new, changed = list(s), False
+            for i, d in enumerate(s, rank - len(s)):
+                if not isinstance(d, tvm.tirx.IntImm) and not same(d, pick[i]):
+                    new[i - rank + len(s)], changed = pick[i], True
+            if changed:
+                x = self.bb.match_cast(x, relax.TensorType(new, x.ty.dtype))
+            out.append(x)
+        return out
+
     def shape_tensor(self, x: relax.Expr) -> relax.Expr:
         """The shape of ``x`` as a 1-d int64 tensor (a constant when static)."""
         dims = self.shape(x)
