@@ -276,8 +276,12 @@ class Emit:
         return self.bb.match_cast(x, relax.TensorType(dims, x.ty.dtype))
 
     def broadcast(self, fn: Callable[..., relax.Expr], *xs: relax.Expr) -> relax.Var:
-        """Bind ``fn(*xs)``, a broadcasting op, with the symbolic dims of ``xs`` made one
-        where Relax cannot tell that they broadcast.
+        """Bind ``fn(*xs)``, a broadcasting op, with ``xs`` unified first (see ``unify``)."""
+        return self.emit(fn(*self.unify(*xs)))
+
+    def unify(self, *xs: relax.Expr) -> list[relax.Expr]:
+        """``xs``, operands of one broadcasting op, with their symbolic dims made one where
+        Relax cannot tell that they broadcast.
 
         Relax infers a broadcast of two different symbols (``n`` against ``m``, each read from
         a different run-time shape) as a result of unknown shape, and LegalizeOps then leaves
@@ -286,12 +290,6 @@ class Emit:
         inputs are ``match_cast`` to the first symbol: the VM checks that they are equal at
         run time (a symbol that is 1 at run time stops there rather than broadcasting).
         """
-        expr = self.bb.normalize(fn(*xs))
-        if isinstance(expr.ty.shape, relax.ShapeExpr):
-            return self.emit(expr)
-        return self.emit(fn(*self._unified(xs)))
-
-    def _unified(self, xs: Sequence[relax.Expr]) -> list[relax.Expr]:
         shapes = []
         for x in xs:
             sh = getattr(x.ty, "shape", None)

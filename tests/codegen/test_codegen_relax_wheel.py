@@ -47,7 +47,7 @@ def _check(model, feeds, *, atol=1e-5, rtol=1e-5):
 
 
 # ----------------------------------------------------------- broadcasts of two symbols
-@pytest.mark.parametrize("op", ["Where", "Add", "Less"])
+@pytest.mark.parametrize("op", ["Where", "Add", "Less", "Div"])
 def test_broadcast_of_two_run_time_dims(op: str) -> None:
     """onnx-asr's resamplers mask a [batch, n] result with a mask built from another input's
     length: two symbols Relax cannot prove equal, a where of unknown shape that LegalizeOps
@@ -67,3 +67,77 @@ def test_broadcast_of_two_run_time_dims(op: str) -> None:
     rng = np.random.default_rng(0)
     feeds = {k: rng.normal(size=(2, 5)).astype(np.float32) for k in "xy"}
     _check(model, feeds)
+
+
+# ------------------------------------------------------------------------ STFT and DFT
+def _window(n: int) -> np.ndarray:
+    return (0.5 - 0.5 * np.cos(2 * np.pi * np.arange(n) / n)).astype(np.float32)
+
+
+@pytest.mark.parametrize("onesided", [1, 0])
+@pytest.mark.parametrize("window", [True, False])
+def test_stft_of_a_run_time_length(onesided: int, window: bool) -> None:
+    """The speech front ends' STFT: a signal of run-time length, a constant step and window
+    (or frame_length); frames are a strided conv1d with the window times cos / sin."""
+    n, step = 64, 16
+    sig = helper.make_tensor_value_info("x", F32, ["b", "L"])
+    out = helper.make_tensor_value_info("y", F32, ["b", "f", "k", 2])
+    inits = [helper.make_tensor("step", I64, [], [step])]
+    ins = ["x3", "step"]
+    if window:
+        inits.append(helper.make_tensor("w", F32, [n], _window(n)))
+        ins.append("w")
+    else:
+        inits.append(helper.make_tensor("n", I64, [], [n]))
+        ins += ["", "n"]
+    nodes = [
+        helper.make_node("Unsqueeze", ["x", "ax"], ["x3"]),
+        helper.make_node("STFT", ins, ["y"], onesided=onesided),
+    ]
+    inits.append(helper.make_tensor("ax", I64, [1], [2]))
+    model = _model(nodes, [sig], [out], inits)
+    rng = np.random.default_rng(1)
+    for length in (200, 131):
+        _check(model, {"x": rng.uniform(-0.5, 0.5, (2, length)).astype(np.float32)}, atol=2e-6)
+
+
+def test_stft_of_a_complex_signal() -> None:
+    n = 32
+    sig = helper.make_tensor_value_info("x", F32, [1, "L", 2])
+    out = helper.make_tensor_value_info("y", F32, [1, "f", n, 2])
+    inits = [
+        helper.make_tensor("step", I64, [], [8]),
+        helper.make_tensor("w", F32, [n], _window(n)),
+    ]
+    node = helper.make_node("STFT", ["x", "step", "w"], ["y"], onesided=0)
+    model = _model([node], [sig], [out], inits)
+    x = np.random.default_rng(2).normal(size=(1, 100, 2)).astype(np.float32)
+    _check(model, {"x": x}, atol=2e-6)
+
+
+@pytest.mark.parametrize(
+    ("shape", "attrs"),
+    [
+        ((2, 5, 40, 1), {"onesided": 1, "dft_length": 64}),  # wespeaker: zero-padded rfft
+        ((2, 5, 40, 1), {"onesided": 1, "dft_length": 30}),  # trimmed
+        ((2, 5, 40, 2), {}),
+        ((2, 5, 40, 2), {"inverse": 1}),
+        ((2, 40, 5, 2), {"axis": 1, "inverse": 1}),
+        ((3, 21, 4, 2), {"axis": 1, "inverse": 1, "onesided": 1}),  # irfft: 40 real samples
+    ],
+)
+def test_dft(shape, attrs) -> None:
+    """DFT along a static axis (other dims symbolic) as one matmul with a cos / sin matrix."""
+    attrs = {"axis": 2, **attrs}
+    length = attrs.pop("dft_length", None)
+    inits, ins = [], ["x"]
+    if length is not None:
+        inits.append(helper.make_tensor("n", I64, [], [length]))
+        ins.append("n")
+    x = helper.make_tensor_value_info("x", F32, ["a", *shape[1:]])
+    y = helper.make_tensor_value_info("y", F32, ["a", "p", "q", "r"])
+    model = _model([helper.make_node("DFT", ins, ["y"], **attrs)], [x], [y], inits)
+    feed = np.random.default_rng(3).normal(size=shape).astype(np.float32)
+    # onnxruntime's DFT of a length that is not a power of two rounds to ~3e-6 of the largest
+    # output (the matmul to ~2e-7 of it, against numpy's float64 FFT)
+    _check(model, {"x": feed}, atol=1e-5)
