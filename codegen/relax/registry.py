@@ -30,6 +30,7 @@ import numpy as np
 import tvm
 from tvm import relax
 
+from codegen.relax.symbolic import Values
 from msc.errors import Unsupported
 from msc.ir.dtype import DType
 from msc.ir.registry import Registry
@@ -240,6 +241,9 @@ class Emit:
         """
         if isinstance(t, tvm.ir.GenericConst):
             return [int(v) for v in t.value.numpy().reshape(-1)]
+        known = self.known_ints(t, *valid)
+        if known is not None:
+            return known
         shape = self.shape(t)
         self.require(len(shape) <= 1, "a run-time shape / size input that is not 1-d")
         n = shape[0] if shape else 1
@@ -258,6 +262,22 @@ class Emit:
         one = tvm.tirx.IntImm("int64", 1)
         self.bb.match_cast(self.emit(relax.op.tensor_to_shape(t)), relax.ShapeType([one, *dims]))
         return dims
+
+    def values(self) -> Values:
+        """An evaluator of the integer tensors bound so far (codegen.relax.symbolic)."""
+        return Values(self.bb)
+
+    def known_ints(self, t: relax.Expr, *valid: relax.Expr) -> list | None:
+        """The values of ``t`` as dims when they follow from shapes Relax knows (computed
+        from ``shape_of`` with constants: codegen.relax.symbolic) and ``valid`` provably
+        holds for them; else None."""
+        values = self.values()
+        dims = values.values(t)
+        if dims is None or any(str(d.ty) != "int64" for d in dims):
+            return None
+        if not all(values.proven(v) for v in valid):
+            return None
+        return [int(d) if isinstance(d, tvm.tirx.IntImm) else d for d in dims]
 
     def check(self, *valid: relax.Expr) -> None:
         """Stop at run time unless the bool tensors ``valid`` are all true (see ``ints``)."""

@@ -141,3 +141,30 @@ def test_dft(shape, attrs) -> None:
     # onnxruntime's DFT of a length that is not a power of two rounds to ~3e-6 of the largest
     # output (the matmul to ~2e-7 of it, against numpy's float64 FFT)
     _check(model, {"x": feed}, atol=1e-5)
+
+
+# ------------------------------------------------------- reshape targets built from shapes
+def test_reshape_of_a_strided_conv_by_a_target_with_zeros() -> None:
+    """GigaAM v3's front end: a stride-160 conv1d (frames = N // 160 - 1), reshaped by
+    [0, 2, 161, -1] (the zero copies the batch). Read at run time the target gave fresh dims
+    and TVM's RewriteDataflowReshape failed ("padding factor ... not divisible"); its values
+    follow from the conv's shape, so the reshape is emitted to them."""
+    x = helper.make_tensor_value_info("x", F32, ["b", "n"])
+    y = helper.make_tensor_value_info("y", F32, ["b", "f", 3])
+    rng = np.random.default_rng(4)
+    inits = [
+        helper.make_tensor("ax", I64, [1], [1]),
+        helper.make_tensor("w", F32, [6, 1, 8], rng.normal(size=48).astype(np.float32)),
+        helper.make_tensor("t", I64, [4], [0, 2, 3, -1]),
+        helper.make_tensor("one", I64, [1], [1]),
+    ]
+    nodes = [
+        helper.make_node("Unsqueeze", ["x", "ax"], ["x3"]),
+        helper.make_node("Conv", ["x3", "w"], ["c"], strides=[4]),
+        helper.make_node("Reshape", ["c", "t"], ["r"]),
+        helper.make_node("ReduceSumSquare", ["r", "one"], ["s"], keepdims=0),
+        helper.make_node("Transpose", ["s"], ["y"], perm=[0, 2, 1]),
+    ]
+    model = _model(nodes, [x], [y], inits, opset=18)
+    for n in (64, 83):
+        _check(model, {"x": rng.normal(size=(2, n)).astype(np.float32)})
