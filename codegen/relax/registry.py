@@ -300,15 +300,20 @@ class Emit:
         return self.emit(fn(*self.unify(*xs)))
 
     def unify(self, *xs: relax.Expr) -> list[relax.Expr]:
-        """``xs``, operands of one broadcasting op, with their symbolic dims made one where
-        Relax cannot tell that they broadcast.
+        """``xs``, operands of one broadcasting op, with their symbolic dims made to agree
+        where Relax cannot tell that they broadcast.
 
         Relax infers a broadcast of two different symbols (``n`` against ``m``, each read from
-        a different run-time shape) as a result of unknown shape, and LegalizeOps then leaves
-        the op to CodeGenVM, which cannot emit it. The source model says they broadcast, so
-        for each output axis with two different symbols (and no static size other than 1) the
-        inputs are ``match_cast`` to the first symbol: the VM checks that they are equal at
-        run time (a symbol that is 1 at run time stops there rather than broadcasting).
+        a different run-time shape), or of a symbol against a static size, as a result of
+        unknown shape, and LegalizeOps then leaves the op to CodeGenVM, which cannot emit it
+        (and TOPI's broadcast_to reads a symbol that is 1 at run time as the full size). The
+        source model says they broadcast, so on each such axis:
+
+        - against a static size k > 1, a symbol is 1 or k at run time: the operand is
+          gathered to k there (index i, or 0 where it is 1), checked to be one of them;
+        - against other symbols only, the operands are ``match_cast`` to the first symbol:
+          the VM checks that they are equal at run time (a symbol that is 1 at run time
+          stops there rather than broadcasting).
         """
         shapes = []
         for x in xs:
@@ -330,12 +335,44 @@ class Emit:
         for x, s in zip(xs, shapes):
             new, changed = list(s), False
             for i, d in enumerate(s, rank - len(s)):
-                if not isinstance(d, tvm.tirx.IntImm) and not same(d, pick[i]):
+                if isinstance(d, tvm.tirx.IntImm) or same(d, pick[i]):
+                    continue
+                if isinstance(pick[i], tvm.tirx.IntImm):
+                    x = self._stretch(x, i - rank + len(s), int(pick[i]))
+                    new[i - rank + len(s)] = pick[i]
+                else:
                     new[i - rank + len(s)], changed = pick[i], True
             if changed:
                 x = self.bb.match_cast(x, relax.TensorType(new, x.ty.dtype))
             out.append(x)
         return out
+
+    def named_dim(self, d: Any) -> Any:
+        """``d`` when it is static or a symbol, else a new symbol to ``match_cast`` it to
+        (for ops whose TOPI form compares dims by identity)."""
+        return d if isinstance(d, tvm.tirx.IntImm | tvm.tirx.Var) else self._dim(None)
+
+    def agree(self, x: relax.Expr, dims: Sequence[Any]) -> relax.Expr:
+        """``x`` with the dims that the op reading it requires equal to another operand's
+        (``dims``; None keeps x's own): ``match_cast`` where Relax cannot prove them equal
+        (each read from a different run-time shape), which the VM checks at run time."""
+        x = self.sized(x)
+        have = list(x.ty.shape.values)
+        same = tvm.sym.Analyzer().can_prove_equal
+        new = [h if d is None else d for h, d in zip(have, dims)]
+        if all(same(h, d) for h, d in zip(have, new)):
+            return x
+        return self.bb.match_cast(x, relax.TensorType(new, x.ty.dtype))
+
+    def _stretch(self, x: relax.Expr, axis: int, k: int) -> relax.Expr:
+        """``x`` broadcast to ``k`` along ``axis``, whose run-time size must be 1 or k."""
+        i64, op = "int64", relax.op
+        have = self.emit(op.take(self.shape_tensor(x), self.const(axis, i64), axis=0))
+        one = self.emit(op.equal(have, self.const(1, i64)))
+        self.check(op.logical_or(one, op.equal(have, self.const(k, i64))))
+        step = op.astype(op.logical_not(one), i64)
+        idx = self.emit(op.multiply(op.arange(0, k, 1, i64), step))
+        return self.emit(op.take(x, idx, axis=axis, mode="clip"))
 
     def shape_tensor(self, x: relax.Expr) -> relax.Expr:
         """The shape of ``x`` as a 1-d int64 tensor (a constant when static)."""

@@ -142,7 +142,13 @@ def unsqueeze(e: Emit, x, axes_in=None, *, axes):
 
 @emitter("concat")
 def concat(e: Emit, *xs, axis):
-    return e.emit(R.concat(list(xs), axis))
+    # the other dims as the first input's, where Relax cannot prove them equal (it infers an
+    # unknown shape that LegalizeOps leaves to CodeGenVM)
+    first = e.sized(xs[0])
+    dims = list(first.ty.shape.values)
+    a = axis % len(dims) if dims else 0
+    keep = [None if i == a else d for i, d in enumerate(dims)]
+    return e.emit(R.concat([first, *(e.agree(x, keep) for x in xs[1:])], axis))
 
 
 @emitter("split")

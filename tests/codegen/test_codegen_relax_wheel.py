@@ -168,3 +168,49 @@ def test_reshape_of_a_strided_conv_by_a_target_with_zeros() -> None:
     model = _model(nodes, [x], [y], inits, opset=18)
     for n in (64, 83):
         _check(model, {"x": rng.normal(size=(2, n)).astype(np.float32)})
+
+
+@pytest.mark.parametrize("size", [1, 4])
+def test_broadcast_of_a_run_time_dim_against_a_static_one(size: int) -> None:
+    """Magika: a dim known only at run time (1 there) broadcast against a static 4: the
+    operand is gathered to 4, so a run-time 1 broadcasts as ONNX says."""
+    x = helper.make_tensor_value_info("x", F32, [3, "n"])
+    z = helper.make_tensor_value_info("z", F32, [3, 4])
+    w = helper.make_tensor("w", F32, [3, 4], np.arange(12, dtype=np.float32))
+    model = _model([helper.make_node("Mul", ["x", "w"], ["z"])], [x], [z], [w])
+    _check(model, {"x": np.random.default_rng(5).normal(size=(3, size)).astype(np.float32)})
+
+
+def test_concat_of_run_time_dims() -> None:
+    """Concatenated inputs whose other dims are different symbols (PP-OCRv4's recognizer):
+    Relax infered an unknown shape, left to CodeGenVM; the emitter matches them."""
+    x = helper.make_tensor_value_info("x", F32, ["a", "n"])
+    y = helper.make_tensor_value_info("y", F32, ["b", "m"])
+    z = helper.make_tensor_value_info("z", F32, ["a", "k"])
+    model = _model([helper.make_node("Concat", ["x", "y"], ["z"], axis=1)], [x, y], [z])
+    rng = np.random.default_rng(6)
+    _check(model, {"x": rng.normal(size=(2, 3)).astype(np.float32),
+                   "y": rng.normal(size=(2, 5)).astype(np.float32)})  # fmt: skip
+
+
+def test_attention_over_a_computed_length() -> None:
+    """Attention whose key and value lengths are computed (a concat of two run-time lengths)
+    and read from different inputs: Relax must see them equal, and TOPI's attention compares
+    them by identity, so they become one symbol."""
+
+    def info(name, s):
+        return helper.make_tensor_value_info(name, F32, [1, 2, s, 4])
+
+    ins = [info("q", "sq"), info("k1", "s1"), info("k2", "s2"), info("v1", "t1"),
+           info("v2", "t2")]  # fmt: skip
+    out = helper.make_tensor_value_info("y", F32, [1, 2, "sq", 4])
+    nodes = [
+        helper.make_node("Concat", ["k1", "k2"], ["k"], axis=2),
+        helper.make_node("Concat", ["v1", "v2"], ["v"], axis=2),
+        helper.make_node("Attention", ["q", "k", "v"], ["y"]),
+    ]
+    model = _model(nodes, ins, [out], opset=23)
+    rng = np.random.default_rng(7)
+    sizes = {"q": 3, "k1": 2, "k2": 5, "v1": 4, "v2": 3}
+    feeds = {k: rng.normal(size=(1, 2, n, 4)).astype(np.float32) for k, n in sizes.items()}
+    _check(model, feeds)
