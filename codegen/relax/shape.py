@@ -398,10 +398,15 @@ def _norm_index(e: Emit, idx, n):
     if e.dtype(idx).startswith("uint"):
         return idx
     dt = e.dtype(idx)
-    size = e.const(n, dt) if isinstance(n, int) else None
-    if size is None:
-        return idx
-    return e.emit(R.where(R.less(idx, e.const(0, dt)), R.add(idx, size), idx))
+    return e.emit(R.where(R.less(idx, e.const(0, dt)), R.add(idx, _size(e, n, dt)), idx))
+
+
+def _size(e: Emit, n, dt: str):
+    """The dim ``n`` as a 0-d tensor of ``dt`` (a run-time dim through a shape tensor)."""
+    if isinstance(n, int):
+        return e.const(n, dt)
+    size = e.emit(R.reshape(R.shape_to_tensor(relax.ShapeExpr([n])), []))
+    return size if dt == "int64" else e.emit(R.astype(size, dt))
 
 
 @emitter("gather")
@@ -417,13 +422,7 @@ def _elements_index(e: Emit, x, indices, axis: int, negative: bool):
     (Relax's gather_elements reads past the data; its scatter_elements wraps them itself)."""
     if not negative:
         return indices
-    n = e.shape(x)[axis]
-    if not isinstance(n, int):
-        raise Unsupported(
-            f"indices that may be negative (counted from the end) along axis {axis}, whose "
-            "size is only known at run time"
-        )
-    return _norm_index(e, indices, n)
+    return _norm_index(e, indices, e.shape(x)[axis])
 
 
 @emitter("gather_elements")

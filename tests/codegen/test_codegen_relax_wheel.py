@@ -214,3 +214,16 @@ def test_attention_over_a_computed_length() -> None:
     sizes = {"q": 3, "k1": 2, "k2": 5, "v1": 4, "v2": 3}
     feeds = {k: rng.normal(size=(1, 2, n, 4)).astype(np.float32) for k, n in sizes.items()}
     _check(model, feeds)
+
+
+@pytest.mark.parametrize("op", ["GatherElements", "Gather"])
+def test_negative_indices_along_a_run_time_dim(op: str) -> None:
+    """Kaldi's front end gathers with indices counted from the end along a dim of run-time
+    size: they are wrapped by the size read from the data's shape."""
+    x = helper.make_tensor_value_info("x", F32, [2, "n"])
+    i = helper.make_tensor_value_info("i", I64, [2, 3] if op == "GatherElements" else [3])
+    z = helper.make_tensor_value_info("z", F32, [2, 3])
+    model = _model([helper.make_node(op, ["x", "i"], ["z"], axis=1)], [x, i], [z])
+    rng = np.random.default_rng(8)
+    idx = np.array([[-1, 0, -7], [2, -3, 6]] if op == "GatherElements" else [-1, 0, -7])
+    _check(model, {"x": rng.normal(size=(2, 7)).astype(np.float32), "i": idx.astype(np.int64)})
