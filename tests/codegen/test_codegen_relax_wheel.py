@@ -183,7 +183,7 @@ def test_broadcast_of_a_run_time_dim_against_a_static_one(size: int) -> None:
 
 def test_concat_of_run_time_dims() -> None:
     """Concatenated inputs whose other dims are different symbols (PP-OCRv4's recognizer):
-    Relax infered an unknown shape, left to CodeGenVM; the emitter matches them."""
+    Relax inferred an unknown shape, left to CodeGenVM; the emitter matches them."""
     x = helper.make_tensor_value_info("x", F32, ["a", "n"])
     y = helper.make_tensor_value_info("y", F32, ["b", "m"])
     z = helper.make_tensor_value_info("z", F32, ["a", "k"])
