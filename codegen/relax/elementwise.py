@@ -169,7 +169,7 @@ _BINARY = {
 
 def _binary(fn):
     def emit(e: Emit, a, b):
-        return e.emit(fn(a, b))
+        return e.broadcast(fn, a, b)
 
     return emit
 
@@ -182,7 +182,7 @@ def _bitwise(fn, logical):
     def emit(e: Emit, a, b):
         # Bools as the logical op, unless read from Relax's bitwise op (TVM writes it for bools)
         as_logical = e.dtype(a) == "bool" and e.source_op != f"relax.{fn.__name__}"
-        return e.emit((logical if as_logical else fn)(a, b))
+        return e.broadcast(logical if as_logical else fn, a, b)
 
     return emit
 
@@ -194,6 +194,7 @@ emitter("bitwise_xor")(_bitwise(R.bitwise_xor, R.logical_xor))
 
 @emitter("div")
 def div(e: Emit, a, b):
+    a, b = e.unify(a, b)
     if e.dtype(a).startswith(("int", "uint")):  # C and ONNX: integers divide toward zero
         return e.emit(_trunc_div(e, a, b))
     return e.emit(R.divide(a, b))
@@ -210,6 +211,7 @@ def _trunc_div(e: Emit, a, b):
 
 @emitter("floor_divide")
 def floor_divide(e: Emit, a, b):
+    a, b = e.unify(a, b)
     if e.dtype(a).startswith(("int", "uint")):
         return e.emit(R.floor_divide(a, b))
     return e.emit(R.floor(R.divide(a, b)))
@@ -217,6 +219,7 @@ def floor_divide(e: Emit, a, b):
 
 @emitter("fmod")
 def fmod(e: Emit, a, b):
+    a, b = e.unify(a, b)
     # a - trunc(a / b) * b, with the sign of a
     if e.dtype(a).startswith(("int", "uint")):
         q = e.emit(_trunc_div(e, a, b))
@@ -226,6 +229,7 @@ def fmod(e: Emit, a, b):
 
 @emitter("pow")
 def pow_(e: Emit, a, b):
+    a, b = e.unify(a, b)
     dt = e.dtype(a)
     if dt.startswith(("int", "uint")):  # Relax's power is for floats: exact in f64 here
         y = R.power(R.astype(a, "float64"), R.astype(b, "float64"))
@@ -235,16 +239,17 @@ def pow_(e: Emit, a, b):
 
 @emitter("atan2")
 def atan2(e: Emit, a, b):
-    return e.emit(R.atan2(a, b))
+    return e.broadcast(R.atan2, a, b)
 
 
 @emitter("where")
 def where(e: Emit, condition, x, y):
-    return e.emit(R.where(condition, x, y))
+    return e.broadcast(R.where, condition, x, y)
 
 
 @emitter("prelu")
 def prelu(e: Emit, a, b):
+    a, b = e.unify(a, b)
     zero = e.const(0, e.dtype(a))
     return e.emit(R.where(R.greater(a, zero), a, R.multiply(a, b)))
 

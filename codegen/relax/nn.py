@@ -566,6 +566,14 @@ def attention(e: Emit, query, key, value, mask=None, *, is_causal=False, scale=N
     if is_causal:
         sq, sk = e.shape(query)[2], e.shape(key)[2]
         e.require(sq == sk, "causal attention with different query and key lengths")
+    # batch and heads as the query's, and value's length as key's (Relax must see them
+    # equal); that length a symbol of its own, since TOPI's attention compares the two by
+    # identity and refuses a length computed from other symbols
+    query = e.sized(query)
+    b, h, _, d = query.ty.shape.values
+    sk = e.named_dim(e.sized(key).ty.shape.values[2])
+    key = e.agree(key, [b, h, sk, d])
+    value = e.agree(value, [b, h, sk, None])
     perm = [0, 2, 1, 3]
     q, k, v = (e.emit(R.permute_dims(t, perm)) for t in (query, key, value))
     causal = "TopLeft" if is_causal else None

@@ -30,6 +30,7 @@ import numpy as np
 import tvm
 from tvm import relax
 
+from codegen.relax.symbolic import Values
 from msc.errors import Unsupported
 from msc.ir.dtype import DType
 from msc.ir.registry import Registry
@@ -240,6 +241,9 @@ class Emit:
         """
         if isinstance(t, tvm.ir.GenericConst):
             return [int(v) for v in t.value.numpy().reshape(-1)]
+        known = self.known_ints(t, *valid)
+        if known is not None:
+            return known
         shape = self.shape(t)
         self.require(len(shape) <= 1, "a run-time shape / size input that is not 1-d")
         n = shape[0] if shape else 1
@@ -259,6 +263,22 @@ class Emit:
         self.bb.match_cast(self.emit(relax.op.tensor_to_shape(t)), relax.ShapeType([one, *dims]))
         return dims
 
+    def values(self) -> Values:
+        """An evaluator of the integer tensors bound so far (codegen.relax.symbolic)."""
+        return Values(self.bb)
+
+    def known_ints(self, t: relax.Expr, *valid: relax.Expr) -> list | None:
+        """The values of ``t`` as dims when they follow from shapes Relax knows (computed
+        from ``shape_of`` with constants: codegen.relax.symbolic) and ``valid`` provably
+        holds for them; else None."""
+        values = self.values()
+        dims = values.values(t)
+        if dims is None or any(str(d.ty) != "int64" for d in dims):
+            return None
+        if not all(values.proven(v) for v in valid):
+            return None
+        return [int(d) if isinstance(d, tvm.tirx.IntImm) else d for d in dims]
+
     def check(self, *valid: relax.Expr) -> None:
         """Stop at run time unless the bool tensors ``valid`` are all true (see ``ints``)."""
         self.ints(self.emit(relax.op.zeros([0], "int64")), *valid)
@@ -274,6 +294,85 @@ class Emit:
             return x
         dims = [self._dim(None) for _ in range(int(x.ty.ndim))]
         return self.bb.match_cast(x, relax.TensorType(dims, x.ty.dtype))
+
+    def broadcast(self, fn: Callable[..., relax.Expr], *xs: relax.Expr) -> relax.Var:
+        """Bind ``fn(*xs)``, a broadcasting op, with ``xs`` unified first (see ``unify``)."""
+        return self.emit(fn(*self.unify(*xs)))
+
+    def unify(self, *xs: relax.Expr) -> list[relax.Expr]:
+        """``xs``, operands of one broadcasting op, with their symbolic dims made to agree
+        where Relax cannot tell that they broadcast.
+
+        Relax infers a broadcast of two different symbols (``n`` against ``m``, each read from
+        a different run-time shape), or of a symbol against a static size, as a result of
+        unknown shape, and LegalizeOps then leaves the op to CodeGenVM, which cannot emit it
+        (and TOPI's broadcast_to reads a symbol that is 1 at run time as the full size). The
+        source model says they broadcast, so on each such axis:
+
+        - against a static size k > 1, a symbol is 1 or k at run time: the operand is
+          gathered to k there (index i, or 0 where it is 1), checked to be one of them;
+        - against other symbols only, the operands are ``match_cast`` to the first symbol:
+          the VM checks that they are equal at run time (a symbol that is 1 at run time
+          stops there rather than broadcasting).
+        """
+        shapes = []
+        for x in xs:
+            sh = getattr(x.ty, "shape", None)
+            if not isinstance(sh, relax.ShapeExpr):
+                return list(xs)
+            shapes.append(list(sh.values))
+        rank = max(len(s) for s in shapes)
+        pick: list[Any] = [None] * rank
+        for s in shapes:
+            for i, d in enumerate(s, rank - len(s)):
+                if isinstance(d, tvm.tirx.IntImm):
+                    if int(d) != 1:
+                        pick[i] = d
+                elif pick[i] is None:
+                    pick[i] = d
+        same = tvm.sym.Analyzer().can_prove_equal
+        out = []
+        for x, s in zip(xs, shapes):
+            new, changed = list(s), False
+            for i, d in enumerate(s, rank - len(s)):
+                if isinstance(d, tvm.tirx.IntImm) or same(d, pick[i]):
+                    continue
+                if isinstance(pick[i], tvm.tirx.IntImm):
+                    x = self._stretch(x, i - rank + len(s), int(pick[i]))
+                    new[i - rank + len(s)] = pick[i]
+                else:
+                    new[i - rank + len(s)], changed = pick[i], True
+            if changed:
+                x = self.bb.match_cast(x, relax.TensorType(new, x.ty.dtype))
+            out.append(x)
+        return out
+
+    def named_dim(self, d: Any) -> Any:
+        """``d`` when it is static or a symbol, else a new symbol to ``match_cast`` it to
+        (for ops whose TOPI form compares dims by identity)."""
+        return d if isinstance(d, tvm.tirx.IntImm | tvm.tirx.Var) else self._dim(None)
+
+    def agree(self, x: relax.Expr, dims: Sequence[Any]) -> relax.Expr:
+        """``x`` with the dims that the op reading it requires equal to another operand's
+        (``dims``; None keeps x's own): ``match_cast`` where Relax cannot prove them equal
+        (each read from a different run-time shape), which the VM checks at run time."""
+        x = self.sized(x)
+        have = list(x.ty.shape.values)
+        same = tvm.sym.Analyzer().can_prove_equal
+        new = [h if d is None else d for h, d in zip(have, dims)]
+        if all(same(h, d) for h, d in zip(have, new)):
+            return x
+        return self.bb.match_cast(x, relax.TensorType(new, x.ty.dtype))
+
+    def _stretch(self, x: relax.Expr, axis: int, k: int) -> relax.Expr:
+        """``x`` broadcast to ``k`` along ``axis``, whose run-time size must be 1 or k."""
+        i64, op = "int64", relax.op
+        have = self.emit(op.take(self.shape_tensor(x), self.const(axis, i64), axis=0))
+        one = self.emit(op.equal(have, self.const(1, i64)))
+        self.check(op.logical_or(one, op.equal(have, self.const(k, i64))))
+        step = op.astype(op.logical_not(one), i64)
+        idx = self.emit(op.multiply(op.arange(0, k, 1, i64), step))
+        return self.emit(op.take(x, idx, axis=axis, mode="clip"))
 
     def shape_tensor(self, x: relax.Expr) -> relax.Expr:
         """The shape of ``x`` as a 1-d int64 tensor (a constant when static)."""

@@ -28,6 +28,9 @@ def reshape(e: Emit, x, shape_in=None, **attrs):
     t = e.int64(shape_in)
     if isinstance(t, tvm.ir.GenericConst):
         return e.emit(R.reshape(x, e.ints(t)))
+    known = _known_target(e, x, t)
+    if known is not None:
+        return e.emit(R.reshape(x, known))
     zero, one = e.const(0, "int64"), e.const(1, "int64")
     minus = e.emit(R.equal(t, e.const(-1, "int64")))
     rest = e.emit(R.prod(R.where(minus, one, t)))
@@ -38,6 +41,40 @@ def reshape(e: Emit, x, shape_in=None, **attrs):
     same = R.equal(e.emit(R.prod(t)), total)
     f64 = R.equal(e.emit(R.prod(R.astype(t, "float64"))), R.astype(total, "float64"))
     return e.emit(R.reshape(x, e.ints(t, same, f64, R.greater_equal(t, zero))))
+
+
+def _known_target(e: Emit, x, t) -> list | None:
+    """A run-time target whose values follow from shapes Relax knows (Emit.values), with
+    its -1 worked out, when it provably keeps x's elements; else None."""
+    values = e.values()
+    dims = values.values(t)
+    if dims is None or not all(str(d.ty) == "int64" for d in dims):
+        return None
+    total = values.simplify(_prod(e.shape(x)))
+    minus = [i for i, d in enumerate(dims) if isinstance(d, tvm.tirx.IntImm) and int(d) == -1]
+    if len(minus) > 1:
+        return None
+    if minus:
+        rest = _prod(d for i, d in enumerate(dims) if i != minus[0])
+        dims[minus[0]] = values.simplify(tvm.tirx.floordiv(total, rest))
+    prove = values.analyzer.can_prove
+    if not prove(values.simplify(tvm.tirx.EQ(_prod(dims), total))):
+        return None
+    have = e.shape(x)  # a dim of x's is a size already; anything else must be provably >= 0
+    for d in dims:
+        if not (
+            prove(values.simplify(tvm.tirx.GE(d, tvm.tirx.IntImm("int64", 0))))
+            or any(values.analyzer.can_prove_equal(d, h) for h in have)
+        ):
+            return None
+    return [int(d) if isinstance(d, tvm.tirx.IntImm) else d for d in dims]
+
+
+def _prod(dims) -> tvm.tirx.PrimExpr:
+    out = tvm.tirx.IntImm("int64", 1)
+    for d in dims:
+        out = out * (tvm.tirx.IntImm("int64", d) if isinstance(d, int) else d)
+    return out
 
 
 @emitter("flatten")
@@ -105,7 +142,13 @@ def unsqueeze(e: Emit, x, axes_in=None, *, axes):
 
 @emitter("concat")
 def concat(e: Emit, *xs, axis):
-    return e.emit(R.concat(list(xs), axis))
+    # the other dims as the first input's, where Relax cannot prove them equal (it infers an
+    # unknown shape that LegalizeOps leaves to CodeGenVM)
+    first = e.sized(xs[0])
+    dims = list(first.ty.shape.values)
+    a = axis % len(dims) if dims else 0
+    keep = [None if i == a else d for i, d in enumerate(dims)]
+    return e.emit(R.concat([first, *(e.agree(x, keep) for x in xs[1:])], axis))
 
 
 @emitter("split")
@@ -355,10 +398,15 @@ def _norm_index(e: Emit, idx, n):
     if e.dtype(idx).startswith("uint"):
         return idx
     dt = e.dtype(idx)
-    size = e.const(n, dt) if isinstance(n, int) else None
-    if size is None:
-        return idx
-    return e.emit(R.where(R.less(idx, e.const(0, dt)), R.add(idx, size), idx))
+    return e.emit(R.where(R.less(idx, e.const(0, dt)), R.add(idx, _size(e, n, dt)), idx))
+
+
+def _size(e: Emit, n, dt: str):
+    """The dim ``n`` as a 0-d tensor of ``dt`` (a run-time dim through a shape tensor)."""
+    if isinstance(n, int):
+        return e.const(n, dt)
+    size = e.emit(R.reshape(R.shape_to_tensor(relax.ShapeExpr([n])), []))
+    return size if dt == "int64" else e.emit(R.astype(size, dt))
 
 
 @emitter("gather")
@@ -374,13 +422,7 @@ def _elements_index(e: Emit, x, indices, axis: int, negative: bool):
     (Relax's gather_elements reads past the data; its scatter_elements wraps them itself)."""
     if not negative:
         return indices
-    n = e.shape(x)[axis]
-    if not isinstance(n, int):
-        raise Unsupported(
-            f"indices that may be negative (counted from the end) along axis {axis}, whose "
-            "size is only known at run time"
-        )
-    return _norm_index(e, indices, n)
+    return _norm_index(e, indices, e.shape(x)[axis])
 
 
 @emitter("gather_elements")

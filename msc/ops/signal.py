@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+from msc.ir import symexpr
 from msc.ir.types import TensorType
 from msc.ops import registry
 from msc.ops.infer import InferError, known
@@ -90,7 +91,7 @@ def stft(signal, window, step_in, length_in, *, frame_step, frame_length, onesid
         return TensorType(signal.dtype, None)
     b, length = signal.shape[0], signal.shape[1]
     frames = None
-    if frame_step is not None and known(length) and known(n):
-        frames = 1 + (length - n) // frame_step
+    if frame_step is not None and length is not None and known(n):  # symbolic with L
+        frames = symexpr.add(symexpr.floordiv(symexpr.sub(length, n), frame_step), 1)
     bins = (n // 2 + 1 if onesided else n) if known(n) else None
     return TensorType(signal.dtype, (b, frames, bins, 2))

@@ -421,6 +421,20 @@ def test_type_inference(op, ins, attrs, want):
     assert [tuple(v.type.shape) for v in node.outputs] == want
 
 
+@pytest.mark.parametrize("length", [400, 401, 559, 560, 16000])
+def test_stft_frames_of_a_symbolic_length(length):
+    """An STFT of a signal of run-time length L has 1 + (L - n) // step frames, a symbolic
+    dim (every codegen then sees how the frame count follows the length)."""
+    from msc.ir import SymDim, symexpr
+
+    g = msc.Graph("t")
+    x = g.add_input("x", _t((2, SymDim("L"), 1)))
+    y = g.add_node("stft", [x, None], {"frame_step": 160, "frame_length": 400}).outputs[0]
+    b, frames, bins, two = y.type.shape
+    assert (b, bins, two) == (2, 201, 2)
+    assert symexpr.subs(frames, {"L": length}) == 1 + (length - 400) // 160
+
+
 @pytest.mark.parametrize(
     "op,ins,attrs,match",
     [
