@@ -193,12 +193,14 @@ def example_input(model: Any, cfg: Any) -> tuple[str, Any]:
     name = getattr(model, "main_input_name", "input_ids")
     if name == "input_ids":
         return name, torch.randint(0, 128, (1, SEQ))
-    if name == "pixel_values" or (name == "inputs" and hasattr(cfg, "image_size")):
+    video = name == "pixel_values_videos"
+    if name == "pixel_values" or video or (name == "inputs" and hasattr(cfg, "image_size")):
         vc = getattr(cfg, "vision_config", None) or cfg  # a multimodal model's image tower
         size = getattr(vc, "image_size", 64)
         h, w = (size, size) if isinstance(size, int) else tuple(size)[:2]
-        if getattr(vc, "num_frames", None):  # a video: [1, frames, channels, h, w]
-            return name, torch.randn(1, vc.num_frames, getattr(vc, "num_channels", 3), h, w)
+        frames = getattr(vc, "num_frames", None) or getattr(vc, "frames_per_clip", None)
+        if frames or video:  # a video: [1, frames, channels, h, w]
+            return name, torch.randn(1, frames or 8, getattr(vc, "num_channels", 3), h, w)
         return name, torch.randn(1, getattr(vc, "num_channels", 3), h, w)
     if name == "input_values" and hasattr(cfg, "num_mel_bins"):  # a spectrogram
         return name, torch.randn(1, getattr(cfg, "max_length", 64), cfg.num_mel_bins)
