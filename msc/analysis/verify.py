@@ -461,7 +461,14 @@ def verify_models(
         source = "given"
     feeds_b = _inputs_for(gb, ga, feeds)
     say("running A")
-    outs_a, _ = _guard(ma, lambda: ma.run(feeds))
+    free = _free_dims(ga, binding) if inputs is None else []
+    hint = (
+        f" (on random inputs whose free dims ({', '.join(free)}) are 2 within their ranges: "
+        "if the model needs other sizes, give them with --input-shape)"
+        if free
+        else ""
+    )
+    outs_a, _ = _guard(ma, lambda: ma.run(feeds), hint)
     say("running B")
     outs_b, _ = _guard(mb, lambda: mb.run(feeds_b))
     report = VerifyReport(
@@ -503,7 +510,22 @@ def _output_errors(report: VerifyReport, ga: Graph, gb: Graph) -> None:
         done.add(i)
 
 
-def _guard(m: Model, fn: Callable[[], Any]) -> Any:
+def _free_dims(g: Graph, binding: Mapping[str, int] | None) -> list[str]:
+    """The symbols (and ``?`` for unnamed dims) of ``g``'s input shapes ``binding`` leaves
+    free: ``make_inputs`` sizes them 2."""
+    from msc.ir import symexpr
+
+    out: set[str] = set()
+    for v in g.inputs:
+        for d in tensor_of(v.type).shape or ():
+            if d is None:
+                out.add("?")
+            elif not isinstance(d, int):
+                out.update(x.name for x in symexpr.symbols(d) if x.name not in (binding or {}))
+    return sorted(out)
+
+
+def _guard(m: Model, fn: Callable[[], Any], hint: str = "") -> Any:
     try:
         return fn()
     except MscError:
@@ -511,7 +533,7 @@ def _guard(m: Model, fn: Callable[[], Any]) -> Any:
     except Exception as e:
         msg = str(e).strip().splitlines()
         raise MscError(
-            f"{m.label}: running it failed: {type(e).__name__}: {msg[0] if msg else ''}"
+            f"{m.label}: running it failed: {type(e).__name__}: {msg[0] if msg else ''}{hint}"
         ) from None
 
 

@@ -264,6 +264,25 @@ def test_convert_to_torch_runs_code_torch_export_cannot_capture(tmp_path):
     assert "check: outputs match" in p.stdout
 
 
+def test_a_source_that_fails_on_tiny_random_inputs_says_which_dims_to_give(tmp_path):
+    """Random inputs size free dims 2; a model that needs more (reflect padding of 3, as
+    speech front ends pad by half a window) fails in onnxruntime, and the error names the
+    free dims and --input-shape, which then makes it run."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    src = _onnx_file(
+        tmp_path / "pad.onnx",
+        [helper.make_node("Pad", ["x", "p"], ["y"], mode="reflect")],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["b", "n"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(np.array([0, 3, 0, 3], np.int64), "p")],
+    )
+    p = run("convert", src, "-o", tmp_path / "out", "--to", "torch", ok=2)
+    assert "free dims (b, n) are 2" in p.stderr and "--input-shape" in p.stderr, p.stderr
+    p = run("convert", src, "-o", tmp_path / "out", "--to", "torch", "--input-shape", "x=1,8")
+    assert "check: outputs match" in p.stdout
+
+
 def test_convert_to_torch_with_dim_names_that_are_not_identifiers(tmp_path):
     """ONNX dim_params such as paddle2onnx's ``p2o.DynamicDimension.0``: the re-import
     exports the generated module with those dims dynamic (torch.export wants identifiers)."""
