@@ -334,6 +334,8 @@ def resize(
     e.require(coord in _RESIZE_COORD + _MATRIX_COORD, f"resize coordinate transformation {coord!r}")
     e.require(mode != "nearest" or nearest_mode in _ROUNDING, f"nearest mode {nearest_mode!r}")
     e.require(not (antialias and mode == "nearest"), "an antialiased nearest resize")
+    e.require(e.rank(x) >= 0, "a resize of an input of unknown rank")
+    x = e.sized(x)
     shape = e.shape(x)
     r = len(shape)
     if sizes_in is not None:  # run-time sizes (every dim): the spatial ones read as dims
@@ -355,14 +357,16 @@ def resize(
         e.require(len(out) == r - 2, "resize scales not one per dim")
         scale = [e.emit(R.take(t, e.const(d, "int64"), axis=0, mode="clip")) for d in range(2, r)]
     else:
-        out = list(e.out.shape[2:])
-        e.require(all(isinstance(v, int) for v in out), "resize to a symbolic size")
+        out = _resize_size(e, shape[2:], scales)
         scale = [None] * (r - 2) if scales is None else list(scales)
     # ONNX maps coordinates through the scale; image.resize through out / in, which agree
-    # when each size is the dim times its scale.
+    # when each size is the dim times its scale (a symbolic dim: by a whole number).
     whole = scales_in is None and (
         scales is None
-        or all(isinstance(n, int) and o == n * s for n, o, s in zip(shape[2:], out, scales))
+        or all(
+            o == n * s if isinstance(n, int) else float(s).is_integer()
+            for n, o, s in zip(shape[2:], out, scales)
+        )
     )
     simple = not antialias and coord in _RESIZE_COORD and roi is None and roi_in is None
     if not (whole and simple and r in (3, 4, 5)):
@@ -384,6 +388,25 @@ def resize(
     if r == 4:
         return e.emit(R.image.resize2d(x, out, **kw))
     return e.emit(R.image.resize3d(x, out, **kw))
+
+
+def _resize_size(e: Emit, dims: list, scales) -> list:
+    """The spatial output sizes of a resize by constant sizes or scales: the output type's
+    where static, else (an input of symbolic dims) each dim times its scale when that is a
+    whole number, or the output type's symbolic dim for sizes given as sizes; both keep
+    out / in the scale, as image.resize maps coordinates."""
+    have = e.out.shape[2:] if e.out.shape is not None else [None] * len(dims)
+    out = []
+    for i, (n, o) in enumerate(zip(dims, have)):
+        s = None if scales is None else float(scales[i])
+        if isinstance(o, int):
+            out.append(o)
+        elif s is not None and s.is_integer() and s >= 1:
+            out.append(n * int(s))
+        else:
+            e.require(s is None and o is not None, "resize of a symbolic dim by a fractional scale")
+            out.append(e.dims([o])[0])
+    return out
 
 
 # --------------------------------------------------------------- resize, one axis at a time

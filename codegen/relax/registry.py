@@ -292,6 +292,7 @@ class Emit:
         whose shape is computed at run time), so the ops after it can read its dims."""
         if isinstance(x.ty.shape, relax.ShapeExpr):
             return x
+        self.require(int(x.ty.ndim) >= 0, "an input of unknown rank")
         dims = [self._dim(None) for _ in range(int(x.ty.ndim))]
         return self.bb.match_cast(x, relax.TensorType(dims, x.ty.dtype))
 
