@@ -112,3 +112,56 @@ def test_resize_to_the_size_of_another_tensor() -> None:
     ]
     model = _model(nodes, [x], [y], [w])
     _check(model, {"x": _img(1, 3, 16, 16)}, {"x": _img(1, 3, 15, 9)})
+
+
+# -------------------------------------------------- targets msc could not infer a dim of
+def test_reshape_of_a_run_time_length_by_a_constant_target() -> None:
+    """YOLOv8's anchors: a Range of a length computed from the input's shape, reshaped by a
+    constant [-1, 1]. msc leaves the -1 unknown; Relax works it out from the range's dim
+    (a fresh symbol there was bound by nothing: TVM failed on it, or crashed)."""
+    x = helper.make_tensor_value_info("x", F32, [1, 2, "h"])
+    y = helper.make_tensor_value_info("y", F32, [])
+    nodes = [
+        helper.make_node("Shape", ["x"], ["s"], start=2),
+        helper.make_node("Squeeze", ["s"], ["n"]),
+        helper.make_node("Cast", ["n"], ["nf"], to=F32),
+        helper.make_node("Range", ["zero", "nf", "half"], ["r"]),
+        helper.make_node("Reshape", ["r", "target"], ["col"]),
+        helper.make_node("Flatten", ["col"], ["flat"], axis=0),
+        helper.make_node("Expand", ["col", "wide"], ["grid"]),
+        helper.make_node("ReduceSum", ["grid", "ax"], ["sum"], keepdims=0),
+        helper.make_node("Add", ["sum", "flat_sum"], ["y0"]),
+        helper.make_node("ReduceSum", ["flat"], ["flat_sum"], keepdims=0),
+        helper.make_node("Mul", ["y0", "one"], ["y"]),
+    ]
+    inits = [
+        _const("zero", 0.0),
+        _const("half", 0.5),
+        _const("one", 1.0),
+        _const("target", [-1, 1], I64),
+        _const("wide", [1, 3], I64),
+        _const("ax", [1], I64),
+    ]
+    nodes = nodes[:8] + [nodes[9], nodes[8], nodes[10]]  # flat_sum before its use
+    model = _model(nodes, [x], [y], inits)
+    _check(model, {"x": _img(1, 2, 5)}, {"x": _img(1, 2, 8)})
+
+
+def test_reshape_back_to_a_shape_read_before() -> None:
+    """magika's dense layers: [b, n, k] flattened to [b n, k] for a MatMul and reshaped back
+    by a target read from the input's Shape. The target's zeros would take the [b n, k]
+    tensor's dims, which for a target of b is b n exactly when b is 0, so b itself: the
+    reshape is by known dims, with no run-time shape read."""
+    x = helper.make_tensor_value_info("x", F32, ["b", 6, 4])
+    y = helper.make_tensor_value_info("y", F32, [None] * 3)
+    nodes = [
+        helper.make_node("Shape", ["x"], ["s"], end=2),
+        helper.make_node("Reshape", ["x", "flat"], ["x2"]),
+        helper.make_node("MatMul", ["x2", "w"], ["m"]),
+        helper.make_node("Concat", ["s", "k"], ["target"], axis=0),
+        helper.make_node("Reshape", ["m", "target"], ["y"]),
+    ]
+    inits = [_const("flat", [-1, 4], I64), _const("w", _img(4, 5, seed=2)), _const("k", [5], I64)]
+    model = _model(nodes, [x], [y], inits)
+    f = _check(model, {"x": _img(1, 6, 4)}, {"x": _img(3, 6, 4)})
+    assert "tensor_to_shape" not in f.module.script()
