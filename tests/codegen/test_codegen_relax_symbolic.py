@@ -165,3 +165,44 @@ def test_reshape_back_to_a_shape_read_before() -> None:
     model = _model(nodes, [x], [y], inits)
     f = _check(model, {"x": _img(1, 6, 4)}, {"x": _img(3, 6, 4)})
     assert "tensor_to_shape" not in f.module.script()
+
+
+# ------------------------------------------------------------- a loop result of no rank
+def test_loop_result_whose_rank_changes_is_refused_cleanly() -> None:
+    """slanet-plus's decoder loop carries a value that starts 0-d and leaves the body 3-d:
+    msc types the result with no rank, and the ops reading it are refused by name (the
+    loop's emitter used to fail on the rank-less type with a bare TypeError)."""
+    body = helper.make_graph(
+        [
+            helper.make_node("Identity", ["c_in"], ["c_out"]),
+            helper.make_node("Expand", ["v_in", "two"], ["v_out"]),
+        ],
+        "body",
+        [
+            helper.make_tensor_value_info("i", I64, []),
+            helper.make_tensor_value_info("c_in", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("v_in", F32, [None]),
+        ],
+        [
+            helper.make_tensor_value_info("c_out", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("v_out", F32, [None]),
+        ],
+    )
+    x = helper.make_tensor_value_info("x", F32, [])
+    start = helper.make_tensor_value_info("start", I64, [1])
+    y = helper.make_tensor_value_info("y", F32, [None])
+    nodes = [
+        helper.make_node("Loop", ["n", "", "x"], ["v"], body=body),
+        helper.make_node("Slice", ["v", "start", "end", "axes"], ["y"]),
+    ]
+    inits = [
+        _const("n", 3, I64),
+        _const("two", [2], I64),
+        _const("end", [5], I64),
+        _const("axes", [0], I64),
+    ]
+    model = _model(nodes, [x, start], [y], inits)
+    g = msc.from_onnx(model)
+    assert g.nodes[0].outputs[0].type.shape is None
+    with pytest.raises(msc.errors.UnsupportedOpsError, match="slice: emitter: an input of unknown"):
+        cr.to_module(g)
