@@ -206,3 +206,34 @@ def test_loop_result_whose_rank_changes_is_refused_cleanly() -> None:
     assert g.nodes[0].outputs[0].type.shape is None
     with pytest.raises(msc.errors.UnsupportedOpsError, match="slice: emitter: an input of unknown"):
         cr.to_module(g)
+
+
+# ----------------------------------------------------------- conv of an input of no rank
+@pytest.mark.parametrize("op", ["Conv", "MaxPool"])
+def test_conv_of_an_if_whose_branches_differ_in_rank(op: str) -> None:
+    """silero-vad v4: an If gives a 3-d signal on one branch and a 2-d one on the other,
+    so its value has no rank; the Conv (or pool) after it takes the rank of its output (msc
+    infers it from the weight / attributes) and the VM checks it at run time."""
+    x = helper.make_tensor_value_info("x", F32, [1, 2, "n"])
+    c = helper.make_tensor_value_info("c", TensorProto.BOOL, [])
+    y = helper.make_tensor_value_info("y", F32, [1, None, None])
+    then = helper.make_graph(
+        [helper.make_node("Identity", ["x"], ["t"])], "then", [],
+        [helper.make_tensor_value_info("t", F32, [1, 2, "n"])],
+    )  # fmt: skip
+    other = helper.make_graph(
+        [helper.make_node("Squeeze", ["x", "zero"], ["u"])], "else", [],
+        [helper.make_tensor_value_info("u", F32, [2, "n"])],
+    )  # fmt: skip
+    conv = (
+        helper.make_node("Conv", ["s", "w"], ["y"], pads=[1, 1])
+        if op == "Conv"
+        else helper.make_node("MaxPool", ["s"], ["y"], kernel_shape=[3], strides=[2])
+    )
+    nodes = [helper.make_node("If", ["c"], ["s"], then_branch=then, else_branch=other), conv]
+    inits = [_const("zero", [0], I64)] + (
+        [_const("w", _img(1, 2, 3, seed=3))] if op == "Conv" else []
+    )
+    model = _model(nodes, [x, c], [y], inits)
+    yes = np.array(True)
+    _check(model, {"x": _img(1, 2, 9), "c": yes}, {"x": _img(1, 2, 14), "c": yes})
