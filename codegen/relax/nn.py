@@ -406,20 +406,18 @@ def resize(
 
 def _resize_size(e: Emit, dims: list, scales) -> list:
     """The spatial output sizes of a resize by constant sizes or scales: the output type's
-    where static, else (an input of symbolic dims) each dim times its scale when that is a
-    whole number, or the output type's symbolic dim for sizes given as sizes; both keep
-    out / in the scale, as image.resize maps coordinates."""
+    where static (sizes always are), else (a symbolic dim) the dim times its scale when that
+    is a whole number, which keeps out / in the scale, as image.resize maps coordinates."""
     have = e.out.shape[2:] if e.out.shape is not None else [None] * len(dims)
     out = []
     for i, (n, o) in enumerate(zip(dims, have)):
         s = None if scales is None else float(scales[i])
         if isinstance(o, int):
             out.append(o)
-        elif s is not None and s.is_integer() and s >= 1:
-            out.append(n * int(s))
         else:
-            e.require(s is None and o is not None, "resize of a symbolic dim by a fractional scale")
-            out.append(e.dims([o])[0])
+            whole = s is not None and s.is_integer() and s >= 1
+            e.require(whole, "resize of a symbolic dim by a fractional scale")
+            out.append(n * int(s))
     return out
 
 
