@@ -36,14 +36,22 @@ def loop(e: Emit, max_trip_count, cond, *initial, body):
     outs = e.loop(body, max_trip_count, start, list(initial), list(e.out_types[:n]))
     # Values of a shape not static come back with their rank only: cast them to the node's
     # types (binding fresh variables for unknown dims) so later emitters see shapes.
-    return [
-        x if x.ty.shape is not None else e.bb.match_cast(x, _type(e, t))
-        for x, t in zip(outs, e.out_types)
-    ]
+    return [_cast(e, x, t) for x, t in zip(outs, e.out_types)]
 
 
 def _type(e: Emit, t):
     return relax.TensorType(e.dims(t.shape), relax_dtype(t.dtype))
+
+
+def _cast(e: Emit, x, t):
+    """``x`` (a loop's result) with dims: the node's type ``t`` where Relax knows x's rank
+    only; fresh dims where msc does not know t's rank either; as it is without a rank (the
+    emitters reading it refuse an input of unknown shape)."""
+    if x.ty.shape is not None:
+        return x
+    if t.shape is not None:
+        return e.bb.match_cast(x, _type(e, t))
+    return e.sized(x) if int(x.ty.ndim) >= 0 else x
 
 
 @emitter("scan")
@@ -73,15 +81,13 @@ def scan(
         body, e.const(length, "int64"), e.const(True, "bool"), states, list(e.out_types[:n]),
         extra=seqs, inputs=inputs, has_cond=False,
     )  # fmt: skip
-    finals = [
-        x if x.ty.shape is not None else e.bb.match_cast(x, _type(e, t))
-        for x, t in zip(outs[:n], e.out_types)
-    ]
+    finals = [_cast(e, x, t) for x, t in zip(outs[:n], e.out_types)]
     k = len(outs) - n
     out_axes = list(scan_output_axes or [0] * k)
     out_back = list(scan_output_directions or [0] * k)
     ys = []
     for y, v, a, d in zip(outs[n:], body.outputs[n:], out_axes, out_back):
+        e.require(v.type.shape is not None, "a scan output of unknown rank")
         y = e.bb.match_cast(y, _type(e, TensorType(v.type.dtype, (length, *v.type.shape))))
         if d:
             y = e.emit(R.flip(y, 0))

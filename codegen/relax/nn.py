@@ -18,6 +18,15 @@ def _fill(v, n, default):
     return v if v else [default] * n
 
 
+def _ranked(e: Emit, x):
+    """``x`` of the output's rank when Relax does not know its own (an If's value whose
+    branches differ in rank: msc takes the spatial rank from the weight or attributes)."""
+    if e.rank(x) < 0:
+        e.require(e.out.shape is not None, "an input and output of unknown rank")
+        x = e.ranked(x, len(e.out.shape))
+    return x
+
+
 def _spatial(e: Emit, x) -> int:
     n = e.rank(x) - 2
     e.require(n in (1, 2, 3), f"{n}-d spatial input (Relax has 1-d to 3-d)")
@@ -33,6 +42,7 @@ def _bias(e: Emit, y, bias, n: int):
 
 @emitter("conv")
 def conv(e: Emit, x, weight, bias=None, *, stride=(), padding=(), dilation=(), groups=1):
+    x = _ranked(e, x)
     n = _spatial(e, x)
     data, kernel = _LAYOUT[n]
     fn = {1: R.nn.conv1d, 2: R.nn.conv2d, 3: R.nn.conv3d}[n]
@@ -58,6 +68,7 @@ def conv_transpose(
     e: Emit, x, weight, bias=None, *, stride=(), padding=(), dilation=(), groups=1,
     output_padding=(),
 ):  # fmt: skip
+    x = _ranked(e, x)
     n = _spatial(e, x)
     e.require(n in (1, 2), "3-d transposed convolution (Relax has 1-d and 2-d)")
     data, kernel = _T_LAYOUT[n]
@@ -238,6 +249,7 @@ def max_pool(
     return_indices=False,
 ):  # fmt: skip
     e.require(not return_indices, "max_pool with indices (Relax pools return values only)")
+    x = _ranked(e, x)
     n, k, s, p, d = _pool_args(e, x, kernel, stride, padding, dilation)
     return e.emit(
         _MAX[n](x, k, s, p, d, ceil_mode=ceil_mode, count_include_pad=False,
@@ -250,6 +262,7 @@ def avg_pool(
     e: Emit, x, *, kernel, stride=(), padding=(), ceil_mode=False, count_include_pad=True,
     divisor_override=None,
 ):  # fmt: skip
+    x = _ranked(e, x)
     if divisor_override is not None:  # every window's sum over the one divisor
         total = _window_sum(e, x, kernel, stride, padding, (), ceil_mode)
         return e.emit(R.divide(total, e.const(divisor_override, e.dtype(x))))
@@ -286,6 +299,7 @@ def _window_sum(e: Emit, x, kernel, stride, padding, dilation, ceil_mode):
 @emitter("lp_pool")
 def lp_pool(e: Emit, x, *, kernel, stride=(), padding=(), dilation=(), ceil_mode=False, p=2.0):
     # (sum |x|^p)^(1/p) over each window, as ONNX LpPool (torch's lp_pool agrees for even p).
+    x = _ranked(e, x)
     dt = e.dtype(x)
     xp = e.emit(R.power(R.abs(x), e.const(p, dt)))
     total = _window_sum(e, xp, kernel, stride, padding, dilation, ceil_mode)
@@ -334,6 +348,8 @@ def resize(
     e.require(coord in _RESIZE_COORD + _MATRIX_COORD, f"resize coordinate transformation {coord!r}")
     e.require(mode != "nearest" or nearest_mode in _ROUNDING, f"nearest mode {nearest_mode!r}")
     e.require(not (antialias and mode == "nearest"), "an antialiased nearest resize")
+    e.require(e.rank(x) >= 0, "a resize of an input of unknown rank")
+    x = e.sized(x)
     shape = e.shape(x)
     r = len(shape)
     if sizes_in is not None:  # run-time sizes (every dim): the spatial ones read as dims
@@ -355,14 +371,16 @@ def resize(
         e.require(len(out) == r - 2, "resize scales not one per dim")
         scale = [e.emit(R.take(t, e.const(d, "int64"), axis=0, mode="clip")) for d in range(2, r)]
     else:
-        out = list(e.out.shape[2:])
-        e.require(all(isinstance(v, int) for v in out), "resize to a symbolic size")
+        out = _resize_size(e, shape[2:], scales)
         scale = [None] * (r - 2) if scales is None else list(scales)
     # ONNX maps coordinates through the scale; image.resize through out / in, which agree
-    # when each size is the dim times its scale.
+    # when each size is the dim times its scale (a symbolic dim: by a whole number).
     whole = scales_in is None and (
         scales is None
-        or all(isinstance(n, int) and o == n * s for n, o, s in zip(shape[2:], out, scales))
+        or all(
+            o == n * s if isinstance(n, int) else float(s).is_integer()
+            for n, o, s in zip(shape[2:], out, scales)
+        )
     )
     simple = not antialias and coord in _RESIZE_COORD and roi is None and roi_in is None
     if not (whole and simple and r in (3, 4, 5)):
@@ -384,6 +402,23 @@ def resize(
     if r == 4:
         return e.emit(R.image.resize2d(x, out, **kw))
     return e.emit(R.image.resize3d(x, out, **kw))
+
+
+def _resize_size(e: Emit, dims: list, scales) -> list:
+    """The spatial output sizes of a resize by constant sizes or scales: the output type's
+    where static (sizes always are), else (a symbolic dim) the dim times its scale when that
+    is a whole number, which keeps out / in the scale, as image.resize maps coordinates."""
+    have = e.out.shape[2:] if e.out.shape is not None else [None] * len(dims)
+    out = []
+    for i, (n, o) in enumerate(zip(dims, have)):
+        s = None if scales is None else float(scales[i])
+        if isinstance(o, int):
+            out.append(o)
+        else:
+            whole = s is not None and s.is_integer() and s >= 1
+            e.require(whole, "resize of a symbolic dim by a fractional scale")
+            out.append(n * int(s))
+    return out
 
 
 # --------------------------------------------------------------- resize, one axis at a time
@@ -544,6 +579,7 @@ def _weights(e: Emit, src, s, n: int, mode: str, a: float, antialias: bool, excl
 
 @emitter("adaptive_avg_pool")
 def adaptive_avg_pool(e: Emit, x, *, output_size):
+    x = _ranked(e, x)
     n = _spatial(e, x)
     if n == 2 and list(output_size) == [1, 1]:  # a global mean, as torch decomposes it
         return e.emit(R.mean(x, [-1, -2], keepdims=True))

@@ -292,7 +292,16 @@ class Emit:
         whose shape is computed at run time), so the ops after it can read its dims."""
         if isinstance(x.ty.shape, relax.ShapeExpr):
             return x
+        self.require(int(x.ty.ndim) >= 0, "an input of unknown rank")
         dims = [self._dim(None) for _ in range(int(x.ty.ndim))]
+        return self.bb.match_cast(x, relax.TensorType(dims, x.ty.dtype))
+
+    def ranked(self, x: relax.Expr, rank: int) -> relax.Expr:
+        """``x`` with ``rank`` fresh symbolic dims when Relax does not know its rank (a value
+        from an If whose branches differ in rank); the VM checks the rank at run time."""
+        if int(x.ty.ndim) >= 0:
+            return x
+        dims = [self._dim(None) for _ in range(rank)]
         return self.bb.match_cast(x, relax.TensorType(dims, x.ty.dtype))
 
     def broadcast(self, fn: Callable[..., relax.Expr], *xs: relax.Expr) -> relax.Var:

@@ -14,7 +14,14 @@ _BIG = 2**62
 
 def _out_shape(e: Emit) -> list:
     e.require(e.out.shape is not None, "an output of unknown rank")
+    e.require(_inferred(e), "an output dim msc could not infer")
     return e.dims(e.out.shape)
+
+
+def _inferred(e: Emit) -> bool:
+    """Whether msc inferred every dim of the output (a dim it could not, of an input whose
+    dims were read at run time, would be a fresh symbol that nothing binds)."""
+    return e.out.shape is not None and all(d is not None for d in e.out.shape)
 
 
 # ``shape`` is both an optional input and an attribute of reshape, expand and full: the
@@ -22,7 +29,11 @@ def _out_shape(e: Emit) -> list:
 @emitter("reshape")
 def reshape(e: Emit, x, shape_in=None, **attrs):
     if shape_in is None:
-        return e.emit(R.reshape(x, _out_shape(e)))
+        if _inferred(e):
+            return e.emit(R.reshape(x, _out_shape(e)))
+        # the target itself, its -1 left for Relax to work out from x's dims
+        e.require(attrs.get("shape") is not None, "a reshape without a target")
+        return e.emit(R.reshape(e.sized(x), [int(d) for d in attrs["shape"]]))
     # A run-time target (its zeros already made the input's dims): one -1 is the elements
     # left over, worked out in tensors, and the whole target read as dims.
     t = e.int64(shape_in)
@@ -79,13 +90,27 @@ def _prod(dims) -> tvm.tirx.PrimExpr:
 
 @emitter("flatten")
 def flatten(e: Emit, x, *, start_axis=0, end_axis=-1):
-    return e.emit(R.reshape(x, _out_shape(e)))
+    if _inferred(e):
+        return e.emit(R.reshape(x, _out_shape(e)))
+    x = e.sized(x)  # the merged dims from x's own (see _inferred)
+    shape = e.shape(x)
+    if not shape:
+        return e.emit(R.reshape(x, [1]))
+    a, b = start_axis % len(shape), end_axis % len(shape)
+    return e.emit(R.reshape(x, [*shape[:a], _prod(shape[a : b + 1]), *shape[b + 1 :]]))
 
 
 @emitter("expand")
 def expand(e: Emit, x, shape_in=None, **attrs):
     if shape_in is None:
-        return e.emit(R.broadcast_to(x, _out_shape(e)))
+        if _inferred(e) or attrs.get("shape") is None:
+            return e.emit(R.broadcast_to(x, _out_shape(e)))
+        # numpy's rule on x's own dims (see _inferred): a 1 or -1 keeps x's dim
+        x = e.sized(x)
+        t, have = [int(d) for d in attrs["shape"]], e.shape(x)
+        m = max(len(t), len(have))
+        t, have = [1] * (m - len(t)) + t, [1] * (m - len(have)) + have
+        return e.emit(R.broadcast_to(x, [h if d in (1, -1) else d for d, h in zip(t, have)]))
     # A run-time target broadcasts with x's shape (numpy's rule, aligned at the right): a 1
     # or -1 in it takes x's dim, anything else is the dim.
     t = e.int64(shape_in)

@@ -46,11 +46,11 @@ def _b(fn: Callable[[Any, Any], Any]) -> Callable[[Vals, Vals], Vals | None]:
     return apply
 
 
-def _where(c: Vals, a: Vals, b: Vals) -> Vals | None:
+def _where(c: Vals, a: Vals, b: Vals, select: Callable[[Any, Any, Any], Any]) -> Vals | None:
     n = max(len(c), len(a), len(b))
     if any(len(v) not in (1, n) for v in (c, a, b)):
         return None
-    return [tirx.Select(c[i % len(c)], a[i % len(a)], b[i % len(b)]) for i in range(n)]
+    return [select(c[i % len(c)], a[i % len(a)], b[i % len(b)]) for i in range(n)]
 
 
 def _prod(a: Vals) -> Vals:
@@ -127,6 +127,15 @@ class Values:
                 self.analyzer.update(var, tvm.sym.ConstIntBound(0, tvm.sym.ConstIntBound.POS_INF))
         return self.analyzer.simplify(v)
 
+    def select(self, c: Any, a: Any, b: Any) -> Any:
+        """``c ? a : b``, as ``b`` when ``a`` equals it wherever ``c`` holds: ONNX Reshape's
+        zeros made explicit pick x's dim where the target's is 0, which a target read from
+        the shape it replaces (``n == 0 ? n * k : n``) gives back unchanged."""
+        c, a, b = self.simplify(c), self.simplify(a), self.simplify(b)
+        with self.analyzer.constraint_scope(c):
+            same = self.analyzer.can_prove_equal(a, b)
+        return b if same else tirx.Select(c, a, b)
+
     def proven(self, valid: relax.Expr) -> bool:
         """Whether every element of the bool tensor ``valid`` is provably true."""
         vals = self._eval(valid)
@@ -163,7 +172,7 @@ class Values:
             return None if a is None or b is None else _BINARY[op](a, b)
         if op == "relax.where":
             c, a, b = (self._eval(v) for v in args)
-            return None if c is None or a is None or b is None else _where(c, a, b)
+            return None if c is None or a is None or b is None else _where(c, a, b, self.select)
         if op == "relax.logical_not":
             a = self._eval(args[0])
             return None if a is None else [tirx.Not(v) for v in a]

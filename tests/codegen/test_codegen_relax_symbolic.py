@@ -1,0 +1,239 @@
+"""codegen.relax on inputs of symbolic size: the patterns of the wheels' models
+(bench/pip_models.py) that need a dim Relax works out from another (FPN upsampling, targets
+read from shapes), each a small ONNX model compiled once for the Relax VM and compared with
+onnxruntime at two input sizes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+tvm = pytest.importorskip("tvm", reason="apache-tvm (the tvm extra) runs the Relax codegen")
+ort = pytest.importorskip("onnxruntime", reason="onnxruntime is the reference")
+
+import onnx  # noqa: E402
+from onnx import TensorProto, helper  # noqa: E402
+
+import codegen.relax as cr  # noqa: E402
+import msc  # noqa: E402
+
+F32, I64 = TensorProto.FLOAT, TensorProto.INT64
+
+
+def _model(nodes, inputs, outputs, inits=(), opset=17):
+    graph = helper.make_graph(nodes, "m", inputs, outputs, list(inits))
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    return model
+
+
+def _check(model, *feeds, atol=1e-5, rtol=1e-5):
+    """One build, run on each of ``feeds``: Relax's outputs equal onnxruntime's
+    (|a - b| <= atol max(1, max |ref|) + rtol |ref|). Returns the build."""
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    g = msc.from_onnx(model)
+    f = cr.build(g)
+    for feed in feeds:
+        want = sess.run(None, feed)
+        got = f(*[feed[v.name] for v in g.inputs])
+        got = list(got) if isinstance(got, tuple | list) else [got]
+        for a, b in zip(got, want, strict=True):
+            a = np.asarray(a.numpy())
+            assert a.shape == b.shape and a.dtype == b.dtype, (a.shape, b.shape, a.dtype, b.dtype)
+            scale = max(1.0, float(np.max(np.abs(b)))) if b.size else 1.0
+            np.testing.assert_allclose(a, b, rtol=rtol, atol=atol * scale)
+    return f
+
+
+def _img(*shape: int, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).normal(size=shape).astype(np.float32)
+
+
+def _const(name: str, values, dtype=F32):
+    arr = np.asarray(values)
+    return helper.make_tensor(name, dtype, arr.shape, arr.reshape(-1).tolist())
+
+
+# -------------------------------------------------------------- resize to a symbolic size
+@pytest.mark.parametrize(
+    "mode, coord, scale",
+    [
+        ("nearest", "asymmetric", 2.0),  # PP-OCR's and YOLOv8's FPN upsampling
+        ("nearest", "asymmetric", 8.0),
+        ("linear", "half_pixel", 2.0),
+        ("nearest", "half_pixel", 3.0),
+    ],
+)
+def test_resize_by_a_whole_scale_of_symbolic_dims(mode: str, coord: str, scale: float) -> None:
+    """A stride-2 convolution of an image of any height and width, upsampled by a constant
+    whole scale: the output size is the (symbolic) dims times the scale, which image.resize
+    maps as ONNX does (out / in is the scale)."""
+    x = helper.make_tensor_value_info("x", F32, ["n", 3, "h", "w"])
+    y = helper.make_tensor_value_info("y", F32, [None] * 4)
+    w = _const("w", _img(4, 3, 3, 3, seed=1))
+    scales = _const("scales", [1.0, 1.0, scale, scale])
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["c"], strides=[2, 2], pads=[1, 1, 1, 1]),
+        helper.make_node(
+            "Resize", ["c", "", "scales"], ["y"], mode=mode,
+            coordinate_transformation_mode=coord, nearest_mode="floor",
+        ),
+    ]  # fmt: skip
+    model = _model(nodes, [x], [y], [w, scales])
+    _check(model, {"x": _img(1, 3, 16, 16)}, {"x": _img(2, 3, 13, 22)})
+
+
+def test_resize_by_a_fractional_scale_of_a_symbolic_dim_is_refused() -> None:
+    """A fractional scale of a symbolic dim (floor(h * 1.5)) is no whole size image.resize
+    maps by that scale: a clear refusal, not a wrong answer."""
+    x = helper.make_tensor_value_info("x", F32, [1, 2, "h", "w"])
+    y = helper.make_tensor_value_info("y", F32, [None] * 4)
+    scales = _const("scales", [1.0, 1.0, 1.5, 1.5])
+    node = helper.make_node("Resize", ["x", "", "scales"], ["y"], mode="nearest")
+    model = _model([node], [x], [y], [scales])
+    with pytest.raises(msc.errors.UnsupportedOpsError, match="fractional scale"):
+        cr.build(msc.from_onnx(model))
+
+
+def test_resize_to_the_size_of_another_tensor() -> None:
+    """An FPN top-down path: the coarse map resized to the fine map's H and W, read with
+    Shape and joined to the coarse map's N and C."""
+    x = helper.make_tensor_value_info("x", F32, [1, 3, "h", "w"])
+    y = helper.make_tensor_value_info("y", F32, [None] * 4)
+    w = _const("w", _img(3, 3, 3, 3, seed=1))
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["c"], strides=[2, 2], pads=[1, 1, 1, 1]),
+        helper.make_node("Shape", ["c"], ["cs"], end=2),
+        helper.make_node("Shape", ["x"], ["xs"], start=2),
+        helper.make_node("Concat", ["cs", "xs"], ["sizes"], axis=0),
+        helper.make_node("Resize", ["c", "", "", "sizes"], ["r"], mode="nearest"),
+        helper.make_node("Add", ["r", "x"], ["y"]),
+    ]
+    model = _model(nodes, [x], [y], [w])
+    _check(model, {"x": _img(1, 3, 16, 16)}, {"x": _img(1, 3, 15, 9)})
+
+
+# -------------------------------------------------- targets msc could not infer a dim of
+def test_reshape_of_a_run_time_length_by_a_constant_target() -> None:
+    """YOLOv8's anchors: a Range of a length computed from the input's shape, reshaped by a
+    constant [-1, 1]. msc leaves the -1 unknown; Relax works it out from the range's dim
+    (a fresh symbol there was bound by nothing: TVM failed on it, or crashed)."""
+    x = helper.make_tensor_value_info("x", F32, [1, 2, "h"])
+    y = helper.make_tensor_value_info("y", F32, [])
+    nodes = [
+        helper.make_node("Shape", ["x"], ["s"], start=2),
+        helper.make_node("Squeeze", ["s"], ["n"]),
+        helper.make_node("Cast", ["n"], ["nf"], to=F32),
+        helper.make_node("Range", ["zero", "nf", "half"], ["r"]),
+        helper.make_node("Reshape", ["r", "target"], ["col"]),
+        helper.make_node("Flatten", ["col"], ["flat"], axis=0),
+        helper.make_node("Expand", ["col", "wide"], ["grid"]),
+        helper.make_node("ReduceSum", ["grid", "ax"], ["sum"], keepdims=0),
+        helper.make_node("Add", ["sum", "flat_sum"], ["y0"]),
+        helper.make_node("ReduceSum", ["flat"], ["flat_sum"], keepdims=0),
+        helper.make_node("Mul", ["y0", "one"], ["y"]),
+    ]
+    inits = [
+        _const("zero", 0.0),
+        _const("half", 0.5),
+        _const("one", 1.0),
+        _const("target", [-1, 1], I64),
+        _const("wide", [1, 3], I64),
+        _const("ax", [1], I64),
+    ]
+    nodes = nodes[:8] + [nodes[9], nodes[8], nodes[10]]  # flat_sum before its use
+    model = _model(nodes, [x], [y], inits)
+    _check(model, {"x": _img(1, 2, 5)}, {"x": _img(1, 2, 8)})
+
+
+def test_reshape_back_to_a_shape_read_before() -> None:
+    """magika's dense layers: [b, n, k] flattened to [b n, k] for a MatMul and reshaped back
+    by a target read from the input's Shape. The target's zeros would take the [b n, k]
+    tensor's dims, which for a target of b is b n exactly when b is 0, so b itself: the
+    reshape is by known dims, with no run-time shape read."""
+    x = helper.make_tensor_value_info("x", F32, ["b", 6, 4])
+    y = helper.make_tensor_value_info("y", F32, [None] * 3)
+    nodes = [
+        helper.make_node("Shape", ["x"], ["s"], end=2),
+        helper.make_node("Reshape", ["x", "flat"], ["x2"]),
+        helper.make_node("MatMul", ["x2", "w"], ["m"]),
+        helper.make_node("Concat", ["s", "k"], ["target"], axis=0),
+        helper.make_node("Reshape", ["m", "target"], ["y"]),
+    ]
+    inits = [_const("flat", [-1, 4], I64), _const("w", _img(4, 5, seed=2)), _const("k", [5], I64)]
+    model = _model(nodes, [x], [y], inits)
+    f = _check(model, {"x": _img(1, 6, 4)}, {"x": _img(3, 6, 4)})
+    assert "tensor_to_shape" not in f.module.script()
+
+
+# ------------------------------------------------------------- a loop result of no rank
+def test_loop_result_whose_rank_changes_is_refused_cleanly() -> None:
+    """slanet-plus's decoder loop carries a value that starts 0-d and leaves the body 3-d:
+    msc types the result with no rank, and the ops reading it are refused by name (the
+    loop's emitter used to fail on the rank-less type with a bare TypeError)."""
+    body = helper.make_graph(
+        [
+            helper.make_node("Identity", ["c_in"], ["c_out"]),
+            helper.make_node("Expand", ["v_in", "two"], ["v_out"]),
+        ],
+        "body",
+        [
+            helper.make_tensor_value_info("i", I64, []),
+            helper.make_tensor_value_info("c_in", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("v_in", F32, [None]),
+        ],
+        [
+            helper.make_tensor_value_info("c_out", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("v_out", F32, [None]),
+        ],
+    )
+    x = helper.make_tensor_value_info("x", F32, [])
+    start = helper.make_tensor_value_info("start", I64, [1])
+    y = helper.make_tensor_value_info("y", F32, [None])
+    nodes = [
+        helper.make_node("Loop", ["n", "", "x"], ["v"], body=body),
+        helper.make_node("Slice", ["v", "start", "end", "axes"], ["y"]),
+    ]
+    inits = [
+        _const("n", 3, I64),
+        _const("two", [2], I64),
+        _const("end", [5], I64),
+        _const("axes", [0], I64),
+    ]
+    model = _model(nodes, [x, start], [y], inits)
+    g = msc.from_onnx(model)
+    assert g.nodes[0].outputs[0].type.shape is None
+    with pytest.raises(msc.errors.UnsupportedOpsError, match="slice: emitter: an input of unknown"):
+        cr.to_module(g)
+
+
+# ----------------------------------------------------------- conv of an input of no rank
+@pytest.mark.parametrize("op", ["Conv", "MaxPool"])
+def test_conv_of_an_if_whose_branches_differ_in_rank(op: str) -> None:
+    """silero-vad v4: an If gives a 3-d signal on one branch and a 2-d one on the other,
+    so its value has no rank; the Conv (or pool) after it takes the rank of its output (msc
+    infers it from the weight / attributes) and the VM checks it at run time."""
+    x = helper.make_tensor_value_info("x", F32, [1, 2, "n"])
+    c = helper.make_tensor_value_info("c", TensorProto.BOOL, [])
+    y = helper.make_tensor_value_info("y", F32, [1, None, None])
+    then = helper.make_graph(
+        [helper.make_node("Identity", ["x"], ["t"])], "then", [],
+        [helper.make_tensor_value_info("t", F32, [1, 2, "n"])],
+    )  # fmt: skip
+    other = helper.make_graph(
+        [helper.make_node("Squeeze", ["x", "zero"], ["u"])], "else", [],
+        [helper.make_tensor_value_info("u", F32, [2, "n"])],
+    )  # fmt: skip
+    conv = (
+        helper.make_node("Conv", ["s", "w"], ["y"], pads=[1, 1])
+        if op == "Conv"
+        else helper.make_node("MaxPool", ["s"], ["y"], kernel_shape=[3], strides=[2])
+    )
+    nodes = [helper.make_node("If", ["c"], ["s"], then_branch=then, else_branch=other), conv]
+    inits = [_const("zero", [0], I64)] + (
+        [_const("w", _img(1, 2, 3, seed=3))] if op == "Conv" else []
+    )
+    model = _model(nodes, [x, c], [y], inits)
+    yes = np.array(True)
+    _check(model, {"x": _img(1, 2, 9), "c": yes}, {"x": _img(1, 2, 14), "c": yes})
