@@ -11,39 +11,14 @@ import pytest
 tvm = pytest.importorskip("tvm", reason="apache-tvm (the tvm extra) runs the Relax codegen")
 ort = pytest.importorskip("onnxruntime", reason="onnxruntime is the reference")
 
-import onnx  # noqa: E402
 from onnx import TensorProto, helper  # noqa: E402
 
 import codegen.relax as cr  # noqa: E402
 import msc  # noqa: E402
+from tests.codegen.relax_vs_ort import check as _check  # noqa: E402
+from tests.codegen.relax_vs_ort import model as _model  # noqa: E402
 
 F32, I64 = TensorProto.FLOAT, TensorProto.INT64
-
-
-def _model(nodes, inputs, outputs, inits=(), opset=17):
-    graph = helper.make_graph(nodes, "m", inputs, outputs, list(inits))
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    model.ir_version = 8
-    onnx.checker.check_model(model)
-    return model
-
-
-def _check(model, *feeds, atol=1e-5, rtol=1e-5):
-    """One build, run on each of ``feeds``: Relax's outputs equal onnxruntime's
-    (|a - b| <= atol max(1, max |ref|) + rtol |ref|). Returns the build."""
-    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    g = msc.from_onnx(model)
-    f = cr.build(g)
-    for feed in feeds:
-        want = sess.run(None, feed)
-        got = f(*[feed[v.name] for v in g.inputs])
-        got = list(got) if isinstance(got, tuple | list) else [got]
-        for a, b in zip(got, want, strict=True):
-            a = np.asarray(a.numpy())
-            assert a.shape == b.shape and a.dtype == b.dtype, (a.shape, b.shape, a.dtype, b.dtype)
-            scale = max(1.0, float(np.max(np.abs(b)))) if b.size else 1.0
-            np.testing.assert_allclose(a, b, rtol=rtol, atol=atol * scale)
-    return f
 
 
 def _img(*shape: int, seed: int = 0) -> np.ndarray:

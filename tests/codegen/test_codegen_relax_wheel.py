@@ -10,40 +10,12 @@ import pytest
 tvm = pytest.importorskip("tvm", reason="apache-tvm (the tvm extra) runs the Relax codegen")
 ort = pytest.importorskip("onnxruntime", reason="onnxruntime is the reference")
 
-import onnx  # noqa: E402
 from onnx import TensorProto, helper  # noqa: E402
 
-import codegen.relax as cr  # noqa: E402
-import msc  # noqa: E402
+from tests.codegen.relax_vs_ort import check as _check  # noqa: E402
+from tests.codegen.relax_vs_ort import model as _model  # noqa: E402
 
 F32, I64 = TensorProto.FLOAT, TensorProto.INT64
-
-
-def _model(nodes, inputs, outputs, inits=(), opset=17):
-    graph = helper.make_graph(nodes, "m", inputs, outputs, list(inits))
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    model.ir_version = 8
-    onnx.checker.check_model(model)
-    return model
-
-
-def _check(model, feeds, *, atol=1e-5, rtol=1e-5):
-    """Relax's outputs equal onnxruntime's: |a - b| <= atol max(1, max |ref|) + rtol |ref|.
-    Returns the largest error relative to that scale."""
-    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    want = sess.run(None, feeds)
-    g = msc.from_onnx(model)
-    got = cr.build(g)(*[feeds[v.name] for v in g.inputs])
-    got = list(got) if isinstance(got, tuple | list) else [got]
-    worst = 0.0
-    for a, b in zip(got, want, strict=True):
-        a = np.asarray(a.numpy())
-        assert a.shape == b.shape and a.dtype == b.dtype, (a.shape, b.shape, a.dtype, b.dtype)
-        scale = max(1.0, float(np.max(np.abs(b)))) if b.size else 1.0
-        np.testing.assert_allclose(a, b, rtol=rtol, atol=atol * scale)
-        if b.size:
-            worst = max(worst, float(np.max(np.abs(a.astype(np.float64) - b))) / scale)
-    return worst
 
 
 # ----------------------------------------------------------- broadcasts of two symbols
