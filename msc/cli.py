@@ -261,10 +261,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
             lines.append(f"onnx opset {r.opset} ({r.opset_reason})")
     if r.checked:
         if r.uncaptured:
-            lines.append(
-                "check: not re-imported (torch.export cannot capture the generated module: "
-                f"{r.uncaptured}); the module is run as it is"
-            )
+            lines.append(f"check: not re-imported ({r.uncaptured}); the module is run as it is")
         elif r.structural is None:
             lines.append("check: re-imported output is structurally equal to the converted graph")
         elif r.equivalent:

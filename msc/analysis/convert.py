@@ -291,17 +291,24 @@ def convert(
         if check:
             say("re-importing the output")
             if target == "torch":
+                from codegen.torch import as_generated, constants_as_nodes
+
+                # Code that reads shapes from tensor values at run time (ONNX files that
+                # compute them) is beyond torch.export, or it captures ops on such sizes
+                # msc's torch frontend does not take: then the module is run as it is.
                 try:
                     again = load_model(
                         staged, _specs_of(g), dynamic_items(g), custom_ops=custom_ops
                     )
-                except (ExportFailed, UnsupportedOpsError) as e:
-                    # Code that reads shapes from tensor values at run time (ONNX files that
-                    # compute them) is beyond torch.export, or it captures ops on such
-                    # sizes msc's torch frontend does not take: run the module as it is.
-                    from codegen.torch import as_generated
-
-                    report.uncaptured = str(e).split("torch.export failed: ", 1)[-1]
+                except ExportFailed as e:
+                    report.uncaptured = (
+                        "torch.export cannot capture the generated module: "
+                        + (str(e).split("torch.export failed: ", 1)[-1])
+                    )
+                except UnsupportedOpsError as e:
+                    first = str(e).splitlines()[0]
+                    report.uncaptured = f"msc cannot read what torch.export captured: {first}"
+                if report.uncaptured:
                     again = generated_module(staged, as_generated(g))
             else:
                 again = load_model(staged, custom_ops=custom_ops)
@@ -313,8 +320,6 @@ def convert(
             elif target == "torch" and report.uncaptured:
                 report.verdict, report.equivalent = "not re-imported", True
             elif target == "torch":  # compared with what the generated code computes
-                from codegen.torch import as_generated, constants_as_nodes
-
                 report.structural, report.changes, report.verdict, report.equivalent = _structural(
                     as_generated(g), constants_as_nodes(again.graph, g)
                 )

@@ -35,7 +35,14 @@ from typing import Any
 
 import numpy as np
 
-from msc.analysis.shapes import InputShape, concrete_shape, dynamic_items, parse_dynamic
+from msc.analysis.shapes import (
+    InputShape,
+    concrete_shape,
+    dynamic_items,
+    parse_dynamic,
+    specialize,
+    symbols,
+)
 from msc.errors import MscError
 from msc.ir.dtype import DType
 from msc.ir.graph import Graph
@@ -395,32 +402,13 @@ def _from_module(
 
 def _symbols_renamed(g: Graph, names: Mapping[str, str]) -> Graph:
     """``g`` with the symbols named as keys of ``names`` named as its values (the source's
-    dim names that torch.export's Dim could not take), types re-inferred."""
-    if not names:
-        return g
-    from msc.analysis.shapes import retype
-    from msc.ir import symexpr
-    from msc.ir.types import SymDim, map_tensor
+    dim names that torch.export's Dim could not take), ranges kept, types re-inferred."""
+    from msc.ir.types import SymDim
 
-    found = {s.name: s for v in g.inputs for s in _input_symbols(v.type)}
-    binding = {k: SymDim(names[k], s.min, s.max) for k, s in found.items() if k in names}
-    if not binding:
-        return g
-
-    def fix(t: TensorType) -> TensorType:
-        if t.shape is None:
-            return t
-        return t.with_shape(d if d is None else symexpr.subs(d, binding) for d in t.shape)
-
-    return retype(g, {v.name: map_tensor(v.type, fix) for v in g.inputs})
-
-
-def _input_symbols(t: Any) -> list:
-    from msc.ir import symexpr
-    from msc.ir.types import tensor_of
-
-    shape = tensor_of(t).shape or ()
-    return [s for d in shape if d is not None for s in symexpr.symbols(d)]
+    found = symbols(g)
+    return specialize(
+        g, {k: SymDim(names[k], s.min, s.max) for k, s in found.items() if k in names}
+    )
 
 
 class ExportFailed(MscError):

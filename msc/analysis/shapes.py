@@ -180,7 +180,7 @@ def bind(g: Graph, specs: Iterable[InputShape]) -> dict[str, int]:
     return binding
 
 
-def _subst(t: ValueType, binding: Mapping[str, int]) -> ValueType:
+def _subst(t: ValueType, binding: Mapping[str, Dim]) -> ValueType:
     if not isinstance(t, TensorType):  # a sequence or optional: its element's dims
         return map_tensor(t, lambda x: _subst(x, binding))  # type: ignore[arg-type, return-value]
     if t.shape is None:
@@ -188,7 +188,7 @@ def _subst(t: ValueType, binding: Mapping[str, int]) -> ValueType:
     return t.with_shape(bind_dim(d, binding) for d in t.shape)
 
 
-def bind_dim(d: Dim, binding: Mapping[str, int]) -> Dim:
+def bind_dim(d: Dim, binding: Mapping[str, Dim]) -> Dim:
     """``d`` with bound symbols replaced by their sizes (an expression evaluated as far as the
     binding goes)."""
     if d is None or isinstance(d, int):
@@ -227,8 +227,9 @@ def concrete_shape(t: TensorType, binding: Mapping[str, int], default: int = 2) 
     return tuple(out)
 
 
-def specialize(g: Graph, binding: Mapping[str, int]) -> Graph:
-    """A copy of ``g`` with bound symbols replaced by sizes and types re-inferred.
+def specialize(g: Graph, binding: Mapping[str, Dim]) -> Graph:
+    """A copy of ``g`` with bound symbols replaced by sizes (or by other dims: a renamed
+    symbol) and types re-inferred.
 
     Node types are re-inferred from the new input types; where inference cannot run (a subgraph
     attribute, an op whose inference fails), the original type with symbols substituted is
@@ -240,7 +241,7 @@ def specialize(g: Graph, binding: Mapping[str, int]) -> Graph:
 
 
 def retype(
-    g: Graph, input_types: Mapping[str, TensorType], binding: Mapping[str, int] | None = None
+    g: Graph, input_types: Mapping[str, TensorType], binding: Mapping[str, Dim] | None = None
 ) -> Graph:
     """A copy of ``g`` with new input types and every node type re-inferred.
 

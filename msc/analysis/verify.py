@@ -47,6 +47,7 @@ from msc.analysis.diff import _positions, match
 from msc.analysis.model import Model, random_array
 from msc.analysis.shapes import concrete_shape
 from msc.errors import MscError
+from msc.ir import symexpr
 from msc.ir.attrs import attr_equal
 from msc.ir.graph import Graph, Value, Weight
 from msc.ir.types import OptionalType, SequenceType, TensorType, ValueType, tensor_of
@@ -293,7 +294,7 @@ def make_inputs(
     rng = np.random.default_rng(seed)
     out: dict[str, Any] = {}
     optionals = 0
-    sequences = sum(isinstance(v.type, OptionalType) for v in g.inputs)  # their bits come after
+    seq_bit = sum(isinstance(v.type, OptionalType) for v in g.inputs)  # after the optionals'
     for v in g.inputs:
         t = v.type
         if isinstance(t, OptionalType):
@@ -312,8 +313,8 @@ def make_inputs(
             shape = concrete_shape(
                 e.with_shape([2 if d is None else d for d in e.shape]), binding or {}
             )
-            n = 0 if (seed >> sequences) & 1 else SEQUENCE_LENGTH
-            sequences += 1
+            n = 0 if (seed >> seq_bit) & 1 else SEQUENCE_LENGTH
+            seq_bit += 1
             out[v.name] = [random_array(e.dtype, shape, rng) for _ in range(n)]
             continue
         shape = concrete_shape(t, binding or {})
@@ -513,8 +514,6 @@ def _output_errors(report: VerifyReport, ga: Graph, gb: Graph) -> None:
 def _free_dims(g: Graph, binding: Mapping[str, int] | None) -> list[str]:
     """The symbols (and ``?`` for unnamed dims) of ``g``'s input shapes ``binding`` leaves
     free: ``make_inputs`` sizes them 2."""
-    from msc.ir import symexpr
-
     out: set[str] = set()
     for v in g.inputs:
         for d in tensor_of(v.type).shape or ():
