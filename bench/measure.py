@@ -73,18 +73,30 @@ class AnonSampler:
         self.peak = max(self.peak, status().get("RssAnon", 0))
 
 
-def race(fns: dict[str, Callable[[], Any]], n: int, warmup: int = 2) -> dict[str, float]:
-    """Median seconds per call of each function, calls interleaved so load noise hits all."""
+def race(
+    fns: dict[str, Callable[[], Any]],
+    n: int,
+    warmup: int = 2,
+    faults: dict[str, float] | None = None,
+) -> dict[str, float]:
+    """Median seconds per call of each function, calls interleaved so load noise hits all.
+    ``faults``, when given, receives each function's minor page faults per call (memory the
+    allocator gave back to the OS and touched again: a cost a wall time hides the cause of)."""
     for _ in range(warmup):
         for fn in fns.values():
             fn()
     times: dict[str, list[float]] = {k: [] for k in fns}
+    faulted = dict.fromkeys(fns, 0)
     keys = list(fns)
     for i in range(n):
         for k in keys[i % len(keys) :] + keys[: i % len(keys)]:
+            f = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
             t = time.perf_counter()
             fns[k]()
             times[k].append(time.perf_counter() - t)
+            faulted[k] += resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f
+    if faults is not None:
+        faults.update({k: v / max(n, 1) for k, v in faulted.items()})
     return {k: statistics.median(v) for k, v in times.items()}
 
 

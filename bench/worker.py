@@ -179,10 +179,14 @@ def _torch_runtime(b: models.Built, make, iters: int) -> dict:
             out["check"] = measure.compare(ref, got)
             if iters == 0:
                 return out
+            faults: dict[str, float] = {}
             t = measure.race(
-                {"eager": lambda: b.model(*b.args), "generated": lambda: mod(*b.args)}, iters
+                {"eager": lambda: b.model(*b.args), "generated": lambda: mod(*b.args)},
+                iters,
+                faults=faults,
             )
         out["eager_s"], out["generated_s"] = t["eager"], t["generated"]
+        out["faults_per_call"] = faults
         out["ratio"] = t["generated"] / t["eager"]
     except Exception as e:  # noqa: BLE001
         out["error"] = error(e)

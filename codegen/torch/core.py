@@ -332,10 +332,11 @@ class TorchCodegen:
         self._emitted.append((node, list(out), reads))
         return out
 
-    def _small_values(self) -> set[str]:
-        """Identifiers of intermediates too small for an early ``del`` to pay: a static size
-        under ``RELEASE_BYTES``. Symbolic sizes may be large, and are released."""
-        small: set[str] = set()
+    def _small_values(self) -> dict[str, int]:
+        """Identifiers of intermediates too small for a ``del`` of their own, with their bytes:
+        a static size under ``RELEASE_BYTES``. Symbolic sizes may be large, and are released
+        after their last read."""
+        small: dict[str, int] = {}
         for n in self.graph.nodes:
             for v in n.outputs:
                 t = v.type
@@ -344,8 +345,9 @@ class TorchCodegen:
                 size = 1
                 for d in t.shape:
                     size *= int(d)
-                if size * max(1, t.dtype.bits // 8) < RELEASE_BYTES:
-                    small.add(self.ns_name(v))
+                nbytes = size * max(1, t.dtype.bits // 8)
+                if nbytes < RELEASE_BYTES:
+                    small[self.ns_name(v)] = nbytes
         return small
 
     def _ident(self, node: Node, v: Value, module_call: bool) -> str:
