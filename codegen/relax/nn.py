@@ -595,7 +595,11 @@ def attention(e: Emit, query, key, value, mask=None, *, is_causal=False, scale=N
     r = e.rank(query)
     e.require(r == 4, f"attention of rank {r} (nn.attention takes 4-d)")
     qh, kh = e.shape(query)[1], e.shape(key)[1]
-    e.require(enable_gqa is False or qh == kh, "grouped-query attention")
+    if enable_gqa and qh != kh:
+        # query head j reads key and value head j // (qh / kh): each repeated in a row
+        whole = isinstance(qh, int) and isinstance(kh, int) and qh % kh == 0
+        e.require(whole, "grouped-query attention with heads not a known multiple")
+        key, value = (e.emit(R.repeat(t, qh // kh, axis=1)) for t in (key, value))
     if mask is not None:
         e.require(e.dtype(mask) != "bool", "a boolean attention mask (nn.attention adds a bias)")
         e.require(e.rank(mask) == 4, "an attention mask that is not 4-d")

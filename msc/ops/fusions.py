@@ -601,6 +601,61 @@ def _attention_replace(b: Builder, m: Match) -> Value:
     return y
 
 
+def _repeated_heads(w: _Walk, v: Value) -> tuple[Value, int] | None:
+    """``(x, r)`` where ``v`` is the key or value heads of ``x`` [B, H, S, D] each repeated
+    ``r`` times in a row (transformers' repeat_kv: unsqueeze at 2, expand to [B, H, r, S, D],
+    reshape to [B, H * r, S, D]). Read from the types, so a shape given as an input or an
+    attribute is the same; the row-major regrouping makes head j read x's head j // r."""
+    r = w.node(v, "reshape")
+    e = w.node(r.inputs[0], "expand") if r is not None else None
+    u = w.node(e.inputs[0], "unsqueeze") if e is not None else None
+    if u is None:
+        return None
+    x = u.inputs[0]
+    xs, us, es, rs = (t.type.shape for t in (x, u.output, e.output, v))
+    if xs is None or us is None or es is None or rs is None or len(xs) != 4 or len(es) != 5:
+        return None
+    heads, rep = xs[1], es[2]
+    if type(heads) is not int or type(rep) is not int or rep < 2:
+        return None
+    if tuple(us) != (*xs[:2], 1, *xs[2:]) or tuple(es) != (*xs[:2], rep, *xs[2:]):
+        return None
+    if tuple(rs) != (xs[0], heads * rep, *xs[2:]):
+        return None
+    return x, rep
+
+
+def _gqa(w: _Walk) -> dict[str, Value] | None:
+    """attention over keys and values whose heads were repeated to the query's: the op's own
+    grouped-query form reads them unrepeated (torch's enable_gqa: query head j reads key head
+    j // r, the same pairing)."""
+    a = w.root
+    if a.op != "attention" or a.attrs["enable_gqa"]:
+        return None
+    q, k, v = a.inputs[:3]
+    kr, vr = _repeated_heads(w, k), _repeated_heads(w, v)
+    if kr is None or vr is None or kr[1] != vr[1] or q.type.rank != 4:
+        return None
+    found = {"q": q, "k": kr[0], "v": vr[0]}
+    if len(a.inputs) > 3 and a.inputs[3] is not None:
+        found["mask"] = a.inputs[3]
+    w.info.update(is_causal=a.attrs["is_causal"], scale=a.attrs["scale"])
+    return found
+
+
+def _gqa_replace(b: Builder, m: Match) -> Value:
+    return b.op(
+        "attention",
+        m["q"],
+        m["k"],
+        m["v"],
+        m.values.get("mask"),
+        is_causal=m.info["is_causal"],
+        scale=m.info["scale"],
+        enable_gqa=True,
+    )
+
+
 def _silu_pattern() -> Pattern:
     b = Builder()
     x = Value("x", TensorType(DType.FLOAT32, None))
@@ -609,7 +664,7 @@ def _silu_pattern() -> Pattern:
 
 
 # In priority order: linear first (its matmul is not attention's), the norms before their
-# affine folds, attention last.
+# affine folds, attention last, then its keys and values unrepeated.
 FUSIONS: list[Pattern] = [
     _linear_pattern(),
     _walking("gelu_erf", _gelu_erf, lambda b, m: b.op("gelu", m["x"])),
@@ -621,6 +676,7 @@ FUSIONS: list[Pattern] = [
     _affine("rms_norm", 1),
     _silu_pattern(),
     _walking("attention", _attention, _attention_replace),
+    _walking("attention_gqa", _gqa, _gqa_replace),
 ]
 
 

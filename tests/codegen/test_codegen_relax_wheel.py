@@ -188,6 +188,34 @@ def test_attention_over_a_computed_length() -> None:
     _check(model, feeds)
 
 
+@pytest.mark.parametrize("spelled", [False, True], ids=["Attention", "repeat_kv"])
+def test_grouped_query_attention(spelled: bool) -> None:
+    """Llama-style attention, 4 query heads over 2 key / value heads: ONNX's Attention with
+    fewer key heads, or exporters' repeat_kv (unsqueeze, expand, reshape) that the frontend
+    fuses into attention with enable_gqa. Each key and value head is repeated in a row."""
+    q = helper.make_tensor_value_info("q", F32, [1, 4, "s", 8])
+    k, v = (helper.make_tensor_value_info(n, F32, [1, 2, "s", 8]) for n in "kv")
+    out = helper.make_tensor_value_info("y", F32, [1, 4, "s", 8])
+    nodes, inits = [], []
+    if spelled:
+        inits = [helper.make_tensor("ax", I64, [1], [2]),
+                 helper.make_tensor("to", I64, [5], [1, 2, 2, 1, 8]),
+                 helper.make_tensor("heads", I64, [4], [1, 4, -1, 8])]  # fmt: skip
+        for t in "kv":
+            nodes += [
+                helper.make_node("Unsqueeze", [t, "ax"], [f"{t}u"]),
+                helper.make_node("Expand", [f"{t}u", "to"], [f"{t}e"]),
+                helper.make_node("Reshape", [f"{t}e", "heads"], [f"{t}r"]),
+            ]
+        nodes.append(helper.make_node("Attention", ["q", "kr", "vr"], ["y"], is_causal=1))
+    else:
+        nodes.append(helper.make_node("Attention", ["q", "k", "v"], ["y"], is_causal=1))
+    model = _model(nodes, [q, k, v], [out], inits, opset=23)
+    rng = np.random.default_rng(9)
+    feeds = {n: rng.normal(size=(1, 4 if n == "q" else 2, 6, 8)).astype(np.float32) for n in "qkv"}
+    _check(model, feeds)
+
+
 @pytest.mark.parametrize("op", ["GatherElements", "Gather"])
 def test_negative_indices_along_a_run_time_dim(op: str) -> None:
     """Kaldi's front end gathers with indices counted from the end along a dim of run-time

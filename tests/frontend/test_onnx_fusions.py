@@ -107,6 +107,29 @@ ATTENTION_LEGACY = [
     ("Softmax", ["s"], ["p"], {"axis": -1}),
     ("MatMul", ["p", "v"], ["y"]),
 ]
+
+
+def _repeat_kv(axis: int, target: list[int]) -> list:
+    """k and v [2, 2, 5, 4] unsqueezed at ``axis``, expanded to ``target``, reshaped to 4 heads."""
+    return [
+        n
+        for t in ("k", "v")
+        for n in (
+            ("Unsqueeze", [f"{t}0", "ax"], [f"{t}u"]),
+            ("Expand", [f"{t}u", "target"], [f"{t}e"]),
+            ("Reshape", [f"{t}e", "heads"], [t]),
+        )
+    ]
+
+
+GQA_CONSTS = {
+    "sqrtd": c(2.0),
+    "heads": np.array([2, 4, 5, 4], np.int64),
+}
+QG = rng.standard_normal((2, 4, 5, 4)).astype(np.float32)
+KG, VG = (rng.standard_normal((2, 2, 5, 4)).astype(np.float32) for _ in range(2))
+GQA_INPUTS = {"q": QG, "k0": KG, "v0": VG, "mask": MASK}
+
 GELU_CONSTS = {"sqrt2": c(math.sqrt(2)), "one": c(1.0), "half": c(0.5)}
 TANH_CONSTS = {
     "three": c(3.0),
@@ -130,6 +153,9 @@ CASES = [
          inputs={"q": Q, "k": K, "v": V, "mask": MASK}),
     Case("attention_legacy", ATTENTION_LEGACY, {"c": c(0.25 ** 0.5)}, "attention",
          ("Attention", 23), inputs={"q": Q, "k": KS, "v": V}),
+    Case("attention_gqa", _repeat_kv(2, [2, 2, 2, 5, 4]) + ATTENTION,
+         {**GQA_CONSTS, "ax": np.array([2], np.int64), "target": np.array([2, 2, 2, 5, 4])},
+         "attention", ("Attention", 23), inputs=GQA_INPUTS),
     # Negative cases.
     Case("linear_runtime_weight", [("MatMul", ["x", "w"], ["mm"]), ("Add", ["mm", "b"], ["y"])],
          {"b": B}, None, inputs={"x": X, "w": W}),
@@ -307,3 +333,31 @@ def test_a_constant_mask_is_dropped_or_unguarded_where_it_can_be(which) -> None:
     close(run_torch(g, case.inputs), want)
     for opset in (17, 23):
         close(run_ort(codegen.onnx.to_model(g, opset=opset), case.inputs), want)
+
+
+def _gqa_model(axis: int, target: list[int]) -> onnx.ModelProto:
+    consts = {**GQA_CONSTS, "ax": np.array([axis], np.int64), "target": np.array(target)}
+    return model(Case("gqa", _repeat_kv(axis, target) + ATTENTION, consts, "attention",
+                      inputs=GQA_INPUTS))  # fmt: skip
+
+
+def test_repeated_key_and_value_heads_become_grouped_query_attention() -> None:
+    # Heads repeated in a row (query head j reads key head j // 2): the attention reads the
+    # unrepeated keys and values with enable_gqa, no copies of them left.
+    m = _gqa_model(2, [2, 2, 2, 5, 4])
+    g = msc.from_onnx(m)
+    (a,) = [n for n in g.nodes if n.op == "attention"]
+    assert a.attrs["enable_gqa"] and [v.name for v in a.inputs[1:3]] == ["k0", "v0"]
+    assert not {"expand", "unsqueeze", "reshape"} & {n.op for n in g.nodes}
+    assert "enable_gqa=True" in codegen.torch.generate(g)
+    close(run_torch(g, GQA_INPUTS), run_ort(m, GQA_INPUTS))
+
+
+def test_heads_tiled_rather_than_repeated_stay_explicit() -> None:
+    # Unsqueezed at 1, the copies are tiled (query head j reads key head j % 2): not the
+    # grouped-query pairing, so the repeat stays in the graph.
+    m = _gqa_model(1, [2, 2, 2, 5, 4])
+    g = msc.from_onnx(m)
+    (a,) = [n for n in g.nodes if n.op == "attention"]
+    assert not a.attrs["enable_gqa"] and "expand" in {n.op for n in g.nodes}
+    close(run_torch(g, GQA_INPUTS), run_ort(m, GQA_INPUTS))
