@@ -1,7 +1,8 @@
 """Fusions: the spelled-out forms of high-level ops, found and put back together.
 
 ONNX files (and other lowered sources) spell linear as MatMul + Add, GELU as its erf or tanh
-formula, LayerNorm and RMSNorm as reductions, attention as two matmuls around a softmax. These
+formula, LayerNorm and RMSNorm as reductions, attention as two matmuls around a softmax (with the
+key and value heads copied to the query's count for grouped-query attention). These
 patterns (``msc.rewrite`` patterns) find them and put the canonical op back, so the code
 generated from such a file reads, and runs, like the model it came from.
 
