@@ -1,0 +1,168 @@
+"""Recurrent ops and Scan over a sequence whose length is known only at run time (an ONNX
+dim_param) through codegen.relax, each compared with onnxruntime at two or more lengths:
+the steps run in one Relax loop (a recursive function) rather than unrolled."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("tvm", reason="apache-tvm is needed for codegen.relax")
+pytest.importorskip("onnxruntime", reason="onnxruntime is the reference here")
+
+from onnx import TensorProto as TP  # noqa: E402
+from onnx import helper as oh  # noqa: E402
+from onnx import numpy_helper  # noqa: E402
+
+from tests.codegen.relax_vs_ort import check, model  # noqa: E402
+
+LENGTHS = (1, 4, 9)
+BATCH, INPUT, HIDDEN = 3, 5, 4
+GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
+
+
+def _vi(name, dtype, shape):
+    return oh.make_tensor_value_info(name, dtype, shape)
+
+
+def _recurrent(op: str, direction: str, *, layout=0, lens=False, states=False, **attrs):
+    """One ``op`` node on x of dim_param length "T": a model and its feeds per length."""
+    nd = 2 if direction == "bidirectional" else 1
+    g = GATES[op]
+    rng = np.random.default_rng(7)
+
+    def f32(*shape, scale=0.5):
+        return rng.uniform(-scale, scale, shape).astype(np.float32)
+
+    inits = {"w": f32(nd, g * HIDDEN, INPUT), "r": f32(nd, g * HIDDEN, HIDDEN),
+             "b": f32(nd, 2 * g * HIDDEN)}  # fmt: skip
+    names = ["x", "w", "r", "b", "lens" if lens else "", "h0" if states else ""]
+    outs = ["y", "y_h"]
+    x_shape = ["T", BATCH, INPUT] if layout == 0 else [BATCH, "T", INPUT]
+    s_shape = [nd, BATCH, HIDDEN] if layout == 0 else [BATCH, nd, HIDDEN]
+    y_shape = ["T", nd, BATCH, HIDDEN] if layout == 0 else [BATCH, "T", nd, HIDDEN]
+    inputs = [_vi("x", TP.FLOAT, x_shape)]
+    if lens:
+        inputs.append(_vi("lens", TP.INT32, [BATCH]))
+    if states:
+        inputs.append(_vi("h0", TP.FLOAT, s_shape))
+    outputs = [_vi("y", TP.FLOAT, y_shape), _vi("y_h", TP.FLOAT, s_shape)]
+    if op == "LSTM":
+        names.append("c0" if states else "")
+        inits["p"] = f32(nd, 3 * HIDDEN)
+        names.append("p")
+        if states:
+            inputs.append(_vi("c0", TP.FLOAT, s_shape))
+        outputs.append(_vi("y_c", TP.FLOAT, s_shape))
+        outs.append("y_c")
+    while names[-1] == "":
+        names.pop()
+    node = oh.make_node(op, names, outs, hidden_size=HIDDEN, direction=direction,
+                        layout=layout, **attrs)  # fmt: skip
+    inits_t = [numpy_helper.from_array(a, n) for n, a in inits.items()]
+    m = model([node], inputs, outputs, inits_t, opset=14)
+
+    feeds = []
+    for t in LENGTHS:
+        feed = {"x": f32(*[t if d == "T" else d for d in x_shape], scale=1.0)}
+        if lens:  # every length from 1 to t, the longest at most t
+            feed["lens"] = np.minimum(np.array([t, max(1, t - 2), 1]), t).astype(np.int32)
+        if states:
+            feed["h0"] = f32(*s_shape, scale=1.0)
+            if op == "LSTM":
+                feed["c0"] = f32(*s_shape, scale=1.0)
+        feeds.append(feed)
+    return m, feeds
+
+
+def _loops(f) -> int:
+    return sum(gv.name_hint.startswith("loop") for gv in f.module.functions)
+
+
+CASES = {
+    "lstm_forward": ("LSTM", "forward", {}),
+    "lstm_reverse": ("LSTM", "reverse", {}),
+    "lstm_bidirectional": ("LSTM", "bidirectional", {}),
+    "lstm_lens": ("LSTM", "bidirectional", {"lens": True}),
+    "lstm_states": ("LSTM", "reverse", {"states": True, "lens": True}),
+    "lstm_input_forget_clip": ("LSTM", "forward", {"input_forget": 1, "clip": 0.9}),
+    "gru_forward": ("GRU", "forward", {"states": True}),
+    "gru_linear_before_reset": (
+        "GRU", "bidirectional", {"linear_before_reset": 1, "lens": True, "states": True}
+    ),
+    "gru_reset_before": ("GRU", "bidirectional", {"linear_before_reset": 0, "lens": True}),
+    "rnn_bidirectional": ("RNN", "bidirectional", {"lens": True, "states": True}),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_recurrent_over_a_run_time_length(name: str) -> None:
+    op, direction, kw = CASES[name]
+    m, feeds = _recurrent(op, direction, **kw)
+    f = check(m, *feeds)
+    assert _loops(f) == 1  # every direction steps in one loop
+
+
+LAYOUT1 = {
+    "lstm": ("LSTM", "bidirectional", {"lens": True, "states": True}),
+    "gru": ("GRU", "reverse", {"linear_before_reset": 1, "states": True}),
+    "rnn": ("RNN", "bidirectional", {"activations": ["Relu", "Tanh"], "lens": True}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LAYOUT1))
+def test_recurrent_layout1_over_a_run_time_length(name: str) -> None:
+    """Batch-major (layout 1) through Relax against onnxruntime on the same op in layout 0
+    (onnxruntime refuses layout 1), inputs and outputs transposed."""
+    import onnxruntime as ort
+
+    import codegen.relax as cr
+    import msc
+
+    op, direction, kw = LAYOUT1[name]
+    m1, feeds1 = _recurrent(op, direction, layout=1, **kw)
+    m0, _ = _recurrent(op, direction, layout=0, **kw)
+    sess = ort.InferenceSession(m0.SerializeToString(), providers=["CPUExecutionProvider"])
+    g = msc.from_onnx(m1)
+    f = cr.build(g)
+    assert _loops(f) == 1
+    for feed in feeds1:
+        feed0 = {k: np.swapaxes(v, 0, 1) if v.ndim == 3 else v for k, v in feed.items()}
+        y, *states = sess.run(None, feed0)
+        want = [np.transpose(y, (2, 0, 1, 3)), *[np.swapaxes(s, 0, 1) for s in states]]
+        got = f(*[feed[v.name] for v in g.inputs])
+        for a, b in zip(got, want, strict=True):
+            assert a.numpy().shape == b.shape
+            np.testing.assert_allclose(a.numpy(), b, rtol=1e-5, atol=1e-5)
+
+
+def _scan(direction: int, out_axis: int):
+    """Scan over x [T, 2] (dim_param T): s += x_t; y_t = s * w (w from the outer scope)."""
+    body = oh.make_graph(
+        [oh.make_node("Add", ["s", "xt"], ["s2"]), oh.make_node("Mul", ["s2", "w"], ["y"])],
+        "body", [_vi("s", TP.FLOAT, [2]), _vi("xt", TP.FLOAT, [2])],
+        [_vi("s2", TP.FLOAT, [2]), _vi("y", TP.FLOAT, [2])],
+    )  # fmt: skip
+    node = oh.make_node(
+        "Scan", ["s0", "x"], ["s", "ys"], body=body, num_scan_inputs=1,
+        scan_input_directions=[direction], scan_output_directions=[direction],
+        scan_output_axes=[out_axis],
+    )  # fmt: skip
+    ys = ["T", 2] if out_axis == 0 else [2, "T"]
+    w = numpy_helper.from_array(np.array([0.5, -2.0], np.float32), "w")
+    return model(
+        [node], [_vi("s0", TP.FLOAT, [2]), _vi("x", TP.FLOAT, ["T", 2])],
+        [_vi("s", TP.FLOAT, [2]), _vi("ys", TP.FLOAT, ys)], [w],
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("direction, out_axis", [(0, 0), (1, 0), (0, 1), (1, 1)])
+def test_scan_over_a_run_time_length(direction: int, out_axis: int) -> None:
+    rng = np.random.default_rng(3)
+    feeds = [
+        {"s0": rng.standard_normal(2).astype(np.float32),
+         "x": rng.standard_normal((t, 2)).astype(np.float32)}
+        for t in LENGTHS
+    ]  # fmt: skip
+    f = check(_scan(direction, out_axis), *feeds)
+    assert _loops(f) == 1
