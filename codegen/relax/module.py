@@ -327,8 +327,8 @@ class RelaxBuilder:
         first = 1 if has_cond else 0
         scans = body.outputs[n + first :]
         for v in scans:
-            if v.type.shape is None or not all(isinstance(d, int) for d in v.type.shape):
-                raise Unsupported("a loop scan output whose shape is not static")
+            if v.type.shape is None:
+                raise Unsupported("a loop scan output of unknown rank")
         outer = self._outer(body)
         saved = {v: self.env[v] for v in outer}
         n_extra = len(extra)
@@ -392,17 +392,27 @@ class RelaxBuilder:
         k = len(self.functions)
         i64, b = relax.TensorType([], "int64"), relax.TensorType([], "bool")
         p_i, p_cond = relax.Var(f"iter{k}", i64), relax.Var(f"cond{k}", b)
-        p_carried = [relax.Var(f"carried{k}_{j}", t) for j, t in enumerate(carried_ty)]
+        # A dim computed from others (``(w - 1) // 8 + 1``) cannot be read back from a
+        # parameter's shape: the function's parameters name one fresh dim for each.
+        local: dict[str, tvm.tirx.Var] = {}
+        p_carried = [relax.Var(f"carried{k}_{j}", self._local(t, local))
+                     for j, t in enumerate(carried_ty)]  # fmt: skip
         lengths = [tvm.tirx.Var(f"n{k}_{j}", "int64") for j in range(len(scan_ty))]
+        # A per-step output's dims that are not static are the accumulator's own (fresh), and
+        # 0 in the empty one it starts from: it is reshaped to the step's shape (no element
+        # when empty, the same shape after) before each step's output joins it.
         p_scans = [
-            relax.Var(f"scan{k}_{j}", relax.TensorType([ln, *t.shape.values], t.dtype))
+            relax.Var(f"scan{k}_{j}", relax.TensorType(
+                [ln, *[d if isinstance(d, tvm.tirx.IntImm) else self.dim(None)
+                       for d in t.shape.values]], t.dtype))
             for j, (ln, t) in enumerate(zip(lengths, scan_ty))
-        ]
+        ]  # fmt: skip
         p_trip = [] if trip is None else [relax.Var(f"trip{k}", i64)]
         keep = [isinstance(x, relax.Var) for x in extra] if keep is None else list(keep)
         keep = [kp or isinstance(x, relax.Var) for kp, x in zip(keep, extra)]
         passed = [x for x, kp in zip(extra, keep) if kp]
-        p_passed = [relax.Var(f"extra{k}_{j}", x.ty) for j, x in enumerate(passed)]
+        p_passed = [relax.Var(f"extra{k}_{j}", self._local(x.ty, local))
+                    for j, x in enumerate(passed)]  # fmt: skip
         it = iter(p_passed)
         inner = [next(it) if kp else x for x, kp in zip(extra, keep)]
         params = [p_i, p_cond, *p_carried, *p_scans, *p_trip, *p_passed]
@@ -427,10 +437,9 @@ class RelaxBuilder:
             bb._end_block()
             bb._end_block()
             raise
-        stacked = [
-            bb.emit(relax.op.concat([acc, relax.op.expand_dims(x, [0])], 0))
-            for acc, x in zip(p_scans, ys)
-        ]
+        stacked = [bb.emit(relax.op.concat([self._as_step(acc, x), relax.op.expand_dims(x, [0])],
+                                           0))
+                   for acc, x in zip(p_scans, ys)]  # fmt: skip
         nxt = bb.emit(relax.op.add(p_i, relax.const(1, "int64")))
         again = bb.emit(relax.Call(gv, [nxt, new_cond, *new_carried, *stacked, *p_trip,
                                         *p_passed]))  # fmt: skip
@@ -439,7 +448,11 @@ class RelaxBuilder:
         result = bb.emit(relax.If(go, then, done))
         func = relax.Function(params, relax.SeqExpr([bb._end_block()], result), ret)
         self.functions.append((gv, func))
-        init_scans = [relax.op.zeros([0, *t.shape.values], t.dtype) for t in scan_ty]
+        init_scans = [
+            relax.op.zeros([0, *[d if isinstance(d, tvm.tirx.IntImm) else 0
+                                 for d in t.shape.values]], t.dtype)
+            for t in scan_ty
+        ]  # fmt: skip
         trip_arg = [] if trip is None else [self._as(trip, TensorType(DType.INT64, ()))]
         call = self.bb.emit(relax.Call(gv, [
             relax.const(0, "int64"), self._as(cond, TensorType(DType.BOOL, ())), *carried,
@@ -447,6 +460,33 @@ class RelaxBuilder:
         ]))  # fmt: skip
         n = len(carried) + len(scan_ty)
         return [self.bb.emit(relax.TupleGetItem(call, j)) for j in range(n)]
+
+    def _as_step(self, acc: relax.Var, x: relax.Expr) -> relax.Expr:
+        """The stacked outputs ``acc`` with the step's dims (see ``repeat``)."""
+        if _static(acc.ty):
+            return acc
+        x = self.bb.emit(x) if not isinstance(x, relax.Var) else x
+        if not isinstance(x.ty.shape, relax.ShapeExpr):
+            dims = [self.dim(None) for _ in range(int(x.ty.ndim))]
+            x = self.bb.match_cast(x, relax.TensorType(dims, x.ty.dtype))
+        n = acc.ty.shape.values[0]
+        return self.bb.emit(relax.op.reshape(acc, [n, *x.ty.shape.values]))
+
+    def _local(self, ty: Any, local: dict[str, tvm.tirx.Var]) -> Any:
+        """``ty`` with each dim that is neither static nor a symbol replaced by a fresh
+        symbol, one per distinct expression (``local``)."""
+        sh = getattr(ty, "shape", None)
+        if not isinstance(ty, relax.TensorType) or not isinstance(sh, relax.ShapeExpr):
+            return ty
+        dims = []
+        for d in sh.values:
+            if not isinstance(d, tvm.tirx.IntImm | tvm.tirx.Var):
+                key = str(d)
+                if key not in local:
+                    local[key] = self.dim(None)
+                d = local[key]
+            dims.append(d)
+        return relax.TensorType(dims, ty.dtype)
 
     def _as(self, x: relax.Expr, t: TensorType) -> relax.Expr:
         """A one-element ``x`` reshaped to the rank of ``t`` (0-d or [1] scalars)."""

@@ -166,3 +166,39 @@ def test_scan_over_a_run_time_length(direction: int, out_axis: int) -> None:
     ]  # fmt: skip
     f = check(_scan(direction, out_axis), *feeds)
     assert _loops(f) == 1
+
+
+def test_lstm_over_a_length_computed_from_the_input() -> None:
+    """The sequence is x twice (length 2T, an expression of T): the loop function reads its
+    parameters' dims as fresh symbols, as it cannot solve 2T for T."""
+    m0, feeds = _recurrent("LSTM", "bidirectional", lens=False)
+    g = m0.graph
+    g.node[0].input[0] = "xx"
+    g.node.insert(0, oh.make_node("Concat", ["x", "x"], ["xx"], axis=0))
+    g.output[0].type.tensor_type.shape.dim[0].dim_param = "T2"
+    f = check(model(list(g.node), list(g.input), list(g.output), list(g.initializer), 14), *feeds)
+    assert _loops(f) == 1
+
+
+def test_scan_whose_steps_have_a_run_time_batch() -> None:
+    """Scan over x [T, B, 2] with dim_params T and B: each step's output is [B, 2], so the
+    stacked outputs start empty with B unknown and take the steps' B."""
+    body = oh.make_graph(
+        [oh.make_node("Add", ["s", "xt"], ["s2"]), oh.make_node("Mul", ["s2", "s2"], ["y"])],
+        "body", [_vi("s", TP.FLOAT, ["B", 2]), _vi("xt", TP.FLOAT, ["B", 2])],
+        [_vi("s2", TP.FLOAT, ["B", 2]), _vi("y", TP.FLOAT, ["B", 2])],
+    )  # fmt: skip
+    node = oh.make_node("Scan", ["s0", "x"], ["s", "ys"], body=body, num_scan_inputs=1,
+                        scan_input_directions=[1])  # fmt: skip
+    m = model(
+        [node], [_vi("s0", TP.FLOAT, ["B", 2]), _vi("x", TP.FLOAT, ["T", "B", 2])],
+        [_vi("s", TP.FLOAT, ["B", 2]), _vi("ys", TP.FLOAT, ["T", "B", 2])],
+    )  # fmt: skip
+    rng = np.random.default_rng(5)
+    feeds = [
+        {"s0": rng.standard_normal((b, 2)).astype(np.float32),
+         "x": rng.standard_normal((t, b, 2)).astype(np.float32)}
+        for t, b in [(3, 1), (5, 4), (1, 2)]
+    ]  # fmt: skip
+    f = check(m, *feeds)
+    assert _loops(f) == 1
