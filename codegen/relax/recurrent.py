@@ -84,6 +84,9 @@ class _Cell:
         e = self.e
         if s is None:
             return e.emit(R.zeros([self.batch, self.h], self.dt))
+        # [nd, B, H] (layout 0) with x's batch: checked at run time where Relax cannot tell
+        want = [self.nd, self.batch, self.h]
+        s = e.agree(s, want if self.layout == 0 else [want[1], want[0], want[2]])
         if self.layout == 1:
             s = e.emit(R.permute_dims(s, [1, 0, 2]))
         return e.emit(R.squeeze(R.strided_slice(s, [0], [d], [d + 1]), [0]))

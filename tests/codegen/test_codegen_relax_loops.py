@@ -202,3 +202,23 @@ def test_scan_whose_steps_have_a_run_time_batch() -> None:
     ]  # fmt: skip
     f = check(m, *feeds)
     assert _loops(f) == 1
+
+
+def test_lstm_whose_initial_state_names_the_batch_apart() -> None:
+    """x's batch is dim_param B, the initial state's N: the loop's state is cast to x's
+    batch (checked at run time), so every step's state has one shape."""
+    rng = np.random.default_rng(11)
+    w = numpy_helper.from_array(rng.uniform(-0.5, 0.5, (1, 4 * HIDDEN, INPUT)).astype("f4"), "w")
+    r = numpy_helper.from_array(rng.uniform(-0.5, 0.5, (1, 4 * HIDDEN, HIDDEN)).astype("f4"), "r")
+    node = oh.make_node("LSTM", ["x", "w", "r", "", "", "h0"], ["y", "y_h"], hidden_size=HIDDEN)
+    m = model(
+        [node], [_vi("x", TP.FLOAT, ["T", "B", INPUT]), _vi("h0", TP.FLOAT, [1, "N", HIDDEN])],
+        [_vi("y", TP.FLOAT, ["T", 1, "B", HIDDEN]), _vi("y_h", TP.FLOAT, [1, "B", HIDDEN])],
+        [w, r], 14,
+    )  # fmt: skip
+    feeds = [
+        {"x": rng.standard_normal((t, b, INPUT)).astype(np.float32),
+         "h0": rng.standard_normal((1, b, HIDDEN)).astype(np.float32)}
+        for t, b in [(2, 3), (5, 1)]
+    ]  # fmt: skip
+    assert _loops(check(m, *feeds)) == 1
