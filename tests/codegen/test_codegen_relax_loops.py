@@ -222,3 +222,26 @@ def test_lstm_whose_initial_state_names_the_batch_apart() -> None:
         for t, b in [(2, 3), (5, 1)]
     ]  # fmt: skip
     assert _loops(check(m, *feeds)) == 1
+
+
+@pytest.mark.parametrize("op", ["LSTM", "GRU"])
+def test_a_long_static_sequence_is_looped_too(op: str) -> None:
+    """Past UNROLL static steps the loop is used as well (unrolling compiles in time that
+    grows with the length); both lengths against onnxruntime."""
+    from codegen.relax.recurrent import UNROLL
+
+    rng = np.random.default_rng(2)
+    g = GATES[op]
+    for steps, loops in [(UNROLL, 0), (UNROLL + 3, 1)]:
+        shapes = {"w": (2, g * HIDDEN, INPUT), "r": (2, g * HIDDEN, HIDDEN)}
+        inits = [numpy_helper.from_array(rng.uniform(-0.5, 0.5, s).astype("f4"), n)
+                 for n, s in shapes.items()]  # fmt: skip
+        node = oh.make_node(op, ["x", "w", "r"], ["y", "y_h"], hidden_size=HIDDEN,
+                            direction="bidirectional")  # fmt: skip
+        m = model(
+            [node], [_vi("x", TP.FLOAT, [steps, BATCH, INPUT])],
+            [_vi("y", TP.FLOAT, [steps, 2, BATCH, HIDDEN]),
+             _vi("y_h", TP.FLOAT, [2, BATCH, HIDDEN])], inits, 14,
+        )  # fmt: skip
+        f = check(m, {"x": rng.standard_normal((steps, BATCH, INPUT)).astype(np.float32)})
+        assert _loops(f) == loops
