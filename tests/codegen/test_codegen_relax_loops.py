@@ -1,6 +1,7 @@
 """Recurrent ops and Scan over a sequence whose length is known only at run time (an ONNX
 dim_param) through codegen.relax, each compared with onnxruntime at two or more lengths:
-the steps run in one Relax loop (a recursive function) rather than unrolled."""
+the steps run in one Relax loop (a recursive function) rather than unrolled. Also: lengths
+computed from the input, a run-time batch, and static lengths past the unrolling limit."""
 
 from __future__ import annotations
 
