@@ -6,7 +6,6 @@ from __future__ import annotations
 from tvm import relax
 
 from codegen.relax.registry import Emit, emitter, relax_dtype
-from msc.ir.types import TensorType
 
 R = relax.op
 
@@ -67,19 +66,23 @@ def scan(
     axes = [a % e.rank(x) for a, x in zip(scan_input_axes or [0] * m, seqs)]
     backward = list(scan_input_directions or [0] * m)
     length = e.shape(seqs[0])[axes[0]]
-    e.require(isinstance(length, int), "a scan over a symbolic length")
-    last = e.const(length - 1, "int64")
+    if isinstance(length, int):
+        trip, last = e.const(length, "int64"), e.const(length - 1, "int64")
+    else:  # known at run time: read from the sequence's shape
+        trip = e.emit(R.take(e.shape_tensor(seqs[0]), e.const(axes[0], "int64"), axis=0))
+        last = e.emit(R.subtract(trip, e.const(1, "int64")))
 
     def inputs(i, cond, carried, extra):
         sliced = []
+        *extra, at_end = extra
         for x, a, d in zip(extra, axes, backward):
-            at = e.emit(R.subtract(last, i)) if d else i
+            at = e.emit(R.subtract(at_end, i)) if d else i
             sliced.append(e.emit(R.take(x, at, axis=a)))
         return [*carried, *sliced]
 
     outs = e.loop(
-        body, e.const(length, "int64"), e.const(True, "bool"), states, list(e.out_types[:n]),
-        extra=seqs, inputs=inputs, has_cond=False,
+        body, trip, e.const(True, "bool"), states, list(e.out_types[:n]),
+        extra=[*seqs, last], inputs=inputs, has_cond=False,
     )  # fmt: skip
     finals = [_cast(e, x, t) for x, t in zip(outs[:n], e.out_types)]
     k = len(outs) - n
@@ -88,7 +91,9 @@ def scan(
     ys = []
     for y, v, a, d in zip(outs[n:], body.outputs[n:], out_axes, out_back):
         e.require(v.type.shape is not None, "a scan output of unknown rank")
-        y = e.bb.match_cast(y, _type(e, TensorType(v.type.dtype, (length, *v.type.shape))))
+        dims = [e.dims([length])[0] if isinstance(length, int) else length,
+                *e.dims(v.type.shape)]  # fmt: skip
+        y = e.bb.match_cast(y, relax.TensorType(dims, relax_dtype(v.type.dtype)))
         if d:
             y = e.emit(R.flip(y, 0))
         r = e.rank(y)

@@ -188,6 +188,7 @@ class RelaxBuilder:
                 self.dim,
                 self.branch,
                 self.loop,
+                self.repeat,
             )
             try:
                 result = fn(e, *ins, **node.attrs)
@@ -308,9 +309,8 @@ class RelaxBuilder:
         inputs: Callable[..., list[relax.Expr]] | None = None,
         has_cond: bool = True,
     ) -> list[relax.Expr]:
-        """An msc ``loop`` as a call of a recursive function: ``f(i, cond, *carried, *scans,
-        [trip], *extra, *outer)`` runs the body and calls itself with i + 1 while ``i < trip``
-        and ``cond``, else returns the carried values and the scan outputs stacked so far.
+        """An msc ``loop`` as a call of a recursive function (see ``repeat``) whose step runs
+        the body graph.
 
         Args:
             extra: values passed to every iteration (a scan's sequences).
@@ -327,86 +327,166 @@ class RelaxBuilder:
         first = 1 if has_cond else 0
         scans = body.outputs[n + first :]
         for v in scans:
-            if v.type.shape is None or not all(isinstance(d, int) for d in v.type.shape):
-                raise Unsupported("a loop scan output whose shape is not static")
-        k = len(self.functions)
-        i64, b = relax.TensorType([], "int64"), relax.TensorType([], "bool")
-        p_i, p_cond = relax.Var(f"iter{k}", i64), relax.Var(f"cond{k}", b)
-        p_carried = [relax.Var(f"carried{k}_{j}", self.struct_info(t))
-                     for j, t in enumerate(carried_types)]  # fmt: skip
-        lengths = [tvm.tirx.Var(f"n{k}_{j}", "int64") for j in range(len(scans))]
-        p_scans = [
-            relax.Var(f"scan{k}_{j}", relax.TensorType(
-                [ln, *[self.dim(d) for d in v.type.shape]], relax_dtype(v.type.dtype)))
-            for j, (ln, v) in enumerate(zip(lengths, scans))
-        ]  # fmt: skip
-        p_trip = [] if trip is None else [relax.Var(f"trip{k}", i64)]
-        p_extra = [relax.Var(f"extra{k}_{j}", x.ty) for j, x in enumerate(extra)]
+            if v.type.shape is None:
+                raise Unsupported("a loop scan output of unknown rank")
         outer = self._outer(body)
-        p_outer = [relax.Var(f"outer{k}_{j}", self.env[v].ty) for j, v in enumerate(outer)]
-        params = [p_i, p_cond, *p_carried, *p_scans, *p_trip, *p_extra, *p_outer]
-        # A carried value whose shape may change between iterations, and every scan output,
-        # is returned with its rank only (the callee's shape variables mean nothing outside).
-        ret = relax.TupleType(
-            [p.ty if t.shape is not None and all(isinstance(d, int) for d in t.shape)
-             else relax.TensorType(ndim=p.ty.ndim, dtype=p.ty.dtype)
-             for p, t in zip(p_carried, carried_types)]
-            + [relax.TensorType(ndim=1 + len(v.type.shape), dtype=relax_dtype(v.type.dtype))
-               for v in scans]
-        )  # fmt: skip
-        gv = relax.GlobalVar(f"loop{k}")
-        relax.expr._update_type(gv, relax.FuncType([p.ty for p in params], ret))
-
         saved = {v: self.env[v] for v in outer}
-        self.env.update(zip(outer, p_outer))
-        bb = self.bb
-        try:
-            bb._begin_binding_block()
-            go = p_cond
-            if p_trip:
-                go = bb.emit(relax.op.logical_and(relax.op.less(p_i, p_trip[0]), p_cond))
-            bb._begin_binding_block()
+        n_extra = len(extra)
+
+        def step(i, c, carried_p, extra_p):
+            self.env.update(zip(outer, extra_p[n_extra:]))
             if inputs is None:
-                ins = [self._as(p_i, body.inputs[0].type), self._as(p_cond, body.inputs[1].type)]
-                ins += p_carried
+                ins = [self._as(i, body.inputs[0].type), self._as(c, body.inputs[1].type)]
+                ins += carried_p
             else:
-                ins = inputs(p_i, p_cond, p_carried, p_extra)
+                ins = inputs(i, c, carried_p, list(extra_p[:n_extra]))
             for v, x in zip(body.inputs, ins):
                 self.env[v] = x
             bad = self._body(body)
             if bad:
-                bb._end_block()
-                bb._end_block()
                 raise Unsupported("; ".join(f"{o.op}: {o.reason}" for o in bad))
             outs = [self.env[v] for v in body.outputs]
+            new_cond = c
             if has_cond:
                 new_cond = self._as(outs[0], TensorType(body.outputs[0].type.dtype, ()))
-            else:
-                new_cond = p_cond
-            stacked = [
-                bb.emit(relax.op.concat([acc, relax.op.expand_dims(x, [0])], 0))
-                for acc, x in zip(p_scans, outs[n + first :])
-            ]
-            step = bb.emit(relax.op.add(p_i, relax.const(1, "int64")))
-            again = bb.emit(relax.Call(gv, [step, new_cond, *outs[first : n + first], *stacked,
-                                            *p_trip, *p_extra, *p_outer]))  # fmt: skip
-            then = relax.SeqExpr([bb._end_block()], again)
-            done = relax.SeqExpr([], relax.Tuple([*p_carried, *p_scans]))
-            result = bb.emit(relax.If(go, then, done))
-            func = relax.Function(params, relax.SeqExpr([bb._end_block()], result), ret)
+            return new_cond, outs[first : n + first], outs[n + first :]
+
+        try:
+            return self.repeat(
+                trip, cond, carried, [self.struct_info(t) for t in carried_types],
+                [self.struct_info(v.type) for v in scans], [*extra, *saved.values()], step,
+                keep=[True] * (n_extra + len(saved)),
+            )  # fmt: skip
         finally:
             self.env.update(saved)
+
+    def repeat(
+        self,
+        trip: relax.Expr | None,
+        cond: relax.Expr,
+        carried: list[relax.Expr],
+        carried_ty: list[relax.TensorType],
+        scan_ty: list[relax.TensorType],
+        extra: Sequence[relax.Expr],
+        step: Callable[..., tuple],
+        keep: Sequence[bool] | None = None,
+    ) -> list[relax.Expr]:
+        """A loop as a call of a recursive function: ``f(i, cond, *carried, *scans, [trip],
+        *extra)`` emits ``step(i, cond, carried, extra)`` (on the function's parameters),
+        which returns ``(next cond, next carried, per-step outputs)``, and calls itself with
+        i + 1 while ``i < trip`` and ``cond``, else returns the carried values and the
+        per-step outputs stacked so far.
+
+        Args:
+            carried_ty: the carried values' types (fixed across iterations where static).
+            scan_ty: the per-step outputs' types (their dims must be defined outside).
+            extra: values every iteration reads; a constant among them is read in place
+                unless ``keep`` (per value) says to pass it (a module-level function captures
+                no variable, so variables are always passed).
+
+        Returns:
+            The carried values, then the stacked per-step outputs, as the function returns
+            them: a value whose shape is not static has its rank only.
+        """
+        bb = self.bb
+        k = len(self.functions)
+        i64, b = relax.TensorType([], "int64"), relax.TensorType([], "bool")
+        p_i, p_cond = relax.Var(f"iter{k}", i64), relax.Var(f"cond{k}", b)
+        # A dim computed from others (``(w - 1) // 8 + 1``) cannot be read back from a
+        # parameter's shape: the function's parameters name one fresh dim for each.
+        local: dict[str, tvm.tirx.Var] = {}
+        p_carried = [relax.Var(f"carried{k}_{j}", self._local(t, local))
+                     for j, t in enumerate(carried_ty)]  # fmt: skip
+        lengths = [tvm.tirx.Var(f"n{k}_{j}", "int64") for j in range(len(scan_ty))]
+        # A per-step output's dims that are not static are the accumulator's own (fresh), and
+        # 0 in the empty one it starts from: it is reshaped to the step's shape (no element
+        # when empty, the same shape after) before each step's output joins it.
+        p_scans = [
+            relax.Var(f"scan{k}_{j}", relax.TensorType(
+                [ln, *[d if isinstance(d, tvm.tirx.IntImm) else self.dim(None)
+                       for d in t.shape.values]], t.dtype))
+            for j, (ln, t) in enumerate(zip(lengths, scan_ty))
+        ]  # fmt: skip
+        p_trip = [] if trip is None else [relax.Var(f"trip{k}", i64)]
+        keep = [isinstance(x, relax.Var) for x in extra] if keep is None else list(keep)
+        keep = [kp or isinstance(x, relax.Var) for kp, x in zip(keep, extra)]
+        passed = [x for x, kp in zip(extra, keep) if kp]
+        p_passed = [relax.Var(f"extra{k}_{j}", self._local(x.ty, local))
+                    for j, x in enumerate(passed)]  # fmt: skip
+        it = iter(p_passed)
+        inner = [next(it) if kp else x for x, kp in zip(extra, keep)]
+        params = [p_i, p_cond, *p_carried, *p_scans, *p_trip, *p_passed]
+        # A carried value whose shape may change between iterations, and every scan output,
+        # is returned with its rank only (the callee's shape variables mean nothing outside).
+        ret = relax.TupleType(
+            [t if _static(t) else relax.TensorType(ndim=t.ndim, dtype=t.dtype)
+             for t in carried_ty]
+            + [relax.TensorType(ndim=1 + t.ndim, dtype=t.dtype) for t in scan_ty]
+        )  # fmt: skip
+        gv = relax.GlobalVar(f"loop{k}")
+        relax.expr._update_type(gv, relax.FuncType([p.ty for p in params], ret))
+
+        bb._begin_binding_block()
+        go = p_cond
+        if p_trip:
+            go = bb.emit(relax.op.logical_and(relax.op.less(p_i, p_trip[0]), p_cond))
+        bb._begin_binding_block()
+        try:
+            new_cond, new_carried, ys = step(p_i, p_cond, p_carried, inner)
+        except BaseException:
+            bb._end_block()
+            bb._end_block()
+            raise
+        stacked = [bb.emit(relax.op.concat([self._as_step(acc, x), relax.op.expand_dims(x, [0])],
+                                           0))
+                   for acc, x in zip(p_scans, ys)]  # fmt: skip
+        nxt = bb.emit(relax.op.add(p_i, relax.const(1, "int64")))
+        again = bb.emit(relax.Call(gv, [nxt, new_cond, *new_carried, *stacked, *p_trip,
+                                        *p_passed]))  # fmt: skip
+        then = relax.SeqExpr([bb._end_block()], again)
+        done = relax.SeqExpr([], relax.Tuple([*p_carried, *p_scans]))
+        result = bb.emit(relax.If(go, then, done))
+        func = relax.Function(params, relax.SeqExpr([bb._end_block()], result), ret)
         self.functions.append((gv, func))
         init_scans = [
-            relax.op.zeros([0, *[self.dim(d) for d in v.type.shape]], relax_dtype(v.type.dtype))
-            for v in scans
-        ]
+            relax.op.zeros([0, *[d if isinstance(d, tvm.tirx.IntImm) else 0
+                                 for d in t.shape.values]], t.dtype)
+            for t in scan_ty
+        ]  # fmt: skip
         trip_arg = [] if trip is None else [self._as(trip, TensorType(DType.INT64, ()))]
         call = self.bb.emit(relax.Call(gv, [
             relax.const(0, "int64"), self._as(cond, TensorType(DType.BOOL, ())), *carried,
-            *init_scans, *trip_arg, *extra, *[saved[v] for v in outer],
+            *init_scans, *trip_arg, *passed,
         ]))  # fmt: skip
-        return [self.bb.emit(relax.TupleGetItem(call, j)) for j in range(n + len(scans))]
+        n = len(carried) + len(scan_ty)
+        return [self.bb.emit(relax.TupleGetItem(call, j)) for j in range(n)]
+
+    def _as_step(self, acc: relax.Var, x: relax.Expr) -> relax.Expr:
+        """The stacked outputs ``acc`` with the step's dims (see ``repeat``)."""
+        if _static(acc.ty):
+            return acc
+        x = self.bb.emit(x) if not isinstance(x, relax.Var) else x
+        if not isinstance(x.ty.shape, relax.ShapeExpr):
+            dims = [self.dim(None) for _ in range(int(x.ty.ndim))]
+            x = self.bb.match_cast(x, relax.TensorType(dims, x.ty.dtype))
+        n = acc.ty.shape.values[0]
+        return self.bb.emit(relax.op.reshape(acc, [n, *x.ty.shape.values]))
+
+    def _local(self, ty: Any, local: dict[str, tvm.tirx.Var]) -> Any:
+        """``ty`` with each dim that is neither static nor a symbol replaced by a fresh
+        symbol, one per distinct expression (``local``)."""
+        sh = getattr(ty, "shape", None)
+        if not isinstance(ty, relax.TensorType) or not isinstance(sh, relax.ShapeExpr):
+            return ty
+        dims = []
+        for d in sh.values:
+            if not isinstance(d, tvm.tirx.IntImm | tvm.tirx.Var):
+                key = str(d)
+                if key not in local:
+                    local[key] = self.dim(None)
+                d = local[key]
+            dims.append(d)
+        return relax.TensorType(dims, ty.dtype)
 
     def _as(self, x: relax.Expr, t: TensorType) -> relax.Expr:
         """A one-element ``x`` reshaped to the rank of ``t`` (0-d or [1] scalars)."""
@@ -478,6 +558,13 @@ class RelaxBuilder:
         if g.output_tree is None and len(outs) == 1:
             return outs[0]
         return relax.Tuple(outs)
+
+
+def _static(t: relax.TensorType) -> bool:
+    sh = t.shape
+    return isinstance(sh, relax.ShapeExpr) and all(
+        isinstance(d, tvm.tirx.IntImm) for d in sh.values
+    )
 
 
 def _contiguous(arr: np.ndarray) -> np.ndarray:

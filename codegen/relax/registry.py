@@ -156,6 +156,7 @@ class Emit:
         dim: Callable[[Any], Any],
         branch: Callable[[Any, list], Any] | None = None,
         loop: Callable[..., list] | None = None,
+        repeat: Callable[..., list] | None = None,
     ) -> None:
         self.bb = bb
         self.node = node
@@ -164,6 +165,7 @@ class Emit:
         self._dim = dim
         self._branch = branch
         self._loop = loop
+        self._repeat = repeat
 
     @property
     def source_op(self) -> str:
@@ -224,6 +226,24 @@ class Emit:
         if self._loop is None:
             raise Unsupported("loops are not available here")
         return self._loop(body, trip, cond, carried, carried_types, **kw)
+
+    def repeat(self, trip, carried: list, carried_ty: list, scan_ty: list, extra: list,
+               step: Callable[..., tuple]) -> list:  # fmt: skip
+        """A loop of ``trip`` (a 0-d int64 tensor) steps as a recursive Relax function (see
+        RelaxBuilder.repeat): ``step(i, carried, extra)`` emits one step on the function's
+        parameters (``extra``: the values it reads, passed in) and returns the next carried
+        values and the step's outputs. Returns the final carried values, then each output
+        stacked over the steps, with their ranks only where shapes are not static."""
+        if self._repeat is None:
+            raise Unsupported("loops are not available here")
+
+        def body(i, cond, c, x):
+            new, ys = step(i, c, x)
+            return cond, new, ys
+
+        return self._repeat(
+            trip, self.const(True, "bool"), carried, carried_ty, scan_ty, extra, body
+        )
 
     # ------------------------------------------------------------ run-time shapes
     def ints(self, t: relax.Expr, *valid: relax.Expr) -> list:

@@ -483,10 +483,7 @@ RUNTIME_PREFIXES = (
     "test_hammingwindow",
 )
 # Cases that do not run through Relax yet, with the reason (fails when one starts passing).
-EXPECTED_ONNX_FAILURES: dict[str, str] = {
-    "test_loop11": "the body slices with starts computed at run time, so its scan output's "
-    "shape is symbolic, and the loop stacks scan outputs of static shape only",
-}
+EXPECTED_ONNX_FAILURES: dict[str, str] = {}
 
 
 # Inputs that Relax cannot take at run time, bound as constants at import, by case-name
