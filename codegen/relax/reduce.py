@@ -53,7 +53,8 @@ def _simple(fn):
     def emit(e: Emit, x, axes_in=None, *, axes=None, keepdims=False, noop_with_empty_axes=False):
         if axes_in is not None:
             return _runtime_axes(e, x, axes_in, keepdims, noop_with_empty_axes, fn)
-        return e.emit(fn(x, _axes(axes), keepdims))
+        # a value Relax knows the rank of only (an If's result) gets dims to legalize with
+        return e.emit(fn(e.sized(x), _axes(axes), keepdims))
 
     return emit
 

@@ -217,10 +217,16 @@ def slice_(e: Emit, x, *runtime, starts, ends, axes, steps=()):
     begin, end = [], []
     for a, s, t, st in zip(axes, starts, ends, steps):
         n = shape[a]
-        if st < 0 and t < -_BIG // 2 and isinstance(n, int):
-            t = -n - 1  # "to the front": one before index 0
         begin.append(max(min(int(s), _BIG), -_BIG))
-        end.append(max(min(int(t), _BIG), -_BIG))
+        # Past either end (ONNX writes INT64_MAX / MIN): bounds from the dim itself, so the
+        # result's size has no 2**62 in it even where n is symbolic (TVM's memory planner
+        # multiplies such a bound by the element size, past int64).
+        if st < 0 and t < -_BIG // 2:
+            end.append(-n - 1)  # "to the front": one before index 0
+        elif st > 0 and t >= _BIG // 2:
+            end.append(n)
+        else:
+            end.append(max(min(int(t), _BIG), -_BIG))
     return e.emit(R.strided_slice(x, list(axes), begin, end, steps))
 
 

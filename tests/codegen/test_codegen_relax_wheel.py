@@ -12,6 +12,8 @@ ort = pytest.importorskip("onnxruntime", reason="onnxruntime is the reference")
 
 from onnx import TensorProto, helper  # noqa: E402
 
+import codegen.relax as cr  # noqa: E402
+import msc  # noqa: E402
 from tests.codegen.relax_vs_ort import check as _check  # noqa: E402
 from tests.codegen.relax_vs_ort import model as _model  # noqa: E402
 
@@ -227,3 +229,47 @@ def test_negative_indices_along_a_run_time_dim(op: str) -> None:
     rng = np.random.default_rng(8)
     idx = np.array([[-1, 0, -7], [2, -3, 6]] if op == "GatherElements" else [-1, 0, -7])
     _check(model, {"x": rng.normal(size=(2, 7)).astype(np.float32), "i": idx.astype(np.int64)})
+
+
+def test_slices_past_either_end_of_a_run_time_dim() -> None:
+    """openwakeword's silero_vad v4 reflects its input with Slices to INT64_MIN (step -1) and
+    INT64_MAX over a run-time length: their bounds come from the dim itself, so no 2**62
+    reaches the result's shape (TVM's memory planner multiplied it by 4, past int64)."""
+    lo, hi = -(2**63), 2**63 - 1
+    x = helper.make_tensor_value_info("x", F32, [1, 1, "n"])
+    y = helper.make_tensor_value_info("y", F32, [1, 1, None])
+    bounds = {"ax": 2, "m1": -1, "lo": lo, "one": 1, "hi": hi, "s1": -1, "p1": 1}
+    inits = [helper.make_tensor(k, I64, [1], [v]) for k, v in bounds.items()]
+    nodes = [
+        helper.make_node("Slice", ["x", "m1", "lo", "ax", "s1"], ["back"]),  # reversed
+        helper.make_node("Slice", ["x", "one", "hi", "ax", "p1"], ["tail"]),  # from 1 on
+        helper.make_node("Concat", ["back", "x", "tail"], ["c"], axis=2),
+        helper.make_node("Relu", ["c"], ["y"]),
+    ]
+    m = _model(nodes, [x], [y], inits)
+    assert str(2**62 - 1) not in cr.to_script(msc.from_onnx(m))
+    rng = np.random.default_rng(10)
+    _check(m, *({"x": rng.normal(size=(1, 1, n)).astype(np.float32)} for n in (5, 12)))
+
+
+def test_mean_of_an_if_whose_branches_differ_in_shape() -> None:
+    """A reduction of an If's value, whose branches give different shapes of one rank: Relax
+    knows its rank only, and the VM could not emit the mean; it gets dims to legalize with."""
+    x = helper.make_tensor_value_info("x", F32, [2, "n"])
+    c = helper.make_tensor_value_info("c", TensorProto.BOOL, [])
+    y = helper.make_tensor_value_info("y", F32, [2])
+
+    def branch(name, node):
+        out = helper.make_tensor_value_info(f"{name}_out", F32, [2, f"{name}_k"])
+        return helper.make_graph([node], name, [], [out])
+
+    then = branch("t", helper.make_node("Identity", ["x"], ["t_out"]))
+    other = branch("e", helper.make_node("Concat", ["x", "x"], ["e_out"], axis=1))
+    nodes = [
+        helper.make_node("If", ["c"], ["v"], then_branch=then, else_branch=other),
+        helper.make_node("ReduceMean", ["v"], ["y"], axes=[1], keepdims=0),
+    ]
+    m = _model(nodes, [x, c], [y])
+    rng = np.random.default_rng(11)
+    xs = rng.normal(size=(2, 3)).astype(np.float32)
+    _check(m, {"x": xs, "c": np.array(True)}, {"x": xs, "c": np.array(False)})
