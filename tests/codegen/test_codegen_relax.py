@@ -768,20 +768,13 @@ def test_scan_axes_and_directions_against_onnxruntime(in_axis, in_dir, out_axis,
     """An ONNX Scan runs the loop's recursive function over its slices: input and output
     axes and directions, a weight read from the outer scope."""
     from onnx import TensorProto as TP
-    from onnx import helper as oh
     from onnx import numpy_helper
 
     import msc
-    from tests.frontend.test_onnx_control import _model, _vi
+    from tests.frontend.test_onnx_control import _model, _vi, accumulating_scan
 
     ort = pytest.importorskip("onnxruntime", reason="onnxruntime is the reference here")
-    body = oh.make_graph(
-        [oh.make_node("Add", ["s", "xt"], ["s2"]), oh.make_node("Mul", ["s2", "w"], ["y"])],
-        "body", [_vi("s", TP.FLOAT, [2]), _vi("xt", TP.FLOAT, [2])],
-        [_vi("s2", TP.FLOAT, [2]), _vi("y", TP.FLOAT, [2])],
-    )  # fmt: skip
-    node = oh.make_node(
-        "Scan", ["s0", "x"], ["s", "ys"], body=body, num_scan_inputs=1,
+    node = accumulating_scan(
         scan_input_axes=[in_axis], scan_input_directions=[in_dir],
         scan_output_axes=[out_axis], scan_output_directions=[out_dir],
     )  # fmt: skip

@@ -16,6 +16,7 @@ from onnx import helper as oh  # noqa: E402
 from onnx import numpy_helper  # noqa: E402
 
 from tests.codegen.relax_vs_ort import check, model  # noqa: E402
+from tests.frontend.test_onnx_control import accumulating_scan  # noqa: E402
 
 LENGTHS = (1, 4, 9)
 BATCH, INPUT, HIDDEN = 3, 5, 4
@@ -139,13 +140,7 @@ def test_recurrent_layout1_over_a_run_time_length(name: str) -> None:
 
 def _scan(direction: int, out_axis: int):
     """Scan over x [T, 2] (dim_param T): s += x_t; y_t = s * w (w from the outer scope)."""
-    body = oh.make_graph(
-        [oh.make_node("Add", ["s", "xt"], ["s2"]), oh.make_node("Mul", ["s2", "w"], ["y"])],
-        "body", [_vi("s", TP.FLOAT, [2]), _vi("xt", TP.FLOAT, [2])],
-        [_vi("s2", TP.FLOAT, [2]), _vi("y", TP.FLOAT, [2])],
-    )  # fmt: skip
-    node = oh.make_node(
-        "Scan", ["s0", "x"], ["s", "ys"], body=body, num_scan_inputs=1,
+    node = accumulating_scan(
         scan_input_directions=[direction], scan_output_directions=[direction],
         scan_output_axes=[out_axis],
     )  # fmt: skip

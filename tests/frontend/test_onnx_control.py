@@ -188,18 +188,23 @@ def test_loop(trip, cond, grow):
 
 
 # ------------------------------------------------------------------------------ Scan
-@pytest.mark.parametrize(
-    "in_axis, in_dir, out_axis, out_dir",
-    [(0, 0, 0, 0), (1, 1, 0, 0), (0, 0, 1, 1), (-1, 1, -1, 0)],
-)
-def test_scan_axes_and_directions(in_axis, in_dir, out_axis, out_dir):
+def accumulating_scan(**attrs) -> onnx.NodeProto:
+    """Scan s0 [2] over x [., 2]: s += x_t, y_t = s * w (w read from the outer scope), its
+    outputs s and ys; ``attrs``: its axes and directions."""
     body = oh.make_graph(
         [oh.make_node("Add", ["s", "xt"], ["s2"]), oh.make_node("Mul", ["s2", "w"], ["y"])],
         "body", [_vi("s", TP.FLOAT, [2]), _vi("xt", TP.FLOAT, [2])],
         [_vi("s2", TP.FLOAT, [2]), _vi("y", TP.FLOAT, [2])],
     )  # fmt: skip
-    node = oh.make_node(
-        "Scan", ["s0", "x"], ["s", "ys"], body=body, num_scan_inputs=1,
+    return oh.make_node("Scan", ["s0", "x"], ["s", "ys"], body=body, num_scan_inputs=1, **attrs)
+
+
+@pytest.mark.parametrize(
+    "in_axis, in_dir, out_axis, out_dir",
+    [(0, 0, 0, 0), (1, 1, 0, 0), (0, 0, 1, 1), (-1, 1, -1, 0)],
+)
+def test_scan_axes_and_directions(in_axis, in_dir, out_axis, out_dir):
+    node = accumulating_scan(
         scan_input_axes=[in_axis], scan_input_directions=[in_dir],
         scan_output_axes=[out_axis], scan_output_directions=[out_dir],
     )  # fmt: skip
