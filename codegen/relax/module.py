@@ -408,8 +408,8 @@ class RelaxBuilder:
             for j, (ln, t) in enumerate(zip(lengths, scan_ty))
         ]  # fmt: skip
         p_trip = [] if trip is None else [relax.Var(f"trip{k}", i64)]
-        keep = [isinstance(x, relax.Var) for x in extra] if keep is None else list(keep)
-        keep = [kp or isinstance(x, relax.Var) for kp, x in zip(keep, extra)]
+        keep = [bool(kp) or isinstance(x, relax.Var)
+                for kp, x in zip(keep or [False] * len(extra), extra)]  # fmt: skip
         passed = [x for x, kp in zip(extra, keep) if kp]
         p_passed = [relax.Var(f"extra{k}_{j}", self._local(x.ty, local))
                     for j, x in enumerate(passed)]  # fmt: skip

@@ -196,10 +196,9 @@ class _Cell:
                 new_all += [self.keep(m, n, o) for n, o in zip(new, states)]
             return new_all, ys
 
-        hty = relax.TensorType([self.batch, self.h], self.dt)
+        hty = relax.TensorType([self.batch, self.h], self.dt)  # a state, a step's y
         outs = e.repeat(trip, carried, [s.ty for s in carried], [hty] * self.nd, extra, body)
-        sty = relax.TensorType([self.batch, self.h], self.dt)
-        states = [e.bb.match_cast(s, sty) for s in outs[: len(carried)]]
+        states = [e.bb.match_cast(s, hty) for s in outs[: len(carried)]]
         yty = relax.TensorType([self.seq, self.batch, self.h], self.dt)
         ys = []
         for d, y in enumerate(outs[len(carried) :]):
