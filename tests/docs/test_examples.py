@@ -98,11 +98,21 @@ def _tiny_resnet(d: Path) -> None:
     exporters.export(changed, args, d / "resnet_changed.onnx", "legacy")
 
 
-# name -> (maker writing it and its siblings into a directory, the files it writes)
+def _tiny_bert(d: Path) -> None:
+    from tests.analysis import exporters
+
+    model, args = exporters.bert()
+    exporters.export(model, args, d / "bert.pt2", "pt2")
+    exporters.export(model, args, d / "bert_legacy.onnx", "legacy")
+
+
+# name -> the maker that writes it (and its siblings) into a directory
 FILES = {
     "resnet.pt2": _tiny_resnet,  # tests/analysis/exporters.py's TinyResNet, torch.export.save
     "resnet.onnx": _tiny_resnet,  # the same model by torch.onnx.export(dynamo=True)
     "resnet_changed.onnx": _tiny_resnet,  # layer3.0.conv2's weight scaled, legacy exporter
+    "bert.pt2": _tiny_bert,  # a 2-layer BertModel (transformers, random weights)
+    "bert_legacy.onnx": _tiny_bert,  # the same model by the legacy exporter
 }
 
 
