@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -c constraints.txt -e '.[dev]'
+	$(PY) -m pip install -q -c constraints.txt -e '.[dev,docs]'
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -29,8 +29,14 @@ lint: $(STAMP)
 	$(PY) -m ruff format --check .
 	$(VENV)/bin/lint-imports
 
+# The docs site: regenerate the generated pages (ops from the registries, the CLI reference
+# from the parser, performance from bench/results), then build strictly into site/: a warning,
+# a broken link or a broken anchor fails the build.
 docs: $(STAMP)
-	$(PY) -m msc.ops.doc > docs/ops.md
+	$(PY) -m msc.ops.doc > docs/ops.md.tmp && mv docs/ops.md.tmp docs/ops.md
+	$(PY) docs/tools/cli_reference.py > docs/cli.md.tmp && mv docs/cli.md.tmp docs/cli.md
+	$(PY) bench/report.py
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --site-dir site
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info
+	rm -rf $(VENV) build dist *.egg-info site

@@ -710,13 +710,18 @@ def batch(
         manifest: a manifest file (.json, .yaml), a directory of models, a manifest mapping,
             or a list of entries (paths or mappings).
         output: the output directory (default: the manifest's ``output``, else beside it).
-        task, to, custom_ops: defaults for entries that do not say.
+        task: the task of entries that name none (convert, verify or inspect).
+        to: the target of convert entries that name none.
         jobs: worker processes at once on this machine (default: CPU count).
-        timeout, memory: per-worker limits overriding the manifest's (seconds; bytes or
-            "8GiB"; "none" for no memory limit).
+        timeout: per-worker time limit in seconds, overriding the manifest's.
+        memory: per-worker address-space limit overriding the manifest's (bytes or "8GiB";
+            "none" for no memory limit).
         ray: run on Ray: True (``ray.init()``'s default cluster, or the one already
             initialised) or a cluster address. Paths must be ones the cluster shares.
         resume: skip models done by an earlier run (see the module docstring).
+        trust_pickle: allow unpickling .pt2 members (runs code the file contains).
+        custom_ops: "keep" keeps ops msc cannot translate as custom nodes, for entries that
+            do not say; "error" (the default) reports them.
         progress: called with None and the report once the models are planned, then after
             each model with its entry and the report so far.
 
