@@ -65,7 +65,9 @@ __all__ = [
     "VerifyReport",
     "compare",
     "make_inputs",
+    "input_ranges",
     "load_inputs",
+    "shape_arithmetic",
     "format_verify",
     "SEQUENCE_LENGTH",
 ]
@@ -322,7 +324,7 @@ def _is_mask(v: Value, t: TensorType) -> bool:
     return t.dtype.is_integer and bool(MASK_NAME.search(v.name))
 
 
-def padding_mask(shape: tuple[int, ...], dtype: Any, rng: np.random.Generator) -> np.ndarray:
+def _padding_mask(shape: tuple[int, ...], dtype: Any, rng: np.random.Generator) -> np.ndarray:
     """A 0/1 mask: along the last axis, a random number (at least one) of 1s, then 0s."""
     if not shape:
         return np.ones((), dtype)
@@ -383,7 +385,7 @@ def make_inputs(
             continue
         shape = concrete_shape(t, binding or {})
         if t is v.type and _is_mask(v, t):
-            out[v.name] = padding_mask(tuple(shape), t.dtype.to_numpy(), rng)
+            out[v.name] = _padding_mask(tuple(shape), t.dtype.to_numpy(), rng)
             continue
         hi = _index_bound(v) if t.dtype.is_integer and t is v.type else None
         out[v.name] = random_array(t.dtype, shape, rng, high=hi or DEFAULT_HIGH)
