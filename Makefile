@@ -1,19 +1,28 @@
 # Quick start: `make demo` runs the main job on a built-in example; `make test` runs the tests.
-# Each creates .venv and installs what it needs the first time.
+# Each creates .venv and installs what it needs the first time: the demo only the package
+# (torch, onnx, onnxruntime, ...), the tests and the other targets its dev extras too. torch
+# stays pinned through constraints.txt (a bare torch requirement can pull a multi-GB build).
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
+BASE := $(VENV)/.installed-base
 STAMP := $(VENV)/.installed
 
 .PHONY: demo test wheel lint docs bench clean
 
-$(STAMP): pyproject.toml constraints.txt
+$(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -c constraints.txt -e '.[dev,docs]'
-	touch $(STAMP)
 
-demo: $(STAMP)
+$(BASE): pyproject.toml constraints.txt | $(PY)
+	$(PY) -m pip install -q -c constraints.txt -e .
+	touch $(BASE)
+
+$(STAMP): pyproject.toml constraints.txt | $(PY)
+	$(PY) -m pip install -q -c constraints.txt -e '.[dev,docs]'
+	touch $(STAMP) $(BASE)
+
+demo: $(BASE)
 	$(PY) -m msc demo
 
 test: $(STAMP)

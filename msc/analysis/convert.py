@@ -333,10 +333,39 @@ def convert(
         if report.ok:
             with files.uninterrupted():  # every file of the output, or (on error) none
                 report.files = _install(staged, out_p, target)
+    except MscError as e:  # its message names where OUT would have been, not the staging
+        if tmp is not None:
+            e.args = (_user_paths(str(e), tmp, out_p), *e.args[1:])
+        raise
     finally:
         if tmp is not None:
+            _name_user_paths(report, tmp, out_p)
             shutil.rmtree(tmp, ignore_errors=True)
     return report
+
+
+def _user_paths(text: str, tmp: Path, out: Path) -> str:
+    """``text`` with paths in the staging directory ``tmp`` written as the user's: the staged
+    output as OUT, other staged files (an .onnx file's external data) as OUT's siblings."""
+    staged = tmp / out.name
+    for path, user in ((staged, out), (tmp, out.parent)):
+        for form in dict.fromkeys((str(path.absolute()), str(path))):
+            text = text.replace(form, str(user))
+    return text
+
+
+def _name_user_paths(report: ConvertReport, tmp: Path, out: Path) -> None:
+    """The report's messages name OUT, where the output was checked in staging."""
+
+    def fix(text: str) -> str:
+        return _user_paths(text, tmp, out)
+
+    report.uncaptured = fix(report.uncaptured)
+    report.changes = fix(report.changes)
+    report.structural = None if report.structural is None else fix(report.structural)
+    if report.numeric is not None:
+        report.numeric.b_label = fix(report.numeric.b_label)
+        report.numeric.notes = [fix(n) for n in report.numeric.notes]
 
 
 def _structural_relax(g: Graph, again: Model) -> tuple[str | None, str]:
