@@ -72,14 +72,16 @@ def _node(node: Any, depth: int) -> dict[str, Any]:
 
 
 def _context(context: Any) -> Any:
-    if context is None:
-        return None
+    """A node's context: JSON text for most kinds, an object for a defaultdict, a type name
+    for a namedtuple."""
+    if context is None or isinstance(context, dict):
+        return context
     if not isinstance(context, str):
-        raise ValueError("a structure context that is not a string")
+        raise ValueError("a structure context that is neither text nor an object")
     try:
         return json.loads(context)
     except ValueError:
-        return context  # a namedtuple's context is its type's name, not JSON
+        return context
 
 
 def _keys(ctx: Any, n: int) -> list[Any]:
