@@ -331,3 +331,67 @@ def test_keyword_inputs_by_name_through_the_command(tmp_path):
     assert sorted(j["binding"].values()) == [4, 6], j["binding"]
     p = run("inspect", path, "--input-shape", "mask=4,6", ok=2)
     assert "no such input (inputs: attention_mask, input_ids" in p.stderr, p.stderr
+
+
+def _spec(kind: Any, context: Any, children: list) -> dict:
+    return {"type": kind, "context": context, "children_spec": children}
+
+
+_LEAF = _spec(None, None, [])
+SPECS = [  # (a spec node as torch writes it, the node msc hands torch, or the error's words)
+    (_spec("transformers.modeling_outputs.MaskedLMOutput", '["logits", "hidden"]', [_LEAF] * 2),
+     _spec("collections.OrderedDict", '["logits", "hidden"]', [_LEAF] * 2)),
+    (_spec("mymod.Out", '[["a", "b"], []]', [_LEAF] * 2),  # a registered dataclass
+     _spec("collections.OrderedDict", '["a", "b"]', [_LEAF] * 2)),
+    (_spec("mymod.Opaque", '{"anything": 1}', [_LEAF]), _spec("builtins.tuple", "null", [_LEAF])),
+    (_spec("collections.namedtuple", "mymod.NT", [_LEAF]),
+     _spec("builtins.tuple", "null", [_LEAF])),
+    (_spec("collections.deque", "null", [_LEAF]), _spec("builtins.list", "null", [_LEAF])),
+    (_spec("collections.defaultdict",
+           {"default_factory_module": "os", "default_factory_name": "system",
+            "dict_context": ["k"]}, [_LEAF]),
+     _spec("builtins.dict", '["k"]', [_LEAF])),
+    (_spec("builtins.dict", '[{"__enum__": true, "fqn": "os:X", "name": "A"}]', [_LEAF]),
+     "dict key"),
+    (_spec("builtins.dict", '[1.5]', [_LEAF]), "dict key"),
+    (_spec("builtins.dict", '["a", "b"]', [_LEAF]), "not a list of 1"),
+    (_spec(None, "x", []), "leaf with a context"),
+    (_spec("builtins.tuple", "null", [_spec("builtins.tuple", "null", [])] * 1), None),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("node", "want"), SPECS)
+def test_structure_specs_read_as_builtin_containers(node, want):
+    import json
+
+    from msc.frontend.torch.pt2_tree import rewrite_spec
+
+    text = json.dumps([1, node])
+    if isinstance(want, str):
+        with pytest.raises(ValueError, match=want):
+            rewrite_spec(text)
+        return
+    assert json.loads(rewrite_spec(text)) == [1, node if want is None else want]
+
+
+def test_structure_nested_past_the_limit_is_refused():
+    import json
+
+    from msc.frontend.torch.pt2_tree import rewrite_spec
+
+    node = _LEAF
+    for _ in range(100):
+        node = _spec("builtins.tuple", "null", [node])
+    with pytest.raises(ValueError, match="nested"):
+        rewrite_spec(json.dumps([1, node]))
+
+
+def test_only_string_keys_name_outputs(tmp_path):
+    class M(nn.Module):
+        def forward(self, x: torch.Tensor):
+            return [x + 1], {3: x - 1}, {"scores": (x * 2, x * 3)}
+
+    ep = torch.export.export(M(), (torch.randn(2, 3),))
+    torch.export.save(ep, tmp_path / "m.pt2")
+    names = [v.name for v in load_model(tmp_path / "m.pt2").graph.outputs]
+    assert names == ["add", "sub", "scores.0", "scores.1"]

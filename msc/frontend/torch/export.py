@@ -158,7 +158,7 @@ def tree_spec(spec: Any, leaves: list[Any], index: dict[int, int]) -> Any:
 
 
 def name_outputs(g: Graph) -> None:
-    """Outputs the source returns under dict keys (a ModelOutput's ``logits``, a dict's
+    """Outputs the source returns under string dict keys (a ModelOutput's ``logits``, a dict's
     entries) are named by their key path (``logits``, ``hidden_states.0``), where that name is
     free and the value is computed by a node (an input or weight returned as it is keeps its
     name)."""
@@ -178,10 +178,10 @@ def name_outputs(g: Graph) -> None:
                 v.name = name
         elif kind == "dict":
             for k, c in body:
-                walk(c, [*path, str(k)], True)
-        elif kind in ("tuple", "list"):
+                walk(c, [*path, str(k)], isinstance(k, str))
+        elif kind in ("tuple", "list"):  # indices count inside a dict entry only
             for i, c in enumerate(body):
-                walk(c, [*path, str(i)], keyed)
+                walk(c, [*path, str(i)] if keyed else path, keyed)
 
     walk(tree, [], False)
 
