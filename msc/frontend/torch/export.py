@@ -14,7 +14,8 @@
 #   shape environment remembers it, else torch's symbol (``s0``); the range from
 #   ``range_constraints``. A size torch computed from symbols (``2*s0``, ``s0 + 1``,
 #   ``FloorDiv``, ``Mod``, ``Min``, ``Max``) becomes the same expression (msc.ir.symexpr).
-# - The output structure (``out_spec``) is kept in ``graph.output_tree``.
+# - The output structure (``out_spec``) is kept in ``graph.output_tree``; an output under a dict
+#   key (a ModelOutput's ``logits``) is named by its key path.
 """
 
 from __future__ import annotations
@@ -154,6 +155,35 @@ def tree_spec(spec: Any, leaves: list[Any], index: dict[int, int]) -> Any:
         return {"tuple": kids}
 
     return walk(spec)
+
+
+def name_outputs(g: Graph) -> None:
+    """Outputs the source returns under string dict keys (a ModelOutput's ``logits``, a dict's
+    entries) are named by their key path (``logits``, ``hidden_states.0``), where that name is
+    free and the value is computed by a node (an input or weight returned as it is keeps its
+    name)."""
+    tree = g.output_tree
+    if tree is None:
+        return
+    taken = {v.name for v in g.values()} | set(g.weights)
+    done: set[int] = set()
+
+    def walk(spec: Any, path: list[str], keyed: bool) -> None:
+        ((kind, body),) = spec.items()
+        if kind == "leaf" and keyed and body not in done:
+            done.add(body)
+            v, name = g.outputs[body], ".".join(path)
+            if v.producer is not None and name not in taken:
+                taken.add(name)
+                v.name = name
+        elif kind == "dict":
+            for k, c in body:
+                walk(c, [*path, str(k)], isinstance(k, str))
+        elif kind in ("tuple", "list"):  # indices count inside a dict entry only
+            for i, c in enumerate(body):
+                walk(c, [*path, str(i)] if keyed else path, keyed)
+
+    walk(tree, [], False)
 
 
 def _is_model_output(t: Any) -> bool:
@@ -313,6 +343,7 @@ def _translate(
             outputs.append(x)
     g.set_outputs(outputs)
     g.output_tree = tree_spec(ep.call_spec.out_spec, leaves, index)
+    name_outputs(g)
     finish(g, buffers, constants, _aliases or {})
     return checked(g)
 
