@@ -15,7 +15,7 @@ from typing import Any
 
 import onnx
 
-from codegen.onnx.model import ModelBuilder
+from codegen.onnx.model import ModelBuilder, written_weights
 from codegen.onnx.opset import (
     MIN_OPSET,
     choose_opset,
@@ -31,6 +31,8 @@ from msc.ops import import_families
 __all__ = [
     "to_model",
     "save",
+    "as_written",
+    "written_weights",
     "default_opset",
     "choose_opset",
     "default_opset_for",
@@ -64,6 +66,20 @@ def to_model(graph: Graph, opset: int | None = None, **kwargs: Any) -> onnx.Mode
         ConversionError: the opset is outside what the codegen targets.
     """
     return ModelBuilder(graph, opset, **kwargs).run()
+
+
+def as_written(graph: Graph) -> Graph:
+    """``graph`` as the ONNX model holds it, to compare a re-import of the model with: the
+    weights no node reads left out (``written_weights``). ``graph`` itself is not changed."""
+    from msc.ops.rewrite import copy_graph
+
+    keep = set(written_weights(graph))
+    if len(keep) == len(graph.weights):
+        return graph
+    out = copy_graph(graph)
+    for name in [w.name for w in graph.weights.values() if w not in keep]:
+        del out.weights[name]
+    return out
 
 
 def coverage_markdown(opsets: tuple[int, ...] | None = None) -> str:

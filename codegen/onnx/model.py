@@ -9,7 +9,8 @@
 #   go neither way is collected, and all of them are raised at once as UnsupportedOpsError.
 # - The emission of one node is all-or-nothing: a failed attempt leaves no ONNX nodes behind.
 # - Weights become initializers (raw_data) or external-data references chosen by the caller;
-#   this module never reads weight data for external ones.
+#   this module never reads weight data for external ones. Only weights something reads are
+#   written (``written_weights``); the graph keeps the rest (state for a PyTorch output).
 # - Types: dtypes and shapes of graph inputs, outputs and intermediate values are written
 #   (SymDim -> dim_param, an expression -> its spelling as dim_param, unknown dim -> empty
 #   dim); symbol ranges go to metadata_props. A sequence or optional value (made and taken by
@@ -63,7 +64,7 @@ from msc.ops.custom import CustomOp, parse_custom
 from msc.ops.decompose import DecompositionRegistry, NotDecomposable
 from msc.ops.decompose import registry as default_decompositions
 
-__all__ = ["ModelBuilder", "value_info"]
+__all__ = ["ModelBuilder", "value_info", "written_weights"]
 
 PROVENANCE_KEYS = ("framework", "op", "name", "module")
 
@@ -414,10 +415,7 @@ class ModelBuilder:
         model = onnx.ModelProto()
         og = model.graph
         graph_inputs = [value_info(self._names[v], v.type) for v in g.inputs]
-        scopes = _weight_scopes(g)
-        for w in g.weights.values():
-            if scopes.get(w) is False:  # read only in custom ops' graphs, which hold their own
-                continue
+        for w in written_weights(g):
             if w.has_data:
                 self.initializer(w, og.initializer.add())
             else:  # a type-only graph: its weights become inputs
@@ -478,7 +476,7 @@ class ModelBuilder:
             props["msc.output_tree"] = structure.encode(g.output_tree)
         fields = {
             w.name: {"role": w.role, "aliases": list(w.aliases)}
-            for w in g.weights.values()
+            for w in written_weights(g)
             if w.role or w.aliases
         }
         if fields:
@@ -530,6 +528,17 @@ def _same_default_op(op: CustomOp, opset: int) -> None:
             f"{op.name} of opset {op.version} is another op at opset {opset}: write it at an "
             f"opset from {op.version} to {last}"
         )
+
+
+def written_weights(g: Graph) -> list[Weight]:
+    """The weights the model holds as initializers (or, without data, as inputs): those a
+    node reads or the graph returns. A weight nothing reads (a BatchNorm's
+    ``num_batches_tracked``, state a PyTorch output keeps) is not written: onnxruntime warns
+    at every load of a model with one; one read only inside custom ops' graphs is written
+    there, with the graph that reads it. A tied weight is one Weight (its other names are
+    ``aliases``): one initializer."""
+    scopes = _weight_scopes(g)
+    return [w for w in g.weights.values() if scopes.get(w)]
 
 
 def _weight_scopes(g: Graph, in_custom: bool = False, seen: dict | None = None) -> dict:
