@@ -1,6 +1,6 @@
 """ONNX codegen: an msc Graph as an ``onnx.ModelProto`` for a chosen opset.
 
-    proto = codegen.onnx.to_model(g, opset=None)   # default: newest opset onnxruntime runs
+    proto = codegen.onnx.to_model(g, opset=None)   # default: choose_opset(g)
     codegen.onnx.save(g, "model.onnx", external_data=None)
 
 Each canonical op has emitters by opset (``EMITTERS``), one module per op family named as in
@@ -20,7 +20,7 @@ from codegen.onnx.opset import (
     MIN_OPSET,
     choose_opset,
     default_opset,
-    default_opset_for,
+    has_kernel,
     max_opset,
 )
 from codegen.onnx.registry import EMITTERS, Emit, EmitterRegistry, Ref, Unsupported, emitter
@@ -35,7 +35,7 @@ __all__ = [
     "written_weights",
     "default_opset",
     "choose_opset",
-    "default_opset_for",
+    "has_kernel",
     "max_opset",
     "MIN_OPSET",
     "EMITTERS",
@@ -54,7 +54,8 @@ def to_model(graph: Graph, opset: int | None = None, **kwargs: Any) -> onnx.Mode
 
     Args:
         graph: the graph to translate (left unchanged).
-        opset: the default-domain opset to target; None for ``default_opset()``.
+        opset: the default-domain opset to target; None for ``choose_opset(graph)``: the
+            newest at which the installed onnxruntime has a kernel for every op.
         **kwargs: passed to ``ModelBuilder`` (``emitters``, ``decompositions``, ``value_infos``).
 
     Returns:

@@ -30,7 +30,7 @@ import onnx
 
 from codegen.onnx.opset import (
     MIN_OPSET,
-    default_opset_for,
+    choose_opset,
     ir_version_for,
     max_opset,
     unchanged_until,
@@ -106,8 +106,9 @@ class ModelBuilder:
 
     Args:
         graph: the graph to convert.
-        opset: target default-domain opset (None: ``default_opset()``, lowered where the
-            installed onnxruntime lacks kernels for ops of this graph at it).
+        opset: target default-domain opset (None: ``choose_opset(graph)``, the newest at
+            which the installed onnxruntime has a kernel for every op; why is
+            ``opset_reason``).
         emitters: emitter registry (default: the package's).
         decompositions: decomposition registry (default: ``msc.ops.decompose.registry``).
         external: weight name -> a function that fills an external-data TensorProto, for
@@ -126,8 +127,12 @@ class ModelBuilder:
         value_infos: bool = True,
     ) -> None:
         self.graph = graph
-        ops = _ops(graph)
-        self.opset = default_opset_for(ops) if opset is None else int(opset)
+        self.opset_reason = "asked for"
+        if opset is None:
+            opset, self.opset_reason = choose_opset(
+                graph, emitters=emitters, decompositions=decompositions
+            )
+        self.opset = int(opset)
         if not MIN_OPSET <= self.opset <= max_opset():
             raise ConversionError(
                 f"opset {self.opset} is outside what the ONNX codegen targets "
@@ -490,17 +495,6 @@ class ModelBuilder:
         for k in sorted(props):
             p = model.metadata_props.add()
             p.key, p.value = k, props[k]
-
-
-def _ops(g: Graph) -> set[str]:
-    """The ops of ``g``'s nodes and of its subgraphs' (a kept ai.onnx op inside a kept loop
-    body bounds the opset as one at the top does)."""
-    ops = set()
-    for n in g.nodes:
-        ops.add(n.op)
-        for sub in n.subgraphs():
-            ops |= _ops(sub)
-    return ops
 
 
 def _weights_read(g: Graph) -> list[Weight]:

@@ -89,7 +89,8 @@ def save(
     Args:
         graph: the graph.
         path: the .onnx file to write.
-        opset: target opset (default: the newest onnxruntime runs).
+        opset: target opset (default: ``choose_opset(graph)``, the newest at which the
+            installed onnxruntime has a kernel for every op).
         external_data: True to store weights in ``<file name>.data`` beside the model, a
             string to name that file (relative to the model's directory), False to keep them
             inline. None (default): external only when the weights exceed what a protobuf
