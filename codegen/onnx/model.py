@@ -30,9 +30,9 @@ import onnx
 
 from codegen.onnx.opset import (
     MIN_OPSET,
-    choose_opset,
     ir_version_for,
     max_opset,
+    pick_opset,
     unchanged_until,
 )
 from codegen.onnx.registry import EMITTERS as default_emitters
@@ -106,9 +106,9 @@ class ModelBuilder:
 
     Args:
         graph: the graph to convert.
-        opset: target default-domain opset (None: ``choose_opset(graph)``, the newest at
-            which the installed onnxruntime has a kernel for every op; why is
-            ``opset_reason``).
+        opset: target default-domain opset (None: by ``choose_opset``'s rule, the newest at
+            which the installed onnxruntime has a kernel for every op; ``run`` sets
+            ``opset`` and ``opset_reason``).
         emitters: emitter registry (default: the package's).
         decompositions: decomposition registry (default: ``msc.ops.decompose.registry``).
         external: weight name -> a function that fills an external-data TensorProto, for
@@ -127,21 +127,23 @@ class ModelBuilder:
         value_infos: bool = True,
     ) -> None:
         self.graph = graph
+        self.opset: int = 0  # set by run(): ``opset``, or the one ``pick_opset`` chose
         self.opset_reason = "asked for"
-        if opset is None:
-            opset, self.opset_reason = choose_opset(
-                graph, emitters=emitters, decompositions=decompositions
-            )
-        self.opset = int(opset)
-        if not MIN_OPSET <= self.opset <= max_opset():
+        self._asked = None if opset is None else int(opset)
+        if self._asked is not None and not MIN_OPSET <= self._asked <= max_opset():
             raise ConversionError(
-                f"opset {self.opset} is outside what the ONNX codegen targets "
+                f"opset {self._asked} is outside what the ONNX codegen targets "
                 f"({MIN_OPSET} to {max_opset()})"
             )
         self.emitters = emitters or default_emitters
         self.decompositions = decompositions or default_decompositions
         self.external = external
         self.value_infos = value_infos
+        self._start(self._asked or 0)
+
+    def _start(self, opset: int) -> None:
+        """A fresh emission at ``opset``: no names taken, no domains imported."""
+        self.opset = opset
         self._taken: set[str] = set()
         self._renamed: dict[str, str] = {}
         self._names: dict[Value, str] = {}
@@ -387,7 +389,14 @@ class ModelBuilder:
         self._types[name] = t
 
     # ------------------------------------------------------------------ driver
-    def run(self) -> onnx.ModelProto:
+    def emit_nodes(self, opset: int) -> list[onnx.NodeProto]:
+        """The graph's nodes as ONNX nodes at ``opset`` (a fresh emission: what an earlier
+        call named is forgotten).
+
+        Raises:
+            UnsupportedOpsError: every node that cannot be written at ``opset``.
+        """
+        self._start(opset)
         g = self.graph
         for v in g.inputs:
             self._reserve(v)
@@ -416,6 +425,14 @@ class ModelBuilder:
             raise UnsupportedOpsError(
                 unsupported, what=f"graph {g.name!r} at ONNX opset {self.opset}"
             )
+        return nodes
+
+    def run(self) -> onnx.ModelProto:
+        g = self.graph
+        if self._asked is None:  # the default: emitted at each opset the rule tries
+            self.opset, self.opset_reason, nodes = pick_opset(g, self.emit_nodes)
+        else:
+            nodes = self.emit_nodes(self._asked)
 
         model = onnx.ModelProto()
         og = model.graph

@@ -18,6 +18,7 @@ the CLI alike).
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import onnx
@@ -32,6 +33,7 @@ __all__ = [
     "ir_version_for",
     "unchanged_until",
     "choose_opset",
+    "pick_opset",
     "has_kernel",
 ]
 
@@ -159,29 +161,29 @@ def _newest_with_kernel(op: str, below: int) -> int | None:
     return None
 
 
-def _default_nodes(model: onnx.ModelProto) -> list[onnx.NodeProto]:
-    """The default-domain nodes of ``model``, in subgraphs too."""
+def _default_nodes(nodes: Iterable[onnx.NodeProto]) -> list[onnx.NodeProto]:
+    """The default-domain ones of ``nodes`` and of their subgraphs."""
     out: list[onnx.NodeProto] = []
 
-    def walk(g: onnx.GraphProto) -> None:
-        for n in g.node:
+    def walk(ns: Iterable[onnx.NodeProto]) -> None:
+        for n in ns:
             if n.domain in ("", "ai.onnx"):
                 out.append(n)
             for a in n.attribute:
                 if a.HasField("g"):
-                    walk(a.g)
+                    walk(a.g.node)
                 for sub in a.graphs:
-                    walk(sub)
+                    walk(sub.node)
 
-    walk(model.graph)
+    walk(nodes)
     return out
 
 
-def _lacking(model: onnx.ModelProto, opset: int) -> dict[str, int]:
-    """Default-domain op -> its version at ``opset``, for the ops of ``model`` onnxruntime
+def _lacking(nodes: Iterable[onnx.NodeProto], opset: int) -> dict[str, int]:
+    """Default-domain op -> its version at ``opset``, for the ops of ``nodes`` onnxruntime
     has kernels for, but not for that version."""
     out: dict[str, int] = {}
-    for n in _default_nodes(model):
+    for n in _default_nodes(nodes):
         since = _since(n.op_type, opset)
         if since is not None and has_kernel(n.op_type, since) is False:
             out[n.op_type] = since
@@ -205,8 +207,8 @@ def _no_data(w: Any) -> onnx.TensorProto:
 
 
 def choose_opset(graph: Any, **kwargs: Any) -> tuple[int, str]:
-    """The opset to write ``graph`` at when the caller did not say, and why (see the module
-    note for the rule). ``to_model``, ``save`` and ``msc convert`` all use it.
+    """The opset to write ``graph`` at when the caller did not say, and why (the rule is in
+    the module note). ``to_model``, ``save`` and ``msc convert`` all follow it.
 
     Args:
         graph: the msc Graph.
@@ -218,6 +220,20 @@ def choose_opset(graph: Any, **kwargs: Any) -> tuple[int, str]:
             error writing it there gives).
     """
     from codegen.onnx.model import ModelBuilder
+
+    kw = {k: v for k, v in kwargs.items() if k in ("emitters", "decompositions")}
+    builder = ModelBuilder(graph, None, external=_no_data, value_infos=False, **kw)
+    opset, why, _ = pick_opset(graph, builder.emit_nodes)
+    return opset, why
+
+
+def pick_opset(
+    graph: Any, emit: Callable[[int], list[onnx.NodeProto]]
+) -> tuple[int, str, list[onnx.NodeProto]]:
+    """``choose_opset``'s search, with ``emit(opset)`` writing the graph's nodes at an opset
+    (raising ConversionError where it cannot): (opset, why, the nodes ``emit`` wrote last,
+    which are those at the chosen opset)."""
+    from msc.errors import ConversionError
 
     top, why = default_opset(), ""
     for op in sorted(_ops(graph)):
@@ -233,25 +249,24 @@ def choose_opset(graph: Any, **kwargs: Any) -> tuple[int, str]:
             if _has_onnxruntime()
             else f"onnxruntime is not installed; the newest opset onnx {onnx.__version__} defines"
         )
-        return top, why or how
+        return top, why or how, emit(top)
 
     import onnxruntime
 
-    from msc.errors import ConversionError
-
     runtime = f"onnxruntime {onnxruntime.__version__}"
-    kw = {k: v for k, v in kwargs.items() if k in ("emitters", "decompositions")}
-    opset, best = top, None
+    opset, best = top, 0
+    nodes: list[onnx.NodeProto] = []
     missing: dict[str, int] = {}  # op -> the version first found without a kernel
     still: dict[str, int] = {}  # the same at ``best``
     while True:
         try:
-            model = ModelBuilder(graph, opset, external=_no_data, value_infos=False, **kw).run()
+            nodes = emit(opset)
         except ConversionError:
-            if best is None:
+            if not best:
                 raise
-            break  # a lower opset cannot express the graph: keep the last that could
-        best, still = opset, _lacking(model, opset)
+            nodes = emit(best)  # a lower opset cannot express the graph: the last that could
+            break
+        best, still = opset, _lacking(nodes, opset)
         for op, since in still.items():
             missing.setdefault(op, since)
         lower = [_newest_with_kernel(op, opset) for op in still]
@@ -260,19 +275,19 @@ def choose_opset(graph: Any, **kwargs: Any) -> tuple[int, str]:
         opset = min(lower)  # type: ignore[type-var]
     if not missing:
         if why:
-            return best, f"{why}; {runtime} has a kernel for every op at {best}"
-        return best, f"the newest opset {runtime} loads, and it has a kernel for every op there"
+            return best, f"{why}; {runtime} has a kernel for every op at {best}", nodes
+        why = f"the newest opset {runtime} loads, and it has a kernel for every op there"
+        return best, why, nodes
     if not still:
         lacks = ", ".join(f"{op}-{v}" for op, v in sorted(missing.items()))
-        return best, (
-            f"{runtime} has no kernel for {lacks}; {best} is the newest opset at which it has "
-            "one for every op"
-        )
+        why = f"{runtime} has no kernel for {lacks}; {best} is the newest opset at which it has "
+        return best, why + "one for every op", nodes
     lacks = ", ".join(f"{op}-{v}" for op, v in sorted(still.items()))
-    return best, (
+    why = (
         f"{runtime} has no kernel for {lacks} here nor at an opset the graph can be written "
         "at (onnxruntime runs such an op through its function body, if it has one)"
     )
+    return best, why, nodes
 
 
 def _has_onnxruntime() -> bool:
