@@ -93,7 +93,8 @@ def unchanged_until(name: str, version: int) -> int:
 
 @functools.cache
 def default_opset() -> int:
-    """The newest opset the installed onnxruntime runs (or ``onnx`` knows, without it)."""
+    """The newest opset the installed onnxruntime loads (or ``onnx`` knows, without it): the
+    most ``choose_opset`` can give, not the default itself."""
     try:
         import onnxruntime as ort
     except ImportError:
