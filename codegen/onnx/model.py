@@ -389,13 +389,8 @@ class ModelBuilder:
         self._types[name] = t
 
     # ------------------------------------------------------------------ driver
-    def emit_nodes(self, opset: int) -> list[onnx.NodeProto]:
-        """The graph's nodes as ONNX nodes at ``opset`` (a fresh emission: what an earlier
-        call named is forgotten).
-
-        Raises:
-            UnsupportedOpsError: every node that cannot be written at ``opset``.
-        """
+    def _fresh(self, opset: int) -> None:
+        """Start an emission at ``opset``, the graph's own names reserved."""
         self._start(opset)
         g = self.graph
         for v in g.inputs:
@@ -406,6 +401,32 @@ class ModelBuilder:
             for o in n.outputs:
                 self._reserve(o)
 
+    def sample_nodes(self, opset: int) -> list[onnx.NodeProto]:
+        """ONNX nodes at ``opset`` for the first node of each op of the graph (those that can
+        be written): what the opset search looks at before writing every node."""
+        self._fresh(opset)
+        nodes: list[onnx.NodeProto] = []
+        seen: set[str] = set()
+        for node in self.graph.nodes:
+            if node.op in seen:
+                continue
+            seen.add(node.op)
+            outs = [self._names[o] for o in node.outputs]
+            try:
+                nodes += self.emit_node(node, [self.ref(v) for v in node.inputs], outs)
+            except Unsupported:
+                continue
+        return nodes
+
+    def emit_nodes(self, opset: int) -> list[onnx.NodeProto]:
+        """The graph's nodes as ONNX nodes at ``opset`` (a fresh emission: what an earlier
+        call named is forgotten).
+
+        Raises:
+            UnsupportedOpsError: every node that cannot be written at ``opset``.
+        """
+        self._fresh(opset)
+        g = self.graph
         nodes: list[onnx.NodeProto] = []
         unsupported: list[UnsupportedOp] = []
         for node in g.nodes:
@@ -430,7 +451,7 @@ class ModelBuilder:
     def run(self) -> onnx.ModelProto:
         g = self.graph
         if self._asked is None:  # the default: emitted at each opset the rule tries
-            self.opset, self.opset_reason, nodes = pick_opset(g, self.emit_nodes)
+            self.opset, self.opset_reason, nodes = pick_opset(g, self.emit_nodes, self.sample_nodes)
         else:
             nodes = self.emit_nodes(self._asked)
 

@@ -224,16 +224,20 @@ def choose_opset(graph: Any, **kwargs: Any) -> tuple[int, str]:
 
     kw = {k: v for k, v in kwargs.items() if k in ("emitters", "decompositions")}
     builder = ModelBuilder(graph, None, external=_no_data, value_infos=False, **kw)
-    opset, why, _ = pick_opset(graph, builder.emit_nodes)
+    opset, why, _ = pick_opset(graph, builder.emit_nodes, builder.sample_nodes)
     return opset, why
 
 
+Emit = Callable[[int], list[onnx.NodeProto]]
+
+
 def pick_opset(
-    graph: Any, emit: Callable[[int], list[onnx.NodeProto]]
+    graph: Any, emit: Emit, sample: Emit | None = None
 ) -> tuple[int, str, list[onnx.NodeProto]]:
     """``choose_opset``'s search, with ``emit(opset)`` writing the graph's nodes at an opset
     (raising ConversionError where it cannot): (opset, why, the nodes ``emit`` wrote last,
-    which are those at the chosen opset)."""
+    which are those at the chosen opset). ``sample(opset)``, one node of each op, finds
+    where to start, so that the whole graph is usually written once."""
     from msc.errors import ConversionError
 
     top, why = default_opset(), ""
@@ -255,17 +259,27 @@ def pick_opset(
     import onnxruntime
 
     runtime = f"onnxruntime {onnxruntime.__version__}"
-    opset, best = top, 0
-    nodes: list[onnx.NodeProto] = []
     missing: dict[str, int] = {}  # op -> the version first found without a kernel
+    opset, best = top, 0
+    while sample is not None:  # lower ``opset`` by what one node of each op shows
+        lacking = _lacking(sample(opset), opset)
+        for op, since in lacking.items():
+            missing.setdefault(op, since)
+        lower = [_newest_with_kernel(op, opset) for op in lacking]
+        if not lacking or None in lower:
+            break
+        opset = min(lower)  # type: ignore[type-var]
+    nodes: list[onnx.NodeProto] = []
     still: dict[str, int] = {}  # the same at ``best``
     while True:
         try:
             nodes = emit(opset)
         except ConversionError:
-            if not best:
+            if not best and opset == top:
                 raise
-            nodes = emit(best)  # a lower opset cannot express the graph: the last that could
+            best = best or top  # a lower opset cannot express the graph: the last that could
+            nodes = emit(best)
+            still = _lacking(nodes, best)
             break
         best, still = opset, _lacking(nodes, opset)
         for op, since in still.items():
