@@ -461,8 +461,8 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument(
         "--opset",
         type=int,
-        help="ONNX opset to emit (default: the lowest at which every op has its own operator, "
-        "at least torch.onnx's default, 20)",
+        help="ONNX opset to emit (default: the newest at which the installed onnxruntime has a "
+        "kernel for every op)",
     )
     _shape_opts(c)
     c.add_argument("--no-check", action="store_true", help="skip checking the output")

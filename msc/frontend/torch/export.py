@@ -269,7 +269,8 @@ def _translate(
     problems: list[UnsupportedOp] = []
     by_name = {n.name: n for n in placeholders}
     user_specs = []
-    by_tensor: dict[int, Value] = {}
+    by_tensor: dict[Any, Value] = {}
+    tied: dict[str, str] = {}  # another name of a tied weight -> the weight's name
     buffers: list[str] = []  # persistent buffers
     constants: list[str] = []  # non-persistent buffers and large lifted constants
     for spec in sig.input_specs:
@@ -287,10 +288,12 @@ def _translate(
                 src.weights[arg_name] = constant_node(g, arg_name, t)
             elif key in g.weights:
                 src.weights[arg_name] = g.weights[key]
-            elif id(t) in by_tensor:  # tied: one weight, used wherever either name is
-                src.weights[arg_name] = by_tensor[id(t)]
+            elif _same_tensor(t) in by_tensor:  # tied: one weight, used wherever either name is
+                src.weights[arg_name] = w = by_tensor[_same_tensor(t)]
+                tied[key] = w.name
             else:
-                src.weights[arg_name] = by_tensor[id(t)] = g.add_weight(key, tensor_to_numpy(t))
+                w = g.add_weight(key, tensor_to_numpy(t))
+                src.weights[arg_name] = by_tensor[_same_tensor(t)] = w
                 if spec.kind == InputKind.BUFFER:
                     (buffers if spec.persistent else constants).append(key)
                 elif spec.kind == InputKind.CONSTANT_TENSOR:
@@ -344,8 +347,18 @@ def _translate(
     g.set_outputs(outputs)
     g.output_tree = tree_spec(ep.call_spec.out_spec, leaves, index)
     name_outputs(g)
-    finish(g, buffers, constants, _aliases or {})
+    finish(g, buffers, constants, tied | (_aliases or {}))
     return checked(g)
+
+
+def _same_tensor(t: torch.Tensor) -> Any:
+    """A key equal for two tensors that are one tensor under two names: the same object, or
+    the same elements of one storage (a tie as a saved program restores it: two Parameters
+    on one storage)."""
+    if t.numel() == 0 or t.device.type == "meta":
+        return id(t)
+    st = t.untyped_storage()
+    return (st.data_ptr(), t.storage_offset(), tuple(t.shape), tuple(t.stride()), t.dtype)
 
 
 def _is_view(node: Any) -> bool:
