@@ -17,3 +17,16 @@ def run_cli(*argv: str) -> tuple[int, str, str]:
         except SystemExit as e:
             code = e.code
     return code, out.getvalue(), err.getvalue()
+
+
+def one_error(code: int, err: str, *words: str) -> str:
+    """Assert a refusal as the CLI promises it: exit 2, one ``msc: error:`` line (indented
+    detail lines allowed), no traceback, naming ``words``; returns the error line."""
+    lines = err.splitlines()
+    assert code == 2, err
+    assert lines and lines[0].startswith("msc: error: "), err
+    assert all(line.startswith("  ") for line in lines[1:]), err
+    assert "Traceback" not in err, err
+    for w in words:
+        assert w in err, err
+    return lines[0]
