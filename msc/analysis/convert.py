@@ -30,6 +30,7 @@ from typing import Any
 
 from msc.analysis.model import ExportFailed, Model, generated_module, load_model
 from msc.analysis.shapes import (
+    DynamicDim,
     InputShape,
     bind,
     dynamic_items,
@@ -111,7 +112,7 @@ def target_for(out: str | os.PathLike, to: str | None) -> str:
     return "torch"
 
 
-def _adjust(g: Graph, specs: Sequence[InputShape], dynamic: Sequence[str]) -> Graph:
+def _adjust(g: Graph, specs: Sequence[InputShape], dynamic: Sequence[str | DynamicDim]) -> Graph:
     """Apply --input-shape (fix symbols) and --dynamic (make dims symbolic) to a graph."""
     if specs:
         g = specialize(g, bind(g, specs))
@@ -143,7 +144,7 @@ def _adjust(g: Graph, specs: Sequence[InputShape], dynamic: Sequence[str]) -> Gr
     return g
 
 
-def _check_dynamic(before: Graph, after: Graph, dynamic: Sequence[str]) -> None:
+def _check_dynamic(before: Graph, after: Graph, dynamic: Sequence[str | DynamicDim]) -> None:
     """Run ``after`` (``before`` with --dynamic dims made symbolic) with each new symbol at a
     size other than the exported one. A program exported with static shapes bakes its sizes
     into reshapes and constants; it fails here, with a plain error, instead of late in torch."""
@@ -168,7 +169,7 @@ def _check_dynamic(before: Graph, after: Graph, dynamic: Sequence[str]) -> None:
         why = (str(e).strip().splitlines() or [type(e).__name__])[0]
         sizes = ", ".join(f"{k}={v}" for k, v in binding.items())
         raise MscError(
-            f"--dynamic {' '.join(dynamic)}: the model does not run at another size "
+            f"--dynamic {' '.join(map(str, dynamic))}: the model does not run at another size "
             f"({sizes}: {type(e).__name__}: {why}); its sizes are fixed in the program. "
             "Re-export it with torch.export's dynamic_shapes (or torch.onnx's dynamic_axes), "
             "or leave --dynamic out"
@@ -239,7 +240,7 @@ def convert(
     to: str | None = None,
     opset: int | None = None,
     input_specs: Sequence[InputShape] = (),
-    dynamic: Sequence[str] = (),
+    dynamic: Sequence[str | DynamicDim] = (),
     check: bool = True,
     rtol: float = 1e-4,
     atol: float = 1e-5,

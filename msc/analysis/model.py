@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from msc.analysis.shapes import (
+    DynamicDim,
     InputShape,
     concrete_shape,
     dynamic_items,
@@ -136,9 +137,14 @@ def to_torch(a: np.ndarray):
             DType.FLOAT8_E4M3FNUZ: torch.float8_e4m3fnuz,
             DType.FLOAT8_E5M2FNUZ: torch.float8_e5m2fnuz,
         }[dt]
-        raw = np.ascontiguousarray(a).view(np.int16 if a.dtype.itemsize == 2 else np.int8)
+        raw = _contiguous(a).view(np.int16 if a.dtype.itemsize == 2 else np.int8)
         return torch.from_numpy(raw).view(tdt)
-    return torch.from_numpy(np.ascontiguousarray(a))
+    return torch.from_numpy(_contiguous(a))
+
+
+def _contiguous(a: np.ndarray) -> np.ndarray:
+    """``a`` C-contiguous, its rank kept (np.ascontiguousarray makes a 0-d array 1-d)."""
+    return np.ascontiguousarray(a).reshape(a.shape)
 
 
 def from_torch_value(t: Any) -> np.ndarray:
@@ -351,7 +357,7 @@ def random_array(dt: DType, shape: Sequence[int], rng: np.random.Generator, high
 def _from_module(
     module: Any,
     specs: Sequence[InputShape],
-    dynamic: Iterable[str],
+    dynamic: Iterable[str | DynamicDim],
     label: str,
     source_names: Mapping[str, str] | None = None,
     custom_ops: str = "error",
@@ -436,7 +442,7 @@ def _first(e: BaseException) -> str:
 def load_model(
     src: str | os.PathLike,
     input_specs: Sequence[InputShape] = (),
-    dynamic: Sequence[str] = (),
+    dynamic: Sequence[str | DynamicDim] = (),
     progress: Callable[[str], None] | None = None,
     *,
     trust_pickle: bool = False,
