@@ -101,11 +101,56 @@ def _unescape(s: str, line: int, col: int) -> str:
             digits = s[i + 2 : i + 2 + width]
             if len(digits) != width or not all(c in "0123456789abcdefABCDEF" for c in digits):
                 raise ParseError(f"bad escape \\{nxt}{digits}", line, col + i)
-            out.append(chr(int(digits, 16)))
+            code = int(digits, 16)
+            if code > 0x10FFFF:
+                raise ParseError(
+                    f"escape \\{nxt}{digits} is not a Unicode character", line, col + i
+                )
+            out.append(chr(code))
             i += 2 + width
         else:
             raise ParseError(f"unknown escape \\{nxt}", line, col + i)
     return "".join(out)
+
+
+def _elements(items: tuple, dt: DType, t: _Tok) -> np.ndarray:
+    """A tensor literal's elements as a flat array of ``dt``: each of the kind the printer
+    writes for it (str; true/false; ints in the dtype's range; numbers for floats, finite
+    ones staying finite), else a ParseError naming the first that is not."""
+    if dt.is_string:
+        ok = [type(x) is str for x in items]
+        want = "strings"
+    elif dt.is_bool:
+        ok = [type(x) is bool for x in items]
+        want = "true or false"
+    elif dt.is_integer:
+        lo, hi = (-(1 << (dt.bits - 1)), 1 << (dt.bits - 1)) if dt.is_signed else (0, 1 << dt.bits)
+        ok = [type(x) is int and lo <= x < hi for x in items]
+        want = f"integers in [{lo}, {hi - 1}]"
+    else:
+        ok = [type(x) in (int, float) for x in items]
+        want = "numbers"
+    if not all(ok):
+        bad = items[ok.index(False)]
+        shown = "a list" if isinstance(bad, tuple) else repr(bad)
+        raise ParseError(f"a {dt.short} tensor's elements are {want}, found {shown}", t.line, t.col)
+    if dt.is_string:
+        arr = np.empty(len(items), object)
+        arr[:] = items
+        return arr
+    if dt.is_bool or dt.is_integer:
+        return np.array(items, dtype=dt.to_numpy())
+    try:
+        wide = np.array([float(x) for x in items], dtype=np.float64)
+    except OverflowError:
+        raise ParseError(f"a {dt.short} tensor element is out of range", t.line, t.col) from None
+    with np.errstate(over="ignore", invalid="ignore"):
+        arr = wide.astype(dt.to_numpy())
+        lost = np.isfinite(wide) & ~np.isfinite(arr.astype(np.complex128))
+    if lost.any():
+        bad = items[int(np.argmax(lost))]
+        raise ParseError(f"{bad!r} is out of range for {dt.short}", t.line, t.col)
+    return arr
 
 
 class _Tok:
@@ -334,8 +379,23 @@ class _Parser:
         i = self.i
         if _kind(self.texts[i]) != "num" or not _INT.fullmatch(self.texts[i]):
             raise self.error("an integer")
+        v = self.int_literal(i)
         self.i = i + 1
-        return int(self.texts[i])
+        return v
+
+    def int_literal(self, i: int) -> int:
+        """Token ``i`` (an integer's spelling) as an int; int64 and uint64 values are all the
+        format holds, so longer spellings are refused before Python converts them."""
+        text = self.texts[i]
+        if len(text) <= 20:
+            v = int(text)
+            if -_INT_LIMIT <= v < 2 * _INT_LIMIT:
+                return v
+        t = self.toks_at(i)
+        digits = len(text.lstrip("-"))
+        raise ParseError(
+            f"an integer of {digits} digits is out of range (int64 / uint64)", t.line, t.col
+        )
 
     # ------------------------------------------------------------ types
     def dtype(self) -> DType:
@@ -413,31 +473,38 @@ class _Parser:
         return d
 
     def dim_sum(self):
-        total = self.dim_term()
+        # Terms are gathered and summed once: adding one at a time re-sorts the whole sum at
+        # each step, which is quadratic in the number of terms.
+        terms = [self.dim_term()]
         while True:
             t = self.texts[self.i]
             if t == "+":
                 self.i += 1
-                total = self._dim_op(symexpr.add, total, self.dim_term())
+                terms.append(self.dim_term())
             elif t == "-":
                 self.i += 1
-                total = self._dim_op(symexpr.sub, total, self.dim_term())
+                terms.append(self._dim_op(symexpr.neg, self.dim_term()))
             elif t[:1] == "-" and _INT.fullmatch(t):  # "s0-1" lexes as s0, -1
-                total = self._dim_op(symexpr.add, total, self.dim_term())
+                terms.append(self.dim_term())
             else:
-                return total
+                return terms[0] if len(terms) == 1 else self._dim_op(symexpr.total, terms)
 
     def dim_term(self):
-        f = self.dim_factor()
+        factors = [self.dim_factor()]
         while self.accept("*"):
-            f = self._dim_op(symexpr.mul, f, self.dim_factor())
-        return f
+            factors.append(self.dim_factor())
+        return factors[0] if len(factors) == 1 else self._dim_op(symexpr.product, factors)
 
     def _dim_op(self, fn, *args):
         try:
-            return fn(*args)
+            d = fn(*args)
         except (ValueError, ZeroDivisionError) as e:
             raise self.error(f"a valid dim expression ({e})") from None
+        # Products of in-range literals can leave the range (and grow without bound).
+        coefs = [d] if isinstance(d, int) else [c for _, c in getattr(d, "terms", ())]
+        if any(not -_INT_LIMIT <= c < 2 * _INT_LIMIT for c in coefs):
+            raise self.error("a dim expression whose numbers fit in 64 bits")
+        return d
 
     def dim_factor(self):
         i = self.i
@@ -488,7 +555,7 @@ class _Parser:
             if text == "-nan":  # a NaN with its sign bit set (float8 casts keep it)
                 return -float("nan")
             if _INT.fullmatch(text):
-                return int(text)
+                return self.int_literal(i)
             return float(text)
         if kind == "str":
             return self.string()
@@ -576,15 +643,7 @@ class _Parser:
                 raise ParseError(
                     f"tensor has {len(items)} elements, type needs {ty.numel()}", t.line, t.col
                 )
-            if ty.dtype.is_string:
-                if not all(type(x) is str for x in items):
-                    raise ParseError("a str tensor's elements are strings", t.line, t.col)
-                arr = np.empty(len(items), object)
-                arr[:] = items
-            elif ty.dtype.is_floating:
-                arr = np.array(items, dtype=np.float64).astype(npdt)
-            else:
-                arr = np.array(items, dtype=npdt)
+            arr = _elements(items, ty.dtype, t)
         self.expect(")")
         return arr.reshape(ty.shape)
 
@@ -942,6 +1001,7 @@ class _Parser:
 
 
 _INT = re.compile(r"-?\d+")
+_INT_LIMIT = 1 << 63
 _MAX_DEPTH = 200
 _TYPE_CACHE: dict[str, TensorType] = {}
 _CONTAINERS = {"seq": SequenceType, "opt": OptionalType}
