@@ -14,23 +14,15 @@ from typing import Any
 
 import numpy as np
 
-from msc.errors import MscError
 from msc.ir import symexpr
 from msc.ir.bulk import paused
 from msc.ir.dtype import DType
 from msc.ir.graph import Graph, Node, Provenance, Value, Weight, default_opset
 from msc.ir.types import VALUE_TYPES, OptionalType, SequenceType, SymDim, TensorType, ValueType
+from msc.text.literals import ParseError, elements, unescape
 from msc.text.printer import FORMAT_VERSION, OPS_VERSION
 
 __all__ = ["from_text", "parse_dim", "ParseError"]
-
-
-class ParseError(MscError, ValueError):
-    """Text that is not msc's format; the message gives line, column and what was expected."""
-
-    def __init__(self, msg: str, line: int, col: int) -> None:
-        super().__init__(f"line {line}, column {col}: {msg}")
-        self.line, self.col = line, col
 
 
 # Blanks, then comments each followed by blanks: every repetition starts with "#", so there is one
@@ -79,78 +71,6 @@ def _kind(text: str) -> str:
     if c == "!" and len(text) > 2:
         return "meta"
     return "punct" if text in _PUNCT else "bad"
-
-
-_ESC = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", '"': '"'}
-
-
-def _unescape(s: str, line: int, col: int) -> str:
-    out, i = [], 1
-    while i < len(s) - 1:
-        ch = s[i]
-        if ch != "\\":
-            out.append(ch)
-            i += 1
-            continue
-        nxt = s[i + 1]
-        if nxt in _ESC:
-            out.append(_ESC[nxt])
-            i += 2
-        elif nxt in "xuU":
-            width = {"x": 2, "u": 4, "U": 8}[nxt]
-            digits = s[i + 2 : i + 2 + width]
-            if len(digits) != width or not all(c in "0123456789abcdefABCDEF" for c in digits):
-                raise ParseError(f"bad escape \\{nxt}{digits}", line, col + i)
-            code = int(digits, 16)
-            if code > 0x10FFFF:
-                raise ParseError(
-                    f"escape \\{nxt}{digits} is not a Unicode character", line, col + i
-                )
-            out.append(chr(code))
-            i += 2 + width
-        else:
-            raise ParseError(f"unknown escape \\{nxt}", line, col + i)
-    return "".join(out)
-
-
-def _elements(items: tuple, dt: DType, t: _Tok) -> np.ndarray:
-    """A tensor literal's elements as a flat array of ``dt``: each of the kind the printer
-    writes for it (str; true/false; ints in the dtype's range; numbers for floats, finite
-    ones staying finite), else a ParseError naming the first that is not."""
-    if dt.is_string:
-        ok = [type(x) is str for x in items]
-        want = "strings"
-    elif dt.is_bool:
-        ok = [type(x) is bool for x in items]
-        want = "true or false"
-    elif dt.is_integer:
-        lo, hi = (-(1 << (dt.bits - 1)), 1 << (dt.bits - 1)) if dt.is_signed else (0, 1 << dt.bits)
-        ok = [type(x) is int and lo <= x < hi for x in items]
-        want = f"integers in [{lo}, {hi - 1}]"
-    else:
-        ok = [type(x) in (int, float) for x in items]
-        want = "numbers"
-    if not all(ok):
-        bad = items[ok.index(False)]
-        shown = "a list" if isinstance(bad, tuple) else repr(bad)
-        raise ParseError(f"a {dt.short} tensor's elements are {want}, found {shown}", t.line, t.col)
-    if dt.is_string:
-        arr = np.empty(len(items), object)
-        arr[:] = items
-        return arr
-    if dt.is_bool or dt.is_integer:
-        return np.array(items, dtype=dt.to_numpy())
-    try:
-        wide = np.array([float(x) for x in items], dtype=np.float64)
-    except OverflowError:
-        raise ParseError(f"a {dt.short} tensor element is out of range", t.line, t.col) from None
-    with np.errstate(over="ignore", invalid="ignore"):
-        arr = wide.astype(dt.to_numpy())
-        lost = np.isfinite(wide) & ~np.isfinite(arr.astype(np.complex128))
-    if lost.any():
-        bad = items[int(np.argmax(lost))]
-        raise ParseError(f"{bad!r} is out of range for {dt.short}", t.line, t.col)
-    return arr
 
 
 class _Tok:
@@ -373,7 +293,7 @@ class _Parser:
             return text[1:-1]
         t = self.tok
         self.i = i + 1
-        return _unescape(text, t.line, t.col)
+        return unescape(text, t.line, t.col)
 
     def integer(self) -> int:
         i = self.i
@@ -643,7 +563,7 @@ class _Parser:
                 raise ParseError(
                     f"tensor has {len(items)} elements, type needs {ty.numel()}", t.line, t.col
                 )
-            arr = _elements(items, ty.dtype, t)
+            arr = elements(items, ty.dtype, t.line, t.col)
         self.expect(")")
         return arr.reshape(ty.shape)
 
