@@ -136,6 +136,7 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
 def _cmd_diff(args: argparse.Namespace) -> int:
     from msc.analysis.diff import diff_graphs, format_diff
 
+    _check_overlay_outputs(args)
     with _progress(args) as say:
         a = _load(args.a, args, say)
         b = _load(args.b, args, say)
@@ -162,12 +163,11 @@ def _overlays(args: argparse.Namespace, a: Any, b: Any, oa: Any, ob: Any) -> Non
         from msc.analysis.page import graph_data, to_page
 
         out = Path(args.html)
-        files.check_output(out, "file")
         page = to_page(
             [graph_data(a.graph, f"A: {a.label}", oa), graph_data(b.graph, f"B: {b.label}", ob)],
             f"{args.command}: {a.label} vs {b.label}",
         )
-        files.write_text(out, page)
+        files.write_text(out, page, "html")
         if not args.quiet:
             print(f"wrote {out}", file=sys.stderr)
     if args.node_data:
@@ -176,7 +176,8 @@ def _overlays(args: argparse.Namespace, a: Any, b: Any, oa: Any, ob: Any) -> Non
         d = Path(args.node_data)
         d.mkdir(parents=True, exist_ok=True)
         for name, o in (("A.json", oa), ("B.json", ob)):
-            files.write_text(d / name, _json.dumps(node_data(o), indent=1) + "\n")
+            text = _json.dumps(node_data(o), indent=1) + "\n"
+            files.write_text(d / name, text, "node-data")
         if not args.quiet:
             print(
                 f"wrote {d / 'A.json'} and {d / 'B.json'}; view with: model-explorer {args.a} "
@@ -185,10 +186,32 @@ def _overlays(args: argparse.Namespace, a: Any, b: Any, oa: Any, ob: Any) -> Non
             )
 
 
+def _check_overlay_outputs(args: argparse.Namespace) -> None:
+    """Before any work: ``--html`` and ``--node-data`` files can be written, and replace
+    neither a model the command reads (A or B, or a file inside one) nor a file msc did not
+    write."""
+    from pathlib import Path
+
+    from msc.errors import MscError
+    from msc.io import files
+
+    outs = [(Path(args.html), "html")] if args.html else []
+    if args.node_data:
+        outs += [(Path(args.node_data) / n, "node-data") for n in ("A.json", "B.json")]
+    for out, what in outs:
+        target = out.resolve()
+        for src in (args.a, args.b):
+            p = Path(src).resolve()
+            if target == p or p in target.parents:
+                raise MscError(f"{out}: is the model {src} this command reads; choose another path")
+        files.check_output(out, "file", what)
+
+
 def _cmd_verify(args: argparse.Namespace) -> int:
     from msc.analysis.shapes import bind
     from msc.analysis.verify import format_verify, verify_models
 
+    _check_overlay_outputs(args)
     with _progress(args) as say:
         a = _load(args.a, args, say)
         b = _load(args.b, args, say)

@@ -40,7 +40,7 @@ from msc.analysis.shapes import (
 )
 from msc.analysis.verify import VerifyReport, verify_models
 from msc.errors import ConversionError, MscError, UnsupportedOpsError
-from msc.io import files, replace_dir
+from msc.io import files, marker, replace_dir
 from msc.ir import symexpr
 from msc.ir.graph import Graph
 from msc.ir.types import TensorType, map_tensor, tensor_of
@@ -225,12 +225,18 @@ def _install(staged: Path, out: Path, target: str) -> list[str]:
     """Move the staged output into place (replacing OUT), returning the files written."""
     tmp = staged.parent
     if target == "onnx":
+        from codegen.onnx.writer import check_data_file
+
         names = [p.name for p in tmp.iterdir()]
+        for name in names:  # the model was checked before; its data file is checked here
+            if name != out.name:
+                check_data_file(out, out.parent / name, name)
         for name in names:
             os.replace(tmp / name, out.parent / name)
         return sorted(str(out.parent / n) for n in names)
     replace_dir(staged, out)
-    return sorted(str(p) for p in out.rglob("*") if p.is_file())
+    # The marker is msc's bookkeeping (msc.io.marker), not part of the model.
+    return sorted(str(p) for p in out.rglob("*") if p.is_file() and p.name != marker.MARKER)
 
 
 def convert(
@@ -268,7 +274,10 @@ def convert(
         raise MscError(
             f"{out_p}: the output is the model being converted; pass --force to replace it"
         )
-    files.check_output(out_p, "file" if target == "onnx" else "dir")
+    if target == "onnx":
+        files.check_output(out_p, "file", "onnx", force=force)
+    else:
+        files.check_output(out_p, "dir")
     is_module = ":" in os.fspath(src) and not Path(src).exists()
     model = load_model(
         src,

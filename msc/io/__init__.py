@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from msc.errors import MscError
-from msc.io import files, safetensors
+from msc.io import files, marker, safetensors
 from msc.ir.bulk import paused
 from msc.ir.graph import Graph, GraphError, Weight
 from msc.text import from_text, to_text
@@ -53,8 +53,9 @@ def _all_weights(g: Graph) -> list[Weight]:
 
 @contextlib.contextmanager
 def atomic_dir(target: Path) -> Iterator[Path]:
-    """Yield a temporary directory that replaces ``target`` only if the block succeeds.
-    ``target`` must be new, empty, or a directory msc wrote (``files.check_output``)."""
+    """Yield a temporary directory that replaces ``target`` only if the block succeeds, with
+    msc's marker listing what the block wrote (msc.io.marker). ``target`` must be new, empty,
+    or a directory msc wrote (``files.check_output``)."""
     files.check_output(target, "dir")
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = None
@@ -62,6 +63,7 @@ def atomic_dir(target: Path) -> Iterator[Path]:
         with files.uninterrupted():
             tmp = files.mkdtemp(target.parent, prefix=f".{target.name}.")
         yield tmp
+        marker.write_marker(tmp)
         replace_dir(tmp, target)
     except BaseException:
         if tmp is not None:
