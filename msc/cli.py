@@ -124,6 +124,12 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     from msc.analysis.inspect import format_report, inspect_graph
     from msc.analysis.shapes import bind
 
+    if args.weights_only or args.model.lower().endswith(".safetensors"):
+        from msc.analysis.weights import format_weights, inspect_weights
+
+        w = inspect_weights(args.model)
+        _emit(args, w.to_json(), format_weights(w, top=args.top if args.weights_only else 0))
+        return EXIT_OK
     with _progress(args) as say:
         m = _load(args.model, args, say)
         binding = {} if _is_module(args.model) else bind(m.graph, _specs(args))
@@ -530,6 +536,12 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("model", metavar="MODEL")
     _shape_opts(i)
     i.add_argument("--top", type=int, default=15, help="nodes listed by FLOPs (0: all)")
+    i.add_argument(
+        "--weights-only",
+        action="store_true",
+        help="only the weights (a model directory's or a .safetensors file's), read from the "
+        "safetensors header: nothing runs, not even a generated model.py",
+    )
     i.add_argument("--json", action="store_true", help="print the report as JSON")
     _common(i)
     i.set_defaults(func=_cmd_inspect)
@@ -673,9 +685,18 @@ def _main_thread() -> bool:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``msc ARGV``; returns the exit code. Without ``argv`` (the process's own command
+    line) the work runs in a supervised child (msc.io.supervise), so even a fatal signal ends
+    in one error line."""
     from msc.errors import MscError
     from msc.io.files import deferring
 
+    if argv is None:
+        from msc.io.supervise import supervise
+
+        code = supervise()
+        if code is not None:
+            return code
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

@@ -33,6 +33,7 @@ __all__ = [
     "source",
     "atomic_dir",
     "replace_dir",
+    "own_file",
     "GRAPH_FILE",
     "WEIGHTS_FILE",
     "STRINGS_FILE",
@@ -149,15 +150,24 @@ def load(directory: str | os.PathLike, mmap: bool = True) -> Graph:
         return _load(Path(directory), mmap)
 
 
+def own_file(d: Path, name: str) -> Path:
+    """``d / name``, refused when it is a symbolic link leading out of ``d``: a saved model's
+    files are its own (a link out could make msc read any file as the model's weights)."""
+    p = d / name
+    if p.is_symlink() and d.resolve() not in p.resolve().parents:
+        raise MscError(f"{p}: a symbolic link out of {d} ({os.readlink(p)}); not read")
+    return p
+
+
 def _load(d: Path, mmap: bool) -> Graph:
-    gfile = d / GRAPH_FILE
+    gfile = own_file(d, GRAPH_FILE)
     if not gfile.is_file():
         raise FileNotFoundError(f"{d}: no {GRAPH_FILE} (not a saved msc graph)")
     try:
         graph = from_text(gfile.read_text(encoding="utf-8"))
     except UnicodeDecodeError as e:
         raise MscError(f"{gfile}: not UTF-8 text ({e.reason} at byte {e.start})") from None
-    wfile = d / WEIGHTS_FILE
+    wfile = own_file(d, WEIGHTS_FILE)
     weights = _all_weights(graph)
     if any(not w.type.dtype.is_string for w in weights) and not wfile.is_file():
         raise MscError(
@@ -166,7 +176,7 @@ def _load(d: Path, mmap: bool) -> Graph:
     data: dict = {}
     if wfile.is_file():
         data = safetensors.regions(wfile) if mmap else safetensors.read(wfile, mmap=False)
-    sfile = d / STRINGS_FILE
+    sfile = own_file(d, STRINGS_FILE)
     strings: dict = {}
     if sfile.is_file():
         strings = _read_strings(sfile)
