@@ -50,6 +50,7 @@ __all__ = [
     "DataFile",
     "uninterrupted",
     "deferring",
+    "log_staging",
 ]
 
 _critical = 0  # depth of uninterrupted() blocks
@@ -149,9 +150,28 @@ def _umask() -> int:
     return mask
 
 
+_staging_log: int | None = None  # where staging names are recorded (msc.io.supervise)
+
+
+def log_staging(fd: int | None) -> None:
+    """Record every staging name this process creates in the file ``fd`` (NUL-terminated,
+    absolute), so a supervising process can remove what a fatal signal left behind."""
+    global _staging_log
+    _staging_log = fd
+
+
+def _staged(path: str | os.PathLike) -> None:
+    if _staging_log is not None:
+        try:
+            os.write(_staging_log, os.fsencode(os.path.abspath(path)) + b"\0")
+        except OSError:
+            pass  # the record is a courtesy for the supervisor; the output does not need it
+
+
 def mkstemp(directory: str | os.PathLike, prefix: str, suffix: str = ".tmp") -> tuple[int, str]:
     """``tempfile.mkstemp`` in ``directory``, with mode 0666 less the umask."""
     fd, path = tempfile.mkstemp(prefix=prefix, suffix=suffix, dir=directory)
+    _staged(path)
     os.fchmod(fd, 0o666 & ~_umask())
     return fd, path
 
@@ -159,6 +179,7 @@ def mkstemp(directory: str | os.PathLike, prefix: str, suffix: str = ".tmp") -> 
 def mkdtemp(directory: str | os.PathLike, prefix: str) -> Path:
     """``tempfile.mkdtemp`` in ``directory``, with mode 0777 less the umask."""
     path = Path(tempfile.mkdtemp(prefix=prefix, dir=directory))
+    _staged(path)
     os.chmod(path, 0o777 & ~_umask())
     return path
 
