@@ -303,19 +303,22 @@ class _Parser:
         self.i = i + 1
         return v
 
-    def int_literal(self, i: int) -> int:
-        """Token ``i`` (an integer's spelling) as an int; int64 and uint64 values are all the
-        format holds, so longer spellings are refused before Python converts them."""
+    def int_literal(self, i: int, sized: bool = True) -> int:
+        """Token ``i`` (an integer's spelling) as an int. A size (``sized``: a dim, a range,
+        a coefficient) is an int64 or uint64; any other value (an attribute, graph metadata)
+        has at most _MAX_DIGITS digits. Longer spellings are refused before Python converts
+        them (its own limit is an exception; quadratic time below it)."""
         text = self.texts[i]
-        if len(text) <= 20:
+        digits = len(text.lstrip("-"))
+        if not sized and digits <= _MAX_DIGITS:
+            return int(text)
+        if sized and digits <= 20:
             v = int(text)
             if -_INT_LIMIT <= v < 2 * _INT_LIMIT:
                 return v
         t = self.toks_at(i)
-        digits = len(text.lstrip("-"))
-        raise ParseError(
-            f"an integer of {digits} digits is out of range (int64 / uint64)", t.line, t.col
-        )
+        what = "out of range (int64 / uint64)" if sized else f"longer than {_MAX_DIGITS} digits"
+        raise ParseError(f"an integer of {digits} digits is {what}", t.line, t.col)
 
     # ------------------------------------------------------------ types
     def dtype(self) -> DType:
@@ -475,7 +478,7 @@ class _Parser:
             if text == "-nan":  # a NaN with its sign bit set (float8 casts keep it)
                 return -float("nan")
             if _INT.fullmatch(text):
-                return self.int_literal(i)
+                return self.int_literal(i, sized=False)
             return float(text)
         if kind == "str":
             return self.string()
@@ -922,6 +925,7 @@ class _Parser:
 
 _INT = re.compile(r"-?\d+")
 _INT_LIMIT = 1 << 63
+_MAX_DIGITS = 1000
 _MAX_DEPTH = 200
 _TYPE_CACHE: dict[str, TensorType] = {}
 _CONTAINERS = {"seq": SequenceType, "opt": OptionalType}

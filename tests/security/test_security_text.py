@@ -38,8 +38,14 @@ BAD = {
     "bool_int": (_node("tensor(bool[1], [2])", "bool"), "true or false"),
     "nested": (_node("tensor(i8[1], [[1]])", "i8"), "a list"),
     "f16_overflow": (_node("tensor(f16[1], [1e300])", "f16"), "out of range for f16"),
-    "i64_30_digits": (_node("tensor(i64[1], [" + "9" * 30 + "])", "i64"), "30 digits"),
-    "f32_400_digits": (_node("tensor(f32[1], [" + "9" * 400 + "])", "f32"), "400 digits"),
+    "i64_30_digits": (_node("tensor(i64[1], [" + "9" * 30 + "])", "i64"), "integers in"),
+    "f32_400_digits": (_node("tensor(f32[1], [" + "9" * 400 + "])", "f32"), "out of range"),
+    "float_attr_400_digits": (
+        "graph t {\n  input %x: f32[2]\n  %y: f32[2] = leaky_relu(%x) {negative_slope = "
+        + "9" * 400
+        + "}\n  output %y\n}\n",
+        "400 digits",
+    ),
     "escape_past_unicode": (_input("2").replace("%x", '%"a\\UFFFFFFFF"'), "not a Unicode"),
     "dim_4300_digits": (_input("9" * 4300), "4300 digits"),
     "coefficient_4300_digits": (_input("9" * 4300 + "*s"), "4300 digits"),
@@ -48,7 +54,7 @@ BAD = {
         "graph t {\n  input %x: f32[2]\n  %y: f32[2] = leaky_relu(%x) {negative_slope = "
         + "9" * 4400
         + "}\n  output %y\n}\n",
-        "4400 digits",
+        "longer than",
     ),
     "product_past_64_bits": (_input("*".join(["4294967296"] * 3) + "*s"), "64 bits"),
 }
