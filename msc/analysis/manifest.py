@@ -131,9 +131,7 @@ def output_problem(out: Path, rel: Any, report: str) -> str | None:
     return None
 
 
-def check_outputs(
-    outputs: list[tuple[str, str, str]], reads: list[tuple[str, str]]
-) -> list[str]:
+def check_outputs(outputs: list[tuple[str, str, str]], reads: list[tuple[str, str]]) -> list[str]:
     """Before any work: the problems of the entries' outputs ((entry, path, target)): one that
     is, or holds, a model some entry reads ((entry, path) pairs), or a file or directory
     there that msc did not write."""
