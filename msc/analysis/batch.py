@@ -59,6 +59,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from msc.analysis.manifest import check_outputs, output_problem, read_manifest
 from msc.errors import MscError
 from msc.io import files
 from msc.version import __version__
@@ -143,23 +144,6 @@ def _machine_memory() -> int | None:
         return None
 
 
-def _read_manifest(path: Path) -> Any:
-    text = path.read_text(encoding="utf-8")
-    if path.suffix.lower() in (".yaml", ".yml"):
-        try:
-            import yaml
-        except ImportError:
-            raise MscError(f"{path}: a YAML manifest needs PyYAML (pip install pyyaml)") from None
-        try:
-            return yaml.safe_load(text)
-        except yaml.YAMLError as e:
-            raise MscError(f"{path}: not valid YAML: {e}") from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as e:
-        raise MscError(f"{path}: not valid JSON: line {e.lineno}: {e.msg}") from None
-
-
 def _models_in(directory: Path) -> list[str]:
     found = []
     for p in sorted(directory.iterdir()):
@@ -214,7 +198,7 @@ def _plan(
         if not path.exists():
             raise MscError(f"{path}: no such file or directory")
         base = path.resolve().parent if path.is_file() else path.resolve()
-        data: Any = _read_manifest(path) if path.is_file() else {"models": _models_in(path)}
+        data: Any = read_manifest(path) if path.is_file() else {"models": _models_in(path)}
         label = str(path)
         default_out = (
             path.parent / f"{path.stem}.out"
@@ -284,7 +268,11 @@ def _plan(
             if to not in _SUFFIX:
                 problems.append(f"{where}: unknown target {to!r} ({', '.join(_SUFFIX)})")
                 continue
-            rel = spec.get("output") or _output_name(name, to)
+            rel = spec.get("output")
+            rel = _output_name(name, to) if rel is None else rel
+            if why := output_problem(out, rel, REPORT_NAME):
+                problems.append(f"{where}: {why}")
+                continue
             job.update(to=to, opset=spec.get("opset"), output=str(out / rel))
             if job["output"] in seen_outputs:
                 problems.append(
@@ -300,6 +288,11 @@ def _plan(
         jobs.append(job)
     if problems:
         raise MscError(f"{label}: bad manifest\n" + "\n".join(problems))
+    reads = [(j["name"], _path_of(j[k])) for j in jobs for k in ("model", "against") if j.get(k)]
+    if problems := check_outputs(
+        [(j["name"], j["output"], j["to"]) for j in jobs if "output" in j], reads
+    ):
+        raise MscError(f"{label}: nothing run; outputs in the way\n" + "\n".join(problems))
     return label, out, jobs, settings
 
 
@@ -743,8 +736,8 @@ def batch(
     mem_setting = memory if memory is not None else settings["memory"]
     mem = _machine_memory() if mem_setting == "machine" else parse_size(mem_setting)
     report_path = out / REPORT_NAME
-    files.check_output(report_path, "file")
     previous = _load_previous(report_path) if report_path.exists() else {}
+    files.check_output(report_path, "file", "batch-report")
     n_workers = jobs or os.cpu_count() or 1
     runner = "local" if not ray else f"ray ({ray})" if isinstance(ray, str) else "ray"
     report = BatchReport(label, str(out), str(report_path), runner, started=_now())
@@ -793,7 +786,9 @@ def batch(
             entry.update(result)
             entry.setdefault("message", "")
             report.finished = _now()
-            files.write_text(report_path, json.dumps(report.to_json(), indent=2, default=str))
+            files.write_text(
+                report_path, json.dumps(report.to_json(), indent=2, default=str), "batch-report"
+            )
             if progress is not None:
                 progress(entry, report)
 
@@ -804,7 +799,9 @@ def batch(
     else:
         _run_local(todo, n_workers, finished)
     report.finished = _now()
-    files.write_text(report_path, json.dumps(report.to_json(), indent=2, default=str))
+    files.write_text(
+        report_path, json.dumps(report.to_json(), indent=2, default=str), "batch-report"
+    )
     return report
 
 

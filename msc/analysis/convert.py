@@ -30,6 +30,7 @@ from typing import Any
 
 from msc.analysis.model import ExportFailed, Model, generated_module, load_model
 from msc.analysis.shapes import (
+    DynamicDim,
     InputShape,
     bind,
     dynamic_items,
@@ -38,8 +39,8 @@ from msc.analysis.shapes import (
     specialize,
 )
 from msc.analysis.verify import VerifyReport, verify_models
-from msc.errors import MscError, UnsupportedOpsError
-from msc.io import files, replace_dir
+from msc.errors import ConversionError, MscError, UnsupportedOpsError
+from msc.io import files, marker, replace_dir
 from msc.ir import symexpr
 from msc.ir.graph import Graph
 from msc.ir.types import TensorType, map_tensor, tensor_of
@@ -111,7 +112,7 @@ def target_for(out: str | os.PathLike, to: str | None) -> str:
     return "torch"
 
 
-def _adjust(g: Graph, specs: Sequence[InputShape], dynamic: Sequence[str]) -> Graph:
+def _adjust(g: Graph, specs: Sequence[InputShape], dynamic: Sequence[str | DynamicDim]) -> Graph:
     """Apply --input-shape (fix symbols) and --dynamic (make dims symbolic) to a graph."""
     if specs:
         g = specialize(g, bind(g, specs))
@@ -143,7 +144,7 @@ def _adjust(g: Graph, specs: Sequence[InputShape], dynamic: Sequence[str]) -> Gr
     return g
 
 
-def _check_dynamic(before: Graph, after: Graph, dynamic: Sequence[str]) -> None:
+def _check_dynamic(before: Graph, after: Graph, dynamic: Sequence[str | DynamicDim]) -> None:
     """Run ``after`` (``before`` with --dynamic dims made symbolic) with each new symbol at a
     size other than the exported one. A program exported with static shapes bakes its sizes
     into reshapes and constants; it fails here, with a plain error, instead of late in torch."""
@@ -168,7 +169,7 @@ def _check_dynamic(before: Graph, after: Graph, dynamic: Sequence[str]) -> None:
         why = (str(e).strip().splitlines() or [type(e).__name__])[0]
         sizes = ", ".join(f"{k}={v}" for k, v in binding.items())
         raise MscError(
-            f"--dynamic {' '.join(dynamic)}: the model does not run at another size "
+            f"--dynamic {' '.join(map(str, dynamic))}: the model does not run at another size "
             f"({sizes}: {type(e).__name__}: {why}); its sizes are fixed in the program. "
             "Re-export it with torch.export's dynamic_shapes (or torch.onnx's dynamic_axes), "
             "or leave --dynamic out"
@@ -215,12 +216,18 @@ def _install(staged: Path, out: Path, target: str) -> list[str]:
     """Move the staged output into place (replacing OUT), returning the files written."""
     tmp = staged.parent
     if target == "onnx":
+        from codegen.onnx.writer import check_data_file
+
         names = [p.name for p in tmp.iterdir()]
+        for name in names:  # the model was checked before; its data file is checked here
+            if name != out.name:
+                check_data_file(out, out.parent / name, name)
         for name in names:
             os.replace(tmp / name, out.parent / name)
         return sorted(str(out.parent / n) for n in names)
     replace_dir(staged, out)
-    return sorted(str(p) for p in out.rglob("*") if p.is_file())
+    # The marker is msc's bookkeeping (msc.io.marker), not part of the model.
+    return sorted(str(p) for p in out.rglob("*") if p.is_file() and p.name != marker.MARKER)
 
 
 def convert(
@@ -230,7 +237,7 @@ def convert(
     to: str | None = None,
     opset: int | None = None,
     input_specs: Sequence[InputShape] = (),
-    dynamic: Sequence[str] = (),
+    dynamic: Sequence[str | DynamicDim] = (),
     check: bool = True,
     rtol: float = 1e-4,
     atol: float = 1e-5,
@@ -258,7 +265,10 @@ def convert(
         raise MscError(
             f"{out_p}: the output is the model being converted; pass --force to replace it"
         )
-    files.check_output(out_p, "file" if target == "onnx" else "dir")
+    if target == "onnx":
+        files.check_output(out_p, "file", "onnx", force=force)
+    else:
+        files.check_output(out_p, "dir")
     is_module = ":" in os.fspath(src) and not Path(src).exists()
     model = load_model(
         src,

@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from msc.analysis.shapes import (
+    DynamicDim,
     InputShape,
     concrete_shape,
     dynamic_items,
@@ -142,7 +143,7 @@ def to_torch(a: np.ndarray):
 
 
 def _contiguous(a: np.ndarray) -> np.ndarray:
-    """``a`` in C order, keeping its rank (np.ascontiguousarray makes a 0-d array 1-d)."""
+    """``a`` C-contiguous, its rank kept (np.ascontiguousarray makes a 0-d array 1-d)."""
     return np.ascontiguousarray(a).reshape(a.shape)
 
 
@@ -379,7 +380,7 @@ def random_array(dt: DType, shape: Sequence[int], rng: np.random.Generator, high
 def _from_module(
     module: Any,
     specs: Sequence[InputShape],
-    dynamic: Iterable[str],
+    dynamic: Iterable[str | DynamicDim],
     label: str,
     source_names: Mapping[str, str] | None = None,
     custom_ops: str = "error",
@@ -464,7 +465,7 @@ def _first(e: BaseException) -> str:
 def load_model(
     src: str | os.PathLike,
     input_specs: Sequence[InputShape] = (),
-    dynamic: Sequence[str] = (),
+    dynamic: Sequence[str | DynamicDim] = (),
     progress: Callable[[str], None] | None = None,
     *,
     trust_pickle: bool = False,

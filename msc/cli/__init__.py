@@ -105,6 +105,12 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     from msc.analysis.inspect import format_report, inspect_graph
     from msc.analysis.shapes import bind
 
+    if args.weights_only or args.model.lower().endswith(".safetensors"):
+        from msc.analysis.weights import format_weights, inspect_weights
+
+        w = inspect_weights(args.model)
+        _emit(args, w.to_json(), format_weights(w, top=args.top if args.weights_only else 0))
+        return EXIT_OK
     with _progress(args) as say:
         m = _load(args.model, args, say)
         binding = {} if _is_module(args.model) else bind(m.graph, _specs(args))
@@ -116,6 +122,7 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
 def _cmd_diff(args: argparse.Namespace) -> int:
     from msc.analysis.diff import diff_graphs, format_diff
 
+    _check_overlay_outputs(args)
     with _progress(args) as say:
         a = _load(args.a, args, say)
         b = _load(args.b, args, say)
@@ -142,12 +149,11 @@ def _overlays(args: argparse.Namespace, a: Any, b: Any, oa: Any, ob: Any) -> Non
         from msc.analysis.page import graph_data, to_page
 
         out = Path(args.html)
-        files.check_output(out, "file")
         page = to_page(
             [graph_data(a.graph, f"A: {a.label}", oa), graph_data(b.graph, f"B: {b.label}", ob)],
             f"{args.command}: {a.label} vs {b.label}",
         )
-        files.write_text(out, page)
+        files.write_text(out, page, "html")
         if not args.quiet:
             print(f"wrote {out}", file=args.err)
     if args.node_data:
@@ -156,7 +162,8 @@ def _overlays(args: argparse.Namespace, a: Any, b: Any, oa: Any, ob: Any) -> Non
         d = Path(args.node_data)
         d.mkdir(parents=True, exist_ok=True)
         for name, o in (("A.json", oa), ("B.json", ob)):
-            files.write_text(d / name, _json.dumps(node_data(o), indent=1) + "\n")
+            text = _json.dumps(node_data(o), indent=1) + "\n"
+            files.write_text(d / name, text, "node-data")
         if not args.quiet:
             print(
                 f"wrote {d / 'A.json'} and {d / 'B.json'}; view with: model-explorer {args.a} "
@@ -165,10 +172,32 @@ def _overlays(args: argparse.Namespace, a: Any, b: Any, oa: Any, ob: Any) -> Non
             )
 
 
+def _check_overlay_outputs(args: argparse.Namespace) -> None:
+    """Before any work: ``--html`` and ``--node-data`` files can be written, and replace
+    neither a model the command reads (A or B, or a file inside one) nor a file msc did not
+    write."""
+    from pathlib import Path
+
+    from msc.errors import MscError
+    from msc.io import files
+
+    outs = [(Path(args.html), "html")] if args.html else []
+    if args.node_data:
+        outs += [(Path(args.node_data) / n, "node-data") for n in ("A.json", "B.json")]
+    for out, what in outs:
+        target = out.resolve()
+        for src in (args.a, args.b):
+            p = Path(src).resolve()
+            if target == p or p in target.parents:
+                raise MscError(f"{out}: is the model {src} this command reads; choose another path")
+        files.check_output(out, "file", what)
+
+
 def _cmd_verify(args: argparse.Namespace) -> int:
     from msc.analysis.shapes import bind
     from msc.analysis.verify import format_verify, verify_models
 
+    _check_overlay_outputs(args)
     with _progress(args) as say:
         a = _load(args.a, args, say)
         b = _load(args.b, args, say)
@@ -486,6 +515,12 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("model", metavar="MODEL")
     _shape_opts(i)
     i.add_argument("--top", type=int, default=15, help="nodes listed by FLOPs (0: all)")
+    i.add_argument(
+        "--weights-only",
+        action="store_true",
+        help="only the weights (a model directory's or a .safetensors file's), read from the "
+        "safetensors header: nothing runs, not even a generated model.py",
+    )
     i.add_argument("--json", action="store_true", help="print the report as JSON")
     _common(i)
     i.set_defaults(func=_cmd_inspect)
@@ -645,11 +680,19 @@ def _main_thread() -> bool:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """The ``msc`` command. ``argv`` None: the process's own arguments, and this process is
-    the command, so its exit is kept quiet too (unless ``--verbose``)."""
+    """Run ``msc ARGV``; returns the exit code. Without ``argv`` (the process's own command
+    line) this process is the command: the work runs in a supervised child (msc.io.supervise),
+    so even a fatal signal ends in one error line, and its exit is kept quiet too (unless
+    ``--verbose``)."""
     from msc.errors import MscError
     from msc.io.files import deferring
 
+    if argv is None:
+        from msc.io.supervise import supervise
+
+        code = supervise()
+        if code is not None:
+            return code
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

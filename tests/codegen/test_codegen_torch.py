@@ -465,7 +465,11 @@ def test_save_and_load_round_trip(tmp_path):
 
     g = small_cnn_graph()
     out = ct.save(g, tmp_path / "model")
-    assert sorted(p.name for p in out.iterdir()) == ["model.py", "model.safetensors"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        ".msc-output.json",
+        "model.py",
+        "model.safetensors",
+    ]
     spec = importlib.util.spec_from_file_location("saved_model", out / "model.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
