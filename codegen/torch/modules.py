@@ -89,7 +89,9 @@ class ModulePlan:
                 e = code.attr_path(e, [p])
                 continue
             assert isinstance(h, Holder)
-            e = code.attr_path(e, [int(p) if h.is_list else p])
+            # The root is the generated class, a plain nn.Module even when its children are
+            # named 0..n-1 (an nn.Sequential subclass): they are attributes, not items.
+            e = code.attr_path(e, [int(p) if h.is_list and h is not self.root else p])
             h = h.children[p]
         return e
 
