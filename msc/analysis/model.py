@@ -136,9 +136,15 @@ def to_torch(a: np.ndarray):
             DType.FLOAT8_E4M3FNUZ: torch.float8_e4m3fnuz,
             DType.FLOAT8_E5M2FNUZ: torch.float8_e5m2fnuz,
         }[dt]
-        raw = np.ascontiguousarray(a).view(np.int16 if a.dtype.itemsize == 2 else np.int8)
+        raw = _contiguous(a).view(np.int16 if a.dtype.itemsize == 2 else np.int8)
         return torch.from_numpy(raw).view(tdt)
-    return torch.from_numpy(np.ascontiguousarray(a))
+    return torch.from_numpy(_contiguous(a))
+
+
+def _contiguous(a: np.ndarray) -> np.ndarray:
+    """``a`` in C order, of its own shape: numpy's ascontiguousarray makes a 0-d array 1-d
+    (a scalar index input became ``[1]``, and a Gather kept the axis it should drop)."""
+    return a if a.flags.c_contiguous else np.ascontiguousarray(a).reshape(a.shape)
 
 
 def from_torch_value(t: Any) -> np.ndarray:
