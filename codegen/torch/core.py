@@ -33,6 +33,7 @@ import numpy as np
 from codegen.torch import code, custom, unsigned
 from codegen.torch.helpers import HELPERS
 from codegen.torch.modules import ModulePlan, init_statements, plan_modules
+from codegen.torch.prepare import shape_weights_as_constants
 from codegen.torch.names import Namespace, readable, sanitize
 from codegen.torch.passes import (
     RELEASE_BYTES,
@@ -247,10 +248,11 @@ class TorchCodegen:
 
     def simplified(self, graph: Graph) -> Graph:
         """``graph`` without arithmetic that provably does nothing (``x + 0`` on integers,
-        ``x * 1``: msc.ops.simplify); the graph itself when there is none."""
+        ``x * 1``: msc.ops.simplify) and with small integer initializers as constants
+        (prepare.py); the graph itself when there is neither."""
         from msc.ops.simplify import fold_identities
 
-        return fold_identities(graph)
+        return fold_identities(shape_weights_as_constants(graph))
 
     # ------------------------------------------------------------------ override points
     def class_name(self) -> str:

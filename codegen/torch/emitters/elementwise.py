@@ -12,9 +12,9 @@ import ast
 import torch
 
 from codegen.torch import lowbit
-from codegen.torch.code import call, expr
+from codegen.torch.code import call, const, expr
 from codegen.torch.core import Arg, NodeEmit
-from codegen.torch.emitters.common import operands
+from codegen.torch.emitters.common import operands, static_bools
 from codegen.torch.helpers import runtime_helpers
 from codegen.torch.registry import emitter
 from msc.ir.dtype import DType
@@ -263,9 +263,61 @@ def prelu(e: NodeEmit, a: Arg, b: Arg) -> ast.expr:
 
 @emitter("where")
 def where(e: NodeEmit, condition: Arg, x: Arg, y: Arg) -> ast.expr:
+    picked = _sizes_picked(e, condition, x, y)
+    if picked is not None:
+        return e.py(picked)
     if x.is_scalar != y.is_scalar:  # one Python scalar beside a tensor keeps the dtype
         return call("torch.where", condition, x.s, y.s)
     return call("torch.where", condition, x, y)
+
+
+def _sizes_picked(e: NodeEmit, condition: Arg, x: Arg, y: Arg) -> ast.expr | None:
+    """A choice between two lists of sizes that the graph decides (exporters replace a -1 or
+    0 in a shape, which sizes never are): the chosen sizes as a Python list, computed as
+    torch.export can trace, rather than tensors whose values the code reads back."""
+    out = e.node.output.type
+    if out.shape is None or len(out.shape) != 1 or not isinstance(out.shape[0], int):
+        return None
+    if not out.dtype.is_integer or not all(_sizes(a) for a in (x, y)):
+        return None
+    cond = static_bools(condition.value)
+    if cond is None or None in cond:
+        return None
+    n = out.shape[0]
+    if len(cond) == 1:
+        cond = cond * n
+    if all(not c for c in cond) and y.rank == 1 and y.shape == (n,):
+        return y.s if y.is_py else const(list(y.literal))
+    if all(cond) and x.rank == 1 and x.shape == (n,):
+        return x.s if x.is_py else const(list(x.literal))
+    items = [_size_items(a, n) for a in (x, y)]
+    if items[0] is None or items[1] is None:
+        return None
+    return ast.List([a if c else b for c, a, b in zip(cond, *items)], ast.Load())
+
+
+def _sizes(a: Arg) -> bool:
+    """A list of sizes the code holds in Python: computed from shapes, or a literal."""
+    return (a.is_py or a.literal is not None) and a.rank in (0, 1)
+
+
+def _size_items(a: Arg, n: int) -> list[ast.expr] | None:
+    """``n`` expressions for the elements of a Python list of sizes (one element repeated)."""
+    if not a.is_py:
+        lit = [a.literal] if a.rank == 0 else list(a.literal)
+        lit = lit * n if len(lit) == 1 else lit
+        return [const(v) for v in lit] if len(lit) == n else None
+    s = a.s
+    if a.rank == 0:
+        return [s] * n
+    m = a.shape[0] if a.shape else None
+    if not isinstance(m, int) or m not in (1, n):
+        return None
+    if isinstance(s, ast.List) and not any(isinstance(v, ast.Starred) for v in s.elts):
+        elts = list(s.elts)
+    else:
+        elts = [expr("v[i]", v=s, i=i) for i in range(m)]
+    return elts * n if m == 1 else elts
 
 
 @emitter("clamp")
