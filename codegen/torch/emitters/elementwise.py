@@ -272,28 +272,43 @@ def where(e: NodeEmit, condition: Arg, x: Arg, y: Arg) -> ast.expr:
 
 
 def _sizes_picked(e: NodeEmit, condition: Arg, x: Arg, y: Arg) -> ast.expr | None:
-    """A choice between two lists of sizes that the graph decides (exporters replace a -1 or
-    0 in a shape, which sizes never are): the chosen sizes as a Python list, computed as
-    torch.export can trace, rather than tensors whose values the code reads back."""
+    """A choice between two lists of sizes by a comparison of sizes (exporters replace a -1
+    or 0 in a shape): the chosen sizes as a Python list, each element decided here where the
+    graph decides it (a size is never -1) and by a Python comparison otherwise, computed as
+    torch.export can trace rather than as tensors whose values the code reads back."""
     out = e.node.output.type
     if out.shape is None or len(out.shape) != 1 or not isinstance(out.shape[0], int):
         return None
     if not out.dtype.is_integer or not all(_sizes(a) for a in (x, y)):
         return None
-    cond = static_bools(condition.value)
-    if cond is None or None in cond:
+    p = condition.value.producer
+    if p is None or p.op not in ("eq", "ne") or any(u is None for u in p.inputs):
+        return None
+    left, right = (Arg(e.cg, u) for u in p.inputs)
+    if not all(_sizes(a) for a in (left, right)):
         return None
     n = out.shape[0]
-    if len(cond) == 1:
-        cond = cond * n
-    if all(not c for c in cond) and y.rank == 1 and y.shape == (n,):
-        return y.s if y.is_py else const(list(y.literal))
-    if all(cond) and x.rank == 1 and x.shape == (n,):
-        return x.s if x.is_py else const(list(x.literal))
-    items = [_size_items(a, n) for a in (x, y)]
-    if items[0] is None or items[1] is None:
+    cond = static_bools(condition.value)
+    if cond is None or len(cond) not in (1, n):
         return None
-    return ast.List([a if c else b for c, a, b in zip(cond, *items)], ast.Load())
+    cond = cond * n if len(cond) == 1 else cond
+    if all(c is False for c in cond) and y.rank == 1 and y.shape == (n,):
+        return y.s if y.is_py else const(list(y.literal))
+    if all(c is True for c in cond) and x.rank == 1 and x.shape == (n,):
+        return x.s if x.is_py else const(list(x.literal))
+    items = [_size_items(a, n) for a in (x, y, left, right)]
+    if any(i is None for i in items):
+        return None
+    xs, ys, ls, rs = items
+    op = ast.Eq() if p.op == "eq" else ast.NotEq()
+    picked = []
+    for c, a, b, lft, rgt in zip(cond, xs, ys, ls, rs):  # type: ignore[arg-type]
+        if c is None:
+            test = ast.Compare(lft, [op], [rgt])
+            picked.append(ast.IfExp(test, a, b))
+        else:
+            picked.append(a if c else b)
+    return ast.List(picked, ast.Load())
 
 
 def _sizes(a: Arg) -> bool:

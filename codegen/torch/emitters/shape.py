@@ -525,10 +525,10 @@ def _msc_slice_rt(x, starts, ends, axes, steps):
     steps = [1] * len(starts) if steps is None else steps
     for st, en, ax, sp in zip(starts, ends, axes, steps):
         ax = ax % x.dim()
-        lo, hi, sp = slice(st, en, sp).indices(x.shape[ax])
-        if sp > 0:
-            x = x[(slice(None),) * ax + (slice(lo, hi, sp),)]
+        if sp > 0:  # torch's subscript clamps as Python does, and keeps sizes symbolic
+            x = x[(slice(None),) * ax + (slice(st, en, sp),)]
         else:
+            lo, hi, sp = slice(st, en, sp).indices(x.shape[ax])
             idx = torch.arange(lo, hi, sp, dtype=torch.int64, device=x.device)
             x = x.index_select(ax, idx)
     return x
