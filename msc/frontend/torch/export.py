@@ -38,7 +38,7 @@ from msc.frontend.torch.translate import (
     is_small_constant,
     target_key,
 )
-from msc.ir import Graph, SymDim, TensorType, Value
+from msc.ir import Graph, SymDim, TensorType, Value, Weight
 from msc.ops.custom import CUSTOM_OPS
 from msc.text.check import checked
 
@@ -241,6 +241,8 @@ def _translate(
     user_specs = []
     by_tensor: dict[int, Value] = {}
     buffers: list[str] = []  # persistent buffers
+    tensors: list[tuple[Weight, torch.Tensor]] = []  # each weight's tensor
+    tied: dict[str, str] = {}  # another name of a weight's tensor -> the weight's name
     constants: list[str] = []  # non-persistent buffers and large lifted constants
     for spec in sig.input_specs:
         arg_name = getattr(spec.arg, "name", None)
@@ -259,8 +261,13 @@ def _translate(
                 src.weights[arg_name] = g.weights[key]
             elif id(t) in by_tensor:  # tied: one weight, used wherever either name is
                 src.weights[arg_name] = by_tensor[id(t)]
+                tied[key] = by_tensor[id(t)].name
+            elif (same := _tied_to(t, tensors)) is not None:  # tied, the objects copied apart
+                src.weights[arg_name] = same
+                tied[key] = same.name
             else:
                 src.weights[arg_name] = by_tensor[id(t)] = g.add_weight(key, tensor_to_numpy(t))
+                tensors.append((by_tensor[id(t)], t))
                 if spec.kind == InputKind.BUFFER:
                     (buffers if spec.persistent else constants).append(key)
                 elif spec.kind == InputKind.CONSTANT_TENSOR:
@@ -270,6 +277,8 @@ def _translate(
         # TOKEN inputs (effect ordering) carry no data.
     if problems:
         raise UnsupportedOpsError(problems)
+    if _aliases is None:  # no module to ask: the program's own state_dict says what is tied
+        _aliases = {**tied, **_tied_in_state_dict(ep, g, tensors, buffers)}
 
     # User inputs, in flattened order.
     tensor_specs = []
@@ -335,6 +344,58 @@ def _mutates_views(ep: ExportedProgram) -> bool:
         if _is_view(n.args[0]) or any(_is_view(u) for u in n.args[0].users if u is not n):
             return True
     return False
+
+
+def _tied_in_state_dict(
+    ep: ExportedProgram,
+    g: Graph,
+    tensors: list[tuple[Weight, torch.Tensor]],
+    buffers: list[str],
+) -> dict[str, str]:
+    """Names the program's state_dict has beside the ones its signature reads (torch.export
+    may lift a tied parameter once; a loaded .pt2 has no module to ask), each -> the weight
+    whose tensor it is (``_tied_to``). A name tied to nothing found is its own unused weight
+    (a persistent buffer, added to ``buffers``, unless it is a Parameter), so the source's
+    state_dict still loads with every key."""
+    seen = {s.target for s in ep.graph_signature.input_specs if s.target is not None}
+    out: dict[str, str] = {}
+    for key, t in ep.state_dict.items():
+        if key in seen or key in g.weights or not isinstance(t, torch.Tensor):
+            continue
+        same = _tied_to(t, tensors)
+        if same is None:
+            equal = [w for w, u in tensors if _equal_tensor(t, u)]
+            same = equal[0] if len(equal) == 1 else None
+        if same is not None:
+            out[key] = same.name
+        else:
+            g.add_weight(key, tensor_to_numpy(t))
+            if not isinstance(t, torch.nn.Parameter):
+                buffers.append(key)
+    return out
+
+
+def _tied_to(t: torch.Tensor, tensors: list[tuple[Weight, torch.Tensor]]) -> Weight | None:
+    """The weight whose tensor ``t`` is: the same storage, offset, shape and strides."""
+    return next((w for w, u in tensors if _same_tensor(t, u)), None)
+
+
+def _same_tensor(a: torch.Tensor, b: torch.Tensor) -> bool:
+    if a is b:
+        return True
+    if a.dtype != b.dtype or a.shape != b.shape or a.stride() != b.stride() or a.is_meta:
+        return False
+    try:
+        pa, pb = a.untyped_storage().data_ptr(), b.untyped_storage().data_ptr()
+    except (RuntimeError, NotImplementedError):
+        return False
+    return pa == pb and a.storage_offset() == b.storage_offset()
+
+
+def _equal_tensor(a: torch.Tensor, b: torch.Tensor) -> bool:
+    if a.dtype != b.dtype or a.shape != b.shape or a.is_meta or b.is_meta:
+        return False
+    return bool(torch.equal(a, b))
 
 
 def _aliases(module: torch.nn.Module) -> dict[str, str]:
