@@ -146,9 +146,7 @@ def save(
 
 
 # ---------------------------------------------------------------- comparing a re-import
-def as_generated(
-    graph: Graph, *, keep_unused: bool = False, drop_unused: bool = False
-) -> Graph:
+def as_generated(graph: Graph, *, keep_unused: bool = False, drop_unused: bool = False) -> Graph:
     """``graph`` as the generated module computes it, to compare a re-import of the module
     with: exact no-op arithmetic folded, small integer initializers made constants, and the
     weights ``generate`` leaves out (same flags) left out. ``graph`` itself is not changed."""

@@ -33,7 +33,6 @@ import numpy as np
 from codegen.torch import code, custom, unsigned
 from codegen.torch.helpers import HELPERS
 from codegen.torch.modules import ModulePlan, init_statements, plan_modules
-from codegen.torch.prepare import shape_weights_as_constants
 from codegen.torch.names import Namespace, readable, sanitize
 from codegen.torch.passes import (
     RELEASE_BYTES,
@@ -43,6 +42,7 @@ from codegen.torch.passes import (
     release_after_last_use,
     walk_stmts,
 )
+from codegen.torch.prepare import shape_weights_as_constants
 from codegen.torch.registry import EMITTERS, MODULE_RULES, EmitterRegistry, ModuleRule
 from msc.errors import NonNumericValuesError, UnsupportedOp, UnsupportedOpsError
 from msc.ir.dtype import DType

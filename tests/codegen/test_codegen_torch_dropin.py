@@ -85,7 +85,10 @@ def _hf_models():
             transformers.BertForMaskedLM(bert),
             [("bert.embeddings.word_embeddings.weight", "cls.predictions.decoder.weight")],
         ),
-        "gpt2": (transformers.GPT2LMHeadModel(gpt2), [("transformer.wte.weight", "lm_head.weight")]),
+        "gpt2": (
+            transformers.GPT2LMHeadModel(gpt2),
+            [("transformer.wte.weight", "lm_head.weight")],
+        ),
         "llama": (
             transformers.LlamaForCausalLM(llama),
             [("model.embed_tokens.weight", "lm_head.weight")],

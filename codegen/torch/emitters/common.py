@@ -163,12 +163,7 @@ def size_elements(v: Any, depth: int = 0) -> list[Any] | None:
             idx = [int(i) for i in c.attrs["value"].reshape(-1)]
             if all(-len(src) <= i < len(src) for i in idx):
                 got = [src[i] for i in idx]
-    elif p.op == "slice" and p.attrs.get("starts") is not None and p.attrs.get("axes") in (
-        (0,),
-        (-1,),
-        [0],
-        [-1],
-    ):
+    elif p.op == "slice" and p.attrs.get("starts") is not None and _one_axis(p.attrs["axes"]):
         src = of(ins[0])
         steps = p.attrs.get("steps") or (1,)
         if src is not None:
@@ -180,6 +175,11 @@ def size_elements(v: Any, depth: int = 0) -> list[Any] | None:
             if cond is not None and a is not None and b is not None:
                 got = [None if c is None else x if c else y for c, x, y in zip(cond, a, b)]
     return got if got is not None and len(got) == n else unknown
+
+
+def _one_axis(axes: Any) -> bool:
+    """A slice of a 1-d value: along axis 0 (or -1) only."""
+    return axes is not None and tuple(axes) in ((0,), (-1,))
 
 
 def _widen(items: list[Any], n: int) -> list[Any] | None:
