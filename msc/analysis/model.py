@@ -422,8 +422,11 @@ def _refined(e: BaseException, dynamic_shapes: Any) -> Any:
         return None
     fixes = msg.split("Suggested fixes:", 1)[1].strip().split("\n\n", 1)[0].splitlines()
     for line in (f.strip() for f in fixes):
-        if not re.fullmatch(r"\w+ = Dim\('\w+'(, (min|max)=\d+)*\)", line):
-            return None  # a specialization (seq = 2) or a relation (a = b + 1): not a range
+        m = re.fullmatch(r"\w+ = Dim\('\w+'(?:, min=(\d+))?(?:, max=\d+)?\)", line)
+        if m is None or int(m.group(1) or 0) > 2:
+            # a specialization (seq = 2), a relation (a = b + 1), or a lower bound above the
+            # 2 torch.export assumes anyway (the code branched on a size, not the model)
+            return None
     from torch.export.dynamic_shapes import refine_dynamic_shapes_from_suggested_fixes
 
     try:
