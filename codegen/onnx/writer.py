@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from codegen.onnx.model import ModelBuilder
+from codegen.onnx.model import ModelBuilder, written_weights
 from codegen.onnx.registry import ONNX_DTYPE
 from msc.errors import MscError
 from msc.io import files
@@ -43,7 +43,7 @@ ALIGN = 64
 
 
 def _weight_bytes(g: Graph) -> int:
-    return sum(w.nbytes for w in g.weights.values() if w.has_data)
+    return sum(w.nbytes for w in written_weights(g) if w.has_data)
 
 
 def _write_weight(f: files.DataFile, w: Weight) -> int:
@@ -89,7 +89,8 @@ def save(
     Args:
         graph: the graph.
         path: the .onnx file to write.
-        opset: target opset (default: the newest onnxruntime runs).
+        opset: target opset (default: ``choose_opset(graph)``, the newest at which the
+            installed onnxruntime has a kernel for every op).
         external_data: True to store weights in ``<file name>.data`` beside the model, a
             string to name that file (relative to the model's directory), False to keep them
             inline. None (default): external only when the weights exceed what a protobuf

@@ -38,7 +38,7 @@ from msc.analysis.shapes import (
     specialize,
 )
 from msc.analysis.verify import VerifyReport, verify_models
-from msc.errors import ConversionError, MscError, UnsupportedOpsError
+from msc.errors import MscError, UnsupportedOpsError
 from msc.io import files, replace_dir
 from msc.ir import symexpr
 from msc.ir.graph import Graph
@@ -194,23 +194,14 @@ def _write(g: Graph, target: str, dest: Path, opset: int | None, report: Convert
         save(g, dest)
     else:
         try:
-            from codegen.onnx import choose_opset, default_opset, save
+            from codegen.onnx import choose_opset, save
         except ImportError as e:
             raise MscError(f"the onnx target needs codegen.onnx: {e}") from None
         if opset is not None:
             report.opset, report.opset_reason = opset, "--opset"
-            save(g, dest, opset=opset)
-            return
-        report.opset, report.opset_reason = choose_opset(g)
-        try:
-            save(g, dest, opset=report.opset)
-        except ConversionError:
-            if report.opset >= default_opset():
-                raise
-            # Some op needs a newer opset for its types (int4 dequantize at 21, ...).
-            report.opset = default_opset()
-            report.opset_reason = "the newest onnxruntime runs; an op does not convert earlier"
-            save(g, dest, opset=report.opset)
+        else:  # the API's default, and why
+            report.opset, report.opset_reason = choose_opset(g)
+        save(g, dest, opset=report.opset)
 
 
 def _stage(out: Path, target: str) -> tuple[Path, Path]:
@@ -323,9 +314,14 @@ def convert(
                 report.structural, report.changes, report.verdict, report.equivalent = _structural(
                     as_generated(g), constants_as_nodes(again.graph, g)
                 )
-            else:
+            else:  # an ONNX model holds the weights something reads
+                written = g
+                if target == "onnx":
+                    from codegen.onnx import as_written
+
+                    written = as_written(g)
                 report.structural, report.changes, report.verdict, report.equivalent = _structural(
-                    g, again.graph
+                    written, again.graph
                 )
             say("running source and output on random inputs")
             report.numeric = verify_models(source, again, rtol=rtol, atol=atol, seed=seed)
@@ -333,10 +329,39 @@ def convert(
         if report.ok:
             with files.uninterrupted():  # every file of the output, or (on error) none
                 report.files = _install(staged, out_p, target)
+    except MscError as e:  # its message names where OUT would have been, not the staging
+        if tmp is not None:
+            e.args = (_user_paths(str(e), tmp, out_p), *e.args[1:])
+        raise
     finally:
         if tmp is not None:
+            _name_user_paths(report, tmp, out_p)
             shutil.rmtree(tmp, ignore_errors=True)
     return report
+
+
+def _user_paths(text: str, tmp: Path, out: Path) -> str:
+    """``text`` with paths in the staging directory ``tmp`` written as the user's: the staged
+    output as OUT, other staged files (an .onnx file's external data) as OUT's siblings."""
+    staged = tmp / out.name
+    for path, user in ((staged, out), (tmp, out.parent)):
+        for form in dict.fromkeys((str(path.absolute()), str(path))):
+            text = text.replace(form, str(user))
+    return text
+
+
+def _name_user_paths(report: ConvertReport, tmp: Path, out: Path) -> None:
+    """The report's messages name OUT, where the output was checked in staging."""
+
+    def fix(text: str) -> str:
+        return _user_paths(text, tmp, out)
+
+    report.uncaptured = fix(report.uncaptured)
+    report.changes = fix(report.changes)
+    report.structural = None if report.structural is None else fix(report.structural)
+    if report.numeric is not None:
+        report.numeric.b_label = fix(report.numeric.b_label)
+        report.numeric.notes = [fix(n) for n in report.numeric.notes]
 
 
 def _structural_relax(g: Graph, again: Model) -> tuple[str | None, str]:

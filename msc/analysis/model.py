@@ -101,7 +101,7 @@ class Model:
             return _run_onnx(self, args, extra)
         outs: list[np.ndarray] | None = None
         if self.kind == "pt2":
-            outs = _run_torch(self.native.module(), args)
+            outs = _run_exported(self.native, args)
         elif self.kind in ("torch-module", "torch-source"):
             outs = _run_torch(self.native, args)
         elif self.kind == "relax" and self.native is not None:
@@ -142,9 +142,8 @@ def to_torch(a: np.ndarray):
 
 
 def _contiguous(a: np.ndarray) -> np.ndarray:
-    """``a`` in C order, of its own shape: numpy's ascontiguousarray makes a 0-d array 1-d
-    (a scalar index input became ``[1]``, and a Gather kept the axis it should drop)."""
-    return a if a.flags.c_contiguous else np.ascontiguousarray(a).reshape(a.shape)
+    """``a`` in C order, keeping its rank (np.ascontiguousarray makes a 0-d array 1-d)."""
+    return np.ascontiguousarray(a).reshape(a.shape)
 
 
 def from_torch_value(t: Any) -> np.ndarray:
@@ -170,6 +169,29 @@ def _run_torch(module: Any, args: list[np.ndarray]) -> list[np.ndarray]:
 
     with torch.no_grad():
         out = module(*[to_torch(a) for a in args])
+    return [from_torch_value(t) for t in flatten(out)]
+
+
+def _run_exported(ep: Any, args: list[np.ndarray]) -> list[np.ndarray]:
+    """Run an ExportedProgram on the graph's inputs (its tensor user inputs, in flattened
+    order): they go back into the structure the program was called with, so keyword
+    arguments (``attention_mask=``) are passed by name; a non-tensor input takes the value it
+    was exported with. ``check_guards=False``: torch would compile guard code (Python source
+    kept with the program) into the module."""
+    import torch
+    import torch.utils._pytree as pytree
+    from torch.export.graph_signature import InputKind
+
+    values = iter(args)
+    placeholders = {n.name: n for n in ep.graph.nodes if n.op == "placeholder"}
+    leaves = []
+    for spec in ep.graph_signature.input_specs:
+        if spec.kind == InputKind.USER_INPUT:
+            val = placeholders[spec.arg.name].meta.get("val")
+            leaves.append(to_torch(next(values)) if isinstance(val, torch.Tensor) else val)
+    call_args, call_kwargs = pytree.tree_unflatten(leaves, ep.call_spec.in_spec)
+    with torch.no_grad():
+        out = ep.module(check_guards=False)(*call_args, **call_kwargs)
     return [from_torch_value(t) for t in flatten(out)]
 
 
