@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import ast
+import copy
 
 import torch
 
@@ -323,16 +324,17 @@ def _size_items(a: Arg, n: int) -> list[ast.expr] | None:
         lit = lit * n if len(lit) == 1 else lit
         return [const(v) for v in lit] if len(lit) == n else None
     s = a.s
-    if a.rank == 0:
-        return [s] * n
-    m = a.shape[0] if a.shape else None
+    m = 1 if a.rank == 0 else a.shape[0] if a.shape else None
     if not isinstance(m, int) or m not in (1, n):
         return None
-    if isinstance(s, ast.List) and not any(isinstance(v, ast.Starred) for v in s.elts):
+    if a.rank == 0:
+        elts = [s]
+    elif isinstance(s, ast.List) and not any(isinstance(v, ast.Starred) for v in s.elts):
         elts = list(s.elts)
     else:
         elts = [expr("v[i]", v=s, i=i) for i in range(m)]
-    return elts * n if m == 1 else elts
+    # Each use its own node: later passes edit the tree in place.
+    return [copy.deepcopy(v) for v in elts * n] if m == 1 else elts
 
 
 @emitter("clamp")
