@@ -417,7 +417,13 @@ def _from_module(
         example = {source.get(n, n): a for n, a in example.items()}
     try:
         with torch_logs_muted():
-            g = msc.from_torch(module, args, **kwargs)
+            try:
+                g = msc.from_torch(module, args, **kwargs)
+            except Exception as e:
+                refined = _refined(e, kwargs.get("dynamic_shapes"))
+                if refined is None:
+                    raise
+                g = msc.from_torch(module, args, **{**kwargs, "dynamic_shapes": refined})
     except MscError:
         raise
     except Exception as e:
@@ -427,6 +433,29 @@ def _from_module(
     if dynamic:
         g = _symbols_renamed(g, {_dim_name(n): n for n in syms if _dim_name(n) != n})
     return g, example
+
+
+def _refined(e: BaseException, dynamic_shapes: Any) -> Any:
+    """The dynamic shapes with the ranges torch.export found the module needs (its suggested
+    fixes: ``seq = Dim('seq', max=64)`` for a position table of 64), when that is all it
+    suggests; None when it would make a dynamic dim static or tie dims together (then the
+    module is not what the dims say, and the failure stands)."""
+    msg = str(getattr(e, "msg", "") or e)
+    if dynamic_shapes is None or "Suggested fixes" not in msg:
+        return None
+    fixes = msg.split("Suggested fixes:", 1)[1].strip().split("\n\n", 1)[0].splitlines()
+    for line in (f.strip() for f in fixes):
+        m = re.fullmatch(r"\w+ = Dim\('\w+'(?:, min=(\d+))?(?:, max=\d+)?\)", line)
+        if m is None or int(m.group(1) or 0) > 2:
+            # a specialization (seq = 2), a relation (a = b + 1), or a lower bound above the
+            # 2 torch.export assumes anyway (the code branched on a size, not the model)
+            return None
+    from torch.export.dynamic_shapes import refine_dynamic_shapes_from_suggested_fixes
+
+    try:
+        return refine_dynamic_shapes_from_suggested_fixes(msg, dynamic_shapes)
+    except Exception:
+        return None
 
 
 def _symbols_renamed(g: Graph, names: Mapping[str, str]) -> Graph:
