@@ -39,7 +39,7 @@ from msc.frontend.torch.translate import (
     is_small_constant,
     target_key,
 )
-from msc.ir import Graph, SymDim, TensorType, Value, Weight
+from msc.ir import Graph, SymDim, TensorType, Value
 from msc.ops.custom import CUSTOM_OPS
 from msc.text.check import checked
 
@@ -272,7 +272,6 @@ def _translate(
     by_tensor: dict[Any, Value] = {}
     tied: dict[str, str] = {}  # another name of a tied weight -> the weight's name
     buffers: list[str] = []  # persistent buffers
-    tensors: list[tuple[Weight, torch.Tensor]] = []  # each weight's tensor
     constants: list[str] = []  # non-persistent buffers and large lifted constants
     for spec in sig.input_specs:
         arg_name = getattr(spec.arg, "name", None)
@@ -295,7 +294,6 @@ def _translate(
             else:
                 w = g.add_weight(key, tensor_to_numpy(t))
                 src.weights[arg_name] = by_tensor[_same_tensor(t)] = w
-                tensors.append((w, t))
                 if spec.kind == InputKind.BUFFER:
                     (buffers if spec.persistent else constants).append(key)
                 elif spec.kind == InputKind.CONSTANT_TENSOR:
@@ -306,7 +304,7 @@ def _translate(
     if problems:
         raise UnsupportedOpsError(problems)
     # Names the state_dict has beside the signature's (a loaded .pt2 has no module to ask).
-    tied |= _tied_in_state_dict(ep, g, by_tensor, tensors, buffers, set(_aliases or ()))
+    tied |= _tied_in_state_dict(ep, g, by_tensor, buffers, set(_aliases or ()))
 
     # User inputs, in flattened order.
     tensor_specs = []
@@ -389,14 +387,14 @@ def _tied_in_state_dict(
     ep: ExportedProgram,
     g: Graph,
     by_tensor: dict[Any, Value],
-    tensors: list[tuple[Weight, torch.Tensor]],
     buffers: list[str],
     known: set[str],
 ) -> dict[str, str]:
     """Names the program's state_dict has beside the ones its signature reads (torch.export
     may lift a tied parameter once; ``known`` ones the module named already), each -> the
-    weight whose tensor it is: the same elements of one storage (``_same_tensor``), else (a
-    reader that copied them apart) the only weight of equal value. A name tied to nothing
+    weight whose tensor it is: the same elements of one storage (``_same_tensor``; msc's .pt2
+    reader gives names stored in one payload file one storage). Equal values alone are not a
+    tie: two weights that merely start equal may be trained apart. A name tied to nothing
     found is its own unused weight (a persistent buffer, added to ``buffers``, unless it is a
     Parameter), so the source's state_dict still loads with every key."""
     seen = {s.target for s in ep.graph_signature.input_specs if s.target is not None}
@@ -405,9 +403,6 @@ def _tied_in_state_dict(
         if key in seen or key in known or key in g.weights or not isinstance(t, torch.Tensor):
             continue
         same = by_tensor.get(_same_tensor(t))
-        if same is None:
-            equal = [w for w, u in tensors if _equal_tensor(t, u)]
-            same = equal[0] if len(equal) == 1 else None
         if same is not None:
             out[key] = same.name
         else:
@@ -415,12 +410,6 @@ def _tied_in_state_dict(
             if not isinstance(t, torch.nn.Parameter):
                 buffers.append(key)
     return out
-
-
-def _equal_tensor(a: torch.Tensor, b: torch.Tensor) -> bool:
-    if a.dtype != b.dtype or a.shape != b.shape or a.is_meta or b.is_meta:
-        return False
-    return bool(torch.equal(a, b))
 
 
 def _aliases(module: torch.nn.Module) -> dict[str, str]:
