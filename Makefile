@@ -26,7 +26,7 @@ demo: $(BASE)
 	$(PY) -m msc demo
 
 test: $(STAMP)
-	MSC_CHECK=1 $(PY) -m pytest -n 2 -q
+	MSC_CHECK=1 $(PY) -m pytest -n 2 --dist loadgroup -q
 
 # The sdist and wheel, installed into a fresh venv outside the checkout: `msc demo` and a
 # conversion run from there (what CI checks).
