@@ -154,7 +154,7 @@ def test_verify_output(ws, model, how, target):
     _needs(target)
     out, r = ws.convert(model, how, target)
     assert r.code == 0, str(r)
-    _ok(cli("verify", ws.file(model, how), out, "-q"), "result: match")
+    _ok(cli("verify", ws.file(model, how), out), "result: match")
 
 
 @pytest.mark.parametrize(("model", "how", "target"), _cells("inspect_output", OUTPUTS))
@@ -183,4 +183,4 @@ def test_diff_across_exporters(ws, model, a, b):
 
 @pytest.mark.parametrize(("model", "a", "b"), _cells("verify", PAIRS))
 def test_verify_across_exporters(ws, model, a, b):
-    _ok(cli("verify", ws.file(model, a), ws.file(model, b), "-q"), "result: match")
+    _ok(cli("verify", ws.file(model, a), ws.file(model, b)), "result: match")
