@@ -48,6 +48,7 @@ __all__ = [
     "product",
     "unranged",
     "Renaming",
+    "exact_div",
 ]
 
 FUNCS = ("floordiv", "mod", "min", "max")
@@ -280,6 +281,27 @@ def floordiv(a: Dim, b: Dim) -> Dim:
     if a == b:
         return 1
     return _func("floordiv", a, b)
+
+
+def exact_div(a: Dim, b: Dim) -> Dim | None:
+    """``a / b`` when ``b`` is one term (``16*seq``) dividing every term of ``a`` exactly
+    (``32*batch*seq / 16*seq = 2*batch``), else None: the quotient a reshape's -1 stands for."""
+    tb = _terms(b)
+    if len(tb) != 1:
+        return None
+    ((mb, cb),) = tb.items()
+    out: dict[_Mono, int] = {}
+    for m, c in _terms(a).items():
+        rest = list(m)
+        for atom in mb:
+            if atom not in rest:
+                return None
+            rest.remove(atom)
+        q, r = divmod(c, cb)
+        if r:
+            return None
+        out[tuple(rest)] = q
+    return _make(out)
 
 
 def ceildiv(a: Dim, b: Dim) -> Dim:
