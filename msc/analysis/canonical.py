@@ -450,16 +450,39 @@ def _pool_to_mean(b: Builder, m: Match) -> Value:
     return b.op("reduce_mean", m["x"], axes=list(range(rank - k, rank)), keepdims=True)
 
 
+def _flatten_span(xs, ys) -> tuple[int, int] | None:
+    """The first run of dims ``start..end`` of ``xs`` that, merged into one, makes ``ys``
+    (symbolic dims compare as expressions: ``[b, s] -> [b*s]``)."""
+    if xs is None or ys is None or None in xs or None in ys:
+        return None
+    k = len(xs) - len(ys)
+    if k < 1:
+        return None
+    for start in range(len(ys)):
+        end = start + k
+        if (
+            tuple(xs[:start]) == tuple(ys[:start])
+            and tuple(xs[end + 1 :]) == tuple(ys[start + 1 :])
+            and ys[start] == dim_mul(*xs[start : end + 1])
+        ):
+            return start, end
+    return None
+
+
 def _find_flatten(n: Node) -> Match | None:
-    if n.op != "reshape":
+    """A reshape that merges one run of dims is that flatten; a flatten is spelled by the
+    first run that gives its result (merging a size-1 dim left or right is one op)."""
+    if n.op not in ("reshape", "flatten") or n.inputs[0] is None:
         return None
     x, y = n.inputs[0], n.outputs[0]
-    xs, ys = x.type.shape, y.type.shape  # symbolic dims compare as expressions: [b, 16]
-    if xs is None or ys is None or len(xs) < 3 or len(ys) != 2 or None in xs or xs[0] != ys[0]:
+    span = _flatten_span(x.type.shape, y.type.shape)
+    if span is None:
         return None
-    if ys[1] != dim_mul(*xs[1:]):
-        return None
-    return Match(n, [n], {"x": x})  # type: ignore[dict-item]
+    if n.op == "flatten":
+        r = len(x.type.shape)  # type: ignore[arg-type]
+        if (n.attrs["start_axis"] % r, n.attrs["end_axis"] % r) == span:
+            return None
+    return Match(n, [n], {"x": x}, info={"span": span})  # type: ignore[dict-item]
 
 
 def _find_no_op(n: Node) -> Match | None:
@@ -570,9 +593,11 @@ RULES: list[Rule] = [
     _rule("gather -> embedding", _find_gather, lambda b, m: b.op("embedding", m["w"], m["ids"])),
     _rule("adaptive_avg_pool -> reduce_mean", _find_adaptive_pool, _pool_to_mean),
     _rule(
-        "reshape -> flatten",
+        lambda m: f"{m.root.op} -> flatten" if m.root.op == "reshape" else "flatten respelled",
         _find_flatten,
-        lambda b, m: b.op("flatten", m["x"], start_axis=1, end_axis=-1),
+        lambda b, m: b.op(
+            "flatten", m["x"], start_axis=m.info["span"][0], end_axis=m.info["span"][1]
+        ),
     ),
     *[_fused(p) for p in FUSIONS if p.name != "linear"],
     _rule("attention's no-op mask dropped", _find_no_op_mask, _drop_mask),

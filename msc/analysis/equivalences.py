@@ -2,6 +2,7 @@
 
 Rules (``msc.rewrite`` matchers, each exact; a rule's label is what ``diff`` counts):
 
+- a conv's or linear's all-zero constant bias, dropped (an untrained BatchNorm folds to it);
 - arithmetic that does nothing (``x + 0`` of integers, ``x * 1``, ``x - 0``, ``x / 1``, a
   ``logical_and`` with true) by a constant of any kind (a weight too), dropped;
 - ``unsqueeze(unsqueeze(x, a), b)`` as one unsqueeze (and squeezes alike): torch.export writes
@@ -73,6 +74,24 @@ def _find_no_op_arithmetic(n: Node) -> Match | None:
             continue
         return Match(n, [n], {"x": x})
     return None
+
+
+_BIASED = ("conv", "conv_transpose", "linear")
+
+
+def _find_zero_bias(n: Node) -> Match | None:
+    """conv / linear with a constant all-zero bias is the op without one (a BatchNorm of
+    untrained statistics folds to zeros, which torch.onnx then leaves out)."""
+    if n.op not in _BIASED or len(n.inputs) < 3 or n.inputs[2] is None:
+        return None
+    c = constant_value(n.inputs[2])
+    if c is None or c.size == 0 or np.any(c != 0):
+        return None
+    return Match(n, [n], {"x": n.inputs[0], "w": n.inputs[1]})  # type: ignore[dict-item]
+
+
+def _without_bias(b: Builder, m: Match) -> Value:
+    return b.op(m.root.op, m["x"], m["w"], **m.root.attrs)
 
 
 # ------------------------------------------------------------------------------ (un)squeeze chains
@@ -293,6 +312,30 @@ def _find_view_chain(n: Node) -> Match | None:
     return Match(n, nodes, found)
 
 
+def _find_view_round_trip(n: Node) -> Match | None:
+    """A chain of views (reshape, unsqueeze, squeeze, flatten) ending in the shape it began
+    with is its source: views keep row-major order."""
+    if n.op not in _VIEWS or len(n.outputs) != 1:
+        return None
+    t = n.output.type
+    if t.shape is None or None in t.shape:
+        return None
+    v, nodes = n.inputs[0], [n]
+    for _ in range(4):
+        if v is None:
+            return None
+        if v.type == t:
+            return Match(
+                n, nodes if all(len(x.output.uses) == 1 for x in nodes[1:]) else [n], {"x": v}
+            )
+        p = v.producer
+        if p is None or p.op not in _VIEWS or len(p.outputs) != 1:
+            return None
+        nodes.append(p)
+        v = p.inputs[0]
+    return None
+
+
 def _reshape_again(b: Builder, m: Match) -> Value:
     return b.op("reshape", m["x"], m.values.get("shape"), **m.root.attrs)
 
@@ -460,6 +503,7 @@ def _keep(b: Builder, m: Match) -> Value:
 # (label, matcher, replacement), in priority order
 RULES = [
     ("no-op arithmetic dropped", _find_no_op_arithmetic, _keep),
+    (lambda m: f"{m.root.op}'s all-zero bias dropped", _find_zero_bias, _without_bias),
     (
         "unsqueezes merged",
         _find_unsqueeze_chain,
@@ -489,6 +533,7 @@ RULES = [
         _gather_then_unsqueeze,
     ),
     ("reshape of a view -> one reshape", _find_view_chain, _reshape_again),
+    ("views back to the shape they began with dropped", _find_view_round_trip, _keep),
     ("attention's fully-masked-row guard dropped", _find_masked_row_guard, lambda b, m: m["y"]),
     (
         lambda m: (

@@ -404,8 +404,8 @@ def _affine(op: str, slot: int) -> Pattern:
 
 # ---------------------------------------------------------------------- attention
 def _key_of_transposed(w: _Walk, kt: Value) -> Value | None:
-    """K from K^T: transpose swapping the last two dims, or the exporters' reshape ->
-    3-d transpose -> reshape spelling of it."""
+    """K from K^T: transpose swapping the last two dims, or the exporters' reshape (or
+    flatten) -> 3-d transpose -> reshape spelling of it."""
     t = w.node(kt, "transpose")
     if t is not None:
         perm = [int(p) for p in t.attrs["perm"]]
@@ -423,7 +423,7 @@ def _key_of_transposed(w: _Walk, kt: Value) -> Value | None:
     if outer is None:
         return None
     t = w.node(outer.inputs[0], "transpose")
-    inner = w.node(t.inputs[0], "reshape") if t is not None else None
+    inner = w.node(t.inputs[0], "reshape", "flatten") if t is not None else None
     if inner is None or list(t.attrs["perm"]) != [0, 2, 1]:
         return None
     # The reshapes' targets may be attributes or computed at run time: their result types
@@ -616,7 +616,7 @@ def _repeated_heads(w: _Walk, v: Value) -> tuple[Value, int] | None:
     ``r`` times in a row (transformers' repeat_kv: unsqueeze at 2, expand to [B, H, r, S, D],
     reshape to [B, H * r, S, D]). Read from the types, so a shape given as an input or an
     attribute is the same; the row-major regrouping makes head j read x's head j // r."""
-    r = w.node(v, "reshape")
+    r = w.node(v, "reshape", "flatten")
     e = w.node(r.inputs[0], "expand") if r is not None else None
     u = w.node(e.inputs[0], "unsqueeze") if e is not None else None
     if u is None:
