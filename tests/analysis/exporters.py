@@ -94,6 +94,12 @@ def upsample() -> tuple[nn.Module, tuple]:
     return m.eval(), (torch.randn(2, 3, 16, 16),)
 
 
+def fresh_resnet() -> tuple[nn.Module, tuple]:
+    """TinyResNet as constructed: BatchNorms of mean 0, variance 1, weight 1, bias 0."""
+    torch.manual_seed(0)
+    return TinyResNet().eval(), (torch.randn(2, 3, 16, 16),)
+
+
 def _trained_batch_norms(m: nn.Module) -> None:
     with torch.no_grad():  # running stats that are not the identity, as a trained model has
         for mod in m.modules():
@@ -185,6 +191,13 @@ def change(module: nn.Module, param: str, by: float = 0.5) -> nn.Module:
     where a LayerNorm output, summing to 0, meets it)."""
     with torch.no_grad():
         dict(module.named_parameters())[param].mul_(1 + by)
+    return module
+
+
+def change_op(module: nn.Module, path: str, new: nn.Module) -> nn.Module:
+    """``module`` with the submodule at ``path`` (dotted) replaced by ``new``: a changed op."""
+    parent, _, name = path.rpartition(".")
+    setattr(module.get_submodule(parent), name, new)
     return module
 
 
