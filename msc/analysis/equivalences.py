@@ -396,12 +396,23 @@ def _linear_index(b: Builder, m: Match) -> Value:
 
 # ------------------------------------------------------------------------------ attention masks
 def _find_additive_bool_mask(n: Node) -> Match | None:
-    """attention with mask where(m, 0, -inf) of a bool m: that mask is m. With the dtype's
+    """attention with mask where(m, 0, -inf) of a bool m: that mask is m (a constant of 0
+    and -inf: the bool constant of where it is 0). With the dtype's
     lowest value for -inf (torch.onnx writes it) the scores it hides still weigh exactly 0
     (exp underflows) in every row that keeps a key; a row it hides everywhere averages the
     values where the bool mask gives 0: the rule's label says so."""
     if n.op != "attention" or len(n.inputs) < 4 or n.inputs[3] is None:
         return None
+    q, k, v = n.inputs[:3]
+    c = constant_value(n.inputs[3])
+    if c is not None and c.dtype.kind == "f" and c.size:  # folded: a constant of 0 and -inf
+        lowest = float(np.finfo(c.dtype).min)
+        hidden = c != 0
+        fills = set(np.unique(c[hidden]).astype(np.float64).tolist())
+        if not hidden.any() or not fills <= {-np.inf, lowest} or len(fills) != 1:
+            return None
+        info = {"attrs": dict(n.attrs), "exact": fills == {-np.inf}, "const": ~hidden}
+        return Match(n, [n], {"q": q, "k": k, "v": v}, info=info)  # type: ignore[dict-item]
     w = n.inputs[3].producer
     if (
         w is None
@@ -420,14 +431,16 @@ def _find_additive_bool_mask(n: Node) -> Match | None:
     m = w.inputs[0]
     if w.output.type.shape != m.type.shape:
         return None  # where broadcast the mask: the bool one alone has another shape
-    q, k, v = n.inputs[:3]
     info = {"attrs": dict(n.attrs), "exact": fill == -np.inf}
     nodes = [w, n] if len(w.output.uses) == 1 else [n]
     return Match(n, nodes, {"q": q, "k": k, "v": v, "m": m}, info=info)  # type: ignore[dict-item]
 
 
 def _bool_mask_attention(b: Builder, m: Match) -> Value:
-    return b.op("attention", m["q"], m["k"], m["v"], m["m"], **m.info["attrs"])
+    mask = m.values.get("m")
+    if mask is None:
+        mask = b.op("constant", value=m.info["const"])
+    return b.op("attention", m["q"], m["k"], m["v"], mask, **m.info["attrs"])
 
 
 def _find_masked_row_guard(n: Node) -> Match | None:
