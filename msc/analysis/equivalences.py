@@ -220,17 +220,37 @@ def _gather_range_to_slice(b: Builder, m: Match) -> Value:
     return b.op("slice", m["x"], start, end, axes=[m.info["axis"]], steps=[1])
 
 
+def _integer_zeros(v: Value | None, depth: int = 0) -> bool:
+    """``v`` is integer zeros by construction: ``i * 0``, or a sum of such (codegen.onnx's
+    zero of the indices' broadcast shape)."""
+    p = v.producer if v is not None else None
+    if p is None or depth > 8 or not v.type.dtype.is_integer:  # type: ignore[union-attr]
+        return False
+    if p.op == "mul":
+        return any(
+            (c := constant_value(x)) is not None and c.size and not np.any(c) for x in p.inputs
+        )
+    return p.op == "add" and all(_integer_zeros(x, depth + 1) for x in p.inputs)
+
+
 def _index_component(v: Value | None, target: tuple) -> Value | None:
-    """The index tensor ``i`` of ``unsqueeze(expand(i, target), -1)``."""
+    """The index tensor ``i`` of ``unsqueeze(expand(i, target), -1)`` or of
+    ``unsqueeze(i + zeros, -1)`` (the zeros of the broadcast shape)."""
     u = v.producer if v is not None else None
     if u is None or u.op != "unsqueeze" or u.output.type.rank is None:
         return None
     if _axes(u, u.output.type.rank) != [u.output.type.rank - 1]:
         return None
     e = u.inputs[0].producer if u.inputs[0] is not None else None
-    if e is None or e.op != "expand" or tuple(e.output.type.shape or ()) != target:
+    if e is None or tuple(e.output.type.shape or ()) != target:
         return None
-    return e.inputs[0]
+    if e.op == "expand":
+        return e.inputs[0]
+    if e.op == "add":
+        for i, z in (e.inputs, e.inputs[::-1]):
+            if _integer_zeros(z) and not _integer_zeros(i):
+                return i
+    return None
 
 
 def _find_gather_nd_index(n: Node) -> Match | None:
