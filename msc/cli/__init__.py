@@ -480,8 +480,9 @@ def build_parser() -> argparse.ArgumentParser:
         "convert",
         help="convert a model to PyTorch source, ONNX, TVM Relax or an msc graph, and check it",
         description="Convert SRC and write OUT; then re-import OUT, compare it with the "
-        "converted graph, and run both on random inputs (unless --no-check). Nothing is "
-        "written if anything fails.",
+        "converted graph as msc diff does, and run both on random inputs (unless --no-check). "
+        "Nothing is written if anything fails: outputs that differ, or real changes (unless "
+        "--allow-changes).",
         epilog=_EPILOG,
         formatter_class=fmt,
     )
@@ -541,7 +542,9 @@ def build_parser() -> argparse.ArgumentParser:
         "diff",
         help="structural equality, else a node-level diff of two models",
         description="Compare two models of any formats: structural equality first, else "
-        "matched, changed, added and removed nodes. Exit 0 when equal, 1 when not.",
+        "matched, changed, added and removed nodes, after undoing the rewrites exporters are "
+        "known to make (symbolic dims compare up to renaming). Exit 0 when equal or "
+        "equivalent, 1 for real changes.",
         epilog=_EPILOG,
         formatter_class=fmt,
     )
