@@ -278,7 +278,10 @@ def _counted(rules: list[Rule], done: Counter[str]) -> list[Pattern]:
         p = r.pattern
 
         def replace(b: Builder, m: Match, p: Pattern = p, r: Rule = r) -> Value | None:
-            new = p.replace(b, m)  # type: ignore[operator]
+            try:
+                new = p.replace(b, m)  # type: ignore[operator]
+            except Exception:  # noqa: BLE001 - a rule that cannot build its form declines
+                return None  # (msc.rewrite discards what it built)
             if new is not None:
                 done[r.label(m) if callable(r.label) else r.label] += 1
             return new
@@ -289,12 +292,30 @@ def _counted(rules: list[Rule], done: Counter[str]) -> list[Pattern]:
                 p.inputs,
                 p.outputs,
                 replace=replace,
-                matcher=p.matcher,
+                matcher=_declining(p.matcher),
                 check=p.check,
                 any_dtype=p.any_dtype,
             )
         )
     return out
+
+
+def _declining(
+    find: Callable[[Node], Match | None] | None,
+) -> Callable[[Node], Match | None] | None:
+    """``find``, declining a node it cannot read (a sequence where it expects a tensor, a
+    shape it did not foresee) instead of failing the comparison: the canonical form is
+    best effort, and a node no rule took is compared as it is."""
+    if find is None:
+        return None
+
+    def safe(n: Node) -> Match | None:
+        try:
+            return find(n)
+        except Exception:  # noqa: BLE001
+            return None
+
+    return safe
 
 
 def _weight_in_place(g: Graph, old: Value | None, m: Match, data: np.ndarray, name: str) -> Weight:
