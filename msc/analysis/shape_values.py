@@ -293,6 +293,37 @@ class _Builder:
             for j, d in enumerate(shape or ()):
                 if isinstance(d, SymDim):
                     self.source.setdefault(d.name, (i, j))
+        self._adopt()
+
+    def _adopt(self) -> None:
+        """Take the canonical computations the graph already has (an earlier pass built
+        them) as made, so building them again finds them: a pass over a canonical graph
+        changes nothing."""
+        made = self.made
+        ids = {id(v) for v in made.values()}
+        for k, w in self.g.weights.items():
+            if k.startswith("sizes[") and w.has_data and w.type.rank == 1:
+                made.setdefault(("ints", tuple(int(x) for x in w.numpy())), w)
+        ids |= {id(v) for v in made.values()}
+        position = {id(v): i for i, v in enumerate(self.g.inputs)}
+        for n in self.g.nodes:
+            ins, a = n.inputs, n.attrs
+            key: tuple | None = None
+            if n.op == "shape" and ins and id(ins[0]) in position and a["end"] is not None:
+                key = ("shape", position[id(ins[0])], a["start"], a["end"])
+            elif not ins or not all(v is not None and id(v) in ids for v in ins):
+                continue
+            elif n.op == "concat" and a["axis"] == 0:
+                key = ("concat", *map(id, ins))
+            elif n.op in ("mul", "add") and len(ins) == 2:
+                key = (n.op, id(ins[0]), id(ins[1]))
+            elif n.op == "cast":
+                key = ("cast", id(ins[0]), a["to"])
+            elif n.op == "reshape" and len(ins) == 1 and a["shape"] is not None and not a["shape"]:
+                key = ("scalar", id(ins[0]))
+            if key is not None and key not in made:
+                made[key] = n.outputs[0]
+                ids.add(id(n.outputs[0]))
 
     def _node(self, key: tuple, op: str, *ins: Value | None, **attrs) -> Value:
         v = self.made.get(key)
