@@ -348,3 +348,22 @@ def test_canonical_form_of_a_dynamic_export_computes_the_same(files, model, how)
         want, _ = run_graph(g, [ids, mask])
         got, _ = run_graph(c, [ids, mask])
         np.testing.assert_allclose(np.asarray(got[0]), np.asarray(want[0]), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("how", ["ep", "dynamo", "legacy"])
+def test_shape_values_pass_is_idempotent(files, how):
+    # Canonical shape computations are found again, not rebuilt: a second pass changed two
+    # values every time, so canonicalize never reached its fixed point.
+    from collections import Counter
+
+    from msc.analysis.canonical import copy_graph
+    from msc.analysis.model import load_model
+    from msc.analysis.shape_values import resolve_shape_values
+
+    g = copy_graph(load_model(files("bert_mlm", how, dynamic=True)).graph)
+    first: Counter[str] = Counter()
+    resolve_shape_values(g, first)
+    assert first, "the export computes shapes"
+    again: Counter[str] = Counter()
+    resolve_shape_values(g, again)
+    assert not again
