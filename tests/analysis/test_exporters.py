@@ -233,13 +233,13 @@ TRANSFORMERS = ["bert_mlm", "llama"]
 @pytest.mark.parametrize("how", ["dynamo", "legacy"])
 @pytest.mark.parametrize("model", TRANSFORMERS)
 def test_diff_of_a_transformer_across_exporters_says_equivalent(files, model, how, dynamic):
-    # BertForMaskedLM / LlamaForCausalLM called with an attention mask, as torch.export's
-    # program (read in memory) against torch.onnx's files. It said 82 (BERT) and 106 (Llama)
+    # BertForMaskedLM / LlamaForCausalLM called with an attention mask, as a .pt2
+    # (torch.export.save) against torch.onnx's files. It said 82 (BERT) and 106 (Llama)
     # real changes for dynamo's dynamic exports, 114 and 428 for the legacy exporter's,
     # 10-15 (BERT) and 191 (Llama, legacy) for static ones: symbols named apart, shape
     # computations spelled three ways, masks built with gather_nd or a linear index, an
     # additive float mask against a bool one, RMSNorm as 1 / sqrt.
-    a, b = files(model, "ep", dynamic=dynamic), files(model, how, dynamic=dynamic)
+    a, b = files(model, "pt2", dynamic=dynamic), files(model, how, dynamic=dynamic)
     code, out, err = run_cli("diff", str(a), str(b))
     assert code == 0, out + err
     assert out.startswith("verdict: equivalent (up to "), out
@@ -249,7 +249,7 @@ def test_diff_of_a_transformer_across_exporters_says_equivalent(files, model, ho
 @pytest.mark.parametrize("how", ["dynamo", "legacy"])
 @pytest.mark.parametrize("model", TRANSFORMERS)
 def test_diff_of_dynamic_transformer_exports_names_the_changed_weight(files, model, how):
-    a, b = files(model, "ep", dynamic=True), files(model, how, changed=True, dynamic=True)
+    a, b = files(model, "pt2", dynamic=True), files(model, how, changed=True, dynamic=True)
     code, out, err = run_cli("diff", str(a), str(b))
     assert code == 1, out + err
     assert out.startswith("verdict: 1 real change (after "), out
@@ -259,7 +259,7 @@ def test_diff_of_dynamic_transformer_exports_names_the_changed_weight(files, mod
 @pytest.mark.parametrize("how", ["dynamo", "legacy"])
 @pytest.mark.parametrize("model", TRANSFORMERS)
 def test_diff_of_dynamic_transformer_exports_names_the_changed_op(files, model, how):
-    a, b = files(model, "ep", dynamic=True), files(model, how, changed="op", dynamic=True)
+    a, b = files(model, "pt2", dynamic=True), files(model, how, changed="op", dynamic=True)
     code, out, err = run_cli("diff", str(a), str(b))
     assert code == 1, out + err
     assert out.startswith("verdict: 1 real change (after "), out
@@ -273,7 +273,7 @@ def test_convert_onnx_round_trip_of_a_dynamic_export_checks_equal(files, tmp_pat
     # Resize's nearest_mode, read back as the default); BERT's legacy file 13 (a flatten
     # written as Reshape, the attention's masked-row guard); BERT from torch.export 10 (its
     # mask's index written as GatherND of indices broadcast by adding zeros).
-    for how in ("dynamo", "legacy", "ep"):
+    for how in ("dynamo", "legacy", "pt2"):
         out_path = tmp_path / f"{model}_{how}.onnx"
         code, out, err = run_cli(
             "convert", str(files(model, how, dynamic=True)), "-o", str(out_path)
@@ -325,7 +325,7 @@ def test_convert_fails_on_a_real_change_unless_allowed(files, tmp_path, monkeypa
     assert data["changes_allowed"] and not data["equivalent"] and out_path.exists()
 
 
-@pytest.mark.parametrize("how", ["ep", "dynamo", "legacy"])
+@pytest.mark.parametrize("how", ["pt2", "ep", "dynamo", "legacy"])
 @pytest.mark.parametrize("model", TRANSFORMERS)
 def test_canonical_form_of_a_dynamic_export_computes_the_same(files, model, how):
     # Every rewrite is exact: the canonical graph (shape computations re-derived, masks and
