@@ -9,10 +9,11 @@ Without ``to`` the target follows OUT: ``*.onnx`` is onnx, ``*.msc`` or an exist
 is msc, anything else is a torch directory.
 
 The check, unless turned off: re-import what was written and compare it with the graph it was
-generated from (structural equality, modulo names), then run the source model and the written
-one on the same random inputs (``msc.analysis.verify``). Output is staged in a temporary
-sibling and moved into place only when everything (the check included) succeeded, so a failure
-leaves nothing half-written and never clobbers an existing OUT.
+generated from as ``msc diff`` does (equal, modulo names; else equivalent up to known rewrites;
+else real changes, which fail the conversion unless ``allow_changes``), then run the source
+model and the written one on the same random inputs (``msc.analysis.verify``). Output is
+staged in a temporary sibling and moved into place only when everything (the check included)
+succeeded, so a failure leaves nothing half-written and never clobbers an existing OUT.
 
 # NOTE: ``input_specs`` fix input shapes (and are the example inputs of a ``module.py:Class``
 # source); ``dynamic`` makes a dim symbolic (``x:0=batch``); both re-infer every node type.
@@ -70,6 +71,7 @@ class ConvertReport:
     # A generated module torch.export could not capture (why): not compared structurally,
     # only run (eagerly) against the source.
     uncaptured: str = ""
+    changes_allowed: bool = False  # real changes did not fail the conversion (allow_changes)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -86,6 +88,7 @@ class ConvertReport:
             "changes": self.changes,
             "verdict": self.verdict,
             "equivalent": self.equivalent,
+            "changes_allowed": self.changes_allowed,
             "numeric": None if self.numeric is None else self.numeric.to_json(),
             "ok": self.ok,
             "opset": self.opset,
@@ -246,9 +249,12 @@ def convert(
     trust_pickle: bool = False,
     force: bool = False,
     custom_ops: str = "error",
+    allow_changes: bool = False,
 ) -> ConvertReport:
     """Convert ``src`` to ``out`` (see the module docstring). Raises MscError for user errors;
-    a failed check is reported (``ok`` False) and nothing is written."""
+    a failed check is reported (``ok`` False) and nothing is written. The output read back
+    with real changes (``msc diff``'s verdict: neither equal nor equivalent) fails the check
+    unless ``allow_changes``."""
     say = progress or (lambda s: None)
     out_p = Path(out)
     target = target_for(out_p, to)
@@ -335,7 +341,8 @@ def convert(
                 )
             say("running source and output on random inputs")
             report.numeric = verify_models(source, again, rtol=rtol, atol=atol, seed=seed)
-            report.ok = report.numeric.ok
+            report.changes_allowed = allow_changes and not report.equivalent
+            report.ok = report.numeric.ok and (report.equivalent or allow_changes)
         if report.ok:
             with files.uninterrupted():  # every file of the output, or (on error) none
                 report.files = _install(staged, out_p, target)

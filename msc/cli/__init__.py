@@ -261,6 +261,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
             trust_pickle=args.trust_pickle,
             force=args.force,
             custom_ops=args.custom_ops,
+            allow_changes=args.allow_changes,
         )
     lines: list[str] = []
     if r.ok:
@@ -283,9 +284,14 @@ def _cmd_convert(args: argparse.Namespace) -> int:
             + f" on random inputs (rtol {r.numeric.rtol:g}, atol {r.numeric.atol:g}): "
             + ", ".join(f"{o.name} max abs {o.max_abs:.3g}" for o in r.numeric.outputs)
         )
-        if not r.ok:
+        if not r.numeric.ok:
             lines.append(format_verify(r.numeric).rstrip())
             lines.append("nothing written; --no-check writes it anyway")
+        elif not r.ok:
+            lines.append(
+                "nothing written: the output read back differs from the converted graph "
+                "(msc diff shows how); --allow-changes writes it anyway"
+            )
     else:
         lines.append("check: skipped (--no-check)")
     return _emit(args, r.to_json(), "\n".join(lines) + "\n", EXIT_OK if r.ok else EXIT_MISMATCH)
@@ -474,8 +480,9 @@ def build_parser() -> argparse.ArgumentParser:
         "convert",
         help="convert a model to PyTorch source, ONNX, TVM Relax or an msc graph, and check it",
         description="Convert SRC and write OUT; then re-import OUT, compare it with the "
-        "converted graph, and run both on random inputs (unless --no-check). Nothing is "
-        "written if anything fails.",
+        "converted graph as msc diff does, and run both on random inputs (unless --no-check). "
+        "Nothing is written if anything fails: outputs that differ, or real changes (unless "
+        "--allow-changes).",
         epilog=_EPILOG,
         formatter_class=fmt,
     )
@@ -495,6 +502,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _shape_opts(c)
     c.add_argument("--no-check", action="store_true", help="skip checking the output")
+    c.add_argument(
+        "--allow-changes",
+        action="store_true",
+        help="write OUT even when the check finds real changes (the output read back is "
+        "neither equal nor equivalent to the converted graph, as msc diff says)",
+    )
     c.add_argument(
         "--force", action="store_true", help="allow OUT to be SRC itself (it is replaced)"
     )
@@ -529,7 +542,9 @@ def build_parser() -> argparse.ArgumentParser:
         "diff",
         help="structural equality, else a node-level diff of two models",
         description="Compare two models of any formats: structural equality first, else "
-        "matched, changed, added and removed nodes. Exit 0 when equal, 1 when not.",
+        "matched, changed, added and removed nodes, after undoing the rewrites exporters are "
+        "known to make (symbolic dims compare up to renaming). Exit 0 when equal or "
+        "equivalent, 1 for real changes.",
         epilog=_EPILOG,
         formatter_class=fmt,
     )
