@@ -24,11 +24,13 @@ EXIT_OK, EXIT_MISMATCH, EXIT_USAGE = 0, 1, 2
 
 _EPILOG = """\
 model formats: .onnx, .pt2 (torch.export.save), a saved msc graph directory (msc.save),
-a codegen.torch directory (model.py + model.safetensors), .msc text, or module.py:ClassName
+a codegen.torch directory (model.py + model.safetensors), .msc text, a TVMScript .py file or a
+codegen.relax directory (module.py + model.safetensors; needs apache-tvm), or module.py:ClassName
 (a file defining an nn.Module built with no arguments; give --input-shape for its inputs).
 
-security: .onnx, .pt2, .msc, saved graphs and safetensors are only read; nothing in them runs
-(a .pt2 member that needs unpickling is refused unless --trust-pickle). module.py:ClassName
+security: .onnx, .pt2, .msc, saved graphs, safetensors, TVMScript .py files and codegen.relax
+directories are only read; nothing in them runs (a .pt2 member that needs unpickling, or
+TVMScript beyond what TVM's printer writes, is refused unless --trust-code). module.py:ClassName
 and a codegen.torch directory ARE Python code: msc imports and runs them.
 
 exit codes: 0 ok, 1 a check/verify/diff found a difference, 2 user error.
@@ -384,10 +386,13 @@ def _common(p: argparse.ArgumentParser, reads_models: bool = True) -> None:
     p.add_argument("-q", "--quiet", action="store_true", help="no progress display")
     if reads_models:
         p.add_argument(
+            "--trust-code",
             "--trust-pickle",
+            dest="trust_pickle",
             action="store_true",
-            help="allow unpickling .pt2 members (pickled weights, custom objects, old "
-            "formats): this RUNS CODE the file contains; only for files you trust",
+            help="let a model file run code it contains: unpickle .pt2 members (pickled "
+            "weights, custom objects, old formats) and hand TVMScript beyond the subset msc "
+            "reads to TVM's parser, which runs it as Python; only for files you trust",
         )
         p.add_argument(
             "--custom-ops",

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,7 @@ from msc.ops import import_families
 __all__ = [
     "to_module",
     "to_script",
+    "script_text",
     "script_module",
     "build",
     "save",
@@ -97,11 +99,22 @@ def script_module(graph: Graph) -> tuple[Any, list, list]:
     return mod, builder.param_weights, arrays
 
 
+# TVM's printer writes a non-finite scalar as R.const("-inf", "float32"), which its parser
+# refuses ("value has to be scalar or Tensor"); float("-inf") is what it reads.
+_NONFINITE = re.compile(r'R\.const\("([+-]?(?:inf|nan))", ')
+
+
+def script_text(mod: Any) -> str:
+    """TVMScript of a Relax module, every constant written as TVM's parser reads it back."""
+    return _NONFINITE.sub(r'R.const(float("\1"), ', mod.script(show_meta=False))
+
+
 def to_script(graph: Graph) -> str:
     """TVMScript of ``script_module(graph)``: ``main`` takes the graph inputs, the weights,
-    then the array constants as parameters (scalars stay inline);
-    ``tvm.script.from_source`` reads it back to a structurally equal module."""
-    return script_module(graph)[0].script(show_meta=False)
+    then the array constants as parameters (scalars stay inline, non-finite ones as
+    ``float("-inf")``); ``tvm.script.from_source`` reads it back to a structurally equal
+    module."""
+    return script_text(script_module(graph)[0])
 
 
 def _to_tvm(x: Any) -> Any:
@@ -205,7 +218,7 @@ def save(graph: Graph, directory: str | os.PathLike) -> Path:
     ``__msc_const_<k>``) and ``load.py`` (``load(directory=None, target="llvm")``) into
     ``directory``, replaced atomically."""
     mod, weights, arrays = script_module(graph)
-    text = mod.script(show_meta=False)
+    text = script_text(mod)
     names = [w.name for w in weights] + [f"__msc_const_{i}" for i in range(len(arrays))]
     specs = [(w.name, w.type.dtype, w.type.shape, source(w)) for w in weights]
     specs += [
