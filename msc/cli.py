@@ -264,6 +264,11 @@ def _cmd_convert(args: argparse.Namespace) -> int:
     if r.checked:
         if r.uncaptured:
             lines.append(f"check: not re-imported ({r.uncaptured}); the module is run as it is")
+        elif r.unread and r.structural is None:
+            lines.append(
+                "check: the written module is structurally equal to the translation (TVM); "
+                f"not compared as an msc graph ({r.unread})"
+            )
         elif r.structural is None:
             lines.append("check: re-imported output is structurally equal to the converted graph")
         elif r.equivalent:

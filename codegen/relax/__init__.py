@@ -34,6 +34,7 @@ from codegen.relax.registry import (
     unsupported,
 )
 from msc.io import atomic_dir, safetensors, source
+from msc.io.native import native_stderr_captured
 from msc.ir import structure
 from msc.ir.dtype import DType
 from msc.ir.graph import Graph
@@ -81,7 +82,8 @@ def to_module(graph: Graph, *, params: str = "inputs", **kwargs: Any) -> Any:
         UnsupportedOpsError: every node (custom ops included) that neither an emitter nor a
             decomposition can express, all at once.
     """
-    return RelaxBuilder(graph, params=params, **kwargs).run()
+    with native_stderr_captured():  # TVM's type inference logs notes to stderr
+        return RelaxBuilder(graph, params=params, **kwargs).run()
 
 
 def _detached(mod: Any) -> Any:
@@ -95,7 +97,8 @@ def script_module(graph: Graph) -> tuple[Any, list, list]:
     every array constant (buffers, constant nodes, emitters' arrays) lifted to a parameter after
     the weights. Returns (module, the weights taken as parameters, the lifted arrays)."""
     builder = RelaxBuilder(graph, params="inputs")
-    mod, arrays = lift_constants(_detached(builder.run()))
+    with native_stderr_captured():
+        mod, arrays = lift_constants(_detached(builder.run()))
     return mod, builder.param_weights, arrays
 
 
@@ -150,7 +153,8 @@ def build(graph: Graph, target: str = "llvm") -> Any:
     from tvm import relax
 
     mod = to_module(graph, params="bound")
-    ex = tvm.compile(mod, target=target)
+    with native_stderr_captured():
+        ex = tvm.compile(mod, target=target)
     vm = relax.VirtualMachine(ex, tvm.cpu())
     n_out = len(graph.outputs)
     tree = graph.output_tree

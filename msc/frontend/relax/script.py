@@ -37,6 +37,7 @@ a trusted source.
 from __future__ import annotations
 
 import ast
+import gc
 import types
 from collections.abc import Iterator
 from typing import Any, TypeVar
@@ -359,7 +360,11 @@ class _Checker:
             try:
                 obj = getattr(obj, part)
             except Exception:
-                self.refuse(node, f"{'.'.join(chain[: i + 1])}, which TVMScript does not have")
+                line = getattr(node, "lineno", "?")
+                raise ScriptRefused(
+                    f"{self.origin}:{line}: not a TVMScript module: TVMScript has no "
+                    f"{'.'.join(chain[: i + 1])}"
+                ) from None
         if isinstance(obj, types.ModuleType):
             if not obj.__name__.startswith(_OP_MODULES):
                 self.refuse(node, f"{'.'.join(chain)}")
@@ -474,4 +479,8 @@ def parse_script(text: str, origin: str = "<script>", *, trusted: bool = False) 
     except Exception as e:  # TVM's DiagnosticError and whatever its parser lets through
         lines = [ln.strip() for ln in str(e).strip().splitlines() if ln.strip()]
         why = next((ln for ln in lines if ln.startswith("error:")), lines[0] if lines else "")
-        raise MscError(f"{origin}: not a TVMScript module: {type(e).__name__}: {why}") from None
+        why = f"{type(e).__name__}: {why}"
+    # The parser's half-built function goes with the exception's frames: freed here, where the
+    # caller still captures TVM's "BlockBuilder destroyed with remaining blocks" warning.
+    gc.collect()
+    raise MscError(f"{origin}: not a TVMScript module: {why}")
