@@ -250,8 +250,18 @@ class RelaxBuilder:
                 )
                 self._stand_in(node)  # so the nodes after it are tried (and reported) too
                 continue
-            self.env.update(zip(node.outputs, outs))
+            self.env.update(zip(node.outputs, [self._sized(x) for x in outs]))
         return unsupported
+
+    def _sized(self, x: Any) -> Any:
+        """``x`` with fresh symbolic dims when Relax knows its rank only (a product of dims
+        read from different run-time shapes, which Relax cannot tell agree): matched once
+        where it is made, so every op after it reads its dims (the VM checks the rank)."""
+        ty = getattr(x, "ty", None)
+        if not isinstance(ty, relax.TensorType) or ty.shape is not None or int(ty.ndim) < 0:
+            return x
+        dims = [self.dim(None) for _ in range(int(ty.ndim))]
+        return self.bb.match_cast(x, relax.TensorType(dims, ty.dtype))
 
     def _stand_in(self, node: Node) -> None:
         """Zeros of each output's type in place of a node that could not be emitted."""

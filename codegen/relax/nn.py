@@ -4,6 +4,7 @@ softmax, attention, embedding."""
 from __future__ import annotations
 
 import numpy as np
+import tvm
 from tvm import relax
 
 from codegen.relax.registry import Emit, emitter
@@ -114,7 +115,22 @@ def linear(e: Emit, x, weight, bias=None):
 
 @emitter("matmul")
 def matmul(e: Emit, a, b):
-    return e.emit(R.matmul(a, b, out_dtype=e.out_dtype(a)))
+    call = R.matmul(a, b, out_dtype=e.out_dtype(a))
+    if e.bb.normalize(call).ty.shape is not None or min(e.rank(a), e.rank(b)) < 1:
+        return e.emit(call)
+    # Relax cannot tell that the contracted dims (or the batch dims) agree, each read from a
+    # different run-time shape: b takes a's, which the VM checks when it runs.
+    a, b = e.sized(a), e.sized(b)
+    sa, sb = list(a.ty.shape.values), list(b.ty.shape.values)
+    want: list = [None] * len(sb)
+    want[-2 if len(sb) >= 2 else 0] = sa[-1]
+    same = tvm.sym.Analyzer().can_prove_equal
+    for i in range(3, min(len(sa), len(sb)) + 1):  # batch dims, aligned from the right
+        da, db = sa[-i], sb[-i]
+        ones = [isinstance(d, tvm.tirx.IntImm) and int(d) == 1 for d in (da, db)]
+        if not any(ones) and not same(da, db):
+            want[-i] = da
+    return e.emit(R.matmul(a, e.agree(b, want), out_dtype=e.out_dtype(a)))
 
 
 @emitter("gemm")
