@@ -110,10 +110,12 @@ def _infinite(e: Emit, fn, largest: bool):
     an attention mask hides everywhere) came out as -3.4e38 instead of -inf."""
 
     def reduce(y, axes, keepdims):
-        m = e.emit(fn(y, axes, keepdims))
+        call = fn(y, axes, keepdims)
         dt = e.dtype(y)
-        if not dt.startswith(("float", "bfloat")):
-            return m
+        # A max read from Relax keeps Relax's meaning (and spelling) when written back.
+        if not dt.startswith(("float", "bfloat")) or e.source_op in ("relax.max", "relax.min"):
+            return call
+        m = e.emit(call)
         import ml_dtypes
 
         info = ml_dtypes.finfo(dt)
