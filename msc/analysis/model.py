@@ -43,7 +43,7 @@ from msc.analysis.shapes import (
     specialize,
     symbols,
 )
-from msc.errors import MscError
+from msc.errors import MscError, UnsupportedOpsError
 from msc.ir.dtype import DType
 from msc.ir.graph import Graph
 from msc.ir.types import TensorType
@@ -539,8 +539,11 @@ def _load_relax(
 
     mod = read_relax(script, weights, say, trusted)
     say("reading the Relax function")
-    with native_stderr_captured():
-        g = msc.from_relax(mod)
+    try:
+        with native_stderr_captured():
+            g = msc.from_relax(mod)
+    except UnsupportedOpsError as e:
+        raise UnsupportedOpsError(e.ops, what=f"{script} (its Relax function main)") from None
     return Model(g, "relax", str(script), mod)
 
 
