@@ -146,13 +146,13 @@ class _Checker:
             ) from None
         except (ValueError, RecursionError, MemoryError) as e:
             raise ScriptRefused(f"{self.origin}: not a TVMScript module: {e}") from None
-        self._collect(tree)
-        for stmt in tree.body:
-            self.top(stmt)
         if not any(isinstance(s, ast.ClassDef | ast.FunctionDef) for s in tree.body):
             raise ScriptRefused(
                 f"{self.origin}: not a TVMScript module (no @I.ir_module class or @R.function)"
             )
+        self._collect(tree)
+        for stmt in tree.body:
+            self.top(stmt)
         lines = self.text.splitlines(keepends=True)
         for first, last in self.blank:
             for i in range(first - 1, last):
