@@ -604,6 +604,28 @@ def adaptive_avg_pool(e: Emit, x, *, output_size):
     )
 
 
+def _mask_to(e: Emit, mask, dims: list):
+    """An attention mask made to broadcast against the scores, whose axis ``i`` is axis
+    ``dims[i][1]`` of ``dims[i][0]``: an axis of a size read at run time (a symbol that may be
+    1, [B, 1, L, S] shared by the heads) is gathered to the scores' size there, index i or 0
+    where it is 1, checked to be one of the two. TOPI broadcasts only a static 1 and read such
+    a mask's rows of one batch and head for another."""
+    mask = e.sized(mask)
+    same = tvm.sym.Analyzer().can_prove_equal
+    i64 = "int64"
+    for axis, (src, a) in enumerate(dims):
+        have, want = mask.ty.shape.values[axis], e.sized(src).ty.shape.values[a]
+        if same(have, want) or (isinstance(have, tvm.tirx.IntImm) and int(have) == 1):
+            continue
+        n = e.emit(R.take(e.shape_tensor(mask), e.const(axis, i64), axis=0))
+        full = e.emit(R.take(e.shape_tensor(src), e.const(a, i64), axis=0))
+        one = e.emit(R.equal(n, e.const(1, i64)))
+        e.check(R.logical_or(one, R.equal(n, full)))
+        idx = R.multiply(R.arange(0, want, 1, i64), R.astype(R.logical_not(one), i64))
+        mask = e.emit(R.take(mask, e.emit(idx), axis=axis, mode="clip"))
+    return mask
+
+
 @emitter("attention")
 def attention(e: Emit, query, key, value, mask=None, *, is_causal=False, scale=None,
               enable_gqa=False):  # fmt: skip
@@ -626,10 +648,12 @@ def attention(e: Emit, query, key, value, mask=None, *, is_causal=False, scale=N
     # equal); that length a symbol of its own, since TOPI's attention compares the two by
     # identity and refuses a length computed from other symbols
     query = e.sized(query)
-    b, h, _, d = query.ty.shape.values
+    b, h, sq, d = query.ty.shape.values
     sk = e.named_dim(e.sized(key).ty.shape.values[2])
     key = e.agree(key, [b, h, sk, d])
     value = e.agree(value, [b, h, sk, None])
+    if mask is not None:
+        mask = _mask_to(e, mask, [(query, 0), (query, 1), (query, 2), (key, 2)])
     perm = [0, 2, 1, 3]
     q, k, v = (e.emit(R.permute_dims(t, perm)) for t in (query, key, value))
     causal = "TopLeft" if is_causal else None

@@ -276,3 +276,12 @@ def test_relax_directory_reads_back() -> None:
         d = _relax_dir(Path(t) / "d")
         g = msc.analysis.model.load_model(d).graph
         assert g.weights
+
+
+def test_deeply_nested_tvmscript_is_one_error(tmp_path) -> None:
+    f = tmp_path / "deep.py"
+    f.write_text(_module(body="y = " + "+".join(["1"] * 50000)), encoding="utf-8")
+    start = time.monotonic()
+    p = run("inspect", f, ok=2)
+    assert time.monotonic() - start < 30
+    _one_error(p, str(f))

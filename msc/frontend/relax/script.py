@@ -150,9 +150,12 @@ class _Checker:
             raise ScriptRefused(
                 f"{self.origin}: not a TVMScript module (no @I.ir_module class or @R.function)"
             )
-        self._collect(tree)
-        for stmt in tree.body:
-            self.top(stmt)
+        try:
+            self._collect(tree)
+            for stmt in tree.body:
+                self.top(stmt)
+        except RecursionError:
+            raise ScriptRefused(f"{self.origin}: expressions nested too deeply") from None
         lines = self.text.splitlines(keepends=True)
         for first, last in self.blank:
             for i in range(first - 1, last):
