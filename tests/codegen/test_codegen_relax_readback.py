@@ -7,6 +7,9 @@ axes and pads that codegen.relax writes as ``tensor_to_shape`` + ``match_cast``)
 ``to_module`` -> ``from_relax``, and the graph read back runs (through codegen.torch) to the
 case's expected outputs. ``convert --to relax`` checks its output this way.
 
+Each row's TVMScript also goes through the checked parser (msc.frontend.relax.script): what
+codegen.relax writes is inside the subset msc reads without running it.
+
 The rows msc cannot read back are listed in UNREAD with the reason; a listed row that reads
 back fails too, so the list stays exact. Every op with a Relax emitter must have a row that
 reads back, or be in UNREAD_OPS with the reason.
@@ -144,6 +147,17 @@ def test_read_back_runs_as_the_case_expects(row: str) -> None:
         return
     with pytest.raises(UnsupportedOpsError):
         _read_back(row)
+
+
+@pytest.mark.parametrize("row", sorted(_rows()))
+def test_script_reads_through_the_checked_parser(row: str) -> None:
+    """The TVMScript codegen.relax writes for the row is inside the subset msc reads without
+    running it (msc.frontend.relax.script), and reads back structurally equal."""
+    from msc.frontend.relax.script import parse_script
+
+    g, _, _ = _rows()[row][0]()
+    mod = cr.script_module(g)[0]
+    tvm.ir.assert_structural_equal(parse_script(cr.script_text(mod), row), mod)
 
 
 @functools.cache

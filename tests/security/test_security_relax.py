@@ -93,6 +93,8 @@ REFUSED: dict[str, str] = {
     "method_of_a_value": _module(body="y = x.astype('float16')"),
     "assign_to_namespace": _module(body="R = 1"),
     "star_kwargs": _module(body="y = R.nn.relu(**{'data': x})"),
+    "parameter_shadows_the_module": _module(sig=f"Module: {RET}, {SIG}", body="Module.show()"),
+    "assignment_shadows_the_module": _module(body="Module = x"),
 }
 
 

@@ -245,6 +245,8 @@ class _Checker:
             self.refuse(s, f"function {s.name} with type parameters")
         for arg in a.posonlyargs + a.args:
             self.name_ok(arg, arg.arg)
+            if arg.arg in self.classes or arg.arg in self.ns:
+                self.refuse(arg, f"a parameter named {arg.arg}, as a namespace or the module")
             if arg.annotation is not None:
                 self.expr(arg.annotation)
         if s.returns is not None:
@@ -259,8 +261,9 @@ class _Checker:
         if isinstance(s, ast.FunctionDef):
             self.function(s)
         elif isinstance(s, ast.Assign):
+            alias = isinstance(s.value, ast.Name) and s.value.id in self.classes  # cls = Module
             for t in s.targets:
-                self.target(t)
+                self.target(t, alias)
             self.expr(s.value)
         elif isinstance(s, ast.AnnAssign):
             self.target(s.target)
@@ -296,10 +299,10 @@ class _Checker:
         elif not isinstance(s, ast.Pass | ast.Break | ast.Continue):
             self.refuse(s, f"a {type(s).__name__} statement")
 
-    def target(self, t: ast.expr) -> None:
+    def target(self, t: ast.expr, alias: bool = False) -> None:
         if isinstance(t, ast.Name):
             self.name_ok(t, t.id)
-            if t.id in self.ns or t.id == "float":
+            if t.id in self.ns or t.id == "float" or (t.id in self.classes and not alias):
                 self.refuse(t, f"an assignment to {t.id}")
         elif isinstance(t, ast.Tuple | ast.List):
             for e in t.elts:
