@@ -619,7 +619,8 @@ def lift_constants(mod: tvm.IRModule, prefix: str = "const") -> tuple[tvm.IRModu
     others), and the lifted arrays in parameter order.
 
     TVMScript can only carry array constants as metadata, and TVM 0.27's metadata printer
-    crashes; scalars print inline, so the script form lifts the arrays.
+    crashes; scalars print inline, so the script form lifts the arrays (and the scalars it
+    prints as metadata too: unsigned ints and bfloat16).
     """
     lifted: list[tuple[relax.Var, np.ndarray]] = []
 
@@ -627,7 +628,8 @@ def lift_constants(mod: tvm.IRModule, prefix: str = "const") -> tuple[tvm.IRModu
     class _Lift(relax.PyExprMutator):
         def visit_generic_const_(self, op):
             arr = op.value.numpy()
-            if arr.ndim == 0:
+            dt = str(op.ty.dtype)
+            if arr.ndim == 0 and not dt.startswith(("uint", "bfloat")):
                 return op
             var = relax.Var(f"{prefix}{len(lifted)}", op.ty)
             lifted.append((var, arr))

@@ -327,6 +327,13 @@ class _Checker:
             return
         if isinstance(e, ast.Name):
             self.name_ok(e, e.id)
+            if e.id == "metadata" and e.id not in self.bound:
+                line = getattr(e, "lineno", "?")
+                raise ScriptRefused(
+                    f"{self.origin}:{line}: not a self-contained TVMScript module: it reads "
+                    "constants from metadata the file does not hold (TVM's printer leaves "
+                    "them out)"
+                )
             if e.id not in self.ns and e.id not in self.bound:
                 self.refuse(e, f"the name {e.id!r}, which the file does not define")
             return
