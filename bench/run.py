@@ -43,6 +43,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
 from models import MODELS  # noqa: E402
+from report import check, first_ok, write_page  # noqa: E402
 
 MB = 1 << 20
 
@@ -158,17 +159,6 @@ class Notes(list):
     def ref(self, where: str, r: dict) -> str:
         self.append(f"{where}: {r['error']['message'][:600]}")
         return f"FAIL[{len(self)}]"
-
-
-def first_ok(r: dict) -> dict[str, tuple[str, dict]]:
-    """Per ONNX -> PyTorch tool: (mark, result) on the first source it converted."""
-    out: dict[str, tuple[str, dict]] = {}
-    for tool in ("msc", "onnx2torch"):
-        tried = [(src, tools[tool]) for src, tools in r["import"].items()]
-        good = [(src, x) for src, x in tried if "median" in x]
-        src, x = (good or tried or [("", {})])[0]
-        out[tool] = (" (m)" if src.startswith("msc") and x else "", x)
-    return out
 
 
 def summarize(results: dict, a: argparse.Namespace) -> tuple[str, dict]:
@@ -528,141 +518,6 @@ def summarize(results: dict, a: argparse.Namespace) -> tuple[str, dict]:
 
 
 # ----------------------------------------------------------------------------- targets
-def targets(results: dict) -> list[tuple[str, str, bool]]:
-    """Issue 16's targets with the measured figures: (target, figure, met). Graph machinery
-    is judged on process CPU µs per node (wall time on a shared machine measures the other
-    processes too); both are in the JSON."""
-    out: list[tuple[str, str, bool]] = []
-    for m, r in results.get("models", {}).items():
-        e = r.get("export", {})
-        msc_r, peer = e.get("msc", {}), e.get("torch.onnx", {})
-        cap, ph = msc_r.get("capture_s"), msc_r.get("phases")
-        if cap and ph:
-            own = max(0.0, ph["from_torch"] + ph["save"] - cap)
-            out.append(
-                (
-                    f"{m}: msc's own part of torch -> ONNX <= 0.5x torch.export",
-                    f"{own:.2f} s = {own / cap:.2f}x of {cap:.2f} s",
-                    own <= 0.5 * cap,
-                )
-            )
-        if "median" in msc_r and "median" in peer:
-            speed = peer["median"] / msc_r["median"]
-            out.append((f"{m}: torch -> ONNX >= 5x torch.onnx.export", f"{speed:.2f}x", speed >= 5))
-        # issue 14: code generated from torch.onnx's ONNX file no slower than the eager model
-        if r.get("import"):
-            rt = first_ok(r)["msc"][1].get("runtime", {})
-            if "ratio" in rt:
-                out.append(
-                    (
-                        f"{m}: ONNX -> msc -> PyTorch code runs <= 1.0x eager",
-                        f"{rt['ratio']:.2f}x" + ("" if rt.get("check", {}).get("ok") else " WRONG"),
-                        rt["ratio"] <= 1.0 and bool(rt.get("check", {}).get("ok")),
-                    )
-                )
-    gs = results.get("graph_scale") or {}
-    scale = gs.get("scale") or []
-    for row in scale:
-        n = row["nodes"]
-        for step, r in row["steps"].items():
-            if "cpu_us_per_node" in r:
-                us = r["cpu_us_per_node"]
-                out.append(
-                    (
-                        f"graph {n} nodes: {step} <= {r['target_us']:g} us/node",
-                        f"{us:.2f} us (wall {r['us_per_node']:.2f}"
-                        + (
-                            f", kernel {r['sys_us_per_node']:.2f})"
-                            if "sys_us_per_node" in r
-                            else ")"
-                        ),
-                        us <= r["target_us"],
-                    )
-                )
-    if len(scale) > 1:
-        lo, hi = scale[0], scale[-1]
-        for step, r in hi["steps"].items():
-            for key, what in (("cpu_us_per_node", "time"), ("mb_per_1k", "memory")):
-                if key in r and lo["steps"][step].get(key):
-                    grow = r[key] / lo["steps"][step][key]
-                    out.append(
-                        (
-                            f"graph {step}: {what} per node grows at most 1.5x "
-                            f"from {lo['nodes']} to {hi['nodes']} nodes",
-                            f"{grow:.2f}x",
-                            grow <= 1.5,
-                        )
-                    )
-    elif gs and "error" in gs:
-        out.append(("graph machinery ran", gs["error"]["summary"], False))
-    # The 13B-parameter model beyond RAM takes ~4 min and 52 GB of disk: bench/llama13b.py runs
-    # it on its own; its last figures are reported here with their date.
-    big = HERE / "results" / "llama13b.json"
-    if big.is_file():
-        b = json.loads(big.read_text())
-        for kind in ("to_torch", "to_onnx", "to_msc"):
-            r = b.get(kind)
-            if r:
-                out.append(
-                    (
-                        f"13B fp16 Llama ({b['weight_bytes'] / 1e9:.0f} GB) ONNX {kind} beyond RAM "
-                        "(last bench/llama13b.py run, results/llama13b.json)",
-                        f"{r['seconds']:.0f} s, peak RSS +{r['peak_rss'] / MB:.0f} MB",
-                        bool(r.get("weights_equal")) and r["peak_rss"] <= 0.25 * b["weight_bytes"],
-                    )
-                )
-    return out
-
-
-def check(results: dict) -> int:
-    """Print each target with its figure; 1 if one is missed (or nothing was measured)."""
-    rows = targets(results)
-    print("\ntargets (issue 16)")
-    for target, figure, ok in rows:
-        print(f"  {'met   ' if ok else 'MISSED'}  {target}: {figure}")
-    missed = sum(not ok for _, _, ok in rows)
-    print(f"{len(rows) - missed} of {len(rows)} targets met" if rows else "nothing measured")
-    return 1 if missed or not rows else 0
-
-
-def readme_section(results: dict) -> str:
-    """The README's Performance section, generated from one run: how to reproduce it, the
-    machine and commit, every target with its figure, and the tables."""
-    env = results["environment"]
-    rows = targets(results)
-    met = sum(ok for _, _, ok in rows)
-    lines = [
-        "## Performance",
-        "",
-        "Generated by `python bench/run.py --million --check --readme` from one run (models from",
-        "`transformers` configs with random weights, nothing downloaded; every output checked",
-        "against the eager model, so a fast wrong answer counts as a failure; each conversion in a",
-        "fresh process). Raw figures: `bench/results/bench.json`.",
-        "",
-        f"Run {env['date']}, commit {env['commit']}, {env['cpus']} CPUs (load average "
-        f"{env['loadavg_start'][0]:.1f} at the start), Python {env['python']}, torch "
-        f"{env['torch']}, onnxruntime {env['onnxruntime']}; {env['total_s'] / 60:.0f} min.",
-        "",
-        f"**Targets** (issues 14 and 16): {met} of {len(rows)} met.",
-        "",
-        "| target | measured | |",
-        "|---|---|---|",
-    ]
-    lines += [f"| {t} | {f} | {'met' if ok else '**missed**'} |" for t, f, ok in rows]
-    lines += ["", "```", results["table"].rstrip(), "```", ""]
-    return "\n".join(lines)
-
-
-def write_readme(results: dict, readme: Path) -> None:
-    """Replace README's '## Performance' section (up to the next '## ') with the generated one."""
-    text = readme.read_text()
-    start = text.index("## Performance\n")
-    end = text.find("\n## ", start + 1)
-    end = len(text) if end < 0 else end + 1
-    readme.write_text(text[:start] + readme_section(results) + "\n" + text[end:])
-    print(f"rewrote the Performance section of {readme}")
-
-
 # ----------------------------------------------------------------------------- main
 def environment() -> dict:
     def version(mod: str) -> str | None:
@@ -710,13 +565,13 @@ def main() -> None:
     )
     ap.add_argument("--from-json", default=None, help="a saved run instead of a new one")
     ap.add_argument(
-        "--readme", action="store_true", help="rewrite README.md's Performance section from it"
+        "--docs", action="store_true", help="rewrite docs/performance.md from it (bench/report.py)"
     )
     a = ap.parse_args()
     if a.from_json:
         saved = json.loads(Path(a.from_json).read_text())
-        if a.readme:
-            write_readme(saved, ROOT / "README.md")
+        if a.docs:
+            write_page(saved)
         sys.exit(check(saved) if a.check else 0)
     a.repeat = a.repeat or (1 if a.quick else 3)
     a.iters = a.iters or (5 if a.quick else 10)
@@ -781,8 +636,8 @@ def main() -> None:
     results["table"] = header + "\n" + text
     json_path.write_text(json.dumps(results, indent=1, default=str) + "\n")
     print(f"wrote {json_path} (worker log: {log})")
-    if a.readme:
-        write_readme(results, ROOT / "README.md")
+    if a.docs:
+        write_page(results)
     if a.check:
         sys.exit(check(results))
 

@@ -1,6 +1,6 @@
 """ONNX codegen: an msc Graph as an ``onnx.ModelProto`` for a chosen opset.
 
-    proto = codegen.onnx.to_model(g, opset=None)   # default: newest opset onnxruntime runs
+    proto = codegen.onnx.to_model(g, opset=None)   # default: choose_opset(g)
     codegen.onnx.save(g, "model.onnx", external_data=None)
 
 Each canonical op has emitters by opset (``EMITTERS``), one module per op family named as in
@@ -15,12 +15,12 @@ from typing import Any
 
 import onnx
 
-from codegen.onnx.model import ModelBuilder
+from codegen.onnx.model import ModelBuilder, written_weights
 from codegen.onnx.opset import (
     MIN_OPSET,
     choose_opset,
     default_opset,
-    default_opset_for,
+    has_kernel,
     max_opset,
 )
 from codegen.onnx.registry import EMITTERS, Emit, EmitterRegistry, Ref, Unsupported, emitter
@@ -31,9 +31,11 @@ from msc.ops import import_families
 __all__ = [
     "to_model",
     "save",
+    "as_written",
+    "written_weights",
     "default_opset",
     "choose_opset",
-    "default_opset_for",
+    "has_kernel",
     "max_opset",
     "MIN_OPSET",
     "EMITTERS",
@@ -52,7 +54,8 @@ def to_model(graph: Graph, opset: int | None = None, **kwargs: Any) -> onnx.Mode
 
     Args:
         graph: the graph to translate (left unchanged).
-        opset: the default-domain opset to target; None for ``default_opset()``.
+        opset: the default-domain opset to target; None for ``choose_opset(graph)``: the
+            newest at which the installed onnxruntime has a kernel for every op.
         **kwargs: passed to ``ModelBuilder`` (``emitters``, ``decompositions``, ``value_infos``).
 
     Returns:
@@ -64,6 +67,20 @@ def to_model(graph: Graph, opset: int | None = None, **kwargs: Any) -> onnx.Mode
         ConversionError: the opset is outside what the codegen targets.
     """
     return ModelBuilder(graph, opset, **kwargs).run()
+
+
+def as_written(graph: Graph) -> Graph:
+    """``graph`` as the ONNX model holds it, to compare a re-import of the model with: the
+    weights no node reads left out (``written_weights``). ``graph`` itself is not changed."""
+    from msc.ops.rewrite import copy_graph
+
+    keep = set(written_weights(graph))
+    if len(keep) == len(graph.weights):
+        return graph
+    out = copy_graph(graph)
+    for name in [w.name for w in graph.weights.values() if w not in keep]:
+        del out.weights[name]
+    return out
 
 
 def coverage_markdown(opsets: tuple[int, ...] | None = None) -> str:

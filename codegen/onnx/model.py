@@ -9,7 +9,8 @@
 #   go neither way is collected, and all of them are raised at once as UnsupportedOpsError.
 # - The emission of one node is all-or-nothing: a failed attempt leaves no ONNX nodes behind.
 # - Weights become initializers (raw_data) or external-data references chosen by the caller;
-#   this module never reads weight data for external ones.
+#   this module never reads weight data for external ones. Only weights something reads are
+#   written (``written_weights``); the graph keeps the rest (state for a PyTorch output).
 # - Types: dtypes and shapes of graph inputs, outputs and intermediate values are written
 #   (SymDim -> dim_param, an expression -> its spelling as dim_param, unknown dim -> empty
 #   dim); symbol ranges go to metadata_props. A sequence or optional value (made and taken by
@@ -29,9 +30,9 @@ import onnx
 
 from codegen.onnx.opset import (
     MIN_OPSET,
-    default_opset_for,
     ir_version_for,
     max_opset,
+    pick_opset,
     unchanged_until,
 )
 from codegen.onnx.registry import EMITTERS as default_emitters
@@ -63,7 +64,7 @@ from msc.ops.custom import CustomOp, parse_custom
 from msc.ops.decompose import DecompositionRegistry, NotDecomposable
 from msc.ops.decompose import registry as default_decompositions
 
-__all__ = ["ModelBuilder", "value_info"]
+__all__ = ["ModelBuilder", "value_info", "written_weights"]
 
 PROVENANCE_KEYS = ("framework", "op", "name", "module")
 
@@ -105,8 +106,9 @@ class ModelBuilder:
 
     Args:
         graph: the graph to convert.
-        opset: target default-domain opset (None: ``default_opset()``, lowered where the
-            installed onnxruntime lacks kernels for ops of this graph at it).
+        opset: target default-domain opset (None: by ``choose_opset``'s rule, the newest at
+            which the installed onnxruntime has a kernel for every op; ``run`` sets
+            ``opset`` and ``opset_reason``).
         emitters: emitter registry (default: the package's).
         decompositions: decomposition registry (default: ``msc.ops.decompose.registry``).
         external: weight name -> a function that fills an external-data TensorProto, for
@@ -125,17 +127,23 @@ class ModelBuilder:
         value_infos: bool = True,
     ) -> None:
         self.graph = graph
-        ops = _ops(graph)
-        self.opset = default_opset_for(ops) if opset is None else int(opset)
-        if not MIN_OPSET <= self.opset <= max_opset():
+        self.opset: int = 0  # set by run(): ``opset``, or the one ``pick_opset`` chose
+        self.opset_reason = "asked for"
+        self._asked = None if opset is None else int(opset)
+        if self._asked is not None and not MIN_OPSET <= self._asked <= max_opset():
             raise ConversionError(
-                f"opset {self.opset} is outside what the ONNX codegen targets "
+                f"opset {self._asked} is outside what the ONNX codegen targets "
                 f"({MIN_OPSET} to {max_opset()})"
             )
         self.emitters = emitters or default_emitters
         self.decompositions = decompositions or default_decompositions
         self.external = external
         self.value_infos = value_infos
+        self._start(self._asked or 0)
+
+    def _start(self, opset: int) -> None:
+        """A fresh emission at ``opset``: no names taken, no domains imported."""
+        self.opset = opset
         self._taken: set[str] = set()
         self._renamed: dict[str, str] = {}
         self._names: dict[Value, str] = {}
@@ -381,7 +389,9 @@ class ModelBuilder:
         self._types[name] = t
 
     # ------------------------------------------------------------------ driver
-    def run(self) -> onnx.ModelProto:
+    def _fresh(self, opset: int) -> None:
+        """Start an emission at ``opset``, the graph's own names reserved."""
+        self._start(opset)
         g = self.graph
         for v in g.inputs:
             self._reserve(v)
@@ -391,6 +401,32 @@ class ModelBuilder:
             for o in n.outputs:
                 self._reserve(o)
 
+    def sample_nodes(self, opset: int) -> list[onnx.NodeProto]:
+        """ONNX nodes at ``opset`` for the first node of each op of the graph (those that can
+        be written): what the opset search looks at before writing every node."""
+        self._fresh(opset)
+        nodes: list[onnx.NodeProto] = []
+        seen: set[str] = set()
+        for node in self.graph.nodes:
+            if node.op in seen:
+                continue
+            seen.add(node.op)
+            outs = [self._names[o] for o in node.outputs]
+            try:
+                nodes += self.emit_node(node, [self.ref(v) for v in node.inputs], outs)
+            except Unsupported:
+                continue
+        return nodes
+
+    def emit_nodes(self, opset: int) -> list[onnx.NodeProto]:
+        """The graph's nodes as ONNX nodes at ``opset`` (a fresh emission: what an earlier
+        call named is forgotten).
+
+        Raises:
+            UnsupportedOpsError: every node that cannot be written at ``opset``.
+        """
+        self._fresh(opset)
+        g = self.graph
         nodes: list[onnx.NodeProto] = []
         unsupported: list[UnsupportedOp] = []
         for node in g.nodes:
@@ -410,14 +446,19 @@ class ModelBuilder:
             raise UnsupportedOpsError(
                 unsupported, what=f"graph {g.name!r} at ONNX opset {self.opset}"
             )
+        return nodes
+
+    def run(self) -> onnx.ModelProto:
+        g = self.graph
+        if self._asked is None:  # the default: emitted at each opset the rule tries
+            self.opset, self.opset_reason, nodes = pick_opset(g, self.emit_nodes, self.sample_nodes)
+        else:
+            nodes = self.emit_nodes(self._asked)
 
         model = onnx.ModelProto()
         og = model.graph
         graph_inputs = [value_info(self._names[v], v.type) for v in g.inputs]
-        scopes = _weight_scopes(g)
-        for w in g.weights.values():
-            if scopes.get(w) is False:  # read only in custom ops' graphs, which hold their own
-                continue
+        for w in written_weights(g):
             if w.has_data:
                 self.initializer(w, og.initializer.add())
             else:  # a type-only graph: its weights become inputs
@@ -478,7 +519,7 @@ class ModelBuilder:
             props["msc.output_tree"] = structure.encode(g.output_tree)
         fields = {
             w.name: {"role": w.role, "aliases": list(w.aliases)}
-            for w in g.weights.values()
+            for w in written_weights(g)
             if w.role or w.aliases
         }
         if fields:
@@ -492,17 +533,6 @@ class ModelBuilder:
         for k in sorted(props):
             p = model.metadata_props.add()
             p.key, p.value = k, props[k]
-
-
-def _ops(g: Graph) -> set[str]:
-    """The ops of ``g``'s nodes and of its subgraphs' (a kept ai.onnx op inside a kept loop
-    body bounds the opset as one at the top does)."""
-    ops = set()
-    for n in g.nodes:
-        ops.add(n.op)
-        for sub in n.subgraphs():
-            ops |= _ops(sub)
-    return ops
 
 
 def _weights_read(g: Graph) -> list[Weight]:
@@ -530,6 +560,17 @@ def _same_default_op(op: CustomOp, opset: int) -> None:
             f"{op.name} of opset {op.version} is another op at opset {opset}: write it at an "
             f"opset from {op.version} to {last}"
         )
+
+
+def written_weights(g: Graph) -> list[Weight]:
+    """The weights the model holds as initializers (or, without data, as inputs): those a
+    node reads or the graph returns. A weight nothing reads (a BatchNorm's
+    ``num_batches_tracked``, state a PyTorch output keeps) is not written: onnxruntime warns
+    at every load of a model with one; one read only inside custom ops' graphs is written
+    there, with the graph that reads it. A tied weight is one Weight (its other names are
+    ``aliases``): one initializer."""
+    scopes = _weight_scopes(g)
+    return [w for w in g.weights.values() if scopes.get(w)]
 
 
 def _weight_scopes(g: Graph, in_custom: bool = False, seen: dict | None = None) -> dict:

@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from codegen.onnx.model import ModelBuilder
+from codegen.onnx.model import ModelBuilder, written_weights
 from codegen.onnx.registry import ONNX_DTYPE
 from msc.errors import MscError
 from msc.io import files
@@ -36,14 +36,14 @@ from msc.ir.dtype import DType
 from msc.ir.graph import Graph, Weight
 from msc.ir.tensor import SUB_BYTE_BITS, FileRegion, Packed, pack
 
-__all__ = ["save", "PROTO_LIMIT"]
+__all__ = ["save", "PROTO_LIMIT", "check_data_file"]
 
 PROTO_LIMIT = 2**31 - 2**26  # above this many weight bytes, external data is forced
 ALIGN = 64
 
 
 def _weight_bytes(g: Graph) -> int:
-    return sum(w.nbytes for w in g.weights.values() if w.has_data)
+    return sum(w.nbytes for w in written_weights(g) if w.has_data)
 
 
 def _write_weight(f: files.DataFile, w: Weight) -> int:
@@ -89,7 +89,8 @@ def save(
     Args:
         graph: the graph.
         path: the .onnx file to write.
-        opset: target opset (default: the newest onnxruntime runs).
+        opset: target opset (default: ``choose_opset(graph)``, the newest at which the
+            installed onnxruntime has a kernel for every op).
         external_data: True to store weights in ``<file name>.data`` beside the model, a
             string to name that file (relative to the model's directory), False to keep them
             inline. None (default): external only when the weights exceed what a protobuf
@@ -103,7 +104,7 @@ def save(
         MscError: inline weights were asked for but do not fit in one protobuf.
         UnsupportedOpsError: the graph has ops the opset cannot express.
     """
-    path = files.check_output(path, "file")
+    path = files.check_output(path, "file", "onnx")
     directory = path.parent if str(path.parent) else Path(".")
     total = _weight_bytes(graph)
     if external_data is None:
@@ -119,6 +120,8 @@ def save(
     )
     if location is not None and (os.path.isabs(location) or ".." in Path(location).parts):
         raise MscError(f"external data location {location!r} must stay beside the model")
+    if location is not None:
+        check_data_file(path, directory / location, location)
 
     tmps: list[Path] = []
     try:
@@ -182,6 +185,28 @@ def save(
         for p in tmps:
             p.unlink(missing_ok=True)
     return path
+
+
+def check_data_file(path: Path, data: Path, location: str) -> None:
+    """The external data file is replaced only when it is the data of the msc model being
+    replaced (``files.check_output`` checked that one): anything else there is the user's."""
+    if not (data.exists() or data.is_symlink()):
+        return
+    if data.is_file() and not data.is_symlink() and path.is_file():
+        try:
+            model = onnx.load(str(path), load_external_data=False)
+        except Exception:  # noqa: BLE001 - unreadable: not known to be msc's model
+            model = None
+        if model is not None and any(
+            e.key == "location" and e.value == location
+            for t in model.graph.initializer
+            for e in t.external_data
+        ):
+            return
+    raise MscError(
+        f"{data}: exists and is not the data of an msc model at {path.name}; choose another "
+        "path or remove it"
+    )
 
 
 def _repoint(

@@ -61,30 +61,41 @@ _counter = itertools.count()
 
 
 def generate(
-    graph: Graph, codegen: type[TorchCodegen] = TorchCodegen, *, keep_unused: bool = False
+    graph: Graph,
+    codegen: type[TorchCodegen] = TorchCodegen,
+    *,
+    keep_unused: bool = False,
+    drop_unused: bool = False,
 ) -> str:
     """Python source of an ``nn.Module`` computing ``graph`` (plus a ``load(path)`` function).
 
-    Weights no node reads are left out (listed in a comment at the top) unless
-    ``keep_unused``: then the module's state_dict has every weight of the graph.
+    Weights no node reads are kept when they are the source's state (parameters and
+    persistent buffers: its state_dict loads with strict=True) and left out otherwise
+    (constants, ONNX initializers; listed in a comment at the top). ``keep_unused`` keeps
+    every weight of the graph; ``drop_unused`` leaves out unused parameters too (a persistent
+    buffer always stays).
 
     Raises:
         UnsupportedOpsError: listing every node whose op has no emitter.
     """
-    return codegen(graph, keep_unused=keep_unused).generate()
+    return codegen(graph, keep_unused=keep_unused, drop_unused=drop_unused).generate()
 
 
 def to_module(
-    graph: Graph, codegen: type[TorchCodegen] = TorchCodegen, *, keep_unused: bool = False
+    graph: Graph,
+    codegen: type[TorchCodegen] = TorchCodegen,
+    *,
+    keep_unused: bool = False,
+    drop_unused: bool = False,
 ) -> Any:
     """Compile the generated module in memory and load the graph's weights (eval mode).
 
     The module's ``msc_source`` attribute holds the source; tracebacks point into it.
-    ``keep_unused`` as for ``generate``.
+    ``keep_unused`` and ``drop_unused`` as for ``generate``.
     """
     import torch
 
-    cg = codegen(graph, keep_unused=keep_unused)
+    cg = codegen(graph, keep_unused=keep_unused, drop_unused=drop_unused)
     src = cg.generate()
     n = next(_counter)
     filename = f"<msc-generated-{n}>"
@@ -114,13 +125,15 @@ def save(
     codegen: type[TorchCodegen] = TorchCodegen,
     *,
     keep_unused: bool = False,
+    drop_unused: bool = False,
 ) -> Path:
     """Write ``model.py`` and ``model.safetensors`` into ``directory`` (replaced atomically).
 
     ``model.py`` has a ``load(path=None)`` that builds the module and loads the weights.
-    ``keep_unused`` as for ``generate``: the weights left out are not written either.
+    ``keep_unused`` and ``drop_unused`` as for ``generate``: the weights left out are not
+    written either.
     """
-    cg = codegen(graph, keep_unused=keep_unused)
+    cg = codegen(graph, keep_unused=keep_unused, drop_unused=drop_unused)
     src = cg.generate()
     tensors = [(w.name, w.type.dtype, w.type.shape, source(w)) for w in cg.kept_weights()]
     # The forward pass's tensor constants (non-persistent buffers), under their buffer keys.
@@ -133,13 +146,13 @@ def save(
 
 
 # ---------------------------------------------------------------- comparing a re-import
-def as_generated(graph: Graph, *, keep_unused: bool = False) -> Graph:
+def as_generated(graph: Graph, *, keep_unused: bool = False, drop_unused: bool = False) -> Graph:
     """``graph`` as the generated module computes it, to compare a re-import of the module
-    with: exact no-op arithmetic folded and (unless ``keep_unused``) the weights no node
-    reads left out, as ``generate`` does. ``graph`` itself is not changed."""
+    with: exact no-op arithmetic folded, small integer initializers made constants, and the
+    weights ``generate`` leaves out (same flags) left out. ``graph`` itself is not changed."""
     from msc.ops.rewrite import copy_graph
 
-    cg = TorchCodegen(graph, keep_unused=keep_unused)
+    cg = TorchCodegen(graph, keep_unused=keep_unused, drop_unused=drop_unused)
     out = cg.simplified(graph)
     unused = cg.unused_weights()
     if unused:

@@ -42,6 +42,7 @@ from codegen.torch.passes import (
     release_after_last_use,
     walk_stmts,
 )
+from codegen.torch.prepare import shape_weights_as_constants
 from codegen.torch.registry import EMITTERS, MODULE_RULES, EmitterRegistry, ModuleRule
 from msc.errors import NonNumericValuesError, UnsupportedOp, UnsupportedOpsError
 from msc.ir.dtype import DType
@@ -207,13 +208,16 @@ class TorchCodegen:
     module_rules = MODULE_RULES
     base_reserved: frozenset[str] = frozenset()
 
-    def __init__(self, graph: Graph, keep_unused: bool = False) -> None:
+    def __init__(self, graph: Graph, keep_unused: bool = False, drop_unused: bool = False) -> None:
         from codegen.torch import emitters as _  # noqa: F401  (registers the emitters)
 
         if bad := non_numeric_values(graph):  # torch has no str, sequence or optional tensors
             raise NonNumericValuesError(bad, "codegen.torch", graph.name)
         self.graph = self.simplified(self.lowered(graph))
+        if keep_unused and drop_unused:
+            raise ValueError("keep_unused and drop_unused exclude each other")
         self.keep_unused = keep_unused
+        self.drop_unused = drop_unused
         self.ns = Namespace(set(HELPERS) | set(self.base_reserved))
         self._helpers: list[str] = []
         self._refs: dict[int, ast.expr] = {}
@@ -247,10 +251,11 @@ class TorchCodegen:
 
     def simplified(self, graph: Graph) -> Graph:
         """``graph`` without arithmetic that provably does nothing (``x + 0`` on integers,
-        ``x * 1``: msc.ops.simplify); the graph itself when there is none."""
+        ``x * 1``: msc.ops.simplify) and with small integer initializers as constants
+        (prepare.py); the graph itself when there is neither."""
         from msc.ops.simplify import fold_identities
 
-        return fold_identities(graph)
+        return fold_identities(shape_weights_as_constants(graph))
 
     # ------------------------------------------------------------------ override points
     def class_name(self) -> str:
@@ -277,19 +282,22 @@ class TorchCodegen:
         return w.role == "constant"
 
     def unused_weights(self) -> list[str]:
-        """Names of the weights no node reads and no graph returns, left out of the module
-        unless ``keep_unused``: parameters (a pooler whose output the export dropped), constants
-        and weights of no stated role. A persistent buffer stays: it is state the source keeps
-        counting in (BatchNorm's num_batches_tracked), small, and expected in its state_dict."""
+        """Names of the weights no node reads and no graph returns, left out of the module:
+        constants and weights of no stated role (ONNX initializers) unless ``keep_unused``;
+        parameters (state the source's state_dict has: a pooler whose output the export
+        dropped) only with ``drop_unused``, so by default the source's own state_dict loads
+        with strict=True. A persistent buffer always stays: small state the source keeps
+        counting in (BatchNorm's num_batches_tracked)."""
         if self.keep_unused:
             return []
         read: set[int] = set()
         for g in [self.graph, *(sub for n in _walk(self.graph) for sub in n.subgraphs())]:
             read |= {id(v) for v in g.outputs}
+        state = ("buffer",) if self.drop_unused else ("parameter", "buffer")
         return [
             name
             for name, w in self.graph.weights.items()
-            if not w.uses and id(w) not in read and w.role != "buffer"
+            if not w.uses and id(w) not in read and w.role not in state
         ]
 
     def plan(self) -> ModulePlan:
@@ -307,6 +315,11 @@ class TorchCodegen:
 
     def emit_init(self) -> ast.FunctionDef:
         body = init_statements(self.plan_)  # type: ignore[arg-type]
+        if self.plan_.stored:  # type: ignore[union-attr]
+            keys = code.const(list(self.plan_.stored))  # type: ignore[union-attr]
+            self.use_helper("_msc_read_stored")
+            read = ast.Call(code.name("_msc_read_stored"), [code.name("self"), keys], [])
+            body.append(ast.Expr(read))
         return _func("__init__", ["self"], body)
 
     def emit_forward(self) -> ast.FunctionDef:
@@ -430,7 +443,7 @@ class TorchCodegen:
             if len(out) != 1 or id(out[0]) not in stmts or id(node.outputs[0]) in outputs:
                 continue  # a returned constant stays a fresh tensor, not the module's state
             ident = self.ns_name(node.outputs[0])
-            key = self.plan_.add_constant(ident, node.outputs[0].type)  # type: ignore[union-attr]
+            key = self.plan_.add_constant(ident, node.outputs[0].type, value)  # type: ignore[union-attr]
             self.constants_[key] = value
             subs[ident] = self.plan_.access([key])  # type: ignore[union-attr]
             drop.add(id(out[0]))
@@ -592,16 +605,20 @@ class TorchCodegen:
 
     def _header(self) -> str:
         g = self.graph
+        stored = self.plan_ is not None and self.plan_.stored
         text = (
             f"# Generated by msc from graph {g.name!r}: {len(g.nodes)} nodes, "
             f"{len(g.weights)} weights.\n"
-            "# Imports only torch (and safetensors in load()); edit freely."
+            "# Imports only torch (and safetensors in load()"
+            + (", and in __init__ for the buffers it reads" if stored else "")
+            + "); edit freely."
         )
         if self.dropped_:
             names = ", ".join(repr(n) for n in self.dropped_)
             count = _count(len(self.dropped_), "weight")
             text += (
-                f"\n# Left out: {count} no node reads (keep_unused=True keeps them):\n"
+                f"\n# Left out: {count} no node reads "
+                f"({'drop_unused=False' if self.drop_unused else 'keep_unused=True'} keeps them):\n"
                 + "\n".join(f"#   {line}" for line in _wrap(names))
             )
         return text

@@ -38,53 +38,56 @@ def resolve(op: str) -> tuple[Any, str]:
     opname, _, overload = c.name.partition(".")
     overload = overload or "default"
     where = f"custom op {op} (domain {c.domain!r})"
-    if not all(_ident(p) for p in (c.domain, opname, overload)):
+    # Dunder names reach Python's own attributes of torch.ops (``__class__``), never an op.
+    if not all(_ident(p) and not p.startswith("__") for p in (c.domain, opname, overload)):
         raise ValueError(f"{where}: not a torch.library op name (ns::name[.overload])")
     try:
         packet = getattr(getattr(torch.ops, c.domain), opname)
         overload_fn = getattr(packet, overload)
     except (AttributeError, RuntimeError):
+        overload_fn = None
+    if not isinstance(overload_fn, torch._ops.OpOverload):
         raise ValueError(
             f"{where} is not a registered torch.library op; load the library that defines "
             "it before generating PyTorch code"
-        ) from None
+        )
     return overload_fn, f"torch.ops.{c.domain}.{opname}.{overload}"
 
 
 def check(node: Node) -> None:
     """ValueError with the reason when ``node`` cannot become a call: its op is not a
-    registered torch.library op, or an attribute holds binary data (bytes: no torch schema
-    argument takes it, and it never becomes code)."""
-    resolve(node.op)
+    registered torch.library op, its inputs or attributes do not fit the op's schema, or an
+    attribute holds binary data (bytes: no torch schema argument takes it, and it never
+    becomes code)."""
+    _arguments(node, list(node.inputs))
+
+
+def _arguments(node: Node, args: list[Any]) -> tuple[str, dict[str, Any]]:
+    """(the call path, its keyword arguments) of ``node`` with inputs ``args``."""
+    fn, path = resolve(node.op)
     binary = sorted(k for k, v in node.attrs.items() if isinstance(v, bytes))
     if binary:
         raise ValueError(
             f"custom op {node.op}: attribute(s) {binary} hold binary data (bytes), which no "
             "torch.library argument takes"
         )
+    schema = fn._schema
+    tensors = [a for a in schema.arguments if str(a.type) in ("Tensor", "Optional[Tensor]")]
+    others = {a.name for a in schema.arguments} - {a.name for a in tensors}
+    extra = sorted(set(node.attrs) - others)
+    if extra or any(v is not None for v in args[len(tensors) :]):
+        raise ValueError(
+            f"custom op {node.op}: its inputs or attributes {extra} do not fit the "
+            f"registered schema {schema}"
+        )
+    kwargs: dict[str, Any] = {a.name: v for a, v in zip(tensors, args) if v is not None}
+    kwargs.update((a.name, node.attrs[a.name]) for a in schema.arguments if a.name in node.attrs)
+    if not all(_ident(k) for k in kwargs):
+        raise ValueError(f"custom op {node.op}: argument names are not identifiers")
+    return path, kwargs
 
 
 def call(node: Node, args: list[Any]) -> ast.expr:
     """The call of ``node``'s op: ``args`` are its inputs as code (None for absent ones)."""
-    check(node)
-    fn, path = resolve(node.op)
-    schema = fn._schema
-    ins = iter(args)
-    kwargs: dict[str, Any] = {}
-    for a in schema.arguments:
-        kind = str(a.type)
-        if kind in ("Tensor", "Optional[Tensor]"):
-            v = next(ins, None)
-            if v is not None:
-                kwargs[a.name] = v
-        elif a.name in node.attrs:
-            kwargs[a.name] = node.attrs[a.name]
-    extra = set(node.attrs) - {a.name for a in schema.arguments}
-    if extra or next(ins, None) is not None:
-        raise ValueError(
-            f"custom op {node.op}: its inputs or attributes {sorted(extra)} do not fit the "
-            f"registered schema {schema}"
-        )
-    if not all(_ident(k) for k in kwargs):
-        raise ValueError(f"custom op {node.op}: argument names are not identifiers")
+    path, kwargs = _arguments(node, args)
     return code.call(path, **kwargs)

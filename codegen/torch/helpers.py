@@ -54,7 +54,33 @@ def _msc_load_weights(model, state):
     return model
 
 
-HELPERS = {_msc_load_weights.__name__: _msc_load_weights}
+def _msc_read_stored(model, keys):
+    """Read the non-persistent buffers ``keys`` of ``model`` (the forward pass's constants,
+    which no state_dict carries and which are too large to write as code) from the weights
+    file beside this module, so ``Model()`` followed by ``load_state_dict`` computes right.
+    Nothing to do when the module is built on the meta device (``load()`` sets every tensor
+    after) or has no file beside it."""
+    import os
+
+    where = globals().get("__file__")
+    if where is None or torch.empty(()).is_meta:
+        return
+    path = os.path.join(os.path.dirname(os.path.abspath(where)), "model.safetensors")
+    if not os.path.exists(path):
+        return
+    from safetensors import safe_open
+
+    renamed = globals().get("WEIGHT_KEYS", {})  # state_dict key -> the file's name
+    with safe_open(path, "pt") as f:
+        for key in keys:
+            owner, _, leaf = key.rpartition(".")
+            model.get_submodule(owner)._buffers[leaf] = f.get_tensor(renamed.get(key, key))
+
+
+HELPERS = {
+    _msc_load_weights.__name__: _msc_load_weights,
+    _msc_read_stored.__name__: _msc_read_stored,
+}
 
 
 def runtime_helpers(*fns: Any) -> None:

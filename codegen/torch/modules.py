@@ -29,7 +29,7 @@ from codegen.torch.registry import ModuleRule
 from msc.ir.graph import Graph, Node, Weight
 from msc.ir.types import TensorType
 
-__all__ = ["Leaf", "Param", "Alias", "Holder", "ModulePlan", "plan_modules"]
+__all__ = ["Leaf", "Param", "Alias", "Holder", "ModulePlan", "plan_modules", "constant_ctor"]
 
 
 @dataclass
@@ -79,6 +79,9 @@ class ModulePlan:
     keys: dict[str, str]  # state_dict key -> source weight name (only where they differ)
     paths: dict[str, list[str]]  # source weight name -> components of its state_dict key
     aliases: list[tuple[list[str], Weight]] = field(default_factory=list)  # tied names
+    # Keys of non-persistent buffers too large to write as code: __init__ reads them from the
+    # weights file beside model.py (filled by init_statements).
+    stored: list[str] = field(default_factory=list)
 
     def access(self, parts: list[str]) -> ast.expr:
         """``self.a[0].b`` for the module path ``parts``."""
@@ -89,21 +92,23 @@ class ModulePlan:
                 e = code.attr_path(e, [p])
                 continue
             assert isinstance(h, Holder)
-            e = code.attr_path(e, [int(p) if h.is_list else p])
+            # The root is the generated class, a plain nn.Module even when its children are
+            # named 0..n-1 (an nn.Sequential subclass): they are attributes, not items.
+            e = code.attr_path(e, [int(p) if h.is_list and h is not self.root else p])
             h = h.children[p]
         return e
 
     def weight_expr(self, w: Weight) -> ast.expr:
         return self.access(self.paths[w.name])
 
-    def add_constant(self, name: str, type: TensorType) -> str:
-        """Register a tensor constant of the forward pass as a non-persistent buffer at the
-        root, under ``name`` or a free variant of it; returns its key."""
+    def add_constant(self, name: str, type: TensorType, value: Any = None) -> str:
+        """Register a tensor constant of the forward pass (``value``) as a non-persistent
+        buffer at the root, under ``name`` or a free variant of it; returns its key."""
         key, n = name, 0
         while key in self.root.children or key in _module_attrs() or not code.is_plain_attr(key):
             n += 1
             key = f"{name}_{n}"
-        self.root.children[key] = Param(Weight(key, type, role="constant"), True, False)
+        self.root.children[key] = Param(Weight(key, type, value, role="constant"), True, False)
         return key
 
 
@@ -294,7 +299,8 @@ def init_statements(plan: ModulePlan) -> list[ast.stmt]:
     """``super().__init__()`` then one statement per module, holder and tensor, then the
     tied names."""
     out: list[ast.stmt] = [ast.Expr(code.expr("super().__init__()"))]
-    _emit_children(plan.root, code.name("self"), out)
+    plan.stored = []
+    _emit_children(plan.root, code.name("self"), out, "", plan.stored)
     for parts, w in plan.aliases:
         owner = plan.access(parts[:-1])
         kept = _find(plan, plan.paths[w.name])
@@ -323,6 +329,47 @@ def _method(owner: ast.expr, method: str, key: str, value: ast.expr, kw: list) -
     return ast.Expr(call)
 
 
+# A constant with at most this many elements is written as a literal in __init__.
+LITERAL_ELEMENTS = 64
+_LITERAL_DTYPES = frozenset("bool int8 int16 int32 int64 uint8 float16 float32 float64".split())
+
+
+def constant_ctor(w: Weight) -> ast.expr | None:
+    """Code that makes ``w``'s value (a non-persistent buffer, which no state_dict carries):
+    ``torch.zeros`` / ``torch.full`` for one repeated value, ``torch.arange`` for an integer
+    range (BERT's position_ids), a literal for a small tensor (rotary inv_freq); None when
+    the value is none of these (it is then stored, and read from the weights file)."""
+    if not w.has_data or w.type.dtype.name.lower() not in _LITERAL_DTYPES:
+        return None
+    import numpy as np
+
+    arr = np.asarray(w.numpy())
+    if arr.dtype.name not in _LITERAL_DTYPES:
+        return None
+    dt = w.type.dtype
+    shape = tuple(int(d) for d in arr.shape)
+    flat = arr.reshape(-1)
+    if flat.size == 0:
+        return code.call("torch.empty", shape, dtype=dt)
+    first = flat[0].item()
+    if bool(np.all(flat == flat[0])) and not (dt.is_floating and np.isnan(flat).any()):
+        if first == 0 and not (dt.is_floating and np.signbit(flat[0])):
+            return code.call("torch.zeros", shape, dtype=dt)
+        return code.call("torch.full", shape, first, dtype=dt)
+    if dt.is_integer and flat.size > 1:
+        step = int(flat[1]) - int(first)
+        ramp = np.arange(flat.size, dtype=np.int64) * step + int(first)
+        if step and np.array_equal(flat.astype(np.int64), ramp):
+            stop = int(first) + step * flat.size
+            args = [stop] if first == 0 and step == 1 else [int(first), stop]
+            e = code.call("torch.arange", *args, *([step] if step != 1 else []), dtype=dt)
+            return e if len(shape) == 1 else code.expr("e.reshape(s)", e=e, s=shape)
+    if flat.size <= LITERAL_ELEMENTS:
+        values = arr.astype(np.float64).tolist() if dt.is_floating else arr.tolist()
+        return code.call("torch.tensor", values, dtype=dt)
+    return None
+
+
 def _tensor_ctor(w: Weight) -> ast.expr:
     shape = tuple(d if isinstance(d, int) else 0 for d in (w.type.shape or ()))
     return code.call("torch.empty", *(shape or [()]), dtype=w.type.dtype)
@@ -338,17 +385,20 @@ def _value_expr(child: Holder | Leaf | Param | Alias) -> ast.expr:
     return code.call("nn.Module")
 
 
-def _fill(h: Holder, here: ast.expr, out: list[ast.stmt]) -> None:
+def _fill(h: Holder, here: ast.expr, out: list[ast.stmt], prefix: str, stored: list[str]) -> None:
     """Statements for the contents of holder ``h``, which already exists at ``here``."""
     if h.is_list:  # leaves were built inline in the nn.ModuleList([...]) call
-        for i, c in enumerate(h.children.values()):
+        for i, (k, c) in enumerate(h.children.items()):
             if isinstance(c, Holder):
-                _fill(c, ast.Subscript(here, ast.Constant(i), ast.Load()), out)
+                sub = ast.Subscript(here, ast.Constant(i), ast.Load())
+                _fill(c, sub, out, f"{prefix}{k}.", stored)
     else:
-        _emit_children(h, here, out)
+        _emit_children(h, here, out, prefix, stored)
 
 
-def _emit_children(h: Holder, parent: ast.expr, out: list[ast.stmt]) -> None:
+def _emit_children(
+    h: Holder, parent: ast.expr, out: list[ast.stmt], prefix: str, stored: list[str]
+) -> None:
     for key, child in h.children.items():
         if isinstance(child, Alias):
             continue  # registered at the end of __init__ (init_statements)
@@ -357,6 +407,13 @@ def _emit_children(h: Holder, parent: ast.expr, out: list[ast.stmt]) -> None:
             method, value = "register_buffer", _tensor_ctor(child.weight)
             if not child.persistent:
                 kw = [ast.keyword("persistent", ast.Constant(False))]
+                # Not in state_dict: the module makes its value (load_state_dict of the
+                # source's state_dict cannot give it), or reads it from the weights file.
+                made = constant_ctor(child.weight)
+                if made is None:
+                    stored.append(prefix + key)
+                else:
+                    value = made
         else:
             value = _value_expr(child)
             method = "register_parameter" if isinstance(child, Param) else "add_module"
@@ -370,4 +427,4 @@ def _emit_children(h: Holder, parent: ast.expr, out: list[ast.stmt]) -> None:
         else:
             out.append(ast.Assign([ast.Attribute(parent, key, ast.Store())], value))
         if isinstance(child, Holder):
-            _fill(child, code.attr_path(parent, [key]), out)
+            _fill(child, code.attr_path(parent, [key]), out, f"{prefix}{key}.", stored)

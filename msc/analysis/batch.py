@@ -14,15 +14,19 @@ the manifest's directory, and every key but ``model`` is optional::
       - {model: net.py:Net, input_shape: [x=1,3,224,224], to: onnx}
       - {model: old.onnx, task: verify, against: old_torch}
       - {model: big.onnx, task: inspect, input_shape: [batch=8]}
+      - {model: cnn.onnx, to: relax}                 # needs apache-tvm
+      - {model: old.pt2, trust_pickle: true}         # unpickles: runs code the file holds
 
 A directory instead of a manifest: every model directly in it (.onnx, .pt2, .msc, saved msc
 graphs, codegen.torch directories), with the task and target ``batch`` is given.
 
 Tasks: ``convert`` (``msc.convert`` with its check; the output goes under ``output``, mirroring
-the model's path: ``nets/a.onnx`` -> ``nets/a_torch``, ``nets/a.onnx``, ``nets/a.msc``),
-``verify`` (``model`` against ``against``) and ``inspect``. Statuses: ok, skipped (done by an
-earlier run), mismatch (a check or verify found a difference), error (msc refused the model:
-unsupported ops, a corrupt file, ...), crashed (the worker died), timeout.
+the model's path: ``nets/a.onnx`` -> ``nets/a_torch``, ``nets/a.onnx``, ``nets/a.msc``,
+``nets/a_relax``), ``verify`` (``model`` against ``against``) and ``inspect``. ``trust_pickle``
+(an entry's, or ``--trust-pickle`` for all) lets that model's .pt2 members be unpickled.
+Statuses: ok, skipped (done by an earlier run), mismatch (a check or verify found a
+difference), error (msc refused the model: unsupported ops, a corrupt file, ...), crashed (the
+worker died), timeout.
 
 # NOTE: invariants
 # - Each model runs in a fresh Python process: RLIMIT_AS is set in it before anything is
@@ -55,6 +59,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from msc.analysis.manifest import check_outputs, output_problem, read_manifest
 from msc.errors import MscError
 from msc.io import files
 from msc.version import __version__
@@ -67,10 +72,10 @@ REPORT_NAME = "batch-report.json"
 DEFAULT_TIMEOUT = 600.0
 _KEYS = {
     "model", "name", "task", "to", "output", "against", "opset", "input_shape", "dynamic",
-    "rtol", "atol", "seed", "custom_ops", "timeout", "memory",
+    "rtol", "atol", "seed", "custom_ops", "timeout", "memory", "trust_pickle",
 }  # fmt: skip
 _TOP_KEYS = {"models", "output", "timeout", "memory", "defaults"}
-_SUFFIX = {"torch": "_torch", "onnx": ".onnx", "msc": ".msc"}
+_SUFFIX = {"torch": "_torch", "onnx": ".onnx", "msc": ".msc", "relax": "_relax"}
 _MODEL_SUFFIXES = (".onnx", ".pt2", ".ep", ".msc")
 
 
@@ -139,23 +144,6 @@ def _machine_memory() -> int | None:
         return None
 
 
-def _read_manifest(path: Path) -> Any:
-    text = path.read_text(encoding="utf-8")
-    if path.suffix.lower() in (".yaml", ".yml"):
-        try:
-            import yaml
-        except ImportError:
-            raise MscError(f"{path}: a YAML manifest needs PyYAML (pip install pyyaml)") from None
-        try:
-            return yaml.safe_load(text)
-        except yaml.YAMLError as e:
-            raise MscError(f"{path}: not valid YAML: {e}") from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as e:
-        raise MscError(f"{path}: not valid JSON: line {e.lineno}: {e.msg}") from None
-
-
 def _models_in(directory: Path) -> list[str]:
     found = []
     for p in sorted(directory.iterdir()):
@@ -210,7 +198,7 @@ def _plan(
         if not path.exists():
             raise MscError(f"{path}: no such file or directory")
         base = path.resolve().parent if path.is_file() else path.resolve()
-        data: Any = _read_manifest(path) if path.is_file() else {"models": _models_in(path)}
+        data: Any = read_manifest(path) if path.is_file() else {"models": _models_in(path)}
         label = str(path)
         default_out = (
             path.parent / f"{path.stem}.out"
@@ -280,7 +268,11 @@ def _plan(
             if to not in _SUFFIX:
                 problems.append(f"{where}: unknown target {to!r} ({', '.join(_SUFFIX)})")
                 continue
-            rel = spec.get("output") or _output_name(name, to)
+            rel = spec.get("output")
+            rel = _output_name(name, to) if rel is None else rel
+            if why := output_problem(out, rel, REPORT_NAME):
+                problems.append(f"{where}: {why}")
+                continue
             job.update(to=to, opset=spec.get("opset"), output=str(out / rel))
             if job["output"] in seen_outputs:
                 problems.append(
@@ -296,6 +288,11 @@ def _plan(
         jobs.append(job)
     if problems:
         raise MscError(f"{label}: bad manifest\n" + "\n".join(problems))
+    reads = [(j["name"], _path_of(j[k])) for j in jobs for k in ("model", "against") if j.get(k)]
+    if problems := check_outputs(
+        [(j["name"], j["output"], j["to"]) for j in jobs if "output" in j], reads
+    ):
+        raise MscError(f"{label}: nothing run; outputs in the way\n" + "\n".join(problems))
     return label, out, jobs, settings
 
 
@@ -313,9 +310,16 @@ def _job(
         "atol": float(spec.get("atol", 1e-5)),
         "seed": int(spec.get("seed", 0)),
         "custom_ops": spec.get("custom_ops", "error"),
+        "trust_pickle": _flag(spec.get("trust_pickle", False), "trust_pickle"),
         "timeout": float(spec.get("timeout") or settings["timeout"]),
         "memory": spec.get("memory", settings["memory"]),
     }
+
+
+def _flag(value: Any, key: str) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"{key} is true or false, not {value!r}")
+    return value
 
 
 def _resolve(base: Path, model: str) -> str:
@@ -710,13 +714,18 @@ def batch(
         manifest: a manifest file (.json, .yaml), a directory of models, a manifest mapping,
             or a list of entries (paths or mappings).
         output: the output directory (default: the manifest's ``output``, else beside it).
-        task, to, custom_ops: defaults for entries that do not say.
+        task: the task of entries that name none (convert, verify or inspect).
+        to: the target of convert entries that name none.
         jobs: worker processes at once on this machine (default: CPU count).
-        timeout, memory: per-worker limits overriding the manifest's (seconds; bytes or
-            "8GiB"; "none" for no memory limit).
+        timeout: per-worker time limit in seconds, overriding the manifest's.
+        memory: per-worker address-space limit overriding the manifest's (bytes or "8GiB";
+            "none" for no memory limit).
         ray: run on Ray: True (``ray.init()``'s default cluster, or the one already
             initialised) or a cluster address. Paths must be ones the cluster shares.
         resume: skip models done by an earlier run (see the module docstring).
+        trust_pickle: allow unpickling .pt2 members (runs code the file contains).
+        custom_ops: "keep" keeps ops msc cannot translate as custom nodes, for entries that
+            do not say; "error" (the default) reports them.
         progress: called with None and the report once the models are planned, then after
             each model with its entry and the report so far.
 
@@ -727,8 +736,8 @@ def batch(
     mem_setting = memory if memory is not None else settings["memory"]
     mem = _machine_memory() if mem_setting == "machine" else parse_size(mem_setting)
     report_path = out / REPORT_NAME
-    files.check_output(report_path, "file")
     previous = _load_previous(report_path) if report_path.exists() else {}
+    files.check_output(report_path, "file", "batch-report")
     n_workers = jobs or os.cpu_count() or 1
     runner = "local" if not ray else f"ray ({ray})" if isinstance(ray, str) else "ray"
     report = BatchReport(label, str(out), str(report_path), runner, started=_now())
@@ -739,7 +748,7 @@ def batch(
             job["timeout"] = float(timeout)
         per = job.pop("memory")
         job["memory_bytes"] = mem if memory is not None or per == "machine" else parse_size(per)
-        job["trust_pickle"] = trust_pickle
+        job["trust_pickle"] = trust_pickle or job["trust_pickle"]  # the option, or the entry
         job["threads"] = max(1, (os.cpu_count() or 1) // n_workers)
         job["pythonpath"] = root
         entry = {
@@ -777,7 +786,9 @@ def batch(
             entry.update(result)
             entry.setdefault("message", "")
             report.finished = _now()
-            files.write_text(report_path, json.dumps(report.to_json(), indent=2, default=str))
+            files.write_text(
+                report_path, json.dumps(report.to_json(), indent=2, default=str), "batch-report"
+            )
             if progress is not None:
                 progress(entry, report)
 
@@ -788,7 +799,9 @@ def batch(
     else:
         _run_local(todo, n_workers, finished)
     report.finished = _now()
-    files.write_text(report_path, json.dumps(report.to_json(), indent=2, default=str))
+    files.write_text(
+        report_path, json.dumps(report.to_json(), indent=2, default=str), "batch-report"
+    )
     return report
 
 

@@ -30,6 +30,7 @@ from typing import Any
 
 from msc.analysis.model import ExportFailed, Model, generated_module, load_model
 from msc.analysis.shapes import (
+    DynamicDim,
     InputShape,
     bind,
     dynamic_items,
@@ -39,7 +40,7 @@ from msc.analysis.shapes import (
 )
 from msc.analysis.verify import VerifyReport, verify_models
 from msc.errors import ConversionError, MscError, UnsupportedOpsError
-from msc.io import files, replace_dir
+from msc.io import files, marker, replace_dir
 from msc.ir import symexpr
 from msc.ir.graph import Graph
 from msc.ir.types import TensorType, map_tensor, tensor_of
@@ -114,7 +115,7 @@ def target_for(out: str | os.PathLike, to: str | None) -> str:
     return "torch"
 
 
-def _adjust(g: Graph, specs: Sequence[InputShape], dynamic: Sequence[str]) -> Graph:
+def _adjust(g: Graph, specs: Sequence[InputShape], dynamic: Sequence[str | DynamicDim]) -> Graph:
     """Apply --input-shape (fix symbols) and --dynamic (make dims symbolic) to a graph."""
     if specs:
         g = specialize(g, bind(g, specs))
@@ -146,7 +147,7 @@ def _adjust(g: Graph, specs: Sequence[InputShape], dynamic: Sequence[str]) -> Gr
     return g
 
 
-def _check_dynamic(before: Graph, after: Graph, dynamic: Sequence[str]) -> None:
+def _check_dynamic(before: Graph, after: Graph, dynamic: Sequence[str | DynamicDim]) -> None:
     """Run ``after`` (``before`` with --dynamic dims made symbolic) with each new symbol at a
     size other than the exported one. A program exported with static shapes bakes its sizes
     into reshapes and constants; it fails here, with a plain error, instead of late in torch."""
@@ -171,7 +172,7 @@ def _check_dynamic(before: Graph, after: Graph, dynamic: Sequence[str]) -> None:
         why = (str(e).strip().splitlines() or [type(e).__name__])[0]
         sizes = ", ".join(f"{k}={v}" for k, v in binding.items())
         raise MscError(
-            f"--dynamic {' '.join(dynamic)}: the model does not run at another size "
+            f"--dynamic {' '.join(map(str, dynamic))}: the model does not run at another size "
             f"({sizes}: {type(e).__name__}: {why}); its sizes are fixed in the program. "
             "Re-export it with torch.export's dynamic_shapes (or torch.onnx's dynamic_axes), "
             "or leave --dynamic out"
@@ -197,23 +198,14 @@ def _write(g: Graph, target: str, dest: Path, opset: int | None, report: Convert
         save(g, dest)
     else:
         try:
-            from codegen.onnx import choose_opset, default_opset, save
+            from codegen.onnx import choose_opset, save
         except ImportError as e:
             raise MscError(f"the onnx target needs codegen.onnx: {e}") from None
         if opset is not None:
             report.opset, report.opset_reason = opset, "--opset"
-            save(g, dest, opset=opset)
-            return
-        report.opset, report.opset_reason = choose_opset(g)
-        try:
-            save(g, dest, opset=report.opset)
-        except ConversionError:
-            if report.opset >= default_opset():
-                raise
-            # Some op needs a newer opset for its types (int4 dequantize at 21, ...).
-            report.opset = default_opset()
-            report.opset_reason = "the newest onnxruntime runs; an op does not convert earlier"
-            save(g, dest, opset=report.opset)
+        else:  # the API's default, and why
+            report.opset, report.opset_reason = choose_opset(g)
+        save(g, dest, opset=report.opset)
 
 
 def _stage(out: Path, target: str) -> tuple[Path, Path]:
@@ -227,12 +219,18 @@ def _install(staged: Path, out: Path, target: str) -> list[str]:
     """Move the staged output into place (replacing OUT), returning the files written."""
     tmp = staged.parent
     if target == "onnx":
+        from codegen.onnx.writer import check_data_file
+
         names = [p.name for p in tmp.iterdir()]
+        for name in names:  # the model was checked before; its data file is checked here
+            if name != out.name:
+                check_data_file(out, out.parent / name, name)
         for name in names:
             os.replace(tmp / name, out.parent / name)
         return sorted(str(out.parent / n) for n in names)
     replace_dir(staged, out)
-    return sorted(str(p) for p in out.rglob("*") if p.is_file())
+    # The marker is msc's bookkeeping (msc.io.marker), not part of the model.
+    return sorted(str(p) for p in out.rglob("*") if p.is_file() and p.name != marker.MARKER)
 
 
 def convert(
@@ -242,7 +240,7 @@ def convert(
     to: str | None = None,
     opset: int | None = None,
     input_specs: Sequence[InputShape] = (),
-    dynamic: Sequence[str] = (),
+    dynamic: Sequence[str | DynamicDim] = (),
     check: bool = True,
     rtol: float = 1e-4,
     atol: float = 1e-5,
@@ -270,7 +268,10 @@ def convert(
         raise MscError(
             f"{out_p}: the output is the model being converted; pass --force to replace it"
         )
-    files.check_output(out_p, "file" if target == "onnx" else "dir")
+    if target == "onnx":
+        files.check_output(out_p, "file", "onnx", force=force)
+    else:
+        files.check_output(out_p, "dir")
     is_module = ":" in os.fspath(src) and not Path(src).exists()
     model = load_model(
         src,
@@ -328,9 +329,14 @@ def convert(
                 report.structural, report.changes, report.verdict, report.equivalent = _structural(
                     as_generated(g), constants_as_nodes(again.graph, g)
                 )
-            else:
+            else:  # an ONNX model holds the weights something reads
+                written = g
+                if target == "onnx":
+                    from codegen.onnx import as_written
+
+                    written = as_written(g)
                 report.structural, report.changes, report.verdict, report.equivalent = _structural(
-                    g, again.graph
+                    written, again.graph
                 )
             say("running source and output on random inputs")
             report.numeric = verify_models(source, again, rtol=rtol, atol=atol, seed=seed)
@@ -338,8 +344,13 @@ def convert(
         if report.ok:
             with files.uninterrupted():  # every file of the output, or (on error) none
                 report.files = _install(staged, out_p, target)
+    except MscError as e:  # its message names where OUT would have been, not the staging
+        if tmp is not None:
+            e.args = (_user_paths(str(e), tmp, out_p), *e.args[1:])
+        raise
     finally:
         if tmp is not None:
+            _name_user_paths(report, tmp, out_p)
             shutil.rmtree(tmp, ignore_errors=True)
     return report
 
@@ -367,6 +378,31 @@ def _reread_relax(staged: Path, g: Graph, report: ConvertReport) -> Model:
         report.unread = f"msc.from_relax cannot read it back: {str(e).splitlines()[0]}"
         graph = g
     return Model(graph, "relax", str(staged / SCRIPT_FILE), mod)
+
+
+def _user_paths(text: str, tmp: Path, out: Path) -> str:
+    """``text`` with paths in the staging directory ``tmp`` written as the user's: the staged
+    output as OUT, other staged files (an .onnx file's external data) as OUT's siblings."""
+    staged = tmp / out.name
+    for path, user in ((staged, out), (tmp, out.parent)):
+        for form in dict.fromkeys((str(path.absolute()), str(path))):
+            text = text.replace(form, str(user))
+    return text
+
+
+def _name_user_paths(report: ConvertReport, tmp: Path, out: Path) -> None:
+    """The report's messages name OUT, where the output was checked in staging."""
+
+    def fix(text: str) -> str:
+        return _user_paths(text, tmp, out)
+
+    report.uncaptured = fix(report.uncaptured)
+    report.unread = fix(report.unread)
+    report.changes = fix(report.changes)
+    report.structural = None if report.structural is None else fix(report.structural)
+    if report.numeric is not None:
+        report.numeric.b_label = fix(report.numeric.b_label)
+        report.numeric.notes = [fix(n) for n in report.numeric.notes]
 
 
 def _structural_relax(g: Graph, again: Model) -> tuple[str | None, str]:

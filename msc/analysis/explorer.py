@@ -218,4 +218,5 @@ def node_data(overlay: Overlay) -> dict[str, Any]:
             "value": value if value is not None and math.isfinite(value) else status,
             "bgColor": Overlay.color(status),
         }
-    return {"name": overlay.title, "results": results}
+    # "generator" marks the file as msc's (msc.io.marker); Model Explorer reads the others.
+    return {"generator": "msc", "name": overlay.title, "results": results}

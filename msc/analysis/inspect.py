@@ -130,22 +130,32 @@ def _io(v: Value) -> dict[str, Any]:
     }
 
 
+# Each codegen's emitter registry (``codegen.<target>.EMITTERS``), and whether it writes a
+# custom node (an op outside the canonical set) as it came: ONNX keeps its domain; PyTorch
+# calls it only when it is a registered torch.library op, which inspect cannot know.
+_CODEGENS = (("torch", False), ("onnx", True), ("relax", False))
+
+
 def target_support(g: Graph) -> dict[str, list[str]]:
     """Ops of ``g`` each installed codegen can neither emit nor lower through a registered
-    decomposition, by target (an empty list: every op). Codegens that do not import are left
-    out. (A decomposition may still refuse a particular node; convert reports that.)"""
+    decomposition, by target (an empty list: every op). Codegens that do not import (Relax
+    without apache-tvm) are left out. (A decomposition may still refuse a particular node;
+    convert reports that.)"""
+    from msc.ops.custom import is_custom
     from msc.ops.decompose import registry as decompositions
 
     ops = sorted({n.op for n in _walk(g)})
     out: dict[str, list[str]] = {}
-    for target, attr in (("torch", "EMITTERS"), ("onnx", "registry")):
+    for target, keeps_custom in _CODEGENS:
         try:
-            reg = getattr(importlib.import_module(f"codegen.{target}"), attr)
+            reg = importlib.import_module(f"codegen.{target}").EMITTERS
         except Exception:  # noqa: BLE001 - a codegen that fails to import is not reported
             continue
-        if not hasattr(reg, "__contains__"):
-            continue
-        out[target] = [op for op in ops if op not in reg and op not in decompositions]
+        out[target] = [
+            op
+            for op in ops
+            if op not in reg and op not in decompositions and not (keeps_custom and is_custom(op))
+        ]
     if "torch" in out and (held := non_numeric_values(g)):  # torch has no tensors for them
         out["torch"].insert(0, f"{len(held)} str, sequence or optional value(s)")
     return out

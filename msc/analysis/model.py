@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from msc.analysis.shapes import (
+    DynamicDim,
     InputShape,
     concrete_shape,
     dynamic_items,
@@ -101,7 +102,7 @@ class Model:
             return _run_onnx(self, args, extra)
         outs: list[np.ndarray] | None = None
         if self.kind == "pt2":
-            outs = _run_torch(self.native.module(), args)
+            outs = _run_exported(self.native, args)
         elif self.kind in ("torch-module", "torch-source"):
             outs = _run_torch(self.native, args)
         elif self.kind == "relax" and self.native is not None:
@@ -136,9 +137,14 @@ def to_torch(a: np.ndarray):
             DType.FLOAT8_E4M3FNUZ: torch.float8_e4m3fnuz,
             DType.FLOAT8_E5M2FNUZ: torch.float8_e5m2fnuz,
         }[dt]
-        raw = np.ascontiguousarray(a).view(np.int16 if a.dtype.itemsize == 2 else np.int8)
+        raw = _contiguous(a).view(np.int16 if a.dtype.itemsize == 2 else np.int8)
         return torch.from_numpy(raw).view(tdt)
-    return torch.from_numpy(np.ascontiguousarray(a))
+    return torch.from_numpy(_contiguous(a))
+
+
+def _contiguous(a: np.ndarray) -> np.ndarray:
+    """``a`` C-contiguous, its rank kept (np.ascontiguousarray makes a 0-d array 1-d)."""
+    return np.ascontiguousarray(a).reshape(a.shape)
 
 
 def from_torch_value(t: Any) -> np.ndarray:
@@ -164,6 +170,29 @@ def _run_torch(module: Any, args: list[np.ndarray]) -> list[np.ndarray]:
 
     with torch.no_grad():
         out = module(*[to_torch(a) for a in args])
+    return [from_torch_value(t) for t in flatten(out)]
+
+
+def _run_exported(ep: Any, args: list[np.ndarray]) -> list[np.ndarray]:
+    """Run an ExportedProgram on the graph's inputs (its tensor user inputs, in flattened
+    order): they go back into the structure the program was called with, so keyword
+    arguments (``attention_mask=``) are passed by name; a non-tensor input takes the value it
+    was exported with. ``check_guards=False``: torch would compile guard code (Python source
+    kept with the program) into the module."""
+    import torch
+    import torch.utils._pytree as pytree
+    from torch.export.graph_signature import InputKind
+
+    values = iter(args)
+    placeholders = {n.name: n for n in ep.graph.nodes if n.op == "placeholder"}
+    leaves = []
+    for spec in ep.graph_signature.input_specs:
+        if spec.kind == InputKind.USER_INPUT:
+            val = placeholders[spec.arg.name].meta.get("val")
+            leaves.append(to_torch(next(values)) if isinstance(val, torch.Tensor) else val)
+    call_args, call_kwargs = pytree.tree_unflatten(leaves, ep.call_spec.in_spec)
+    with torch.no_grad():
+        out = ep.module(check_guards=False)(*call_args, **call_kwargs)
     return [from_torch_value(t) for t in flatten(out)]
 
 
@@ -351,7 +380,7 @@ def random_array(dt: DType, shape: Sequence[int], rng: np.random.Generator, high
 def _from_module(
     module: Any,
     specs: Sequence[InputShape],
-    dynamic: Iterable[str],
+    dynamic: Iterable[str | DynamicDim],
     label: str,
     source_names: Mapping[str, str] | None = None,
     custom_ops: str = "error",
@@ -388,7 +417,13 @@ def _from_module(
         example = {source.get(n, n): a for n, a in example.items()}
     try:
         with torch_logs_muted():
-            g = msc.from_torch(module, args, **kwargs)
+            try:
+                g = msc.from_torch(module, args, **kwargs)
+            except Exception as e:
+                refined = _refined(e, kwargs.get("dynamic_shapes"))
+                if refined is None:
+                    raise
+                g = msc.from_torch(module, args, **{**kwargs, "dynamic_shapes": refined})
     except MscError:
         raise
     except Exception as e:
@@ -398,6 +433,29 @@ def _from_module(
     if dynamic:
         g = _symbols_renamed(g, {_dim_name(n): n for n in syms if _dim_name(n) != n})
     return g, example
+
+
+def _refined(e: BaseException, dynamic_shapes: Any) -> Any:
+    """The dynamic shapes with the ranges torch.export found the module needs (its suggested
+    fixes: ``seq = Dim('seq', max=64)`` for a position table of 64), when that is all it
+    suggests; None when it would make a dynamic dim static or tie dims together (then the
+    module is not what the dims say, and the failure stands)."""
+    msg = str(getattr(e, "msg", "") or e)
+    if dynamic_shapes is None or "Suggested fixes" not in msg:
+        return None
+    fixes = msg.split("Suggested fixes:", 1)[1].strip().split("\n\n", 1)[0].splitlines()
+    for line in (f.strip() for f in fixes):
+        m = re.fullmatch(r"\w+ = Dim\('\w+'(?:, min=(\d+))?(?:, max=\d+)?\)", line)
+        if m is None or int(m.group(1) or 0) > 2:
+            # a specialization (seq = 2), a relation (a = b + 1), or a lower bound above the
+            # 2 torch.export assumes anyway (the code branched on a size, not the model)
+            return None
+    from torch.export.dynamic_shapes import refine_dynamic_shapes_from_suggested_fixes
+
+    try:
+        return refine_dynamic_shapes_from_suggested_fixes(msg, dynamic_shapes)
+    except Exception:
+        return None
 
 
 def _symbols_renamed(g: Graph, names: Mapping[str, str]) -> Graph:
@@ -436,7 +494,7 @@ def _first(e: BaseException) -> str:
 def load_model(
     src: str | os.PathLike,
     input_specs: Sequence[InputShape] = (),
-    dynamic: Sequence[str] = (),
+    dynamic: Sequence[str | DynamicDim] = (),
     progress: Callable[[str], None] | None = None,
     *,
     trust_pickle: bool = False,

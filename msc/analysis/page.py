@@ -150,6 +150,7 @@ def to_page(graphs: list[dict[str, Any]], title: str) -> str:
     data = _json(_clean({"title": title, "graphs": graphs}))
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="generator" content="msc">'
         f"<title>{html.escape(title)}</title>\n<style>\n{css}</style></head>\n<body>\n"
         '<div id="bar"><b id="title"></b> <select id="graphsel"></select>'
         ' <input id="q" type="search" placeholder="search nodes: name, op, module" size="32">'

@@ -57,6 +57,7 @@ def to_dot(g: Graph) -> str:
     """Graphviz source for ``g``."""
     out = [
         f"digraph {_q(g.name or 'graph')} {{",
+        "  // generator: msc",  # what marks the file as msc's (msc.io.marker)
         "  rankdir=TB;",
         '  node [shape=box, style="rounded,filled", fillcolor="#eef3fb", fontname="Helvetica",'
         " fontsize=10];",
@@ -122,7 +123,11 @@ def to_svg(g: Graph, timeout: float = 120.0) -> str:
         raise MscError(f"graphviz took longer than {timeout:.0f}s on this graph") from None
     if r.returncode != 0:
         raise MscError(f"graphviz failed: {r.stderr.decode(errors='replace').strip()}")
-    return r.stdout.decode("utf-8")
+    svg = r.stdout.decode("utf-8")
+    # What marks the file as msc's (msc.io.marker): after the XML declaration, which must
+    # come first.
+    head, nl, rest = svg.partition("\n") if svg.startswith("<?xml") else ("", "", svg)
+    return head + nl + "<!-- generator: msc -->\n" + rest
 
 
 def to_html(g: Graph, overlay: Overlay | None = None, title: str = "") -> str:
@@ -140,6 +145,6 @@ def render(g: Graph, path: str | os.PathLike) -> Path:
     kind = _FORMATS.get(p.suffix.lower())
     if kind is None:
         raise MscError(f"cannot render to {p.name!r}: use a .svg, .dot or .html file name")
-    files.check_output(p, "file")
+    files.check_output(p, "file", kind)
     text = {"dot": to_dot, "svg": to_svg, "html": to_html}[kind](g)
-    return files.write_text(p, text)
+    return files.write_text(p, text, kind)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from msc.errors import MscError
 from msc.ir import symexpr
@@ -21,6 +22,7 @@ __all__ = [
     "InputShape",
     "parse_input_shape",
     "parse_dynamic",
+    "DynamicDim",
     "bind",
     "specialize",
     "symbols",
@@ -61,9 +63,30 @@ def parse_input_shape(text: str) -> InputShape:
     return InputShape(name, shape, dtype)
 
 
-def parse_dynamic(text: str) -> tuple[str, int, SymDim]:
+class DynamicDim(NamedTuple):
+    """One ``--dynamic`` item: input ``name``'s ``axis`` is the symbol ``sym``. Items msc
+    makes itself (``dynamic_items``) travel as these, by value: a symbol's name is any
+    string a model gives a dim (an ONNX dim_param may hold blanks, ``=``, braces), which the
+    command-line spelling cannot always carry."""
+
+    name: str
+    axis: int
+    sym: SymDim
+
+    def __str__(self) -> str:
+        rng = ""
+        if self.sym.min is not None or self.sym.max is not None:
+            lo = "" if self.sym.min is None else self.sym.min
+            hi = "" if self.sym.max is None else self.sym.max
+            rng = f"{{{lo}..{hi}}}"
+        return f"{self.name}:{self.axis}={self.sym.name}{rng}"
+
+
+def parse_dynamic(text: str | DynamicDim) -> DynamicDim:
     """Parse ``name:0=batch`` (or ``name:0=batch{1..64}`` with a range, as the text format
-    writes it) into (input name, axis, symbol)."""
+    writes it) into (input name, axis, symbol); a DynamicDim is returned as it is."""
+    if isinstance(text, DynamicDim):
+        return text
     lhs, eq, sym = text.partition("=")
     name, colon, ax = lhs.rpartition(":")
     lo = hi = None
@@ -94,25 +117,20 @@ def parse_dynamic(text: str) -> tuple[str, int, SymDim]:
     except ValueError:
         raise MscError(f"bad --dynamic {text!r}: the axis must be an integer") from None
     try:
-        return name, axis, SymDim(sym, lo, hi)
+        return DynamicDim(name, axis, SymDim(sym, lo, hi))
     except ValueError as e:
         raise MscError(f"bad --dynamic {text!r}: {e}") from None
 
 
-def dynamic_items(g: Graph) -> list[str]:
-    """The ``--dynamic`` items that describe ``g``'s symbolic input dims."""
+def dynamic_items(g: Graph) -> list[DynamicDim]:
+    """The ``--dynamic`` items that describe ``g``'s symbolic input dims (by value)."""
     out = []
     for v in g.inputs:
         if not isinstance(v.type, TensorType):
             continue  # a sequence or optional: its elements' dims are not the input's axes
         for i, d in enumerate(v.type.shape or ()):
             if isinstance(d, SymDim):
-                rng = (
-                    ""
-                    if d.min is None and d.max is None
-                    else (f"{{{'' if d.min is None else d.min}..{'' if d.max is None else d.max}}}")
-                )
-                out.append(f"{v.name}:{i}={d.name}{rng}")
+                out.append(DynamicDim(v.name, i, d))
     return out
 
 

@@ -2,8 +2,12 @@
 the first node where they diverge.
 
 Inputs are random (seeded) of each input's dtype, or come from an .npz file keyed by input name.
-Integer inputs that index something (embedding rows, gather) are drawn inside that range. A and
-B's inputs pair by name when every name of A is an input of B, else by position.
+Integer inputs that index something (embedding rows, gather; through casts and reshapes) are
+drawn inside that range. Integer inputs named like masks (``attention_mask``) are 0/1 padding
+masks: each row (the last axis) is 1s then 0s, with at least one 1, since a fully masked
+attention row is where exporters legitimately differ (softmax over nothing). The report states
+each integer input's range. A and B's inputs pair by name when every name of A is an input of
+B, else by position.
 
 Inputs that are not tensors (ONNX sequences and optionals) are fed as onnxruntime takes them: a
 sequence is a list of arrays, an optional is None when empty, else its element. Random ones
@@ -26,7 +30,9 @@ matches only an empty one.
 Per-layer localisation: nodes of A and B are paired as in ``msc.analysis.diff.match``; both
 models are run again with the outputs of every paired node exposed, and the paired values are
 compared in A's topological order with the same tolerance. The first one that fails is where
-the models diverge; its node, source op and module path are reported.
+the models diverge; its node, source op and module path are reported. Shape arithmetic (values
+computed from the inputs' shapes alone, not their data) is not compared: exporters compute
+shapes their own ways, so a pairing of such values says nothing about where data diverges.
 
 # NOTE: verification never modifies either model: exposing intermediates works on copies
 # (an msc graph copy with extra outputs, an ONNX model copy with extra graph outputs).
@@ -35,7 +41,8 @@ the models diverge; its node, source op and module path are reported.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+import re
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -58,7 +65,9 @@ __all__ = [
     "VerifyReport",
     "compare",
     "make_inputs",
+    "input_ranges",
     "load_inputs",
+    "shape_arithmetic",
     "format_verify",
     "SEQUENCE_LENGTH",
 ]
@@ -66,6 +75,19 @@ __all__ = [
 # How many elements a random sequence input holds: more than one, so an op that reads one
 # element, or concatenates them, is seen doing it on several.
 SEQUENCE_LENGTH = 3
+
+# An integer input with such a name is a mask (attention_mask, key_padding_mask, ...).
+MASK_NAME = re.compile(r"mask", re.IGNORECASE)
+
+# Ops that pass an integer value's elements on unchanged (or only re-laid): an index input
+# read through them still indexes the table at their end.
+_PASSES_VALUES = frozenset(
+    {"cast", "reshape", "flatten", "squeeze", "unsqueeze", "expand", "transpose", "slice",
+     "concat", "tile", "identity"}
+)  # fmt: skip
+
+# Random integers that index nothing: [0, DEFAULT_HIGH).
+DEFAULT_HIGH = 10
 
 
 @dataclass
@@ -264,10 +286,25 @@ def compare(name: str, a: Any, b: Any, rtol: float, atol: float) -> Compared:
     return Compared(name, shape, n_bad == 0, float(np.max(err)), rel, n_bad, note)
 
 
-def _index_bound(v: Value) -> int | None:
-    """An exclusive upper bound for an integer input used as an index, when its uses say."""
-    bound: int | None = None
+def _index_uses(v: Value, seen: set[int] | None = None) -> Iterator[tuple[Any, int]]:
+    """(node, input position) of every use of ``v``, looking through ops that pass its
+    values on unchanged."""
+    seen = set() if seen is None else seen
     for node, i in v.uses:
+        if node.op in _PASSES_VALUES and not (node.op == "slice" and i != 0):
+            for out in node.outputs:
+                if id(out) not in seen and out.type is not None:
+                    seen.add(id(out))
+                    yield from _index_uses(out, seen)
+        else:
+            yield node, i
+
+
+def _index_bound(v: Value) -> int | None:
+    """An exclusive upper bound for an integer input used as an index, when its uses say
+    (the smallest table it indexes, through casts and reshapes)."""
+    bound: int | None = None
+    for node, i in _index_uses(v):
         hi: Any = None
         if node.op == "embedding" and i == 1:
             w = node.inputs[0]
@@ -283,14 +320,43 @@ def _index_bound(v: Value) -> int | None:
     return bound
 
 
+def _is_mask(v: Value, t: TensorType) -> bool:
+    return t.dtype.is_integer and bool(MASK_NAME.search(v.name))
+
+
+def _padding_mask(shape: tuple[int, ...], dtype: Any, rng: np.random.Generator) -> np.ndarray:
+    """A 0/1 mask: along the last axis, a random number (at least one) of 1s, then 0s."""
+    if not shape:
+        return np.ones((), dtype)
+    n = shape[-1]
+    ones = rng.integers(1, n + 1, size=shape[:-1]) if n else np.zeros(shape[:-1], np.int64)
+    return (np.arange(n) < np.asarray(ones)[..., None]).astype(dtype)
+
+
+def input_ranges(g: Graph) -> dict[str, str]:
+    """How ``make_inputs`` draws each integer tensor input, by name: ``in [0, 64)`` (the
+    table it indexes, else ``DEFAULT_HIGH``) or ``0/1 mask (1s then 0s per row)``."""
+    out: dict[str, str] = {}
+    for v in g.inputs:
+        t = v.type
+        if not isinstance(t, TensorType) or not t.dtype.is_integer:
+            continue
+        if _is_mask(v, t):
+            out[v.name] = "0/1 mask (1s then 0s per row)"
+        else:
+            out[v.name] = f"in [0, {_index_bound(v) or DEFAULT_HIGH})"
+    return out
+
+
 def make_inputs(
     g: Graph, seed: int = 0, binding: Mapping[str, int] | None = None
 ) -> dict[str, Any]:
     """Random inputs for ``g``: seeded, of each input's dtype; symbols take their binding or 2
-    (clipped to their range). A sequence input is a list of ``SEQUENCE_LENGTH`` arrays of one
-    shape (unknown dims 2); the i-th optional input is None (empty) when bit i of ``seed`` is
-    set, else a value of its element type; with k optional inputs, the j-th sequence input
-    has no elements when bit k + j is set."""
+    (clipped to their range). Integer inputs are drawn as ``input_ranges`` says. A sequence
+    input is a list of ``SEQUENCE_LENGTH`` arrays of one shape (unknown dims 2); the i-th
+    optional input is None (empty) when bit i of ``seed`` is set, else a value of its element
+    type; with k optional inputs, the j-th sequence input has no elements when bit k + j is
+    set."""
     rng = np.random.default_rng(seed)
     out: dict[str, Any] = {}
     optionals = 0
@@ -318,8 +384,11 @@ def make_inputs(
             out[v.name] = [random_array(e.dtype, shape, rng) for _ in range(n)]
             continue
         shape = concrete_shape(t, binding or {})
+        if t is v.type and _is_mask(v, t):
+            out[v.name] = _padding_mask(tuple(shape), t.dtype.to_numpy(), rng)
+            continue
         hi = _index_bound(v) if t.dtype.is_integer and t is v.type else None
-        out[v.name] = random_array(t.dtype, shape, rng, high=hi or 10)
+        out[v.name] = random_array(t.dtype, shape, rng, high=hi or DEFAULT_HIGH)
     return out
 
 
@@ -451,9 +520,11 @@ def verify_models(
     say = progress or (lambda s: None)
     ma, mb = Model.of(a), Model.of(b)
     ga, gb = ma.graph, mb.graph
+    ranges: dict[str, str] = {}
     if inputs is None:
         feeds = make_inputs(ga, seed, binding)
         source = f"random, seed {seed}"
+        ranges = input_ranges(ga)
     elif isinstance(inputs, str | Path):
         feeds = load_inputs(inputs, ga)
         source = str(inputs)
@@ -476,7 +547,10 @@ def verify_models(
         ok=True,
         rtol=rtol,
         atol=atol,
-        inputs=[f"{k} {describe(v)}" for k, v in feeds.items()],
+        inputs=[
+            f"{k} {describe(v)}" + (f" {ranges[k]}" if k in ranges else "")
+            for k, v in feeds.items()
+        ],
         input_source=source,
         outputs=[],
         a_label=ma.label,
@@ -558,6 +632,7 @@ def _localize(
         ga, gb = canonicalize(ga).graph, canonicalize(gb).graph
         m = match(ga, gb)
     pairs: list[tuple[Any, Value, Value]] = []
+    shapes = shape_arithmetic(ga) | shape_arithmetic(gb)
     for n in ga.nodes:
         c = m.nodes.get(id(n))
         if c is None or len(c.outputs) != len(n.outputs):
@@ -567,7 +642,8 @@ def _localize(
         for x, y in zip(n.outputs, c.outputs):
             # Values of different shapes are not the same value whatever paired their nodes.
             if _same_type(x.type, y.type) and not isinstance(x, Weight):
-                pairs.append((n, x, y))
+                if id(x) not in shapes and id(y) not in shapes:
+                    pairs.append((n, x, y))
     if not pairs:
         report.notes.append("no nodes correspond between A and B; cannot localise")
         return
@@ -619,6 +695,25 @@ def _localize(
         f"all {report.compared_values} corresponding intermediate values agree; the outputs "
         "differ after the last corresponding node"
     )
+
+
+def shape_arithmetic(g: Graph) -> set[int]:
+    """ids of the values of ``g`` computed from its inputs' shapes (``shape`` ops) and
+    constants, but from no input's data. A node with subgraphs may read anything: data."""
+    data = {id(v) for v in g.inputs}
+    shaped: set[int] = set()
+    for n in g.nodes:
+        ins = [id(v) for v in n.inputs if v is not None]
+        if n.op == "shape":
+            kind = shaped
+        elif any(i in data for i in ins) or next(n.subgraphs(), None) is not None:
+            kind = data
+        elif any(i in shaped for i in ins):
+            kind = shaped
+        else:
+            continue  # constants and weights alone
+        kind.update(id(v) for v in n.outputs)
+    return shaped
 
 
 def _attrs_equal(n: Any, c: Any) -> bool:

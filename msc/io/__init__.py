@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from msc.errors import MscError
-from msc.io import files, safetensors
+from msc.io import files, marker, safetensors
 from msc.ir.bulk import paused
 from msc.ir.graph import Graph, GraphError, Weight
 from msc.text import from_text, to_text
@@ -33,6 +33,7 @@ __all__ = [
     "source",
     "atomic_dir",
     "replace_dir",
+    "own_file",
     "GRAPH_FILE",
     "WEIGHTS_FILE",
     "STRINGS_FILE",
@@ -53,8 +54,9 @@ def _all_weights(g: Graph) -> list[Weight]:
 
 @contextlib.contextmanager
 def atomic_dir(target: Path) -> Iterator[Path]:
-    """Yield a temporary directory that replaces ``target`` only if the block succeeds.
-    ``target`` must be new, empty, or a directory msc wrote (``files.check_output``)."""
+    """Yield a temporary directory that replaces ``target`` only if the block succeeds, with
+    msc's marker listing what the block wrote (msc.io.marker). ``target`` must be new, empty,
+    or a directory msc wrote (``files.check_output``)."""
     files.check_output(target, "dir")
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = None
@@ -62,6 +64,7 @@ def atomic_dir(target: Path) -> Iterator[Path]:
         with files.uninterrupted():
             tmp = files.mkdtemp(target.parent, prefix=f".{target.name}.")
         yield tmp
+        marker.write_marker(tmp)
         replace_dir(tmp, target)
     except BaseException:
         if tmp is not None:
@@ -147,15 +150,24 @@ def load(directory: str | os.PathLike, mmap: bool = True) -> Graph:
         return _load(Path(directory), mmap)
 
 
+def own_file(d: Path, name: str) -> Path:
+    """``d / name``, refused when it is a symbolic link leading out of ``d``: a saved model's
+    files are its own (a link out could make msc read any file as the model's weights)."""
+    p = d / name
+    if p.is_symlink() and d.resolve() not in p.resolve().parents:
+        raise MscError(f"{p}: a symbolic link out of {d} ({os.readlink(p)}); not read")
+    return p
+
+
 def _load(d: Path, mmap: bool) -> Graph:
-    gfile = d / GRAPH_FILE
+    gfile = own_file(d, GRAPH_FILE)
     if not gfile.is_file():
         raise FileNotFoundError(f"{d}: no {GRAPH_FILE} (not a saved msc graph)")
     try:
         graph = from_text(gfile.read_text(encoding="utf-8"))
     except UnicodeDecodeError as e:
         raise MscError(f"{gfile}: not UTF-8 text ({e.reason} at byte {e.start})") from None
-    wfile = d / WEIGHTS_FILE
+    wfile = own_file(d, WEIGHTS_FILE)
     weights = _all_weights(graph)
     if any(not w.type.dtype.is_string for w in weights) and not wfile.is_file():
         raise MscError(
@@ -164,7 +176,7 @@ def _load(d: Path, mmap: bool) -> Graph:
     data: dict = {}
     if wfile.is_file():
         data = safetensors.regions(wfile) if mmap else safetensors.read(wfile, mmap=False)
-    sfile = d / STRINGS_FILE
+    sfile = own_file(d, STRINGS_FILE)
     strings: dict = {}
     if sfile.is_file():
         strings = _read_strings(sfile)

@@ -6,10 +6,12 @@ that an output never destroys what was there.
 #   random, created exclusively, so a symlink planted at a predictable name is never written
 #   through) and renamed into place when complete; a failure or a signal removes the staging.
 # - A file output replaces the file at its path atomically (a symlink there is replaced, not
-#   its target); a directory there is refused.
+#   its target) only when that file is an output of the same kind msc wrote (its signature,
+#   msc.io.marker); any other file there is the user's, and a directory there is refused.
 # - A directory output is written only where there is nothing, an empty directory, or a
-#   directory msc wrote before: one holding nothing but the files msc's writers produce
-#   (``MSC_FILES``). Anything else there is the user's: refused, with the names.
+#   directory msc wrote before: recognised by the marker msc writes in it, listing its files
+#   and their hashes (msc.io.marker), never by file names. Anything else there, or a file
+#   changed since, is the user's: refused, with the names.
 # - tempfile.mkstemp/mkdtemp create 0600 files and 0700 directories; what is renamed into
 #   place gets the modes an ordinary ``open``/``mkdir`` would give (0666/0777 less the umask),
 #   or users find outputs other tools cannot read.
@@ -46,27 +48,10 @@ __all__ = [
     "check_output",
     "write_text",
     "DataFile",
-    "MSC_FILES",
     "uninterrupted",
     "deferring",
+    "log_staging",
 ]
-
-# What msc's directory writers put in a directory: msc.save, codegen.torch.save,
-# codegen.relax.save (module.py, load.py), and the bytecode cache Python leaves when a
-# generated .py is imported.
-MSC_FILES = frozenset(
-    {
-        "graph.msc",
-        "weights.safetensors",
-        "strings.json",
-        "model.py",
-        "model.safetensors",
-        "module.py",
-        "load.py",
-        "__pycache__",
-    }
-)
-
 
 _critical = 0  # depth of uninterrupted() blocks
 _pending: list[BaseException] = []  # what a deferring handler raises when they end
@@ -103,9 +88,15 @@ def deferring(make: Callable[[], BaseException]) -> Callable[[int, object], None
     return handler
 
 
-def check_output(path: str | os.PathLike, kind: str) -> Path:
+def check_output(
+    path: str | os.PathLike, kind: str, what: str | None = None, force: bool = False
+) -> Path:
     """Refuse, with an MscError naming the path and why, an output that cannot be written or
-    would destroy something: ``kind`` is "file" or "dir". Returns the path."""
+    would destroy something: ``kind`` is "file" or "dir"; a file there is replaced only when
+    it is a ``what`` output msc wrote (msc.io.marker.SIGNATURES, or "onnx"), or with
+    ``force``. Returns the path."""
+    from msc.io import marker
+
     text = os.fspath(path)
     p = Path(text)
     if not text.strip() or p.name in ("", ".", "..") or p.resolve() == Path(p.anchor or "/"):
@@ -121,22 +112,21 @@ def check_output(path: str | os.PathLike, kind: str) -> Path:
         raise MscError(f"{text}: cannot write in {ancestor} (permission denied)")
     if kind == "file" and p.is_dir() and not p.is_symlink():
         raise MscError(f"{text}: is a directory; name the file to write")
+    if kind == "file" and p.is_file() and not p.is_symlink() and not force:
+        if what is None:
+            raise MscError(f"{text}: exists; choose another path or remove it")
+        marker.check_file(p, what)
     if kind == "dir" and (p.exists() or p.is_symlink()):
         if p.is_symlink() or not p.is_dir():
             raise MscError(f"{text}: exists and is not a directory")
-        foreign = sorted(e for e in os.listdir(p) if e not in MSC_FILES)
-        if foreign:
-            shown = ", ".join(foreign[:5]) + (", ..." if len(foreign) > 5 else "")
-            raise MscError(
-                f"{text}: exists and holds files msc did not write ({shown}); "
-                "choose another path or empty it"
-            )
+        marker.check_dir(p)
     return p
 
 
-def write_text(path: str | os.PathLike, text: str) -> Path:
-    """Write ``text`` to ``path`` atomically (staged under a fresh name, then renamed)."""
-    p = check_output(path, "file")
+def write_text(path: str | os.PathLike, text: str, what: str | None = None) -> Path:
+    """Write ``text`` to ``path`` atomically (staged under a fresh name, then renamed); a
+    file there is replaced only when it is a ``what`` output msc wrote (``check_output``)."""
+    p = check_output(path, "file", what)
     p.parent.mkdir(parents=True, exist_ok=True)
     tmp = None
     try:
@@ -160,9 +150,28 @@ def _umask() -> int:
     return mask
 
 
+_staging_log: int | None = None  # where staging names are recorded (msc.io.supervise)
+
+
+def log_staging(fd: int | None) -> None:
+    """Record every staging name this process creates in the file ``fd`` (NUL-terminated,
+    absolute), so a supervising process can remove what a fatal signal left behind."""
+    global _staging_log
+    _staging_log = fd
+
+
+def _staged(path: str | os.PathLike) -> None:
+    if _staging_log is not None:
+        try:
+            os.write(_staging_log, os.fsencode(os.path.abspath(path)) + b"\0")
+        except OSError:
+            pass  # the record is a courtesy for the supervisor; the output does not need it
+
+
 def mkstemp(directory: str | os.PathLike, prefix: str, suffix: str = ".tmp") -> tuple[int, str]:
     """``tempfile.mkstemp`` in ``directory``, with mode 0666 less the umask."""
     fd, path = tempfile.mkstemp(prefix=prefix, suffix=suffix, dir=directory)
+    _staged(path)
     os.fchmod(fd, 0o666 & ~_umask())
     return fd, path
 
@@ -170,6 +179,7 @@ def mkstemp(directory: str | os.PathLike, prefix: str, suffix: str = ".tmp") -> 
 def mkdtemp(directory: str | os.PathLike, prefix: str) -> Path:
     """``tempfile.mkdtemp`` in ``directory``, with mode 0777 less the umask."""
     path = Path(tempfile.mkdtemp(prefix=prefix, dir=directory))
+    _staged(path)
     os.chmod(path, 0o777 & ~_umask())
     return path
 

@@ -20,7 +20,15 @@ from collections.abc import Iterator
 
 from msc.errors import MscError
 
-__all__ = ["native_stderr_captured"]
+__all__ = ["native_stderr_captured", "let_through"]
+
+_through = False
+
+
+def let_through(on: bool = True) -> None:
+    """Let native output through the captures (``msc --verbose``)."""
+    global _through
+    _through = on
 
 
 def _flush() -> None:
@@ -31,6 +39,9 @@ def _flush() -> None:
 @contextlib.contextmanager
 def native_stderr_captured() -> Iterator[None]:
     """Capture what is written to file descriptor 2 inside the block (see the module NOTE)."""
+    if _through:
+        yield
+        return
     _flush()
     try:
         saved = os.dup(2)

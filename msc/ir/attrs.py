@@ -60,7 +60,10 @@ def _as_float(v: Any) -> float:
     if isinstance(v, bool | np.bool_):
         raise TypeError(f"expected float, got bool {v!r}")
     if isinstance(v, int | float | np.integer | np.floating):
-        return float(v)
+        try:
+            return float(v)
+        except OverflowError:  # an int past a float's range (1e308)
+            raise ValueError(f"expected float, got an int of {len(str(abs(v)))} digits") from None
     raise TypeError(f"expected float, got {_show(v)}")
 
 

@@ -17,6 +17,7 @@ returns dims in canonical form, so equal expressions are equal values with equal
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping
 
 from msc.ir.types import Dim, Func, ShapeError, SymDim, SymExpr
@@ -41,14 +42,20 @@ __all__ = [
     "at_least",
     "apply",
     "MAX_TERMS",
+    "MAX_DEGREE",
+    "total",
+    "product",
     "unranged",
 ]
 
 FUNCS = ("floordiv", "mod", "min", "max")
 
 # Products of sums multiply their terms; a real shape has a handful. A larger expression is a
-# hostile or corrupt model, refused before it costs memory.
+# hostile or corrupt model, refused before it costs memory (and time: canonical form sorts
+# the terms, and each monomial is spelt to sort it).
 MAX_TERMS = 4096
+# Atoms in one monomial (``s*s*...*s``): a real shape's products have a few.
+MAX_DEGREE = 256
 
 _Mono = tuple  # tuple of atoms
 
@@ -103,7 +110,9 @@ def _format_terms(terms: Iterable[tuple[_Mono, int]], ranges: bool = True) -> st
     return " ".join(parts)
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def _key(a: object) -> str:
+    """An atom's sort key, its spelling (cached: sorting a monomial spells each atom)."""
     return _atom_str(a)
 
 
@@ -123,6 +132,8 @@ def _terms(d: Dim) -> dict[_Mono, int]:
 
 
 def _make(terms: Mapping[_Mono, int]) -> Dim:
+    if len(terms) > MAX_TERMS:
+        raise ShapeError(f"a dim expression of more than {MAX_TERMS} terms is not plausible")
     items = sorted(((m, c) for m, c in terms.items() if c), key=lambda t: _mono_key(t[0]))
     if not items:
         return 0
@@ -180,9 +191,50 @@ def mul(a: Dim, b: Dim) -> Dim:
         raise ShapeError(f"a dim expression of more than {MAX_TERMS} terms is not plausible")
     for m1, c1 in ta.items():
         for m2, c2 in tb.items():
-            m = tuple(sorted(m1 + m2, key=_key))
+            m = _monomial(m1 + m2)
             out[m] = out.get(m, 0) + c1 * c2
     return _make(out)
+
+
+def _monomial(atoms: tuple) -> _Mono:
+    if len(atoms) > MAX_DEGREE:
+        raise ShapeError(f"a dim expression of degree more than {MAX_DEGREE} is not plausible")
+    return tuple(sorted(atoms, key=_key))
+
+
+def total(dims: Iterable[Dim]) -> Dim:
+    """The sum of ``dims``, put in canonical form once (adding one at a time re-sorts the
+    whole sum at each step: quadratic in the number of terms)."""
+    out: dict[_Mono, int] = {}
+    for d in dims:
+        for m, c in _terms(d).items():
+            out[m] = out.get(m, 0) + c
+        if len(out) > MAX_TERMS:
+            raise ShapeError(f"a dim expression of more than {MAX_TERMS} terms is not plausible")
+    return _make(out)
+
+
+def product(dims: Iterable[Dim]) -> Dim:
+    """The product of ``dims``: ints and lone atoms gathered into one monomial sorted once,
+    sums multiplied in (linear in the number of factors, not quadratic)."""
+    coef, atoms, sums = 1, [], []
+    for d in dims:
+        if isinstance(d, int):
+            coef *= d
+            continue
+        t = _terms(d)
+        if len(t) == 1:
+            ((m, c),) = t.items()
+            coef *= c
+            atoms.extend(m)
+            if len(atoms) > MAX_DEGREE:
+                _monomial(tuple(atoms))  # refused: too many factors
+        else:
+            sums.append(d)
+    out: Dim = _make({_monomial(tuple(atoms)): coef})
+    for d in sums:
+        out = mul(out, d)
+    return out
 
 
 def _func(op: str, *args: Dim) -> Dim:

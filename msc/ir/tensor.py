@@ -45,8 +45,10 @@ _CHUNK = 64 << 20
 
 
 def _stamp(path: str) -> tuple[int, ...]:
+    # The change time too: a file rewritten in place with its size and modification time put
+    # back (os.utime) still gets a new ctime, which no one can set.
     st = os.stat(path)
-    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
 def _numel(shape: tuple[int, ...]) -> int:
@@ -149,7 +151,7 @@ class FileRegion:
     dtype: DType
     shape: tuple[int, ...]
     packed: bool = False  # sub-byte values packed (else one element per byte)
-    # The file as it was when the region was made (device, inode, size, mtime): a file
+    # The file as it was when the region was made (device, inode, size, mtime, ctime): a file
     # replaced or rewritten since is an error on use, never other bytes read as the tensor.
     stamp: tuple[int, ...] = field(default=(), compare=False, repr=False)
 

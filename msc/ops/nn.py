@@ -8,6 +8,8 @@ attention, embedding, resize.
 
 from __future__ import annotations
 
+import re
+
 from msc.ir.dtype import DType
 from msc.ir.types import Dim, TensorType
 from msc.ops import registry
@@ -91,9 +93,10 @@ def gemm(a, b, c, *, alpha, beta, trans_a, trans_b) -> TensorType:
 def einsum(xs, *, equation: str) -> TensorType:
     """Einstein summation (numpy.einsum syntax, explicit or implicit output)."""
     dt = same_dtype(*xs)
+    eq = equation.replace(" ", "")
+    _check_einsum(eq)
     if any(x.shape is None for x in xs):
         return TensorType(dt, None)
-    eq = equation.replace(" ", "")
     lhs, _, rhs = eq.partition("->")
     terms = lhs.split(",")
     if len(terms) != len(xs):
@@ -131,6 +134,24 @@ def einsum(xs, *, equation: str) -> TensorType:
     else:
         out = [sizes[c] for c in rhs]
     return TensorType(dt, out)
+
+
+_EINSUM_TERM = re.compile(r"[A-Za-z]*(?:\.\.\.)?[A-Za-z]*\Z")
+
+
+def _check_einsum(eq: str) -> None:
+    """An equation as ONNX and numpy spell one: ASCII letters, each term with at most one
+    ``...``, at most one ``->``, and an output of distinct letters that the inputs use."""
+    lhs, arrow, rhs = eq.partition("->")
+    terms = lhs.split(",")
+    if not all(_EINSUM_TERM.match(t) for t in [*terms, rhs]) or "->" in rhs:
+        raise InferError(f"einsum: {eq!r} is not an equation (letters, ',', '...', '->')")
+    if arrow:
+        letters = rhs.replace("...", "")
+        if len(set(letters)) != len(letters) or not set(letters) <= set(lhs):
+            raise InferError(f"einsum: output {rhs!r} of {eq!r} repeats or invents an index")
+        if "..." in rhs and "..." not in lhs:
+            raise InferError(f"einsum: output {rhs!r} of {eq!r} has '...' the inputs lack")
 
 
 def _spatial(x: TensorType, w: TensorType | None, n_attr: int, what: str) -> int:

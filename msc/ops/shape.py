@@ -344,7 +344,7 @@ NEGATIVE_INDICES = Attr.bool(
     category="index",
 )
 def gather_elements(x, indices, *, axis, negative_indices):
-    """out[i][j] = x[indices[i][j]][j] for axis 0 (torch.gather, ONNX GatherElements)."""
+    """`out[i][j] = x[indices[i][j]][j]` for axis 0 (torch.gather, ONNX GatherElements)."""
     _int_index(indices, "gather_elements")
     return TensorType(x.dtype, indices.shape)
 

@@ -14,23 +14,15 @@ from typing import Any
 
 import numpy as np
 
-from msc.errors import MscError
 from msc.ir import symexpr
 from msc.ir.bulk import paused
 from msc.ir.dtype import DType
 from msc.ir.graph import Graph, Node, Provenance, Value, Weight, default_opset
 from msc.ir.types import VALUE_TYPES, OptionalType, SequenceType, SymDim, TensorType, ValueType
+from msc.text.literals import ParseError, elements, unescape
 from msc.text.printer import FORMAT_VERSION, OPS_VERSION
 
 __all__ = ["from_text", "parse_dim", "ParseError"]
-
-
-class ParseError(MscError, ValueError):
-    """Text that is not msc's format; the message gives line, column and what was expected."""
-
-    def __init__(self, msg: str, line: int, col: int) -> None:
-        super().__init__(f"line {line}, column {col}: {msg}")
-        self.line, self.col = line, col
 
 
 # Blanks, then comments each followed by blanks: every repetition starts with "#", so there is one
@@ -79,33 +71,6 @@ def _kind(text: str) -> str:
     if c == "!" and len(text) > 2:
         return "meta"
     return "punct" if text in _PUNCT else "bad"
-
-
-_ESC = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", '"': '"'}
-
-
-def _unescape(s: str, line: int, col: int) -> str:
-    out, i = [], 1
-    while i < len(s) - 1:
-        ch = s[i]
-        if ch != "\\":
-            out.append(ch)
-            i += 1
-            continue
-        nxt = s[i + 1]
-        if nxt in _ESC:
-            out.append(_ESC[nxt])
-            i += 2
-        elif nxt in "xuU":
-            width = {"x": 2, "u": 4, "U": 8}[nxt]
-            digits = s[i + 2 : i + 2 + width]
-            if len(digits) != width or not all(c in "0123456789abcdefABCDEF" for c in digits):
-                raise ParseError(f"bad escape \\{nxt}{digits}", line, col + i)
-            out.append(chr(int(digits, 16)))
-            i += 2 + width
-        else:
-            raise ParseError(f"unknown escape \\{nxt}", line, col + i)
-    return "".join(out)
 
 
 class _Tok:
@@ -328,14 +293,32 @@ class _Parser:
             return text[1:-1]
         t = self.tok
         self.i = i + 1
-        return _unescape(text, t.line, t.col)
+        return unescape(text, t.line, t.col)
 
     def integer(self) -> int:
         i = self.i
         if _kind(self.texts[i]) != "num" or not _INT.fullmatch(self.texts[i]):
             raise self.error("an integer")
+        v = self.int_literal(i)
         self.i = i + 1
-        return int(self.texts[i])
+        return v
+
+    def int_literal(self, i: int, sized: bool = True) -> int:
+        """Token ``i`` (an integer's spelling) as an int. A size (``sized``: a dim, a range,
+        a coefficient) is an int64 or uint64; any other value (an attribute, graph metadata)
+        has at most _MAX_DIGITS digits. Longer spellings are refused before Python converts
+        them (its own limit is an exception; quadratic time below it)."""
+        text = self.texts[i]
+        digits = len(text.lstrip("-"))
+        if not sized and digits <= _MAX_DIGITS:
+            return int(text)
+        if sized and digits <= 20:
+            v = int(text)
+            if -_INT_LIMIT <= v < 2 * _INT_LIMIT:
+                return v
+        t = self.toks_at(i)
+        what = "out of range (int64 / uint64)" if sized else f"longer than {_MAX_DIGITS} digits"
+        raise ParseError(f"an integer of {digits} digits is {what}", t.line, t.col)
 
     # ------------------------------------------------------------ types
     def dtype(self) -> DType:
@@ -413,31 +396,38 @@ class _Parser:
         return d
 
     def dim_sum(self):
-        total = self.dim_term()
+        # Terms are gathered and summed once: adding one at a time re-sorts the whole sum at
+        # each step, which is quadratic in the number of terms.
+        terms = [self.dim_term()]
         while True:
             t = self.texts[self.i]
             if t == "+":
                 self.i += 1
-                total = self._dim_op(symexpr.add, total, self.dim_term())
+                terms.append(self.dim_term())
             elif t == "-":
                 self.i += 1
-                total = self._dim_op(symexpr.sub, total, self.dim_term())
+                terms.append(self._dim_op(symexpr.neg, self.dim_term()))
             elif t[:1] == "-" and _INT.fullmatch(t):  # "s0-1" lexes as s0, -1
-                total = self._dim_op(symexpr.add, total, self.dim_term())
+                terms.append(self.dim_term())
             else:
-                return total
+                return terms[0] if len(terms) == 1 else self._dim_op(symexpr.total, terms)
 
     def dim_term(self):
-        f = self.dim_factor()
+        factors = [self.dim_factor()]
         while self.accept("*"):
-            f = self._dim_op(symexpr.mul, f, self.dim_factor())
-        return f
+            factors.append(self.dim_factor())
+        return factors[0] if len(factors) == 1 else self._dim_op(symexpr.product, factors)
 
     def _dim_op(self, fn, *args):
         try:
-            return fn(*args)
+            d = fn(*args)
         except (ValueError, ZeroDivisionError) as e:
             raise self.error(f"a valid dim expression ({e})") from None
+        # Products of in-range literals can leave the range (and grow without bound).
+        coefs = [d] if isinstance(d, int) else [c for _, c in getattr(d, "terms", ())]
+        if any(not -_INT_LIMIT <= c < 2 * _INT_LIMIT for c in coefs):
+            raise self.error("a dim expression whose numbers fit in 64 bits")
+        return d
 
     def dim_factor(self):
         i = self.i
@@ -488,7 +478,7 @@ class _Parser:
             if text == "-nan":  # a NaN with its sign bit set (float8 casts keep it)
                 return -float("nan")
             if _INT.fullmatch(text):
-                return int(text)
+                return self.int_literal(i, sized=False)
             return float(text)
         if kind == "str":
             return self.string()
@@ -576,15 +566,7 @@ class _Parser:
                 raise ParseError(
                     f"tensor has {len(items)} elements, type needs {ty.numel()}", t.line, t.col
                 )
-            if ty.dtype.is_string:
-                if not all(type(x) is str for x in items):
-                    raise ParseError("a str tensor's elements are strings", t.line, t.col)
-                arr = np.empty(len(items), object)
-                arr[:] = items
-            elif ty.dtype.is_floating:
-                arr = np.array(items, dtype=np.float64).astype(npdt)
-            else:
-                arr = np.array(items, dtype=npdt)
+            arr = elements(items, ty.dtype, t.line, t.col)
         self.expect(")")
         return arr.reshape(ty.shape)
 
@@ -942,6 +924,8 @@ class _Parser:
 
 
 _INT = re.compile(r"-?\d+")
+_INT_LIMIT = 1 << 63
+_MAX_DIGITS = 1000
 _MAX_DEPTH = 200
 _TYPE_CACHE: dict[str, TensorType] = {}
 _CONTAINERS = {"seq": SequenceType, "opt": OptionalType}

@@ -134,13 +134,19 @@ def test_report_records_hashes_and_rerun_resumes(models, tmp_path):
     r2 = msc.batch(again, out, to="torch")
     assert [m["status"] for m in r2.models] == ["skipped", "skipped"]
     assert r2.models[0]["output_sha256"] == conv["output_sha256"]
-    # an output changed since: that model is converted again, the other stays skipped
+    # an output edited since is the user's: nothing runs, the edit stays; once it is moved
+    # away, that model is converted again and the other stays skipped
     (out / "cnn_torch" / "model.py").write_text("# edited\n")
+    with pytest.raises(MscError, match="model.py changed since msc wrote it"):
+        msc.batch(again, out, to="torch")
+    assert (out / "cnn_torch" / "model.py").read_text() == "# edited\n"
+    (out / "cnn_torch").rename(tmp_path / "kept")
     seen: list = []
     r3 = msc.batch(again, out, to="torch", progress=lambda e, r: seen.append(e and e["status"]))
     assert [m["status"] for m in r3.models] == ["ok", "skipped"]
     assert seen == [None, "ok"]  # the plan, then each model that ran
     assert "edited" not in (out / "cnn_torch" / "model.py").read_text()
+    assert (tmp_path / "kept" / "model.py").read_text() == "# edited\n"
     # other options are another job; --no-resume redoes everything
     r4 = msc.batch(again, out, to="torch", resume=False)
     assert [m["status"] for m in r4.models] == ["ok", "ok"]

@@ -238,20 +238,20 @@ def _onnx_file(path: Path, nodes, inputs, outputs, inits=()) -> Path:
 
 
 def test_convert_to_torch_runs_code_torch_export_cannot_capture(tmp_path):
-    """Slice bounds read from tensor values at run time are data-dependent sizes torch.export
-    cannot specialize: the check runs the generated module as it is and says so, rather than
-    refusing to write it (speech front ends and file-type detectors do this)."""
+    """Pads read from tensor values at run time are data-dependent sizes the generated
+    helper branches on, which torch.export cannot guard on: the check runs the generated
+    module as it is and says so, rather than refusing to write it (speech front ends and
+    file-type detectors do this). Slice bounds read so are captured (torch's subscript
+    takes data-dependent sizes)."""
     from onnx import TensorProto, helper
 
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 6])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
     src = _onnx_file(
         tmp_path / "dd.onnx",
-        [helper.make_node("Slice", ["x", "s", "e"], ["y"])],
-        [
-            helper.make_tensor_value_info("x", TensorProto.FLOAT, [4]),
-            helper.make_tensor_value_info("s", TensorProto.INT64, [1]),
-            helper.make_tensor_value_info("e", TensorProto.INT64, [1]),
-        ],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [helper.make_node("Pad", ["x", "p"], ["y"], mode="edge")],
+        [x, helper.make_tensor_value_info("p", TensorProto.INT64, [4])],
+        [y],
     )
     out = tmp_path / "out"
     p = run("convert", src, "-o", out, "--to", "torch", "--json")
@@ -262,6 +262,15 @@ def test_convert_to_torch_runs_code_torch_export_cannot_capture(tmp_path):
     p = run("convert", src, "-o", tmp_path / "out2", "--to", "torch")
     assert "check: not re-imported (torch.export cannot capture" in p.stdout
     assert "check: outputs match" in p.stdout
+    sliced = _onnx_file(
+        tmp_path / "slice.onnx",
+        [helper.make_node("Slice", ["x", "s", "e"], ["y"])],
+        [x, *(helper.make_tensor_value_info(n, TensorProto.INT64, [1]) for n in "se")],
+        [y],
+    )
+    p = run("convert", sliced, "-o", tmp_path / "out3", "--to", "torch", "--json")
+    r = json.loads(p.stdout)
+    assert r["ok"] and not r["not_reimported"], r
 
 
 def test_a_source_that_fails_on_tiny_random_inputs_says_which_dims_to_give(tmp_path):

@@ -14,6 +14,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
+from msc.errors import MscError
 from tests.security import run_cli
 
 
@@ -97,25 +98,24 @@ def static_pt2(tmp_path):
 
 
 def test_opset_is_printed_with_why(model, tmp_path):
-    # The opset was chosen silently (the newest onnxruntime runs: 28 for BERT).
-    code, out, err = run_cli("convert", str(model), "-o", str(tmp_path / "a.onnx"))
-    assert code == 0, out + err
-    assert "onnx opset 20 (torch.onnx's default" in out, out
-    assert onnx.load(tmp_path / "a.onnx").opset_import[0].version == 20
-    code, out, err = run_cli("convert", str(model), "-o", str(tmp_path / "b.onnx"), "--opset", "18")
-    assert code == 0 and "onnx opset 18 (--opset)" in out, out + err
+    # The opset was chosen silently; then the CLI wrote 20 where the API wrote 28. Now both
+    # take codegen.onnx.choose_opset's, and say why.
+    import json
 
-
-def test_opset_rises_only_for_an_op_that_needs_it():
     import msc
     from codegen.onnx import choose_opset
 
-    g = msc.from_text(
-        "msc format 1, ops 1\ngraph g {\n  input %x: f32[2, 3, 4]\n"
-        "  %y: f32[2, 3, 4] = rms_norm(%x, _) {axis = -1, eps = 1e-06}\n  output %y\n}\n"
-    )
-    opset, why = choose_opset(g)
-    assert opset == 23 and "rms_norm" in why and "--opset 20" in why
+    want, why = choose_opset(msc.from_onnx(str(model)))
+    code, out, err = run_cli("convert", str(model), "-o", str(tmp_path / "a.onnx"))
+    assert code == 0, out + err
+    assert f"onnx opset {want} ({why})" in out, out
+    assert onnx.load(tmp_path / "a.onnx").opset_import[0].version == want
+    code, out, err = run_cli("convert", str(model), "-o", str(tmp_path / "j.onnx"), "--json")
+    assert code == 0, out + err
+    report = json.loads(out)
+    assert (report["opset"], report["opset_reason"]) == (want, why)
+    code, out, err = run_cli("convert", str(model), "-o", str(tmp_path / "b.onnx"), "--opset", "18")
+    assert code == 0 and "onnx opset 18 (--opset)" in out, out + err
 
 
 def test_dynamic_on_a_static_program_is_a_plain_early_error(static_pt2, tmp_path):
@@ -157,3 +157,91 @@ def test_verify_names_different_input_signatures(model, static_pt2):
     assert code == 2
     assert err.startswith("msc: error: A and B have different input signatures"), err
     assert "A takes x f32[1, 7]" in err and "B takes x f32[2, 3]" in err
+
+
+# ---------------------------------------------------------------- issue #29, item 13
+def test_inspect_lists_every_installed_codegen(model):
+    # A registry lookup skipped onnx (a module, not its registry) and never tried relax.
+    import msc
+    from msc.analysis.inspect import target_support
+
+    want = ["torch", "onnx"] + (["relax"] if _imports("codegen.relax") else [])
+    g = msc.analysis.load_model(model).graph
+    assert list(target_support(g)) == want and not any(target_support(g).values())
+    code, out, _ = run_cli("inspect", str(model))
+    assert code == 0 and all(f"  {t}: every op" in out for t in want), out
+    # A custom node: ONNX writes it back in its domain; the others cannot say they can.
+    g = msc.from_text(
+        "msc format 1, ops 1\ngraph g {\n  input %x: f32[2]\n"
+        '  %y: f32[2] = "com.example::Fancy@1"(%x)\n  output %y\n}\n'
+    )
+    support = target_support(g)
+    assert support["onnx"] == [] and support["torch"] == ["com.example::Fancy@1"], support
+
+
+def _imports(name: str) -> bool:
+    import importlib
+
+    try:
+        importlib.import_module(name)
+    except ImportError:
+        return False
+    return True
+
+
+def test_help_and_batch_know_relax(tmp_path, model):
+    from msc.analysis.batch import _plan
+    from msc.analysis.convert import TARGETS
+    from msc.cli import TARGETS as CLI_TARGETS
+    from msc.cli import build_parser
+
+    assert CLI_TARGETS == TARGETS
+    assert "Relax" in build_parser().format_help()
+    args = build_parser().parse_args(["batch", str(model.parent), "--to", "relax"])
+    assert args.to == "relax"
+    entries = [
+        {"model": "m.onnx", "to": "relax"},
+        {"model": "m.onnx", "name": "b", "task": "inspect", "trust_pickle": True},
+    ]
+    _, _, jobs, _ = _plan({"models": entries}, tmp_path / "out", {})
+    assert jobs[0]["output"].endswith("m_relax") and jobs[0]["trust_pickle"] is False
+    assert jobs[1]["trust_pickle"] is True
+    with pytest.raises(MscError, match="trust_pickle is true or false"):
+        _plan({"models": [{"model": "m.onnx", "trust_pickle": "yes"}]}, tmp_path / "o", {})
+
+
+def test_the_unsupported_op_hint_is_spelled_for_the_command_line(tmp_path):
+    path = tmp_path / "fancy.onnx"
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])
+    nodes = [helper.make_node("FancyOp", ["x"], ["y"], name="fancy", domain="com.example")]
+    g = helper.make_graph(
+        nodes, "g", [x], [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])]
+    )
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17),
+                                            helper.make_opsetid("com.example", 1)])  # fmt: skip
+    m.ir_version = 8
+    onnx.save(m, path)
+    code, _, err = run_cli("inspect", str(path))
+    assert code == 2 and "--custom-ops keep" in err and "custom_ops" not in err, err
+    with pytest.raises(MscError, match="custom_ops='keep'"):  # the Python API's spelling
+        import msc
+
+        msc.from_onnx(path)
+
+
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["conver", "m.onnx"], "msc: error: argument COMMAND: invalid choice: 'conver' "),
+        (["convert", "m.onnx", "-o", "x", "--to", "tor"], "msc: error: convert: argument --to"),
+        (["convert", "m.onnx", "-o", "x", "--opst", "18"], "msc: error: convert: unrecognized"),
+        (["--bogus"], "msc: error: unrecognized arguments: --bogus (see msc --help)"),
+    ],
+)
+def test_a_mistyped_command_line_is_one_line_with_a_guess(argv, message):
+    guess = {"conver": "convert", "tor": "torch", "--opst": "--opset", "--bogus": None}
+    code, _, err = run_cli(*argv)
+    _error(code, err)
+    assert err.startswith(message) and "msc: error: msc" not in err, err
+    word = next(guess[a] for a in argv if a in guess)
+    assert (f"did you mean {word}?" in err) if word else "did you mean" not in err, err

@@ -26,7 +26,7 @@ def test_convert_to_relax_writes_and_checks(relax_dir) -> None:
     d, report = relax_dir
     assert report["ok"] and report["checked"] and report["structurally_equal"], report
     names = sorted(p.name for p in (d / "cnn_relax").iterdir())
-    assert names == ["load.py", "model.safetensors", "module.py"]
+    assert names == [".msc-output.json", "load.py", "model.safetensors", "module.py"]
     assert "@R.function" in (d / "cnn_relax" / "module.py").read_text()
 
 

@@ -123,12 +123,65 @@ def test_opset_range_and_default() -> None:
         conx.to_model(g, conx.MIN_OPSET - 1)
     with pytest.raises(ConversionError, match="outside"):
         conx.to_model(g, conx.max_opset() + 1)
-    d = conx.default_opset()
-    assert conx.to_model(g).opset_import[0].version == d
-    session(conx.to_model(g, d))  # onnxruntime runs the default
-    if d < conx.max_opset():  # and not the next one, else the default would be higher
+    d = conx.default_opset()  # the newest opset onnxruntime loads: the most a default can be
+    assert conx.to_model(g).opset_import[0].version == conx.choose_opset(g)[0] <= d
+    session(conx.to_model(g, d))  # onnxruntime runs it
+    if d < conx.max_opset():  # and not the next one, else it would be higher
         with pytest.raises(Exception):  # noqa: B017 (onnxruntime's own error types)
             session(conx.to_model(g, d + 1))
+
+
+def _attention_graph() -> Graph:
+    g = Graph("attn")
+    q = g.add_input("q", TensorType(DType.FLOAT32, (1, 2, 4, 8)))
+    g.set_outputs([g.add_node("attention", [q, q, q], name="attn").output])
+    return g
+
+
+def _kernel_ops(model) -> set[str]:
+    """The ops of the graph onnxruntime runs for ``model`` (no optimization: its function
+    expansions only)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        opts = ort.SessionOptions()
+        opts.log_severity_level = 3
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        opts.optimized_model_filepath = os.path.join(d, "run.onnx")
+        ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+        return {n.op_type for n in onnx.load(opts.optimized_model_filepath).graph.node}
+
+
+def test_default_opset_is_the_newest_with_a_kernel_for_every_op() -> None:
+    # The API wrote the newest opset onnxruntime loads (28), where it has no kernel for
+    # Attention-25 and silently ran each attention as its ~60-node function body; the CLI
+    # wrote 20 by another rule. One rule now, for both.
+    g = _attention_graph()
+    opset, why = conx.choose_opset(g)
+    model = conx.to_model(g)
+    assert model.opset_import[0].version == opset
+    assert "Attention" in _kernel_ops(model)  # onnxruntime runs it as one kernel
+    since = onnx.defs.get_schema("Attention", conx.default_opset(), "").since_version
+    if conx.has_kernel("Attention", since):
+        assert opset == conx.default_opset() and "kernel for every op" in why, why
+    else:  # onnxruntime 1.32: Attention kernels for versions 23 and 24 only
+        assert opset < conx.default_opset()
+        assert f"no kernel for Attention-{since}" in why and f"{opset} is the newest" in why, why
+        expanded = conx.to_model(g, conx.default_opset())
+        assert "Attention" not in _kernel_ops(expanded)  # what the old default did
+
+
+def test_has_kernel_follows_onnxruntimes_matching() -> None:
+    # A kernel registered from version v onwards serves version v, not a newer version.
+    assert conx.has_kernel("Relu", 14) and not conx.has_kernel("Relu", 15)
+    assert conx.has_kernel("Identity", 1) and conx.has_kernel("Identity", 11)  # range 1-12
+    assert conx.has_kernel("Constant", 13) is None  # no kernel at all: onnxruntime folds it
+
+
+def test_the_default_is_the_same_for_save_and_to_model(tmp_path) -> None:
+    g = _attention_graph()
+    path = conx.save(g, tmp_path / "a.onnx")
+    assert onnx.load(path).opset_import[0].version == conx.to_model(g).opset_import[0].version
 
 
 def test_emitter_registry_lookup_and_duplicates() -> None:

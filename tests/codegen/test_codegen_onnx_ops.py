@@ -1216,7 +1216,7 @@ def test_op(case: Case) -> None:
     want = case.ref(*case.inputs)
     want = list(want) if isinstance(want, (list, tuple)) else [want]
     # The default opset for this graph (lowered where onnxruntime lacks the newest kernels).
-    default = conx.default_opset_for({n.op for n in g.nodes})
+    default = conx.choose_opset(g)[0]
     for opset in sorted({o for o in OPSETS if o != DEFAULT} | {default}):
         what = f"{case.id} at opset {opset}"
         if opset < case.since:

@@ -360,7 +360,12 @@ def test_save_writes_a_loader_that_runs(tmp_path) -> None:
 
     g, module, args = _cnn_graph()
     out = cr.save(g, tmp_path / "relax")
-    assert sorted(p.name for p in out.iterdir()) == ["load.py", "model.safetensors", "module.py"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        ".msc-output.json",
+        "load.py",
+        "model.safetensors",
+        "module.py",
+    ]
     spec = importlib.util.spec_from_file_location("msc_relax_loader", out / "load.py")
     loader = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(loader)

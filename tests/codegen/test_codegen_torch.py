@@ -465,7 +465,11 @@ def test_save_and_load_round_trip(tmp_path):
 
     g = small_cnn_graph()
     out = ct.save(g, tmp_path / "model")
-    assert sorted(p.name for p in out.iterdir()) == ["model.py", "model.safetensors"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        ".msc-output.json",
+        "model.py",
+        "model.safetensors",
+    ]
     spec = importlib.util.spec_from_file_location("saved_model", out / "model.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
@@ -869,9 +873,10 @@ def test_tensor_constants_are_non_persistent_buffers_built_once(tmp_path):
     )
     src = ct.generate(g)
     forward = src[src.index("def forward") : src.index("def load")]
-    assert "torch.tensor" not in src
-    buffer = "register_buffer('scale', torch.empty(3, dtype=torch.float32), persistent=False)"
-    assert f"self.{buffer}" in src
+    assert "torch.tensor" not in forward
+    # Made once, in __init__, with its value: Model() needs no weights file for it.
+    value = "torch.tensor([0.5, 1.5, 2.5], dtype=torch.float32)"
+    assert f"self.register_buffer('scale', {value}, persistent=False)" in src
     assert "x * self.scale" in forward and "+ 2" in forward  # the 0-d constant stays inline
     assert "z.reshape((3, 2))" in forward  # a shape stays a literal, not a buffer
     m = ct.to_module(g)
@@ -886,9 +891,10 @@ def test_tensor_constants_are_non_persistent_buffers_built_once(tmp_path):
         close(_load_saved(tmp_path).load()(torch.from_numpy(xv)), want)
 
 
-def test_unused_weights_are_left_out_unless_kept(tmp_path):
-    # BERT's pooler, exported without its output, was kept as bare parameters nothing reads;
-    # an unused persistent buffer (a BatchNorm counter) is state and stays.
+def test_unused_weights_are_left_out_on_request(tmp_path):
+    # BERT's pooler, exported without its output, is state the source's state_dict has: it
+    # stays (strict loading of that state_dict works) unless drop_unused; an unused
+    # persistent buffer (a BatchNorm counter) too.
     class Encoder(torch.nn.Module):
         def __init__(self) -> None:
             super().__init__()
@@ -905,26 +911,28 @@ def test_unused_weights_are_left_out_unless_kept(tmp_path):
     x = torch.from_numpy(f32(2, 4))
     g = msc.from_torch(src_model, (x,))
     assert {"pooler.weight", "pooler.bias"} <= set(g.weights)
-    src = ct.generate(g)
+    src = ct.generate(g, drop_unused=True)
     assert "pooler" not in src[src.index("import torch") :]
     assert "# Left out: 2 weights no node reads" in src and "'pooler.weight', 'pooler.bias'" in src
-    m = ct.to_module(g)
+    m = ct.to_module(g, drop_unused=True)
     assert list(m.state_dict()) == ["steps", "enc.weight", "enc.bias"]
     with torch.no_grad():
         close(m(x), src_model(x).numpy())
-    kept = ct.to_module(g, keep_unused=True)
+    kept = ct.to_module(g)
     assert set(kept.state_dict()) == set(src_model.state_dict())
     kept.load_state_dict(src_model.state_dict())
-    assert "Left out" not in ct.generate(g, keep_unused=True)
+    assert "Left out" not in ct.generate(g)
+    with pytest.raises(ValueError, match="exclude each other"):
+        ct.generate(g, keep_unused=True, drop_unused=True)
     pytest.importorskip("safetensors", reason="the saved loader reads safetensors")
     from safetensors import safe_open
 
-    ct.save(g, tmp_path)
+    ct.save(g, tmp_path, drop_unused=True)
     with safe_open(tmp_path / "model.safetensors", "pt") as f:
         assert sorted(f.keys()) == ["enc.bias", "enc.weight", "steps"]
     with torch.no_grad():
         close(_load_saved(tmp_path).load()(x), src_model(x).numpy())
-    ct.save(g, tmp_path, keep_unused=True)
+    ct.save(g, tmp_path)
     assert set(_load_saved(tmp_path).load().state_dict()) == set(src_model.state_dict())
 
 

@@ -23,6 +23,7 @@ import onnx
 import pytest
 
 import msc
+from msc.errors import UnsupportedOpsError
 from tests.torch_cases import MODEL_CASES, MissingDependency
 
 ort = pytest.importorskip("onnxruntime", reason="onnxruntime optimizes and runs the models")
@@ -128,3 +129,103 @@ def test_optimized_model_through_both_codegens(name, level, exported, tmp_path) 
     assert all(n.domain in ("", "ai.onnx") for n in back.graph.node)
     for a, w in zip(_ort(back, feeds), want):
         np.testing.assert_allclose(a, w, rtol=1e-4, atol=1e-5)
+
+
+# ------------------------------------------------ com.microsoft ops kept, typed by onnxruntime
+def _bert_fused(tmp_path) -> tuple[str, dict[str, np.ndarray]]:
+    """A small BERT (eager attention) through the TorchScript exporter and the optimizer at
+    opt_level 1, which fuses Attention and EmbedLayerNormalization on that export, with every
+    value_info removed (as many optimizers write their files)."""
+    import transformers as tf
+
+    torch.manual_seed(0)
+    cfg = tf.BertConfig(vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=64,
+                        attn_implementation="eager")  # fmt: skip
+    bert = tf.BertModel(cfg, add_pooling_layer=False).eval()
+
+    class Encoder(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.bert = bert
+
+        def forward(self, input_ids, attention_mask, token_type_ids):
+            return self.bert(
+                input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
+            ).last_hidden_state
+
+    names = ["input_ids", "attention_mask", "token_type_ids"]
+    ids = torch.randint(0, 64, (2, 8))
+    args = (ids, torch.ones_like(ids), torch.zeros_like(ids))
+    src = str(tmp_path / "bert.onnx")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(Encoder().eval(), args, src, dynamo=False, input_names=names,
+                          output_names=["hidden"],
+                          dynamic_axes={n: {0: "batch", 1: "seq"} for n in names})  # fmt: skip
+        opt = optimizer.optimize_model(
+            src, model_type="bert", num_heads=2, hidden_size=32, opt_level=1
+        ).model
+    assert {"Attention", "EmbedLayerNormalization"} <= {n.op_type for n in opt.graph.node}
+    del opt.graph.value_info[:]
+    path = str(tmp_path / "bert_fused.onnx")
+    onnx.save(opt, path)
+    gen = np.random.default_rng(0)
+    feeds = {  # another batch and length than exported, every id in its table
+        "input_ids": gen.integers(0, 64, (3, 11)),
+        "attention_mask": np.ones((3, 11), np.int64),
+        "token_type_ids": gen.integers(0, 2, (3, 11)),
+    }
+    feeds["attention_mask"][1, -4:] = 0
+    return path, feeds
+
+
+def _without_domain(domain: str):
+    from msc.frontend.onnx.registry import CONVERTERS, ConverterRegistry
+
+    reg = ConverterRegistry()
+    for dom, op, versions in CONVERTERS.ops():
+        if dom != domain:
+            for v in versions:
+                reg.register(CONVERTERS.lookup(op, v, dom))
+    return reg
+
+
+def test_untyped_contrib_ops_are_kept_with_onnxruntimes_types(tmp_path) -> None:
+    # Before: "output 0 ('EmbedLayerNormalization_0_output') has no type in the model", and
+    # the file, which onnxruntime runs, could not be kept. msc's EmbedLayerNormalization
+    # converter refuses this use (no position_ids over a run-time length); with no
+    # com.microsoft converters at all, every contrib op of the file is kept.
+    path, feeds = _bert_fused(tmp_path)
+    want = _ort(path, feeds)
+    for registry in (None, _without_domain("com.microsoft")):
+        kw = {} if registry is None else {"registry": registry}
+        g = msc.from_onnx(path, custom_ops="keep", **kw)
+        kept = {n.op.split("@")[0]: n for n in g.nodes if n.op.startswith("com.microsoft::")}
+        embed = kept["com.microsoft::EmbedLayerNormalization"]
+        assert [str(o.type) for o in embed.outputs] == ["f32[batch, seq, 32]", "i32[batch]"]
+        if registry is not None:
+            assert {"Attention", "SkipLayerNormalization"} <= {k.split("::")[1] for k in kept}
+        back = codegen.onnx.to_model(g)
+        # The same function by other kernels (attention and norms recomputed): float32
+        # rounding only.
+        for a, w in zip(_ort(back, feeds), want):
+            np.testing.assert_allclose(a, w, rtol=1e-4, atol=1e-5)
+
+
+def test_an_op_no_runtime_types_is_still_reported_by_name() -> None:
+    f32 = onnx.TensorProto.FLOAT
+    m = onnx.helper.make_model(
+        onnx.helper.make_graph(
+            [
+                onnx.helper.make_node("Mystery", ["x"], ["t"], domain="acme", name="m"),
+                onnx.helper.make_node("Relu", ["t"], ["y"]),
+            ],
+            "g",
+            [onnx.helper.make_tensor_value_info("x", f32, [2])],
+            [onnx.helper.make_tensor_value_info("y", f32, [2])],
+        ),
+        opset_imports=[onnx.helper.make_opsetid("", 18), onnx.helper.make_opsetid("acme", 1)],
+    )
+    with pytest.raises(UnsupportedOpsError, match="'t'.*no type in the model"):
+        msc.from_onnx(m, custom_ops="keep")

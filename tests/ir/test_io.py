@@ -42,7 +42,11 @@ def weights_graph() -> Graph:
 def test_save_load_roundtrip_all_dtypes(tmp_path):
     g = weights_graph()
     msc.save(g, tmp_path / "m")
-    assert sorted(os.listdir(tmp_path / "m")) == ["graph.msc", "weights.safetensors"]
+    assert sorted(os.listdir(tmp_path / "m")) == [
+        ".msc-output.json",
+        "graph.msc",
+        "weights.safetensors",
+    ]
     h = msc.load(tmp_path / "m")
     msc.assert_structural_equal(g, h, names=True)
     for name, arr in ARRAYS.items():

@@ -130,6 +130,7 @@ def test_save_load_keeps_string_weights_and_constants(tmp_path):
     g = _graph()
     out = msc.save(g, tmp_path / "out")
     assert sorted(p.name for p in out.iterdir()) == [
+        ".msc-output.json",
         "graph.msc",
         "strings.json",
         "weights.safetensors",

@@ -89,6 +89,17 @@ def _bad_onnx(tmp_path: Path, case: str) -> Path:
     elif case == "if_branches_not_graphs":
         node = helper.make_node("If", ["c"], ["y"], then_branch=3, else_branch=4)
         onnx.save(_model([node], [_vi("xname"), cond], [_vi("y")]), f)
+    elif case in ("non_utf8_metadata_key", "non_utf8_node_metadata_key", "non_utf8_dim_param"):
+        m = _model([helper.make_node("Relu", ["x"], ["y"])], [_vi("x", ["DIMPXX"])], [_vi("y")])
+        m.metadata_props.add(key="MKEYXX", value="v")
+        m.graph.node[0].metadata_props.add(key="NKEYXX", value="v")
+        tag = {"non_utf8_metadata_key": b"MKEYXX", "non_utf8_node_metadata_key": b"NKEYXX"}
+        tag = tag.get(case, b"DIMPXX")
+        f.write_bytes(m.SerializeToString().replace(tag, tag[:2] + b"\xff\xfe" + tag[4:]))
+    elif case.startswith("einsum_"):
+        eq = {"einsum_unknown_index": "ij,jk->iz", "einsum_non_ascii": "\u00e9j,jk->\u00e9k"}
+        node = helper.make_node("Einsum", ["x", "w"], ["y"], equation=eq[case])
+        onnx.save(_model([node], [_vi("x", (2, 3)), _vi("w", (3, 4))], [_vi("y", None)]), f)
     elif case == "huge_dim":
         m = _model([helper.make_node("Relu", ["x"], ["y"])], [_vi("x", (2**62, 2))], [_vi("y")])
         onnx.save(m, f)
@@ -120,6 +131,11 @@ BAD_ONNX = {
     "if_without_else": "else_branch",
     "if_branches_not_graphs": "GRAPH",
     "huge_dim": "larger than any tensor",
+    "non_utf8_metadata_key": "UTF-8",
+    "non_utf8_node_metadata_key": "UTF-8",
+    "non_utf8_dim_param": "UTF-8",
+    "einsum_unknown_index": "invents an index",
+    "einsum_non_ascii": "not an equation",
     "external_negative_offset": "negative",
     "external_negative_length": "negative",
     "external_escapes": "leaves the model directory",

@@ -199,3 +199,120 @@ def test_a_killed_convert_leaves_no_staging(tmp_path, sig):
     assert left in ([], ["out"]), f"left behind: {left}"
     if left or p.returncode == 0:
         assert left == ["out"] and (work / "out" / "model.safetensors").is_file()
+
+
+# ------------------------------------------- what counts as msc's: a marker, not file names
+@pytest.mark.parametrize(
+    "mine", ["model.py", "load.py", "module.py", "graph.msc", "__pycache__/x.cpython-312.pyc"]
+)
+@pytest.mark.parametrize("to", ["torch", "msc"])
+def test_a_folder_is_not_mscs_because_of_its_file_names(tmp_path, mine, to):
+    src = _onnx(tmp_path / "m.onnx")
+    proj = tmp_path / "proj"
+    (proj / mine).parent.mkdir(parents=True)
+    (proj / mine).write_text("mine")
+    code, _, err = run_cli("convert", str(src), "-o", str(proj), "--to", to)
+    assert code == 2 and "msc did not write" in _one_error(err)
+    assert (proj / mine).read_text() == "mine"
+    assert sorted(str(p.relative_to(proj)) for p in proj.rglob("*") if p.is_file()) == [mine]
+    _no_staging(tmp_path)
+
+
+def test_an_output_edited_since_msc_wrote_it_is_kept(tmp_path):
+    src = _onnx(tmp_path / "m.onnx")
+    out = tmp_path / "out"
+    assert run_cli("convert", str(src), "-o", str(out))[0] == 0
+    # Importing model.py leaves Python's bytecode cache beside it (when Python writes one).
+    (out / "__pycache__").mkdir()
+    (out / "__pycache__" / "model.cpython-312.pyc").write_bytes(b"\0" * 16)
+    assert run_cli("convert", str(src), "-o", str(out))[0] == 0  # unedited: replaced
+    with open(out / "model.py", "a") as f:
+        f.write("# my change\n")
+    code, _, err = run_cli("convert", str(src), "-o", str(out))
+    assert code == 2 and "model.py changed since msc wrote it" in _one_error(err)
+    assert (out / "model.py").read_text().endswith("# my change\n")
+    (out / "notes.txt").write_text("mine")  # and a file of the user's beside msc's
+    (out / "model.py").write_text(cgt.generate(msc.from_onnx(src)))
+    code, _, err = run_cli("convert", str(src), "-o", str(out))
+    assert code == 2 and "notes.txt" in _one_error(err)
+
+
+@pytest.mark.parametrize("command", ["diff", "verify"])
+@pytest.mark.parametrize("which", ["a", "b"])
+def test_an_html_page_never_replaces_an_input(tmp_path, command, which):
+    a, b = _onnx(tmp_path / "a.onnx"), tmp_path / "b.onnx"
+    assert run_cli("convert", str(a), "-o", str(b))[0] == 0  # an onnx file msc wrote
+    target = {"a": a, "b": b}[which]
+    before = target.read_bytes()
+    code, _, err = run_cli(command, str(a), str(b), "--html", str(target))
+    assert code == 2 and "reads" in _one_error(err)
+    assert target.read_bytes() == before
+
+
+@pytest.mark.parametrize("command", ["diff", "verify"])
+def test_overlays_never_replace_the_users_files(tmp_path, command):
+    a = _onnx(tmp_path / "a.onnx")
+    page, proj = tmp_path / "page.html", tmp_path / "proj"
+    page.write_text("<html>my page</html>")
+    proj.mkdir()
+    (proj / "A.json").write_text('{"mine": 1}')
+    code, _, err = run_cli(command, str(a), str(a), "--html", str(page))
+    assert code == 2 and "not a file msc wrote" in _one_error(err)
+    code, _, err = run_cli(command, str(a), str(a), "--node-data", str(proj))
+    assert code == 2 and "A.json" in _one_error(err)
+    assert page.read_text() == "<html>my page</html>"
+    assert (proj / "A.json").read_text() == '{"mine": 1}' and not (proj / "B.json").exists()
+    # msc's own outputs are replaced, run after run
+    new, nd = tmp_path / "new.html", tmp_path / "nd"
+    for _ in range(2):
+        code, out, err = run_cli(
+            command, str(a), str(a), "--html", str(new), "--node-data", str(nd)
+        )
+        assert code == 0, out + err
+    assert sorted(p.name for p in nd.iterdir()) == ["A.json", "B.json"]
+
+
+@pytest.mark.parametrize("suffix", [".html", ".dot"])
+def test_render_replaces_only_its_own_files(tmp_path, suffix):
+    src = _onnx(tmp_path / "m.onnx")
+    mine, out = tmp_path / f"mine{suffix}", tmp_path / f"out{suffix}"
+    mine.write_text("my drawing")
+    code, _, err = run_cli("render", str(src), "-o", str(mine))
+    assert code == 2 and "not a file msc wrote" in _one_error(err)
+    assert mine.read_text() == "my drawing"
+    for _ in range(2):
+        assert run_cli("render", str(src), "-o", str(out))[0] == 0
+    # one kind of msc output never replaces another
+    code, _, err = run_cli("render", str(src), "-o", str(tmp_path / "m.html"))
+    assert code == 0, err
+    code, _, err = run_cli("convert", str(src), "-o", str(tmp_path / "m.html"), "--to", "onnx")
+    assert code == 2
+    _one_error(err)
+
+
+def test_convert_to_onnx_replaces_only_mscs_onnx(tmp_path):
+    src = _onnx(tmp_path / "m.onnx")
+    theirs = _onnx(tmp_path / "theirs.onnx", width=3)
+    before = theirs.read_bytes()
+    code, _, err = run_cli("convert", str(src), "-o", str(theirs))
+    assert code == 2 and "not a file msc wrote" in _one_error(err)
+    assert theirs.read_bytes() == before
+    ours = tmp_path / "ours.onnx"
+    for _ in range(2):
+        assert run_cli("convert", str(src), "-o", str(ours))[0] == 0
+    assert run_cli("convert", str(src), "-o", str(theirs), "--force")[0] == 0  # when told to
+
+
+def test_onnx_external_data_never_replaces_the_users_file(tmp_path):
+    import codegen.onnx as cgo
+
+    g = msc.from_onnx(_onnx(tmp_path / "m.onnx"))
+    data = tmp_path / "out.onnx.data"
+    data.write_text("mine")
+    with pytest.raises(MscError, match="not the data of an msc model"):
+        cgo.save(g, tmp_path / "out.onnx", external_data=True, size_threshold=0)
+    assert data.read_text() == "mine" and not (tmp_path / "out.onnx").exists()
+    data.unlink()
+    for _ in range(2):  # its own data file, beside its own model, is replaced
+        cgo.save(g, tmp_path / "out.onnx", external_data=True, size_threshold=0)
+    _no_staging(tmp_path)

@@ -1,8 +1,11 @@
-"""A .pt2 is read without running anything it contains.
+"""A .pt2 is read without running anything it contains, in bounded time and memory.
 
 Before: ``torch.export.load`` unpickled sample inputs (falling back to ``weights_only=False``),
 weights marked ``use_pickle``, custom/opaque-object constants, and gave symbolic expressions
-to ``sympy.sympify`` (which evaluates Python): each ran its payload on ``msc inspect``.
+to ``sympy.sympify`` (which evaluates Python): each ran its payload on ``msc inspect``. Its
+structure specs import a module the file names (an enum dict key, a defaultdict's factory).
+Issue #37: a size expression such as ``9**9**9`` passed the grammar check and sympy hung (or
+took gigabytes), and many deflated members, each under the per-member ratio, added up to GBs.
 """
 
 from __future__ import annotations
@@ -11,10 +14,13 @@ import io
 import json
 import os
 import pickle
+import resource
 import subprocess
 import sys
+import time
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -86,6 +92,26 @@ def _hostile(tmp_path: Path, case: str) -> tuple[Path, Path]:
         }
         m[cfg_name] = json.dumps(cfg).encode()
         m[root + "data/constants/opaque_obj_0"] = pickle.dumps(payload)
+    elif case in ("spec_enum", "spec_defaultdict"):
+        # Importing this module (a name the file gives) is the payload.
+        (tmp_path / f"pwned_{case}.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+        name = root + "models/model.json"
+        doc = json.loads(m[name])
+        sig = doc["graph_module"]["module_call_graph"][0]["signature"]
+        spec = json.loads(sig["in_spec"])
+        kwargs = spec[1]["children_spec"][1]  # the keyword-arguments dict
+        if case == "spec_enum":
+            key = {"__enum__": True, "fqn": f"pwned_{case}:E", "name": "A"}
+            kwargs["context"] = json.dumps([key])
+        else:
+            kwargs["type"] = "collections.defaultdict"  # torch writes its context as an object
+            kwargs["context"] = {
+                "default_factory_module": f"pwned_{case}",
+                "default_factory_name": "f",
+                "dict_context": [],
+            }
+        sig["in_spec"] = json.dumps(spec)
+        m[name] = json.dumps(doc).encode()
     elif case == "sympy":
         name = root + "models/model.json"
         text = m[name].decode()
@@ -103,12 +129,18 @@ CASES = [
     "weight_use_pickle",
     "opaque_constant",
     "sympy",
+    "spec_enum",
+    "spec_defaultdict",
 ]
+# Read without the payload: nothing to refuse (sample inputs are never read; a defaultdict is
+# read as the dict it is).
+READS = {"sample_inputs_pickle", "sample_inputs_torch_save", "spec_defaultdict"}
 
 
 @pytest.mark.parametrize("case", CASES)
-def test_hostile_pt2_runs_nothing_through_the_api(tmp_path, case):
+def test_hostile_pt2_runs_nothing_through_the_api(tmp_path, case, monkeypatch):
     path, marker = _hostile(tmp_path, case)
+    monkeypatch.syspath_prepend(str(tmp_path))  # where the spec cases' module is
     try:
         msc.inspect(path)
     except MscError as e:
@@ -120,7 +152,7 @@ def test_hostile_pt2_runs_nothing_through_the_api(tmp_path, case):
 @pytest.mark.parametrize("case", CASES)
 def test_hostile_pt2_runs_nothing_through_the_command(tmp_path, case):
     path, marker = _hostile(tmp_path, case)
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(tmp_path)]))
     p = subprocess.run(
         [sys.executable, "-m", "msc", "inspect", str(path)],
         capture_output=True,
@@ -130,8 +162,8 @@ def test_hostile_pt2_runs_nothing_through_the_command(tmp_path, case):
     )
     assert not marker.exists(), f"{case}: the payload ran"
     assert "Traceback" not in p.stderr
-    if case.startswith("sample_inputs"):
-        assert p.returncode == 0, p.stderr  # sample inputs are never read: nothing to refuse
+    if case in READS:
+        assert p.returncode == 0, p.stderr
     else:
         assert p.returncode == 2
         lines = p.stderr.splitlines()
@@ -188,3 +220,79 @@ def test_generated_model_that_exits_during_import_is_an_error(tmp_path):
     )
     assert p.returncode == 2, p.stdout + p.stderr
     assert "SystemExit" in p.stderr and p.stderr.startswith("msc: error: ")
+
+
+# ---------------------------------------------------------------------- issue #37: bounds
+def _limited(*argv: str, limit_mb: int = 2048, timeout: float = 120) -> tuple[Any, float]:
+    """``msc ARGV`` in a child limited in memory, and the seconds it took."""
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (limit_mb << 20, limit_mb << 20))
+
+    start = time.monotonic()
+    p = subprocess.run(
+        [sys.executable, "-m", "msc", *argv],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        preexec_fn=limit,
+        timeout=timeout,
+    )
+    return p, time.monotonic() - start
+
+
+def _one_error(p: Any, *words: str) -> None:
+    assert p.returncode == 2, p.stdout + p.stderr
+    lines = p.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("msc: error: "), p.stderr
+    for w in words:
+        assert w in p.stderr, p.stderr
+
+
+HUGE_EXPRESSIONS = [
+    "9**9**9",
+    "Pow(Integer(10), Pow(Integer(10), Integer(10)))",
+    "Float('1e999999999', precision=53)",
+    "Pow(Integer(2), Pow(Integer(10), Integer(10)))",  # 2**10**10: 2.6 GB before
+]
+
+
+@pytest.mark.parametrize("expr", HUGE_EXPRESSIONS)
+def test_huge_size_expression_is_refused_in_bounded_time_and_memory(tmp_path, expr):
+    _, m, root = _saved(tmp_path, dynamic=True)
+    name = root + "models/model.json"
+    symbol = "Symbol('s77', positive=True, integer=True)"
+    assert symbol in m[name].decode()
+    m[name] = m[name].decode().replace(symbol, expr, 1).encode()
+    p, seconds = _limited("inspect", str(_write(tmp_path / "huge.pt2", m)), timeout=60)
+    _one_error(p, "symbolic size expression", "refused")
+    assert seconds < 60
+
+
+def test_deflated_members_are_bounded_in_total(tmp_path):
+    """Eight deflated weights of zeros, each within what one member may expand to (200x the
+    archive before), together far more than the archive may (50x + 16 MiB)."""
+    _, m, root = _saved(tmp_path)
+    cfg_name = root + "data/weights/model_weights_config.json"
+    cfg = json.loads(m[cfg_name])
+    base = len(_write(tmp_path / "base.pt2", m).read_bytes())
+    size = 150 * base // 4 * 4
+    bombs = []
+    for meta in list(cfg["config"].values())[:8]:
+        meta["tensor_meta"]["sizes"] = [{"as_int": size // 4}]
+        meta["tensor_meta"]["strides"] = [{"as_int": 1}]
+        bombs.append(root + "data/weights/" + meta["path_name"])
+    m[cfg_name] = json.dumps(cfg).encode()
+    path = tmp_path / "bomb.pt2"
+    zeros = bytes(size)
+    with zipfile.ZipFile(path, "w") as z:
+        for k, v in m.items():
+            if k in bombs:
+                z.writestr(k, zeros, compress_type=zipfile.ZIP_DEFLATED)
+            else:
+                z.writestr(k, v)
+    archive = path.stat().st_size
+    assert size < 200 * archive and 8 * size > 50 * archive + (16 << 20)  # the premise
+    p, seconds = _limited("inspect", str(path), timeout=60)
+    _one_error(p, "times its size")
+    assert seconds < 60

@@ -124,3 +124,105 @@ def int_scalar(a: Any) -> ast.expr:
     if a.is_py and a.rank == 0:
         return a.s
     return expr("int(v)", v=a)
+
+
+def size_elements(v: Any, depth: int = 0) -> list[Any] | None:
+    """What the graph says statically about each element of ``v``, a 0-d or 1-d integer
+    value computed from shapes: an int (a literal, or a static dim read from a shape), the
+    symbol of a dim read from a shape (``SymDim``/``SymExpr``), or None where it is only known
+    at run time. None when the number of elements is not static."""
+    t = v.type
+    if t.shape is None or len(t.shape) > 1 or not t.dtype.is_integer:
+        return None
+    n = t.shape[0] if t.shape else 1
+    if not isinstance(n, int):
+        return None
+    unknown: list[Any] = [None] * n
+    p = v.producer
+    if p is None or depth > 64:
+        return unknown
+    ins = p.inputs
+
+    def of(u: Any) -> list[Any] | None:
+        return None if u is None else size_elements(u, depth + 1)
+
+    got: list[Any] | None = None
+    if p.op == "constant":
+        got = [int(x) for x in p.attrs["value"].reshape(-1)]
+    elif p.op == "shape" and ins[0] is not None and ins[0].type.shape is not None:
+        got = list(ins[0].type.shape[p.attrs["start"] : p.attrs["end"]])
+    elif p.op in ("squeeze", "unsqueeze", "reshape", "cast", "identity") and len(p.outputs) == 1:
+        got = of(ins[0])
+    elif p.op == "concat" and all(u is not None for u in ins):
+        parts = [of(u) for u in ins]
+        got = None if any(x is None for x in parts) else [d for x in parts for d in x]  # type: ignore[union-attr]
+    elif p.op == "gather" and p.attrs.get("axis") in (0, -1) and len(ins) == 2:
+        src = of(ins[0])
+        c = ins[1].producer if ins[1] is not None else None
+        if src is not None and c is not None and c.op == "constant":
+            idx = [int(i) for i in c.attrs["value"].reshape(-1)]
+            if all(-len(src) <= i < len(src) for i in idx):
+                got = [src[i] for i in idx]
+    elif p.op == "slice" and p.attrs.get("starts") is not None and _one_axis(p.attrs["axes"]):
+        src = of(ins[0])
+        steps = p.attrs.get("steps") or (1,)
+        if src is not None:
+            got = src[slice(p.attrs["starts"][0], p.attrs["ends"][0], steps[0])]
+    elif p.op == "where" and len(ins) == 3 and all(u is not None for u in ins):
+        cond, a, b = static_bools(ins[0]), of(ins[1]), of(ins[2])
+        if cond is not None and a is not None and b is not None:
+            cond, a, b = (_widen(x, n) for x in (cond, a, b))
+            if cond is not None and a is not None and b is not None:
+                got = [None if c is None else x if c else y for c, x, y in zip(cond, a, b)]
+    return got if got is not None and len(got) == n else unknown
+
+
+def _one_axis(axes: Any) -> bool:
+    """A slice of a 1-d value: along axis 0 (or -1) only."""
+    return axes is not None and tuple(axes) in ((0,), (-1,))
+
+
+def _widen(items: list[Any], n: int) -> list[Any] | None:
+    """A one-element list broadcast to ``n``; a list of ``n`` as it is; else None."""
+    return items * n if len(items) == 1 else items if len(items) == n else None
+
+
+def static_bools(v: Any) -> list[bool | None] | None:
+    """Each element of ``v``, a 1-d (or 0-d) comparison of sizes (``eq`` / ``ne``), where the
+    graph decides it: exporters test a shape for -1 or 0, which a size never is. None for an
+    element only known at run time; None when ``v`` is no such comparison."""
+    p = v.producer
+    t = v.type
+    if p is None or p.op not in ("eq", "ne") or t.shape is None or len(t.shape) > 1:
+        return None
+    n = t.shape[0] if t.shape else 1
+    if not isinstance(n, int) or any(u is None for u in p.inputs):
+        return None
+    a, b = (size_elements(u) for u in p.inputs)
+    if a is None or b is None:
+        return None
+    a, b = _widen(a, n), _widen(b, n)
+    if a is None or b is None:
+        return None
+    same = [_same_size(x, y) for x, y in zip(a, b)]
+    if p.op == "ne":
+        return [None if s is None else not s for s in same]
+    return same
+
+
+def _same_size(a: Any, b: Any) -> bool | None:
+    """Are two sizes equal: True, False, or None when only the run time knows."""
+    if a is None or b is None:
+        return None
+    if isinstance(a, int) and isinstance(b, int):
+        return a == b
+    if isinstance(a, int):
+        a, b = b, a
+    if isinstance(b, int):  # a symbol against a literal
+        lo, hi = getattr(a, "min", None), getattr(a, "max", None)
+        if b < 0 or (lo is not None and b < lo) or (hi is not None and b > hi):
+            return False
+        return None
+    if getattr(a, "name", None) is not None and getattr(a, "name", None) == getattr(b, "name", 0):
+        return True
+    return None

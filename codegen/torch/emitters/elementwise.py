@@ -8,13 +8,14 @@
 from __future__ import annotations
 
 import ast
+import copy
 
 import torch
 
 from codegen.torch import lowbit
-from codegen.torch.code import call, expr
+from codegen.torch.code import call, const, expr
 from codegen.torch.core import Arg, NodeEmit
-from codegen.torch.emitters.common import operands
+from codegen.torch.emitters.common import operands, static_bools
 from codegen.torch.helpers import runtime_helpers
 from codegen.torch.registry import emitter
 from msc.ir.dtype import DType
@@ -263,9 +264,77 @@ def prelu(e: NodeEmit, a: Arg, b: Arg) -> ast.expr:
 
 @emitter("where")
 def where(e: NodeEmit, condition: Arg, x: Arg, y: Arg) -> ast.expr:
+    picked = _sizes_picked(e, condition, x, y)
+    if picked is not None:
+        return e.py(picked)
     if x.is_scalar != y.is_scalar:  # one Python scalar beside a tensor keeps the dtype
         return call("torch.where", condition, x.s, y.s)
     return call("torch.where", condition, x, y)
+
+
+def _sizes_picked(e: NodeEmit, condition: Arg, x: Arg, y: Arg) -> ast.expr | None:
+    """A choice between two lists of sizes by a comparison of sizes (exporters replace a -1
+    or 0 in a shape): the chosen sizes as a Python list, each element decided here where the
+    graph decides it (a size is never -1) and by a Python comparison otherwise, computed as
+    torch.export can trace rather than as tensors whose values the code reads back."""
+    out = e.node.output.type
+    if out.shape is None or len(out.shape) != 1 or not isinstance(out.shape[0], int):
+        return None
+    if not out.dtype.is_integer or not all(_sizes(a) for a in (x, y)):
+        return None
+    p = condition.value.producer
+    if p is None or p.op not in ("eq", "ne") or any(u is None for u in p.inputs):
+        return None
+    left, right = (Arg(e.cg, u) for u in p.inputs)
+    if not all(_sizes(a) for a in (left, right)):
+        return None
+    n = out.shape[0]
+    cond = static_bools(condition.value)
+    if cond is None or len(cond) not in (1, n):
+        return None
+    cond = cond * n if len(cond) == 1 else cond
+    if all(c is False for c in cond) and y.rank == 1 and y.shape == (n,):
+        return y.s if y.is_py else const(list(y.literal))
+    if all(c is True for c in cond) and x.rank == 1 and x.shape == (n,):
+        return x.s if x.is_py else const(list(x.literal))
+    items = [_size_items(a, n) for a in (x, y, left, right)]
+    if any(i is None for i in items):
+        return None
+    xs, ys, ls, rs = items
+    op = ast.Eq() if p.op == "eq" else ast.NotEq()
+    picked = []
+    for c, a, b, lft, rgt in zip(cond, xs, ys, ls, rs):  # type: ignore[arg-type]
+        if c is None:
+            test = ast.Compare(lft, [op], [rgt])
+            picked.append(ast.IfExp(test, a, b))
+        else:
+            picked.append(a if c else b)
+    return ast.List(picked, ast.Load())
+
+
+def _sizes(a: Arg) -> bool:
+    """A list of sizes the code holds in Python: computed from shapes, or a literal."""
+    return (a.is_py or a.literal is not None) and a.rank in (0, 1)
+
+
+def _size_items(a: Arg, n: int) -> list[ast.expr] | None:
+    """``n`` expressions for the elements of a Python list of sizes (one element repeated)."""
+    if not a.is_py:
+        lit = [a.literal] if a.rank == 0 else list(a.literal)
+        lit = lit * n if len(lit) == 1 else lit
+        return [const(v) for v in lit] if len(lit) == n else None
+    s = a.s
+    m = 1 if a.rank == 0 else a.shape[0] if a.shape else None
+    if not isinstance(m, int) or m not in (1, n):
+        return None
+    if a.rank == 0:
+        elts = [s]
+    elif isinstance(s, ast.List) and not any(isinstance(v, ast.Starred) for v in s.elts):
+        elts = list(s.elts)
+    else:
+        elts = [expr("v[i]", v=s, i=i) for i in range(m)]
+    # Each use its own node: later passes edit the tree in place.
+    return [copy.deepcopy(v) for v in elts * n] if m == 1 else elts
 
 
 @emitter("clamp")

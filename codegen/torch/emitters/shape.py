@@ -17,10 +17,18 @@ import torch.nn.functional as F
 
 from codegen.torch.code import call, const, expr
 from codegen.torch.core import Arg, NodeEmit
-from codegen.torch.emitters.common import int_list, int_scalar, norm_axis, scalar_for, torch_pads
+from codegen.torch.emitters.common import (
+    int_list,
+    int_scalar,
+    norm_axis,
+    scalar_for,
+    size_elements,
+    torch_pads,
+)
 from codegen.torch.helpers import runtime_helpers
 from codegen.torch.registry import emitter
 from msc.ir.dtype import DType
+from msc.ir.types import SymDim
 
 _BIG = 2**62  # ends at or beyond this are "to the end"
 
@@ -189,23 +197,112 @@ def pad(e: NodeEmit, x: Arg, pads_in=None, value_in=None, *, pads, mode, value) 
 
 @emitter("expand")
 def expand(e: NodeEmit, x: Arg, shape_in: Arg | None = None, *, shape) -> ast.expr:
-    if shape is None:
-        if e.node.provenance.framework == "torch":  # torch's own expand made this node
-            return expr("x.expand(s)", x=x, s=_shape_list(shape_in))
-        return call(e.helper("_msc_expand").id, x, _shape_list(shape_in))
-    xs = list(x.shape or ())
-    lead = len(shape) - len(xs)
-    ok = lead >= 0 and x.shape is not None
-    if ok:
-        for i, t in enumerate(shape):
-            if i < lead:
-                ok = ok and t >= 0
-            else:
-                d = xs[i - lead]
-                ok = ok and (t == -1 or (isinstance(d, int) and (d == t or d == 1)))
-    if ok:
-        return expr("x.expand(s)", x=x, s=tuple(shape))
-    return call(e.helper("_msc_expand").id, x, list(shape))
+    # ONNX's Expand broadcasts both ways (a 1 in the target keeps x's dim); torch's expand
+    # only widens x's size-1 dims (-1 keeps one). Where the graph shows which target sizes
+    # must keep x's dim, they are written -1 and torch's expand does it; where that depends
+    # on sizes only known at run time, a helper decides.
+    known = list(shape) if shape is not None else size_elements(shape_in.value)
+    keep = _expand_keeps(x.shape, known)
+    if keep is None:
+        sizes = list(shape) if shape is not None else _shape_list(shape_in)
+        return call(e.helper("_msc_expand").id, x, sizes)
+    if shape is not None:
+        sizes = [-1 if i in keep else t for i, t in enumerate(_padded(shape, x.rank))]
+        return expr("x.expand(s)", x=x, s=tuple(sizes))
+    target = _shape_list(shape_in)
+    lead = max(0, (x.rank or 0) - len(known))  # type: ignore[arg-type]
+    if not keep:
+        return expr("x.expand(s)", x=x, s=target)
+    keep = {i - lead for i in keep}
+    sizes = _kept(target, len(known), keep)
+    if sizes is None and (parts := _concat_parts(shape_in)) is not None:
+        sizes = _kept(parts, len(known), keep)
+    if sizes is None:
+        t = e.let("size", target)
+        sizes = [const(-1) if i in keep else expr("t[i]", t=t, i=i) for i in range(len(known))]
+    sizes = [const(-1)] * lead + sizes
+    return expr("x.expand(s)", x=x, s=ast.List(sizes, ast.Load()))
+
+
+def _padded(shape: Any, rank: int | None) -> list[Any]:
+    """A target shorter than x's rank, with leading 1s (ONNX broadcasts it up)."""
+    return [1] * max(0, (rank or 0) - len(shape)) + list(shape)
+
+
+def _expand_keeps(xshape: tuple | None, known: list[Any] | None) -> set[int] | None:
+    """Positions (in the padded target) where x's dim must be kept (written -1), so that
+    torch's one-way expand computes ONNX's two-way one; None when that cannot be decided from
+    the graph. ``known``: the target's elements as far as the graph knows them (an int, a
+    symbol, or None for a size only known at run time)."""
+    if xshape is None or known is None:
+        return None
+    target = _padded(known, len(xshape))
+    lead = len(target) - len(xshape)
+    keep: set[int] = set()
+    for i, d in enumerate(xshape):
+        t = target[lead + i]
+        if t == -1 or (isinstance(d, int) and d == 1) or (t is not None and _same(t, d)):
+            continue  # kept already; a size-1 dim takes any target; the same size
+        if isinstance(t, int) and t != 1:
+            continue  # x's dim must be 1 or t, in both semantics
+        if t == 1 or isinstance(d, int):
+            keep.add(lead + i)  # a 1 keeps x's dim; a static k > 1 admits only a 1 or k
+        elif getattr(t, "min", None) is not None and t.min >= 2:
+            continue  # a symbol that is never 1: x's dim must be 1 or it
+        else:
+            return None  # a run-time size against a symbolic dim: either may be 1
+    return keep
+
+
+def _same(a: Any, b: Any) -> bool:
+    """The same static size: equal ints, or the same symbol (by name) or expression."""
+    if isinstance(a, SymDim) and isinstance(b, SymDim):
+        return a.name == b.name
+    return a is not None and b is not None and type(a) is type(b) and a == b
+
+
+def _concat_parts(a: Arg) -> ast.List | None:
+    """A run-time size list that a ``concat`` of sizes and literals made, as a list literal of
+    its parts (a part of several sizes starred), so single sizes in it can be replaced."""
+    p = a.value.producer
+    if p is None or p.op != "concat" or a.cg is None:
+        return None
+    items: list[ast.expr] = []
+    for u in p.inputs:
+        if u is None or u.type.shape is None or len(u.type.shape) != 1:
+            return None
+        part = Arg(a.cg, u)
+        lit = part.literal
+        if lit is not None:
+            items += [const(v) for v in lit]
+        elif part.is_py:
+            s = part.s
+            items += s.elts if isinstance(s, ast.List) else [ast.Starred(s, ast.Load())]
+        else:
+            items.append(ast.Starred(expr("v.tolist()", v=part), ast.Load()))
+    return ast.List(items, ast.Load())
+
+
+def _kept(target: ast.expr, n: int, keep: set[int]) -> list[ast.expr] | None:
+    """The items of ``target``, a Python list literal of ``n`` sizes, with those at ``keep``
+    written -1; a starred part (``*x.shape[:1]``) stays whole. None when ``target`` is not
+    such a literal or a kept position falls in a starred part."""
+    if not isinstance(target, ast.List | ast.Tuple):
+        return None
+    elts = list(target.elts)
+    starred = [x for x in elts if isinstance(x, ast.Starred)]
+    if len(starred) > 1:
+        return None
+    span = n - (len(elts) - len(starred))  # the starred part's length
+    out, pos = [], 0
+    for x in elts:
+        width = span if isinstance(x, ast.Starred) else 1
+        hit = any(pos <= k < pos + width for k in keep)
+        if hit and isinstance(x, ast.Starred):
+            return None
+        out.append(const(-1) if hit else x)
+        pos += width
+    return out if pos == n else None
 
 
 @emitter("tile")
@@ -428,10 +525,10 @@ def _msc_slice_rt(x, starts, ends, axes, steps):
     steps = [1] * len(starts) if steps is None else steps
     for st, en, ax, sp in zip(starts, ends, axes, steps):
         ax = ax % x.dim()
-        lo, hi, sp = slice(st, en, sp).indices(x.shape[ax])
-        if sp > 0:
-            x = x[(slice(None),) * ax + (slice(lo, hi, sp),)]
+        if sp > 0:  # torch's subscript clamps as Python does, and keeps sizes symbolic
+            x = x[(slice(None),) * ax + (slice(st, en, sp),)]
         else:
+            lo, hi, sp = slice(st, en, sp).indices(x.shape[ax])
             idx = torch.arange(lo, hi, sp, dtype=torch.int64, device=x.device)
             x = x.index_select(ax, idx)
     return x

@@ -116,6 +116,12 @@ def check_model_shape(proto: onnx.ModelProto) -> None:
         raise ConversionError("ONNX model has no graph (an empty or truncated file?)")
     if not proto.graph.output:
         raise ConversionError(f"ONNX graph {proto.graph.name!r} has no outputs")
+    props = [("producer_name", proto.producer_name), ("producer_version", proto.producer_version)]
+    for p in proto.metadata_props:
+        props += [("metadata key", p.key), (f"metadata {p.key!r} value", p.value)]
+    for what, text in props:
+        if not isinstance(text, str):
+            raise ConversionError(f"ONNX model: {what} {text!r} is not valid UTF-8")
     stack = [("graph", proto.graph)]
     while stack:
         where, g = stack.pop()
@@ -127,17 +133,37 @@ def check_model_shape(proto: onnx.ModelProto) -> None:
         for n in g.node:
             names += [("node name", n.name), ("op type", n.op_type), ("domain", n.domain)]
             names += [("node input", x) for x in n.input] + [("node output", x) for x in n.output]
+            for p in n.metadata_props:
+                names += [("node metadata key", p.key), (f"node metadata {p.key!r} value", p.value)]
             for a in n.attribute:
                 names.append(("attribute name", a.name))
                 if a.type == onnx.AttributeProto.GRAPH:
                     stack.append((f"{where}/{n.op_type}.{a.name}", a.g))
                 stack += [(f"{where}/{n.op_type}.{a.name}", sub) for sub in a.graphs]
+        for v in [*g.input, *g.output, *g.value_info]:
+            names += [("dim name", d) for d in _dim_params(v.type)]
         for what, name in names:
             if not isinstance(name, str):
                 raise ConversionError(f"ONNX {where}: {what} {name!r} is not valid UTF-8")
         for v in g.input:
             if not v.name:
                 raise ConversionError(f"ONNX {where}: a graph input has an empty name")
+
+
+def _dim_params(t: onnx.TypeProto) -> list:
+    """The dim_params of a type, its elements' included (sequences, optionals, maps)."""
+    out = []
+    while t is not None:
+        kind = t.WhichOneof("value")
+        inner = getattr(t, kind) if kind else None
+        if kind in ("tensor_type", "sparse_tensor_type") and inner.HasField("shape"):
+            out += [d.dim_param for d in inner.shape.dim if d.HasField("dim_param")]
+        t = (
+            inner.elem_type
+            if kind in ("sequence_type", "optional_type")
+            else (inner.value_type if kind == "map_type" else None)
+        )
+    return out
 
 
 # One module per op family, named as in msc.ops; importing one registers its converters.

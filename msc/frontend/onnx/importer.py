@@ -46,6 +46,7 @@ from msc.frontend.onnx.initializers import (
     value_type_from_onnx,
 )
 from msc.frontend.onnx.registry import CONVERTERS, ConverterRegistry, NoConverter
+from msc.frontend.onnx.runtime_types import runtime_types
 from msc.frontend.onnx.scopes import recover_weight_names, scope_provenance
 from msc.ir import (
     DType,
@@ -581,6 +582,7 @@ class Importer:
         self.custom: dict[int, onnx.NodeProto] = {}
         self._declared: dict[str, onnx.TypeProto] | None = None
         self._inferred = False  # whether ONNX shape inference has filled _declared
+        self._asked_runtime = False  # whether onnxruntime's inference has, after it
         self.constant_inputs = {k: np.asarray(v) for k, v in (constant_inputs or {}).items()}
         self.base_dir = None if base_dir is None else os.fspath(base_dir)
         self.input_types = dict(input_types or {})
@@ -838,8 +840,8 @@ class Importer:
 
     def _keep(self, n: onnx.NodeProto, ins: list[Slot | None]) -> None:
         """``n`` as a custom node: its domain, op type, the domain's opset version, its
-        attributes, and the output types the model declares (value_info, graph outputs, or
-        ONNX shape inference for default-domain ops)."""
+        attributes, and the output types the model declares (value_info, graph outputs, ONNX
+        shape inference for default-domain ops, or onnxruntime's for its own ops)."""
         domain = n.domain or "ai.onnx"
         op = custom_op(domain, n.op_type, _custom_version(n, self.opsets.get(n.domain or "", 1)))
         ctx = Ctx(self, n, self.opset)
@@ -892,10 +894,16 @@ class Importer:
                     for vi in g.value_info:
                         if vi.type.WhichOneof("value") in _VALUE_KINDS:
                             self._declared.setdefault(vi.name, vi.type)
+        if name and name not in self._declared and not self._asked_runtime:
+            # onnxruntime's schemas type its own ops (com.microsoft), which ONNX's do not.
+            self._asked_runtime = True
+            top = [o for n in self.model.graph.node for o in n.output if o]
+            untyped = [o for o in top if o not in self._declared]
+            self._declared.update(runtime_types(self.model, untyped))
         if name not in self._declared or not name:
             raise Unsupported(
-                f"output {index} ({name!r}) has no type in the model (msc cannot infer a "
-                "custom op's types; add value_info for it)"
+                f"output {index} ({name!r}) has no type in the model, and neither ONNX's nor "
+                "onnxruntime's shape inference gives one; add value_info for it"
             )
         return value_type_from_onnx(self._declared[name], f"output {name!r}")
 

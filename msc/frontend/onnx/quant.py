@@ -3,9 +3,12 @@ arithmetic), so that msc -> ONNX writes the same QDQ pairs back: QuantizeLinear,
 DequantizeLinear, and the integer ops onnxruntime's quantize_dynamic writes
 (DynamicQuantizeLinear, MatMulInteger, ConvInteger) as dequantize -> float op.
 
-# NOTE: MatMulInteger / ConvInteger dequantize with scale 1 (x - zero_point, exact) and
-# accumulate in float32, which is exact while every sum of products stays below 2**24 (8-bit
-# operands: about 250 terms); beyond that the int32 result may differ in its last bits.
+# NOTE: MatMulInteger / ConvInteger dequantize with scale 1 (x - zero_point, exact in float32).
+# MatMulInteger then multiplies in float64, which holds every int32 sum exactly: float32 holds
+# integers only up to 2**24, a sum 8-bit operands pass after about 260 terms at full scale (a
+# BERT-base FFN has 3072), and such a sum came out a few units off onnxruntime's exact int32.
+# ConvInteger stays float32 (onnxruntime has no float64 Conv, so a float64 conv would not
+# export back): exact while every sum of products stays below 2**24.
 """
 
 from __future__ import annotations
@@ -80,8 +83,9 @@ def _to_int32(ctx: Ctx, y):
 
 @converter("MatMulInteger", since=10)
 def matmul_integer(ctx: Ctx, A, B, a_zero_point=None, b_zero_point=None):  # noqa: N803
-    a = _dequantized(ctx, A, a_zero_point, -2)
-    b = _dequantized(ctx, B, b_zero_point, -1)
+    """(A - a_zero_point) @ (B - b_zero_point) in int32, computed in float64 (see NOTE)."""
+    a = ctx.op("cast", _dequantized(ctx, A, a_zero_point, -2), to=DType.FLOAT64)
+    b = ctx.op("cast", _dequantized(ctx, B, b_zero_point, -1), to=DType.FLOAT64)
     return _to_int32(ctx, ctx.op("matmul", a, b))
 
 
@@ -96,15 +100,16 @@ def conv_integer(ctx: Ctx, x, w, x_zero_point=None, w_zero_point=None, **attrs):
 
 @converter("DynamicQuantizeLinear", since=11)
 def dynamic_quantize_linear(ctx: Ctx, x):
-    """uint8 with scale (max(x, 0) - min(x, 0)) / 255 and the zero point that maps 0 exactly,
-    then quantize with them."""
+    """uint8 with scale (max(x, 0) - min(x, 0)) / 255 (1 for an all-zero x) and the zero
+    point that maps 0 exactly, then quantize with them."""
     if ctx.dtype(x) is not DType.FLOAT32:
         raise Unsupported(f"DynamicQuantizeLinear of {ctx.dtype(x).short}")
     zero = np.array(0.0, np.float32)
     hi = ctx.op("maximum", ctx.op("reduce_max", x), zero)
     lo = ctx.op("minimum", ctx.op("reduce_min", x), zero)
     span = ctx.op("sub", hi, lo)
-    span = ctx.op("where", ctx.op("eq", span, zero), np.array(1.0, np.float32), span)
+    # An all-zero x: scale 1 (onnxruntime's choice; the formula gives 0).
+    span = ctx.op("where", ctx.op("eq", span, zero), np.array(255.0, np.float32), span)
     scale = ctx.op("div", span, np.array(255.0, np.float32))
     zp = ctx.op("sub", zero, ctx.op("div", lo, scale))
     zp = ctx.op("round", ctx.op("clamp", zp, zero, np.array(255.0, np.float32)))

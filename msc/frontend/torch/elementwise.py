@@ -554,3 +554,34 @@ def conj(ctx: Ctx, self: Value) -> Value:
     if self.dtype.is_complex:
         raise Unsupported("conjugate of a complex tensor")
     return self  # the conjugate of a real tensor is itself
+
+
+# Python arithmetic on symbolic sizes (0-d i64 values), as torch.export writes it for
+# ``n ** 2``, ``max(n, 4)``, ``n ** 0.5`` on a size ``n``.
+converter("operator.pow")(pow_)
+
+
+def _sym_extremum(canonical: str):
+    def convert(ctx: Ctx, a: Any, b: Any) -> Any:
+        if not isinstance(a, Value) and not isinstance(b, Value):
+            return max(a, b) if canonical == "maximum" else min(a, b)
+        return ctx.op(canonical, *ctx.promote(a, b))
+
+    return convert
+
+
+converter("torch.sym_max")(_sym_extremum("maximum"))
+converter("torch.sym_min")(_sym_extremum("minimum"))
+
+
+@converter("torch.sym_float")
+def sym_float(ctx: Ctx, a: Any) -> Any:
+    # A Python float: 0-d float64, which (0-d) does not promote the tensors it meets.
+    return ctx.cast(a, DType.FLOAT64) if isinstance(a, Value) else float(a)
+
+
+@converter("torch.sym_int")
+def sym_int(ctx: Ctx, a: Any) -> Any:
+    if not isinstance(a, Value):
+        return int(a)
+    return ctx.cast(ctx.op("trunc", a) if a.dtype.is_float else a, DType.INT64)

@@ -14,7 +14,8 @@
 #   shape environment remembers it, else torch's symbol (``s0``); the range from
 #   ``range_constraints``. A size torch computed from symbols (``2*s0``, ``s0 + 1``,
 #   ``FloorDiv``, ``Mod``, ``Min``, ``Max``) becomes the same expression (msc.ir.symexpr).
-# - The output structure (``out_spec``) is kept in ``graph.output_tree``.
+# - The output structure (``out_spec``) is kept in ``graph.output_tree``; an output under a dict
+#   key (a ModelOutput's ``logits``) is named by its key path.
 """
 
 from __future__ import annotations
@@ -156,6 +157,35 @@ def tree_spec(spec: Any, leaves: list[Any], index: dict[int, int]) -> Any:
     return walk(spec)
 
 
+def name_outputs(g: Graph) -> None:
+    """Outputs the source returns under string dict keys (a ModelOutput's ``logits``, a dict's
+    entries) are named by their key path (``logits``, ``hidden_states.0``), where that name is
+    free and the value is computed by a node (an input or weight returned as it is keeps its
+    name)."""
+    tree = g.output_tree
+    if tree is None:
+        return
+    taken = {v.name for v in g.values()} | set(g.weights)
+    done: set[int] = set()
+
+    def walk(spec: Any, path: list[str], keyed: bool) -> None:
+        ((kind, body),) = spec.items()
+        if kind == "leaf" and keyed and body not in done:
+            done.add(body)
+            v, name = g.outputs[body], ".".join(path)
+            if v.producer is not None and name not in taken:
+                taken.add(name)
+                v.name = name
+        elif kind == "dict":
+            for k, c in body:
+                walk(c, [*path, str(k)], isinstance(k, str))
+        elif kind in ("tuple", "list"):  # indices count inside a dict entry only
+            for i, c in enumerate(body):
+                walk(c, [*path, str(i)] if keyed else path, keyed)
+
+    walk(tree, [], False)
+
+
 def _is_model_output(t: Any) -> bool:
     return isinstance(t, type) and any(c.__name__ == "ModelOutput" for c in t.__mro__)
 
@@ -239,7 +269,8 @@ def _translate(
     problems: list[UnsupportedOp] = []
     by_name = {n.name: n for n in placeholders}
     user_specs = []
-    by_tensor: dict[int, Value] = {}
+    by_tensor: dict[Any, Value] = {}
+    tied: dict[str, str] = {}  # another name of a tied weight -> the weight's name
     buffers: list[str] = []  # persistent buffers
     constants: list[str] = []  # non-persistent buffers and large lifted constants
     for spec in sig.input_specs:
@@ -257,10 +288,12 @@ def _translate(
                 src.weights[arg_name] = constant_node(g, arg_name, t)
             elif key in g.weights:
                 src.weights[arg_name] = g.weights[key]
-            elif id(t) in by_tensor:  # tied: one weight, used wherever either name is
-                src.weights[arg_name] = by_tensor[id(t)]
+            elif _same_tensor(t) in by_tensor:  # tied: one weight, used wherever either name is
+                src.weights[arg_name] = w = by_tensor[_same_tensor(t)]
+                tied[key] = w.name
             else:
-                src.weights[arg_name] = by_tensor[id(t)] = g.add_weight(key, tensor_to_numpy(t))
+                w = g.add_weight(key, tensor_to_numpy(t))
+                src.weights[arg_name] = by_tensor[_same_tensor(t)] = w
                 if spec.kind == InputKind.BUFFER:
                     (buffers if spec.persistent else constants).append(key)
                 elif spec.kind == InputKind.CONSTANT_TENSOR:
@@ -270,6 +303,8 @@ def _translate(
         # TOKEN inputs (effect ordering) carry no data.
     if problems:
         raise UnsupportedOpsError(problems)
+    # Names the state_dict has beside the signature's (a loaded .pt2 has no module to ask).
+    tied |= _tied_in_state_dict(ep, g, by_tensor, buffers, set(_aliases or ()))
 
     # User inputs, in flattened order.
     tensor_specs = []
@@ -313,8 +348,19 @@ def _translate(
             outputs.append(x)
     g.set_outputs(outputs)
     g.output_tree = tree_spec(ep.call_spec.out_spec, leaves, index)
-    finish(g, buffers, constants, _aliases or {})
+    name_outputs(g)
+    finish(g, buffers, constants, tied | (_aliases or {}))
     return checked(g)
+
+
+def _same_tensor(t: torch.Tensor) -> Any:
+    """A key equal for two tensors that are one tensor under two names: the same object, or
+    the same elements of one storage (a tie as a saved program restores it: two Parameters
+    on one storage)."""
+    if t.numel() == 0 or t.device.type == "meta":
+        return id(t)
+    st = t.untyped_storage()
+    return (st.data_ptr(), t.storage_offset(), tuple(t.shape), tuple(t.stride()), t.dtype)
 
 
 def _is_view(node: Any) -> bool:
@@ -335,6 +381,35 @@ def _mutates_views(ep: ExportedProgram) -> bool:
         if _is_view(n.args[0]) or any(_is_view(u) for u in n.args[0].users if u is not n):
             return True
     return False
+
+
+def _tied_in_state_dict(
+    ep: ExportedProgram,
+    g: Graph,
+    by_tensor: dict[Any, Value],
+    buffers: list[str],
+    known: set[str],
+) -> dict[str, str]:
+    """Names the program's state_dict has beside the ones its signature reads (torch.export
+    may lift a tied parameter once; ``known`` ones the module named already), each -> the
+    weight whose tensor it is: the same elements of one storage (``_same_tensor``; msc's .pt2
+    reader gives names stored in one payload file one storage). Equal values alone are not a
+    tie: two weights that merely start equal may be trained apart. A name tied to nothing
+    found is its own unused weight (a persistent buffer, added to ``buffers``, unless it is a
+    Parameter), so the source's state_dict still loads with every key."""
+    seen = {s.target for s in ep.graph_signature.input_specs if s.target is not None}
+    out: dict[str, str] = {}
+    for key, t in ep.state_dict.items():
+        if key in seen or key in known or key in g.weights or not isinstance(t, torch.Tensor):
+            continue
+        same = by_tensor.get(_same_tensor(t))
+        if same is not None:
+            out[key] = same.name
+        else:
+            g.add_weight(key, tensor_to_numpy(t))
+            if not isinstance(t, torch.nn.Parameter):
+                buffers.append(key)
+    return out
 
 
 def _aliases(module: torch.nn.Module) -> dict[str, str]:

@@ -6,8 +6,14 @@ shape expressions from the file to ``sympy.sympify``, which evaluates Python. A 
 untrusted input (../shared/DESIGN.md, "Security model"), so msc reads the archive itself:
 
 - the program is torch's JSON schema, parsed into torch's own dataclasses (data only);
-- every symbolic expression in it is checked against a small grammar before torch parses it
-  (names, numbers, arithmetic, comparisons, and the functions torch's serializer writes);
+- every symbolic expression in it is parsed by msc (msc.frontend.torch.pt2_expr), bounded in
+  size, and built into sympy from a fixed table of constructors; torch gets the built object,
+  never the string (its deserializer would ``sympify`` it, which evaluates Python);
+- the input / output structures are rewritten to builtin containers (pt2_tree): an output
+  class nobody registered (a transformers ``ModelOutput``) reads as its named fields, and no
+  module the file names is imported;
+- ``guards_code`` (Python source ``ep.module()`` compiles when sample inputs are present) is
+  dropped;
 - weights and constants are raw tensor bytes, viewed with the dtype, sizes and strides the
   archive's config gives; legacy weight files are read with ``torch.load(weights_only=True)``;
 - sample inputs are not read at all (msc does not need them);
@@ -19,12 +25,13 @@ unless the caller passes ``trust_pickle=True`` (``--trust-pickle``), which uses
 ``torch.export.load`` as it is: only for files from a trusted source.
 
 # NOTE: member sizes come from the zip directory and are checked before anything is read, so a
-# compressed "zip bomb" or a member larger than the file is refused without allocating it.
+# compressed "zip bomb" or a member larger than the file is refused without allocating it; the
+# members read together may expand to at most _RATIO_LIMIT times the archive (+ _SLACK), so
+# many deflated members cannot add up to what one may not.
 """
 
 from __future__ import annotations
 
-import builtins
 import dataclasses
 import io
 import json
@@ -46,13 +53,11 @@ __all__ = ["load_pt2"]
 # after deserialization: it must be an operator or one of these functions.)
 _TARGET = re.compile(r"torch\.ops\.|_operator\.[a-z_]+\Z|math\.[a-z_0-9]+\Z|torch\._?sym_[a-z_]+\Z")
 _JSON_LIMIT = 1 << 30  # bytes of JSON a program may have (the largest real ones are ~100 MB)
-_RATIO_LIMIT = 200  # a compressed member may expand at most this much
-# A symbolic expression as torch's serializer writes it: ``Symbol('s77', positive=True,
-# integer=True)``, ``2*s0 + 1``, ``FloorDiv(s0, 2)``, ``Max(1, s1)``.
-_TOKEN = re.compile(
-    r"\s*(?:([A-Za-z_][A-Za-z0-9_]*)(\s*=(?!=))?|'[A-Za-z0-9_]*'"
-    r"|\d+(?:\.\d+)?(?:[eE][+-]?\d+)?|\*\*|//|[-+*/%(),<>=!&|~])"
-)
+# torch writes members stored (ratio 1); deflated JSON reaches ~10x. Together the members read
+# may expand to this many times the archive's size, plus _SLACK for small archives.
+_RATIO_LIMIT = 50
+_SLACK = 16 << 20
+_INT64 = 1 << 63
 
 
 def load_pt2(path: str | os.PathLike, *, trust_pickle: bool = False) -> Any:
@@ -86,6 +91,7 @@ class _Reader:
             raise MscError(f"{path}: members under several top folders, not a .pt2 archive")
         self.root = roots.pop() + "/"
         self.infos = {i.filename: i for i in infos}
+        self.budget = self.size * _RATIO_LIMIT + _SLACK  # bytes left to expand into
         for name in self.infos:
             parts = name.split("/")
             if name.startswith("/") or "\\" in name or ".." in parts:
@@ -99,14 +105,20 @@ class _Reader:
         info = self.infos.get(self.root + name)
         if info is None:
             raise MscError(f"{self.path}: member {self.root + name} is missing")
-        limit = self.size * _RATIO_LIMIT if limit is None else limit
-        if info.file_size > limit or (
+        if (limit is not None and info.file_size > limit) or (
             info.compress_type == zipfile.ZIP_STORED and info.file_size > self.size
         ):
             raise MscError(
                 f"{self.path}: member {info.filename} claims {info.file_size} bytes, "
                 "more than the archive can hold"
             )
+        if info.file_size > self.budget:
+            raise MscError(
+                f"{self.path}: member {info.filename} claims {info.file_size} bytes; with the "
+                f"members before it, the archive would expand to more than {_RATIO_LIMIT} "
+                "times its size (a compressed archive bomb?)"
+            )
+        self.budget -= info.file_size
         try:
             data = self.z.read(info)
         except (zipfile.BadZipFile, OSError, ValueError, EOFError, NotImplementedError) as e:
@@ -242,64 +254,45 @@ def _view(flat: Any, meta: Any, is_param: bool) -> Any:
 
 
 # ---------------------------------------------------------------------- checks before torch
-_SAFE_FUNCTIONS = frozenset(
-    {
-        "Max", "Min", "Mod", "Abs", "Eq", "Ne", "Lt", "Le", "Gt", "Ge", "And", "Or", "Not",
-        "Integer", "Rational", "Float", "floor", "ceiling", "sqrt", "Piecewise", "ITE",
-        "oo", "zoo", "nan", "true", "false", "True", "False", "Pow", "Symbol", "Dummy",
-    }
-)  # fmt: skip
-
-
-def _unsafe_names() -> frozenset[str]:
-    import sympy
-
-    return frozenset(dir(builtins)) | frozenset(dir(sympy))
-
-
-def _torch_sympy_functions() -> frozenset[str]:
-    """The sympy functions torch defines for shapes (FloorDiv, CeilToInt, ...): what its
-    deserializer passes to sympify by name."""
-    import sympy
-    import torch.utils._sympy.functions as fns
-
-    return frozenset(
-        n
-        for n in dir(fns)
-        if isinstance(getattr(fns, n), type) and issubclass(getattr(fns, n), sympy.Basic)
-    )
-
-
-def _check_expr(path: Path, expr: str, unsafe: frozenset[str], allowed: frozenset[str]) -> None:
-    """An expression torch will give to sympy.sympify (which evaluates Python): only names,
-    numbers, arithmetic and the functions torch's serializer writes."""
-    pos = 0
-    expr = expr.rstrip()
-    while pos < len(expr):
-        m = _TOKEN.match(expr, pos)
-        if m is None:
-            raise MscError(f"{path}: a symbolic expression holds {expr[pos : pos + 20]!r}: refused")
-        name, keyword = m.group(1), m.group(2)
-        if name is not None and "__" in name:
-            raise MscError(f"{path}: a symbolic expression names {name!r}: refused")
-        if name is not None and not keyword and name not in allowed and name in unsafe:
-            raise MscError(f"{path}: a symbolic expression names {name!r}: refused")
-        pos = m.end()
-
-
 def _check_program(path: Path, serialized: Any) -> None:
-    """Walk the deserialized schema: every symbolic expression and every call target."""
+    """Walk the deserialized schema: read every symbolic expression into sympy (torch gets the
+    object, not the string), bound every size hint and range, rewrite every input / output
+    structure to builtin containers, check every call target, and drop ``guards_code``."""
     from torch._export.serde import schema
     from torch._export.serde.union import _Union
 
-    unsafe = _unsafe_names()
-    allowed = _SAFE_FUNCTIONS | _torch_sympy_functions()
-    stack, seen = [serialized], 0
+    from msc.frontend.torch.pt2_expr import ExprReader, refuse
+    from msc.frontend.torch.pt2_tree import rewrite_spec
+
+    reader = ExprReader()
+    serialized.guards_code = []
+    for name, r in serialized.range_constraints.items():
+        for v in (r.min_val, r.max_val):
+            if v is not None and not (isinstance(v, int) and -_INT64 <= v <= _INT64):
+                raise MscError(f"{path}: the range of symbol {name[:40]!r} has a bound {v!r}")
+    stack = [serialized]
     while stack:
         x = stack.pop()
-        seen += 1
         if isinstance(x, schema.SymExpr):
-            _check_expr(path, x.expr_str, unsafe, allowed)
+            text = x.expr_str
+            if not isinstance(text, str):
+                raise MscError(f"{path}: a symbolic expression that is not a string")
+            try:
+                x.expr_str = reader.read(text)
+            except (ValueError, RecursionError) as e:
+                raise refuse(path, text, str(e)) from None
+        elif isinstance(x, schema.SymExprHint):
+            v = x.value
+            if x.type == "as_int" and not (isinstance(v, int) and -_INT64 <= v < _INT64):
+                raise MscError(f"{path}: a symbolic size's hint {v!r} is not an int64")
+            if x.type == "as_float" and not (isinstance(v, float) and math.isfinite(v)):
+                raise MscError(f"{path}: a symbolic float's hint {v!r} is not a finite float")
+        elif isinstance(x, schema.ModuleCallSignature):
+            for field in ("in_spec", "out_spec"):
+                try:
+                    setattr(x, field, rewrite_spec(getattr(x, field)))
+                except ValueError as e:
+                    raise MscError(f"{path}: the program's {field}: {e}") from None
         if isinstance(x, schema.Node) and not _TARGET.match(x.target):
             raise MscError(f"{path}: a node calls {x.target[:80]!r}: refused")
         if isinstance(x, _Union):  # one field set: reading another raises

@@ -407,9 +407,11 @@ def narrow(ctx: Ctx, self: Value, dim: int, start: Any, length: Any) -> Value:
 
 @converter("aten.select.int", "aten.select_copy.int")
 def select(ctx: Ctx, self: Value, dim: int, index: Any) -> Value:
-    (i,) = ctx.ints([index], "select index")
     r = ctx.rank(self)
     d = _axis(dim, r)
+    if isinstance(index, Value):  # an index only known at run time (a tensor's .item())
+        return ctx.op("gather", self, ctx.cast(index, DType.INT64), axis=d)
+    (i,) = ctx.ints([index], "select index")
     end = i + 1 if i != -1 else INT_MAX
     y = ctx.op("slice", self, starts=[i], ends=[end], axes=[d], steps=[1])
     return ctx.op("squeeze", y, axes=[d])

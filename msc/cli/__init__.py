@@ -3,80 +3,56 @@
 
 Exit codes: 0 success (for ``diff``: the models are structurally equal); 1 a check, a
 verification or a diff found a difference; 2 a user error (bad arguments, a missing or corrupt
-file, unsupported ops), reported as one line plus details, without a traceback.
+file, unsupported ops), reported as one ``msc: error:`` line (plus indented details, such as
+every unsupported op), without a traceback.
 
-# NOTE: progress goes to stderr and only when stderr is a terminal and ``--quiet`` is not given;
-# results go to stdout (``--json``: one JSON document and nothing else).
+# NOTE: what a command prints is msc's own: while it runs, everything else written to the
+# process's stdout and stderr (torch's graph dumps and logs, onnxruntime's and TVM's C++
+# loggers, Python warnings) goes nowhere, unless ``--verbose``. Progress goes to stderr, and
+# only when stderr is a terminal and ``--quiet`` is not given; results go to stdout
+# (``--json``: one JSON document and nothing else); ``--quiet`` prints nothing on success.
 """
 
 from __future__ import annotations
 
 import argparse
+import difflib
+import io
 import json
 import signal
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TextIO
+
+from msc.cli.output import BatchBar, Progress, isatty, own_output, quiet_exit
 
 __all__ = ["main", "build_parser"]
 
 EXIT_OK, EXIT_MISMATCH, EXIT_USAGE = 0, 1, 2
+TARGETS = ("torch", "onnx", "msc", "relax")  # msc.analysis.convert.TARGETS, without its import
 
 _EPILOG = """\
 model formats: .onnx, .pt2 (torch.export.save), a saved msc graph directory (msc.save),
-a codegen.torch directory (model.py + model.safetensors), .msc text, a TVMScript .py file or a
-codegen.relax directory (module.py + model.safetensors; needs apache-tvm), or module.py:ClassName
-(a file defining an nn.Module built with no arguments; give --input-shape for its inputs).
+a codegen.torch directory (model.py + model.safetensors), a codegen.relax directory
+(module.py + model.safetensors) or TVMScript file (needs apache-tvm), .msc text, or
+module.py:ClassName (a file defining an nn.Module built with no arguments; give --input-shape
+for its inputs).
 
-security: .onnx, .pt2, .msc, saved graphs, safetensors, TVMScript .py files and codegen.relax
+security: .onnx, .pt2, .msc, saved graphs, safetensors, TVMScript files and codegen.relax
 directories are only read; nothing in them runs (a .pt2 member that needs unpickling, or
-TVMScript beyond what TVM's printer writes, is refused unless --trust-code). module.py:ClassName
-and a codegen.torch directory ARE Python code: msc imports and runs them.
+TVMScript beyond what TVM's printer writes, is refused unless --trust-code).
+module.py:ClassName and a codegen.torch directory ARE Python code: msc imports and runs them.
 
 exit codes: 0 ok, 1 a check/verify/diff found a difference, 2 user error.
 """
 
 
-class _Progress:
-    """Step-by-step progress on stderr with rich, or nothing."""
-
-    def __init__(self, enabled: bool) -> None:
-        self._p: Any = None
-        self._task: Any = None
-        if not enabled:
-            return
-        try:
-            from rich.console import Console
-            from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-        except ImportError:
-            return
-        self._p = Progress(
-            SpinnerColumn(finished_text="[green]✓[/green]"),
-            TextColumn("{task.description}"),
-            TimeElapsedColumn(),
-            console=Console(stderr=True),
-            transient=True,
-        )
-
-    def __enter__(self) -> Callable[[str], None]:
-        if self._p is not None:
-            self._p.start()
-        return self.step
-
-    def step(self, text: str) -> None:
-        if self._p is None:
-            return
-        if self._task is not None:
-            self._p.update(self._task, completed=1, total=1)
-        self._task = self._p.add_task(text, total=None)
-
-    def __exit__(self, *exc: Any) -> None:
-        if self._p is not None:
-            self._p.stop()
+def _progress(args: argparse.Namespace) -> Progress:
+    return Progress(_shows_progress(args), args.err)
 
 
-def _progress(args: argparse.Namespace) -> _Progress:
-    return _Progress(not args.quiet and not getattr(args, "json", False) and sys.stderr.isatty())
+def _shows_progress(args: argparse.Namespace) -> bool:
+    return not args.quiet and not getattr(args, "json", False) and isatty(args.err)
 
 
 def _specs(args: argparse.Namespace):
@@ -114,11 +90,14 @@ def _load(src: str, args: argparse.Namespace, say: Callable[[str], None]):
     return load_model(src, progress=say, trust_pickle=trust, custom_ops=custom)
 
 
-def _emit(args: argparse.Namespace, data: dict[str, Any], text: str) -> None:
+def _emit(args: argparse.Namespace, data: dict[str, Any], text: str, code: int = 0) -> int:
+    """Print a command's result (``--json``: the document) and return its exit code; with
+    ``--quiet`` a success prints nothing but what ``--json`` asked for."""
     if getattr(args, "json", False):
-        sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
-    else:
-        sys.stdout.write(text)
+        args.out.write(json.dumps(data, indent=2, default=str) + "\n")
+    elif not (args.quiet and code == EXIT_OK):
+        args.out.write(text)
+    return code
 
 
 # ------------------------------------------------------------------------------ commands
@@ -126,18 +105,24 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     from msc.analysis.inspect import format_report, inspect_graph
     from msc.analysis.shapes import bind
 
+    if args.weights_only or args.model.lower().endswith(".safetensors"):
+        from msc.analysis.weights import format_weights, inspect_weights
+
+        w = inspect_weights(args.model)
+        _emit(args, w.to_json(), format_weights(w, top=args.top if args.weights_only else 0))
+        return EXIT_OK
     with _progress(args) as say:
         m = _load(args.model, args, say)
         binding = {} if _is_module(args.model) else bind(m.graph, _specs(args))
         say("analysing")
         r = inspect_graph(m.graph, binding, source=m.label)
-    _emit(args, r.to_json(), format_report(r, top=args.top))
-    return EXIT_OK
+    return _emit(args, r.to_json(), format_report(r, top=args.top))
 
 
 def _cmd_diff(args: argparse.Namespace) -> int:
     from msc.analysis.diff import diff_graphs, format_diff
 
+    _check_overlay_outputs(args)
     with _progress(args) as say:
         a = _load(args.a, args, say)
         b = _load(args.b, args, say)
@@ -148,8 +133,8 @@ def _cmd_diff(args: argparse.Namespace) -> int:
 
             say("writing overlays")
             _overlays(args, a, b, *diff_overlays(r))
-    _emit(args, r.to_json(), format_diff(r, a.label, b.label, limit=0 if args.all else 25))
-    return EXIT_OK if r.equivalent else EXIT_MISMATCH
+    text = format_diff(r, a.label, b.label, limit=0 if args.all else 25)
+    return _emit(args, r.to_json(), text, EXIT_OK if r.equivalent else EXIT_MISMATCH)
 
 
 def _overlays(args: argparse.Namespace, a: Any, b: Any, oa: Any, ob: Any) -> None:
@@ -164,33 +149,55 @@ def _overlays(args: argparse.Namespace, a: Any, b: Any, oa: Any, ob: Any) -> Non
         from msc.analysis.page import graph_data, to_page
 
         out = Path(args.html)
-        files.check_output(out, "file")
         page = to_page(
             [graph_data(a.graph, f"A: {a.label}", oa), graph_data(b.graph, f"B: {b.label}", ob)],
             f"{args.command}: {a.label} vs {b.label}",
         )
-        files.write_text(out, page)
+        files.write_text(out, page, "html")
         if not args.quiet:
-            print(f"wrote {out}", file=sys.stderr)
+            print(f"wrote {out}", file=args.err)
     if args.node_data:
         from msc.analysis.explorer import node_data
 
         d = Path(args.node_data)
         d.mkdir(parents=True, exist_ok=True)
         for name, o in (("A.json", oa), ("B.json", ob)):
-            files.write_text(d / name, _json.dumps(node_data(o), indent=1) + "\n")
+            text = _json.dumps(node_data(o), indent=1) + "\n"
+            files.write_text(d / name, text, "node-data")
         if not args.quiet:
             print(
                 f"wrote {d / 'A.json'} and {d / 'B.json'}; view with: model-explorer {args.a} "
                 f"--extensions=msc.explorer --node_data_paths={d / 'A.json'}",
-                file=sys.stderr,
+                file=args.err,
             )
+
+
+def _check_overlay_outputs(args: argparse.Namespace) -> None:
+    """Before any work: ``--html`` and ``--node-data`` files can be written, and replace
+    neither a model the command reads (A or B, or a file inside one) nor a file msc did not
+    write."""
+    from pathlib import Path
+
+    from msc.errors import MscError
+    from msc.io import files
+
+    outs = [(Path(args.html), "html")] if args.html else []
+    if args.node_data:
+        outs += [(Path(args.node_data) / n, "node-data") for n in ("A.json", "B.json")]
+    for out, what in outs:
+        target = out.resolve()
+        for src in (args.a, args.b):
+            p = Path(src).resolve()
+            if target == p or p in target.parents:
+                raise MscError(f"{out}: is the model {src} this command reads; choose another path")
+        files.check_output(out, "file", what)
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
     from msc.analysis.shapes import bind
     from msc.analysis.verify import format_verify, verify_models
 
+    _check_overlay_outputs(args)
     with _progress(args) as say:
         a = _load(args.a, args, say)
         b = _load(args.b, args, say)
@@ -215,8 +222,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
             say("writing overlays")
             _overlays(args, a, b, *verify_overlays(r))
-    _emit(args, r.to_json(), format_verify(r))
-    return EXIT_OK if r.ok else EXIT_MISMATCH
+    return _emit(args, r.to_json(), format_verify(r), EXIT_OK if r.ok else EXIT_MISMATCH)
 
 
 def _cmd_render(args: argparse.Namespace) -> int:
@@ -231,7 +237,7 @@ def _cmd_render(args: argparse.Namespace) -> int:
         say(f"rendering {args.output}")
         path = render(g, args.output)
     if not args.quiet:
-        print(f"wrote {path} ({len(g.nodes)} nodes)")
+        print(f"wrote {path} ({len(g.nodes)} nodes)", file=args.out)
     return EXIT_OK
 
 
@@ -287,65 +293,14 @@ def _cmd_convert(args: argparse.Namespace) -> int:
             lines.append("nothing written; --no-check writes it anyway")
     else:
         lines.append("check: skipped (--no-check)")
-    _emit(args, r.to_json(), "\n".join(lines) + "\n")
-    return EXIT_OK if r.ok else EXIT_MISMATCH
-
-
-class _BatchBar:
-    """A progress bar with the count of each status, on stderr with rich, or nothing."""
-
-    def __init__(self, enabled: bool) -> None:
-        self._p: Any = None
-        self._task: Any = None
-        if not enabled:
-            return
-        try:
-            from rich.console import Console
-            from rich.progress import (
-                BarColumn,
-                MofNCompleteColumn,
-                Progress,
-                TextColumn,
-                TimeElapsedColumn,
-            )
-        except ImportError:
-            return
-        self._p = Progress(
-            TextColumn("batch"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("{task.description}"),
-            TimeElapsedColumn(),
-            console=Console(stderr=True),
-            transient=True,
-        )
-
-    def __enter__(self) -> _BatchBar:
-        if self._p is not None:
-            self._p.start()
-        return self
-
-    def __call__(self, entry: dict[str, Any] | None, report: Any) -> None:
-        if self._p is None:
-            return
-        total = len(report.models)
-        done = sum(m["status"] != "pending" for m in report.models)
-        counts = "  ".join(f"{s} {n}" for s, n in report.counts.items() if s != "pending")
-        if self._task is None:
-            self._task = self._p.add_task(counts, total=total)
-        self._p.update(self._task, completed=done, total=total, description=counts)
-
-    def __exit__(self, *exc: Any) -> None:
-        if self._p is not None:
-            self._p.stop()
+    return _emit(args, r.to_json(), "\n".join(lines) + "\n", EXIT_OK if r.ok else EXIT_MISMATCH)
 
 
 def _cmd_batch(args: argparse.Namespace) -> int:
     from msc.analysis.batch import batch, format_batch
 
     ray: bool | str = False if args.ray is None else (args.ray or True)
-    show = not args.quiet and not args.json and sys.stderr.isatty()
-    with _BatchBar(show) as bar:
+    with BatchBar(_shows_progress(args), args.err) as bar:
         r = batch(
             args.manifest,
             args.output,
@@ -360,14 +315,15 @@ def _cmd_batch(args: argparse.Namespace) -> int:
             custom_ops=args.custom_ops,
             progress=bar,
         )
-    _emit(args, r.to_json(), format_batch(r))
-    return EXIT_OK if r.ok else EXIT_MISMATCH
+    return _emit(args, r.to_json(), format_batch(r), EXIT_OK if r.ok else EXIT_MISMATCH)
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
     from msc.examples import demo
 
-    return demo(out=sys.stdout, keep=args.out, model=args.model)
+    text = io.StringIO()
+    code = demo(out=text if args.quiet else args.out, keep=args.keep, model=args.model)
+    return _emit(args, {}, text.getvalue(), code)
 
 
 # ------------------------------------------------------------------------------ parser
@@ -388,7 +344,20 @@ def _shape_opts(p: argparse.ArgumentParser) -> None:
 
 
 def _common(p: argparse.ArgumentParser, reads_models: bool = True) -> None:
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress display")
+    p.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="print nothing on success (the exit code says it; --json still prints its "
+        "document); a difference or an error is still reported",
+    )
+    p.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="let through what torch, onnxruntime and TVM print and log while msc works "
+        "(hidden by default)",
+    )
     if reads_models:
         p.add_argument(
             "--trust-code",
@@ -422,11 +391,48 @@ def _tolerance(text: str) -> float:
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse that reports a bad command line as one ``msc: error:`` line, exit 2."""
+    """argparse that reports a bad command line as one ``msc: error:`` line, exit 2, with a
+    guess at what was meant for a mistyped command, option or choice."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.commands: dict[str, _Parser] = {}  # the top-level parser's subcommands
+        self.options: list[str] = []  # every option string, for "did you mean"
+        super().__init__(*args, **kwargs)
+
+    def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
+        action = super().add_argument(*args, **kwargs)
+        self.options += action.option_strings
+        return action
 
     def error(self, message: str):  # type: ignore[override]
-        sys.stderr.write(f"msc: error: {self.prog}: {message} (see {self.prog} --help)\n")
+        where = self.prog.removeprefix("msc").strip()  # "convert": no second "msc"
+        where = f"{where}: " if where else ""
+        sys.stderr.write(f"msc: error: {where}{message} (see {self.prog} --help)\n")
         sys.exit(EXIT_USAGE)
+
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        # argparse's own check, with the closest choice named (a command, a --to target).
+        if action.choices is not None and value not in action.choices:
+            choices = [str(c) for c in action.choices]
+            raise argparse.ArgumentError(
+                action,
+                f"invalid choice: {value!r} (choose from {', '.join(choices)})"
+                + _did_you_mean(str(value), choices),
+            )
+
+    def parse_args(self, args: Any = None, namespace: Any = None) -> argparse.Namespace:  # type: ignore[override]
+        ns, extra = self.parse_known_args(args, namespace)
+        if extra:
+            sub = self.commands.get(getattr(ns, "command", None) or "")
+            options = (sub or self).options
+            hint = next((_did_you_mean(a.split("=")[0], options) for a in extra), "")
+            (sub or self).error(f"unrecognized arguments: {' '.join(extra)}{hint}")
+        return ns
+
+
+def _did_you_mean(word: str, candidates: Sequence[str]) -> str:
+    close = difflib.get_close_matches(word, candidates, n=1, cutoff=0.6)
+    return f"; did you mean {close[0]}?" if close else ""
 
 
 def _tol(p: argparse.ArgumentParser) -> None:
@@ -464,8 +470,8 @@ def build_parser() -> argparse.ArgumentParser:
     fmt = argparse.RawDescriptionHelpFormatter
     p = _Parser(
         prog="msc",
-        description="msc: translate models between PyTorch and ONNX through one neutral "
-        "graph, and look inside them.",
+        description="msc: translate models between PyTorch, ONNX and TVM Relax through one "
+        "neutral graph, and look inside them.",
         epilog=_EPILOG,
         formatter_class=fmt,
     )
@@ -474,7 +480,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     c = sub.add_parser(
         "convert",
-        help="convert a model to PyTorch source, ONNX or an msc graph, and check it",
+        help="convert a model to PyTorch source, ONNX, TVM Relax or an msc graph, and check it",
         description="Convert SRC and write OUT; then re-import OUT, compare it with the "
         "converted graph, and run both on random inputs (unless --no-check). Nothing is "
         "written if anything fails.",
@@ -485,15 +491,15 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("-o", "--output", required=True, metavar="OUT", help="where to write it")
     c.add_argument(
         "--to",
-        choices=("torch", "onnx", "msc", "relax"),
+        choices=TARGETS,
         help="target (default: onnx for *.onnx, msc for *.msc, else a torch directory; relax: "
         "a TVM Relax directory, needs apache-tvm)",
     )
     c.add_argument(
         "--opset",
         type=int,
-        help="ONNX opset to emit (default: the lowest at which every op has its own operator, "
-        "at least torch.onnx's default, 20)",
+        help="ONNX opset to emit (default: the newest at which the installed onnxruntime has a "
+        "kernel for every op)",
     )
     _shape_opts(c)
     c.add_argument("--no-check", action="store_true", help="skip checking the output")
@@ -517,6 +523,12 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("model", metavar="MODEL")
     _shape_opts(i)
     i.add_argument("--top", type=int, default=15, help="nodes listed by FLOPs (0: all)")
+    i.add_argument(
+        "--weights-only",
+        action="store_true",
+        help="only the weights (a model directory's or a .safetensors file's), read from the "
+        "safetensors header: nothing runs, not even a generated model.py",
+    )
     i.add_argument("--json", action="store_true", help="print the report as JSON")
     _common(i)
     i.set_defaults(func=_cmd_inspect)
@@ -603,8 +615,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     b.add_argument(
         "--to",
-        choices=("torch", "onnx", "msc"),
-        help="target for convert entries that name none (default torch)",
+        choices=TARGETS,
+        help="target for convert entries that name none (default torch; relax needs apache-tvm)",
     )
     b.add_argument("-j", "--jobs", type=int, metavar="N", help="workers at once (default: CPUs)")
     b.add_argument("--timeout", type=float, metavar="SECONDS", help="per model (default 600)")
@@ -634,17 +646,33 @@ def build_parser() -> argparse.ArgumentParser:
         "PyTorch source, verifying each step numerically, then inspect it.",
     )
     dm.add_argument("--model", choices=("cnn", "transformer"), default="cnn", help="which model")
-    dm.add_argument("--out", metavar="DIR", help="keep the files in DIR (default: temporary)")
+    dm.add_argument(
+        "--out", metavar="DIR", dest="keep", help="keep the files in DIR (default: temporary)"
+    )
     _common(dm, reads_models=False)
     dm.set_defaults(func=_cmd_demo)
+    p.commands.update(sub.choices)
     return p
 
 
-def _report_error(e: BaseException) -> int:
-    lines = str(e).strip().splitlines() or [type(e).__name__]
-    sys.stderr.write(f"msc: error: {lines[0]}\n")
+# The Python API's spelling of an option, as errors from the library say it, and the command
+# line's, as the user of the command needs it.
+_CLI_SPELLING = (
+    ("custom_ops='keep'", "--custom-ops keep"),
+    ('custom_ops="keep"', "--custom-ops keep"),
+    ("--trust-pickle (trust_pickle=True)", "--trust-pickle"),
+    ("trust_pickle=True", "--trust-pickle"),
+)
+
+
+def _report_error(e: BaseException, err: TextIO) -> int:
+    text = str(e).strip()
+    for api, cli in _CLI_SPELLING:
+        text = text.replace(api, cli)
+    lines = text.splitlines() or [type(e).__name__]
+    err.write(f"msc: error: {lines[0]}\n")
     for line in lines[1:]:
-        sys.stderr.write(f"  {line}\n")
+        err.write(f"  {line}\n")
     return EXIT_USAGE
 
 
@@ -660,33 +688,54 @@ def _main_thread() -> bool:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``msc ARGV``; returns the exit code. Without ``argv`` (the process's own command
+    line) this process is the command: the work runs in a supervised child (msc.io.supervise),
+    so even a fatal signal ends in one error line, and its exit is kept quiet too (unless
+    ``--verbose``)."""
     from msc.errors import MscError
     from msc.io.files import deferring
 
+    if argv is None:
+        from msc.io.supervise import supervise
+
+        code = supervise()
+        if code is not None:
+            return code
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
         return EXIT_OK
+    if getattr(args, "verbose", False):
+        from msc.io.native import let_through
+
+        let_through()  # TVM's logs inside msc's Relax paths too
     previous = {}
     if _main_thread():  # raised where the program is, or after the output step it is in
         for sig, make in ((signal.SIGTERM, _Terminated), (signal.SIGINT, KeyboardInterrupt)):
             previous[sig] = signal.signal(sig, deferring(make))
     try:
-        return int(args.func(args) or 0)
-    except MscError as e:
-        return _report_error(e)
-    except FileNotFoundError as e:
-        return _report_error(MscError(f"{e.filename or ''}: no such file or directory"))
-    except OSError as e:  # a path msc was told to read or write: permissions, full disk, ...
-        where = f"{e.filename}: " if e.filename else ""
-        return _report_error(MscError(f"{where}{e.strerror or e}"))
-    except KeyboardInterrupt:
-        sys.stderr.write("msc: interrupted\n")
-        return 130
-    except _Terminated:
-        sys.stderr.write("msc: terminated\n")
-        return 143
+        with own_output(args.verbose) as (args.out, args.err):
+            try:
+                return int(args.func(args) or 0)
+            except MscError as e:
+                return _report_error(e, args.err)
+            except FileNotFoundError as e:
+                what = MscError(f"{e.filename or ''}: no such file or directory")
+                return _report_error(what, args.err)
+            except OSError as e:  # a path msc was told to read or write: permissions, ...
+                where = f"{e.filename}: " if e.filename else ""
+                return _report_error(MscError(f"{where}{e.strerror or e}"), args.err)
+            except KeyboardInterrupt:
+                args.err.write("msc: interrupted\n")
+                return 130
+            except _Terminated:
+                args.err.write("msc: terminated\n")
+                return 143
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        if argv is None and not args.verbose:  # last registered: the first to run at exit
+            import atexit
+
+            atexit.register(quiet_exit)

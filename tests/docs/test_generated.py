@@ -1,0 +1,59 @@
+"""The generated docs pages must say what their sources say: docs/cli.md what msc.cli's parser
+defines, docs/performance.md what the committed bench results hold. (docs/ops.md has its own
+check in tests/ops/test_docs.py.)"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _script(path: str):
+    """Import a script that is not in a package (docs/tools, bench) by its path."""
+    spec = importlib.util.spec_from_file_location(Path(path).stem, ROOT / path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_cli_reference_matches_the_parser():
+    cli = _script("docs/tools/cli_reference.py")
+    assert (ROOT / "docs" / "cli.md").read_text(encoding="utf-8") == cli.markdown(), (
+        "docs/cli.md is stale: run `make docs` (python docs/tools/cli_reference.py > docs/cli.md)"
+    )
+
+
+def test_cli_reference_lists_every_command_and_option():
+    from msc.cli import build_parser
+
+    cli = _script("docs/tools/cli_reference.py")
+    text = cli.markdown()
+    for name, _, sub in cli._subcommands(build_parser()):
+        assert f"## msc {name}\n" in text
+        for action in sub._actions:
+            if action.dest == "help":
+                continue
+            for option in action.option_strings:
+                assert f"`{option}" in text or f", {option}" in text, (name, option)
+
+
+def test_performance_page_matches_the_bench_results():
+    report = _script("bench/report.py")
+    assert (ROOT / "docs" / "performance.md").read_text(encoding="utf-8") == report.build(), (
+        "docs/performance.md is stale: run `python bench/report.py`"
+    )
+
+
+def test_performance_page_reports_every_target():
+    import json
+
+    report = _script("bench/report.py")
+    results = json.loads((ROOT / "bench" / "results" / "bench.json").read_text())
+    text = report.page(results)
+    rows = report.targets(results)
+    assert rows
+    for target, figure, _ in rows:
+        assert f"| {target} | {figure} |" in text
