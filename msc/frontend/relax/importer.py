@@ -211,6 +211,8 @@ class RelaxImporter:
             tvm.tirx.Mul: symexpr.mul,
             tvm.tirx.FloorDiv: symexpr.floordiv,
             tvm.tirx.FloorMod: symexpr.mod,
+            tvm.tirx.Max: symexpr.maximum,
+            tvm.tirx.Min: symexpr.minimum,
         }
         for kind, fn in ops.items():
             if isinstance(d, kind):
