@@ -72,6 +72,9 @@ class ConvertReport:
     # only run (eagerly) against the source.
     uncaptured: str = ""
     changes_allowed: bool = False  # real changes did not fail the conversion (allow_changes)
+    # A written Relax module msc.from_relax cannot read back into a graph (why): compared with
+    # the translation by TVM's structural equality and run on the VM, not compared as a graph.
+    unread: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -83,7 +86,7 @@ class ConvertReport:
             "structurally_equal": (
                 self.structural is None if self.checked and not self.uncaptured else None
             ),
-            "not_reimported": self.uncaptured or None,
+            "not_reimported": self.uncaptured or self.unread or None,
             "first_difference": self.structural,
             "changes": self.changes,
             "verdict": self.verdict,
@@ -317,6 +320,8 @@ def convert(
                     report.uncaptured = f"msc cannot read what torch.export captured: {first}"
                 if report.uncaptured:
                     again = generated_module(staged, as_generated(g))
+            elif target == "relax":
+                again = _reread_relax(staged, g, report)
             else:
                 again = load_model(staged, custom_ops=custom_ops)
             report.checked = True
@@ -357,6 +362,31 @@ def convert(
     return report
 
 
+def _reread_relax(staged: Path, g: Graph, report: ConvertReport) -> Model:
+    """The written Relax directory, read back: as msc's graph when msc.from_relax reads every
+    binding the codegen wrote (run-time shapes are written as ``match_cast`` and
+    ``tensor_to_shape``, which have no msc form); else the module alone, run on the VM with
+    ``g``'s inputs, and ``report.unread`` says why."""
+    import msc
+    from codegen.relax import SCRIPT_FILE, WEIGHTS_FILE
+    from msc.analysis.relaxfile import read_relax
+    from msc.io.native import native_stderr_captured
+
+    mod = read_relax(staged / SCRIPT_FILE, staged / WEIGHTS_FILE)
+    try:
+        with native_stderr_captured():
+            graph = msc.from_relax(mod)
+    except UnsupportedOpsError as e:
+        kinds = sorted({o.op for o in e.ops})
+        shown = ", ".join(kinds[:6]) + (", ..." if len(kinds) > 6 else "")
+        report.unread = f"msc.from_relax cannot read back {len(e.ops)} binding(s): {shown}"
+        graph = g
+    except ConversionError as e:
+        report.unread = f"msc.from_relax cannot read it back: {str(e).splitlines()[0]}"
+        graph = g
+    return Model(graph, "relax", str(staged / SCRIPT_FILE), mod)
+
+
 def _user_paths(text: str, tmp: Path, out: Path) -> str:
     """``text`` with paths in the staging directory ``tmp`` written as the user's: the staged
     output as OUT, other staged files (an .onnx file's external data) as OUT's siblings."""
@@ -374,6 +404,7 @@ def _name_user_paths(report: ConvertReport, tmp: Path, out: Path) -> None:
         return _user_paths(text, tmp, out)
 
     report.uncaptured = fix(report.uncaptured)
+    report.unread = fix(report.unread)
     report.changes = fix(report.changes)
     report.structural = None if report.structural is None else fix(report.structural)
     if report.numeric is not None:

@@ -38,10 +38,10 @@ a codegen.torch directory (model.py + model.safetensors), a codegen.relax direct
 module.py:ClassName (a file defining an nn.Module built with no arguments; give --input-shape
 for its inputs).
 
-security: .onnx, .pt2, .msc, saved graphs and safetensors are only read; nothing in them runs
-(a .pt2 member that needs unpickling is refused unless --trust-pickle). module.py:ClassName,
-a codegen.torch directory and TVMScript (a codegen.relax directory) ARE Python code: msc
-imports and runs them.
+security: .onnx, .pt2, .msc, saved graphs, safetensors, TVMScript files and codegen.relax
+directories are only read; nothing in them runs (a .pt2 member that needs unpickling, or
+TVMScript beyond what TVM's printer writes, is refused unless --trust-code).
+module.py:ClassName and a codegen.torch directory ARE Python code: msc imports and runs them.
 
 exit codes: 0 ok, 1 a check/verify/diff found a difference, 2 user error.
 """
@@ -271,6 +271,11 @@ def _cmd_convert(args: argparse.Namespace) -> int:
     if r.checked:
         if r.uncaptured:
             lines.append(f"check: not re-imported ({r.uncaptured}); the module is run as it is")
+        elif r.unread and r.structural is None:
+            lines.append(
+                "check: the written module is structurally equal to the translation (TVM); "
+                f"not compared as an msc graph ({r.unread})"
+            )
         elif r.structural is None:
             lines.append("check: re-imported output is structurally equal to the converted graph")
         elif r.equivalent:
@@ -361,10 +366,13 @@ def _common(p: argparse.ArgumentParser, reads_models: bool = True) -> None:
     )
     if reads_models:
         p.add_argument(
+            "--trust-code",
             "--trust-pickle",
+            dest="trust_pickle",
             action="store_true",
-            help="allow unpickling .pt2 members (pickled weights, custom objects, old "
-            "formats): this RUNS CODE the file contains; only for files you trust",
+            help="let a model file run code it contains: unpickle .pt2 members (pickled "
+            "weights, custom objects, old formats) and hand TVMScript beyond the subset msc "
+            "reads to TVM's parser, which runs it as Python; only for files you trust",
         )
         p.add_argument(
             "--custom-ops",
@@ -713,6 +721,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return EXIT_OK
+    if getattr(args, "verbose", False):
+        from msc.io.native import let_through
+
+        let_through()  # TVM's logs inside msc's Relax paths too
     previous = {}
     if _main_thread():  # raised where the program is, or after the output step it is in
         for sig, make in ((signal.SIGTERM, _Terminated), (signal.SIGINT, KeyboardInterrupt)):
