@@ -69,16 +69,22 @@ def to_model(graph: Graph, opset: int | None = None, **kwargs: Any) -> onnx.Mode
     return ModelBuilder(graph, opset, **kwargs).run()
 
 
-def as_written(graph: Graph) -> Graph:
-    """``graph`` as the ONNX model holds it, to compare a re-import of the model with: the
-    weights no node reads left out (``written_weights``). ``graph`` itself is not changed."""
+def as_written(graph: Graph, opset: int | None = None) -> Graph:
+    """``graph`` as the ONNX model written at ``opset`` (None: ``choose_opset(graph)``'s)
+    holds it, to compare a re-import of the model with: the nodes written through their
+    decompositions (floor division, ``ne``: ops ONNX does not have) lowered by the same rules,
+    the weights no node reads left out (``written_weights``). ``graph`` itself is not
+    changed."""
     from msc.ops.rewrite import copy_graph
 
-    keep = set(written_weights(graph))
-    if len(keep) == len(graph.weights):
-        return graph
-    out = copy_graph(graph)
-    for name in [w.name for w in graph.weights.values() if w not in keep]:
+    if opset is None:
+        opset, _ = choose_opset(graph)
+    out = ModelBuilder(graph, opset, value_infos=False).lowered(opset)
+    keep = {w.name for w in written_weights(out)}
+    if len(keep) == len(out.weights):
+        return out
+    out = copy_graph(out) if out is graph else out
+    for name in [n for n in out.weights if n not in keep]:
         del out.weights[name]
     return out
 

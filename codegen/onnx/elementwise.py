@@ -194,11 +194,6 @@ def eq_7(e: Emit, a: Ref, b: Ref) -> Ref:
     return e.op("Equal", a, b)
 
 
-@emitter("ne", since=11)
-def ne(e: Emit, a: Ref, b: Ref) -> Ref:
-    return e.op("Not", e.op("Equal", a, b))
-
-
 @emitter("le", since=9)
 def le_9(e: Emit, a: Ref, b: Ref) -> Ref:
     e.require(e.opset >= 11 or not a.dtype.is_floating, "Equal takes floats from opset 11")

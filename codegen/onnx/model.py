@@ -150,6 +150,7 @@ class ModelBuilder:
         self._types: dict[str, ValueType] = {}
         self._counter = 0
         self._domains: dict[str, int] = {}  # custom op domain -> version
+        self.decomposed: set[int] = set()  # ids of the nodes written through decompositions
 
     # ------------------------------------------------------------------ names
     def _reserve(self, v: Value) -> str:
@@ -218,11 +219,14 @@ class ModelBuilder:
             reasons.append(f"no emitter before opset {vs[0]}" if vs else "no ONNX emitter")
         if node.op in self.decompositions:
             try:
-                return self._decompose(node, ins, outs)
+                emitted = self._decompose(node, ins, outs)
             except NotDecomposable as d:
                 reasons.append(f"decomposition: {d}")
             except Unsupported as u:
                 reasons.append(f"decomposition: {u}")
+            else:
+                self.decomposed.add(id(node))
+                return emitted
         raise Unsupported("; ".join(reasons))
 
     def _custom(
@@ -447,6 +451,31 @@ class ModelBuilder:
                 unsupported, what=f"graph {g.name!r} at ONNX opset {self.opset}"
             )
         return nodes
+
+    def lowered(self, opset: int) -> Graph:
+        """The graph as the model written at ``opset`` holds it: each node written through
+        its decomposition (no emitter at ``opset``, or one that refuses the node) lowered by
+        the same rule, so a re-import of the model is compared with what was written, not
+        with an op ONNX does not have. The graph itself when no node is lowered.
+
+        Raises:
+            UnsupportedOpsError: as ``emit_nodes``.
+        """
+        from msc.ops.decompose import decompose
+
+        self.emit_nodes(opset)
+        own = {id(n) for n in self.graph.nodes}
+        picked = self.decomposed & own
+        if not picked:
+            return self.graph
+
+        def want(n: Node) -> bool:
+            if id(n) in own:
+                return id(n) in picked
+            # a node a rule built: lowered again where emission finds no emitter for it
+            return self.emitters.lookup(n.op, opset) is None and n.op in self.decompositions
+
+        return decompose(self.graph, want, rules=self.decompositions)
 
     def run(self) -> onnx.ModelProto:
         g = self.graph

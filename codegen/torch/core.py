@@ -42,7 +42,7 @@ from codegen.torch.passes import (
     release_after_last_use,
     walk_stmts,
 )
-from codegen.torch.prepare import shape_weights_as_constants
+from codegen.torch.prepare import indices_from_the_end, shape_weights_as_constants
 from codegen.torch.registry import EMITTERS, MODULE_RULES, EmitterRegistry, ModuleRule
 from msc.errors import NonNumericValuesError, UnsupportedOp, UnsupportedOpsError
 from msc.ir.dtype import DType
@@ -240,22 +240,26 @@ class TorchCodegen:
         from msc.ops.decompose import registry as rules
 
         def want(n: Node) -> bool:
-            return not is_custom(n.op) and n.op not in self.emitters and n.op in rules
+            if is_custom(n.op) or n.op in self.emitters or n.op not in rules:
+                return False
+            try:  # a node its rule cannot lower stays, and is reported with the rule's reason
+                rules.expand(n)
+            except NotDecomposable:
+                return False
+            return True
 
-        if not any(want(n) for n in _walk(graph)):
+        if not any(want(n) for n in graph.nodes):
             return graph
-        try:
-            return decompose(graph, want)
-        except NotDecomposable:
-            return graph
+        return decompose(graph, want)
 
     def simplified(self, graph: Graph) -> Graph:
         """``graph`` without arithmetic that provably does nothing (``x + 0`` on integers,
-        ``x * 1``: msc.ops.simplify) and with small integer initializers as constants
-        (prepare.py); the graph itself when there is neither."""
+        ``x * 1``: msc.ops.simplify), with small integer initializers as constants and indices
+        that may count from the end wrapped by graph ops (prepare.py); the graph itself when
+        there is none of these."""
         from msc.ops.simplify import fold_identities
 
-        return fold_identities(shape_weights_as_constants(graph))
+        return fold_identities(indices_from_the_end(shape_weights_as_constants(graph)))
 
     # ------------------------------------------------------------------ override points
     def class_name(self) -> str:
@@ -535,13 +539,23 @@ class TorchCodegen:
                     bad.append(UnsupportedOp(node.op, node.name, node.provenance.module, str(e)))
             elif node.op not in self.emitters:
                 bad.append(
-                    UnsupportedOp(
-                        node.op, node.name, node.provenance.module, self.emitters.reason(node.op)
-                    )
+                    UnsupportedOp(node.op, node.name, node.provenance.module, self._why_not(node))
                 )
             elif why := unsigned.refusal(node):
                 bad.append(UnsupportedOp(node.op, node.name, node.provenance.module, why))
         return bad
+
+    def _why_not(self, node: Node) -> str:
+        """Why a node with no emitter is left: its decomposition's reason, if it has one."""
+        from msc.ops.decompose import NotDecomposable
+        from msc.ops.decompose import registry as rules
+
+        if node.op in rules:
+            try:
+                rules.expand(node)
+            except NotDecomposable as e:
+                return f"no emitter, and its decomposition cannot lower it: {e}"
+        return self.emitters.reason(node.op)
 
     # ------------------------------------------------------------------ the source
     def generate(self) -> str:

@@ -173,11 +173,16 @@ def _inline_block(stmts: list[ast.stmt], movable: set[str]) -> list[ast.stmt]:
 
 
 class _Simplify(ast.NodeTransformer):
-    """``x.shape[1:2][0]`` -> ``x.shape[1]``; ``[*[a, b], c]`` -> ``[a, b, c]``."""
+    """``x.shape[1:2][0]`` -> ``x.shape[1]``; ``[a, b][1]`` -> ``b``; ``[*[a, b], c]`` ->
+    ``[a, b, c]``."""
 
     def visit_Subscript(self, node: ast.Subscript) -> ast.expr:
         self.generic_visit(node)
         inner, k = node.value, node.slice
+        if isinstance(inner, ast.List) and not any(isinstance(x, ast.Starred) for x in inner.elts):
+            i = _int(k)
+            if i is not None and 0 <= i < len(inner.elts):
+                return inner.elts[i]
         if not (isinstance(inner, ast.Subscript) and isinstance(inner.slice, ast.Slice)):
             return node
         sl = inner.slice

@@ -6,13 +6,20 @@
 #   re-import of the generated module is compared with what the code really computes.
 # - Only weights whose source gave them no role (ONNX initializers) are touched: a torch
 #   model's parameters, buffers and constants are state and stay weights.
+# - What torch cannot say in one call is spelled as graph ops before emission (indices counted
+#   from the end, for torch.gather), so the re-import of the code is the graph as prepared.
 """
 
 from __future__ import annotations
 
-from msc.ir.graph import Graph, GraphError, Weight
+import numpy as np
 
-__all__ = ["SHAPE_WEIGHT_ELEMENTS", "shape_weights_as_constants"]
+from msc.ir.builder import Builder
+from msc.ir.dtype import DType
+from msc.ir.graph import Graph, GraphError, Node, Value, Weight
+from msc.ops.rewrite import Match, Pattern, rewrite
+
+__all__ = ["SHAPE_WEIGHT_ELEMENTS", "shape_weights_as_constants", "indices_from_the_end"]
 
 # An integer initializer this small (0-d or 1-d) is a shape, axis or index list, not state.
 SHAPE_WEIGHT_ELEMENTS = 16
@@ -56,3 +63,55 @@ def shape_weights_as_constants(graph: Graph) -> Graph:
         w.replace_all_uses_with(c)
     out.sort()
     return out
+
+
+# Ops whose torch function refuses a negative index (torch.gather, torch.scatter*), where the
+# canonical op may count one from the end (``negative_indices``).
+_FROM_END_OPS = ("gather_elements", "scatter_elements")
+
+
+def _from_end_match(n: Node) -> Match | None:
+    if n.op not in _FROM_END_OPS or not n.attrs.get("negative_indices"):
+        return None
+    x, i = n.inputs[0], n.inputs[1]
+    if x is None or i is None or x.type.shape is None:
+        return None
+    axis = n.attrs["axis"] % len(x.type.shape)
+    d = x.type.shape[axis]
+    p = i.producer  # a constant node's values, never a weight's (state may change)
+    c = np.asarray(p.attrs["value"]) if p is not None and p.op == "constant" else None
+    if not isinstance(d, int) and i.type.dtype is not DType.INT64:
+        return None  # a run-time size is an int64: the emitter wraps these inline
+    ins = {f"in{k}": v for k, v in enumerate(n.inputs) if v is not None}
+    info = {"axis": axis, "n": len(n.inputs), "wrap": c is None or bool((c < 0).any())}
+    return Match(n, [n], ins, info=info)  # type: ignore[arg-type]
+
+
+def _from_end(b: Builder, m: Match) -> Value:
+    n, axis = m.root, m.info["axis"]
+    ins = [m.values.get(f"in{k}") for k in range(m.info["n"])]
+    x, i = ins[0], ins[1]
+    if m.info["wrap"]:
+        d = x.type.shape[axis]  # type: ignore[union-attr, index]
+        size = (
+            b.const(d, i.dtype)  # type: ignore[union-attr]
+            if isinstance(d, int)
+            else b.op("squeeze", b.op("shape", x, start=axis, end=axis + 1), axes=[0])
+        )
+        below = b.op("lt", i, b.const(0, i.dtype))  # type: ignore[union-attr]
+        ins[1] = b.op("where", below, b.op("add", i, size), i)
+    return b.op(n.op, *ins, **{**n.attrs, "negative_indices": False})
+
+
+FROM_END = Pattern("indices_from_the_end", matcher=_from_end_match, replace=_from_end)
+
+
+def indices_from_the_end(graph: Graph) -> Graph:
+    """``graph`` with the indices of gather_elements / scatter_elements that may count from
+    the end (``negative_indices``) wrapped by graph ops, ``where(i < 0, i + dim, i)``, and the
+    flag cleared: torch.gather and torch.scatter refuse a negative index, so that is the code
+    written, and a re-import of it (torch.export) reads these ops back. Constant indices that
+    are never negative only lose the flag."""
+    if not any(_from_end_match(n) for n in graph.nodes):
+        return graph
+    return rewrite(graph, [FROM_END])

@@ -44,7 +44,7 @@ from msc.errors import ConversionError, MscError, UnsupportedOpsError
 from msc.io import files, marker, replace_dir
 from msc.ir import symexpr
 from msc.ir.graph import Graph
-from msc.ir.types import TensorType, map_tensor, tensor_of
+from msc.ir.types import TensorType, map_tensor
 
 __all__ = ["convert", "ConvertReport", "TARGETS", "target_for"]
 
@@ -340,7 +340,7 @@ def convert(
                 if target == "onnx":
                     from codegen.onnx import as_written
 
-                    written = as_written(g)
+                    written = as_written(g, report.opset)
                 report.structural, report.changes, report.verdict, report.equivalent = _structural(
                     written, again.graph
                 )
@@ -436,15 +436,30 @@ def _specs_of(g: Graph) -> list[InputShape]:
 
 
 def _unranged(g: Graph) -> Graph:
-    """``g`` with symbol ranges dropped (ONNX cannot store them; torch.export adds its own)."""
-    types = {}
-    for v in g.inputs:
-        t = tensor_of(v.type)  # a sequence's or optional's element: its dims
-        if t.shape is not None and not t.is_static:
-            types[v.name] = map_tensor(
-                v.type, lambda x: x.with_shape(symexpr.unranged(d) for d in x.shape)
-            )
-    return retype(g, types, {}) if types else g
+    """``g`` with symbol ranges dropped (ONNX cannot store them; torch.export adds its own)
+    from every type. The types are kept, not inferred again: what a frontend knew beyond
+    inference (torch's size of a slice to a run-time end) is what a comparison needs."""
+    from msc.ops.rewrite import copy_graph
+
+    def strip(t: Any) -> Any:
+        def dims(x: TensorType) -> TensorType:
+            return x if x.shape is None else x.with_shape(symexpr.unranged(d) for d in x.shape)
+
+        return map_tensor(t, dims)
+
+    def values(graph: Graph) -> list:
+        out = list(graph.values())
+        for n in graph.nodes:
+            for sub in n.subgraphs():
+                out += values(sub)
+        return out
+
+    if all(strip(v.type) == v.type for v in values(g)):
+        return g
+    out = copy_graph(g)
+    for v in values(out):
+        v.type = strip(v.type)
+    return out
 
 
 def _structural(a: Graph, b: Graph) -> tuple[str | None, str, str, bool]:

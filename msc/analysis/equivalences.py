@@ -34,6 +34,7 @@ from collections import Counter
 
 import numpy as np
 
+from msc.analysis.shape_values import refines
 from msc.ir import symexpr
 from msc.ir.builder import Builder
 from msc.ir.dtype import DType
@@ -489,7 +490,7 @@ def _find_masked_row_guard(n: Node) -> Match | None:
     rank = None if mask is None else mask.type.rank
     if red.inputs[0] is not mask or rank is None or _axes(red, rank) != [rank - 1]:
         return None
-    if n.output.type != y.type:
+    if not refines(y.type, n.output.type):  # the guard's broadcast may know more dims
         return None
     return Match(n, [eq, red, n], {"y": y})
 

@@ -401,9 +401,11 @@ def _replace(g: Graph, p: Pattern, m: Match) -> bool:
     for name, v in zip(names, new):
         if id(v) in fresh and v.name is None and name not in g._taken:  # noqa: SLF001
             v.name = name
-    for n in added:
-        for v in n.outputs:
-            g._claim(v)  # noqa: SLF001 - names join the graph's namespace
+    # Names join the graph's namespace: the kept ones first, so a by-position name given to
+    # a new value cannot take the name a replaced output keeps (``%2``).
+    made = [v for n in added for v in n.outputs]
+    for v in sorted(made, key=lambda v: v.name is None):
+        g._claim(v)  # noqa: SLF001
     return True
 
 

@@ -130,3 +130,39 @@ def test_transformer_with_dynamic_batch_and_sequence_runs_at_other_sizes(case):
         assert got.shape == want.shape and from_onnx.shape == tuple(want.shape)
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
         np.testing.assert_allclose(from_onnx, want.numpy(), rtol=1e-4, atol=1e-5)
+
+
+class Positions(torch.nn.Module):
+    """BERT's position ids: a buffer cut to the input's (symbolic) length."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("pos", torch.arange(16).reshape(1, 16))
+
+    def forward(self, ids):
+        return ids * 100 + self.pos[:, : ids.shape[1]]
+
+
+def test_a_slice_to_a_symbolic_end_is_a_slice_and_reimports_as_one():
+    """x[:, :n] to a symbolic n is msc's slice with the bound a run-time input (it clamps as
+    torch does), as an ONNX Slice of a computed end reads: no gather of a range, no
+    normalisation of a bound that cannot be negative. The generated PyTorch writes the same
+    subscript, and torch.export of it reads back as the graph it came from."""
+    seq = Dim("seq", min=2, max=16)
+    ids = torch.randint(0, 9, (2, 5))
+    g = msc.from_torch(Positions(), (ids,), dynamic_shapes=({1: seq},))
+    ops = [n.op for n in g.nodes]
+    assert "slice" in ops and not {"gather", "range", "where", "clamp"} & set(ops), ops
+    (sl,) = [n for n in g.nodes if n.op == "slice"]
+    assert sl.outputs[0].type.shape == (1, SymDim("seq", 2, 16))
+    src = codegen.torch.generate(g)
+    assert "_msc_slice_rt" not in src and "self.pos[:, :ids.shape[1]]" in src, src
+    module = codegen.torch.to_module(g)
+    for n in (2, 9, 16):
+        x = torch.randint(0, 9, (3, n))
+        assert torch.equal(module(x), Positions()(x))
+    again = codegen.torch.constants_as_nodes(
+        msc.from_torch(module, (ids,), dynamic_shapes=({1: seq},)), g
+    )
+    same = msc.structural_equal(codegen.torch.as_generated(g), again)
+    assert same, same.diff

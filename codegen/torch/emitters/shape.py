@@ -107,6 +107,60 @@ def _index(x: Arg, items: dict[int, ast.expr]) -> ast.expr:
     return ast.Subscript(x.expr if isinstance(x, Arg) else x, sl, ast.Load())
 
 
+def _entry(a: Arg, k: int, n: int) -> ast.expr | None:
+    """Entry ``k`` of a 1-d run-time integer input of ``n`` entries as a Python int
+    expression (a literal, or an item of the Python list of sizes the graph computed); None
+    for a tensor's values."""
+    lit = a.literal
+    if lit is not None and a.rank == 1 and len(lit) == n:
+        return const(int(lit[k]))
+    if not _py_list(a):
+        return None
+    s = a.s
+    if isinstance(s, ast.List):
+        if len(s.elts) != n or any(isinstance(v, ast.Starred) for v in s.elts):
+            return None
+        return s.elts[k]
+    return ast.Subscript(s, const(k), ast.Load())
+
+
+def _static_ints(a: Arg | None, attr: Any, n: int) -> list[int] | None:
+    if a is not None:
+        lit = a.literal
+        return [int(v) for v in lit] if lit is not None and len(lit) == n else None
+    if attr is None or not attr:
+        return None
+    return [int(v) for v in attr] if len(attr) == n else None
+
+
+def _runtime_subscript(x, starts_in, ends_in, axes_in, steps_in, axes, steps) -> Any:
+    """A slice with run-time bounds as the plain subscript ``x[:, lo:hi]`` (torch counts a
+    negative bound from the end and clamps, as the op does) where its axes and positive steps
+    are known and its bounds are Python ints; None otherwise (the helper reads them)."""
+    if axes is not None:
+        n = len(axes)
+    elif axes_in is not None and axes_in.literal is not None:
+        n = len(axes_in.literal)
+    else:
+        return None
+    ax = _static_ints(axes_in, axes, n)
+    sp = _static_ints(steps_in, steps, n) if steps_in is not None or steps else [1] * n
+    if not n or ax is None or sp is None or min(sp) < 1 or x.rank is None:
+        return None
+    items: dict[int, ast.expr] = {}
+    for k in range(n):
+        lo, hi = _entry(starts_in, k, n), _entry(ends_in, k, n)
+        a = norm_axis(ax[k], x.rank)
+        if lo is None or hi is None or a in items:
+            return None
+        if isinstance(lo, ast.Constant) and lo.value == 0:
+            lo = None
+        if isinstance(hi, ast.Constant) and hi.value >= _BIG:
+            hi = None
+        items[a] = ast.Slice(lo, hi, None if sp[k] == 1 else const(sp[k]))
+    return _index(x, items)
+
+
 @emitter("slice")
 def slice_(
     e: NodeEmit,
@@ -122,6 +176,9 @@ def slice_(
     steps,
 ) -> ast.expr:
     if starts_in is not None:  # bounds read at run time
+        sub = _runtime_subscript(x, starts_in, ends_in, axes_in, steps_in, axes, steps)
+        if sub is not None:
+            return sub
         ax = int_list(axes_in) if axes_in is not None else None if axes is None else list(axes)
         sp = int_list(steps_in) if steps_in is not None else list(steps) if steps else None
         args = [int_list(starts_in), int_list(ends_in), ax, sp]  # type: ignore[arg-type]
@@ -374,11 +431,6 @@ def gather_elements(e: NodeEmit, x: Arg, indices: Arg, *, axis, negative_indices
     return call("torch.gather", x, axis, _from_end(x, indices, axis, negative_indices))
 
 
-@emitter("gather_nd")
-def gather_nd(e: NodeEmit, x: Arg, indices: Arg, *, batch_dims) -> ast.expr:
-    return call(e.helper("_msc_gather_nd").id, x, indices, batch_dims)
-
-
 @emitter("scatter_elements")
 def scatter_elements(e, x, indices, updates, *, axis, reduction, negative_indices) -> ast.expr:
     indices = _from_end(x, indices, axis, negative_indices)
@@ -556,21 +608,6 @@ def _msc_expand(x, shape):
     return x.reshape(have).expand(out)
 
 
-def _msc_gather_nd(x, indices, batch_dims):
-    """ONNX GatherND."""
-    b = batch_dims
-    k = indices.shape[-1]
-    batch = x.shape[:b]
-    xf = x.reshape(-1, *x.shape[b:])
-    nb = xf.shape[0]
-    idx = indices.reshape(nb, -1, k)
-    sizes = torch.tensor(x.shape[b : b + k], device=x.device)
-    idx = torch.where(idx < 0, idx + sizes, idx)
-    bi = torch.arange(nb, device=x.device).view(nb, 1).expand(nb, idx.shape[1])
-    out = xf[(bi, *idx.unbind(-1))]
-    return out.reshape(*batch, *indices.shape[b:-1], *x.shape[b + k :])
-
-
 def _msc_scatter_nd(x, indices, updates, reduction):
     """ONNX ScatterND: a copy of x with ``updates`` written (or reduced) at index tuples."""
     k = indices.shape[-1]
@@ -629,7 +666,6 @@ runtime_helpers(
     _msc_squeeze,
     _msc_unsqueeze,
     _msc_expand,
-    _msc_gather_nd,
     _msc_scatter_nd,
     _msc_depth_to_space,
     _msc_space_to_depth,

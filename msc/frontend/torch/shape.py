@@ -5,7 +5,8 @@
 # a static target with one ``-1`` when it can, else a shape tensor built from ``shape`` nodes.
 # Symbolic ints (``aten.sym_size.int`` and Python arithmetic on it) are 0-d i64 values. A
 # symbolic slice bound that is the dim's own size minus a constant becomes a static bound from
-# the end (as does a split with one symbolic piece); any other becomes gather(x, range(...)).
+# the end (as does a split with one symbolic piece); any other is a run-time input of
+# ``slice``, whose clamping is torch's (the same op an ONNX Slice of computed bounds reads as).
 """
 
 from __future__ import annotations
@@ -341,59 +342,25 @@ def slice_(
     s = _slice_bound(ctx, start, self, d, 0)
     e = _slice_bound(ctx, end, self, d, INT_MAX)
     if isinstance(s, Value) or isinstance(e, Value):
-        return _dynamic_slice(ctx, self, d, s, e, step)
+        return _runtime_slice(ctx, self, d, s, e, step)
     if s == 0 and e >= INT_MAX and step == 1:
         return self
     e = min(e, INT_MAX)
     return ctx.op("slice", self, starts=[s], ends=[e], axes=[d], steps=[step])
 
 
-def _dynamic_slice(ctx: Ctx, x: Value, d: int, start: Any, end: Any, step: int) -> Value:
-    """x[start:end] along ``d`` with a symbolic bound, as gather(x, range(start, end)): exact
-    where torch found the result's size to be end - start (no clamping at run time)."""
-    out = ctx.meta
-    if step != 1 or not isinstance(out, torch.Tensor):
-        raise Unsupported("slice with a symbolic bound and a step")
-    if start == INT_MAX or end == INT_MAX or any(isinstance(b, int) and b < 0
-                                                   for b in (start, end)):  # fmt: skip
-        return _clamped_slice(ctx, x, d, start, end, out)
-
-    def e(b: Any) -> Any:
-        return ctx.sym_exprs.get(id(b)) if isinstance(b, Value) else b
-
-    try:
-        exact = bool((e(end) - e(start)) - _expr(out.shape[d]) == 0)
-    except TypeError:
-        exact = False
-    if not exact:
-        return _clamped_slice(ctx, x, d, start, end, out)
-    idx = ctx.op("range", *(ctx.tensor(b, DType.INT64) for b in (start, end, 1)))
-    n = ctx.dim_of(out.shape[d])  # end - start, as torch proved it
-    if n is not None and idx.type.shape == (None,):
-        idx.type = idx.type.with_shape((n,))
-    return ctx.op("gather", x, idx, axis=d)
-
-
-def _clamped_slice(ctx: Ctx, x: Value, d: int, start: Any, end: Any, out: Any) -> Value:
-    """x[start:end] along ``d`` with torch's clamping done at run time: a bound below 0
-    counts from the end, then both are clamped to [0, size] and end to at least start."""
+def _runtime_slice(ctx: Ctx, x: Value, d: int, start: Any, end: Any, step: int) -> Value:
+    """x[start:end:step] along ``d`` with a bound known at run time: msc's slice with its
+    bounds as 1-d inputs, which counts a negative bound from the end and clamps as torch does
+    (the output's size is torch's, which the translator sets)."""
     i64 = DType.INT64
-    n = ctx.op("reshape", ctx.op("shape", x, start=d, end=d + 1), shape=[])
-    zero = ctx.const(0, i64)
 
     def bound(b: Any) -> Value:
-        if isinstance(b, int) and b >= INT_MAX:
-            return n
-        v = ctx.tensor(b, i64)
-        v = ctx.op("where", ctx.op("lt", v, zero), ctx.op("add", v, n), v)
-        return ctx.op("clamp", v, zero, n)
+        if isinstance(b, Value):
+            return ctx.op("unsqueeze", ctx.tensor(b, i64), axes=[0])
+        return ctx.const(np.array([min(int(b), INT_MAX)], np.int64), i64)
 
-    s, e = bound(start), bound(end)
-    idx = ctx.op("range", s, ctx.op("maximum", e, s), ctx.const(1, i64))
-    size = ctx.dim_of(out.shape[d])
-    if size is not None and idx.type.shape == (None,):
-        idx.type = idx.type.with_shape((size,))
-    return ctx.op("gather", x, idx, axis=d)
+    return ctx.op("slice", x, bound(start), bound(end), axes=[d], steps=[step])
 
 
 @converter("aten.narrow.default")

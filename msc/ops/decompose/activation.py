@@ -228,6 +228,12 @@ def erfinv(b: Builder, x: Value) -> Value:
     return b.op("where", edge, _unary_const(b, "mul", x, math.inf), refined)
 
 
+@registry("ne")
+def ne(b: Builder, a: Value, x: Value) -> Value:
+    """not (a == x)."""
+    return b.op("logical_not", b.op("eq", a, x))
+
+
 @registry("floor_divide")
 def floor_divide(b: Builder, a: Value, x: Value) -> Value:
     """floor(a / x) for floats; (a - remainder(a, x)) / x, exact, for integers."""

@@ -1,7 +1,7 @@
 """Decompositions of data-movement ops into slices, concatenations and masks.
 
-# NOTE: these rules need the static size of the dims they move along and raise
-# ``NotDecomposable`` otherwise.
+# NOTE: these rules need the static size of the dims they move along (gather_nd: only its
+# index depth) and raise ``NotDecomposable`` otherwise.
 """
 
 from __future__ import annotations
@@ -97,3 +97,35 @@ def pixel_shuffle(b: Builder, x: Value, *, upscale_factor: int) -> Value:
     t = b.op("transpose", t, perm=[*range(p), p, p + 3, p + 1, p + 4, p + 2])
     del rank
     return b.op("reshape", t, shape=_target([*lead, c // (r_ * r_), h * r_, w * r_], "ps"))
+
+
+@registry("gather_nd")
+def gather_nd(b: Builder, x: Value, indices: Value, *, batch_dims: int) -> Value:
+    """Advanced indexing: ``index(x, r_0, ..., i_0, ...)`` of x's leading dims, where
+    ``i_j = indices[..., j]`` (split off the last axis, which GatherND's must be static) and
+    each batch dim is indexed by its own ``range`` shaped to broadcast along that dim. Both
+    count a negative index from the end."""
+    r = _rank(indices, "gather_nd")
+    k = _static(indices.shape[-1], "gather_nd")
+    if k < 1 or batch_dims + k > _rank(x, "gather_nd"):
+        raise NotDecomposable(f"gather_nd: {k} index entries past the input's rank")
+    last = r - 1
+    if k == 1:
+        parts: list[Value] = [b.op("squeeze", indices, axes=[last])]
+    else:
+        pieces = b.multi("split", indices, axis=last, sizes=[1] * k)
+        parts = [b.op("squeeze", p, axes=[last]) for p in pieces]
+    lead: list[Value] = []
+    for j in range(batch_dims):
+        d = x.shape[j]
+        n = (
+            b.const(d, DType.INT64)
+            if isinstance(d, int)
+            else b.op("squeeze", b.op("shape", x, start=j, end=j + 1), axes=[0])
+        )
+        ar = b.op("range", b.const(0, DType.INT64), n, b.const(1, DType.INT64))
+        shape = [1] * last
+        shape[j] = -1
+        lead.append(b.op("reshape", ar, shape=shape))
+    idx = [*lead, *parts]
+    return b.op("index", x, *idx, axes=list(range(len(idx))))
