@@ -18,8 +18,8 @@ torch = pytest.importorskip("torch", reason="codegen.torch emits PyTorch code")
 F = torch.nn.functional
 
 import codegen.torch as ct  # noqa: E402
-from codegen.torch.names import Namespace, sanitize  # noqa: E402
 import msc  # noqa: E402
+from codegen.torch.names import Namespace, sanitize  # noqa: E402
 from msc.analysis.diff import diff_graphs  # noqa: E402
 from msc.errors import UnsupportedOpsError  # noqa: E402
 from msc.examples import small_cnn_graph  # noqa: E402
