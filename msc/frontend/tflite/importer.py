@@ -499,6 +499,8 @@ def decode(raw: memoryview | bytes, dt: DType, shape: Sequence[int], name: str) 
     n = int(np.prod(shape, dtype=np.int64))
     if n > IMPORT_ARRAY_LIMIT:
         raise Unsupported(f"constant {name!r} of {n} elements is larger than msc reads at import")
+    if n == 0:  # writers give an empty constant a placeholder byte or nothing
+        return np.zeros(shape, dt.to_numpy())
     if dt is DType.STRING:
         return _strings(bytes(raw), shape, name)
     if dt is DType.INT4:

@@ -196,14 +196,30 @@ def _pads(ctx: Ctx, paddings) -> list[int]:
     return [int(v) for v in p[:, 0]] + [int(v) for v in p[:, 1]]
 
 
+def _runtime_pads(ctx: Ctx, paddings):
+    """TFLite's run-time [rank, 2] paddings as msc's 1-d [begins..., ends...] (i64)."""
+    p = ctx.op("transpose", ctx.value(paddings), perm=[1, 0])
+    return ctx.op("cast", ctx.op("reshape", p, shape=[-1]), to=DType.INT64)
+
+
 @converter("PAD")
 def pad(ctx: Ctx, x, paddings):
+    if not ctx.is_const(paddings):
+        zero = ctx.const(np.zeros((), ctx.value(x).dtype.to_numpy()), ctx.value(x).dtype)
+        return ctx.op("pad", ctx.value(x), _runtime_pads(ctx, paddings), zero, mode="constant")
     return ctx.op("pad", ctx.value(x), pads=_pads(ctx, paddings), mode="constant", value=0.0)
 
 
 @converter("PADV2")
 def padv2(ctx: Ctx, x, paddings, constant_values=None):
     xv = ctx.value(x)
+    if not ctx.is_const(paddings):
+        fill = (
+            ctx.op("reshape", ctx.value(constant_values), shape=[])
+            if constant_values is not None
+            else ctx.const(np.zeros((), xv.dtype.to_numpy()), xv.dtype)
+        )
+        return ctx.op("pad", xv, _runtime_pads(ctx, paddings), fill, mode="constant")
     pads = _pads(ctx, paddings)
     if constant_values is None:
         return ctx.op("pad", xv, pads=pads, mode="constant", value=0.0)
