@@ -25,10 +25,10 @@ def reshape(e: Emit, x: Ref, shape_in: Ref | None = None, *, shape) -> Ref:
     if shape_in is not None:
         s = e.cast(shape_in, I32)
         return e.op("RESHAPE", [x, s], t)
-    dims = _static_or_minus_one(t)
-    if dims is None:
-        dims = [int(d) for d in shape]
-        e.require(dims.count(-1) <= 1 and 0 not in dims, f"reshape to {dims}")
+    dims = [int(d) for d in shape]
+    if dims.count(-1) > 1 or 0 in dims:
+        dims = _static_or_minus_one(t)
+        e.require(dims is not None, f"reshape to {list(shape)}")
     return e.reshape(x, dims, t)
 
 

@@ -92,6 +92,7 @@ def _conv(ctx: Ctx, x, w_oihw: Value, bias, *, padding, strides, dilations, grou
     pads: list[int] = []
     if padding == SAME and _static_same(_spatial(xv), strides):
         pads = same_pads(_spatial(xv), kernel, strides, dilations, "convolution")
+        pads = pads if any(pads) else []
     elif padding == SAME:
         xc = runtime_same_pad(ctx, xc, kernel, strides, dilations, 0.0)
     b = None if bias is None else ctx.value(bias)
@@ -266,6 +267,7 @@ def _pool(ctx: Ctx, x, op: str, padding, stride_w, stride_h, filter_width, filte
     pads: list[int] = []
     if padding == SAME and _static_same(_spatial(xv), strides):
         pads = same_pads(_spatial(xv), kernel, strides, [1, 1], "pooling")
+        pads = pads if any(pads) else []
     elif padding == SAME:
         if op != "max_pool":
             raise Unsupported("average pooling with SAME padding of a symbolic size")
