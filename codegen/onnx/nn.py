@@ -297,10 +297,12 @@ def embedding(e: Emit, weight: Ref, indices: Ref, *, padding_idx) -> Ref:
 
 
 def _resize_attrs(e: Emit, mode, coordinate_transformation_mode, nearest_mode, cubic_coeff_a):
+    """Every attribute the graph has, also one its mode ignores (a linear resize's
+    nearest_mode, as torch.onnx writes it), so the file reads back as the same graph."""
     attrs = {"mode": mode, "coordinate_transformation_mode": coordinate_transformation_mode}
-    if mode == "nearest":
+    if mode == "nearest" or nearest_mode != "round_prefer_floor":
         attrs["nearest_mode"] = nearest_mode
-    if mode == "cubic":
+    if mode == "cubic" or cubic_coeff_a != -0.75:
         attrs["cubic_coeff_a"] = cubic_coeff_a
     return attrs
 

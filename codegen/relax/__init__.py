@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,7 @@ from codegen.relax.registry import (
     unsupported,
 )
 from msc.io import atomic_dir, safetensors, source
+from msc.io.native import native_stderr_captured
 from msc.ir import structure
 from msc.ir.dtype import DType
 from msc.ir.graph import Graph
@@ -41,6 +43,7 @@ from msc.ops import import_families
 __all__ = [
     "to_module",
     "to_script",
+    "script_text",
     "script_module",
     "build",
     "save",
@@ -79,7 +82,8 @@ def to_module(graph: Graph, *, params: str = "inputs", **kwargs: Any) -> Any:
         UnsupportedOpsError: every node (custom ops included) that neither an emitter nor a
             decomposition can express, all at once.
     """
-    return RelaxBuilder(graph, params=params, **kwargs).run()
+    with native_stderr_captured():  # TVM's type inference logs notes to stderr
+        return RelaxBuilder(graph, params=params, **kwargs).run()
 
 
 def _detached(mod: Any) -> Any:
@@ -93,15 +97,27 @@ def script_module(graph: Graph) -> tuple[Any, list, list]:
     every array constant (buffers, constant nodes, emitters' arrays) lifted to a parameter after
     the weights. Returns (module, the weights taken as parameters, the lifted arrays)."""
     builder = RelaxBuilder(graph, params="inputs")
-    mod, arrays = lift_constants(_detached(builder.run()))
+    with native_stderr_captured():
+        mod, arrays = lift_constants(_detached(builder.run()))
     return mod, builder.param_weights, arrays
+
+
+# TVM's printer writes a non-finite scalar as R.const("-inf", "float32"), which its parser
+# refuses ("value has to be scalar or Tensor"); float("-inf") is what it reads.
+_NONFINITE = re.compile(r'R\.const\("([+-]?(?:inf|nan))", ')
+
+
+def script_text(mod: Any) -> str:
+    """TVMScript of a Relax module, every constant written as TVM's parser reads it back."""
+    return _NONFINITE.sub(r'R.const(float("\1"), ', mod.script(show_meta=False))
 
 
 def to_script(graph: Graph) -> str:
     """TVMScript of ``script_module(graph)``: ``main`` takes the graph inputs, the weights,
-    then the array constants as parameters (scalars stay inline);
-    ``tvm.script.from_source`` reads it back to a structurally equal module."""
-    return script_module(graph)[0].script(show_meta=False)
+    then the array constants as parameters (scalars stay inline, non-finite ones as
+    ``float("-inf")``); ``tvm.script.from_source`` reads it back to a structurally equal
+    module."""
+    return script_text(script_module(graph)[0])
 
 
 def _to_tvm(x: Any) -> Any:
@@ -137,7 +153,8 @@ def build(graph: Graph, target: str = "llvm") -> Any:
     from tvm import relax
 
     mod = to_module(graph, params="bound")
-    ex = tvm.compile(mod, target=target)
+    with native_stderr_captured():
+        ex = tvm.compile(mod, target=target)
     vm = relax.VirtualMachine(ex, tvm.cpu())
     n_out = len(graph.outputs)
     tree = graph.output_tree
@@ -205,7 +222,7 @@ def save(graph: Graph, directory: str | os.PathLike) -> Path:
     ``__msc_const_<k>``) and ``load.py`` (``load(directory=None, target="llvm")``) into
     ``directory``, replaced atomically."""
     mod, weights, arrays = script_module(graph)
-    text = mod.script(show_meta=False)
+    text = script_text(mod)
     names = [w.name for w in weights] + [f"__msc_const_{i}" for i in range(len(arrays))]
     specs = [(w.name, w.type.dtype, w.type.shape, source(w)) for w in weights]
     specs += [

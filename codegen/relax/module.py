@@ -250,8 +250,18 @@ class RelaxBuilder:
                 )
                 self._stand_in(node)  # so the nodes after it are tried (and reported) too
                 continue
-            self.env.update(zip(node.outputs, outs))
+            self.env.update(zip(node.outputs, [self._sized(x) for x in outs]))
         return unsupported
+
+    def _sized(self, x: Any) -> Any:
+        """``x`` with fresh symbolic dims when Relax knows its rank only (a product of dims
+        read from different run-time shapes, which Relax cannot tell agree): matched once
+        where it is made, so every op after it reads its dims (the VM checks the rank)."""
+        ty = getattr(x, "ty", None)
+        if not isinstance(ty, relax.TensorType) or ty.shape is not None or int(ty.ndim) < 0:
+            return x
+        dims = [self.dim(None) for _ in range(int(ty.ndim))]
+        return self.bb.match_cast(x, relax.TensorType(dims, ty.dtype))
 
     def _stand_in(self, node: Node) -> None:
         """Zeros of each output's type in place of a node that could not be emitted."""
@@ -609,7 +619,8 @@ def lift_constants(mod: tvm.IRModule, prefix: str = "const") -> tuple[tvm.IRModu
     others), and the lifted arrays in parameter order.
 
     TVMScript can only carry array constants as metadata, and TVM 0.27's metadata printer
-    crashes; scalars print inline, so the script form lifts the arrays.
+    crashes; scalars print inline, so the script form lifts the arrays (and the scalars it
+    prints as metadata too: unsigned ints and bfloat16).
     """
     lifted: list[tuple[relax.Var, np.ndarray]] = []
 
@@ -617,7 +628,8 @@ def lift_constants(mod: tvm.IRModule, prefix: str = "const") -> tuple[tvm.IRModu
     class _Lift(relax.PyExprMutator):
         def visit_generic_const_(self, op):
             arr = op.value.numpy()
-            if arr.ndim == 0:
+            dt = str(op.ty.dtype)
+            if arr.ndim == 0 and not dt.startswith(("uint", "bfloat")):
                 return op
             var = relax.Var(f"{prefix}{len(lifted)}", op.ty)
             lifted.append((var, arr))

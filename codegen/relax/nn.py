@@ -4,6 +4,7 @@ softmax, attention, embedding."""
 from __future__ import annotations
 
 import numpy as np
+import tvm
 from tvm import relax
 
 from codegen.relax.registry import Emit, emitter
@@ -114,7 +115,22 @@ def linear(e: Emit, x, weight, bias=None):
 
 @emitter("matmul")
 def matmul(e: Emit, a, b):
-    return e.emit(R.matmul(a, b, out_dtype=e.out_dtype(a)))
+    call = R.matmul(a, b, out_dtype=e.out_dtype(a))
+    if e.bb.normalize(call).ty.shape is not None or min(e.rank(a), e.rank(b)) < 1:
+        return e.emit(call)
+    # Relax cannot tell that the contracted dims (or the batch dims) agree, each read from a
+    # different run-time shape: b takes a's, which the VM checks when it runs.
+    a, b = e.sized(a), e.sized(b)
+    sa, sb = list(a.ty.shape.values), list(b.ty.shape.values)
+    want: list = [None] * len(sb)
+    want[-2 if len(sb) >= 2 else 0] = sa[-1]
+    same = tvm.sym.Analyzer().can_prove_equal
+    for i in range(3, min(len(sa), len(sb)) + 1):  # batch dims, aligned from the right
+        da, db = sa[-i], sb[-i]
+        ones = [isinstance(d, tvm.tirx.IntImm) and int(d) == 1 for d in (da, db)]
+        if not any(ones) and not same(da, db):
+            want[-i] = da
+    return e.emit(R.matmul(a, e.agree(b, want), out_dtype=e.out_dtype(a)))
 
 
 @emitter("gemm")
@@ -588,6 +604,28 @@ def adaptive_avg_pool(e: Emit, x, *, output_size):
     )
 
 
+def _mask_to(e: Emit, mask, dims: list):
+    """An attention mask made to broadcast against the scores, whose axis ``i`` is axis
+    ``dims[i][1]`` of ``dims[i][0]``: an axis of a size read at run time (a symbol that may be
+    1, [B, 1, L, S] shared by the heads) is gathered to the scores' size there, index i or 0
+    where it is 1, checked to be one of the two. TOPI broadcasts only a static 1 and read such
+    a mask's rows of one batch and head for another."""
+    mask = e.sized(mask)
+    same = tvm.sym.Analyzer().can_prove_equal
+    i64 = "int64"
+    for axis, (src, a) in enumerate(dims):
+        have, want = mask.ty.shape.values[axis], e.sized(src).ty.shape.values[a]
+        if same(have, want) or (isinstance(have, tvm.tirx.IntImm) and int(have) == 1):
+            continue
+        n = e.emit(R.take(e.shape_tensor(mask), e.const(axis, i64), axis=0))
+        full = e.emit(R.take(e.shape_tensor(src), e.const(a, i64), axis=0))
+        one = e.emit(R.equal(n, e.const(1, i64)))
+        e.check(R.logical_or(one, R.equal(n, full)))
+        idx = R.multiply(R.arange(0, want, 1, i64), R.astype(R.logical_not(one), i64))
+        mask = e.emit(R.take(mask, e.emit(idx), axis=axis, mode="clip"))
+    return mask
+
+
 @emitter("attention")
 def attention(e: Emit, query, key, value, mask=None, *, is_causal=False, scale=None,
               enable_gqa=False):  # fmt: skip
@@ -610,10 +648,12 @@ def attention(e: Emit, query, key, value, mask=None, *, is_causal=False, scale=N
     # equal); that length a symbol of its own, since TOPI's attention compares the two by
     # identity and refuses a length computed from other symbols
     query = e.sized(query)
-    b, h, _, d = query.ty.shape.values
+    b, h, sq, d = query.ty.shape.values
     sk = e.named_dim(e.sized(key).ty.shape.values[2])
     key = e.agree(key, [b, h, sk, d])
     value = e.agree(value, [b, h, sk, None])
+    if mask is not None:
+        mask = _mask_to(e, mask, [(query, 0), (query, 1), (query, 2), (key, 2)])
     perm = [0, 2, 1, 3]
     q, k, v = (e.emit(R.permute_dims(t, perm)) for t in (query, key, value))
     causal = "TopLeft" if is_causal else None

@@ -104,6 +104,29 @@ def _empty_to_identity(e: Emit, x, y, dims, ident):
     return e.emit(R.where(empty, value, y))
 
 
+def _infinite(e: Emit, fn, largest: bool):
+    """``fn`` (max / min) giving -inf / inf where every element reduced is -inf / inf: TVM
+    starts a float max at the dtype's lowest finite value, so the max of -infs (a query row
+    an attention mask hides everywhere) came out as -3.4e38 instead of -inf."""
+
+    def reduce(y, axes, keepdims):
+        call = fn(y, axes, keepdims)
+        dt = e.dtype(y)
+        # A max read from Relax keeps Relax's meaning (and spelling) when written back.
+        if not dt.startswith(("float", "bfloat")) or e.source_op in ("relax.max", "relax.min"):
+            return call
+        m = e.emit(call)
+        import ml_dtypes
+
+        info = ml_dtypes.finfo(dt)
+        edge = e.const(info.min if largest else info.max, dt)  # TVM's start value
+        at_edge = e.emit(R.max(R.astype(R.equal(y, edge), "int8"), axes, keepdims))
+        wrong = R.logical_and(R.equal(m, edge), R.equal(at_edge, e.const(0, "int8")))
+        return R.where(wrong, e.const(-np.inf if largest else np.inf, dt), m)
+
+    return reduce
+
+
 def _extreme(fn, largest: bool):
     # Bool reduces as uint8 (TVM's max / min have no bool identity); over no elements the
     # result is ONNX's identity.
@@ -111,13 +134,14 @@ def _extreme(fn, largest: bool):
 
     def emit(e: Emit, x, axes_in=None, *, axes=None, keepdims=False, noop_with_empty_axes=False):
         pre, post = (_uint8, _bool) if e.dtype(x) == "bool" else (None, None)
+        red = _infinite(e, fn, largest)
         if axes_in is not None:
-            return _runtime_axes(e, x, axes_in, keepdims, noop_with_empty_axes, fn, pre, post,
+            return _runtime_axes(e, x, axes_in, keepdims, noop_with_empty_axes, red, pre, post,
                                  ident)  # fmt: skip
         y = e.emit(pre(x)) if pre else x
         r = e.rank(x)
         dims = range(r) if axes is None else [a % r for a in axes]
-        y = _empty_to_identity(e, x, e.emit(fn(y, _axes(axes), keepdims)), dims, ident)
+        y = _empty_to_identity(e, x, e.emit(red(y, _axes(axes), keepdims)), dims, ident)
         return e.emit(post(y)) if post else y
 
     return emit

@@ -39,6 +39,7 @@ def reshape(e: Emit, x, shape_in=None, **attrs):
     t = e.int64(shape_in)
     if isinstance(t, tvm.ir.GenericConst):
         return e.emit(R.reshape(x, e.ints(t)))
+    x = e.sized(x)  # a value Relax knows the rank of only: its dims read at run time
     known = _known_target(e, x, t)
     if known is not None:
         return e.emit(R.reshape(x, known))

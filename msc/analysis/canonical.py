@@ -48,10 +48,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from msc.analysis.equivalences import RULES as EQUIVALENCES
+from msc.analysis.equivalences import drop_dead, merge_duplicates
+from msc.analysis.shape_values import refines, resolve_shape_values
 from msc.ir.builder import Builder
 from msc.ir.graph import Graph, Node, Value, Weight
 from msc.ir.types import TensorType
 from msc.ops.fusions import FUSIONS
+from msc.ops.infer import dim_mul
 from msc.ops.rewrite import Match, Pattern, constant_value, rewrite
 
 __all__ = ["Canonical", "canonicalize", "RULES", "copy_graph"]
@@ -205,6 +209,16 @@ def normalize_spellings(g: Graph, done: Counter[str]) -> None:
         if n.op in _AXIS_OPS and rank and isinstance(n.attrs.get("axis"), int):
             if n.attrs["axis"] < 0:
                 _set_op(g, n, n.op, {**n.attrs, "axis": n.attrs["axis"] % rank})
+        if n.op == "flatten" and rank:
+            start, end = n.attrs["start_axis"] % rank, n.attrs["end_axis"] % rank
+            if (start, end) != (n.attrs["start_axis"], n.attrs["end_axis"]):
+                _set_op(g, n, n.op, {"start_axis": start, "end_axis": end})
+        if n.op in ("unsqueeze", "squeeze") and isinstance(n.attrs.get("axes"), tuple | list):
+            r = n.outputs[0].type.rank if n.op == "unsqueeze" else rank
+            if r:
+                new_axes = sorted(a % r for a in n.attrs["axes"])
+                if list(n.attrs["axes"]) != new_axes:
+                    _set_op(g, n, n.op, {"axes": new_axes})
         if n.op == "embedding" and n.attrs.get("padding_idx") is not None:
             _set_op(g, n, n.op, {**n.attrs, "padding_idx": None})
         axes = n.attrs.get("axes") if n.op.startswith("reduce_") else None
@@ -264,7 +278,10 @@ def _counted(rules: list[Rule], done: Counter[str]) -> list[Pattern]:
         p = r.pattern
 
         def replace(b: Builder, m: Match, p: Pattern = p, r: Rule = r) -> Value | None:
-            new = p.replace(b, m)  # type: ignore[operator]
+            try:
+                new = p.replace(b, m)  # type: ignore[operator]
+            except Exception:  # noqa: BLE001 - a rule that cannot build its form declines
+                return None  # (msc.rewrite discards what it built)
             if new is not None:
                 done[r.label(m) if callable(r.label) else r.label] += 1
             return new
@@ -275,12 +292,30 @@ def _counted(rules: list[Rule], done: Counter[str]) -> list[Pattern]:
                 p.inputs,
                 p.outputs,
                 replace=replace,
-                matcher=p.matcher,
+                matcher=_declining(p.matcher),
                 check=p.check,
                 any_dtype=p.any_dtype,
             )
         )
     return out
+
+
+def _declining(
+    find: Callable[[Node], Match | None] | None,
+) -> Callable[[Node], Match | None] | None:
+    """``find``, declining a node it cannot read (a sequence where it expects a tensor, a
+    shape it did not foresee) instead of failing the comparison: the canonical form is
+    best effort, and a node no rule took is compared as it is."""
+    if find is None:
+        return None
+
+    def safe(n: Node) -> Match | None:
+        try:
+            return find(n)
+        except Exception:  # noqa: BLE001
+            return None
+
+    return safe
 
 
 def _weight_in_place(g: Graph, old: Value | None, m: Match, data: np.ndarray, name: str) -> Weight:
@@ -436,16 +471,39 @@ def _pool_to_mean(b: Builder, m: Match) -> Value:
     return b.op("reduce_mean", m["x"], axes=list(range(rank - k, rank)), keepdims=True)
 
 
+def _flatten_span(xs, ys) -> tuple[int, int] | None:
+    """The first run of dims ``start..end`` of ``xs`` that, merged into one, makes ``ys``
+    (symbolic dims compare as expressions: ``[b, s] -> [b*s]``)."""
+    if xs is None or ys is None or None in xs or None in ys:
+        return None
+    k = len(xs) - len(ys)
+    if k < 1:
+        return None
+    for start in range(len(ys)):
+        end = start + k
+        if (
+            tuple(xs[:start]) == tuple(ys[:start])
+            and tuple(xs[end + 1 :]) == tuple(ys[start + 1 :])
+            and ys[start] == dim_mul(*xs[start : end + 1])
+        ):
+            return start, end
+    return None
+
+
 def _find_flatten(n: Node) -> Match | None:
-    if n.op != "reshape":
+    """A reshape that merges one run of dims is that flatten; a flatten is spelled by the
+    first run that gives its result (merging a size-1 dim left or right is one op)."""
+    if n.op not in ("reshape", "flatten") or n.inputs[0] is None:
         return None
     x, y = n.inputs[0], n.outputs[0]
-    xs, ys = _static(x), y.type.shape
-    if xs is None or ys is None or len(xs) < 3 or len(ys) != 2 or xs[0] != ys[0]:
+    span = _flatten_span(x.type.shape, y.type.shape)
+    if span is None:
         return None
-    if ys[1] != _size(xs[1:]):
-        return None
-    return Match(n, [n], {"x": x})  # type: ignore[dict-item]
+    if n.op == "flatten":
+        r = len(x.type.shape)  # type: ignore[arg-type]
+        if (n.attrs["start_axis"] % r, n.attrs["end_axis"] % r) == span:
+            return None
+    return Match(n, [n], {"x": x}, info={"span": span})  # type: ignore[dict-item]
 
 
 def _find_no_op(n: Node) -> Match | None:
@@ -459,8 +517,8 @@ def _find_no_op(n: Node) -> Match | None:
         same = list(n.attrs["perm"]) == list(range(len(n.attrs["perm"])))
     elif n.op == "cast":
         same = x.type.dtype is y.type.dtype
-    else:
-        same = _static(x) is not None and _static(x) == _static(y)
+    else:  # the same shape, symbolic dims too (an unknown dim proves nothing)
+        same = x.type.shape is not None and None not in x.type.shape
     return Match(n, [n], {"x": x}) if same and x.type == y.type else None
 
 
@@ -556,12 +614,15 @@ RULES: list[Rule] = [
     _rule("gather -> embedding", _find_gather, lambda b, m: b.op("embedding", m["w"], m["ids"])),
     _rule("adaptive_avg_pool -> reduce_mean", _find_adaptive_pool, _pool_to_mean),
     _rule(
-        "reshape -> flatten",
+        lambda m: f"{m.root.op} -> flatten" if m.root.op == "reshape" else "flatten respelled",
         _find_flatten,
-        lambda b, m: b.op("flatten", m["x"], start_axis=1, end_axis=-1),
+        lambda b, m: b.op(
+            "flatten", m["x"], start_axis=m.info["span"][0], end_axis=m.info["span"][1]
+        ),
     ),
     *[_fused(p) for p in FUSIONS if p.name != "linear"],
     _rule("attention's no-op mask dropped", _find_no_op_mask, _drop_mask),
+    *[_rule(label, find, replace) for label, find, replace in EQUIVALENCES],
     _rule(
         lambda m: f"{m.root.op}'s default weight/bias dropped",
         _find_default_affine,
@@ -577,18 +638,22 @@ def canonicalize(g: Graph) -> Canonical:
     constants_to_weights(out, done)
     out = rewrite(out, _counted(EARLY, done))
     fold_constants(out, done)
-    normalize_spellings(out, done)
     rules = _counted(RULES, done)
-    out = rewrite(out, rules)
-    _drop_output_identities(out)
-    # A rule may leave constants behind (a fused attention's guard of a constant mask): fold
-    # them, and let the rules see the result.
-    before = done["constants folded"]
-    constants_to_weights(out, done)
-    fold_constants(out, done)
-    if done["constants folded"] != before:
+    # Shape computations resolved, spellings normalized, rules, duplicates merged: each may
+    # uncover work for another (a fused attention's guard of a constant mask leaves
+    # constants; merged aranges make two unsqueeze chains one), so they run to a fixed point.
+    for _ in range(4):
+        before = sum(done.values())
+        resolve_shape_values(out, done)
+        normalize_spellings(out, done)
         out = rewrite(out, rules)
         _drop_output_identities(out)
+        constants_to_weights(out, done)
+        fold_constants(out, done)
+        merge_duplicates(out, done)
+        drop_dead(out)
+        if sum(done.values()) == before:
+            break
     normalize_spellings(out, done)
     _drop_unused_weights(out)
     _rename_new_values(out, g)
@@ -601,7 +666,7 @@ def _rename_new_values(canon: Graph, orig: Graph) -> None:
     cannot read that other value."""
     types = {v.name: v.type for v in orig.values()}
     for v in list(canon.values()):
-        if v.name in types and types[v.name] != v.type:
+        if v.name in types and not refines(types[v.name], v.type):
             base, k = f"{v.name}~canonical", 1
             name = base
             while name in canon._taken:  # noqa: SLF001 - renaming a value this module owns

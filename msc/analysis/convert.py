@@ -10,10 +10,11 @@ Without ``to`` the target follows OUT: ``*.onnx`` is onnx, ``*.tflite`` is tflit
 an existing saved graph is msc, anything else is a torch directory.
 
 The check, unless turned off: re-import what was written and compare it with the graph it was
-generated from (structural equality, modulo names), then run the source model and the written
-one on the same random inputs (``msc.analysis.verify``). Output is staged in a temporary
-sibling and moved into place only when everything (the check included) succeeded, so a failure
-leaves nothing half-written and never clobbers an existing OUT.
+generated from as ``msc diff`` does (equal, modulo names; else equivalent up to known rewrites;
+else real changes, which fail the conversion unless ``allow_changes``), then run the source
+model and the written one on the same random inputs (``msc.analysis.verify``). Output is
+staged in a temporary sibling and moved into place only when everything (the check included)
+succeeded, so a failure leaves nothing half-written and never clobbers an existing OUT.
 
 # NOTE: ``input_specs`` fix input shapes (and are the example inputs of a ``module.py:Class``
 # source); ``dynamic`` makes a dim symbolic (``x:0=batch``); both re-infer every node type.
@@ -73,6 +74,10 @@ class ConvertReport:
     # A generated module torch.export could not capture (why): not compared structurally,
     # only run (eagerly) against the source.
     uncaptured: str = ""
+    changes_allowed: bool = False  # real changes did not fail the conversion (allow_changes)
+    # A written Relax module msc.from_relax cannot read back into a graph (why): compared with
+    # the translation by TVM's structural equality and run on the VM, not compared as a graph.
+    unread: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -84,11 +89,12 @@ class ConvertReport:
             "structurally_equal": (
                 self.structural is None if self.checked and not self.uncaptured else None
             ),
-            "not_reimported": self.uncaptured or None,
+            "not_reimported": self.uncaptured or self.unread or None,
             "first_difference": self.structural,
             "changes": self.changes,
             "verdict": self.verdict,
             "equivalent": self.equivalent,
+            "changes_allowed": self.changes_allowed,
             "numeric": None if self.numeric is None else self.numeric.to_json(),
             "ok": self.ok,
             "opset": self.opset,
@@ -260,9 +266,12 @@ def convert(
     trust_pickle: bool = False,
     force: bool = False,
     custom_ops: str = "error",
+    allow_changes: bool = False,
 ) -> ConvertReport:
     """Convert ``src`` to ``out`` (see the module docstring). Raises MscError for user errors;
-    a failed check is reported (``ok`` False) and nothing is written."""
+    a failed check is reported (``ok`` False) and nothing is written. The output read back
+    with real changes (``msc diff``'s verdict: neither equal nor equivalent) fails the check
+    unless ``allow_changes``."""
     say = progress or (lambda s: None)
     out_p = Path(out)
     target = target_for(out_p, to)
@@ -325,6 +334,8 @@ def convert(
                     report.uncaptured = f"msc cannot read what torch.export captured: {first}"
                 if report.uncaptured:
                     again = generated_module(staged, as_generated(g))
+            elif target == "relax":
+                again = _reread_relax(staged, g, report)
             else:
                 again = load_model(staged, custom_ops=custom_ops)
             report.checked = True
@@ -349,7 +360,8 @@ def convert(
                 )
             say("running source and output on random inputs")
             report.numeric = verify_models(source, again, rtol=rtol, atol=atol, seed=seed)
-            report.ok = report.numeric.ok
+            report.changes_allowed = allow_changes and not report.equivalent
+            report.ok = report.numeric.ok and (report.equivalent or allow_changes)
         if report.ok:
             with files.uninterrupted():  # every file of the output, or (on error) none
                 report.files = _install(staged, out_p, target)
@@ -362,6 +374,31 @@ def convert(
             _name_user_paths(report, tmp, out_p)
             shutil.rmtree(tmp, ignore_errors=True)
     return report
+
+
+def _reread_relax(staged: Path, g: Graph, report: ConvertReport) -> Model:
+    """The written Relax directory, read back: as msc's graph when msc.from_relax reads every
+    binding the codegen wrote (run-time shapes are written as ``match_cast`` and
+    ``tensor_to_shape``, which have no msc form); else the module alone, run on the VM with
+    ``g``'s inputs, and ``report.unread`` says why."""
+    import msc
+    from codegen.relax import SCRIPT_FILE, WEIGHTS_FILE
+    from msc.analysis.relaxfile import read_relax
+    from msc.io.native import native_stderr_captured
+
+    mod = read_relax(staged / SCRIPT_FILE, staged / WEIGHTS_FILE)
+    try:
+        with native_stderr_captured():
+            graph = msc.from_relax(mod)
+    except UnsupportedOpsError as e:
+        kinds = sorted({o.op for o in e.ops})
+        shown = ", ".join(kinds[:6]) + (", ..." if len(kinds) > 6 else "")
+        report.unread = f"msc.from_relax cannot read back {len(e.ops)} binding(s): {shown}"
+        graph = g
+    except ConversionError as e:
+        report.unread = f"msc.from_relax cannot read it back: {str(e).splitlines()[0]}"
+        graph = g
+    return Model(graph, "relax", str(staged / SCRIPT_FILE), mod)
 
 
 def _user_paths(text: str, tmp: Path, out: Path) -> str:
@@ -381,6 +418,7 @@ def _name_user_paths(report: ConvertReport, tmp: Path, out: Path) -> None:
         return _user_paths(text, tmp, out)
 
     report.uncaptured = fix(report.uncaptured)
+    report.unread = fix(report.unread)
     report.changes = fix(report.changes)
     report.structural = None if report.structural is None else fix(report.structural)
     if report.numeric is not None:

@@ -35,7 +35,7 @@ from msc.ir import symexpr
 from msc.ir.attrs import attr_equal
 from msc.ir.equal import structural_equal
 from msc.ir.graph import Graph, Node, Value, Weight
-from msc.ir.types import TensorType, ValueType, map_tensor
+from msc.ir.types import TensorType, ValueType, map_tensor, tensor_of
 from msc.text.printer import format_attr, format_type
 
 __all__ = ["Match", "match", "DiffReport", "diff_graphs", "format_diff"]
@@ -103,6 +103,15 @@ def _wired_alike(m: Match, a: Node, b: Node) -> bool:
     return True
 
 
+def _outputs_agree(ren: symexpr.Renaming, a: Node, b: Node) -> bool:
+    """The nodes' output types agree (``_types_agree``), without growing ``ren``."""
+    if len(a.outputs) != len(b.outputs):
+        return False
+    trial = symexpr.Renaming(ranges=False)
+    trial.fwd, trial.bwd = dict(ren.fwd), dict(ren.bwd)
+    return all(_types_agree(trial, x.type, y.type) for x, y in zip(a.outputs, b.outputs))
+
+
 def _weights_alike(a: Weight, b: Weight) -> bool:
     return a.name == b.name or a.type == b.type
 
@@ -133,10 +142,14 @@ def match(a: Graph, b: Graph) -> Match:
     """Pair the nodes and values of ``a`` and ``b`` (see the module docstring)."""
     m = Match()
     by_name_b = {v.name: v for v in b.inputs}
+    # Symbols pair by the inputs they shape; an anchor whose types contradict that pairing
+    # (the n-th arange of a module is over batch in one graph, seq in the other) is none.
+    ren = symexpr.Renaming(ranges=False)
     for i, x in enumerate(a.inputs):
         y = by_name_b.get(x.name) or (b.inputs[i] if i < len(b.inputs) else None)
         if y is not None:
             m.pair_value(x, y)
+            _types_agree(ren, x.type, y.type)
     # Anchors: a source name plus the same op and weights (positional names like ``relu_1``
     # shift when a model changes, weight names do not), and module path + op + occurrence.
     ka, kb = _unique_keys(a.nodes, _ident), _unique_keys(b.nodes, _ident)
@@ -148,7 +161,13 @@ def match(a: Graph, b: Graph) -> Match:
     ka, kb = _module_keys(a.nodes), _module_keys(b.nodes)
     for k, n in ka.items():
         c = kb.get(k)
-        if id(n) not in m.nodes and c is not None and id(c) not in m.rev and _wired_alike(m, n, c):
+        if (
+            id(n) not in m.nodes
+            and c is not None
+            and id(c) not in m.rev
+            and _wired_alike(m, n, c)
+            and _outputs_agree(ren, n, c)
+        ):
             m.pair(n, c, "module")
     for _ in range(8):  # forward and backward passes feed each other; a few rounds settle
         before = len(m.nodes)
@@ -362,16 +381,34 @@ def _weight_differs(x: Weight, y: Weight, close: bool = False) -> str | None:
     return None
 
 
-def _unranged(t: ValueType) -> ValueType:
-    """``t`` with symbol ranges dropped: a range is a property of an input, reported once."""
-    if not isinstance(t, TensorType):  # a sequence or optional: its element's
-        return map_tensor(t, _unranged)  # type: ignore[arg-type]
-    if t.shape is None:
-        return t
-    return t.with_shape(symexpr.unranged(d) for d in t.shape)
+def _types_agree(ren: symexpr.Renaming, a: ValueType, b: ValueType) -> bool:
+    """``a`` and ``b`` describe the same values: one dtype, and dims equal up to a one-to-one
+    renaming of symbols (``ren``, grown here) and their ranges (a range is a property of an
+    input, and ONNX stores none). An unknown dim or rank (one exporter's shape inference
+    gave up where the other's did not) is no contradiction."""
+    if _untyped(a) != _untyped(b):
+        return False
+    sa, sb = tensor_of(a).shape, tensor_of(b).shape
+    if sa is None or sb is None:
+        return True
+    if len(sa) != len(sb):
+        return False
+    pairs = [(x, y) for x, y in zip(sa, sb) if x is not None and y is not None]
+    fwd, bwd = dict(ren.fwd), dict(ren.bwd)
+    if all(ren.equal(x, y) for x, y in pairs):
+        return True
+    ren.fwd, ren.bwd = fwd, bwd
+    return False
 
 
-def _node_changes(m: Match, n: Node, c: Node, close: bool = False) -> list[str]:
+def _untyped(t: ValueType) -> ValueType:
+    return map_tensor(t, lambda x: TensorType(x.dtype, None))
+
+
+def _node_changes(
+    m: Match, n: Node, c: Node, close: bool = False, ren: symexpr.Renaming | None = None
+) -> list[str]:
+    ren = ren if ren is not None else symexpr.Renaming(ranges=False)
     out: list[str] = []
     if n.op != c.op:
         out.append(f"op {n.op} -> {c.op}")
@@ -411,7 +448,7 @@ def _node_changes(m: Match, n: Node, c: Node, close: bool = False) -> list[str]:
         out.append(f"outputs: {len(n.outputs)} -> {len(c.outputs)}")
     else:
         for i, (x, y) in enumerate(zip(n.outputs, c.outputs)):
-            if _unranged(x.type) != _unranged(y.type):
+            if not _types_agree(ren, x.type, y.type):
                 out.append(f"output {i} type: {format_type(x.type)} -> {format_type(y.type)}")
     return out
 
@@ -424,7 +461,10 @@ def diff_graphs(a: Graph, b: Graph, canonical: bool = True) -> DiffReport:
     raw = _diff(a, b, eq, [], close=False)
     if eq or not canonical or raw.real_changes == 0:
         return raw
-    ca, cb = canonicalize(a), canonicalize(b)
+    try:
+        ca, cb = canonicalize(a), canonicalize(b)
+    except Exception:  # noqa: BLE001 - a graph the canonical passes cannot take: as it is
+        return raw
     # A rewrite both sides needed (both had their BatchNorms) separates nothing.
     both = ca.rewrites & cb.rewrites
     rewrites = [("A", k, n) for k, n in sorted((ca.rewrites - both).items())]
@@ -488,6 +528,9 @@ def _read_in_place_of(w: Weight, pairs: dict[int, Node], close: bool) -> Weight 
 
 def _diff(a: Graph, b: Graph, eq: Any, rewrites: list, close: bool) -> DiffReport:
     m = match(a, b)
+    # Symbols pair by position in the inputs first, then where paired nodes' types show them.
+    ren = symexpr.Renaming(ranges=False)
+    io_types = [_types_agree(ren, x.type, y.type) for x, y in zip(a.inputs, b.inputs)]
     matched, changed = [], []
     pos_b = {id(n): j for j, n in enumerate(b.nodes)}
     status_a = {i: "removed" for i in range(len(a.nodes))}
@@ -497,7 +540,7 @@ def _diff(a: Graph, b: Graph, eq: Any, rewrites: list, close: bool) -> DiffRepor
         if c is None:
             continue
         matched.append((_label(n, a), _label(c, b), m.how[id(n)]))
-        ch = _node_changes(m, n, c, close)
+        ch = _node_changes(m, n, c, close, ren)
         j = pos_b[id(c)]
         status_a[i] = status_b[j] = "changed" if ch else "same"
         if ch:
@@ -510,7 +553,8 @@ def _diff(a: Graph, b: Graph, eq: Any, rewrites: list, close: bool) -> DiffRepor
         if len(xs) != len(ys):
             io.append(f"{kind}s: {len(xs)} -> {len(ys)}")
         for i, (x, y) in enumerate(zip(xs, ys)):
-            if _unranged(x.type) != _unranged(y.type):
+            same = io_types[i] if kind == "input" else _types_agree(ren, x.type, y.type)
+            if not same:
                 io.append(f"{kind} {i} %{x.name}: {format_type(x.type)} -> {format_type(y.type)}")
             elif x.name != y.name:
                 io.append(f"{kind} {i}: renamed %{x.name} -> %{y.name}")

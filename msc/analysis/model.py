@@ -46,7 +46,7 @@ from msc.analysis.shapes import (
     specialize,
     symbols,
 )
-from msc.errors import MscError
+from msc.errors import MscError, UnsupportedOpsError
 from msc.ir.dtype import DType
 from msc.ir.graph import Graph
 from msc.ir.types import TensorType
@@ -569,10 +569,12 @@ def load_model(
     ``custom_ops`` ("error" or "keep") is the frontends' choice for ops they cannot translate
     (see msc.from_onnx).
 
-    Model files are only read, never run (see msc.frontend.torch.pt2 for .pt2), except the
+    Model files are only read, never run (see msc.frontend.torch.pt2 for .pt2,
+    msc.frontend.relax.script for TVMScript files and codegen.relax directories), except the
     formats that are Python code: ``module.py:Class`` and a codegen.torch directory's model.py
-    are imported and run. ``trust_pickle`` allows unpickling .pt2 members, which runs code the
-    file contains: only for files from a trusted source."""
+    are imported and run. ``trust_pickle`` (``--trust-code``) lets a file run code it
+    contains: unpickling .pt2 members, TVMScript beyond the subset msc reads without running
+    it; only for files from a trusted source."""
     import msc
 
     say = progress or (lambda s: None)
@@ -606,14 +608,16 @@ def load_model(
             if (path / "model.py").is_file():
                 return _load_torch_source(path, input_specs, dynamic, say, custom_ops)
             if (path / "module.py").is_file() and (path / "model.safetensors").is_file():
-                return _load_relax(path / "module.py", path / "model.safetensors", say)
+                return _load_relax(
+                    path / "module.py", path / "model.safetensors", say, trust_pickle
+                )
             raise MscError(
                 f"{text}: a directory that holds neither graph.msc (msc.save), model.py "
                 "(codegen.torch.save) nor module.py (codegen.relax.save)"
             )
         suffix = path.suffix.lower()
         if suffix == ".py":
-            return _load_relax(path, None, say)
+            return _load_relax(path, None, say, trust_pickle)
         if suffix == ".onnx":
             say("importing the ONNX model")
             return Model(msc.from_onnx(text, custom_ops=custom_ops), "onnx", text, text)
@@ -650,44 +654,24 @@ def load_model(
     )
 
 
-def _load_relax(script: Path, weights: Path | None, say: Callable[[str], None]) -> Model:
+def _load_relax(
+    script: Path, weights: Path | None, say: Callable[[str], None], trusted: bool = False
+) -> Model:
     """A TVMScript module (``codegen.relax.save``'s ``module.py``, or any TVMScript file) and,
-    beside it, the weights its ``main`` takes after its inputs. TVMScript is Python that TVM's
-    parser evaluates: like ``module.py:Class``, only for files from a trusted source."""
-    try:
-        import tvm
-    except ImportError as e:
-        raise MscError(
-            f"{script}: reading TVMScript needs apache-tvm (the tvm extra): {e}"
-        ) from None
+    beside it, the weights its ``main`` takes after its inputs. The script is read, not run
+    (msc.frontend.relax.script), unless ``trusted``."""
     import msc
+    from msc.analysis.relaxfile import read_relax
+    from msc.io.native import native_stderr_captured
 
-    text = script.read_text(encoding="utf-8")
-    if "ir_module" not in text and "R.function" not in text:
-        raise MscError(f"{script}: not a TVMScript module (no @I.ir_module / @R.function)")
-    say("parsing the TVMScript module")
-    try:
-        mod = tvm.script.from_source(text)
-    except Exception as e:
-        raise MscError(
-            f"{script}: not a TVMScript module: {type(e).__name__}: {_first(e)}"
-        ) from None
-    if weights is not None:
-        import json
-
-        from msc.io import safetensors
-
-        header, _ = safetensors.read_header(weights)
-        names = json.loads(header.get("__metadata__", {}).get("msc.relax.params", "[]"))
-        arrays = safetensors.read(weights, mmap=False)
-        main = mod["main"]
-        num_input = int(main.attrs["num_input"]) if main.attrs and "num_input" in main.attrs else 0
-        if len(names) != len(main.params) - num_input or any(n not in arrays for n in names):
-            raise MscError(f"{weights}: its tensors do not match module.py's parameters")
-        data = [tvm.runtime.tensor(np.array(arrays[n], order="C")) for n in names]
-        mod["main"] = main.with_attr("params", data)
+    mod = read_relax(script, weights, say, trusted)
     say("reading the Relax function")
-    return Model(msc.from_relax(mod), "relax", str(script), mod)
+    try:
+        with native_stderr_captured():
+            g = msc.from_relax(mod)
+    except UnsupportedOpsError as e:
+        raise UnsupportedOpsError(e.ops, what=f"{script} (its Relax function main)") from None
+    return Model(g, "relax", str(script), mod)
 
 
 def _run_relax(m: Model, args: list[np.ndarray]) -> list[np.ndarray]:
@@ -703,7 +687,10 @@ def _run_relax(m: Model, args: list[np.ndarray]) -> list[np.ndarray]:
             n = int(attrs["num_input"]) if "num_input" in attrs else 0
             binding = dict(zip(main.params[n:], attrs["params"]))
             mod = relax.transform.BindParams("main", binding)(relax.frontend.detach_params(mod)[0])
-        ex = tvm.compile(mod, target="llvm")
+        from msc.io.native import native_stderr_captured
+
+        with native_stderr_captured():
+            ex = tvm.compile(mod, target="llvm")
         m._session = relax.VirtualMachine(ex, tvm.cpu())
     import tvm
 

@@ -40,11 +40,11 @@ a codegen.torch directory (model.py + model.safetensors), a codegen.relax direct
 module.py:ClassName (a file defining an nn.Module built with no arguments; give --input-shape
 for its inputs).
 
-security: .onnx, .pt2, .tflite, .msc, saved graphs and safetensors are only read; nothing in
-them runs (a .pt2 member that needs unpickling is refused unless --trust-pickle; a .tflite
-custom op is kept opaque with --custom-ops keep, never run). module.py:ClassName, a
-codegen.torch directory and TVMScript (a codegen.relax directory) ARE Python code: msc
-imports and runs them.
+security: .onnx, .pt2, .tflite, .msc, saved graphs, safetensors, TVMScript files and
+codegen.relax directories are only read; nothing in them runs (a .pt2 member that needs
+unpickling, or TVMScript beyond what TVM's printer writes, is refused unless --trust-code; a
+.tflite custom op is kept opaque with --custom-ops keep, never run). module.py:ClassName and a
+codegen.torch directory ARE Python code: msc imports and runs them.
 
 exit codes: 0 ok, 1 a check/verify/diff found a difference, 2 user error.
 """
@@ -264,6 +264,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
             trust_pickle=args.trust_pickle,
             force=args.force,
             custom_ops=args.custom_ops,
+            allow_changes=args.allow_changes,
         )
     lines: list[str] = []
     if r.ok:
@@ -273,6 +274,11 @@ def _cmd_convert(args: argparse.Namespace) -> int:
     if r.checked:
         if r.uncaptured:
             lines.append(f"check: not re-imported ({r.uncaptured}); the module is run as it is")
+        elif r.unread and r.structural is None:
+            lines.append(
+                "check: the written module is structurally equal to the translation (TVM); "
+                f"not compared as an msc graph ({r.unread})"
+            )
         elif r.structural is None:
             lines.append("check: re-imported output is structurally equal to the converted graph")
         elif r.equivalent:
@@ -286,9 +292,14 @@ def _cmd_convert(args: argparse.Namespace) -> int:
             + f" on random inputs (rtol {r.numeric.rtol:g}, atol {r.numeric.atol:g}): "
             + ", ".join(f"{o.name} max abs {o.max_abs:.3g}" for o in r.numeric.outputs)
         )
-        if not r.ok:
+        if not r.numeric.ok:
             lines.append(format_verify(r.numeric).rstrip())
             lines.append("nothing written; --no-check writes it anyway")
+        elif not r.ok:
+            lines.append(
+                "nothing written: the output read back differs from the converted graph "
+                "(msc diff shows how); --allow-changes writes it anyway"
+            )
     else:
         lines.append("check: skipped (--no-check)")
     return _emit(args, r.to_json(), "\n".join(lines) + "\n", EXIT_OK if r.ok else EXIT_MISMATCH)
@@ -358,10 +369,13 @@ def _common(p: argparse.ArgumentParser, reads_models: bool = True) -> None:
     )
     if reads_models:
         p.add_argument(
+            "--trust-code",
             "--trust-pickle",
+            dest="trust_pickle",
             action="store_true",
-            help="allow unpickling .pt2 members (pickled weights, custom objects, old "
-            "formats): this RUNS CODE the file contains; only for files you trust",
+            help="let a model file run code it contains: unpickle .pt2 members (pickled "
+            "weights, custom objects, old formats) and hand TVMScript beyond the subset msc "
+            "reads to TVM's parser, which runs it as Python; only for files you trust",
         )
         p.add_argument(
             "--custom-ops",
@@ -478,8 +492,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="convert a model to PyTorch source, ONNX, TFLite, TVM Relax or an msc graph, and "
         "check it",
         description="Convert SRC and write OUT; then re-import OUT, compare it with the "
-        "converted graph, and run both on random inputs (unless --no-check). Nothing is "
-        "written if anything fails.",
+        "converted graph as msc diff does, and run both on random inputs (unless --no-check). "
+        "Nothing is written if anything fails: outputs that differ, or real changes (unless "
+        "--allow-changes).",
         epilog=_EPILOG,
         formatter_class=fmt,
     )
@@ -499,6 +514,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _shape_opts(c)
     c.add_argument("--no-check", action="store_true", help="skip checking the output")
+    c.add_argument(
+        "--allow-changes",
+        action="store_true",
+        help="write OUT even when the check finds real changes (the output read back is "
+        "neither equal nor equivalent to the converted graph, as msc diff says)",
+    )
     c.add_argument(
         "--force", action="store_true", help="allow OUT to be SRC itself (it is replaced)"
     )
@@ -533,7 +554,9 @@ def build_parser() -> argparse.ArgumentParser:
         "diff",
         help="structural equality, else a node-level diff of two models",
         description="Compare two models of any formats: structural equality first, else "
-        "matched, changed, added and removed nodes. Exit 0 when equal, 1 when not.",
+        "matched, changed, added and removed nodes, after undoing the rewrites exporters are "
+        "known to make (symbolic dims compare up to renaming). Exit 0 when equal or "
+        "equivalent, 1 for real changes.",
         epilog=_EPILOG,
         formatter_class=fmt,
     )
@@ -702,6 +725,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return EXIT_OK
+    if getattr(args, "verbose", False):
+        from msc.io.native import let_through
+
+        let_through()  # TVM's logs inside msc's Relax paths too
     previous = {}
     if _main_thread():  # raised where the program is, or after the output step it is in
         for sig, make in ((signal.SIGTERM, _Terminated), (signal.SIGINT, KeyboardInterrupt)):

@@ -1,8 +1,9 @@
 """The adapter class Model Explorer loads (``--extensions=msc.explorer`` imports this module).
 
-# NOTE: a model file is untrusted input: .onnx, .pt2 and saved msc graphs load without running
-# anything they contain; a generated PyTorch directory's model.py is code and runs, as the
-# ``msc`` command documents.
+# NOTE: a model file is untrusted input: .onnx, .pt2, saved msc graphs, TVMScript .py files and
+# codegen.relax directories load without running anything they contain (a TVMScript file
+# outside the subset msc reads is refused; the adapter never trusts code); a generated PyTorch
+# directory's model.py is code and runs, as the ``msc`` command documents.
 """
 
 from __future__ import annotations

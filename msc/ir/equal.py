@@ -6,9 +6,10 @@
 #   output depends on follow in list order), so two graphs that list independent nodes in a
 #   different order still compare equal. Every value reference must map consistently (a
 #   bijection), so a swapped edge, a reordered input or a different output is a difference.
-# - Modulo names by default (alpha-equivalence); ``names=True`` also compares value, node,
-#   weight and graph names, provenance, graph metadata, weight roles and aliases, and the
-#   output structure.
+# - Modulo names by default (alpha-equivalence), symbolic dims' names included: a symbol may
+#   be renamed (``s77`` in one graph is ``batch`` in the other), one to one throughout the
+#   graph, its range kept. ``names=True`` also compares value, node, weight, symbol and graph
+#   names, provenance, graph metadata, weight roles and aliases, and the output structure.
 # - ``structural_hash`` hashes exactly what ``structural_equal`` compares, so equal graphs hash
 #   equal.
 """
@@ -24,14 +25,14 @@ from typing import Any
 
 import numpy as np
 
-from msc.ir import structure
+from msc.ir import structure, symexpr
 from msc.ir.attrs import attr_equal, infer_kind, normalize
 from msc.ir.bulk import paused
 from msc.ir.dtype import DType
 from msc.ir.graph import Graph, Node, Value, Weight
 from msc.ir.spelling import format_scalar, format_type
 from msc.ir.tensor import content_bytes
-from msc.ir.types import SymDim, ValueType
+from msc.ir.types import SymDim, TensorType, ValueType, map_tensor, tensor_of
 from msc.ir.validate import _all_inputs
 
 __all__ = [
@@ -91,6 +92,7 @@ class _Comparer:
         self.names, self.weights = names, weights
         self.fwd: dict[Value, Value] = {}  # keyed by identity (Value has no __eq__)
         self.bwd: dict[Value, Value] = {}
+        self.symbols = symexpr.Renaming()
 
     def fail(self, path: Path, what: str, a: Any, b: Any) -> None:
         if callable(path):  # built only when there is a difference to report
@@ -109,14 +111,21 @@ class _Comparer:
         self.fwd[a], self.bwd[b] = b, a
 
     def types(self, path: Path, a: ValueType, b: ValueType) -> None:
-        try:
-            if a.dtype is not b.dtype:  # type: ignore[union-attr]
-                self.fail(path, "dtype", a.dtype.short, b.dtype.short)  # type: ignore[union-attr]
-            if a.shape != b.shape:  # type: ignore[union-attr]
+        if isinstance(a, TensorType) and isinstance(b, TensorType):
+            if a.dtype is not b.dtype:
+                self.fail(path, "dtype", a.dtype.short, b.dtype.short)
+            if not self.shapes(a.shape, b.shape):
                 self.fail(path, "shape", format_type(a), format_type(b))
-        except AttributeError:  # a sequence or optional type (no dtype) on either side
-            if a != b:
-                self.fail(path, "type", format_type(a), format_type(b))
+        elif _untyped(a) != _untyped(b) or not self.shapes(
+            tensor_of(a).shape, tensor_of(b).shape
+        ):  # a sequence or optional type on either side: its element's dims
+            self.fail(path, "type", format_type(a), format_type(b))
+
+    def shapes(self, a: tuple | None, b: tuple | None) -> bool:
+        """Equal shapes: the same dims, or (modulo names) symbols renamed one to one."""
+        if self.names or a is None or b is None:
+            return a == b
+        return self.symbols.shapes_equal(a, b)
 
     def weight(self, path: Path, a: Weight, b: Weight) -> None:
         if self.names:
@@ -238,6 +247,11 @@ class _Comparer:
             self.pair(path, x, y)
 
 
+def _untyped(t: ValueType) -> ValueType:
+    """``t`` with every dim forgotten: what is left to compare once the dims are."""
+    return map_tensor(t, lambda x: TensorType(x.dtype, None))
+
+
 def canonical_order(g: Graph) -> list[Node]:
     """The nodes in a topological order that depends only on the graph's structure: depth-first
     from the outputs in order, each node's operands (and the outer values its subgraphs read) in
@@ -321,6 +335,8 @@ class _Hasher:
         self.ids: dict[Value, int] = {}  # keyed by identity (Value has no __eq__)
         self.parts: list[bytes] = []
         self.cache: dict[str, bytes] = {}
+        self.symbols: dict[str, str] = {}  # symbol name -> its number (modulo names)
+        self.types: dict[ValueType, str] = {}
 
     def put(self, *items: Any) -> None:
         cache, parts = self.cache, self.parts
@@ -343,7 +359,50 @@ class _Hasher:
         self.parts.clear()
 
     def type(self, t: ValueType) -> None:
-        self.put(format_type(t))
+        if self.names:
+            self.put(format_type(t))
+            return
+        text = self.types.get(t)
+        if text is None:
+            text, stable = self._renamed(t)
+            if stable:
+                self.types[t] = text
+        self.put(text)
+
+    def _renamed(self, t: ValueType) -> tuple[str, bool]:
+        """``t`` spelled with its symbols numbered by first appearance (equal graphs modulo
+        renaming number theirs alike), and whether that spelling is final: symbols first seen
+        together in one expression (which the comparer pairs by trying each assignment) stay
+        unnumbered placeholders until one appears alone."""
+        shape = tensor_of(t).shape
+        if shape is None or all(d is None or d.__class__ is int for d in shape):
+            return format_type(t), True
+        stable = True
+        for d in shape:
+            if d is None or d.__class__ is int:
+                continue
+            new = sorted({s.name for s in symexpr.symbols(d)} - self.symbols.keys())
+            if len(new) == 1:
+                self.symbols[new[0]] = f"${len(self.symbols)}"
+            elif new:
+                stable = False
+
+        def number(x: TensorType) -> TensorType:
+            dims = []
+            for d in x.shape or ():
+                if d is not None and d.__class__ is not int:
+                    syms = symexpr.symbols(d)
+                    d = symexpr.subs(
+                        d,
+                        {
+                            s.name: SymDim(self.symbols.get(s.name, "$?"), s.min, s.max)
+                            for s in syms
+                        },
+                    )
+                dims.append(d)
+            return x.with_shape(dims)
+
+        return format_type(map_tensor(t, number)), stable
 
     def define(self, v: Value) -> None:
         self.ids[v] = len(self.ids)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable, Mapping
+from itertools import permutations
 
 from msc.ir.types import Dim, Func, ShapeError, SymDim, SymExpr
 
@@ -46,6 +47,8 @@ __all__ = [
     "total",
     "product",
     "unranged",
+    "Renaming",
+    "exact_div",
 ]
 
 FUNCS = ("floordiv", "mod", "min", "max")
@@ -280,6 +283,27 @@ def floordiv(a: Dim, b: Dim) -> Dim:
     return _func("floordiv", a, b)
 
 
+def exact_div(a: Dim, b: Dim) -> Dim | None:
+    """``a / b`` when ``b`` is one term (``16*seq``) dividing every term of ``a`` exactly
+    (``32*batch*seq / 16*seq = 2*batch``), else None: the quotient a reshape's -1 stands for."""
+    tb = _terms(b)
+    if len(tb) != 1:
+        return None
+    ((mb, cb),) = tb.items()
+    out: dict[_Mono, int] = {}
+    for m, c in _terms(a).items():
+        rest = list(m)
+        for atom in mb:
+            if atom not in rest:
+                return None
+            rest.remove(atom)
+        q, r = divmod(c, cb)
+        if r:
+            return None
+        out[tuple(rest)] = q
+    return _make(out)
+
+
 def ceildiv(a: Dim, b: Dim) -> Dim:
     """ceil(a / b) = -floor(-a / b)."""
     return neg(floordiv(neg(a), b))
@@ -461,3 +485,75 @@ def unranged(d: Dim) -> Dim:
     if d is None or isinstance(d, int):
         return d
     return subs(d, {s.name: SymDim(s.name) for s in symbols(d)})
+
+
+# ---------------------------------------------------------------------------- renaming
+# Symbols new to a renaming that one pair of dims may introduce at once (their pairing is
+# searched over every permutation: 4! = 24 trials at most).
+_MAX_NEW = 4
+
+
+class Renaming:
+    """A one-to-one renaming of one graph's symbols to another's, grown as pairs of dims are
+    compared: two exports of one model name the same dim ``s77`` and ``batch``.
+
+    ``equal(a, b)`` says whether ``a`` with its symbols renamed is ``b`` (ranges count unless
+    ``ranges=False``), extending the renaming with the pairs that make it so; a pair that
+    contradicts the renaming so far (``batch`` already taken by ``s77``) is unequal, and a
+    failed comparison leaves the renaming as it was. Symbols new to the renaming that appear
+    together in one expression are paired by trying each assignment (at most ``_MAX_NEW``).
+    """
+
+    __slots__ = ("fwd", "bwd", "ranges")
+
+    def __init__(self, ranges: bool = True) -> None:
+        self.fwd: dict[str, str] = {}
+        self.bwd: dict[str, str] = {}
+        self.ranges = ranges
+
+    def rename(self, d: Dim, mapping: Mapping[str, str] | None = None) -> Dim:
+        """``d`` with its renamed symbols under their new names (ranges kept)."""
+        if d is None or isinstance(d, int):
+            return d
+        m = self.fwd if mapping is None else mapping
+        syms = symbols(d)
+        if not any(s.name in m for s in syms):
+            return d
+        return subs(d, {s.name: SymDim(m[s.name], s.min, s.max) for s in syms if s.name in m})
+
+    def _same(self, a: Dim, b: Dim) -> bool:
+        return a == b if self.ranges else unranged(a) == unranged(b)
+
+    def equal(self, a: Dim, b: Dim) -> bool:
+        """Whether dim ``a`` renamed is dim ``b`` (see the class docstring)."""
+        if a is None or b is None or isinstance(a, int) or isinstance(b, int):
+            return a == b and type(a) is type(b)
+        new_a = sorted({s.name for s in symbols(a)} - self.fwd.keys())
+        new_b = sorted({s.name for s in symbols(b)} - self.bwd.keys())
+        if not new_a and not new_b:
+            return self._same(self.rename(a), b)
+        if len(new_a) != len(new_b) or len(new_a) > _MAX_NEW:
+            return False
+        for perm in permutations(new_b):
+            trial = {**self.fwd, **dict(zip(new_a, perm))}
+            if self._same(self.rename(a, trial), b):
+                for x, y in zip(new_a, perm):
+                    self.fwd[x], self.bwd[y] = y, x
+                return True
+        return False
+
+    def shapes_equal(self, a: Iterable[Dim] | None, b: Iterable[Dim] | None) -> bool:
+        """Two shapes dim by dim (None: unknown rank, equal only to itself). The renaming
+        grows only when every dim pairs."""
+        if a is None or b is None:
+            return a is None and b is None
+        a, b = tuple(a), tuple(b)
+        if len(a) != len(b):
+            return False
+        if a == b and all(isinstance(d, int) for d in a):
+            return True
+        fwd, bwd = dict(self.fwd), dict(self.bwd)
+        if all(self.equal(x, y) for x, y in zip(a, b)):
+            return True
+        self.fwd, self.bwd = fwd, bwd
+        return False

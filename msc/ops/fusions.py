@@ -271,19 +271,24 @@ def _square_of(w: _Walk, v: Value) -> Value | None:
 
 
 def _normalized(w: _Walk) -> tuple[Value, Value, float, int] | None:
-    """root = num / sqrt(mean(sq(num)) + eps) in its spellings (div by sqrt, mul by rsqrt or
-    reciprocal of sqrt); returns (num, the mean's input's square base, eps, axis)."""
+    """root = num / sqrt(mean(sq(num)) + eps) in its spellings (div by sqrt, mul by rsqrt,
+    reciprocal of sqrt or 1 / sqrt); returns (num, the mean's input's square base, eps,
+    axis)."""
     root = w.root
     if root.op not in ("mul", "div"):
         return None
     num, den = root.inputs
     if root.op == "mul":
         for a, b in ((num, den), (den, num)):
-            r = w.node(b, "rsqrt", "reciprocal")
+            r = w.node(b, "rsqrt", "reciprocal", "div")
             if r is None:
                 continue
             t = r.inputs[0]
-            if r.op == "reciprocal":
+            if r.op == "div":  # 1 / sqrt(v): the legacy exporter's reciprocal
+                t = r.inputs[1] if _near(r.inputs[0], 1.0) else None
+                if t is not None:
+                    w.const(r.inputs[0])
+            if r.op in ("reciprocal", "div") and t is not None:
                 s = w.node(t, "sqrt")
                 t = s.inputs[0] if s is not None else None
             if t is not None:
@@ -399,8 +404,8 @@ def _affine(op: str, slot: int) -> Pattern:
 
 # ---------------------------------------------------------------------- attention
 def _key_of_transposed(w: _Walk, kt: Value) -> Value | None:
-    """K from K^T: transpose swapping the last two dims, or the exporters' reshape ->
-    3-d transpose -> reshape spelling of it."""
+    """K from K^T: transpose swapping the last two dims, or the exporters' reshape (or
+    flatten) -> 3-d transpose -> reshape spelling of it."""
     t = w.node(kt, "transpose")
     if t is not None:
         perm = [int(p) for p in t.attrs["perm"]]
@@ -415,21 +420,25 @@ def _key_of_transposed(w: _Walk, kt: Value) -> Value | None:
         w.nodes.remove(t)
         return None
     outer = w.node(kt, "reshape")
-    if outer is None or len(outer.inputs) != 1:
+    if outer is None:
         return None
     t = w.node(outer.inputs[0], "transpose")
-    inner = w.node(t.inputs[0], "reshape") if t is not None else None
-    if inner is None or len(inner.inputs) != 1 or list(t.attrs["perm"]) != [0, 2, 1]:
+    inner = w.node(t.inputs[0], "reshape", "flatten") if t is not None else None
+    if inner is None or list(t.attrs["perm"]) != [0, 2, 1]:
         return None
+    # The reshapes' targets may be attributes or computed at run time: their result types
+    # (symbolic dims too) say what they did.
     k = inner.inputs[0]
     ks, ms, os = k.type.shape, t.inputs[0].type.shape, kt.type.shape
     if ks is None or ms is None or os is None or len(ks) < 3 or len(ms) != 3 or len(os) < 3:
         return None
-    if not all(isinstance(d, int) for d in (*ks, *ms, *os)):
+    if any(d is None for d in (*ks, *ms, *os)):
         return None
     if tuple(ks[-2:]) != tuple(ms[-2:]) or tuple(os[-2:]) != (ks[-1], ks[-2]):
         return None
     if tuple(ks) != (*os[:-2], os[-1], os[-2]):
+        if not all(isinstance(d, int) for d in os):
+            return None  # a regrouping of symbolic dims has no attribute to spell it
         # K's leading dims regroup (a grouped-query expand flattened into heads): the fused
         # op reads K reshaped to K^T's leading dims, the same row-major regrouping.
         w.info["k_shape"] = [*os[:-2], os[-1], os[-2]]
@@ -607,7 +616,7 @@ def _repeated_heads(w: _Walk, v: Value) -> tuple[Value, int] | None:
     ``r`` times in a row (transformers' repeat_kv: unsqueeze at 2, expand to [B, H, r, S, D],
     reshape to [B, H * r, S, D]). Read from the types, so a shape given as an input or an
     attribute is the same; the row-major regrouping makes head j read x's head j // r."""
-    r = w.node(v, "reshape")
+    r = w.node(v, "reshape", "flatten")
     e = w.node(r.inputs[0], "expand") if r is not None else None
     u = w.node(e.inputs[0], "unsqueeze") if e is not None else None
     if u is None:

@@ -1,6 +1,8 @@
-"""Small models exported the ways users export them: a ResNet-like CNN with BatchNorm and a
-small BERT (transformers, random weights), each as a .pt2 (torch.export.save) and as
-torch.onnx's file (dynamo=True and the legacy TorchScript exporter).
+"""Small models exported the ways users export them: a ResNet-like CNN with BatchNorm, a CNN
+that upsamples with ``F.interpolate``, a small BERT, and transformers' BertForMaskedLM and
+LlamaForCausalLM called with an attention mask (random weights), each as a .pt2
+(torch.export.save) and as torch.onnx's file (dynamo=True and the legacy TorchScript exporter),
+with static or dynamic batch and sequence dims.
 
 # NOTE: models are built from fixed seeds so every export of one model has the same weights;
 # ``change`` perturbs one named parameter to make a known difference.
@@ -61,6 +63,44 @@ class TinyResNet(nn.Module):
 def resnet() -> tuple[nn.Module, tuple]:
     torch.manual_seed(0)
     m = TinyResNet()
+    _trained_batch_norms(m)
+    return m.eval(), (torch.randn(1, 3, 16, 16),)
+
+
+class UpsampleCNN(nn.Module):
+    """A small encoder-decoder: strided convs with BatchNorm, then ``F.interpolate`` back up
+    (bilinear by a scale, nearest to a size), as segmentation heads do."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 8, 3, 2, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(8)
+        self.conv2 = nn.Conv2d(8, 8, 3, 2, 1)
+        self.bn2 = nn.BatchNorm2d(8)
+        self.head = nn.Conv2d(8, 4, 1)
+
+    def forward(self, x):
+        y = torch.relu(self.bn1(self.conv1(x)))
+        y = torch.relu(self.bn2(self.conv2(y)))
+        y = nn.functional.interpolate(y, scale_factor=2.0, mode="bilinear", align_corners=False)
+        y = self.head(y)
+        return nn.functional.interpolate(y, size=(16, 16), mode="nearest")
+
+
+def upsample() -> tuple[nn.Module, tuple]:
+    torch.manual_seed(0)
+    m = UpsampleCNN()
+    _trained_batch_norms(m)
+    return m.eval(), (torch.randn(2, 3, 16, 16),)
+
+
+def fresh_resnet() -> tuple[nn.Module, tuple]:
+    """TinyResNet as constructed: BatchNorms of mean 0, variance 1, weight 1, bias 0."""
+    torch.manual_seed(0)
+    return TinyResNet().eval(), (torch.randn(2, 3, 16, 16),)
+
+
+def _trained_batch_norms(m: nn.Module) -> None:
     with torch.no_grad():  # running stats that are not the identity, as a trained model has
         for mod in m.modules():
             if isinstance(mod, nn.BatchNorm2d):
@@ -68,7 +108,6 @@ def resnet() -> tuple[nn.Module, tuple]:
                 mod.running_var.uniform_(0.5, 1.5)
                 mod.weight.uniform_(0.5, 1.5)
                 mod.bias.uniform_(-0.2, 0.2)
-    return m.eval(), (torch.randn(1, 3, 16, 16),)
 
 
 def bert() -> tuple[nn.Module, tuple]:
@@ -96,11 +135,69 @@ def bert() -> tuple[nn.Module, tuple]:
     return m, (torch.randint(0, 64, (1, 7)),)
 
 
+class _MaskedLM(nn.Module):
+    """A transformers model called as users call it: ids and an attention mask, logits out."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids, attention_mask):
+        return self.model(input_ids=input_ids, attention_mask=attention_mask).logits
+
+
+def _ids_and_mask() -> tuple:
+    torch.manual_seed(1)
+    return torch.randint(0, 64, (2, 8)), torch.ones(2, 8, dtype=torch.int64)
+
+
+def bert_mlm() -> tuple[nn.Module, tuple]:
+    """BertForMaskedLM (tiny config) taking ``(input_ids, attention_mask)``."""
+    import transformers
+
+    torch.manual_seed(0)
+    cfg = transformers.BertConfig(
+        vocab_size=64,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=64,
+    )
+    return _MaskedLM(transformers.BertForMaskedLM(cfg)).eval(), _ids_and_mask()
+
+
+def llama() -> tuple[nn.Module, tuple]:
+    """LlamaForCausalLM (tiny config, grouped-query attention) taking ``(input_ids,
+    attention_mask)``."""
+    import transformers
+
+    torch.manual_seed(0)
+    cfg = transformers.LlamaConfig(
+        vocab_size=64,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=64,
+        use_cache=False,
+    )
+    return _MaskedLM(transformers.LlamaForCausalLM(cfg)).eval(), _ids_and_mask()
+
+
 def change(module: nn.Module, param: str, by: float = 0.5) -> nn.Module:
     """``module`` with ``param`` (a state_dict key) scaled by ``1 + by`` (a shift would vanish
     where a LayerNorm output, summing to 0, meets it)."""
     with torch.no_grad():
         dict(module.named_parameters())[param].mul_(1 + by)
+    return module
+
+
+def change_op(module: nn.Module, path: str, new: nn.Module) -> nn.Module:
+    """``module`` with the submodule at ``path`` (dotted) replaced by ``new``: a changed op."""
+    parent, _, name = path.rpartition(".")
+    setattr(module.get_submodule(parent), name, new)
     return module
 
 
@@ -120,14 +217,46 @@ def _quiet():
             logging.getLogger("torch").setLevel(level)
 
 
-def export(module: nn.Module, args: tuple, path: Path, how: str) -> Path:
-    """Write ``module`` as ``how``: "pt2", "dynamo" (torch.onnx, dynamo=True) or "legacy"."""
+def _input_names(args: tuple) -> list[str]:
+    if args[0].dtype != torch.int64:
+        return ["x"]
+    return ["input_ids", "attention_mask"][: len(args)]
+
+
+def _dynamic_shapes(args: tuple) -> tuple:
+    """A dynamic batch (and sequence, for token ids) in every input."""
+    from torch.export import Dim
+
+    batch, seq = Dim("batch", min=1, max=32), Dim("seq", min=2, max=60)
+    if args[0].dtype != torch.int64:
+        return ({0: batch},)
+    return tuple({0: batch, 1: seq} for _ in args)
+
+
+def export(module: nn.Module, args: tuple, path: Path, how: str, dynamic: bool = False) -> Path:
+    """Write ``module`` as ``how``: "pt2", "dynamo" (torch.onnx, dynamo=True), "legacy", or
+    "ep" (torch.export's program read in memory by ``msc.from_exported_program``, saved as an
+    msc graph directory). ``dynamic``: batch (and sequence) dims symbolic, as users export."""
+    names = _input_names(args)
+    shapes = _dynamic_shapes(args) if dynamic else None
     with _quiet(), torch.no_grad():
-        if how == "pt2":
-            torch.export.save(torch.export.export(module, args), path)
+        if how in ("pt2", "ep"):
+            ep = torch.export.export(module, args, dynamic_shapes=shapes)
+            if how == "pt2":
+                torch.export.save(ep, path)
+            else:
+                import msc
+
+                msc.save(msc.from_exported_program(ep), path)
         elif how == "dynamo":
-            torch.onnx.export(module, args, path, dynamo=True, external_data=False)
+            torch.onnx.export(
+                module, args, path, dynamo=True, external_data=False, dynamic_shapes=shapes
+            )
         else:
-            names = ["input_ids"] if args[0].dtype == torch.int64 else ["x"]
-            torch.onnx.export(module, args, path, dynamo=False, input_names=names)
+            axes = None
+            if dynamic:
+                axes = {k: {i: ("batch", "seq")[i] for i in d} for k, d in zip(names, shapes)}  # type: ignore[arg-type]
+            torch.onnx.export(
+                module, args, path, dynamo=False, input_names=names, dynamic_axes=axes
+            )
     return path

@@ -541,3 +541,32 @@ def test_render_html_needs_no_graphviz(monkeypatch, tmp_path):
     with pytest.raises(MscError, match="graphviz"):
         msc.render(small_cnn_graph(), tmp_path / "g.svg")
     assert not (tmp_path / "g.svg").exists()
+
+
+def _relu_of(shape_in, shape_out=None, name="x") -> Graph:
+    g = Graph("t")
+    x = g.add_input(name, TensorType(F32, shape_in))
+    n = g.add_node("relu", [x], output_types=[TensorType(F32, shape_out or shape_in)])
+    g.set_outputs([n.output])
+    return g
+
+
+def test_diff_compares_up_to_symbol_renaming_and_unknown_dims():
+    # Two exports of one model name a dim s77{1..32} and batch, and one importer's shape
+    # inference left a dim unknown: the same graph (it counted a change on every node).
+    from msc.analysis.diff import diff_graphs
+
+    a = _relu_of((SymDim("s77", 1, 32), 4))
+    b = _relu_of((SymDim("batch"), 4), (None, 4))
+    r = diff_graphs(a, b)
+    assert r.equivalent and r.real_changes == 0, r.verdict()
+    # A dim that changed is still a change, and a symbol cannot stand for two.
+    assert not diff_graphs(a, _relu_of((SymDim("batch"), 5))).equivalent
+    two = Graph("t")
+    xs = [two.add_input(k, TensorType(F32, (SymDim(k), 4))) for k in ("p", "q")]
+    two.set_outputs([two.op("concat", *xs, axis=0)])
+    one = Graph("t")
+    ys = [one.add_input(k, TensorType(F32, (SymDim("n"), 4))) for k in ("p", "q")]
+    one.set_outputs([one.op("concat", *ys, axis=0)])
+    r = diff_graphs(two, one)
+    assert not r.equivalent and "input 1" in " ".join(r.io_changes), r.io_changes

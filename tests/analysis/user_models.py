@@ -156,9 +156,12 @@ def save(name: str, how: str, directory: Path) -> Path:
         else:
             names = list(dyn)
             axes = {n: {0: "batch"} if name == "cnn" else {0: "batch", 1: "seq"} for n in names}
+            # Positionally, as the TorchScript exporter is called: a trailing kwargs dict
+            # would also turn every defaulted argument before it into a traced input
+            # (Llama's int ``logits_to_keep`` becomes a tensor and selects one position).
             torch.onnx.export(
                 m,
-                (*args, kwargs) if kwargs else args,
+                (*args, *kwargs.values()),
                 path,
                 dynamo=False,
                 input_names=names,

@@ -153,7 +153,22 @@ def _ip_last_acc(x, v, i):
     return y
 
 
+# A float mask shared by the heads ([B, 1, L, S], as transformers build it; one batch's key
+# masked out) whose 1 is a size known at run time only (torch.onnx's BERT): TOPI broadcast it
+# as if it were the heads' count and read other batches' rows.
+_AMASK = table.f32(2, 1, 5, 6)
+_AMASK[1, :, :, 2] = -np.inf
 RELAX_CASES += [
+    C(
+        "attention",
+        [table.Q, table.K, table.V, _AMASK],
+        {},
+        t(lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, m)),
+        rtol=1e-4,
+        atol=1e-5,
+        sym={3: {1: "mask_heads"}},
+        id="attention_mask_broadcast_over_heads",
+    ),
     C(
         "index_put",
         [_IPX, f32(2), _IPI],

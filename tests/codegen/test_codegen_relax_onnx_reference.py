@@ -1,5 +1,6 @@
 """codegen.relax against ONNX's reference implementation (onnx.reference) on single ONNX nodes
-the backend cases miss: max / min of bool and over empty dims (static and run-time sizes)."""
+the backend cases miss: max / min of bool, over empty dims (static and run-time sizes) and of
+infinities."""
 
 from __future__ import annotations
 
@@ -59,6 +60,26 @@ EXTREMES = {
     "min_u8_empty": ("ReduceMin", np.zeros((3, 0), np.uint8), [1], 1, None),
     "max_f32_symbolic_empty": ("ReduceMax", np.zeros((2, 0), np.float32), [1], 1, {1: "n"}),
     "min_bool_symbolic_empty": ("ReduceMin", np.zeros((0, 2), bool), [0], 0, {0: "n"}),
+    # TVM starts a float max / min at the dtype's lowest / highest finite value: a row of
+    # -infs gave -3.4e38 (BERT's masked attention rows), unless that value is really there.
+    "max_f32_neg_inf_rows": (
+        "ReduceMax",
+        np.array(
+            [[-np.inf] * 3, [1, -np.inf, 2], [np.finfo(np.float32).min, -np.inf, -np.inf]],
+            np.float32,
+        ),
+        [1],
+        1,
+        None,
+    ),  # fmt: skip
+    "min_f64_inf_all": ("ReduceMin", np.full((2, 3), np.inf), None, 0, None),
+    "max_f16_neg_inf_symbolic": (
+        "ReduceMax",
+        np.full((2, 2), -np.inf, np.float16),
+        [0],
+        0,
+        {1: "n"},
+    ),  # fmt: skip
     "max_f32_symbolic": (
         "ReduceMax",
         np.arange(6, dtype=np.float32).reshape(2, 3) - 9,

@@ -212,3 +212,28 @@ def test_conv_of_an_if_whose_branches_differ_in_rank(op: str) -> None:
     model = _model(nodes, [x, c], [y], inits)
     yes = np.array(True)
     _check(model, {"x": _img(1, 2, 9), "c": yes}, {"x": _img(1, 2, 14), "c": yes})
+
+
+# ------------------------------------------------ reshape of a product of run-time shapes
+def test_reshape_of_a_matmul_of_run_time_shapes() -> None:
+    """torch.onnx's dynamic BERT and Llama: the attention scores are a MatMul of two values
+    whose dims were each read from a run-time shape, so Relax cannot tell that they agree and
+    knows only the product's rank; the Reshape after it by a run-time target reads its dims
+    at run time (it was "reshape emitter: an input of unknown shape")."""
+    x = helper.make_tensor_value_info("x", F32, ["n", 8])
+    to4 = helper.make_tensor_value_info("to4", I64, [4])
+    to2 = helper.make_tensor_value_info("to2", I64, [2])
+    y = helper.make_tensor_value_info("y", F32, [None, None])
+    nodes = [
+        helper.make_node("Reshape", ["x", "to4"], ["q"]),  # [b, s, 2, 4], read at run time
+        helper.make_node("Reshape", ["x", "to4"], ["k"]),  # the same, read again
+        helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
+        helper.make_node("MatMul", ["q", "kt"], ["scores"]),  # [b, s, 2, 2]
+        helper.make_node("Reshape", ["scores", "to2"], ["y"]),  # [b * s, 4]
+    ]
+    model = _model(nodes, [x, to4, to2], [y])
+    feeds = [
+        {"x": _img(6, 8), "to4": np.array([2, 3, 2, 4]), "to2": np.array([-1, 4])},
+        {"x": _img(5, 8), "to4": np.array([1, 5, 2, 4]), "to2": np.array([5, -1])},
+    ]
+    _check(model, *feeds)

@@ -99,7 +99,7 @@ def test_unsupported_calls_are_reported_at_once() -> None:
     with bb.function("main", [x]):
         with bb.dataflow():
             a = bb.emit(relax.op.nn.relu(x))
-            b = bb.emit(relax.op.cumprod(a, axis=0, exclusive=True))  # no converter
+            b = bb.emit(relax.op.collapse_sum_to(a, [1, 3]))  # no converter
             c = bb.emit(
                 relax.call_dps_packed("my_kernel", [a], relax.TensorType([2, 3], "float32"))
             )
@@ -109,7 +109,7 @@ def test_unsupported_calls_are_reported_at_once() -> None:
     with pytest.raises(UnsupportedOpsError) as err:
         msc.from_relax(bb.get())
     ops = sorted(o.op for o in err.value.ops)
-    assert ops == ["relax.call_dps_packed", "relax.cumprod"], ops
+    assert ops == ["relax.call_dps_packed", "relax.collapse_sum_to"], ops
     assert "packed function" in str(err.value)
 
 
@@ -354,12 +354,12 @@ def test_unsupported_calls_in_both_branches_are_reported() -> None:
     t = relax.TensorType([2, 3], "float32")
     with bb.function("main", [c, x]):
         then_ = relax.SeqExpr([], relax.call_dps_packed("then_kernel", [x], t))
-        else_ = relax.SeqExpr([], relax.op.cumprod(x, axis=0))
+        else_ = relax.SeqExpr([], relax.op.collapse_sum_to(x, [1, 3]))
         bb.emit_func_output(bb.emit(relax.If(c, then_, else_)))
     with pytest.raises(UnsupportedOpsError) as err:
         msc.from_relax(bb.get())
     ops = sorted(o.op for o in err.value.ops)
-    assert "relax.call_dps_packed" in ops and "relax.cumprod" in ops, ops
+    assert "relax.call_dps_packed" in ops and "relax.collapse_sum_to" in ops, ops
 
 
 # ------------------------------------------------------------------------------ ONNX test models
@@ -416,3 +416,28 @@ def test_onnx_test_models_round_trip(name: str, monkeypatch: pytest.MonkeyPatch)
     with torch.no_grad():
         got, expected = _first(ct.to_module(g)(*args)), _first(module(*args))
     torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-5)
+
+
+def test_dims_with_max_and_run_time_limits_are_read() -> None:
+    """A dim TVM writes as T.max(n - 4, 0) (a slice past a start; torch.onnx's Llama) and an
+    arange to it, run on n = 7 and n = 2."""
+    import numpy as np
+
+    from msc.analysis.model import run_graph
+
+    n = tvm.tirx.Var("n", "int64")
+    x = relax.Var("x", relax.TensorType([n], "float32"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            y = bb.emit(relax.op.strided_slice(x, [0], [4], [n]))
+            idx = relax.op.arange(0, relax.prim_value(tvm.tirx.max(n - 4, 0)), 1, "int64")
+            z = bb.emit(relax.op.take(x, idx, axis=0))
+            out = bb.emit_output(relax.Tuple([y, z]))
+        bb.emit_func_output(out)
+    g = msc.from_relax(bb.get())
+    for size in (7, 2):
+        xv = np.arange(size, dtype=np.float32)
+        got = [np.asarray(o) for o in run_graph(g, [xv])[0]]
+        np.testing.assert_array_equal(got[0], xv[4:])
+        np.testing.assert_array_equal(got[1], xv[: max(size - 4, 0)])

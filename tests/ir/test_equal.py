@@ -133,8 +133,37 @@ def test_symbolic_dims_compare_by_name_and_range():
 
     assert msc.structural_equal(make(SymDim("b", 1, 8)), make(SymDim("b", 1, 8)))
     assert not msc.structural_equal(make(SymDim("b", 1, 8)), make(SymDim("b", 1, 9)))
-    assert not msc.structural_equal(make(SymDim("b")), make(SymDim("n")))
     assert not msc.structural_equal(make(SymDim("b")), make(None))
+    # A symbol's name is a name: equal modulo names (two exporters call one dim s77 and
+    # batch), different with names=True, and hashed alike.
+    assert msc.structural_equal(make(SymDim("b")), make(SymDim("n")))
+    assert msc.structural_hash(make(SymDim("b"))) == msc.structural_hash(make(SymDim("n")))
+    assert not msc.structural_equal(make(SymDim("b")), make(SymDim("n")), names=True)
+    assert not msc.structural_equal(make(SymDim("b", 1, 8)), make(SymDim("n", 1, 9)))
+
+
+def _two_inputs(s1, s2, out=None):
+    g = Graph()
+    x = g.add_input("x", TensorType(F32, (s1, 4)))
+    y = g.add_input("y", TensorType(F32, (s2, 4)))
+    z = g.op("concat", x, y, axis=0)
+    g.set_outputs([z])
+    return g
+
+
+def test_renaming_symbols_is_one_to_one_and_consistent():
+    b, s, n, m = (SymDim(k) for k in ("b", "s", "n", "m"))
+    assert msc.structural_equal(_two_inputs(b, s), _two_inputs(n, m))
+    assert msc.structural_equal(_two_inputs(b, b), _two_inputs(n, n))
+    # One symbol cannot stand for two, nor two for one.
+    r = msc.structural_equal(_two_inputs(b, b), _two_inputs(n, m))
+    assert not r and "inputs[1]" in r.diff
+    assert not msc.structural_equal(_two_inputs(b, s), _two_inputs(n, n))
+    # Expressions rename with their symbols: concat's b + s is n + m.
+    a, c = _two_inputs(b, s), _two_inputs(n, m)
+    assert str(a.outputs[0].type) == "f32[b + s, 4]"
+    assert msc.structural_hash(a) == msc.structural_hash(c)
+    assert msc.structural_hash(a) != msc.structural_hash(_two_inputs(b, b))
 
 
 def test_subgraph_differences_are_found():

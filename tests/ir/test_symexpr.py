@@ -139,3 +139,33 @@ def test_text_format_round_trips_expressions():
 def test_malformed_expressions_are_parse_errors(bad, why):
     with pytest.raises(ParseError, match=why):
         msc.from_text(f"graph g {{\n  input %x: {bad}\n  output %x\n}}\n")
+
+
+def test_exact_div_of_a_polynomial_by_one_term():
+    two_b_s = symexpr.mul(32, symexpr.mul(B, S))
+    assert symexpr.exact_div(two_b_s, symexpr.mul(16, S)) == symexpr.mul(2, B)
+    assert symexpr.exact_div(64, 16) == 4
+    assert symexpr.exact_div(B, S) is None  # S does not divide batch
+    assert symexpr.exact_div(symexpr.add(B, 1), B) is None  # nor every term
+    assert symexpr.exact_div(B, symexpr.add(B, S)) is None  # a sum is no single term
+
+
+def test_renaming_pairs_symbols_one_to_one():
+    s77, s12 = SymDim("s77", 1, 64), SymDim("s12")
+    r = symexpr.Renaming(ranges=False)
+    assert r.equal(s77, SymDim("batch"))  # ranges aside
+    assert r.fwd == {"s77": "batch"}
+    assert not r.equal(s12, SymDim("batch"))  # batch is taken by s77
+    assert r.equal(symexpr.mul(2, s77), symexpr.mul(2, SymDim("batch")))
+    # Two new symbols in one expression pair by trying each assignment.
+    assert r.equal(
+        symexpr.add(symexpr.mul(2, s12), SymDim("h")),
+        symexpr.add(SymDim("w"), symexpr.mul(2, SymDim("seq"))),
+    )
+    assert r.fwd["s12"] == "seq" and r.fwd["h"] == "w"
+    # A failed comparison leaves the renaming as it was.
+    before = dict(r.fwd)
+    assert not r.shapes_equal((SymDim("k"), 3), (SymDim("m"), 4))
+    assert r.fwd == before
+    # With ranges, a symbol's range must agree too.
+    assert not symexpr.Renaming().equal(s77, SymDim("batch", 1, 32))

@@ -1,6 +1,7 @@
 """The Relax frontend: a TVM Relax function as an msc Graph.
 
     g = msc.from_relax(ir_module, function="main")
+    mod = parse_script(text, "module.py")   # TVMScript, read without running its Python
 
 Needs apache-tvm (the ``tvm`` extra). One converter per Relax op, registered by the op's name
 (``relax.nn.conv2d``) in the module of its canonical family (elementwise.py, nn.py, ...).
@@ -11,10 +12,19 @@ from __future__ import annotations
 from typing import Any
 
 from msc.frontend.relax.importer import CONVERTERS, RelaxImporter, converter
+from msc.frontend.relax.script import ScriptRefused, check_script, parse_script
 from msc.ir.graph import Graph
 from msc.ops import import_families
 
-__all__ = ["from_relax", "CONVERTERS", "converter", "RelaxImporter"]
+__all__ = [
+    "from_relax",
+    "parse_script",
+    "check_script",
+    "ScriptRefused",
+    "CONVERTERS",
+    "converter",
+    "RelaxImporter",
+]
 
 
 def from_relax(module: Any, function: str = "main") -> Graph:

@@ -22,6 +22,12 @@
 # - A call of another Relax function of the module (TVM's torch frontend writes torch.cond's
 #   branches as such) is read inline, its parameters bound to the call's arguments; a recursive
 #   call is refused.
+# - Dims known only at run time: a shape variable has a source, the value whose dim it is (an
+#   input's, or one ``match_cast`` binds: a tensor's dim, or an element of the int tensor a
+#   ``tensor_to_shape`` read). ``Ctx.shape_value`` turns dims into an int64 tensor computed
+#   from those sources, which the run-time forms of reshape, expand, full, range, slice and
+#   resize take. A ``match_cast`` itself adds no node: its checks (a leading 1 that says a
+#   run-time shape fits) are the VM's, not part of the model.
 """
 
 from __future__ import annotations
@@ -38,9 +44,9 @@ from msc.ir import symexpr
 from msc.ir.dtype import DType
 from msc.ir.graph import Graph, Provenance, Value
 from msc.ir.registry import Registry
-from msc.ir.types import SymDim, TensorType
+from msc.ir.types import Func, SymDim, SymExpr, TensorType
 
-__all__ = ["CONVERTERS", "converter", "Ctx", "RelaxImporter", "Unused", "to_dtype"]
+__all__ = ["CONVERTERS", "converter", "Ctx", "RelaxImporter", "ShapeValue", "Unused", "to_dtype"]
 
 CONVERTERS: Registry[str, Callable[..., Any]] = Registry("relax converter")
 converter = CONVERTERS
@@ -76,6 +82,19 @@ class Unused:
 
     def __init__(self, what: str) -> None:
         self.what = what
+
+
+class ShapeValue:
+    """``R.tensor_to_shape(t)``: a shape whose dims are the elements of ``t`` at run time
+    (a ``match_cast`` names them)."""
+
+    def __init__(self, tensor: Value) -> None:
+        self.tensor = tensor
+
+
+def _is_prim(v: Any) -> bool:
+    """A shape variable (TVM's Relax and TIR variables are one class)."""
+    return isinstance(getattr(v, "ty", None), tvm.ir.PrimType)
 
 
 class _Skip(Exception):
@@ -116,6 +135,21 @@ class Ctx:
     def out_type(self) -> TensorType:
         return self._imp.tensor_type(self.call.ty)
 
+    def arg_type(self, i: int) -> TensorType:
+        """The type Relax gives the call's ``i``-th argument (its dims named by Relax where
+        msc's own inference has none: a value computed at run time)."""
+        return self._imp.tensor_type(self.call.args[i].ty)
+
+    def shape_value(self, dims: list) -> Value:
+        """``dims`` (ints, shape variables, expressions of them) as a 1-d int64 tensor,
+        computed at run time from the values the variables are dims of."""
+        parts = [self._imp.dim_value(d) for d in dims]
+        return parts[0] if len(parts) == 1 else self.op("concat", *parts, axis=0)
+
+    def dim_scalar(self, d: Any) -> Value:
+        """One dim as a 0-d int64 tensor (see ``shape_value``)."""
+        return self.op("reshape", self._imp.dim_value(d), None, shape=[])
+
     def require(self, cond: bool, reason: str) -> None:
         if not cond:
             raise Unsupported(reason)
@@ -149,6 +183,10 @@ class RelaxImporter:
         self._consts = 0
         # The functions being read inline, each with its shape variables' values.
         self._calling: list[tuple[str, dict[str, Any]]] = []
+        # Where each shape variable's run-time value comes from: ("shape", value, axis) or
+        # ("elem", 1-d int tensor, index); and the tensors made of them, per graph.
+        self.sources: dict[str, tuple[str, Value, int]] = {}
+        self._dim_values: dict[tuple[int, str], Value] = {}
 
     # ------------------------------------------------------------------ types
     def dim(self, d: Any) -> Any:
@@ -173,6 +211,8 @@ class RelaxImporter:
             tvm.tirx.Mul: symexpr.mul,
             tvm.tirx.FloorDiv: symexpr.floordiv,
             tvm.tirx.FloorMod: symexpr.mod,
+            tvm.tirx.Max: symexpr.maximum,
+            tvm.tirx.Min: symexpr.minimum,
         }
         for kind, fn in ops.items():
             if isinstance(d, kind):
@@ -203,6 +243,8 @@ class RelaxImporter:
         """A Relax argument as a converter sees it."""
         if isinstance(expr, tvm.tirx.IntImm | tvm.tirx.FloatImm):  # a PrimValue
             return expr.value
+        if isinstance(expr, relax.Var) and expr not in self.env and _is_prim(expr):
+            return self.dim(expr)  # a shape variable passed as a PrimValue
         if isinstance(expr, relax.Var):
             if expr not in self.env:
                 raise Unsupported(f"variable {expr.name} is not bound")
@@ -230,6 +272,8 @@ class RelaxImporter:
             return [self.dim(d) for d in expr.values]
         if isinstance(expr, tvm.ir.StringImm):
             return str(expr.value)
+        if _is_prim(expr):  # an expression of shape variables
+            return self.dim(expr)
         raise Unsupported(f"argument {type(expr).__name__}")
 
     # ------------------------------------------------------------------ driver
@@ -248,6 +292,7 @@ class RelaxImporter:
                 if data is not None and i - num_input < len(data):
                     arr = np.array(data[i - num_input].numpy())
                 self.env[p] = g.add_weight(name, arr, t, role="parameter")
+            self._dims_of(p.ty, self.env[p])
         body = func.body
         if not isinstance(body, relax.SeqExpr):
             raise ConversionError("the function body is not a sequence of blocks")
@@ -273,7 +318,13 @@ class RelaxImporter:
     def bind(self, b: Any) -> None:
         name = b.var.name
         if isinstance(b, relax.MatchCast):
-            self._fail(name, "R.match_cast", "match_cast has no msc form")
+            try:
+                self.env[b.var] = self._match_cast(b)
+            except _Skip:
+                self.env[b.var] = _FAILED
+            except Unsupported as u:
+                self.env[b.var] = _FAILED
+                self._fail(name, "R.match_cast", str(u))
             return
         value = b.value
         if isinstance(value, relax.Call) and isinstance(value.op, tvm.ir.Op):
@@ -420,6 +471,80 @@ class RelaxImporter:
             outs.append(v)
         sub.set_outputs(outs)
         return sub, tuple_out
+
+    # ------------------------------------------------------------------ run-time dims
+    def _dims_of(self, ty: Any, value: Any) -> None:
+        """Record the shape variables of ``ty`` first seen here as dims of ``value``."""
+        shape = getattr(ty, "shape", None)
+        if not isinstance(value, Value) or not isinstance(shape, relax.ShapeExpr):
+            return
+        for axis, d in enumerate(shape.values):
+            if isinstance(d, tvm.tirx.Var):
+                self.sources.setdefault(str(d.name), ("shape", value, axis))
+
+    def _match_cast(self, b: Any) -> Any:
+        """The value ``match_cast`` binds: its input, unchanged (the cast only names dims and
+        checks them); new shape variables get their sources."""
+        value = self.read(b.value)
+        ty = b.ty
+        if isinstance(value, ShapeValue):
+            ctx_values = getattr(ty, "values", None)
+            if ctx_values is None:
+                raise Unsupported("a match_cast of a shape to a shape of unknown rank")
+            for i, d in enumerate(ctx_values):
+                if isinstance(d, tvm.tirx.Var):
+                    self.sources.setdefault(str(d.name), ("elem", value.tensor, i))
+            return value
+        if not isinstance(value, Value):
+            raise Unsupported(f"a match_cast of a {type(value).__name__}")
+        self._dims_of(ty, value)
+        return value
+
+    def dim_value(self, d: Any) -> Value:
+        """``d`` as an i64[1] tensor of the graph being built (see Ctx.shape_value)."""
+        key = (id(self.graph), symexpr.spell(d) if not isinstance(d, int) else str(d))
+        if key not in self._dim_values:
+            self._dim_values[key] = self._dim_value(d)
+        return self._dim_values[key]
+
+    def _node(self, op: str, *inputs: Any, **attrs: Any) -> Value:
+        node = self.graph.add_node(op, list(inputs), attrs, name=self.fresh("dim"))
+        return node.outputs[0]
+
+    def _dim_value(self, d: Any) -> Value:
+        if isinstance(d, int):
+            return self._node("constant", value=np.asarray([d], np.int64))
+        if isinstance(d, SymDim):
+            src = self.sources.get(d.name)
+            if src is None:
+                raise Unsupported(f"the run-time value of dim {d.name} (no tensor has it)")
+            kind, v, i = src
+            if kind == "shape":
+                return self._node("shape", v, start=i, end=i + 1)
+            t = self._node("slice", v, starts=[i], ends=[i + 1], axes=[0], steps=[1])
+            return t if v.type.dtype == DType.INT64 else self._node("cast", t, to=DType.INT64)
+        if isinstance(d, SymExpr):
+            total = None
+            for mono, coef in d.terms:
+                term = self.dim_value(coef) if coef != 1 or not mono else None
+                for atom in mono:
+                    a = self._atom_value(atom)
+                    term = a if term is None else self._node("mul", term, a)
+                total = term if total is None else self._node("add", total, term)
+            return total if total is not None else self.dim_value(0)
+        raise Unsupported(f"the run-time value of dim {d}")
+
+    def _atom_value(self, atom: Any) -> Value:
+        if isinstance(atom, Func):
+            fns = {"floordiv": "floor_divide", "min": "minimum", "max": "maximum"}
+            op = fns.get(atom.op)
+            if op is None or len(atom.args) < 2:
+                raise Unsupported(f"the run-time value of {atom}")
+            out = self.dim_value(atom.args[0])
+            for a in atom.args[1:]:
+                out = self._node(op, out, self.dim_value(a))
+            return out
+        return self.dim_value(atom)
 
     def _fail(self, name: str, op: str, reason: str) -> None:
         self.unsupported.append(UnsupportedOp(op, name, "", reason))

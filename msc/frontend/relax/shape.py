@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from msc.frontend.relax.importer import Ctx, converter
-from msc.ir.graph import Weight
+from msc.frontend.relax.importer import Ctx, ShapeValue, converter
+from msc.ir.graph import Value, Weight
 from msc.ir.types import SymDim, SymExpr
 
 
@@ -18,11 +18,19 @@ def permute_dims(ctx: Ctx, x, *, attrs):
 
 @converter("relax.reshape")
 def reshape(ctx: Ctx, x, shape, *, attrs=None):
-    dims = list(shape)
+    dims = _dims(ctx, shape)
     sym = [i for i, d in enumerate(dims) if isinstance(d, SymDim | SymExpr)]
-    ctx.require(len(sym) <= 1, "a reshape to more than one symbolic dim")
+    if len(sym) > 1:  # the target computed at run time from where its dims come from
+        return ctx.op("reshape", x, ctx.shape_value(dims))
     target = [-1 if i in sym else int(d) for i, d in enumerate(dims)]
     return ctx.op("reshape", x, None, shape=target)
+
+
+def _dims(ctx: Ctx, shape) -> list:
+    """A shape argument's dims: a ShapeExpr's, or those a match_cast named for a
+    tensor_to_shape (ints and shape variables either way)."""
+    ctx.require(not isinstance(shape, ShapeValue), "a shape read at run time and not named")
+    return list(shape)
 
 
 @converter("relax.expand_dims")
@@ -43,8 +51,9 @@ def flatten(ctx: Ctx, x, *, attrs=None):
 
 @converter("relax.broadcast_to")
 def broadcast_to(ctx: Ctx, x, shape, *, attrs=None):
-    dims = list(shape)
-    ctx.require(all(isinstance(d, int) for d in dims), "broadcast_to a symbolic shape")
+    dims = _dims(ctx, shape)
+    if not all(isinstance(d, int) for d in dims):
+        return ctx.op("expand", x, ctx.shape_value(dims))
     return ctx.op("expand", x, None, shape=[int(d) for d in dims])
 
 
@@ -76,25 +85,56 @@ def strided_slice(ctx: Ctx, x, axes, begin, end, strides=None, *, attrs=None):
 
     axes = ints(axes, "axis")
     steps = ints(strides, "step") if strides is not None else [1] * len(axes)
-    return ctx.op(
-        "slice", x, starts=ints(begin, "start"), ends=ints(end, "end"), axes=axes, steps=steps
-    )
+    if all(isinstance(i, int) for i in [*begin, *end]):
+        return ctx.op(
+            "slice", x, starts=ints(begin, "start"), ends=ints(end, "end"), axes=axes, steps=steps
+        )
+    # starts or ends of shape variables: the run-time form, every list a tensor
+    const = lambda v: ctx.op("constant", value=np.asarray(v, np.int64))  # noqa: E731
+    return ctx.op("slice", x, ctx.shape_value(list(begin)), ctx.shape_value(list(end)),
+                  const(axes), const(steps))  # fmt: skip
+
+
+@converter("relax.dynamic_strided_slice")
+def dynamic_strided_slice(ctx: Ctx, x, begin, end, strides, *, attrs=None):
+    rank = x.type.rank
+    ctx.require(rank is not None, "a slice of a tensor of unknown rank")
+    axes = ctx.op("constant", value=np.arange(rank, dtype=np.int64))
+    return ctx.op("slice", x, begin, end, axes, strides)
 
 
 @converter("relax.take")
 def take(ctx: Ctx, x, indices, *, attrs):
-    ctx.require(attrs.axis is not None, "take from the flattened tensor")
+    axis = attrs.axis
+    if axis is None:  # from the flattened tensor
+        x, axis = ctx.op("reshape", x, None, shape=[-1]), 0
+    axis = int(axis)
     mode = str(attrs.mode)
     if mode == "wrap":  # the same as "fast" for constant indices already in range
         arr = _known(indices)
-        n = x.type.shape[int(attrs.axis)] if x.type.shape is not None else None
+        n = x.type.shape[axis] if x.type.shape is not None else None
         ctx.require(
             arr is not None and isinstance(n, int) and bool(((arr >= 0) & (arr < n)).all()),
             "take mode wrap with indices that may be out of range",
         )
+    elif mode == "clip":  # indices clamped into the dim (codegen.relax reads dims this way)
+        n = x.type.shape[axis] if x.type.shape is not None else None
+        if n is None:  # msc's inference left it open: Relax's name for it
+            shape = ctx.arg_type(0).shape
+            n = shape[axis] if shape is not None else None
+        ctx.require(n is not None, "take mode clip along a dim of unknown size")
+        arr = _known(indices)
+        if not isinstance(n, int) or arr is None or not bool(((arr >= 0) & (arr < n)).all()):
+            dt = indices.type.dtype
+            last = (
+                ctx.scalar(n - 1, dt)
+                if isinstance(n, int)
+                else ctx.op("sub", ctx.op("cast", ctx.dim_scalar(n), to=dt), ctx.scalar(1, dt))
+            )
+            indices = ctx.op("clamp", indices, ctx.scalar(0, dt), last)
     else:
         ctx.require(mode == "fast", f"take mode {mode}")
-    return ctx.op("gather", x, indices, axis=int(attrs.axis))
+    return ctx.op("gather", x, indices, axis=axis)
 
 
 def _known(v) -> np.ndarray | None:
@@ -125,18 +165,21 @@ def flip(ctx: Ctx, x, *, attrs):
     return ctx.op("flip", x, axes=[int(attrs.axis)])
 
 
+def _full(ctx: Ctx, shape, value: float) -> Value:
+    t = ctx.out_type()
+    if t.is_static:
+        return ctx.op("full", None, shape=list(t.shape), value=value, dtype=t.dtype)
+    return ctx.op("full", ctx.shape_value(_dims(ctx, shape)), value=value, dtype=t.dtype)
+
+
 @converter("relax.zeros")
 def zeros(ctx: Ctx, shape, *, attrs):
-    t = ctx.out_type()
-    ctx.require(t.is_static, "zeros of a symbolic shape")
-    return ctx.op("full", None, shape=list(t.shape), value=0.0, dtype=t.dtype)
+    return _full(ctx, shape, 0.0)
 
 
 @converter("relax.ones")
 def ones(ctx: Ctx, shape, *, attrs):
-    t = ctx.out_type()
-    ctx.require(t.is_static, "ones of a symbolic shape")
-    return ctx.op("full", None, shape=list(t.shape), value=1.0, dtype=t.dtype)
+    return _full(ctx, shape, 1.0)
 
 
 @converter("relax.full_like")
@@ -164,19 +207,22 @@ def ones_like(ctx: Ctx, x, *, attrs):
 
 @converter("relax.full")
 def full(ctx: Ctx, shape, value, *, attrs):
-    t = ctx.out_type()
-    ctx.require(t.is_static, "full of a symbolic shape")
-    v = _const_value(ctx, value, "the fill value")
-    return ctx.op("full", None, shape=list(t.shape), value=v, dtype=t.dtype)
+    return _full(ctx, shape, _const_value(ctx, value, "the fill value"))
 
 
 @converter("relax.arange")
 def arange(ctx: Ctx, start, end, step, *, attrs):
-    for v, what in ((start, "start"), (end, "end"), (step, "step")):
-        ctx.require(isinstance(v, int | float), f"a symbolic arange {what}")
-    return ctx.op(
-        "arange", start=float(start), end=float(end), step=float(step), dtype=ctx.out_type().dtype
-    )
+    dt = ctx.out_type().dtype
+    if all(isinstance(v, int | float) for v in (start, end, step)):
+        return ctx.op("arange", start=float(start), end=float(end), step=float(step), dtype=dt)
+    # a limit (or start, step) of shape variables: ONNX's Range of 0-d tensors
+    ends = [
+        ctx.scalar(v, dt)
+        if isinstance(v, int | float)
+        else ctx.op("cast", ctx.dim_scalar(v), to=dt)
+        for v in (start, end, step)
+    ]
+    return ctx.op("range", *ends)
 
 
 @converter("relax.gather_elements")
@@ -208,5 +254,95 @@ def shape_of(ctx: Ctx, x, *, attrs=None):
 def shape_to_tensor(ctx: Ctx, shape, *, attrs=None):
     if isinstance(shape, ShapeOf):
         return ctx.op("shape", shape.of)
-    ctx.require(all(isinstance(d, int) for d in shape), "a tensor of a symbolic shape expression")
+    if isinstance(shape, ShapeValue):
+        return shape.tensor
+    if not all(isinstance(d, int) for d in shape):
+        return ctx.shape_value(list(shape))
     return ctx.op("constant", value=np.asarray(shape, dtype=np.int64))
+
+
+@converter("relax.tensor_to_shape")
+def tensor_to_shape(ctx: Ctx, t, *, attrs=None):
+    ctx.require(t.type.rank == 1, "a shape from a tensor that is not 1-d")
+    return ShapeValue(t)
+
+
+# nn.pad's modes by the names msc's pad takes (ONNX Pad's).
+_PAD_MODES = {"constant": "constant", "reflect": "reflect", "replicate": "edge", "circular": "wrap"}
+
+
+@converter("relax.nn.pad")
+def pad(ctx: Ctx, x, *, attrs):
+    mode = _PAD_MODES.get(str(attrs.pad_mode))
+    ctx.require(mode is not None, f"pad mode {attrs.pad_mode}")
+    width = [int(w) for w in attrs.pad_width]
+    pads = width[0::2] + width[1::2]  # [before..., after...]
+    return ctx.op("pad", x, None, None, pads=pads, mode=mode, value=float(attrs.pad_value))
+
+
+@converter("relax.one_hot")
+def one_hot(ctx: Ctx, indices, on, off, *, attrs):
+    ctx.require((on, off) == (1, 0), f"one_hot with on/off values {on}/{off} (msc's are 1/0)")
+    dtype = ctx.out_type().dtype
+    return ctx.op("one_hot", indices, None, depth=int(attrs.depth), axis=int(attrs.axis),
+                  dtype=dtype)  # fmt: skip
+
+
+@converter("relax.gather_nd")
+def gather_nd(ctx: Ctx, x, indices, *, attrs):
+    return ctx.op("gather_nd", x, indices, batch_dims=int(attrs.batch_dims))
+
+
+# Relax's reductions by the names msc's scatters take.
+_REDUCTION = {"update": "none", "add": "add", "mul": "mul", "max": "max", "min": "min"}
+
+
+@converter("relax.scatter_elements")
+def scatter_elements(ctx: Ctx, x, indices, updates, *, attrs):
+    red = _REDUCTION.get(str(attrs.reduction))
+    ctx.require(red is not None, f"scatter_elements reduction {attrs.reduction}")
+    # Relax's scatter_elements counts a negative index from the end, as msc's does when told.
+    return ctx.op("scatter_elements", x, indices, updates, axis=int(attrs.axis), reduction=red,
+                  negative_indices=True)  # fmt: skip
+
+
+@converter("relax.scatter_nd")
+def scatter_nd(ctx: Ctx, x, indices, updates, *, attrs):
+    red = _REDUCTION.get(str(attrs.reduction))
+    ctx.require(red is not None, f"scatter_nd reduction {attrs.reduction}")
+    return ctx.op("scatter_nd", x, indices, updates, reduction=red)
+
+
+@converter("relax.index_put")
+def index_put(ctx: Ctx, x, indices, values, *, attrs):
+    # One index tensor per leading dim of x, broadcast together: torch's x[i, j, ...] = v.
+    return ctx.op("index_put", x, values, *indices, axes=list(range(len(indices))),
+                  accumulate=bool(attrs.accumulate))  # fmt: skip
+
+
+@converter("relax.nonzero")
+def nonzero(ctx: Ctx, x, *, attrs=None):
+    # Relax's nonzero is [rank, count] (ONNX's); msc's is [count, rank] (torch's).
+    return ctx.op("transpose", ctx.op("nonzero", x), perm=[1, 0])
+
+
+@converter("relax.repeat")
+def repeat(ctx: Ctx, x, *, attrs):
+    # Each element repeated r times in a row along an axis: a new axis after it, expanded to
+    # r, merged back.
+    shape = x.type.shape
+    ctx.require(attrs.axis is not None, "repeat of the flattened tensor")
+    ctx.require(shape is not None and all(isinstance(d, int) for d in shape),
+                "repeat of symbolic dims")  # fmt: skip
+    r, a = int(attrs.repeats), int(attrs.axis) % len(shape)
+    y = ctx.op("unsqueeze", x, axes=[a + 1])
+    y = ctx.op("expand", y, None, shape=[*shape[: a + 1], r, *shape[a + 1 :]])
+    return ctx.op("reshape", y, None, shape=[*shape[:a], shape[a] * r, *shape[a + 1 :]])
+
+
+@converter("relax.stack")
+def stack(ctx: Ctx, xs, *, attrs):
+    axis = 0 if attrs.axis is None else int(attrs.axis)
+    rank = len(ctx.out_type().shape or ())
+    ctx.require(rank > 0, "stack of values of unknown rank")
+    return ctx.op("concat", *(ctx.op("unsqueeze", x, axes=[axis % rank]) for x in xs), axis=axis)

@@ -1,0 +1,648 @@
+"""Equivalent spellings exporters choose for one computation, for ``msc.analysis.canonical``.
+
+Rules (``msc.rewrite`` matchers, each exact; a rule's label is what ``diff`` counts):
+
+- a conv's or linear's all-zero constant bias, dropped (an untrained BatchNorm folds to it);
+- arithmetic that does nothing (``x + 0`` of integers, ``x * 1``, ``x - 0``, ``x / 1``, a
+  ``logical_and`` with true) by a constant of any kind (a weight too), dropped;
+- ``unsqueeze(unsqueeze(x, a), b)`` as one unsqueeze (and squeezes alike): torch.export writes
+  one dim at a time, torch.onnx several at once;
+- ``gather(x, range(0, n, 1), axis)`` -> ``slice(x, 0, n, axis)`` where ``n`` is at most the
+  dim (torch.export's slice to a symbolic end, against ONNX's Slice);
+- gather-style ops' ``negative_indices`` where the indices are known not to be negative;
+- ``gather_nd(x, concat([unsqueeze(expand(i_k), -1)...], -1))`` -> ``index(x, i_0, ...)``:
+  torch.onnx's spelling of advanced indexing;
+- ``attention(q, k, v, where(m, 0, -inf))`` -> ``attention(q, k, v, m)``: an additive float
+  mask of 0 and -inf is the boolean mask it was made from;
+- the guard ``where(reduce_max(mask) == -inf, 0, attention(..., mask))`` -> the attention:
+  torch's scaled_dot_product_attention and ONNX Attention give 0 for a query row the mask
+  hides everywhere, which is what the guard spells out;
+- a resize's attributes its mode ignores at their defaults, pytorch_half_pixel as
+  half_pixel where every resized dim is more than 1.
+
+Graph passes: ``merge_duplicates`` (one node for computations that are the same op of the
+same inputs: torch.export repeats an ``arange`` that torch.onnx computes once) and
+``drop_dead`` (nodes nothing reads).
+
+# NOTE: every rule is exact for the graphs it matches (the NOTE of msc.analysis.canonical);
+# the conditions say why. Pure msc: no torch, no onnx.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+
+from msc.ir import symexpr
+from msc.ir.builder import Builder
+from msc.ir.dtype import DType
+from msc.ir.graph import Graph, Node, Value, Weight, dead_nodes
+from msc.ops import registry
+from msc.ops.infer import broadcast
+from msc.ops.rewrite import Match, constant_value
+
+__all__ = ["RULES", "merge_duplicates", "drop_dead"]
+
+
+# ------------------------------------------------------------------------------ no-op arithmetic
+# op -> (neutral element, operand positions the constant may take)
+_NEUTRAL = {"add": (0, (0, 1)), "sub": (0, (1,)), "mul": (1, (0, 1)), "div": (1, (1,))}
+
+
+def _find_no_op_arithmetic(n: Node) -> Match | None:
+    """``x op c`` that is ``x`` bit for bit: c every element the neutral value, no broadcast
+    or promotion; a float ``x + 0.0`` only with -0.0 (``-0.0 + 0.0`` is +0.0)."""
+    if n.op == "logical_and" and len(n.inputs) == 2:
+        for x, c in (n.inputs, n.inputs[::-1]):
+            v = constant_value(c)
+            if x is not None and v is not None and v.size and v.all() and x.type == n.output.type:
+                return Match(n, [n], {"x": x})
+        return None
+    rule = _NEUTRAL.get(n.op)
+    if rule is None or len(n.inputs) != 2:
+        return None
+    neutral, slots = rule
+    for slot in slots:
+        x, c = n.inputs[1 - slot], n.inputs[slot]
+        v = constant_value(c)
+        if x is None or v is None or v.size == 0 or x.type != n.output.type:
+            continue
+        if x.type.dtype.is_complex or not np.all(v == neutral):
+            continue
+        if n.op == "add" and x.type.dtype.is_floating and not np.all(np.signbit(v)):
+            continue
+        return Match(n, [n], {"x": x})
+    return None
+
+
+_BIASED = ("conv", "conv_transpose", "linear")
+
+
+def _find_zero_bias(n: Node) -> Match | None:
+    """conv / linear with a constant all-zero bias is the op without one (a BatchNorm of
+    untrained statistics folds to zeros, which torch.onnx then leaves out)."""
+    if n.op not in _BIASED or len(n.inputs) < 3 or n.inputs[2] is None:
+        return None
+    c = constant_value(n.inputs[2])
+    if c is None or c.size == 0 or np.any(c != 0):
+        return None
+    return Match(n, [n], {"x": n.inputs[0], "w": n.inputs[1]})  # type: ignore[dict-item]
+
+
+def _without_bias(b: Builder, m: Match) -> Value:
+    return b.op(m.root.op, m["x"], m["w"], **m.root.attrs)
+
+
+# ------------------------------------------------------------------------------ (un)squeeze chains
+def _axes(n: Node, rank: int) -> list[int] | None:
+    axes = n.attrs.get("axes")
+    if axes is None or len(n.inputs) > 1 and n.inputs[1] is not None:
+        return None
+    return sorted(a % rank for a in axes)
+
+
+def _find_unsqueeze_chain(n: Node) -> Match | None:
+    """unsqueeze(unsqueeze(x, a), b) -> unsqueeze(x, c): a's positions (in the middle
+    result) are the final positions b left free, in order."""
+    if n.op != "unsqueeze" or n.inputs[0] is None or n.inputs[0].producer is None:
+        return None
+    inner = n.inputs[0].producer
+    if inner.op != "unsqueeze":
+        return None
+    x = inner.inputs[0]
+    rank = n.output.type.rank
+    mid = inner.output.type.rank
+    if x is None or rank is None or mid is None:
+        return None
+    b, a = _axes(n, rank), _axes(inner, mid)
+    if a is None or b is None:
+        return None
+    free = [k for k in range(rank) if k not in b]
+    # The inner unsqueeze stays for its other readers: chains merge alike whether or not an
+    # exporter shared their first steps.
+    nodes = [inner, n] if len(inner.output.uses) == 1 else [n]
+    return Match(n, nodes, {"x": x}, info={"axes": sorted(b + [free[k] for k in a])})
+
+
+def _find_squeeze_chain(n: Node) -> Match | None:
+    """squeeze(squeeze(x, a), b) -> squeeze(x, c): b's positions are those of the middle
+    result, the dims of x that a left."""
+    if n.op != "squeeze" or n.inputs[0] is None or n.inputs[0].producer is None:
+        return None
+    inner = n.inputs[0].producer
+    if inner.op != "squeeze":
+        return None
+    x = inner.inputs[0]
+    rank = None if x is None else x.type.rank
+    mid = inner.output.type.rank
+    if rank is None or mid is None:
+        return None
+    a, b = _axes(inner, rank), _axes(n, mid)
+    if a is None or b is None:
+        return None
+    left = [k for k in range(rank) if k not in a]
+    nodes = [inner, n] if len(inner.output.uses) == 1 else [n]
+    return Match(n, nodes, {"x": x}, info={"axes": sorted(a + [left[k] for k in b])})
+
+
+# ------------------------------------------------------------------------------ indexing
+def _non_negative(v: Value | None, depth: int = 0) -> bool:
+    """Values known never negative: constants that are not, ranges counting up from 0,
+    shapes, and what only moves or selects such values."""
+    if v is None or depth > 16:
+        return False
+    c = constant_value(v)
+    if c is not None:
+        return bool(c.dtype.kind in "iub" and (c.size == 0 or c.min() >= 0))
+    p = v.producer
+    if p is None:
+        return False
+    if p.op == "shape":
+        return True
+    if p.op == "range":
+        start, step = constant_value(p.inputs[0]), constant_value(p.inputs[2])
+        return start is not None and step is not None and start.min() >= 0 and step.min() > 0
+    if p.op in ("reshape", "expand", "unsqueeze", "squeeze", "transpose", "flatten", "slice"):
+        return _non_negative(p.inputs[0], depth + 1)
+    if p.op in ("gather", "gather_elements"):
+        return _non_negative(p.inputs[0], depth + 1)
+    if p.op == "add":
+        return all(_non_negative(x, depth + 1) for x in p.inputs)
+    return False
+
+
+_INDEX_SLOT = {"gather": 1, "gather_elements": 1, "gather_nd": 1, "scatter_elements": 1}
+
+
+def _find_negative_indices(n: Node) -> Match | None:
+    """``negative_indices`` on indices that are never negative: it changes nothing."""
+    slot = _INDEX_SLOT.get(n.op)
+    if slot is None or not n.attrs.get("negative_indices") or not _non_negative(n.inputs[slot]):
+        return None
+    return Match(n, [n], {f"in{i}": v for i, v in enumerate(n.inputs) if v is not None})
+
+
+def _no_negative_indices(b: Builder, m: Match) -> Value:
+    n = m.root
+    ins = [m.values.get(f"in{i}") for i in range(len(n.inputs))]
+    return b.op(n.op, *ins, **{**n.attrs, "negative_indices": False})
+
+
+def _find_gather_range(n: Node) -> Match | None:
+    """gather(x, range(0, n, 1), axis) is x[start:n] along axis when n never exceeds the
+    dim (past it, gather fails where slice clamps)."""
+    if n.op != "gather" or n.inputs[1] is None or n.inputs[1].producer is None:
+        return None
+    r = n.inputs[1].producer
+    x = n.inputs[0]
+    if r.op != "range" or x is None or x.type.shape is None or len(n.inputs[1].uses) != 1:
+        return None
+    start, step = constant_value(r.inputs[0]), constant_value(r.inputs[2])
+    if start is None or step is None or start.size != 1 or step.size != 1:
+        return None
+    if int(start.reshape(-1)[0]) != 0 or int(step.reshape(-1)[0]) != 1:
+        return None
+    axis = n.attrs["axis"] % len(x.type.shape)
+    dim, count = x.type.shape[axis], n.inputs[1].type.shape[0]
+    if dim is None or count is None:
+        return None
+    _, hi = symexpr.bounds(count)
+    if not (count == dim or isinstance(dim, int) and hi is not None and hi <= dim):
+        return None
+    limit = r.inputs[1]
+    return Match(n, [r, n], {"x": x, "limit": limit}, info={"axis": axis})  # type: ignore[dict-item]
+
+
+def _gather_range_to_slice(b: Builder, m: Match) -> Value:
+    end = b.op("unsqueeze", m["limit"], axes=[0])  # a 1-d end, as Slice reads it
+    start = b.const([0], DType.INT64)
+    return b.op("slice", m["x"], start, end, axes=[m.info["axis"]], steps=[1])
+
+
+def _integer_zeros(v: Value | None, depth: int = 0) -> bool:
+    """``v`` is integer zeros by construction: ``i * 0``, or a sum of such (codegen.onnx's
+    zero of the indices' broadcast shape)."""
+    p = v.producer if v is not None else None
+    if p is None or depth > 8 or not v.type.dtype.is_integer:  # type: ignore[union-attr]
+        return False
+    if p.op == "mul":
+        return any(
+            (c := constant_value(x)) is not None and c.size and not np.any(c) for x in p.inputs
+        )
+    return p.op == "add" and all(_integer_zeros(x, depth + 1) for x in p.inputs)
+
+
+def _index_component(v: Value | None, target: tuple) -> Value | None:
+    """The index tensor ``i`` of ``unsqueeze(expand(i, target), -1)`` or of
+    ``unsqueeze(i + zeros, -1)`` (the zeros of the broadcast shape)."""
+    u = v.producer if v is not None else None
+    if u is None or u.op != "unsqueeze" or u.output.type.rank is None:
+        return None
+    if _axes(u, u.output.type.rank) != [u.output.type.rank - 1]:
+        return None
+    e = u.inputs[0].producer if u.inputs[0] is not None else None
+    if e is None or tuple(e.output.type.shape or ()) != target:
+        return None
+    if e.op == "expand":
+        return e.inputs[0]
+    if e.op == "add":
+        for i, z in (e.inputs, e.inputs[::-1]):
+            if _integer_zeros(z) and not _integer_zeros(i):
+                return i
+    return None
+
+
+def _find_gather_nd_index(n: Node) -> Match | None:
+    """gather_nd(x, concat(unsqueeze(expand(i_k, S), -1)..., axis=-1)) with S the broadcast
+    of the i_k: advanced indexing of x's leading dims by the i_k (index broadcasts them
+    itself; both read a negative index from the end)."""
+    if n.op != "gather_nd" or n.attrs["batch_dims"] != 0 or n.inputs[1] is None:
+        return None
+    cat = n.inputs[1].producer
+    if cat is None or cat.op != "concat" or cat.output.type.rank is None:
+        return None
+    if cat.attrs["axis"] % cat.output.type.rank != cat.output.type.rank - 1:
+        return None
+    target = tuple(cat.output.type.shape[:-1])
+    if None in target:
+        return None
+    idx = [_index_component(v, target) for v in cat.inputs]
+    if any(i is None for i in idx) or len(idx) > (n.inputs[0].type.rank or 0):
+        return None
+    types = [i.type for i in idx]  # type: ignore[union-attr]
+    if any(t.shape is None for t in types) or broadcast(*types) != target:
+        return None
+    nodes = [cat]
+    for v in cat.inputs:
+        nodes += [v.producer, v.producer.inputs[0].producer]  # type: ignore[union-attr]
+    found = {"x": n.inputs[0]} | {f"i{k}": v for k, v in enumerate(idx)}
+    return Match(n, [*nodes, n], found, info={"k": len(idx)})  # type: ignore[arg-type]
+
+
+def _find_constant_gather_nd(n: Node) -> Match | None:
+    """gather_nd(x, C) of constant indices (an export with the index folded) is a gather of
+    x's indexed leading dims flattened, at the row-major positions C names (negative
+    entries counted from the end, as gather_nd does)."""
+    if n.op != "gather_nd" or n.attrs["batch_dims"] != 0 or n.inputs[0] is None:
+        return None
+    c = constant_value(n.inputs[1])
+    x = n.inputs[0]
+    if c is None or c.ndim < 1 or c.dtype.kind not in "iu" or x.type.shape is None:
+        return None
+    k = c.shape[-1]
+    dims = x.type.shape[:k]
+    if k < 1 or k > len(x.type.shape) or not all(isinstance(d, int) for d in dims):
+        return None
+    c = c.astype(np.int64)
+    if np.any(c < -np.asarray(dims)) or np.any(c >= np.asarray(dims)):
+        return None
+    lin = np.ravel_multi_index(tuple(np.moveaxis(c % np.asarray(dims), -1, 0)), dims)
+    return Match(n, [n], {"x": x}, info={"k": k, "lin": lin.astype(np.int64)})
+
+
+def _constant_gather_nd_to_gather(b: Builder, m: Match) -> Value:
+    x, k = m["x"], m.info["k"]
+    flat = b.op("flatten", x, start_axis=0, end_axis=k - 1) if k > 1 else x
+    return b.op("gather", flat, b.op("constant", value=m.info["lin"]), axis=0)
+
+
+def _gather_nd_to_index(b: Builder, m: Match) -> Value:
+    k = m.info["k"]
+    return b.op("index", m["x"], *(m[f"i{j}"] for j in range(k)), axes=list(range(k)))
+
+
+_VIEWS = ("reshape", "unsqueeze", "squeeze", "flatten")
+
+
+def _find_view_chain(n: Node) -> Match | None:
+    """reshape(view(x)) for a view that only regroups dims (reshape, unsqueeze, squeeze,
+    flatten) is reshape(x) to the same target: row-major order is the same."""
+    if n.op != "reshape" or n.inputs[0] is None or n.inputs[0].producer is None:
+        return None
+    inner = n.inputs[0].producer
+    if inner.op not in _VIEWS or len(inner.outputs) != 1 or inner.inputs[0] is None:
+        return None
+    if len(inner.inputs) > 1 and inner.inputs[1] is not None and inner.op != "reshape":
+        return None  # run-time axes
+    nodes = [inner, n] if len(inner.output.uses) == 1 else [n]
+    found = {"x": inner.inputs[0]}
+    if len(n.inputs) > 1 and n.inputs[1] is not None:
+        found["shape"] = n.inputs[1]
+    return Match(n, nodes, found)
+
+
+def _find_view_round_trip(n: Node) -> Match | None:
+    """A chain of views (reshape, unsqueeze, squeeze, flatten) ending in the shape it began
+    with is its source: views keep row-major order."""
+    if n.op not in _VIEWS or len(n.outputs) != 1:
+        return None
+    t = n.output.type
+    if t.shape is None or None in t.shape:
+        return None
+    v, nodes = n.inputs[0], [n]
+    for _ in range(4):
+        if v is None:
+            return None
+        if v.type == t:
+            return Match(
+                n, nodes if all(len(x.output.uses) == 1 for x in nodes[1:]) else [n], {"x": v}
+            )
+        p = v.producer
+        if p is None or p.op not in _VIEWS or len(p.outputs) != 1:
+            return None
+        nodes.append(p)
+        v = p.inputs[0]
+    return None
+
+
+def _reshape_again(b: Builder, m: Match) -> Value:
+    return b.op("reshape", m["x"], m.values.get("shape"), **m.root.attrs)
+
+
+def _find_gather_of_unsqueezed(n: Node) -> Match | None:
+    """gather(unsqueeze(x, axes), i, axis=0) with no new dim at 0 is unsqueeze(gather(x, i,
+    axis=0)) with the new dims after the gathered ones (gather replaces dim 0 by i's dims)."""
+    if n.op != "gather" or n.attrs["axis"] != 0 or n.inputs[0] is None:
+        return None
+    u = n.inputs[0].producer
+    idx = n.inputs[1]
+    if u is None or u.op != "unsqueeze" or idx is None or idx.type.rank is None:
+        return None
+    rank = u.output.type.rank
+    axes = None if rank is None else _axes(u, rank)
+    if axes is None or 0 in axes:
+        return None
+    shift = idx.type.rank - 1
+    nodes = [u, n] if len(u.output.uses) == 1 else [n]
+    return Match(n, nodes, {"x": u.inputs[0], "i": idx}, info={"axes": [a + shift for a in axes]})
+
+
+def _gather_then_unsqueeze(b: Builder, m: Match) -> Value:
+    g = b.op("gather", m["x"], m["i"], axis=0)
+    return b.op("unsqueeze", g, axes=m.info["axes"])
+
+
+def _find_leading_index(n: Node) -> Match | None:
+    """index(x, i_0, ..., i_k-1) on x's leading dims with indices never negative is
+    gather(flatten(x, 0, k-1), linear index) with the index in Horner form
+    (``i_1 + i_0 * d_1``): torch.onnx's legacy spelling, which a folded constant index
+    leaves as the only common form."""
+    if n.op != "index" or list(n.attrs["axes"]) != list(range(len(n.inputs) - 1)):
+        return None
+    x, idx = n.inputs[0], list(n.inputs[1:])
+    k = len(idx)
+    if x is None or x.type.shape is None or k < 2 or None in x.type.shape[:k]:
+        return None
+    if not all(_non_negative(i) and i.type.dtype is DType.INT64 for i in idx):  # type: ignore[union-attr]
+        return None
+    return Match(n, [n], {"x": x} | {f"i{j}": v for j, v in enumerate(idx)}, info={"k": k})  # type: ignore[operator]
+
+
+def _linear_index(b: Builder, m: Match) -> Value:
+    x, k = m["x"], m.info["k"]
+    lin = m["i0"]
+    for j in range(1, k):
+        d = x.type.shape[j]
+        size = (
+            b.const([d], DType.INT64)
+            if isinstance(d, int)
+            else b.op("shape", x, start=j, end=j + 1)
+        )
+        lin = b.op("add", m[f"i{j}"], b.op("mul", lin, size))
+    flat = b.op("flatten", x, start_axis=0, end_axis=k - 1)
+    return b.op("gather", flat, lin, axis=0)
+
+
+# ------------------------------------------------------------------------------ attention masks
+def _find_additive_bool_mask(n: Node) -> Match | None:
+    """attention with mask where(m, 0, -inf) of a bool m: that mask is m (a constant of 0
+    and -inf: the bool constant of where it is 0). With the dtype's
+    lowest value for -inf (torch.onnx writes it) the scores it hides still weigh exactly 0
+    (exp underflows) in every row that keeps a key; a row it hides everywhere averages the
+    values where the bool mask gives 0: the rule's label says so."""
+    if n.op != "attention" or len(n.inputs) < 4 or n.inputs[3] is None:
+        return None
+    q, k, v = n.inputs[:3]
+    c = constant_value(n.inputs[3])
+    if c is not None and c.dtype.kind == "f" and c.size:  # folded: a constant of 0 and -inf
+        lowest = float(np.finfo(c.dtype).min)
+        hidden = c != 0
+        fills = set(np.unique(c[hidden]).astype(np.float64).tolist())
+        if not hidden.any() or not fills <= {-np.inf, lowest} or len(fills) != 1:
+            return None
+        info = {"attrs": dict(n.attrs), "exact": fills == {-np.inf}, "const": ~hidden}
+        return Match(n, [n], {"q": q, "k": k, "v": v}, info=info)  # type: ignore[dict-item]
+    w = n.inputs[3].producer
+    if (
+        w is None
+        or w.op != "where"
+        or w.inputs[0] is None
+        or w.inputs[0].type.dtype is not DType.BOOL
+    ):
+        return None
+    zero, neg = constant_value(w.inputs[1]), constant_value(w.inputs[2])
+    if zero is None or neg is None or zero.size != 1 or neg.size != 1:
+        return None
+    lowest = float(np.finfo(neg.dtype).min) if neg.dtype.kind == "f" else None
+    fill = float(neg.reshape(-1)[0])
+    if float(zero.reshape(-1)[0]) != 0.0 or fill not in (-np.inf, lowest):
+        return None
+    m = w.inputs[0]
+    if w.output.type.shape != m.type.shape:
+        return None  # where broadcast the mask: the bool one alone has another shape
+    info = {"attrs": dict(n.attrs), "exact": fill == -np.inf}
+    nodes = [w, n] if len(w.output.uses) == 1 else [n]
+    return Match(n, nodes, {"q": q, "k": k, "v": v, "m": m}, info=info)  # type: ignore[dict-item]
+
+
+def _bool_mask_attention(b: Builder, m: Match) -> Value:
+    mask = m.values.get("m")
+    if mask is None:
+        mask = b.op("constant", value=m.info["const"])
+    return b.op("attention", m["q"], m["k"], m["v"], mask, **m.info["attrs"])
+
+
+def _find_masked_row_guard(n: Node) -> Match | None:
+    """where(eq(reduce_max(mask, -1, keepdims), -inf), 0, attention(q, k, v, mask)): the
+    attention's own value for a row the mask hides everywhere."""
+    if n.op != "where" or len(n.inputs) != 3:
+        return None
+    cond, zero, y = n.inputs
+    att = y.producer if y is not None else None
+    eq = cond.producer if cond is not None else None
+    if att is None or att.op != "attention" or eq is None or eq.op != "eq":
+        return None
+    z = constant_value(zero)
+    if z is None or z.size != 1 or float(z.reshape(-1)[0]) != 0.0 or len(y.uses) != 1:
+        return None
+    top, ninf = eq.inputs
+    if constant_value(top) is not None:
+        top, ninf = ninf, top
+    c = constant_value(ninf)
+    red = top.producer if top is not None else None
+    if c is None or c.size != 1 or float(c.reshape(-1)[0]) != -np.inf or red is None:
+        return None
+    if red.op != "reduce_max" or not red.attrs["keepdims"] or len(att.inputs) < 4:
+        return None
+    mask = att.inputs[3]
+    rank = None if mask is None else mask.type.rank
+    if red.inputs[0] is not mask or rank is None or _axes(red, rank) != [rank - 1]:
+        return None
+    if n.output.type != y.type:
+        return None
+    return Match(n, [eq, red, n], {"y": y})
+
+
+# ------------------------------------------------------------------------------ resize
+def _resize_spelling(n: Node) -> dict:
+    """A resize's attributes with those its mode ignores at their defaults, and
+    pytorch_half_pixel as half_pixel where every resized dim is more than 1 (ONNX defines
+    the two alike there: they differ only for an output of length 1)."""
+    a = dict(n.attrs)
+    default = {k: s.default for k, s in registry.get("resize").attrs.items()}
+    if a["mode"] != "nearest":
+        a["nearest_mode"] = default["nearest_mode"]
+    if a["mode"] != "cubic":
+        a["cubic_coeff_a"] = default["cubic_coeff_a"]
+    if a["coordinate_transformation_mode"] != "tf_crop_and_resize":
+        a["extrapolation_value"] = default["extrapolation_value"]
+    out = n.outputs[0].type.shape
+    if (
+        a["coordinate_transformation_mode"] == "pytorch_half_pixel"
+        and out is not None
+        and all(d is not None and symexpr.at_least(d, 2) for d in out[2:])
+    ):
+        a["coordinate_transformation_mode"] = "half_pixel"
+    return a
+
+
+def _find_resize_spelling(n: Node) -> Match | None:
+    if n.op != "resize" or _resize_spelling(n) == dict(n.attrs):
+        return None
+    ins = {f"in{i}": v for i, v in enumerate(n.inputs) if v is not None}
+    return Match(n, [n], ins, info={"n": len(n.inputs)})  # type: ignore[arg-type]
+
+
+def _respell_resize(b: Builder, m: Match) -> Value:
+    ins = [m.values.get(f"in{i}") for i in range(m.info["n"])]
+    return b.op("resize", *ins, **_resize_spelling(m.root))
+
+
+def _keep(b: Builder, m: Match) -> Value:
+    return m["x"]
+
+
+# (label, matcher, replacement), in priority order
+RULES = [
+    ("no-op arithmetic dropped", _find_no_op_arithmetic, _keep),
+    (lambda m: f"{m.root.op}'s all-zero bias dropped", _find_zero_bias, _without_bias),
+    (
+        "unsqueezes merged",
+        _find_unsqueeze_chain,
+        lambda b, m: b.op("unsqueeze", m["x"], axes=m.info["axes"]),
+    ),
+    (
+        "squeezes merged",
+        _find_squeeze_chain,
+        lambda b, m: b.op("squeeze", m["x"], axes=m.info["axes"]),
+    ),
+    ("gather of a range -> slice", _find_gather_range, _gather_range_to_slice),
+    (
+        "negative_indices of indices never negative dropped",
+        _find_negative_indices,
+        _no_negative_indices,
+    ),
+    ("gather_nd of broadcast indices -> index", _find_gather_nd_index, _gather_nd_to_index),
+    (
+        "gather_nd of constant indices -> gather",
+        _find_constant_gather_nd,
+        _constant_gather_nd_to_gather,
+    ),
+    ("index of leading dims -> gather of a linear index", _find_leading_index, _linear_index),
+    (
+        "gather of an unsqueezed tensor -> unsqueeze of the gather",
+        _find_gather_of_unsqueezed,
+        _gather_then_unsqueeze,
+    ),
+    ("reshape of a view -> one reshape", _find_view_chain, _reshape_again),
+    ("views back to the shape they began with dropped", _find_view_round_trip, _keep),
+    ("attention's fully-masked-row guard dropped", _find_masked_row_guard, lambda b, m: m["y"]),
+    (
+        lambda m: (
+            "attention's 0/-inf float mask -> bool mask"
+            if m.info["exact"]
+            else "attention's 0/lowest float mask -> bool mask (but in rows it hides everywhere)"
+        ),
+        _find_additive_bool_mask,
+        _bool_mask_attention,
+    ),
+    ("resize's attributes that do not apply normalized", _find_resize_spelling, _respell_resize),
+]
+
+
+# ------------------------------------------------------------------------------ graph passes
+def _key(n: Node) -> tuple | None:
+    """What makes two nodes the same computation: op, attributes, inputs (by identity)."""
+    if n.op in ("constant",) or "rand" in n.op or any(True for _ in n.subgraphs()):
+        return None
+    try:
+        attrs = tuple(sorted((k, _hashable(v)) for k, v in n.attrs.items()))
+    except TypeError:
+        return None
+    ins = tuple(_operand_key(v) for v in n.inputs)
+    return (n.op, attrs, ins, len(n.outputs))
+
+
+def _operand_key(v: Value | None) -> object:
+    """An operand by identity; a small weight by its value (folded constants of one value
+    are separate weights)."""
+    if v is None:
+        return None
+    if isinstance(v, Weight) and v.has_data and v.type.numel() is not None and v.type.numel() <= 64:
+        a = v.numpy()
+        return ("weight", a.dtype.str, a.shape, a.tobytes())
+    return id(v)
+
+
+def _hashable(v: object) -> object:
+    if isinstance(v, np.ndarray):
+        return ("tensor", v.dtype.str, v.shape, v.tobytes())
+    if isinstance(v, list | tuple):
+        return tuple(_hashable(x) for x in v)
+    hash(v)
+    return v
+
+
+def merge_duplicates(g: Graph, done: Counter[str]) -> bool:
+    """Nodes computing the same op of the same inputs become one (the first): exact for
+    deterministic ops. Returns whether any merged."""
+    seen: dict[tuple, Node] = {}
+    outs = {id(v) for v in g.outputs}
+    gone: list[Node] = []
+    for n in g.nodes:
+        k = _key(n)
+        if k is None:
+            continue
+        first = seen.get(k)
+        if first is None:
+            seen[k] = n
+            continue
+        if any(id(v) in outs for v in n.outputs):
+            continue
+        if any(a.type != b.type for a, b in zip(first.outputs, n.outputs)):
+            continue
+        for a, b in zip(first.outputs, n.outputs):
+            b.replace_all_uses_with(a)
+        gone.append(n)
+    if gone:
+        g.remove_nodes(gone)
+        done["duplicate computations merged"] += len(gone)
+    return bool(gone)
+
+
+def drop_dead(g: Graph) -> None:
+    """Nodes nothing reads (what rewrites left of shape computations) go. Not counted."""
+    dead = dead_nodes(g)
+    if dead:
+        g.remove_nodes(dead)
