@@ -345,3 +345,18 @@ def depth_to_space(e: Emit, x: Ref, *, blocksize: int, mode: str) -> Ref:
 def space_to_depth(e: Emit, x: Ref, *, blocksize: int) -> Ref:
     y = e.op("SPACE_TO_DEPTH", [to_nhwc(e, x)], nhwc_type(e.out_type()), block_size=blocksize)
     return to_nchw(e, y)
+
+
+@emitter("lrn")
+def lrn(e: Emit, x: Ref, *, size: int, alpha: float, beta: float, bias: float) -> Ref:
+    e.require(size % 2 == 1, "local response normalization over an even window")
+    y = e.op(
+        "LOCAL_RESPONSE_NORMALIZATION",
+        [to_nhwc(e, x)],
+        nhwc_type(e.out_type()),
+        radius=(size - 1) // 2,
+        alpha=alpha / size,
+        beta=beta,
+        bias=bias,
+    )
+    return to_nchw(e, y)

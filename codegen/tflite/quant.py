@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from codegen.tflite.registry import Emit, Ref, emitter
+from msc.ir.dtype import DType
 
 
 def _params(e: Emit, scale: Ref, zero_point: Ref | None, block_size: int):
@@ -18,9 +19,22 @@ def _params(e: Emit, scale: Ref, zero_point: Ref | None, block_size: int):
     return np.asarray(s, np.float32), np.asarray(zp, np.int64)
 
 
+# The integer types TFLite's DEQUANTIZE kernel reads; a constant of another (an int32 bias)
+# is dequantized at write time.
+KERNEL_TYPES = {DType.INT8, DType.UINT8, DType.INT16}
+
+
 @emitter("dequantize")
 def dequantize(e: Emit, x: Ref, scale: Ref, zero_point: Ref | None = None, *, axis, block_size):
     s, zp = _params(e, scale, zero_point, block_size)
+    c = e.const_value(x)
+    if c is not None and x.dtype not in KERNEL_TYPES:
+        shape = [1] * x.rank
+        if s.size > 1:
+            shape[axis % x.rank] = s.size
+        zp = zp.reshape(()) if zp.size == 1 else zp.reshape(shape)
+        real = (c.astype(np.float64) - zp) * (s.reshape(()) if s.size == 1 else s.reshape(shape))
+        return e.const(real.astype(e.out_type().dtype.to_numpy()))
     e.w.set_quant(x, s, zp, axis)
     return e.op("DEQUANTIZE", [x], e.out_type())
 

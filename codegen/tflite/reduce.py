@@ -34,6 +34,16 @@ for _op, _tfl in REDUCERS.items():
     emitter(_op)(_reducer(_tfl))
 
 
+@emitter("reduce_sum_square")
+def reduce_sum_square(
+    e: Emit, x: Ref, axes_in: Ref | None = None, *, axes, keepdims, noop_with_empty_axes
+) -> Ref:
+    sq = e.op("MUL", [x, x], x.type)
+    return _reducer("SUM")(
+        e, sq, axes_in, axes=axes, keepdims=keepdims, noop_with_empty_axes=noop_with_empty_axes
+    )
+
+
 def _arg(name: str):
     def emit(e: Emit, x: Ref, *, axis, keepdims, select_last_index) -> Ref:
         e.require(not select_last_index, "the last index among equal values")

@@ -34,10 +34,18 @@ def _types(op: Any, tensors: list) -> tuple[list[int], list[int]]:
     return ins, outs
 
 
+# Ops whose kernels start above version 1 (LiteRT registers BROADCAST_TO from 2).
+MIN_VERSION = {"BROADCAST_TO": 2}
+
+
 def version(op: Any, tensors: list) -> int:
     """The version to write for ``op`` (a ``flatbuf.Op``) given the subgraph's tensors."""
     if op.custom:
         return op.version
+    return max(_version(op, tensors), MIN_VERSION.get(op.op, 1))
+
+
+def _version(op: Any, tensors: list) -> int:
     ins, outs = _types(op, tensors)
     first = ins[0] if ins else F32
     name, o = op.op, op.options

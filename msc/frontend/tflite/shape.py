@@ -246,7 +246,8 @@ def gather(ctx: Ctx, x, indices, *, axis=0, batch_dims=0):
 
 @converter("GATHER_ND")
 def gather_nd(ctx: Ctx, x, indices):
-    return ctx.op("gather_nd", ctx.value(x), ctx.value(indices))
+    idx = ctx.op("cast", ctx.value(indices), to=DType.INT64)
+    return ctx.op("gather_nd", ctx.value(x), idx)
 
 
 @converter("SCATTER_ND")
