@@ -394,6 +394,10 @@ class Importer:
             raise Unsupported(f"options msc does not read: {shown}")
         kw = {k: v for k, v in opts.items() if k in conv.options}
         n = len(ins)
+        if n < conv.required or (conv.variadic and n == 0):
+            raise Unsupported(f"{n} inputs; the op takes at least {max(conv.required, 1)}")
+        if any(t is None for t in ins[: conv.required]):
+            raise Unsupported("a required input is absent (-1)")
         if not conv.variadic and n > conv.n_inputs:
             if any(t is not None for t in ins[conv.n_inputs :]):
                 raise Unsupported(f"{n} inputs; msc reads {conv.n_inputs}")

@@ -197,7 +197,10 @@ class TfModel:
 
     def close(self) -> None:
         if isinstance(self.data, mmap.mmap):
-            self.data.close()
+            try:
+                self.data.close()
+            except BufferError:  # a view still alive (an error's traceback): freed with it
+                pass
 
 
 class _Reader:
@@ -564,7 +567,10 @@ def read_model(src: str | os.PathLike | bytes | bytearray | memoryview) -> TfMod
         raise
     except (_Bad, struct.error, IndexError, ValueError, OverflowError, TypeError) as e:
         if isinstance(data, mmap.mmap):
-            data.close()
+            try:
+                data.close()
+            except BufferError:
+                pass
         where = f"{path}: " if path else ""
         why = str(e) if isinstance(e, _Bad) else f"{type(e).__name__}: {e}"
         raise BadModelError(f"{where}not a readable .tflite model: {why}") from None

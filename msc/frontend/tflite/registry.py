@@ -37,6 +37,7 @@ class Converter:
     fn: Callable[..., object]
     options: frozenset[str] = field(default_factory=frozenset)
     n_inputs: int = 0
+    required: int = 0  # inputs without a default
     variadic: bool = False
 
     @staticmethod
@@ -48,6 +49,7 @@ class Converter:
             fn=fn,
             options=frozenset(p.name for p in params if p.kind is p.KEYWORD_ONLY),
             n_inputs=len(pos),
+            required=sum(1 for p in pos if p.default is p.empty),
             variadic=any(p.kind is p.VAR_POSITIONAL for p in params),
         )
 
