@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 
+from codegen.tflite.coverage import coverage_markdown
 from codegen.tflite.flatbuf import write
 from codegen.tflite.model import Writer, to_records
 from codegen.tflite.passes import simplify
@@ -30,6 +31,7 @@ __all__ = [
     "EmitterRegistry",
     "Ref",
     "Writer",
+    "coverage_markdown",
 ]
 
 

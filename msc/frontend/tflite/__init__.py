@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 
 from msc.errors import ConversionError
+from msc.frontend.tflite.coverage import coverage_markdown, supported_ops, unsupported_ops
 from msc.frontend.tflite.importer import Importer
 from msc.frontend.tflite.reader import TfModel, read_model
 from msc.frontend.tflite.registry import CONVERTERS, REASONS, ConverterRegistry, converter
@@ -33,6 +34,9 @@ __all__ = [
     "CONVERTERS",
     "ConverterRegistry",
     "REASONS",
+    "coverage_markdown",
+    "supported_ops",
+    "unsupported_ops",
 ]
 
 
