@@ -43,6 +43,7 @@ lint: $(STAMP)
 # a broken link or a broken anchor fails the build.
 docs: $(STAMP)
 	$(PY) -m msc.ops.doc > docs/ops.md.tmp && mv docs/ops.md.tmp docs/ops.md
+	$(PY) -c "import codegen.relax as r; print(*sorted(r.EMITTERS), sep=chr(10))" > codegen/relax/ops.txt
 	$(PY) docs/tools/cli_reference.py > docs/cli.md.tmp && mv docs/cli.md.tmp docs/cli.md
 	$(PY) bench/report.py
 	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --site-dir site

@@ -4,7 +4,7 @@ Frontends translate PyTorch and ONNX models into one framework-neutral graph (``
 codegens (the ``codegen`` package) regenerate the model for a target. The public API:
 
     g = msc.from_torch(module, example_args)      g = msc.from_onnx(path_or_model)
-    g = msc.from_relax(ir_module, function="main")
+    g = msc.from_relax(ir_module, function="main")   g = msc.from_tflite(path_or_bytes)
     text = msc.to_text(g);  g2 = msc.from_text(text)
     msc.save(g, directory);  g = msc.load(directory)
     msc.structural_equal(a, b);  msc.assert_structural_equal(a, b);  msc.structural_hash(g)
@@ -63,6 +63,7 @@ __all__ = [
     "from_fx",
     "from_onnx",
     "from_relax",
+    "from_tflite",
     "from_text",
     "from_torch",
     "inspect",
@@ -101,6 +102,13 @@ def from_fx(graph_module: Any, example_args: tuple = (), **kwargs: Any) -> Graph
 def from_onnx(model: Any, **kwargs: Any) -> Graph:
     """Translate an ONNX model (a path or a ModelProto; see msc.frontend.onnx)."""
     from msc.frontend.onnx import from_onnx as impl
+
+    return impl(model, **kwargs)
+
+
+def from_tflite(model: Any, **kwargs: Any) -> Graph:
+    """Translate a TFLite / LiteRT model (a .tflite path or its bytes; see msc.frontend.tflite)."""
+    from msc.frontend.tflite import from_tflite as impl
 
     return impl(model, **kwargs)
 

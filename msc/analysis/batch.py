@@ -75,8 +75,14 @@ _KEYS = {
     "rtol", "atol", "seed", "custom_ops", "timeout", "memory", "trust_pickle",
 }  # fmt: skip
 _TOP_KEYS = {"models", "output", "timeout", "memory", "defaults"}
-_SUFFIX = {"torch": "_torch", "onnx": ".onnx", "msc": ".msc", "relax": "_relax"}
-_MODEL_SUFFIXES = (".onnx", ".pt2", ".ep", ".msc")
+_SUFFIX = {
+    "torch": "_torch",
+    "onnx": ".onnx",
+    "msc": ".msc",
+    "relax": "_relax",
+    "tflite": ".tflite",
+}
+_MODEL_SUFFIXES = (".onnx", ".pt2", ".ep", ".tflite", ".msc")
 
 
 @dataclass
@@ -155,7 +161,9 @@ def _models_in(directory: Path) -> list[str]:
         elif p.suffix.lower() in _MODEL_SUFFIXES:
             found.append(p.name)
     if not found:
-        raise MscError(f"{directory}: no models in it (.onnx, .pt2, .msc, model directories)")
+        raise MscError(
+            f"{directory}: no models in it (.onnx, .pt2, .tflite, .msc, model directories)"
+        )
     return found
 
 

@@ -4,9 +4,10 @@ Targets: ``torch`` (a directory with ``model.py`` + ``model.safetensors``, by
 ``codegen.torch.save``), ``onnx`` (an ``.onnx`` file, external data when large, by
 ``codegen.onnx``), ``msc`` (a saved graph directory, by ``msc.save``), ``relax`` (only with
 ``to``: a directory with TVMScript ``module.py`` + ``model.safetensors`` + ``load.py``, by
-``codegen.relax.save``; checked by TVM's structural equality and by running it on the VM).
-Without ``to`` the target follows OUT: ``*.onnx`` is onnx, ``*.msc`` or an existing saved graph
-is msc, anything else is a torch directory.
+``codegen.relax.save``; checked by TVM's structural equality and by running it on the VM),
+``tflite`` (a ``.tflite`` file by ``codegen.tflite``, run in LiteRT's interpreter).
+Without ``to`` the target follows OUT: ``*.onnx`` is onnx, ``*.tflite`` is tflite, ``*.msc`` or
+an existing saved graph is msc, anything else is a torch directory.
 
 The check, unless turned off: re-import what was written and compare it with the graph it was
 generated from as ``msc diff`` does (equal, modulo names; else equivalent up to known rewrites;
@@ -48,7 +49,9 @@ from msc.ir.types import TensorType, map_tensor
 
 __all__ = ["convert", "ConvertReport", "TARGETS", "target_for"]
 
-TARGETS = ("torch", "onnx", "msc", "relax")
+TARGETS = ("torch", "onnx", "msc", "relax", "tflite")
+# Targets written as one file (the others are directories).
+FILE_TARGETS = {"onnx": ".onnx", "tflite": ".tflite"}
 
 
 @dataclass
@@ -108,12 +111,14 @@ def target_for(out: str | os.PathLike, to: str | None) -> str:
     suffix = p.suffix.lower()
     if suffix == ".onnx":
         return "onnx"
+    if suffix == ".tflite":
+        return "tflite"
     if suffix == ".msc" or (p / "graph.msc").is_file():
         return "msc"
     if suffix and not p.is_dir():
         raise MscError(
-            f"{out}: msc does not write {suffix} files; name a .onnx file, a .msc directory or "
-            "a directory for PyTorch source, or say which with --to"
+            f"{out}: msc does not write {suffix} files; name a .onnx or .tflite file, a .msc "
+            "directory or a directory for PyTorch source, or say which with --to"
         )
     return "torch"
 
@@ -199,6 +204,12 @@ def _write(g: Graph, target: str, dest: Path, opset: int | None, report: Convert
         except ImportError as e:
             raise MscError(f"the relax target needs apache-tvm (the tvm extra): {e}") from None
         save(g, dest)
+    elif target == "tflite":
+        try:
+            from codegen.tflite import save
+        except ImportError as e:
+            raise MscError(f"the tflite target needs flatbuffers (the tflite extra): {e}") from None
+        save(g, dest)
     else:
         try:
             from codegen.onnx import choose_opset, save
@@ -221,6 +232,9 @@ def _stage(out: Path, target: str) -> tuple[Path, Path]:
 def _install(staged: Path, out: Path, target: str) -> list[str]:
     """Move the staged output into place (replacing OUT), returning the files written."""
     tmp = staged.parent
+    if target == "tflite":
+        os.replace(staged, out)
+        return [str(out)]
     if target == "onnx":
         from codegen.onnx.writer import check_data_file
 
@@ -261,8 +275,8 @@ def convert(
     say = progress or (lambda s: None)
     out_p = Path(out)
     target = target_for(out_p, to)
-    if target == "onnx" and out_p.suffix.lower() != ".onnx":
-        raise MscError(f"{out_p}: an onnx output must be a .onnx file")
+    if target in FILE_TARGETS and out_p.suffix.lower() != FILE_TARGETS[target]:
+        raise MscError(f"{out_p}: a {target} output must be a {FILE_TARGETS[target]} file")
     if opset is not None and target != "onnx":
         raise MscError("--opset applies to the onnx target only")
     if (
@@ -274,8 +288,8 @@ def convert(
         raise MscError(
             f"{out_p}: the output is the model being converted; pass --force to replace it"
         )
-    if target == "onnx":
-        files.check_output(out_p, "file", "onnx", force=force)
+    if target in FILE_TARGETS:
+        files.check_output(out_p, "file", target, force=force)
     else:
         files.check_output(out_p, "dir")
     is_module = ":" in os.fspath(src) and not Path(src).exists()

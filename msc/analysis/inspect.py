@@ -18,9 +18,12 @@ the bytes of that step are reported as a formula.
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import sys
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from msc.analysis.cost import node_cost
@@ -147,9 +150,8 @@ def target_support(g: Graph) -> dict[str, list[str]]:
     ops = sorted({n.op for n in _walk(g)})
     out: dict[str, list[str]] = {}
     for target, keeps_custom in _CODEGENS:
-        try:
-            reg = importlib.import_module(f"codegen.{target}").EMITTERS
-        except Exception:  # noqa: BLE001 - a codegen that fails to import is not reported
+        reg = _emitted_ops(target)
+        if reg is None:
             continue
         out[target] = [
             op
@@ -159,6 +161,23 @@ def target_support(g: Graph) -> dict[str, list[str]]:
     if "torch" in out and (held := non_numeric_values(g)):  # torch has no tensors for them
         out["torch"].insert(0, f"{len(held)} str, sequence or optional value(s)")
     return out
+
+
+def _emitted_ops(target: str):
+    """The ops ``codegen.<target>`` emits, or None when it is not usable here. Relax's list is
+    read from ``codegen/relax/ops.txt`` (kept equal to its registry by a test) while TVM is not
+    imported yet: importing TVM costs seconds of CPU that an inspect would spend for one list."""
+    if target == "relax" and "tvm" not in sys.modules:
+        if importlib.util.find_spec("tvm") is None:
+            return None
+        import codegen
+
+        listed = Path(codegen.__file__).parent / "relax" / "ops.txt"
+        return frozenset(listed.read_text().split())
+    try:
+        return importlib.import_module(f"codegen.{target}").EMITTERS
+    except Exception:  # noqa: BLE001 - a codegen that fails to import is not reported
+        return None
 
 
 def _by_count(item: tuple[str, int]) -> int:

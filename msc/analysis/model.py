@@ -4,15 +4,17 @@ Sources ``load_model`` understands:
 
 - ``model.onnx`` -- an ONNX file (external data next to it is found by the ONNX loader);
 - ``model.pt2`` -- a saved ExportedProgram (``torch.export.save``; loaded without pickle);
+- ``model.tflite`` -- a TFLite / LiteRT flatbuffer (read by msc's own bounded reader);
 - a directory holding ``graph.msc`` -- a graph saved by ``msc.save``; ``file.msc`` -- text only;
 - a directory holding ``model.py`` + ``model.safetensors`` -- what ``codegen.torch.save`` writes;
 - ``module.py:ClassName`` -- a Python file defining an ``nn.Module`` built with no arguments,
   exported with example inputs from ``--input-shape`` (forward parameters by name).
 
 A ``Model`` runs in its own framework where it has one (onnxruntime for ONNX, the exported or
-eager module for PyTorch) and through ``codegen.torch`` for an msc graph. ``run`` can also
-return the values of named intermediate graph values; for that, a PyTorch model runs its msc
-graph (with those values made outputs) and an ONNX model runs with them added as outputs.
+eager module for PyTorch, LiteRT's interpreter for TFLite) and through ``codegen.torch`` for an
+msc graph. ``run`` can also return the values of named intermediate graph values; for that, a
+PyTorch model runs its msc graph (with those values made outputs) and an ONNX model runs with
+them added as outputs.
 
 # NOTE: user errors (no such file, a corrupt file, a module that will not build) become
 # ``MscError`` with one clear line; anything else is a bug and propagates.
@@ -60,7 +62,7 @@ class Model:
     """A loaded model: its msc graph, what it came from, and how to run it."""
 
     graph: Graph
-    kind: str  # "onnx" | "pt2" | "msc" | "torch-module" | "torch-source" | "relax"
+    kind: str  # "onnx" | "pt2" | "msc" | "torch-module" | "torch-source" | "relax" | "tflite"
     path: str
     native: Any = None  # onnx path, ExportedProgram, nn.Module, Relax IRModule, or None
     example: dict[str, np.ndarray] | None = None  # example inputs a module was exported with
@@ -100,6 +102,8 @@ class Model:
         args = [inputs[v.name] for v in self.graph.inputs]
         if self.kind == "onnx":
             return _run_onnx(self, args, extra)
+        if self.kind == "tflite":
+            return _run_tflite(self, args, extra)
         outs: list[np.ndarray] | None = None
         if self.kind == "pt2":
             outs = _run_exported(self.native, args)
@@ -290,6 +294,67 @@ def _run_onnx(m: Model, args: list[Any], extra: Sequence[str]):
     outs = sess.run(names, feeds)
     n = len(m.graph.outputs)
     return list(outs[:n]), dict(zip(names[n:], outs[n:]))
+
+
+@contextlib.contextmanager
+def _stderr_muted() -> Iterator[None]:
+    """Mute file descriptor 2 while LiteRT starts: its C++ runtime prints an INFO line about
+    its CPU delegate there, which no Python setting turns off."""
+    sys.stderr.flush()
+    keep = os.dup(2)
+    try:
+        with open(os.devnull, "wb") as sink:
+            os.dup2(sink.fileno(), 2)
+        yield
+    finally:
+        os.dup2(keep, 2)
+        os.close(keep)
+
+
+def _litert(path: str, preserve: bool) -> Any:
+    try:
+        from ai_edge_litert.interpreter import Interpreter
+    except ImportError:
+        raise MscError(
+            "running a .tflite model needs LiteRT (pip install 'msc-graph-hub[tflite]')"
+        ) from None
+    with _stderr_muted():
+        return Interpreter(model_path=path, experimental_preserve_all_tensors=preserve)
+
+
+def _run_tflite(m: Model, args: list[Any], extra: Sequence[str]):
+    """Run a .tflite file in LiteRT's interpreter (inputs resized to the arrays given), with
+    the values of the ``extra`` tensor names when asked."""
+    interp = m._session if not extra else None
+    if interp is None:
+        interp = _litert(m.path, bool(extra))
+        if not extra:
+            m._session = interp
+    details = interp.get_input_details()
+    resized = False
+    for d, a in zip(details, args):
+        if list(d["shape"]) != list(np.shape(a)):
+            interp.resize_tensor_input(d["index"], list(np.shape(a)))
+            resized = True
+    if resized or not getattr(interp, "_msc_allocated", False):
+        with _stderr_muted():
+            interp.allocate_tensors()
+        interp._msc_allocated = True
+    for d, a in zip(details, args):
+        interp.set_tensor(d["index"], np.ascontiguousarray(a, dtype=d["dtype"]))
+    with _stderr_muted():
+        interp.invoke()
+    outs = [np.array(interp.get_tensor(d["index"])) for d in interp.get_output_details()]
+    vals: dict[str, Any] = {}
+    if extra:
+        index = {t["name"]: t["index"] for t in interp.get_tensor_details()}
+        for name in extra:
+            if name in index:
+                try:
+                    vals[name] = np.array(interp.get_tensor(index[name]))
+                except ValueError:  # a tensor the runtime did not keep
+                    continue
+    return outs, vals
 
 
 # ---------------------------------------------------------------------------- loading
@@ -556,6 +621,10 @@ def load_model(
         if suffix == ".onnx":
             say("importing the ONNX model")
             return Model(msc.from_onnx(text, custom_ops=custom_ops), "onnx", text, text)
+        if suffix == ".tflite":
+            say("reading the TFLite model")
+            g = msc.from_tflite(text, custom_ops=custom_ops, name=path.stem)
+            return Model(g, "tflite", text, text)
         if suffix in (".pt2", ".ep"):
             say("loading the ExportedProgram")
             # torch logs its own traceback for a corrupt archive before raising; the error
@@ -579,8 +648,8 @@ def load_model(
             raise MscError(f"{text}: cannot read it: {type(e).__name__}: {_first(e)}") from None
         raise
     raise MscError(
-        f"{text}: unknown model format (expected .onnx, .pt2, .msc, a TVMScript .py, a saved "
-        "msc graph directory, a codegen.torch or codegen.relax directory, or "
+        f"{text}: unknown model format (expected .onnx, .pt2, .tflite, .msc, a TVMScript .py, a "
+        "saved msc graph directory, a codegen.torch or codegen.relax directory, or "
         "module.py:ClassName)"
     )
 

@@ -48,6 +48,7 @@ SIGNATURES: dict[str, bytes] = {
     "dot": b"// generator: msc",
     "node-data": b'"generator": "msc"',
     "batch-report": b'"msc_batch":',
+    "tflite": b"generator: msc",  # the model description codegen.tflite writes
 }
 
 

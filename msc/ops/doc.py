@@ -18,6 +18,8 @@ COVERAGE_MODULES = (
     "codegen.torch",
     "codegen.onnx",
     "codegen.relax",
+    "msc.frontend.tflite",
+    "codegen.tflite",
 )
 
 

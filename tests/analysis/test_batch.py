@@ -158,7 +158,7 @@ def test_bad_manifest_lists_every_problem_and_runs_nothing(models, tmp_path):
         "colour": 1,
         "models": [
             {"model": "cnn.onnx", "name": "v", "task": "verify"},
-            {"model": "cnn.onnx", "name": "t", "to": "tflite"},
+            {"model": "cnn.onnx", "name": "t", "to": "coreml"},
             {"model": "a.onnx", "frobnicate": True},
             {"model": "cnn.onnx", "name": "s", "timeout": "soon"},
             {"model": "cnn.onnx", "name": "n", "timeout": -3},
@@ -171,7 +171,7 @@ def test_bad_manifest_lists_every_problem_and_runs_nothing(models, tmp_path):
     with pytest.raises(MscError) as e:
         msc.batch(path, tmp_path / "out")
     text = str(e.value)
-    needles = ("'colour'", "against'", "'tflite'", "'frobnicate'", "bad value", "> 0", "twice")
+    needles = ("'colour'", "against'", "'coreml'", "'frobnicate'", "bad value", "> 0", "twice")
     for needle in needles:
         assert needle in text, text
     assert not (tmp_path / "out").exists()

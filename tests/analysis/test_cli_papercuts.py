@@ -1,7 +1,8 @@
 """Plain, early errors for options and outputs that do not make sense (issue: paper cuts).
 
-Before: ``-o out.tflite`` wrote a PyTorch folder named out.tflite, ``-o`` equal to the source
-overwrote it without a word, and ``inspect --dynamic`` on an ONNX file was ignored silently.
+Before: ``-o out.mlmodel`` (a suffix no target writes) wrote a PyTorch folder by that name,
+``-o`` equal to the source overwrote it without a word, and ``inspect --dynamic`` on an ONNX
+file was ignored silently.
 """
 
 from __future__ import annotations
@@ -41,11 +42,11 @@ def _error(code: int, err: str, *words: str) -> None:
 
 
 def test_unknown_output_suffix_is_refused(model, tmp_path):
-    code, _, err = run_cli("convert", str(model), "-o", str(tmp_path / "out.tflite"))
-    _error(code, err, ".tflite", "--to")
-    assert not (tmp_path / "out.tflite").exists()
+    code, _, err = run_cli("convert", str(model), "-o", str(tmp_path / "out.mlmodel"))
+    _error(code, err, ".mlmodel", "--to")
+    assert not (tmp_path / "out.mlmodel").exists()
     code, out, err = run_cli(
-        "convert", str(model), "-o", str(tmp_path / "out.tflite"), "--to", "torch"
+        "convert", str(model), "-o", str(tmp_path / "out.mlmodel"), "--to", "torch"
     )
     assert code == 0, out + err  # said explicitly: a PyTorch directory by that name
 

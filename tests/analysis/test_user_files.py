@@ -37,7 +37,36 @@ TARGETS = ("torch", "onnx", "relax")
 
 # cell id -> why it does not hold yet. A cell id is the test's parameter id, e.g.
 # "convert[bert-pt2-relax]".
-EXPECTED_FAILURES: dict[str, str] = {}
+_TORCH_READBACK = (
+    "convert's structural check reads the generated PyTorch back with real changes: its "
+    "helpers for ONNX Slice with run-time bounds and GatherND trace into other ops, and the "
+    "torch frontend normalises non-negative symbolic slice bounds (issue 29; branch roundtrip)"
+)
+_RELAX_READBACK = (
+    "the Relax directory converted to ONNX reads back with real changes: index -> gather_nd, "
+    "integer floor_divide -> div/remainder, ne -> logical_not (issue 29; branch roundtrip)"
+)
+_TORCH_RED = ("bert-dynamo-torch", "bert-legacy-torch", "llama-dynamo-torch")
+_RELAX_RED = ("bert-dynamo-relax", "bert-legacy-relax", "llama-dynamo-relax", "llama-legacy-relax")
+EXPECTED_FAILURES: dict[str, str] = {
+    **{f"convert[{c}]": _TORCH_READBACK for c in _TORCH_RED},
+    **{
+        f"{cell}[{c}]": f"convert writes nothing for this file yet: {_TORCH_READBACK}"
+        for cell in ("verify_output", "inspect_output", "convert_again")
+        for c in _TORCH_RED
+    },
+    **{f"convert_again[{c}]": _RELAX_READBACK for c in _RELAX_RED},
+}
+
+# (model, format) -> why that file is a different model from the model's other files, so diff
+# must name real changes and verify must refuse or mismatch: those cells assert that instead.
+DIFFERENT_MODELS: dict[tuple[str, str], str] = {
+    ("llama", "legacy"): (
+        "torch.onnx's TorchScript exporter traces LlamaForCausalLM's defaulted int "
+        "logits_to_keep as a graph input and indexes one position with it (logits "
+        "[batch, vocab] instead of [batch, seq, vocab])"
+    ),
+}
 
 pytestmark = pytest.mark.xdist_group("user_files")
 
@@ -175,12 +204,26 @@ def test_convert_again(ws, model, how, target):
     _ok(cli("convert", out, "-o", again), "structurally equal", "is equivalent")
 
 
+def _different(model: str, a: str, b: str) -> bool:
+    return (model, a) in DIFFERENT_MODELS or (model, b) in DIFFERENT_MODELS
+
+
 @pytest.mark.parametrize(("model", "a", "b"), _cells("diff", PAIRS))
 def test_diff_across_exporters(ws, model, a, b):
-    """Two exports of one model differ only by rewrites diff knows."""
-    _ok(cli("diff", ws.file(model, a), ws.file(model, b)), "equivalent", "equal")
+    """Two exports of one model differ only by rewrites diff knows; a file that is another
+    model (DIFFERENT_MODELS) is named as real changes, exit 1."""
+    r = cli("diff", ws.file(model, a), ws.file(model, b))
+    if _different(model, a, b):
+        assert r.code == 1 and "real change" in r.out and r.err == "", str(r)
+    else:
+        _ok(r, "equivalent", "equal")
 
 
 @pytest.mark.parametrize(("model", "a", "b"), _cells("verify", PAIRS))
 def test_verify_across_exporters(ws, model, a, b):
-    _ok(cli("verify", ws.file(model, a), ws.file(model, b)), "result: match")
+    r = cli("verify", ws.file(model, a), ws.file(model, b))
+    if _different(model, a, b):  # one error line naming the input only one of them takes
+        assert r.code == 2 and "logits_to_keep" in r.err, str(r)
+        assert r.err.startswith("msc: error:") and "Traceback" not in r.err, str(r)
+    else:
+        _ok(r, "result: match")

@@ -393,3 +393,33 @@ def test_damaged_pt2_archives(tmp_path):
     recs = _run(files, tmp_path)
     assert not marker.exists(), "a pickle inside a .pt2 ran while msc read it"
     _check(recs, "damaged .pt2 archives")
+
+
+# ------------------------------------------------------------------ .tflite flatbuffers
+def _mutate_words(data: bytes, rng: random.Random) -> bytes:
+    """A flatbuffer's offsets and lengths are uint32 words: set some to strange values."""
+    b = bytearray(data)
+    for _ in range(rng.randint(1, 6)):
+        at = rng.randrange(0, max(len(b) - 4, 1)) & ~3
+        value = rng.choice([0, 1, 3, 7, 0xFFFF, 0x7FFFFFFF, 0xFFFFFFFF, len(b), len(b) - 4])
+        struct.pack_into("<I", b, at, value & 0xFFFFFFFF)
+    return bytes(b)
+
+
+def test_mutated_tflite_files(tmp_path):
+    pytest.importorskip("tflite", reason="the tflite extra (tflite, flatbuffers) is not installed")
+    import codegen.tflite
+
+    rng = random.Random(SEED * 1000 + 5)
+    seeds = [
+        codegen.tflite.to_bytes(small_cnn_graph()),
+        codegen.tflite.to_bytes(msc.from_onnx(_onnx_seeds()[0])),
+    ]
+    files = []
+    for i in range(N):
+        data = rng.choice(seeds)
+        data = _mutate_words(data, rng) if rng.random() < 0.6 else _mutate_bytes(data, rng)
+        f = tmp_path / f"m{i}.tflite"
+        f.write_bytes(data)
+        files.append(f)
+    _check(_run(files, tmp_path), "mutated .tflite files")

@@ -1,0 +1,186 @@
+"""TFLite emitters for shape ops: reshape, transpose, concat, slice, squeeze / unsqueeze,
+pad, gather, split, expand, tile, shape, constants."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from codegen.tflite.registry import Emit, Ref, emitter
+from msc.ir.dtype import DType
+from msc.ir.types import TensorType
+
+I32 = DType.INT32
+BIG = (1 << 31) - 1
+
+
+def _static_or_minus_one(t: TensorType) -> list[int] | None:
+    """The dims of ``t`` with at most one symbolic dim as -1; None when more are symbolic."""
+    dims = [d if isinstance(d, int) else -1 for d in t.shape]
+    return dims if dims.count(-1) <= 1 else None
+
+
+@emitter("reshape")
+def reshape(e: Emit, x: Ref, shape_in: Ref | None = None, *, shape) -> Ref:
+    t = e.out_type()
+    if shape_in is not None:
+        s = e.cast(shape_in, I32)
+        return e.op("RESHAPE", [x, s], t)
+    dims = [int(d) for d in shape]
+    if dims.count(-1) > 1 or 0 in dims:
+        dims = _static_or_minus_one(t)
+        e.require(dims is not None, f"reshape to {list(shape)}")
+    return e.reshape(x, dims, t)
+
+
+@emitter("flatten", "squeeze", "unsqueeze")
+def reshape_like(e: Emit, x: Ref, axes_in: Ref | None = None, **attrs) -> Ref:
+    t = e.out_type()
+    e.require(axes_in is None, "run-time axes")
+    dims = _static_or_minus_one(t)
+    if dims is not None:
+        return e.reshape(x, dims, t)
+    op = e.node.op
+    if op == "unsqueeze":
+        y = x
+        for a in sorted(int(a) % t.rank for a in attrs["axes"]):
+            y = e.expand_dims(y, a)
+        return y
+    if op == "squeeze":
+        return e.squeeze(x, [int(a) % x.rank for a in attrs["axes"] or ()], t)
+    return e.require(False, f"{op} with several symbolic dims")
+
+
+@emitter("transpose")
+def transpose(e: Emit, x: Ref, *, perm) -> Ref:
+    return e.transpose(x, perm)
+
+
+@emitter("concat")
+def concat(e: Emit, *xs: Ref, axis: int) -> Ref:
+    return e.op("CONCATENATION", list(xs), e.out_type(), axis=int(axis) % xs[0].rank)
+
+
+@emitter("slice")
+def slice_(
+    e: Emit,
+    x: Ref,
+    starts_in=None,
+    ends_in=None,
+    axes_in=None,
+    steps_in=None,
+    *,
+    starts,
+    ends,
+    axes,
+    steps,
+) -> Ref:
+    e.require(starts_in is None and ends_in is None, "a slice with run-time bounds")
+    r = x.rank
+    begin, end, stride = [0] * r, [0] * r, [1] * r
+    begin_mask = end_mask = (1 << r) - 1
+    for st, en, ax, sp in zip(starts, ends, axes, steps or [1] * len(axes)):
+        a = int(ax) % r
+        bit = 1 << a
+        clip = lambda v: max(min(int(v), BIG), -BIG)  # noqa: E731
+        begin[a], stride[a] = clip(st), int(sp)
+        begin_mask &= ~bit
+        big = en >= BIG if sp > 0 else en <= -BIG
+        if not big:
+            end[a] = clip(en)
+            end_mask &= ~bit
+    return e.op(
+        "STRIDED_SLICE",
+        [x, e.ints(begin), e.ints(end), e.ints(stride)],
+        e.out_type(),
+        begin_mask=begin_mask,
+        end_mask=end_mask,
+    )
+
+
+@emitter("pad")
+def pad(e: Emit, x: Ref, pads_in=None, value_in=None, *, pads, mode, value) -> Ref:
+    r = x.rank
+    t = e.out_type()
+    if pads_in is not None:  # [begins..., ends...] at run time -> TFLite's [rank, 2]
+        p2 = e.reshape(e.cast(pads_in, I32), [2, r])
+        spec = e.transpose(p2, [1, 0])
+    else:
+        e.require(all(p >= 0 for p in pads), "negative pads (a crop)")
+        spec = e.const(np.asarray([[pads[i], pads[r + i]] for i in range(r)], np.int32))
+    if mode == "reflect":
+        return e.op("MIRROR_PAD", [x, spec], t, mode=0)
+    e.require(mode == "constant", f"{mode} padding")
+    if value_in is not None:
+        return e.op("PADV2", [x, spec, value_in], t)
+    if value == 0.0:
+        return e.op("PAD", [x, spec], t)
+    return e.op("PADV2", [x, spec, e.const(np.asarray(value, x.dtype.to_numpy()))], t)
+
+
+@emitter("gather")
+def gather(e: Emit, x: Ref, indices: Ref, *, axis: int) -> Ref:
+    return e.op("GATHER", [x, indices], e.out_type(), axis=int(axis) % x.rank)
+
+
+@emitter("gather_nd")
+def gather_nd(e: Emit, x: Ref, indices: Ref, *, batch_dims: int) -> Ref:
+    e.require(batch_dims == 0, "gather_nd with batch dims")
+    return e.op("GATHER_ND", [x, indices], e.out_type())
+
+
+@emitter("split")
+def split(e: Emit, x: Ref, sizes_in=None, *, axis, sizes, num_outputs):
+    e.require(sizes_in is None and sizes is not None, "a split with run-time sizes")
+    a = int(axis) % x.rank
+    types = [v.type for v in e.node.outputs]
+    return e.op(
+        "SPLIT_V",
+        [x, e.ints(sizes), e.ints([a])],
+        types,
+        num_splits=len(sizes),
+    )
+
+
+@emitter("expand")
+def expand(e: Emit, x: Ref, shape_in=None, *, shape) -> Ref:
+    e.require(shape_in is None, "expand to a run-time shape")
+    t = e.out_type()
+    dims = [d if isinstance(d, int) else -1 for d in t.shape]
+    e.require(-1 not in dims, "expand to a symbolic shape")
+    return e.op("BROADCAST_TO", [x, e.ints(dims)], t)
+
+
+@emitter("tile")
+def tile(e: Emit, x: Ref, repeats_in=None, *, repeats) -> Ref:
+    e.require(repeats_in is None, "run-time repeats")
+    return e.op("TILE", [x, e.ints(repeats)], e.out_type())
+
+
+@emitter("shape")
+def shape(e: Emit, x: Ref, *, start: int, end) -> Ref:
+    t = e.out_type()
+    full = e.op("SHAPE", [x], TensorType(DType.INT64, [x.rank]), out_type=4)
+    if start == 0 and (end is None or end >= x.rank):
+        return full
+    stop = x.rank if end is None else int(end) % (x.rank + 1) if end < 0 else min(end, x.rank)
+    return e.op(
+        "STRIDED_SLICE",
+        [full, e.ints([start % x.rank]), e.ints([stop]), e.ints([1])],
+        t,
+    )
+
+
+@emitter("full")
+def full(e: Emit, shape_in=None, *, shape, value, dtype) -> Ref:
+    e.require(shape_in is None, "full of a run-time shape")
+    return e.const(np.full([int(d) for d in shape], value, dtype.to_numpy()))
+
+
+@emitter("flip")
+def flip(e: Emit, x: Ref, *, axes) -> Ref:
+    return e.op("REVERSE_V2", [x, e.ints([int(a) % x.rank for a in axes])], e.out_type())
+
+
+@emitter("range")
+def range_(e: Emit, start: Ref, limit: Ref, delta: Ref) -> Ref:
+    return e.op("RANGE", [start, limit, delta], e.out_type())

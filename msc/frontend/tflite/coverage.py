@@ -1,0 +1,64 @@
+"""The TFLite section of docs/ops.md: every builtin op of the schema, read or not, with why."""
+
+from __future__ import annotations
+
+__all__ = ["coverage_markdown", "supported_ops", "unsupported_ops"]
+
+_NOT_OPS = {
+    "CUSTOM": "a custom op: kept as `tflite::<code>@<version>` with custom_ops keep",
+    "DELEGATE": "a delegated partition: compiled for one accelerator, not a model op",
+    "PLACEHOLDER_FOR_GREATER_OP_CODES": "not an op (a marker in the op code enum)",
+}
+
+
+def _builtins() -> list[str]:
+    from msc.frontend.tflite.reader import builtin_name
+
+    return [builtin_name(c) for c in range(210)]
+
+
+def supported_ops() -> list[str]:
+    from msc.frontend.tflite.registry import CONVERTERS
+
+    return [op for op in _builtins() if op in CONVERTERS]
+
+
+def unsupported_ops() -> dict[str, str]:
+    """Builtin op -> why msc does not read it."""
+    from msc.frontend.tflite.registry import CONVERTERS, REASONS
+
+    out = {}
+    for op in _builtins():
+        if op in CONVERTERS:
+            continue
+        if op in _NOT_OPS:
+            out[op] = _NOT_OPS[op]
+        elif op in REASONS:
+            out[op] = REASONS[op]
+        elif op.startswith("STABLEHLO_"):
+            out[op] = "StableHLO ops (litert-torch's) are not read yet"
+        elif op in ("WHILE", "IF", "CALL_ONCE", "CALL"):
+            out[op] = "control flow across subgraphs is not read yet"
+        elif op in ("VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE"):
+            out[op] = "resource variables (state kept between runs) are not read yet"
+        else:
+            out[op] = "not read yet"
+    return out
+
+
+def coverage_markdown() -> str:
+    ok = supported_ops()
+    bad = unsupported_ops()
+    lines = [
+        "## TFLite (read)",
+        "",
+        f"`msc.from_tflite` reads {len(ok)} of the schema's {len(ok) + len(bad)} builtin ops; "
+        "converters in `msc/frontend/tflite/<family>.py`.",
+        "",
+        "Read: " + ", ".join(f"`{op}`" for op in ok) + ".",
+        "",
+        "| builtin op | why it is not read |",
+        "|---|---|",
+    ]
+    lines += [f"| `{op}` | {why} |" for op, why in bad.items()]
+    return "\n".join(lines) + "\n"

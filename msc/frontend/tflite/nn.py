@@ -1,0 +1,407 @@
+"""TFLite neural-network ops: convolutions, pooling, fully connected, batch matmul, softmax,
+normalizations, resize.
+
+TFLite's images are NHWC and its filters OHWI (depthwise: 1HW(C*M)). The canonical ops these
+become take channels first; ``nchw`` / ``nhwc`` put the transposes at the op's boundary, which
+msc.ops' transpose sinking then cancels between consecutive ops.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from msc.errors import Unsupported
+from msc.frontend.tflite.importer import Ctx
+from msc.frontend.tflite.registry import converter, not_read
+from msc.ir import DType, Value
+
+SAME, VALID = 0, 1
+
+
+def nchw(ctx: Ctx, x: Value) -> Value:
+    r = x.type.rank
+    return ctx.op("transpose", x, perm=[0, r - 1, *range(1, r - 1)])
+
+
+def nhwc(ctx: Ctx, y: Value) -> Value:
+    r = y.type.rank
+    return ctx.op("transpose", y, perm=[0, *range(2, r), 1])
+
+
+def same_pads(
+    sizes, kernel: list[int], strides: list[int], dilations: list[int], what: str
+) -> list[int]:
+    """TensorFlow's SAME padding (the extra pixel at the end), as [begins..., ends...]."""
+    begins, ends = [], []
+    for size, k, s, d in zip(sizes, kernel, strides, dilations):
+        span = (k - 1) * d + 1
+        if not isinstance(size, int):
+            if s != 1:
+                raise Unsupported(f"{what}: SAME padding with stride {s} needs a static size")
+            total = span - 1
+        else:
+            out = -(-size // s)
+            total = max((out - 1) * s + span - size, 0)
+        begins.append(total // 2)
+        ends.append(total - total // 2)
+    return begins + ends
+
+
+def _spatial(x: Value) -> list:
+    return list(x.type.shape[1:-1])
+
+
+def _static_same(sizes, strides) -> bool:
+    return all(isinstance(d, int) or s == 1 for d, s in zip(sizes, strides))
+
+
+def runtime_same_pad(ctx: Ctx, x: Value, kernel, strides, dilations, value: float) -> Value:
+    """``x`` (channels first) padded as SAME pads it, the amounts computed from its run-time
+    spatial sizes (a symbolic size with a stride above 1)."""
+    i64 = DType.INT64
+    n = len(kernel)
+    dims = ctx.op("shape", x)
+    begins, ends = [], []
+    for i in range(n):
+        span = (kernel[i] - 1) * dilations[i] + 1
+        s = strides[i]
+        size = ctx.op("slice", dims, starts=[2 + i], ends=[3 + i], axes=[0])
+        out = ctx.op(
+            "floor_divide", ctx.op("add", size, ctx.const([s - 1], i64)), ctx.const([s], i64)
+        )
+        need = ctx.op(
+            "add",
+            ctx.op("mul", ctx.op("sub", out, ctx.const([1], i64)), ctx.const([s], i64)),
+            ctx.const([span], i64),
+        )
+        total = ctx.op("maximum", ctx.op("sub", need, size), ctx.const([0], i64))
+        before = ctx.op("floor_divide", total, ctx.const([2], i64))
+        begins.append(before)
+        ends.append(ctx.op("sub", total, before))
+    zeros = ctx.const([0, 0], i64)
+    pads = ctx.op("concat", zeros, *begins, zeros, *ends, axis=0)
+    fill = ctx.const(np.asarray(value, x.dtype.to_numpy()), x.dtype)
+    return ctx.op("pad", x, pads, fill, mode="constant")
+
+
+def _conv(ctx: Ctx, x, w_oihw: Value, bias, *, padding, strides, dilations, groups, kernel):
+    xv = ctx.value(x)
+    if xv.type.rank != len(kernel) + 2:
+        raise Unsupported(f"input of rank {xv.type.rank} for a {len(kernel)}-d convolution")
+    xc = nchw(ctx, xv)
+    pads: list[int] = []
+    if padding == SAME and _static_same(_spatial(xv), strides):
+        pads = same_pads(_spatial(xv), kernel, strides, dilations, "convolution")
+        pads = pads if any(pads) else []
+    elif padding == SAME:
+        xc = runtime_same_pad(ctx, xc, kernel, strides, dilations, 0.0)
+    b = None if bias is None else ctx.value(bias)
+    y = ctx.op(
+        "conv",
+        xc,
+        w_oihw,
+        b,
+        stride=strides,
+        padding=pads,
+        dilation=dilations,
+        groups=groups,
+    )
+    return nhwc(ctx, y)
+
+
+@converter("CONV_2D")
+def conv_2d(
+    ctx: Ctx,
+    x,
+    filter,
+    bias=None,
+    *,
+    padding=SAME,
+    stride_w=1,
+    stride_h=1,
+    dilation_w_factor=1,
+    dilation_h_factor=1,
+):
+    w = ctx.value(filter)  # [O, kh, kw, I/groups]
+    if w.type.rank != 4:
+        raise Unsupported(f"a filter of rank {w.type.rank}")
+    cin = ctx.value(x).type.shape[-1]
+    per = w.type.shape[3]
+    groups = cin // per if isinstance(cin, int) and isinstance(per, int) and per else 1
+    return _conv(
+        ctx,
+        x,
+        ctx.op("transpose", w, perm=[0, 3, 1, 2]),
+        bias,
+        padding=padding,
+        strides=[stride_h, stride_w],
+        dilations=[dilation_h_factor, dilation_w_factor],
+        groups=groups,
+        kernel=list(w.type.shape[1:3]),
+    )
+
+
+@converter("DEPTHWISE_CONV_2D")
+def depthwise_conv_2d(
+    ctx: Ctx,
+    x,
+    filter,
+    bias=None,
+    *,
+    padding=SAME,
+    stride_w=1,
+    stride_h=1,
+    depth_multiplier=1,
+    dilation_w_factor=1,
+    dilation_h_factor=1,
+):
+    w = ctx.value(filter)  # [1, kh, kw, C * M]
+    cin = ctx.value(x).type.shape[-1]
+    if not isinstance(cin, int):
+        raise Unsupported("a depthwise convolution needs a static channel count")
+    return _conv(
+        ctx,
+        x,
+        ctx.op("transpose", w, perm=[3, 0, 1, 2]),
+        bias,
+        padding=padding,
+        strides=[stride_h, stride_w],
+        dilations=[dilation_h_factor, dilation_w_factor],
+        groups=cin,
+        kernel=list(w.type.shape[1:3]),
+    )
+
+
+@converter("CONV_3D")
+def conv_3d(
+    ctx: Ctx,
+    x,
+    filter,
+    bias=None,
+    *,
+    padding=SAME,
+    stride_d=1,
+    stride_w=1,
+    stride_h=1,
+    dilation_d_factor=1,
+    dilation_w_factor=1,
+    dilation_h_factor=1,
+):
+    w = ctx.value(filter)  # [kd, kh, kw, I, O]
+    return _conv(
+        ctx,
+        x,
+        ctx.op("transpose", w, perm=[4, 3, 0, 1, 2]),
+        bias,
+        padding=padding,
+        strides=[stride_d, stride_h, stride_w],
+        dilations=[dilation_d_factor, dilation_h_factor, dilation_w_factor],
+        groups=1,
+        kernel=list(w.type.shape[0:3]),
+    )
+
+
+@converter("TRANSPOSE_CONV")
+def transpose_conv(
+    ctx: Ctx, output_shape, filter, x, bias=None, *, padding=SAME, stride_w=1, stride_h=1
+):
+    shape = [int(d) for d in ctx.array(output_shape, "TRANSPOSE_CONV's output shape")]
+    xv = ctx.value(x)
+    w = ctx.value(filter)  # [O, kh, kw, I]
+    kernel = [int(d) for d in w.type.shape[1:3]]
+    strides = [stride_h, stride_w]
+    insize = _spatial(xv)
+    if len(shape) != 4 or not all(isinstance(d, int) for d in insize):
+        raise Unsupported("TRANSPOSE_CONV needs static spatial sizes")
+    out = shape[1:3]
+    pads, extra = [], []
+    for i in range(2):
+        if padding == SAME:
+            total = max((-(-out[i] // strides[i]) - 1) * strides[i] + kernel[i] - out[i], 0)
+        else:
+            total = 0
+        pads.append((total // 2, total - total // 2))
+        full = (insize[i] - 1) * strides[i] + kernel[i] - total
+        extra.append(out[i] - full)
+    if any(e < 0 or e >= strides[i] for i, e in enumerate(extra)):
+        raise Unsupported(f"TRANSPOSE_CONV to {shape} from {xv.type}")
+    y = ctx.op(
+        "conv_transpose",
+        nchw(ctx, xv),
+        ctx.op("transpose", w, perm=[3, 0, 1, 2]),
+        None if bias is None else ctx.value(bias),
+        stride=strides,
+        padding=[pads[0][0], pads[1][0], pads[0][1], pads[1][1]],
+        output_padding=extra,
+    )
+    return nhwc(ctx, y)
+
+
+@converter("FULLY_CONNECTED")
+def fully_connected(ctx: Ctx, x, weights, bias=None, *, keep_num_dims=False):
+    xv, w = ctx.value(x), ctx.value(weights)
+    if w.type.rank != 2:
+        raise Unsupported(f"weights of rank {w.type.rank}")
+    k = w.type.shape[1]
+    if not keep_num_dims and xv.type.rank != 2:
+        xv = ctx.op("reshape", xv, shape=[-1, int(k)])
+    b = None if bias is None else ctx.value(bias)
+    return ctx.op("linear", xv, w, b)
+
+
+@converter("BATCH_MATMUL")
+def batch_matmul(ctx: Ctx, a, b, *, adj_x=False, adj_y=False):
+    va, vb = ctx.value(a), ctx.value(b)
+
+    def t(v: Value) -> Value:
+        r = v.type.rank
+        return ctx.op("transpose", v, perm=[*range(r - 2), r - 1, r - 2])
+
+    return ctx.op("matmul", t(va) if adj_x else va, t(vb) if adj_y else vb)
+
+
+def _pool(ctx: Ctx, x, op: str, padding, stride_w, stride_h, filter_width, filter_height):
+    xv = ctx.value(x)
+    kernel, strides = [filter_height, filter_width], [stride_h, stride_w]
+    xc = nchw(ctx, xv)
+    pads: list[int] = []
+    if padding == SAME and _static_same(_spatial(xv), strides):
+        pads = same_pads(_spatial(xv), kernel, strides, [1, 1], "pooling")
+        pads = pads if any(pads) else []
+    elif padding == SAME:
+        if op != "max_pool":
+            raise Unsupported("average pooling with SAME padding of a symbolic size")
+        xc = runtime_same_pad(ctx, xc, kernel, strides, [1, 1], float("-inf"))
+    attrs = {"kernel": kernel, "stride": strides, "padding": pads}
+    if op == "avg_pool":
+        attrs["count_include_pad"] = False
+    return nhwc(ctx, ctx.op(op, xc, **attrs))
+
+
+@converter("AVERAGE_POOL_2D")
+def average_pool_2d(
+    ctx: Ctx, x, *, padding=SAME, stride_w=1, stride_h=1, filter_width=1, filter_height=1
+):
+    return _pool(ctx, x, "avg_pool", padding, stride_w, stride_h, filter_width, filter_height)
+
+
+@converter("MAX_POOL_2D")
+def max_pool_2d(
+    ctx: Ctx, x, *, padding=SAME, stride_w=1, stride_h=1, filter_width=1, filter_height=1
+):
+    return _pool(ctx, x, "max_pool", padding, stride_w, stride_h, filter_width, filter_height)
+
+
+@converter("L2_POOL_2D")
+def l2_pool_2d(
+    ctx: Ctx, x, *, padding=SAME, stride_w=1, stride_h=1, filter_width=1, filter_height=1
+):
+    xv = ctx.value(x)
+    kernel, strides = [filter_height, filter_width], [stride_h, stride_w]
+    pads = same_pads(_spatial(xv), kernel, strides, [1, 1], "pooling") if padding == SAME else []
+    sq = ctx.op("mul", xv, xv)
+    avg = ctx.op(
+        "avg_pool",
+        nchw(ctx, sq),
+        kernel=kernel,
+        stride=strides,
+        padding=pads,
+        count_include_pad=False,
+    )
+    return nhwc(ctx, ctx.op("sqrt", avg))
+
+
+@converter("SOFTMAX")
+def softmax(ctx: Ctx, x, *, beta=1.0):
+    xv = ctx.value(x)
+    if beta != 1.0:
+        xv = ctx.op("mul", xv, ctx.const(np.float32(beta), xv.dtype))
+    return ctx.op("softmax", xv, axis=-1)
+
+
+@converter("LOG_SOFTMAX")
+def log_softmax(ctx: Ctx, x):
+    return ctx.op("log_softmax", ctx.value(x), axis=-1)
+
+
+@converter("L2_NORMALIZATION")
+def l2_normalization(ctx: Ctx, x):
+    xv = ctx.value(x)
+    ss = ctx.op("reduce_sum_square", xv, axes=[-1], keepdims=True)
+    norm = ctx.op("maximum", ctx.op("sqrt", ss), ctx.const(np.float32(1e-6), xv.dtype))
+    return ctx.op("div", xv, norm)
+
+
+@converter("LOCAL_RESPONSE_NORMALIZATION")
+def local_response_normalization(ctx: Ctx, x, *, radius=0, bias=0.0, alpha=0.0, beta=0.0):
+    xv = ctx.value(x)
+    size = 2 * int(radius) + 1
+    y = ctx.op(
+        "lrn",
+        nchw(ctx, xv),
+        size=size,
+        alpha=float(alpha) * size,
+        beta=float(beta),
+        bias=float(bias),
+    )
+    return nhwc(ctx, y)
+
+
+def _resize(ctx: Ctx, x, size, mode: str, ctm: str, nearest: str = "round_prefer_floor"):
+    xv = ctx.value(x)
+    hw = [int(d) for d in ctx.array(size, "the output size")]
+    if len(hw) != 2:
+        raise Unsupported(f"a resize to {hw}")
+    y = ctx.op(
+        "resize",
+        nchw(ctx, xv),
+        sizes=hw,
+        mode=mode,
+        coordinate_transformation_mode=ctm,
+        nearest_mode=nearest,
+    )
+    return nhwc(ctx, y)
+
+
+@converter("RESIZE_BILINEAR")
+def resize_bilinear(ctx: Ctx, x, size, *, align_corners=False, half_pixel_centers=False):
+    if align_corners and half_pixel_centers:
+        raise Unsupported("align_corners with half_pixel_centers")
+    ctm = "align_corners" if align_corners else "half_pixel" if half_pixel_centers else "asymmetric"
+    return _resize(ctx, x, size, "linear", ctm)
+
+
+@converter("RESIZE_NEAREST_NEIGHBOR")
+def resize_nearest_neighbor(ctx: Ctx, x, size, *, align_corners=False, half_pixel_centers=False):
+    if align_corners:
+        if half_pixel_centers:
+            raise Unsupported("align_corners with half_pixel_centers")
+        return _resize(ctx, x, size, "nearest", "align_corners", "round_prefer_ceil")
+    if half_pixel_centers:
+        return _resize(ctx, x, size, "nearest", "tf_half_pixel_for_nn", "floor")
+    return _resize(ctx, x, size, "nearest", "asymmetric", "floor")
+
+
+@converter("EMBEDDING_LOOKUP")
+def embedding_lookup(ctx: Ctx, ids, table):
+    return ctx.op("gather", ctx.value(table), ctx.value(ids), axis=0)
+
+
+not_read(
+    "a recurrent cell with TFLite's own weight layout and state tensors (variables)",
+    "LSTM",
+    "UNIDIRECTIONAL_SEQUENCE_LSTM",
+    "BIDIRECTIONAL_SEQUENCE_LSTM",
+    "RNN",
+    "UNIDIRECTIONAL_SEQUENCE_RNN",
+    "BIDIRECTIONAL_SEQUENCE_RNN",
+    "SVDF",
+)
+not_read(
+    "hashing and sparse text features (legacy text models) have no canonical op",
+    "LSH_PROJECTION",
+    "SKIP_GRAM",
+    "HASHTABLE_LOOKUP",
+    "CONCAT_EMBEDDINGS",
+    "EMBEDDING_LOOKUP_SPARSE",
+)
