@@ -45,7 +45,7 @@ from msc.errors import ConversionError, MscError, UnsupportedOpsError
 from msc.io import files, marker, replace_dir
 from msc.ir import symexpr
 from msc.ir.graph import Graph
-from msc.ir.types import TensorType, map_tensor
+from msc.ir.types import TensorType, map_tensor, tensor_of
 
 __all__ = ["convert", "ConvertReport", "TARGETS", "target_for"]
 
@@ -347,7 +347,7 @@ def convert(
                 report.verdict, report.equivalent = "not re-imported", True
             elif target == "torch":  # compared with what the generated code computes
                 report.structural, report.changes, report.verdict, report.equivalent = _structural(
-                    as_generated(g), constants_as_nodes(again.graph, g)
+                    as_generated(g), constants_as_nodes(again.graph, g), keep_types=True
                 )
             else:  # an ONNX model holds the weights something reads
                 written = g
@@ -449,10 +449,11 @@ def _specs_of(g: Graph) -> list[InputShape]:
     return [InputShape(v.name, concrete_shape(v.type, {}), v.type.dtype) for v in g.inputs]
 
 
-def _unranged(g: Graph) -> Graph:
-    """``g`` with symbol ranges dropped (ONNX cannot store them; torch.export adds its own)
-    from every type. The types are kept, not inferred again: what a frontend knew beyond
-    inference (torch's size of a slice to a run-time end) is what a comparison needs."""
+def _unranged(g: Graph, keep_types: bool = False) -> Graph:
+    """``g`` with symbol ranges dropped (ONNX cannot store them; torch.export adds its own).
+    ``keep_types``: every type kept with its ranges dropped, as a torch.export re-import has
+    the sizes torch proved (a slice to a run-time end); else the types inferred again from
+    the unranged inputs, as an ONNX re-import's are."""
     from msc.ops.rewrite import copy_graph
 
     def strip(t: Any) -> Any:
@@ -460,6 +461,14 @@ def _unranged(g: Graph) -> Graph:
             return x if x.shape is None else x.with_shape(symexpr.unranged(d) for d in x.shape)
 
         return map_tensor(t, dims)
+
+    if not keep_types:
+        types = {}
+        for v in g.inputs:
+            t = tensor_of(v.type)  # a sequence's or optional's element: its dims
+            if t.shape is not None and not t.is_static:
+                types[v.name] = strip(v.type)
+        return retype(g, types, {}) if types else g
 
     def values(graph: Graph) -> list:
         out = list(graph.values())
@@ -476,16 +485,17 @@ def _unranged(g: Graph) -> Graph:
     return out
 
 
-def _structural(a: Graph, b: Graph) -> tuple[str | None, str, str, bool]:
+def _structural(a: Graph, b: Graph, keep_types: bool = False) -> tuple[str | None, str, str, bool]:
     """(first difference or None when equal modulo names and symbol ranges, a one-line
     summary of the node-level diff, diff's verdict, equivalent up to known rewrites)."""
     import msc
     from msc.analysis.diff import _kind, diff_graphs
 
-    r = msc.structural_equal(_unranged(a), _unranged(b))
+    a, b = _unranged(a, keep_types), _unranged(b, keep_types)
+    r = msc.structural_equal(a, b)
     if r:
         return None, "", "equal", True
-    d = diff_graphs(_unranged(a), _unranged(b))
+    d = diff_graphs(a, b)
     kinds = Counter(_kind(s) for c in d.changed for s in c.changes if "type:" not in s)
     summary = (
         f"{len(d.matched)} nodes matched ({len(d.matched) - len(d.changed)} identical), "
