@@ -221,12 +221,38 @@ def normalize_spellings(g: Graph, done: Counter[str]) -> None:
                     _set_op(g, n, n.op, {"axes": new_axes})
         if n.op == "embedding" and n.attrs.get("padding_idx") is not None:
             _set_op(g, n, n.op, {**n.attrs, "padding_idx": None})
+        if n.op == "slice" and rank:
+            _slice_defaults(g, n, rank)
         axes = n.attrs.get("axes") if n.op.startswith("reduce_") else None
         if axes is None or rank is None:
             continue
         new = sorted(a % rank for a in axes)
         if list(axes) != new:
             _set_op(g, n, n.op, {**n.attrs, "axes": new})
+
+
+def _slice_defaults(g: Graph, n: Node, rank: int) -> None:
+    """A slice's default axes (0, 1, ... for as many bounds as it has) and steps (1 each)
+    spelled out, its axes non-negative: ``slice(x, s, e)`` is ``slice(x, s, e, axes=[0],
+    steps=[1])`` of one-entry bounds, as one frontend writes and another leaves implied."""
+    attrs = n.attrs
+    axes, steps = attrs.get("axes"), attrs.get("steps")
+    if axes is None and len(n.inputs) <= 3 and attrs.get("starts") is None:
+        shape = n.inputs[1].type.shape if len(n.inputs) > 1 and n.inputs[1] is not None else None
+        if shape is None or len(shape) != 1 or not isinstance(shape[0], int):
+            return
+        axes = list(range(shape[0]))
+    if axes is None:
+        return
+    new_axes = [a % rank for a in axes]
+    if not steps and len(n.inputs) <= 4:
+        steps = [1] * len(new_axes)
+    if (
+        list(new_axes) != list(attrs.get("axes") or [])
+        or list(steps) != list(attrs.get("steps") or [])
+        or (attrs.get("axes") is None)
+    ):
+        _set_op(g, n, n.op, {**attrs, "axes": new_axes, "steps": list(steps)})
 
 
 def _drop_output_identities(g: Graph) -> None:

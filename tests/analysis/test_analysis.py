@@ -551,6 +551,28 @@ def _relu_of(shape_in, shape_out=None, name="x") -> Graph:
     return g
 
 
+def test_diff_reads_a_slice_s_default_axes_and_steps_as_spelled_out():
+    # A slice of run-time bounds with its axes and steps left implied (an ONNX Slice of two
+    # inputs) and one that spells them (torch's subscript read back): the same slice, which
+    # diff counted as a real change ("attr axes: none -> [0], attr steps: [] -> [1]").
+    from msc.analysis.diff import diff_graphs
+
+    def graph(**attrs):
+        g = Graph("s")
+        x = g.add_input("x", TensorType(F32, (6, 4)))
+        s = g.add_input("s", TensorType(DType.INT64, (1,)))
+        e = g.add_input("e", TensorType(DType.INT64, (1,)))
+        g.set_outputs([g.op("slice", x, s, e, **attrs)])
+        return g
+
+    r = diff_graphs(graph(), graph(axes=[0], steps=[1]))
+    assert r.equivalent and r.real_changes == 0, r.verdict()
+    assert diff_graphs(graph(axes=[-2]), graph(axes=[0], steps=[1])).equivalent
+    # Another axis or step is still a change.
+    assert not diff_graphs(graph(), graph(axes=[1], steps=[1])).equivalent
+    assert not diff_graphs(graph(), graph(axes=[0], steps=[2])).equivalent
+
+
 def test_diff_compares_up_to_symbol_renaming_and_unknown_dims():
     # Two exports of one model name a dim s77{1..32} and batch, and one importer's shape
     # inference left a dim unknown: the same graph (it counted a change on every node).

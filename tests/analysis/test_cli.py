@@ -237,11 +237,6 @@ def _onnx_file(path: Path, nodes, inputs, outputs, inits=()) -> Path:
     return path
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="convert's structural check reads the generated run-time slice back with real "
-    "changes (slice -> gather, default axes/steps spelled differently); issue 29, branch roundtrip",
-)
 def test_convert_to_torch_runs_code_torch_export_cannot_capture(tmp_path):
     """Pads read from tensor values at run time are data-dependent sizes the generated
     helper branches on, which torch.export cannot guard on: the check runs the generated

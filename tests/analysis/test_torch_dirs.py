@@ -85,11 +85,6 @@ def _bert_like_positions(tmp_path):
     return _save(tmp_path, nodes, [ids], [out], inits)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="convert's structural check reads the generated run-time slice back with real "
-    "changes (slice -> gather, default axes/steps spelled differently); issue 29, branch roundtrip",
-)
 def test_verify_and_inspect_open_what_convert_wrote(tmp_path):
     # The generated module read its slice bounds with slice.indices (torch.export made seq a
     # constant), and seq <= 8 (the table) was a constraint torch.export refused for a Dim
