@@ -12,7 +12,8 @@ Graph passes (spellings and constants, not patterns):
 
 - ``constants_to_weights``: ``constant`` nodes -> weights; ``fold_constants``: nodes that
   read only weights are computed -> weights;
-- ``normalize_spellings``: axes non-negative and sorted, trailing absent inputs dropped.
+- ``normalize_spellings``: axes non-negative and sorted, trailing absent inputs dropped, a
+  slice's default and constant-input axes and steps as attributes.
 
 Pattern rewrites (``msc.rewrite`` patterns, ``RULES``; each counted under its label):
 
@@ -235,6 +236,7 @@ def _slice_defaults(g: Graph, n: Node, rank: int) -> None:
     """A slice's default axes (0, 1, ... for as many bounds as it has) and steps (1 each)
     spelled out, its axes non-negative: ``slice(x, s, e)`` is ``slice(x, s, e, axes=[0],
     steps=[1])`` of one-entry bounds, as one frontend writes and another leaves implied."""
+    _slice_constant_inputs(g, n)
     attrs = n.attrs
     axes, steps = attrs.get("axes"), attrs.get("steps")
     if axes is None and len(n.inputs) <= 3 and attrs.get("starts") is None:
@@ -253,6 +255,27 @@ def _slice_defaults(g: Graph, n: Node, rank: int) -> None:
         or (attrs.get("axes") is None)
     ):
         _set_op(g, n, n.op, {**attrs, "axes": new_axes, "steps": list(steps)})
+
+
+def _slice_constant_inputs(g: Graph, n: Node) -> None:
+    """A run-time slice's constant axes / steps inputs as attributes (one reader passes an
+    ONNX Slice's constant axes as an input, another as an attribute): the same slice."""
+    ins = list(n.inputs) + [None] * (5 - len(n.inputs))
+    attrs = dict(n.attrs)
+    if ins[3] is None and ins[4] is None:
+        return
+    for i, key in ((3, "axes"), (4, "steps")):
+        if ins[i] is None:
+            continue
+        c = constant_value(ins[i])
+        if c is None or c.ndim != 1 or c.dtype.kind not in "iu":
+            return  # computed at run time: left as it is
+        attrs[key] = [int(a) for a in c]
+        ins[i] = None
+    while ins and ins[-1] is None:
+        ins.pop()
+    n.inputs = ins
+    _set_op(g, n, n.op, attrs)
 
 
 def _drop_output_identities(g: Graph) -> None:

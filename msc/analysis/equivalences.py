@@ -11,7 +11,8 @@ Rules (``msc.rewrite`` matchers, each exact; a rule's label is what ``diff`` cou
   dim (torch.export's slice to a symbolic end, against ONNX's Slice);
 - gather-style ops' ``negative_indices`` where the indices are known not to be negative;
 - ``gather_nd(x, concat([unsqueeze(expand(i_k), -1)...], -1))`` -> ``index(x, i_0, ...)``:
-  torch.onnx's spelling of advanced indexing;
+  torch.onnx's spelling of advanced indexing (and codegen.onnx's, without the expand, where
+  Concat makes the i_k one shape);
 - ``attention(q, k, v, where(m, 0, -inf))`` -> ``attention(q, k, v, m)``: an additive float
   mask of 0 and -inf is the boolean mask it was made from;
 - the guard ``where(reduce_max(mask) == -inf, 0, attention(..., mask))`` -> the attention:
@@ -267,7 +268,7 @@ def _find_gather_nd_index(n: Node) -> Match | None:
         return None
     target = tuple(cat.output.type.shape[:-1])
     if None in target:
-        return None
+        return _find_concatenated_index(n, cat)
     idx = [_index_component(v, target) for v in cat.inputs]
     if any(i is None for i in idx) or len(idx) > (n.inputs[0].type.rank or 0):
         return None
@@ -277,6 +278,27 @@ def _find_gather_nd_index(n: Node) -> Match | None:
     nodes = [cat]
     for v in cat.inputs:
         nodes += [v.producer, v.producer.inputs[0].producer]  # type: ignore[union-attr]
+    found = {"x": n.inputs[0]} | {f"i{k}": v for k, v in enumerate(idx)}
+    return Match(n, [*nodes, n], found, info={"k": len(idx)})  # type: ignore[arg-type]
+
+
+def _find_concatenated_index(n: Node, cat: Node) -> Match | None:
+    """gather_nd(x, concat(unsqueeze(i_k, -1)..., axis=-1)) where the i_k's shape is not
+    known: Concat accepts only i_k of one shape, which index takes as they are (so the two
+    agree on every input the model accepts)."""
+    rank = cat.output.type.rank
+    idx, nodes = [], [cat]
+    for v in cat.inputs:
+        u = v.producer if v is not None else None
+        if u is None or u.op != "unsqueeze" or _axes(u, rank) != [rank - 1]:  # type: ignore[arg-type]
+            return None
+        i = u.inputs[0]
+        if i is None or i.type.rank != rank - 1 or not i.type.dtype.is_integer:  # type: ignore[operator]
+            return None
+        idx.append(i)
+        nodes.append(u)
+    if len(idx) > (n.inputs[0].type.rank or 0):  # type: ignore[union-attr]
+        return None
     found = {"x": n.inputs[0]} | {f"i{k}": v for k, v in enumerate(idx)}
     return Match(n, [*nodes, n], found, info={"k": len(idx)})  # type: ignore[arg-type]
 

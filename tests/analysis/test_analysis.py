@@ -573,6 +573,62 @@ def test_diff_reads_a_slice_s_default_axes_and_steps_as_spelled_out():
     assert not diff_graphs(graph(), graph(axes=[0], steps=[2])).equivalent
 
 
+def test_diff_reads_a_slice_s_constant_axes_and_steps_inputs_as_attributes():
+    # One reader passes an ONNX Slice's constant axes and steps as inputs, another as
+    # attributes: the same slice ("inputs: 5 -> 3, attr axes: none -> [3]" was a real change
+    # that failed convert of a Llama's Relax directory to ONNX). Run-time axes stay a change.
+    from msc.analysis.diff import diff_graphs
+
+    def graph(axes_input=None, steps_input=None, **attrs):
+        g = Graph("s")
+        x = g.add_input("x", TensorType(F32, (2, 3, 4, 8)))
+        s = g.add_input("s", TensorType(DType.INT64, (1,)))
+        e = g.add_input("e", TensorType(DType.INT64, (1,)))
+        ins = [x, s, e]
+        if axes_input is not None:
+            ins.append(axes_input(g))
+        if steps_input is not None:
+            ins.append(steps_input(g))
+        g.set_outputs([g.op("slice", *ins, **attrs)])
+        return g
+
+    def const(*v):
+        return lambda g: g.op("constant", value=np.array(v, np.int64))
+
+    spelled = graph(axes=[3], steps=[1])
+    r = diff_graphs(graph(const(3), const(1)), spelled)
+    assert r.equivalent and r.real_changes == 0, r.verdict()
+    assert diff_graphs(graph(const(-1)), spelled).equivalent
+    assert not diff_graphs(graph(const(2), const(1)), spelled).equivalent
+    runtime = graph(lambda g: g.add_input("a", TensorType(DType.INT64, (1,))))
+    assert not diff_graphs(runtime, spelled).equivalent
+
+
+def test_diff_reads_gather_nd_of_concatenated_indices_of_unknown_shape_as_index():
+    # codegen.onnx writes index(x, i, j) as GatherND(x, Concat(Unsqueeze(i, -1), ...)); read
+    # back with the indices' dims unknown, that is still the index (Concat takes only i, j of
+    # one shape): "op index -> gather_nd, inputs: 3 -> 2" failed convert of BERT's torch
+    # directory to ONNX. Indices read from another axis are still a change.
+    from msc.analysis.diff import diff_graphs
+
+    def graph(spelling, axes=(0, 1)):
+        g = Graph("i")
+        x = g.add_input("x", TensorType(F32, (4, 5, 3)))
+        i = g.add_input("i", TensorType(DType.INT64, (None, None)))
+        j = g.add_input("j", TensorType(DType.INT64, (None, None)))
+        if spelling == "index":
+            y = g.op("index", x, i, j, axes=list(axes))
+        else:
+            ui, uj = g.op("unsqueeze", i, axes=[-1]), g.op("unsqueeze", j, axes=[-1])
+            y = g.op("gather_nd", x, g.op("concat", ui, uj, axis=-1))
+        g.set_outputs([y])
+        return g
+
+    r = diff_graphs(graph("index"), graph("gather_nd"))
+    assert r.equivalent and r.real_changes == 0, r.verdict()
+    assert not diff_graphs(graph("index", axes=(1, 2)), graph("gather_nd")).equivalent
+
+
 def test_diff_compares_up_to_symbol_renaming_and_unknown_dims():
     # Two exports of one model name a dim s77{1..32} and batch, and one importer's shape
     # inference left a dim unknown: the same graph (it counted a change on every node).

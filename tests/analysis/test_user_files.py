@@ -37,26 +37,7 @@ TARGETS = ("torch", "onnx", "relax")
 
 # cell id -> why it does not hold yet. A cell id is the test's parameter id, e.g.
 # "convert[bert-pt2-relax]".
-_TORCH_READBACK = (
-    "convert's structural check reads the generated PyTorch back with real changes: its "
-    "helpers for ONNX Slice with run-time bounds and GatherND trace into other ops, and the "
-    "torch frontend normalises non-negative symbolic slice bounds (issue 29; branch roundtrip)"
-)
-_RELAX_READBACK = (
-    "the Relax directory converted to ONNX reads back with real changes: index -> gather_nd, "
-    "integer floor_divide -> div/remainder, ne -> logical_not (issue 29; branch roundtrip)"
-)
-_TORCH_RED = ("bert-dynamo-torch", "bert-legacy-torch", "llama-dynamo-torch")
-_RELAX_RED = ("bert-dynamo-relax", "bert-legacy-relax", "llama-dynamo-relax", "llama-legacy-relax")
-EXPECTED_FAILURES: dict[str, str] = {
-    **{f"convert[{c}]": _TORCH_READBACK for c in _TORCH_RED},
-    **{
-        f"{cell}[{c}]": f"convert writes nothing for this file yet: {_TORCH_READBACK}"
-        for cell in ("verify_output", "inspect_output", "convert_again")
-        for c in _TORCH_RED
-    },
-    **{f"convert_again[{c}]": _RELAX_READBACK for c in _RELAX_RED},
-}
+EXPECTED_FAILURES: dict[str, str] = {}
 
 # (model, format) -> why that file is a different model from the model's other files, so diff
 # must name real changes and verify must refuse or mismatch: those cells assert that instead.
