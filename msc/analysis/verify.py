@@ -7,7 +7,10 @@ drawn inside that range. Integer inputs named like masks (``attention_mask``) ar
 masks: each row (the last axis) is 1s then 0s, with at least one 1, since a fully masked
 attention row is where exporters legitimately differ (softmax over nothing). The report states
 each integer input's range. A and B's inputs pair by name when every name of A is an input of
-B, else by position.
+B, else by position. Models whose inputs differ (one takes an input the other does not: an
+exporter dropped an unused ``token_type_ids``, or a mask one side computes) run only on given
+inputs (an .npz or a mapping) that name every input of both; random ones would feed one side
+something the other never sees.
 
 Inputs that are not tensors (ONNX sequences and optionals) are fed as onnxruntime takes them: a
 sequence is a list of arrays, an optional is None when empty, else its element. Random ones
@@ -392,10 +395,10 @@ def make_inputs(
     return out
 
 
-def load_inputs(path: str | Path, g: Graph) -> dict[str, Any]:
-    """Inputs from an .npz file keyed by input name (or ``arr_0``, ``arr_1``... by position).
-    A sequence input ``xs`` is the arrays ``xs[0]``, ``xs[1]``, ... (``xs[]`` alone: an empty
-    one); an optional input with no array is empty (None)."""
+def load_inputs(path: str | Path, g: Graph, *, by_name: bool = False) -> dict[str, Any]:
+    """Inputs from an .npz file keyed by input name (or ``arr_0``, ``arr_1``... by position,
+    unless ``by_name``). A sequence input ``xs`` is the arrays ``xs[0]``, ``xs[1]``, ...
+    (``xs[]`` alone: an empty one); an optional input with no array is empty (None)."""
     try:
         with np.load(path, allow_pickle=False) as z:
             data = {k: z[k] for k in z.files}
@@ -406,7 +409,7 @@ def load_inputs(path: str | Path, g: Graph) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for i, v in enumerate(g.inputs):
         t = v.type
-        keys = (v.name, f"arr_{i}")
+        keys = (v.name,) if by_name else (v.name, f"arr_{i}")
         items = [k for k in keys if f"{k}[0]" in data or f"{k}[]" in data]
         if isinstance(t, OptionalType):
             if not items and not any(k in data for k in keys):
@@ -425,7 +428,7 @@ def load_inputs(path: str | Path, g: Graph) -> dict[str, Any]:
                 seq.append(_checked(path, data[f"{k}[{len(seq)}]"], t.element, where))
             out[v.name] = seq
             continue
-        arr = data.get(v.name, data.get(f"arr_{i}"))
+        arr = data.get(v.name, None if by_name else data.get(f"arr_{i}"))
         if arr is None:
             raise MscError(f"{path}: no array for input {v.name!r} (has {sorted(data)})")
         out[v.name] = _checked(path, arr, t, f"input {v.name!r}")
@@ -464,17 +467,22 @@ def _fits(x: ValueType, y: ValueType) -> bool:
     )
 
 
-def check_signatures(a: Graph, b: Graph) -> None:
-    """A and B must take the same inputs (by name, else by position), or verify has nothing
-    to compare: say so, with both signatures."""
+def same_signature(a: Graph, b: Graph) -> bool:
+    """A and B take the same inputs (by name, else by position)."""
     names_b = {v.name: v for v in b.inputs}
     by_name = all(v.name in names_b for v in a.inputs)
-    ok = len(a.inputs) == len(b.inputs) and all(
+    return len(a.inputs) == len(b.inputs) and all(
         _fits(x.type, (names_b[x.name] if by_name else y).type) for x, y in zip(a.inputs, b.inputs)
     )
-    if not ok:
+
+
+def check_signatures(a: Graph, b: Graph) -> None:
+    """A and B must take the same inputs (by name, else by position), or verify has nothing
+    to compare unless told every input of both: say so, with both signatures."""
+    if not same_signature(a, b):
         raise MscError(
-            "A and B have different input signatures, so they cannot run on the same inputs:\n"
+            "A and B have different input signatures, so they cannot run on the same random "
+            "inputs (give --inputs an .npz with every input of both by name):\n"
             f"A takes {_signature(a)}\nB takes {_signature(b)}"
         )
 
@@ -487,6 +495,18 @@ def _cast(x: Any, t: ValueType) -> Any:
         return [_cast(e, t) for e in x]
     want = tensor_of(t).dtype.to_numpy()
     return x if x.dtype == want else x.astype(want)
+
+
+def _named_inputs(g: Graph, given: Mapping[str, Any], side: str) -> dict[str, Any]:
+    """``g``'s inputs by name from the inputs the user gave (A and B take different ones)."""
+    missing = [v.name for v in g.inputs if v.name not in given]
+    if missing:
+        raise MscError(
+            f"the given inputs have no value for {side}'s input(s) {', '.join(missing)}: A and "
+            f"B take different inputs, so the inputs must name every input of both\n"
+            f"{side} takes {_signature(g)}"
+        )
+    return {v.name: _cast(given[v.name], v.type) for v in g.inputs}
 
 
 def _inputs_for(b: Graph, a: Graph, inputs: Mapping[str, Any]) -> dict[str, Any]:
@@ -531,7 +551,15 @@ def verify_models(
     else:
         feeds = dict(inputs)
         source = "given"
-    feeds_b = _inputs_for(gb, ga, feeds)
+    same = same_signature(ga, gb)
+    if inputs is None or same:
+        feeds_b = _inputs_for(gb, ga, feeds)
+    elif isinstance(inputs, str | Path):  # B's own inputs, by name, from the same file
+        feeds = load_inputs(inputs, ga, by_name=True)
+        feeds_b = load_inputs(inputs, gb, by_name=True)
+    else:
+        feeds = _named_inputs(ga, inputs, "A")
+        feeds_b = _named_inputs(gb, inputs, "B")
     say("running A")
     free = _free_dims(ga, binding) if inputs is None else []
     hint = (
@@ -549,7 +577,8 @@ def verify_models(
         atol=atol,
         inputs=[
             f"{k} {describe(v)}" + (f" {ranges[k]}" if k in ranges else "")
-            for k, v in feeds.items()
+            for k, v in {**feeds_b, **feeds}.items()
+            if k in feeds or not same
         ],
         input_source=source,
         outputs=[],

@@ -584,7 +584,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--inputs",
         metavar="FILE.npz",
         help="inputs by name (np.savez); a sequence input xs as xs[0], xs[1], ... (xs[]: "
-        "empty); an optional input left out is empty",
+        "empty); an optional input left out is empty; models that take different inputs "
+        "need every input of both",
     )
     _tol(v)
     _shape_opts(v)

@@ -151,3 +151,36 @@ def test_the_first_divergence_skips_shape_arithmetic(tmp_path):
     assert not r.ok and r.divergence is not None, format_verify(r)
     assert r.divergence.node == "scale", format_verify(r)  # was 'target', the shape vector
     assert r.divergence.agreeing_before == 1 and r.compared_values == 2, format_verify(r)
+
+
+# ---------------------------------------------------------------- inputs only one side takes
+def _doubled(path, extra: bool):
+    """y = x + x, or y = x + z with an input z the other model does not take."""
+    ins = [h.make_tensor_value_info("x", T.FLOAT, [2, 3])]
+    if extra:
+        ins.append(h.make_tensor_value_info("z", T.FLOAT, [2, 3]))
+    add = h.make_node("Add", ["x", "z" if extra else "x"], ["y"], name="add")
+    return _save(path, [add], ins, [h.make_tensor_value_info("y", T.FLOAT, [2, 3])])
+
+
+def test_verify_runs_models_with_different_inputs_on_an_npz_naming_both(tmp_path):
+    # One model takes an input the other does not (an exporter dropped or added one): random
+    # inputs cannot feed both, but an .npz that names every input of both can; it was refused.
+    from tests.security import run_cli
+
+    a, b = _doubled(tmp_path / "a.onnx", False), _doubled(tmp_path / "b.onnx", True)
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    np.savez(tmp_path / "both.npz", x=x, z=x)
+    r = verify_models(a, b, tmp_path / "both.npz")
+    assert r.ok and r.inputs == ["x float32[2, 3]", "z float32[2, 3]"], format_verify(r)
+    np.savez(tmp_path / "other.npz", x=x, z=x + 1)
+    assert not verify_models(a, b, tmp_path / "other.npz").ok  # z reaches B
+    assert verify_models(a, b, {"x": x, "z": x}).ok
+    code, out, err = run_cli("verify", str(a), str(b), "--inputs", str(tmp_path / "both.npz"))
+    assert code == 0 and "result: match" in out and not err, (out, err)
+    # Random inputs, or a file that misses B's input: one error line that says what to give.
+    code, _, err = run_cli("verify", str(a), str(b))
+    assert code == 2 and "give --inputs an .npz with every input of both" in err, err
+    np.savez(tmp_path / "a_only.npz", x=x)
+    code, _, err = run_cli("verify", str(a), str(b), "--inputs", str(tmp_path / "a_only.npz"))
+    assert code == 2 and err.startswith("msc: error:") and "'z'" in err, err
