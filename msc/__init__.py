@@ -5,6 +5,7 @@ codegens (the ``codegen`` package) regenerate the model for a target. The public
 
     g = msc.from_torch(module, example_args)      g = msc.from_onnx(path_or_model)
     g = msc.from_relax(ir_module, function="main")   g = msc.from_tflite(path_or_bytes)
+    g = msc.from_keras(model_or_path)             (a Keras 3 model or a .keras file)
     text = msc.to_text(g);  g2 = msc.from_text(text)
     msc.save(g, directory);  g = msc.load(directory)
     msc.structural_equal(a, b);  msc.assert_structural_equal(a, b);  msc.structural_hash(g)
@@ -61,6 +62,7 @@ __all__ = [
     "diff",
     "from_exported_program",
     "from_fx",
+    "from_keras",
     "from_onnx",
     "from_relax",
     "from_tflite",
@@ -102,6 +104,13 @@ def from_fx(graph_module: Any, example_args: tuple = (), **kwargs: Any) -> Graph
 def from_onnx(model: Any, **kwargs: Any) -> Graph:
     """Translate an ONNX model (a path or a ModelProto; see msc.frontend.onnx)."""
     from msc.frontend.onnx import from_onnx as impl
+
+    return impl(model, **kwargs)
+
+
+def from_keras(model: Any, **kwargs: Any) -> Graph:
+    """Translate a Keras 3 model (a model object or a .keras path; see msc.frontend.keras)."""
+    from msc.frontend.keras import from_keras as impl
 
     return impl(model, **kwargs)
 

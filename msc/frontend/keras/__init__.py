@@ -1,0 +1,69 @@
+"""The Keras 3 frontend: ``from_keras(model | path)`` -> msc Graph.
+
+A Keras model object (Sequential or functional) is walked layer by layer; a ``.keras`` file is
+first checked as data (no Lambda layer, no class outside Keras in its config) and then loaded by
+Keras itself with ``safe_mode=True`` on the torch backend (no TensorFlow). One converter per
+layer class (``@converter("Conv2D")``), grouped by op family in this package.
+
+# NOTE: invariants
+# - Layer names are the graph's value names (a nested model's layers as ``outer/inner``);
+#   weights are named by their Keras variable path (``block1_conv1/kernel``) and kept in
+#   Keras' layout.
+# - channels_last stays the graph's interface layout (transposes around layout-sensitive ops).
+# - Every unsupported layer is reported at once (UnsupportedOpsError).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from msc.frontend.keras.importer import Importer, keras_module, load_keras
+from msc.frontend.keras.registry import CONVERTERS, ConverterRegistry, converter
+from msc.ir import Graph
+from msc.ops import import_families
+
+__all__ = [
+    "from_keras",
+    "load_keras",
+    "converter",
+    "CONVERTERS",
+    "ConverterRegistry",
+    "supported_layers",
+]
+
+
+def from_keras(model: Any, *, registry: ConverterRegistry = CONVERTERS, name: str = "") -> Graph:
+    """Translate a Keras 3 model into an msc Graph.
+
+    Args:
+        model: a Keras model object (Sequential or functional; a nested model is flattened
+            with its name as a path prefix), or the path of a ``.keras`` file (checked as data,
+            then loaded by Keras with ``safe_mode=True``: Lambda layers and custom objects are
+            refused by name).
+        registry: the converter registry (tests may pass their own).
+        name: the graph's name (default: the model's).
+
+    Returns:
+        The graph, its inputs and outputs in channels_last as the model has them.
+
+    Raises:
+        UnsupportedOpsError: every layer (with its name) msc cannot translate.
+        BadModelError: the file is not a readable .keras model, or loading it would run code.
+    """
+    if isinstance(model, str | os.PathLike):
+        model = load_keras(model)
+    else:
+        keras_module()
+    from msc.text.check import checked
+
+    return checked(Importer(model, registry, name).run())
+
+
+def supported_layers() -> list[str]:
+    """The Keras layer classes msc reads, sorted."""
+    return sorted(CONVERTERS)
+
+
+# One module per op family, named as in msc.ops; importing one registers its converters.
+import_families(__name__)

@@ -1,0 +1,362 @@
+"""The Keras importer: a Keras 3 model (Sequential or functional) into an msc Graph, one
+converter per layer class; and the safe reader of ``.keras`` files.
+
+# NOTE: invariants
+# - The functional graph is walked as Keras records it (``_nodes_by_depth``, deepest first: a
+#   topological order); a Sequential model is walked through the functional model Keras
+#   builds for it. A nested model is flattened in place: its layers' values are named
+#   ``outer/inner`` (the model's name as a path prefix), its inputs are the outer tensors.
+# - Names are kept: a layer's output value is named after the layer (a shared layer's second
+#   call gets ``name_1``), a graph input after its InputLayer, a weight after its variable's
+#   ``path`` (``block1_conv1/kernel``), made once however many calls share it. Weights keep
+#   Keras' own layout (a conv kernel is [kh, kw, in, out]); converters transpose them.
+# - channels_last stays the interface layout: layout-sensitive ops get a transpose into
+#   channels first and back, which msc.ops' transpose sinking cancels between ops.
+# - Every unsupported layer is collected with its name; ``UnsupportedOpsError`` is raised once
+#   after the whole model was walked. Layers downstream of one are not converted.
+# - A ``.keras`` file is checked as data first (its config.json: no Lambda layer, no class
+#   outside Keras), then loaded by Keras itself with ``safe_mode=True`` on the torch backend.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import zipfile
+from typing import Any
+
+import numpy as np
+
+from msc.errors import BadModelError, MscError, Unsupported, UnsupportedOp, UnsupportedOpsError
+from msc.frontend.keras.registry import CONVERTERS, ConverterRegistry
+from msc.ir import DType, Graph, Provenance, SymDim, TensorType, Value
+from msc.ir.builder import Builder
+from msc.ir.graph import GraphError
+from msc.ops.infer import InferError
+from msc.ops.schema import OpError
+
+__all__ = ["Importer", "Ctx", "load_keras", "keras_module", "DTYPES"]
+
+DTYPES = {
+    "float16": DType.FLOAT16,
+    "bfloat16": DType.BFLOAT16,
+    "float32": DType.FLOAT32,
+    "float64": DType.FLOAT64,
+    "int8": DType.INT8,
+    "int16": DType.INT16,
+    "int32": DType.INT32,
+    "int64": DType.INT64,
+    "uint8": DType.UINT8,
+    "bool": DType.BOOL,
+}
+
+# config.json of a .keras file is read whole; a larger one is not a model msc reads.
+CONFIG_LIMIT = 64 << 20
+
+
+def keras_module():
+    """Keras, imported on the torch backend unless the user chose one (no TensorFlow)."""
+    os.environ.setdefault("KERAS_BACKEND", "torch")
+    try:
+        import keras
+    except ImportError as e:
+        raise MscError(
+            f"reading Keras models needs keras (pip install 'msc-graph-hub[keras]'): {e}"
+        ) from None
+    return keras
+
+
+def _refused_classes(config: Any) -> list[str]:
+    """Every class in a .keras config that loading would run code for: Lambda layers (a
+    marshalled Python function) and classes outside Keras (custom objects)."""
+    found: list[str] = []
+
+    def walk(obj: Any) -> None:
+        if isinstance(obj, dict):
+            cls = obj.get("class_name")
+            if isinstance(cls, str):
+                module = obj.get("module")
+                inner = obj.get("config")
+                name = inner.get("name") if isinstance(inner, dict) else None
+                label = f"{cls} {name!r}" if isinstance(name, str) else cls
+                if (
+                    cls in ("Lambda", "TFOpLambda", "__lambda__")
+                    or cls == "function"
+                    and (not isinstance(module, str) or not module.startswith("keras"))
+                ):
+                    found.append(f"{label} (runs Python stored in the file)")
+                elif isinstance(module, str) and not module.startswith("keras"):
+                    found.append(f"{label} (custom object from module {module!r})")
+                elif obj.get("registered_name") not in (None, cls) and "module" in obj:
+                    found.append(f"{label} (registered custom object {obj['registered_name']!r})")
+            for v in obj.values():
+                walk(v)
+        elif isinstance(obj, list):
+            for v in obj:
+                walk(v)
+
+    walk(config)
+    return found
+
+
+def load_keras(path: str | os.PathLike) -> Any:
+    """A ``.keras`` file as a Keras model: its config checked as data, then loaded by Keras
+    with ``safe_mode=True`` (no Lambda, no custom objects; nothing in the file runs)."""
+    path = os.fspath(path)
+    try:
+        with zipfile.ZipFile(path) as z:
+            info = z.getinfo("config.json")
+            if info.file_size > CONFIG_LIMIT:
+                raise BadModelError(f"{path}: config.json of {info.file_size} bytes")
+            config = json.loads(z.read(info).decode("utf-8"))
+            z.getinfo("model.weights.h5")
+    except BadModelError:
+        raise
+    except (OSError, KeyError, zipfile.BadZipFile, ValueError, UnicodeDecodeError) as e:
+        raise BadModelError(
+            f"{path}: not a readable .keras file ({type(e).__name__}: {e})"
+        ) from None
+    refused = _refused_classes(config)
+    if refused:
+        raise BadModelError(
+            f"{path}: refused, loading it would run code that is not Keras': "
+            + "; ".join(refused)
+            + " (build the model in Python and pass the object to msc.from_keras)"
+        )
+    keras = keras_module()
+    try:
+        return keras.saving.load_model(path, compile=False, safe_mode=True)
+    except Exception as e:  # noqa: BLE001 - anything keras raises on a bad file is the file's
+        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise BadModelError(f"{path}: Keras could not load it: {msg}") from None
+
+
+def to_numpy(variable: Any) -> np.ndarray:
+    keras = keras_module()
+    return np.array(keras.ops.convert_to_numpy(variable))
+
+
+class Ctx(Builder):
+    """What a converter builds with: canonical nodes (``ctx.op``), the layer's weights
+    (``ctx.weight(layer.kernel)``), constants (``ctx.const``)."""
+
+    def __init__(self, imp: Importer) -> None:
+        super().__init__()
+        self.imp = imp
+        self.layer: Any = None
+        self.path = ""
+
+    def _current_name(self) -> str:
+        return self.path
+
+    def _current_provenance(self) -> Provenance | None:
+        if self.layer is None:
+            return None
+        module = self.path.rsplit("/", 1)[0].replace("/", ".") if "/" in self.path else ""
+        return Provenance("keras", type(self.layer).__name__, self.path, module)
+
+    def weight(self, variable: Any) -> Value:
+        """The graph weight of a Keras variable (named by its path; made once)."""
+        return self.imp.weight(variable)
+
+    def f32(self, value: Any, like: Value) -> Value:
+        """A constant of ``like``'s dtype."""
+        return self.const(np.asarray(value, like.dtype.to_numpy()), like.dtype)
+
+
+class Importer:
+    def __init__(
+        self, model: Any, registry: ConverterRegistry = CONVERTERS, name: str = ""
+    ) -> None:
+        self.model = model
+        self.registry = registry
+        self.graph = Graph(name or getattr(model, "name", "") or "main")
+        self.ctx = Ctx(self)
+        self.values: dict[int, Value] = {}  # id(KerasTensor) -> value
+        self.weights: dict[int, Value] = {}  # id(variable) -> weight
+        self.poisoned: set[int] = set()
+        self.unsupported: list[UnsupportedOp] = []
+        self._taken: set[str] = set()
+        self._counter = 0
+        self._keep: list[Any] = []  # keeps walked tensors alive (their ids are the keys)
+
+    # ------------------------------------------------------------ names and weights
+    def _unique(self, name: str) -> str:
+        if name and name not in self._taken:
+            self._taken.add(name)
+            return name
+        base = name or "t"
+        k = 1
+        while f"{base}_{k}" in self._taken:
+            k += 1
+        self._taken.add(f"{base}_{k}")
+        return f"{base}_{k}"
+
+    def _fresh(self) -> str:
+        while True:
+            name = str(self._counter)
+            self._counter += 1
+            if name not in self._taken:
+                self._taken.add(name)
+                return name
+
+    def weight(self, variable: Any) -> Value:
+        w = self.weights.get(id(variable))
+        if w is not None:
+            return w
+        arr = to_numpy(variable)
+        dt = DTYPES.get(str(arr.dtype))
+        if dt is None:
+            raise Unsupported(f"weight {variable.path!r} of dtype {arr.dtype}")
+        name = self._unique(variable.path)
+        w = self.graph.add_weight(name, arr, TensorType(dt, list(arr.shape)))
+        self.weights[id(variable)] = w
+        self._keep.append(variable)
+        return w
+
+    # ------------------------------------------------------------ the walk
+    def run(self) -> Graph:
+        model = _functional(self.model)
+        for t in model.inputs:
+            layer = t._keras_history.operation
+            dt = DTYPES.get(str(t.dtype))
+            if dt is None:
+                raise BadModelError(
+                    f"input {layer.name!r} has dtype {t.dtype}, which msc does not hold"
+                )
+            dims = [SymDim("batch") if d is None and a == 0 else d for a, d in enumerate(t.shape)]
+            if any(d is None for d in dims):
+                dims = [SymDim(f"{layer.name}_{a}") if d is None else d for a, d in enumerate(dims)]
+            v = self.graph.add_input(self._unique(layer.name), TensorType(dt, dims))
+            self.values[id(t)] = v
+            self._keep.append(t)
+        self._walk(model, "")
+        if self.unsupported:
+            raise UnsupportedOpsError(self.unsupported, what="Keras model")
+        outs = []
+        for t in model.outputs:
+            outs.append(self.values[id(t)])
+        self.graph.set_outputs(outs)
+        return self.graph
+
+    def _walk(self, model: Any, prefix: str) -> None:
+        by_depth = model._nodes_by_depth
+        for depth in sorted(by_depth, reverse=True):
+            for node in by_depth[depth]:
+                op = node.operation
+                if type(op).__name__ == "InputLayer":
+                    continue
+                ins = list(node.arguments.keras_tensors)
+                outs = list(node.outputs)
+                if any(id(t) in self.poisoned for t in ins):
+                    self.poisoned.update(id(t) for t in outs)
+                    continue
+                if _is_model(op):
+                    self._nested(op, ins, outs, prefix)
+                    continue
+                self._convert(op, ins, outs, prefix)
+
+    def _nested(self, model: Any, ins: list, outs: list, prefix: str) -> None:
+        inner = _functional(model)
+        if len(inner.inputs) != len(ins):
+            self._refused(
+                model, outs, prefix, f"called on {len(ins)} tensors, built for {len(inner.inputs)}"
+            )
+            return
+        for t_in, t_outer in zip(inner.inputs, ins):
+            self.values[id(t_in)] = self.values[id(t_outer)]
+            self._keep.append(t_in)
+        self._walk(inner, f"{prefix}{model.name}/")
+        for t_inner, t_outer in zip(inner.outputs, outs):
+            if id(t_inner) in self.poisoned:
+                self.poisoned.add(id(t_outer))
+            else:
+                self.values[id(t_outer)] = self.values[id(t_inner)]
+        self._keep.extend(outs)
+
+    def _convert(self, layer: Any, ins: list, outs: list, prefix: str) -> None:
+        ctx = self.ctx
+        ctx.layer = layer
+        ctx.path = prefix + layer.name
+        ctx.nodes = []
+        cls = type(layer).__name__
+        conv = self.registry.get(cls)
+        try:
+            if conv is None:
+                raise Unsupported("no converter")
+            xs = [self.values[id(t)] for t in ins]
+            result = conv(ctx, layer, *xs)
+            values = list(result) if isinstance(result, tuple | list) else [result]
+            if len(values) != len(outs):
+                raise Unsupported(f"the converter gave {len(values)} outputs for {len(outs)}")
+            for t, v in zip(outs, values):
+                _check_type(v, t, ctx.path)
+        except (Unsupported, InferError, OpError, GraphError) as e:
+            ctx.nodes = []
+            self._refused(layer, outs, prefix, str(e))
+            ctx.layer = None
+            return
+        self._finish(outs, values)
+        ctx.layer = None
+
+    def _finish(self, outs: list, values: list[Value]) -> None:
+        new = {id(n) for n in self.ctx.nodes}
+        for k, (t, v) in enumerate(zip(outs, values)):
+            if v.producer is not None and v.name is None and id(v.producer) in new:
+                base = self.ctx.path if len(outs) == 1 else f"{self.ctx.path}:{k}"
+                v.name = self._unique(base)
+            self.values[id(t)] = v
+        for node in self.ctx.nodes:
+            for o in node.outputs:
+                if o.name is None:
+                    o.name = self._fresh()
+            self.graph.add_node(node)
+        self.ctx.nodes = []
+        self._keep.extend(outs)
+
+    def _refused(self, layer: Any, outs: list, prefix: str, why: str) -> None:
+        self.poisoned.update(id(t) for t in outs)
+        self._keep.extend(outs)
+        path = prefix + layer.name
+        module = prefix.rstrip("/").replace("/", ".")
+        self.unsupported.append(UnsupportedOp(type(layer).__name__, path, module, why))
+
+
+def _is_model(op: Any) -> bool:
+    return hasattr(op, "_nodes_by_depth") or type(op).__name__ == "Sequential"
+
+
+def _functional(model: Any) -> Any:
+    """The functional graph of a model: itself, or the one Keras built for a Sequential."""
+    if hasattr(model, "_nodes_by_depth"):
+        return model
+    if type(model).__name__ == "Sequential":
+        f = getattr(model, "_functional", None)
+        if f is None:
+            raise BadModelError(
+                f"Sequential model {model.name!r} is not built: give it an Input (or call it "
+                "once) so its input shape is known"
+            )
+        return f
+    raise Unsupported(
+        f"{type(model).__name__} {getattr(model, 'name', '')!r} is a subclassed model (its "
+        "call is Python code): msc reads Sequential and functional models; convert a "
+        "subclassed one on the torch backend with msc.from_torch(model, example_args)"
+    )
+
+
+def _check_type(v: Value, t: Any, path: str) -> None:
+    """The value a converter made has the Keras tensor's dtype and static dims."""
+    got = v.type
+    if not isinstance(got, TensorType):
+        return
+    want = DTYPES.get(str(t.dtype))
+    if want is not None and got.dtype is not want:
+        raise Unsupported(f"made {got.dtype.short} for {path!r}, Keras gives {t.dtype}")
+    if got.shape is None:
+        return
+    if len(got.shape) != len(t.shape):
+        raise Unsupported(f"made {got} for {path!r}, Keras gives shape {tuple(t.shape)}")
+    for a, b in zip(got.shape, t.shape):
+        if isinstance(a, int) and isinstance(b, int) and a != b:
+            raise Unsupported(f"made {got} for {path!r}, Keras gives shape {tuple(t.shape)}")

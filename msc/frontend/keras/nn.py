@@ -1,0 +1,315 @@
+"""Keras neural-network layers: Dense, Embedding, convolutions (Conv1D/2D, depthwise,
+separable), pooling, normalizations, MultiHeadAttention.
+
+Keras images are channels_last and its conv kernels [*kernel, in, out] (depthwise:
+[*kernel, in, multiplier]). The canonical ops take channels first: ``first`` / ``last`` put
+the transposes at the op's boundary, which msc.ops' transpose sinking cancels between ops.
+Kernels stay weights in Keras' layout, transposed by a node.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from msc.errors import Unsupported
+from msc.frontend.keras.elementwise import activate
+from msc.frontend.keras.importer import Ctx
+from msc.frontend.keras.registry import converter
+from msc.ir import Value
+
+
+def first(ctx: Ctx, x: Value) -> Value:
+    """channels_last -> channels first."""
+    r = x.type.rank
+    return ctx.op("transpose", x, perm=[0, r - 1, *range(1, r - 1)])
+
+
+def last(ctx: Ctx, y: Value) -> Value:
+    """channels first -> channels_last."""
+    r = y.type.rank
+    return ctx.op("transpose", y, perm=[0, *range(2, r), 1])
+
+
+def _channels_last(layer) -> None:
+    fmt = getattr(layer, "data_format", "channels_last")
+    if fmt != "channels_last":
+        raise Unsupported(f"data_format={fmt!r} (msc reads channels_last)")
+
+
+def same_pads(sizes, kernel, strides, dilations) -> list[int]:
+    """Keras' (TensorFlow's) "same" padding, the extra pixel at the end, as [begins, ends]."""
+    begins, ends = [], []
+    for size, k, s, d in zip(sizes, kernel, strides, dilations):
+        span = (k - 1) * d + 1
+        if not isinstance(size, int):
+            if s != 1:
+                raise Unsupported(f'padding="same" with stride {s} needs a static size')
+            total = span - 1
+        else:
+            out = -(-size // s)
+            total = max((out - 1) * s + span - size, 0)
+        begins.append(total // 2)
+        ends.append(total - total // 2)
+    return begins + ends
+
+
+def _pads(layer, x: Value, kernel, strides, dilations) -> list[int]:
+    padding = layer.padding
+    n = len(kernel)
+    if padding == "valid":
+        return []
+    if padding == "same":
+        pads = same_pads(list(x.type.shape[1:-1]), kernel, strides, dilations)
+    elif padding == "causal" and n == 1:
+        pads = [(kernel[0] - 1) * dilations[0], 0]
+    else:
+        raise Unsupported(f"padding={padding!r}")
+    return pads if any(pads) else []
+
+
+def _tuple(v, n: int) -> list[int]:
+    return [int(a) for a in v] if isinstance(v, list | tuple) else [int(v)] * n
+
+
+def _conv(ctx: Ctx, layer, x: Value, w_oi: Value, groups: int, n: int, bias=None) -> Value:
+    kernel = _tuple(layer.kernel_size, n)
+    strides = _tuple(layer.strides, n)
+    dilations = _tuple(layer.dilation_rate, n)
+    if x.type.rank != n + 2:
+        raise Unsupported(f"input of rank {x.type.rank} for a {n}-d convolution")
+    pads = _pads(layer, x, kernel, strides, dilations)
+    y = ctx.op(
+        "conv",
+        first(ctx, x),
+        w_oi,
+        bias,
+        stride=strides,
+        padding=pads,
+        dilation=dilations,
+        groups=groups,
+    )
+    return last(ctx, y)
+
+
+def _kernel_oi(ctx: Ctx, kernel: Value, n: int) -> Value:
+    """[*k, in, out] -> [out, in, *k]."""
+    return ctx.op("transpose", kernel, perm=[n + 1, n, *range(n)])
+
+
+def _bias(ctx: Ctx, layer) -> Value | None:
+    return ctx.weight(layer.bias) if getattr(layer, "use_bias", False) else None
+
+
+@converter("Conv1D", "Conv2D", "Conv3D")
+def conv(ctx: Ctx, layer, x):
+    _channels_last(layer)
+    n = layer.rank
+    groups = int(getattr(layer, "groups", 1))
+    y = _conv(
+        ctx, layer, x, _kernel_oi(ctx, ctx.weight(layer.kernel), n), groups, n, _bias(ctx, layer)
+    )
+    return activate(ctx, y, layer.activation)
+
+
+def _depthwise_oi(ctx: Ctx, kernel: Value, n: int) -> Value:
+    """[*k, in, mult] -> [in * mult, 1, *k] (output channel c * mult + m, as Keras orders)."""
+    k = list(kernel.type.shape[:n])
+    cin, mult = kernel.type.shape[n], kernel.type.shape[n + 1]
+    t = ctx.op("transpose", kernel, perm=[n, n + 1, *range(n)])
+    return ctx.op("reshape", t, shape=[cin * mult, 1, *k])
+
+
+@converter("DepthwiseConv1D", "DepthwiseConv2D")
+def depthwise_conv(ctx: Ctx, layer, x):
+    _channels_last(layer)
+    n = layer.rank
+    kernel = ctx.weight(layer.kernel)
+    cin = kernel.type.shape[n]
+    y = _conv(ctx, layer, x, _depthwise_oi(ctx, kernel, n), int(cin), n, _bias(ctx, layer))
+    return activate(ctx, y, layer.activation)
+
+
+@converter("SeparableConv1D", "SeparableConv2D")
+def separable_conv(ctx: Ctx, layer, x):
+    _channels_last(layer)
+    n = layer.rank
+    dw = ctx.weight(layer.depthwise_kernel)
+    cin = dw.type.shape[n]
+    y = _conv(ctx, layer, x, _depthwise_oi(ctx, dw, n), int(cin), n)
+    pw = _kernel_oi(ctx, ctx.weight(layer.pointwise_kernel), n)
+    y = ctx.op(
+        "conv",
+        first(ctx, y),
+        pw,
+        _bias(ctx, layer),
+        stride=[1] * n,
+        padding=[],
+        dilation=[1] * n,
+        groups=1,
+    )
+    return activate(ctx, last(ctx, y), layer.activation)
+
+
+@converter("Dense")
+def dense(ctx: Ctx, layer, x):
+    w = ctx.op("transpose", ctx.weight(layer.kernel), perm=[1, 0])  # [in, out] -> [out, in]
+    y = ctx.op("linear", x, w, _bias(ctx, layer))
+    return activate(ctx, y, layer.activation)
+
+
+@converter("Embedding")
+def embedding(ctx: Ctx, layer, ids):
+    if ids.dtype.is_floating:  # Keras casts float ids to int32
+        from msc.ir import DType
+
+        ids = ctx.cast(ids, DType.INT32)
+    return ctx.op("embedding", ctx.weight(layer.embeddings), ids)
+
+
+def _pool_args(layer, n: int):
+    kernel = _tuple(layer.pool_size, n)
+    strides = _tuple(layer.strides if layer.strides is not None else kernel, n)
+    return kernel, strides
+
+
+@converter("MaxPooling1D", "MaxPooling2D", "MaxPooling3D")
+def max_pool(ctx: Ctx, layer, x):
+    _channels_last(layer)
+    n = x.type.rank - 2
+    kernel, strides = _pool_args(layer, n)
+    pads = _pads(layer, x, kernel, strides, [1] * n)
+    return last(ctx, ctx.op("max_pool", first(ctx, x), kernel=kernel, stride=strides, padding=pads))
+
+
+@converter("AveragePooling1D", "AveragePooling2D", "AveragePooling3D")
+def avg_pool(ctx: Ctx, layer, x):
+    _channels_last(layer)
+    n = x.type.rank - 2
+    kernel, strides = _pool_args(layer, n)
+    pads = _pads(layer, x, kernel, strides, [1] * n)
+    y = ctx.op(
+        "avg_pool",
+        first(ctx, x),
+        kernel=kernel,
+        stride=strides,
+        padding=pads,
+        count_include_pad=False,
+    )
+    return last(ctx, y)
+
+
+def _global(ctx: Ctx, layer, x: Value, op: str) -> Value:
+    _channels_last(layer)
+    axes = list(range(1, x.type.rank - 1))
+    return ctx.op(op, x, axes=axes, keepdims=bool(layer.keepdims))
+
+
+@converter("GlobalAveragePooling1D", "GlobalAveragePooling2D", "GlobalAveragePooling3D")
+def global_avg_pool(ctx: Ctx, layer, x, mask=None):
+    if mask is not None:
+        raise Unsupported("a mask")
+    return _global(ctx, layer, x, "reduce_mean")
+
+
+@converter("GlobalMaxPooling1D", "GlobalMaxPooling2D", "GlobalMaxPooling3D")
+def global_max_pool(ctx: Ctx, layer, x):
+    return _global(ctx, layer, x, "reduce_max")
+
+
+def _axis_to_1(ctx: Ctx, x: Value, axis: int) -> tuple[Value, list[int] | None]:
+    r = x.type.rank
+    axis = axis % r
+    if axis == 1:
+        return x, None
+    perm = [0, axis, *[a for a in range(1, r) if a != axis]]
+    inv = [perm.index(a) for a in range(r)]
+    return ctx.op("transpose", x, perm=perm), inv
+
+
+@converter("BatchNormalization")
+def batch_norm(ctx: Ctx, layer, x):
+    axis = layer.axis
+    if isinstance(axis, list | tuple):
+        if len(axis) != 1:
+            raise Unsupported(f"axis={list(axis)}")
+        axis = axis[0]
+    if getattr(layer, "renorm", False):
+        raise Unsupported("renorm=True")
+    xt, inv = _axis_to_1(ctx, x, int(axis))
+    gamma = ctx.weight(layer.gamma) if layer.scale else None
+    beta = ctx.weight(layer.beta) if layer.center else None
+    y = ctx.op(
+        "batch_norm",
+        xt,
+        gamma,
+        beta,
+        ctx.weight(layer.moving_mean),
+        ctx.weight(layer.moving_variance),
+        eps=float(layer.epsilon),
+    )
+    return y if inv is None else ctx.op("transpose", y, perm=inv)
+
+
+@converter("LayerNormalization")
+def layer_norm(ctx: Ctx, layer, x):
+    r = x.type.rank
+    axes = layer.axis if isinstance(layer.axis, list | tuple) else [layer.axis]
+    axes = sorted(int(a) % r for a in axes)
+    if axes != list(range(axes[0], r)):
+        raise Unsupported(f"axis={list(layer.axis)} (msc normalizes trailing dims)")
+    if getattr(layer, "rms_scaling", False):
+        raise Unsupported("rms_scaling=True")
+    gamma = ctx.weight(layer.gamma) if layer.scale else None
+    beta = ctx.weight(layer.beta) if layer.center else None
+    if len(axes) > 1 and (gamma is not None or beta is not None):
+        shape = list(x.type.shape[axes[0] :])
+        gamma = None if gamma is None else ctx.op("reshape", gamma, shape=shape)
+        beta = None if beta is None else ctx.op("reshape", beta, shape=shape)
+    return ctx.op("layer_norm", x, gamma, beta, axis=axes[0] - r, eps=float(layer.epsilon))
+
+
+@converter("MultiHeadAttention")
+def multi_head_attention(ctx: Ctx, layer, query, value, key=None, *rest):
+    if rest:
+        raise Unsupported("attention masks")
+    if layer._attention_axes not in (None, (1,), [1]) and query.type.rank != 3:
+        raise Unsupported(f"attention_axes={layer._attention_axes}")
+    if query.type.rank != 3 or value.type.rank != 3:
+        raise Unsupported("inputs of rank other than 3")
+    key = value if key is None else key
+    heads, dk, dv = layer.num_heads, layer.key_dim, layer.value_dim
+
+    def project(x: Value, dense, d: int) -> Value:
+        # EinsumDense kernel [in, heads, d] (+ bias [heads, d]) -> [B, heads, T, d]
+        k = dense.kernel
+        w = ctx.op("reshape", ctx.weight(k), shape=[int(k.shape[0]), heads * d])
+        w = ctx.op("transpose", w, perm=[1, 0])
+        b = None
+        if dense.bias is not None:
+            b = ctx.op("reshape", ctx.weight(dense.bias), shape=[heads * d])
+        y = ctx.op("linear", x, w, b)
+        y = _split(ctx, y, heads, d)
+        return ctx.op("transpose", y, perm=[0, 2, 1, 3])
+
+    q = project(query, layer._query_dense, dk)
+    k = project(key, layer._key_dense, dk)
+    v = project(value, layer._value_dense, dv)
+    a = ctx.op("attention", q, k, v, scale=float(1.0 / np.sqrt(dk)))  # [B, H, T, dv]
+    a = ctx.op("transpose", a, perm=[0, 2, 1, 3])
+    a = ctx.op("flatten", a, start_axis=2, end_axis=3)
+    out = layer._output_dense
+    kw = out.kernel  # [heads, dv, out]
+    w = ctx.op("reshape", ctx.weight(kw), shape=[heads * dv, int(kw.shape[-1])])
+    w = ctx.op("transpose", w, perm=[1, 0])
+    b = None if out.bias is None else ctx.weight(out.bias)
+    return ctx.op("linear", a, w, b)
+
+
+def _split(ctx: Ctx, y: Value, heads: int, d: int) -> Value:
+    """[B, T, heads * d] -> [B, T, heads, d] (batch and length may be symbolic)."""
+    shape = list(y.type.shape)
+    if all(isinstance(s, int) for s in shape[:2]):
+        return ctx.op("reshape", y, shape=[shape[0], shape[1], heads, d])
+    if isinstance(shape[1], int):
+        return ctx.op("reshape", y, shape=[-1, shape[1], heads, d])
+    raise Unsupported("a symbolic sequence length with a symbolic batch")

@@ -1,0 +1,77 @@
+"""Keras reshaping layers: Flatten, Reshape, Permute, Concatenate, ZeroPadding, Cropping."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from msc.errors import Unsupported
+from msc.frontend.keras.importer import Ctx
+from msc.frontend.keras.registry import converter
+
+
+@converter("Flatten")
+def flatten(ctx: Ctx, layer, x):
+    if getattr(layer, "data_format", "channels_last") != "channels_last" and x.type.rank > 2:
+        raise Unsupported("data_format='channels_first'")
+    if x.type.rank == 1:
+        return ctx.op("reshape", x, shape=[-1, 1])
+    return ctx.op("flatten", x, start_axis=1, end_axis=-1)
+
+
+@converter("Reshape")
+def reshape(ctx: Ctx, layer, x):
+    target = [int(d) for d in layer.target_shape]
+    if -1 in target:
+        rest = x.type.shape[1:]
+        if not all(isinstance(d, int) for d in rest):
+            raise Unsupported("a -1 target dim of a symbolic input")
+        known = int(np.prod([d for d in target if d != -1], dtype=np.int64))
+        target[target.index(-1)] = int(np.prod(rest, dtype=np.int64)) // max(known, 1)
+    batch = x.type.shape[0]
+    return ctx.op("reshape", x, shape=[batch if isinstance(batch, int) else -1, *target])
+
+
+@converter("Permute")
+def permute(ctx: Ctx, layer, x):
+    return ctx.op("transpose", x, perm=[0, *(int(d) for d in layer.dims)])
+
+
+@converter("Concatenate")
+def concatenate(ctx: Ctx, layer, *xs):
+    return ctx.op("concat", *xs, axis=int(layer.axis))
+
+
+def _pairs(padding, n: int) -> list[tuple[int, int]]:
+    if isinstance(padding, int):
+        return [(padding, padding)] * n
+    if n == 1 and len(padding) == 2 and all(isinstance(p, int) for p in padding):
+        return [(int(padding[0]), int(padding[1]))]
+    out = []
+    for p in padding:
+        out.append((int(p), int(p)) if isinstance(p, int) else (int(p[0]), int(p[1])))
+    return out
+
+
+@converter("ZeroPadding1D", "ZeroPadding2D", "ZeroPadding3D")
+def zero_padding(ctx: Ctx, layer, x):
+    if getattr(layer, "data_format", "channels_last") != "channels_last":
+        raise Unsupported("data_format='channels_first'")
+    n = x.type.rank - 2
+    pairs = _pairs(layer.padding, n)
+    begins = [0, *(p[0] for p in pairs), 0]
+    ends = [0, *(p[1] for p in pairs), 0]
+    return ctx.op("pad", x, pads=begins + ends, mode="constant", value=0.0)
+
+
+@converter("Cropping1D", "Cropping2D", "Cropping3D")
+def cropping(ctx: Ctx, layer, x):
+    if getattr(layer, "data_format", "channels_last") != "channels_last":
+        raise Unsupported("data_format='channels_first'")
+    n = x.type.rank - 2
+    pairs = _pairs(layer.cropping, n)
+    sizes = x.type.shape[1:-1]
+    if not all(isinstance(s, int) for s in sizes):
+        raise Unsupported("cropping a symbolic size")
+    starts = [p[0] for p in pairs]
+    ends = [s - p[1] for s, p in zip(sizes, pairs)]
+    return ctx.op("slice", x, starts=starts, ends=ends, axes=list(range(1, n + 1)))
