@@ -19,21 +19,34 @@ from msc.ir import Value
 
 
 def first(ctx: Ctx, x: Value) -> Value:
-    """channels_last -> channels first."""
+    """channels_last -> channels first (nothing for a channels_first layer)."""
+    if _cf(ctx):
+        return x
     r = x.type.rank
     return ctx.op("transpose", x, perm=[0, r - 1, *range(1, r - 1)])
 
 
 def last(ctx: Ctx, y: Value) -> Value:
-    """channels first -> channels_last."""
+    """channels first -> channels_last (nothing for a channels_first layer)."""
+    if _cf(ctx):
+        return y
     r = y.type.rank
     return ctx.op("transpose", y, perm=[0, *range(2, r), 1])
 
 
+def _cf(ctx: Ctx) -> bool:
+    return getattr(ctx.layer, "data_format", "channels_last") == "channels_first"
+
+
 def _channels_last(layer) -> None:
+    """The layer's data_format is one msc reads (channels_last, or channels_first)."""
     fmt = getattr(layer, "data_format", "channels_last")
-    if fmt != "channels_last":
-        raise Unsupported(f"data_format={fmt!r} (msc reads channels_last)")
+    if fmt not in ("channels_last", "channels_first"):
+        raise Unsupported(f"data_format={fmt!r}")
+
+
+def _spatial(ctx: Ctx, x: Value) -> list:
+    return list(x.type.shape[2:] if _cf(ctx) else x.type.shape[1:-1])
 
 
 def same_pads(sizes, kernel, strides, dilations) -> list[int]:
@@ -53,13 +66,13 @@ def same_pads(sizes, kernel, strides, dilations) -> list[int]:
     return begins + ends
 
 
-def _pads(layer, x: Value, kernel, strides, dilations) -> list[int]:
+def _pads(ctx: Ctx, layer, x: Value, kernel, strides, dilations) -> list[int]:
     padding = layer.padding
     n = len(kernel)
     if padding == "valid":
         return []
     if padding == "same":
-        pads = same_pads(list(x.type.shape[1:-1]), kernel, strides, dilations)
+        pads = same_pads(_spatial(ctx, x), kernel, strides, dilations)
     elif padding == "causal" and n == 1:
         pads = [(kernel[0] - 1) * dilations[0], 0]
     else:
@@ -77,7 +90,7 @@ def _conv(ctx: Ctx, layer, x: Value, w_oi: Value, groups: int, n: int, bias=None
     dilations = _tuple(layer.dilation_rate, n)
     if x.type.rank != n + 2:
         raise Unsupported(f"input of rank {x.type.rank} for a {n}-d convolution")
-    pads = _pads(layer, x, kernel, strides, dilations)
+    pads = _pads(ctx, layer, x, kernel, strides, dilations)
     y = ctx.op(
         "conv",
         first(ctx, x),
@@ -177,7 +190,7 @@ def max_pool(ctx: Ctx, layer, x):
     _channels_last(layer)
     n = x.type.rank - 2
     kernel, strides = _pool_args(layer, n)
-    pads = _pads(layer, x, kernel, strides, [1] * n)
+    pads = _pads(ctx, layer, x, kernel, strides, [1] * n)
     return last(ctx, ctx.op("max_pool", first(ctx, x), kernel=kernel, stride=strides, padding=pads))
 
 
@@ -186,7 +199,7 @@ def avg_pool(ctx: Ctx, layer, x):
     _channels_last(layer)
     n = x.type.rank - 2
     kernel, strides = _pool_args(layer, n)
-    pads = _pads(layer, x, kernel, strides, [1] * n)
+    pads = _pads(ctx, layer, x, kernel, strides, [1] * n)
     y = ctx.op(
         "avg_pool",
         first(ctx, x),
@@ -200,7 +213,8 @@ def avg_pool(ctx: Ctx, layer, x):
 
 def _global(ctx: Ctx, layer, x: Value, op: str) -> Value:
     _channels_last(layer)
-    axes = list(range(1, x.type.rank - 1))
+    r = x.type.rank
+    axes = list(range(2, r)) if _cf(ctx) else list(range(1, r - 1))
     return ctx.op(op, x, axes=axes, keepdims=bool(layer.keepdims))
 
 

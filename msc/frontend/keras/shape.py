@@ -54,12 +54,14 @@ def _pairs(padding, n: int) -> list[tuple[int, int]]:
 
 @converter("ZeroPadding1D", "ZeroPadding2D", "ZeroPadding3D")
 def zero_padding(ctx: Ctx, layer, x):
-    if getattr(layer, "data_format", "channels_last") != "channels_last":
-        raise Unsupported("data_format='channels_first'")
     n = x.type.rank - 2
     pairs = _pairs(layer.padding, n)
-    begins = [0, *(p[0] for p in pairs), 0]
-    ends = [0, *(p[1] for p in pairs), 0]
+    if getattr(layer, "data_format", "channels_last") == "channels_first":
+        begins = [0, 0, *(p[0] for p in pairs)]
+        ends = [0, 0, *(p[1] for p in pairs)]
+    else:
+        begins = [0, *(p[0] for p in pairs), 0]
+        ends = [0, *(p[1] for p in pairs), 0]
     return ctx.op("pad", x, pads=begins + ends, mode="constant", value=0.0)
 
 

@@ -1,0 +1,100 @@
+"""Keras 3 codegen: an msc Graph as readable Keras functional-model source plus weights.
+
+    src = codegen.keras.generate(g)        # model.py's source
+    model = codegen.keras.to_model(g)      # a keras.Model with its weights (in memory)
+    codegen.keras.save(g, "out_dir")       # out_dir/model.py + out_dir/model.weights.npz
+
+The source imports only keras and numpy and runs on every Keras backend. Each canonical op
+has an emitter (``EMITTERS``), one module per op family named as in ``msc.ops``; an op
+without one is lowered through ``msc.ops.decompose``. Every node that can be written neither
+way is reported at once in one ``msc.errors.UnsupportedOpsError``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import linecache
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from codegen.keras.model import MODEL_FILE, WEIGHTS_FILE, Emit, KerasCodegen
+from codegen.keras.registry import EMITTERS, EmitterRegistry, emitter
+from msc.ir.graph import Graph
+from msc.ops import import_families
+
+__all__ = [
+    "generate",
+    "to_model",
+    "save",
+    "EMITTERS",
+    "emitter",
+    "Emit",
+    "EmitterRegistry",
+    "KerasCodegen",
+    "MODEL_FILE",
+    "WEIGHTS_FILE",
+]
+
+_counter = itertools.count()
+
+
+def generate(graph: Graph, *, emitters: EmitterRegistry = EMITTERS) -> str:
+    """The source of ``model.py`` for ``graph``.
+
+    Raises:
+        UnsupportedOpsError: every node Keras cannot express, all at once.
+    """
+    return KerasCodegen(graph, emitters).generate()
+
+
+def _keras():
+    os.environ.setdefault("KERAS_BACKEND", "torch")
+    try:
+        import keras
+    except ImportError as e:
+        from msc.errors import MscError
+
+        raise MscError(
+            f"the keras target needs keras (pip install 'msc-graph-hub[keras]'): {e}"
+        ) from None
+    return keras
+
+
+def to_model(graph: Graph, *, emitters: EmitterRegistry = EMITTERS) -> Any:
+    """The generated model, built in memory (its source registered with linecache so
+    tracebacks show it) with its weights set."""
+    _keras()
+    cg = KerasCodegen(graph, emitters)
+    src = cg.generate()
+    filename = f"<msc-generated-keras-{next(_counter)}>"
+    linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
+    scope: dict[str, Any] = {"__name__": "msc_generated_keras", "__file__": filename}
+    exec(compile(src, filename, "exec"), scope)
+    model = scope["build"]()
+    scope["set_weights"](model, cg.arrays())
+    return model
+
+
+def save(
+    graph: Graph, directory: str | os.PathLike, *, emitters: EmitterRegistry = EMITTERS
+) -> Path:
+    """Write ``model.py`` and ``model.weights.npz`` into ``directory`` (replaced atomically).
+    ``model.py``'s ``load()`` builds the model and sets its weights."""
+    from msc.io import atomic_dir
+
+    cg = KerasCodegen(graph, emitters)
+    src = cg.generate()
+    arrays = cg.arrays()
+    target = Path(directory)
+    with atomic_dir(target) as tmp:
+        (tmp / MODEL_FILE).write_text(src, encoding="utf-8")
+        with open(tmp / WEIGHTS_FILE, "wb") as f:
+            np.savez(f, **arrays)
+    return target
+
+
+# One module per op family, named as in msc.ops; importing one registers its emitters.
+import_families(__name__)

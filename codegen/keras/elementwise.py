@@ -1,0 +1,125 @@
+"""Keras emitters of elementwise ops: activations as ``layers.Activation`` (or their own
+layer), binary ops as merging layers when both operands are tensors of one shape, else
+``keras.ops``."""
+
+from __future__ import annotations
+
+from codegen.keras.model import Emit
+from codegen.keras.registry import emitter
+from msc.errors import Unsupported
+
+# canonical op -> the Keras activation of the same function
+_ACTIVATIONS = {
+    "relu": "relu",
+    "sigmoid": "sigmoid",
+    "tanh": "tanh",
+    "silu": "silu",
+    "selu": "selu",
+    "softsign": "softsign",
+    "exp": "exponential",
+    "hardswish": "hard_silu",
+}
+
+
+@emitter(*_ACTIVATIONS)
+def activation(e: Emit, node):
+    return f"{e.layer('Activation', _ACTIVATIONS[node.op])}({e.arg(0)})"
+
+
+@emitter("gelu")
+def gelu(e: Emit, node):
+    if node.attrs.get("approximate", "none") == "none":
+        return f"{e.layer('Activation', 'gelu')}({e.arg(0)})"
+    return f"ops.gelu({e.arg(0)}, approximate=True)"
+
+
+@emitter("softplus")
+def softplus(e: Emit, node):
+    if float(node.attrs.get("beta", 1.0)) != 1.0:
+        raise Unsupported("beta other than 1")
+    return f"{e.layer('Activation', 'softplus')}({e.arg(0)})"
+
+
+@emitter("elu")
+def elu(e: Emit, node):
+    return f"{e.layer('ELU', alpha=float(node.attrs.get('alpha', 1.0)))}({e.arg(0)})"
+
+
+@emitter("leaky_relu")
+def leaky_relu(e: Emit, node):
+    slope = float(node.attrs.get("negative_slope", 0.01))
+    return f"{e.layer('LeakyReLU', negative_slope=slope)}({e.arg(0)})"
+
+
+@emitter("hardsigmoid")
+def hardsigmoid(e: Emit, node):
+    alpha, beta = float(node.attrs.get("alpha", 1 / 6)), float(node.attrs.get("beta", 0.5))
+    if abs(alpha - 1 / 6) < 1e-12 and beta == 0.5:
+        return f"{e.layer('Activation', 'hard_sigmoid')}({e.arg(0)})"
+    return f"ops.clip({e.arg(0)} * {alpha!r} + {beta!r}, 0.0, 1.0)"
+
+
+@emitter("hardtanh")
+def hardtanh(e: Emit, node):
+    lo, hi = float(node.attrs.get("min", -1.0)), float(node.attrs.get("max", 1.0))
+    if lo == 0.0:
+        return f"{e.layer('ReLU', max_value=hi)}({e.arg(0)})"
+    return f"ops.clip({e.arg(0)}, {lo!r}, {hi!r})"
+
+
+@emitter("identity")
+def identity(e: Emit, node):
+    return f"{e.layer('Identity')}({e.arg(0)})"
+
+
+_MERGE = {
+    "add": "Add",
+    "sub": "Subtract",
+    "mul": "Multiply",
+    "maximum": "Maximum",
+    "minimum": "Minimum",
+}
+_OPS = {
+    "add": "add",
+    "sub": "subtract",
+    "mul": "multiply",
+    "maximum": "maximum",
+    "minimum": "minimum",
+    "div": "divide",
+    "pow": "power",
+}
+
+
+@emitter(*_OPS)
+def binary(e: Emit, node):
+    a, b = e.arg(0), e.arg(1)
+    same = e.type(0).shape == e.type(1).shape and e.const(0) is None and e.const(1) is None
+    if node.op in _MERGE and same:
+        return f"{e.layer(_MERGE[node.op])}([{a}, {b}])"
+    return f"ops.{_OPS[node.op]}({a}, {b})"
+
+
+_UNARY_OPS = {
+    "abs": "abs",
+    "neg": "negative",
+    "sqrt": "sqrt",
+    "log": "log",
+    "erf": "erf",
+    "floor": "floor",
+    "ceil": "ceil",
+    "sin": "sin",
+    "cos": "cos",
+    "reciprocal": "reciprocal",
+    "rsqrt": "rsqrt",
+    "square": "square",
+}
+
+
+@emitter(*_UNARY_OPS)
+def unary(e: Emit, node):
+    return f"ops.{_UNARY_OPS[node.op]}({e.arg(0)})"
+
+
+@emitter("cast")
+def cast(e: Emit, node):
+    return f"ops.cast({e.arg(0)}, {node.attrs['to'].to_numpy().name!r})"

@@ -1,0 +1,414 @@
+"""The Keras codegen: an msc Graph as the source of a Keras 3 functional model.
+
+# NOTE: invariants
+# - The source builds the model with library layers where one exists (``layers.Dense``,
+#   ``layers.Conv2D``, ``layers.BatchNormalization``) and ``keras.ops`` otherwise; it imports
+#   only keras and numpy, never msc. Weights are set by layer name from an .npz (no pickle).
+# - Weight-only subgraphs (a kernel's transpose or reshape) are computed at generation: the
+#   layers get their weights in Keras' layout. A weight used as a plain operand is written as
+#   a literal when small, else refused.
+# - Layer names are the nodes' source names, made Keras-legal (``/`` -> ``_``) and unique
+#   after sanitizing; layers that hold weights claim their names first. Python names come
+#   from the values' names through one namespace. Model strings reach the source only through
+#   ``repr()`` or a sanitized identifier.
+# - Ops without an emitter are lowered through msc.ops' decompositions first; every node that
+#   can still not be written is reported at once.
+"""
+
+from __future__ import annotations
+
+import builtins
+import keyword
+import re
+from typing import Any
+
+import numpy as np
+
+from codegen.keras.registry import EMITTERS, EmitterRegistry
+from msc.errors import Unsupported, UnsupportedOp, UnsupportedOpsError
+from msc.ir import DType, Graph, Node, TensorType, Value, Weight
+
+__all__ = ["KerasCodegen", "Emit", "WEIGHTS_FILE", "MODEL_FILE", "WEIGHTED"]
+
+MODEL_FILE = "model.py"
+WEIGHTS_FILE = "model.weights.npz"
+LITERAL_LIMIT = 64  # elements: a folded operand up to this size is written as a literal
+# Ops whose emitters make a layer holding weights: they claim their node's name first.
+WEIGHTED = ("linear", "conv", "batch_norm", "layer_norm", "embedding")
+# Ops written channels_last when a transpose into channels first feeds them and their one use
+# is the transpose back (the pair a channels_last source has around them).
+LAYOUT_OPS = ("conv", "max_pool", "avg_pool", "batch_norm")
+_FOLDABLE = ("transpose", "reshape", "constant", "cast", "identity", "flatten")
+_RESERVED = {
+    "keras",
+    "layers",
+    "ops",
+    "np",
+    "os",
+    "build",
+    "load",
+    "set_weights",
+    "model",
+    "HERE",
+    "WEIGHTS",
+}
+
+
+def _identifier(name: str) -> str:
+    s = re.sub(r"\W", "_", name or "v")
+    if not s or s[0].isdigit():
+        s = f"v_{s}"
+    if keyword.iskeyword(s) or s in dir(builtins) or s in _RESERVED:
+        s = f"{s}_"
+    return s
+
+
+class Namespace:
+    """Unique names after sanitizing, with the mapping back to the source name."""
+
+    def __init__(self, clean) -> None:
+        self.clean = clean
+        self.taken: set[str] = set()
+        self.source: dict[str, str] = {}
+
+    def fresh(self, name: str) -> str:
+        base = self.clean(name)
+        out, k = base, 1
+        while out in self.taken:
+            out = f"{base}_{k}"
+            k += 1
+        self.taken.add(out)
+        self.source[out] = name
+        return out
+
+
+def _layer_name(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.\-]", "_", name) or "layer"
+
+
+class Emit:
+    """What an emitter writes with (see codegen.keras.registry)."""
+
+    def __init__(self, cg: KerasCodegen, node: Node) -> None:
+        self.cg = cg
+        self.node = node
+        self._layer: str | None = None
+        self.parts: tuple[str, list[str]] | None = None  # the last layer's head and arguments
+        self.channels_last = id(node) in cg.nhwc
+
+    @property
+    def layer_name(self) -> str:
+        """The Keras layer name of this node (claimed on first use)."""
+        if self._layer is None:
+            self._layer = self.cg.layer_name(self.node)
+        return self._layer
+
+    def type(self, i: int) -> TensorType:
+        """Input ``i``'s type (channels first for a layout op, as the canonical op reads it)."""
+        v = self.node.inputs[i]
+        assert v is not None
+        return v.type
+
+    def x(self) -> str:
+        """Input 0 as the layer reads it: for a channels_last node, the tensor before the
+        transpose into channels first."""
+        v = self.node.inputs[0]
+        if self.channels_last and v is not None and v.producer is not None:
+            src = v.producer.inputs[0]
+            if src is not None and id(src) in self.cg.var:
+                return self.cg.var[id(src)]
+        return self.arg(0)
+
+    @property
+    def data_format(self) -> str:
+        return "channels_last" if self.channels_last else "channels_first"
+
+    def has(self, i: int) -> bool:
+        return i < len(self.node.inputs) and self.node.inputs[i] is not None
+
+    def const(self, i: int) -> np.ndarray | None:
+        """Input ``i``'s values when it is computed from weights alone, else None."""
+        v = self.node.inputs[i] if i < len(self.node.inputs) else None
+        return None if v is None else self.cg.folded.get(id(v))
+
+    def weight(self, i: int, what: str) -> np.ndarray:
+        a = self.const(i)
+        if a is None:
+            raise Unsupported(f"{what} computed at run time (Keras layers hold it as a weight)")
+        return a
+
+    def arg(self, i: int) -> str:
+        """The expression of input ``i``: its variable, or a literal of a small constant."""
+        v = self.node.inputs[i]
+        assert v is not None
+        name = self.cg.var.get(id(v))
+        if name is not None:
+            return name
+        a = self.cg.folded.get(id(v))
+        if a is None:
+            raise Unsupported(f"input {i} ({v.name!r}) is not available")
+        if a.size > LITERAL_LIMIT:
+            raise Unsupported(f"a weight of {a.size} elements used as an operand")
+        return f"np.array({a.tolist()!r}, dtype={str(a.dtype)!r})"
+
+    def layer(
+        self, cls: str, *args: Any, weights: list[np.ndarray] | None = None, **kw: Any
+    ) -> str:
+        """``layers.Cls(args..., kw..., name=...)``: every value through ``repr()``."""
+        parts = [repr(a) for a in args]
+        parts += [f"{k}={v!r}" for k, v in kw.items()]
+        parts.append(f"name={self.layer_name!r}")
+        if weights:
+            self.cg.weights[self.layer_name] = [np.ascontiguousarray(w) for w in weights]
+        text = f"layers.{cls}({', '.join(parts)})"
+        self.parts = (text, [f"layers.{cls}(", *parts])
+        return text
+
+    def stmt(self, expr: str, hint: str = "") -> str:
+        """Write ``name = expr`` before the node's line; returns the name."""
+        name = self.cg.values.fresh(hint or f"{self.node.name or 't'}_pre")
+        self.cg.lines.append(f"    {name} = {expr}")
+        return name
+
+
+class KerasCodegen:
+    """Writes ``build()`` (the functional model) and ``load()`` for one graph."""
+
+    def __init__(self, graph: Graph, emitters: EmitterRegistry = EMITTERS) -> None:
+        from msc.ops.decompose import decompose
+        from msc.ops.decompose import registry as rules
+
+        self.source = graph
+        lower = [n for n in graph.nodes if n.op not in emitters and n.op in rules]
+        self.graph = decompose(graph, lambda n: n.op not in emitters) if lower else graph
+        self.emitters = emitters
+        self.values = Namespace(_identifier)
+        self.layers = Namespace(_layer_name)
+        self.var: dict[int, str] = {}
+        self.folded: dict[int, np.ndarray] = {}
+        self.weights: dict[str, list[np.ndarray]] = {}
+        self.lines: list[str] = []
+        self.unsupported: list[UnsupportedOp] = []
+        self._claimed: dict[int, str] = {}
+        self.nhwc: set[int] = set()  # ids of layout nodes written channels_last
+        self.skip: set[int] = set()  # ids of transposes those nodes absorb
+
+    # ------------------------------------------------------------ names
+    def layer_name(self, node: Node) -> str:
+        got = self._claimed.get(id(node))
+        if got is None:
+            got = self.layers.fresh(node.name or node.op)
+            self._claimed[id(node)] = got
+        return got
+
+    # ------------------------------------------------------------ folding
+    def _fold(self, node: Node) -> bool:
+        if node.op not in _FOLDABLE or len(node.outputs) != 1:
+            return False
+        ins = [v for v in node.inputs if v is not None]
+        if node.op != "constant" and not all(id(v) in self.folded for v in ins):
+            return False
+        a = node.attrs
+        try:
+            if node.op == "constant":
+                out = np.asarray(a["value"])
+            elif node.op == "transpose":
+                out = np.transpose(self.folded[id(ins[0])], a["perm"])
+            elif node.op in ("reshape", "flatten"):
+                shape = node.outputs[0].type.shape
+                if shape is None or not all(isinstance(d, int) for d in shape):
+                    return False
+                out = self.folded[id(ins[0])].reshape(shape)
+            elif node.op == "cast":
+                out = self.folded[id(ins[0])].astype(a["to"].to_numpy())
+            else:
+                out = self.folded[id(ins[0])]
+        except (KeyError, ValueError, TypeError):
+            return False
+        self.folded[id(node.outputs[0])] = np.asarray(out)
+        return True
+
+    # ------------------------------------------------------------ layout
+    def _layout(self) -> None:
+        """Find the layout nodes between a transpose to channels first and one back."""
+        for n in self.graph.nodes:
+            if n.op not in LAYOUT_OPS or len(n.outputs) != 1 or n.inputs[0] is None:
+                continue
+            x, y = n.inputs[0], n.outputs[0]
+            r = y.type.rank if isinstance(y.type, TensorType) and y.type.shape is not None else 0
+            if r < 3:
+                continue
+            to_first = [0, r - 1, *range(1, r - 1)]
+            to_last = [0, *range(2, r), 1]
+            pre = x.producer
+            if pre is None or pre.op != "transpose" or list(pre.attrs["perm"]) != to_first:
+                continue
+            uses = y.uses
+            if len(uses) != 1 or any(y is o for o in self.graph.outputs):
+                continue
+            post = uses[0][0]
+            if post.op != "transpose" or list(post.attrs["perm"]) != to_last:
+                continue
+            self.nhwc.add(id(n))
+            self.skip.add(id(post))
+        # a forward transpose every use of which is absorbed is not written at all
+        for n in self.graph.nodes:
+            if n.op == "transpose" and n.outputs[0].uses:
+                out = n.outputs[0]
+                if all(id(u) in self.nhwc and i == 0 for u, i in out.uses) and not any(
+                    out is o for o in self.graph.outputs
+                ):
+                    self.skip.add(id(n))
+
+    # ------------------------------------------------------------ the walk
+    def generate(self) -> str:
+        g = self.graph
+        for w in g.weights.values():
+            if isinstance(w, Weight) and w.has_data:
+                self.folded[id(w)] = np.asarray(w.numpy())
+        self._layout()
+        # layers holding weights claim their source names first
+        for n in g.nodes:
+            if n.op in WEIGHTED and n.name:
+                self.layer_name(n)
+        ins = []
+        for v in g.inputs:
+            name = self.values.fresh(v.name or "input")
+            self.var[id(v)] = name
+            ins.append(name)
+            self.lines.append(f"    {name} = {self._input(v)}")
+        for n in g.nodes:
+            if self._fold(n):
+                continue
+            if id(n) in self.skip:
+                self._absorbed(n)
+                continue
+            self._emit(n)
+        if self.unsupported:
+            raise UnsupportedOpsError(self.unsupported, what="graph (for Keras)")
+        outs = []
+        for v in g.outputs:
+            name = self.var.get(id(v))
+            if name is None:
+                raise UnsupportedOpsError(
+                    [UnsupportedOp("output", v.name or "", "", "an output that is a weight")],
+                    what="graph (for Keras)",
+                )
+            outs.append(name)
+        return self._module(ins, outs)
+
+    def _input(self, v: Value) -> str:
+        t = v.type
+        if not isinstance(t, TensorType) or t.shape is None or not t.shape:
+            raise UnsupportedOpsError(
+                [UnsupportedOp("input", v.name or "", "", f"type {t} (Keras needs a batch axis)")],
+                what="graph (for Keras)",
+            )
+        dims = tuple(d if isinstance(d, int) else None for d in t.shape)
+        kw = f"shape={dims[1:]!r}"
+        if dims[0] is not None:
+            kw += f", batch_size={dims[0]!r}"
+        name = _layer_name(v.name or "input")
+        return f"keras.Input({kw}, dtype={t.dtype.to_numpy().name!r}, name={name!r})"
+
+    def _absorbed(self, node: Node) -> None:
+        """A transpose written as part of its neighbour: a back transpose's output is the
+        channels_last node's (renamed after the back transpose's value); a forward one has
+        no variable of its own."""
+        x = node.inputs[0]
+        if x is not None and x.producer is not None and id(x.producer) in self.nhwc:
+            name = self.var.pop(id(x), None)
+            if name is not None:
+                self.var[id(node.outputs[0])] = name
+
+    def _emit(self, node: Node) -> None:
+        fn = self.emitters.get(node.op)
+        mark = len(self.lines)
+        try:
+            if fn is None:
+                raise Unsupported("no emitter")
+            if len(node.outputs) != 1:
+                raise Unsupported(f"{len(node.outputs)} outputs")
+            e = Emit(self, node)
+            expr = fn(e, node)
+        except Unsupported as e:
+            del self.lines[mark:]
+            self.unsupported.append(UnsupportedOp(node.op, node.name or "", "", str(e)))
+            return
+        out = node.outputs[0]
+        post = out.uses[0][0] if id(node) in self.nhwc else None
+        vname = post.outputs[0].name if post is not None else out.name
+        if not vname or vname.isdigit():  # a positional name: the node's source name reads better
+            vname = node.name or vname
+        name = self.values.fresh(vname or "t")
+        self.var[id(out)] = name
+        self.lines.extend(_wrap(f"    {name} = ", expr, e.parts))
+
+    def _module(self, ins: list[str], outs: list[str]) -> str:
+        src_names = ", ".join(f"{k}={v!r}" for k, v in [("graph", self.source.name)])
+        i = ins[0] if len(ins) == 1 else f"[{', '.join(ins)}]"
+        o = outs[0] if len(outs) == 1 else f"[{', '.join(outs)}]"
+        head = [
+            f'"""A Keras 3 functional model generated by msc ({src_names}).',
+            "",
+            "build() makes the model; load(path) also sets its weights from model.weights.npz",
+            "(arrays named <layer name>/<index>, in the order of layer.weights). It runs on every",
+            'Keras backend."""',
+            "",
+            "import os",
+            "",
+            "import keras",
+            "import numpy as np",
+            "from keras import layers, ops",
+            "",
+            "HERE = os.path.dirname(os.path.abspath(__file__))",
+            'WEIGHTS = os.path.join(HERE, "model.weights.npz")',
+            "",
+            "",
+            "def build():",
+            '    """The model, its weights not set."""',
+        ]
+        tail = [
+            f"    return keras.Model({i}, {o}, name={_layer_name(self.source.name)!r})",
+            "",
+            "",
+            "def set_weights(model, arrays):",
+            '    """Set each layer\'s weights from ``arrays[f"{layer.name}/{i}"]``."""',
+            "    for layer in model.layers:",
+            "        n = len(layer.weights)",
+            "        if n:",
+            '            layer.set_weights([arrays[f"{layer.name}/{i}"] for i in range(n)])',
+            "",
+            "",
+            "def load(path=WEIGHTS):",
+            '    """The model with its weights (an .npz read without pickle)."""',
+            "    model = build()",
+            "    with np.load(path, allow_pickle=False) as arrays:",
+            "        set_weights(model, arrays)",
+            "    return model",
+            "",
+        ]
+        return "\n".join(head + self.lines + tail)
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """The weights file's arrays: ``<layer name>/<index>``."""
+        out = {}
+        for layer, ws in self.weights.items():
+            for k, w in enumerate(ws):
+                out[f"{layer}/{k}"] = w
+        return out
+
+
+def _wrap(lead: str, expr: str, parts: tuple[str, list[str]] | None) -> list[str]:
+    """``lead + expr`` as lines under 100 characters: a long layer constructor gets one
+    argument a line."""
+    line = lead + expr
+    if len(line) < 100 or parts is None or not expr.startswith(parts[0]):
+        return [line]
+    head, args = parts[1][0], parts[1][1:]
+    rest = expr[len(parts[0]) :]
+    return [lead + head, *(f"        {a}," for a in args), f"    ){rest}"]
+
+
+def dtype_name(dt: DType) -> str:
+    return dt.to_numpy().name

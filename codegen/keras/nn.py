@@ -1,0 +1,190 @@
+"""Keras emitters of the nn family: linear, conv, pooling, normalizations, embedding,
+softmax. Inputs are channels first (as the canonical ops are); the layers are written with
+``data_format="channels_first"``, their kernels in Keras' layout."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from codegen.keras.model import Emit
+from codegen.keras.registry import emitter
+from msc.errors import Unsupported
+
+
+@emitter("linear")
+def linear(e: Emit, node):
+    w = e.weight(1, "the weight")  # [out, in]
+    if w.ndim != 2:
+        raise Unsupported(f"a weight of rank {w.ndim}")
+    b = e.weight(2, "the bias") if e.has(2) else None
+    ws = [w.T] + ([b] if b is not None else [])
+    layer = e.layer("Dense", int(w.shape[0]), use_bias=b is not None, weights=ws)
+    return f"{layer}({e.arg(0)})"
+
+
+def _pads(pads, n: int) -> list[tuple[int, int]]:
+    pads = [int(p) for p in pads or ()]
+    if not pads:
+        return [(0, 0)] * n
+    if len(pads) == n:
+        return [(p, p) for p in pads]
+    if len(pads) == 2 * n:
+        return list(zip(pads[:n], pads[n:]))
+    raise Unsupported(f"padding {pads} for {n} spatial dims")
+
+
+def _tuple(v, n: int, default: int) -> tuple[int, ...]:
+    v = list(v or ())
+    return tuple(int(a) for a in v) if v else (default,) * n
+
+
+@emitter("conv")
+def conv(e: Emit, node):
+    t = e.type(0)
+    n = t.rank - 2
+    if n not in (1, 2, 3):
+        raise Unsupported(f"a {n}-d convolution")
+    w = e.weight(1, "the kernel")  # [O, I/g, *k]
+    b = e.weight(2, "the bias") if e.has(2) else None
+    a = node.attrs
+    x = e.x()
+    pairs = _pads(a.get("padding"), n)
+    strides = _tuple(a.get("stride"), n, 1)
+    dilations = _tuple(a.get("dilation"), n, 1)
+    k = tuple(int(d) for d in w.shape[2:])
+    span = [(kk - 1) * d + 1 for kk, d in zip(k, dilations)]
+    padding = "valid"
+    if any(p != (0, 0) for p in pairs):
+        if pairs == _same(list(t.shape[2:]), span, strides):
+            padding = "same"
+        else:
+            pad = pairs[0] if n == 1 else tuple(pairs)
+            pad_layer = f"layers.ZeroPadding{n}D({pad!r}, data_format={e.data_format!r})"
+            x = e.stmt(f"{pad_layer}({x})", f"{node.name or 'conv'}_pad")
+    kernel = np.transpose(w, [*range(2, n + 2), 1, 0])  # [*k, I/g, O]
+    ws = [kernel] + ([b] if b is not None else [])
+    layer = e.layer(
+        f"Conv{n}D",
+        int(w.shape[0]),
+        k,
+        strides=strides,
+        padding=padding,
+        dilation_rate=dilations,
+        groups=int(a.get("groups", 1)),
+        use_bias=b is not None,
+        data_format=e.data_format,
+        weights=ws,
+    )
+    return f"{layer}({x})"
+
+
+def _same(sizes, kernel, strides) -> list[tuple[int, int]]:
+    out = []
+    for size, k, s in zip(sizes, kernel, strides):
+        if not isinstance(size, int):
+            return []
+        o = -(-size // s)
+        total = max((o - 1) * s + k - size, 0)
+        out.append((total // 2, total - total // 2))
+    return out
+
+
+def _pool(e: Emit, node, cls: str, **extra):
+    t = e.type(0)
+    n = t.rank - 2
+    a = node.attrs
+    if a.get("ceil_mode"):
+        raise Unsupported("ceil_mode=True")
+    if any(d != 1 for d in a.get("dilation", ()) or ()):
+        raise Unsupported("dilation")
+    kernel = _tuple(a["kernel"], n, 1)
+    strides = _tuple(a.get("stride"), n, 1) if a.get("stride") else kernel
+    pairs = _pads(a.get("padding"), n)
+    padding = "valid"
+    x = e.x()
+    if any(p != (0, 0) for p in pairs):
+        if pairs == _same(list(t.shape[2:]), kernel, strides) and extra.get("same_ok", True):
+            padding = "same"
+        elif cls.startswith("Average") and a.get("count_include_pad", True):
+            pad = pairs[0] if n == 1 else tuple(pairs)
+            x = e.stmt(
+                f"layers.ZeroPadding{n}D({pad!r}, data_format={e.data_format!r})({x})",
+                f"{node.name or 'pool'}_pad",
+            )
+        else:
+            raise Unsupported(f"padding {pairs} that is not Keras' 'same'")
+    layer = e.layer(
+        f"{cls}{n}D", kernel, strides=strides, padding=padding, data_format=e.data_format
+    )
+    return f"{layer}({x})"
+
+
+@emitter("max_pool")
+def max_pool(e: Emit, node):
+    if node.attrs.get("return_indices"):
+        raise Unsupported("return_indices=True")
+    return _pool(e, node, "MaxPooling")
+
+
+@emitter("avg_pool")
+def avg_pool(e: Emit, node):
+    if node.attrs.get("divisor_override") is not None:
+        raise Unsupported("divisor_override")
+    same_ok = not node.attrs.get("count_include_pad", True)
+    return _pool(e, node, "AveragePooling", same_ok=same_ok)
+
+
+@emitter("batch_norm")
+def batch_norm(e: Emit, node):
+    gamma = e.weight(1, "the scale") if e.has(1) else None
+    beta = e.weight(2, "the shift") if e.has(2) else None
+    ws = [w for w in (gamma, beta) if w is not None]
+    ws += [e.weight(3, "the running mean"), e.weight(4, "the running variance")]
+    layer = e.layer(
+        "BatchNormalization",
+        axis=-1 if e.channels_last else 1,
+        epsilon=float(node.attrs.get("eps", 1e-5)),
+        center=beta is not None,
+        scale=gamma is not None,
+        weights=ws,
+    )
+    return f"{layer}({e.x()})"
+
+
+@emitter("layer_norm")
+def layer_norm(e: Emit, node):
+    r = e.type(0).rank
+    axis = int(node.attrs.get("axis", -1)) % r
+    axes = list(range(axis, r))
+    shape = tuple(int(d) for d in e.type(0).shape[axis:]) if len(axes) > 1 else None
+    gamma = e.weight(1, "the scale") if e.has(1) else None
+    beta = e.weight(2, "the shift") if e.has(2) else None
+    ws = [w if shape is None else w.reshape(shape) for w in (gamma, beta) if w is not None]
+    layer = e.layer(
+        "LayerNormalization",
+        axis=-1 if len(axes) == 1 else axes,
+        epsilon=float(node.attrs.get("eps", 1e-5)),
+        center=beta is not None,
+        scale=gamma is not None,
+        weights=ws,
+    )
+    return f"{layer}({e.arg(0)})"
+
+
+@emitter("embedding")
+def embedding(e: Emit, node):
+    table = e.weight(0, "the table")
+    if table.ndim != 2:
+        raise Unsupported(f"a table of rank {table.ndim}")
+    layer = e.layer("Embedding", int(table.shape[0]), int(table.shape[1]), weights=[table])
+    return f"{layer}({e.arg(1)})"
+
+
+@emitter("softmax")
+def softmax(e: Emit, node):
+    return f"{e.layer('Softmax', axis=int(node.attrs.get('axis', -1)))}({e.arg(0)})"
+
+
+@emitter("log_softmax")
+def log_softmax(e: Emit, node):
+    return f"ops.log_softmax({e.arg(0)}, axis={int(node.attrs.get('axis', -1))!r})"

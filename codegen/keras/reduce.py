@@ -1,0 +1,26 @@
+"""Keras emitters of reductions (``keras.ops.mean`` and friends)."""
+
+from __future__ import annotations
+
+from codegen.keras.model import Emit
+from codegen.keras.registry import emitter
+from msc.errors import Unsupported
+
+_OPS = {"reduce_mean": "mean", "reduce_max": "max", "reduce_min": "min", "reduce_sum": "sum"}
+
+
+@emitter(*_OPS)
+def reduce(e: Emit, node):
+    a = node.attrs
+    if len(node.inputs) > 1 and node.inputs[1] is not None:
+        raise Unsupported("axes computed at run time")
+    axes = a.get("axes")
+    r = e.type(0).rank
+    glob = {"reduce_mean": "GlobalAveragePooling", "reduce_max": "GlobalMaxPooling"}
+    if node.op in glob and axes is not None and 3 <= r <= 5:
+        if sorted(int(x) % r for x in axes) == list(range(1, r - 1)):
+            keep = bool(a.get("keepdims", False))
+            return f"{e.layer(f'{glob[node.op]}{r - 2}D', keepdims=keep)}({e.arg(0)})"
+    axis = "None" if axes is None else repr(tuple(int(x) for x in axes))
+    keep = bool(a.get("keepdims", False))
+    return f"ops.{_OPS[node.op]}({e.arg(0)}, axis={axis}, keepdims={keep!r})"

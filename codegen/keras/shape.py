@@ -1,0 +1,81 @@
+"""Keras emitters of shape ops: transpose (``layers.Permute`` when the batch axis stays),
+reshape / flatten (``layers.Reshape`` / ``layers.Flatten``), concat, pad."""
+
+from __future__ import annotations
+
+from codegen.keras.model import Emit
+from codegen.keras.registry import emitter
+from msc.errors import Unsupported
+
+
+@emitter("transpose")
+def transpose(e: Emit, node):
+    perm = [int(p) for p in node.attrs["perm"]]
+    if perm and perm[0] == 0 and len(perm) > 1:
+        return f"{e.layer('Permute', tuple(perm[1:]))}({e.arg(0)})"
+    return f"ops.transpose({e.arg(0)}, {tuple(perm)!r})"
+
+
+def _batch_kept(e: Emit, shape: list) -> bool:
+    t = e.type(0)
+    b = t.shape[0] if t.shape else None
+    return bool(shape) and (shape[0] == -1 or (isinstance(b, int) and shape[0] == b))
+
+
+@emitter("reshape")
+def reshape(e: Emit, node):
+    out = node.outputs[0].type.shape
+    shape = node.attrs.get("shape")
+    if shape is None:
+        if out is None or not all(isinstance(d, int) for d in out[1:]):
+            raise Unsupported("a shape computed at run time")
+        shape = [-1, *out[1:]]
+    shape = [int(d) for d in shape]
+    if 0 in shape:  # ONNX's "copy this dim"
+        src = e.type(0).shape
+        shape = [src[i] if d == 0 else d for i, d in enumerate(shape)]
+        if not all(isinstance(d, int) for d in shape[1:]):
+            raise Unsupported("a 0 (copy) dim of a symbolic size")
+    if _batch_kept(e, shape) and -1 not in shape[1:]:
+        return f"{e.layer('Reshape', tuple(shape[1:]))}({e.arg(0)})"
+    return f"ops.reshape({e.arg(0)}, {tuple(shape)!r})"
+
+
+@emitter("flatten")
+def flatten(e: Emit, node):
+    r = e.type(0).rank
+    start = int(node.attrs.get("start_axis", 0)) % max(r, 1)
+    end = int(node.attrs.get("end_axis", -1)) % max(r, 1)
+    if start == 1 and end == r - 1:
+        return f"{e.layer('Flatten')}({e.arg(0)})"
+    out = node.outputs[0].type.shape
+    if out is None or not all(isinstance(d, int) for d in out[1:]):
+        raise Unsupported("flattening dims of symbolic size")
+    return f"ops.reshape({e.arg(0)}, {(-1, *out[1:])!r})"
+
+
+@emitter("concat")
+def concat(e: Emit, node):
+    xs = ", ".join(e.arg(i) for i in range(len(node.inputs)))
+    return f"{e.layer('Concatenate', axis=int(node.attrs['axis']))}([{xs}])"
+
+
+@emitter("pad")
+def pad(e: Emit, node):
+    a = node.attrs
+    if a.get("pads") is None or len(node.inputs) > 1 and node.inputs[1] is not None:
+        raise Unsupported("pads computed at run time")
+    if a.get("mode", "constant") != "constant":
+        raise Unsupported(f"mode={a['mode']!r}")
+    pads = [int(p) for p in a["pads"]]
+    n = len(pads) // 2
+    width = [[pads[i], pads[n + i]] for i in range(n)]
+    if 3 <= n <= 5 and float(a.get("value", 0.0)) == 0.0 and min(pads) >= 0:
+        # zeros around the spatial dims only: Keras' ZeroPadding layer
+        for fmt, outer in (("channels_last", (0, n - 1)), ("channels_first", (0, 1))):
+            if all(width[i] == [0, 0] for i in outer):
+                pairs = tuple(tuple(w) for i, w in enumerate(width) if i not in outer)
+                pad = pairs[0] if n == 3 else pairs
+                layer = e.layer(f"ZeroPadding{n - 2}D", pad, data_format=fmt)
+                return f"{layer}({e.arg(0)})"
+    return f"ops.pad({e.arg(0)}, {width!r}, constant_values={float(a.get('value', 0.0))!r})"
