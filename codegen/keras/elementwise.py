@@ -67,6 +67,22 @@ def hardtanh(e: Emit, node):
     return f"ops.clip({e.arg(0)}, {lo!r}, {hi!r})"
 
 
+@emitter("clamp")
+def clamp(e: Emit, node):
+    lo = e.const(1) if e.has(1) else None
+    hi = e.const(2) if e.has(2) else None
+    if (e.has(1) and lo is None) or (e.has(2) and hi is None):
+        raise Unsupported("bounds computed at run time")
+    if lo is not None and lo.size == 1 and float(lo) == 0.0 and (hi is None or hi.size == 1):
+        top = None if hi is None else float(hi)
+        return f"{e.layer('ReLU', max_value=top)}({e.arg(0)})"
+    if lo is None:
+        return f"ops.minimum({e.arg(0)}, {e.arg(2)})"
+    if hi is None:
+        return f"ops.maximum({e.arg(0)}, {e.arg(1)})"
+    return f"ops.clip({e.arg(0)}, {e.arg(1)}, {e.arg(2)})"
+
+
 @emitter("identity")
 def identity(e: Emit, node):
     return f"{e.layer('Identity')}({e.arg(0)})"

@@ -83,7 +83,7 @@ class Namespace:
 
 
 def _layer_name(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.\-]", "_", name) or "layer"
+    return re.sub(r"\W", "_", name) or "layer"
 
 
 class Emit:
@@ -190,6 +190,7 @@ class KerasCodegen:
         self.lines: list[str] = []
         self.unsupported: list[UnsupportedOp] = []
         self._claimed: dict[int, str] = {}
+        self.poisoned: set[int] = set()  # ids of values downstream of an unsupported node
         self.nhwc: set[int] = set()  # ids of layout nodes written channels_last
         self.skip: set[int] = set()  # ids of transposes those nodes absorb
 
@@ -322,6 +323,9 @@ class KerasCodegen:
                 self.var[id(node.outputs[0])] = name
 
     def _emit(self, node: Node) -> None:
+        if any(v is not None and id(v) in self.poisoned for v in node.inputs):
+            self.poisoned.update(id(o) for o in node.outputs)
+            return
         fn = self.emitters.get(node.op)
         mark = len(self.lines)
         try:
@@ -333,6 +337,7 @@ class KerasCodegen:
             expr = fn(e, node)
         except Unsupported as e:
             del self.lines[mark:]
+            self.poisoned.update(id(o) for o in node.outputs)
             self.unsupported.append(UnsupportedOp(node.op, node.name or "", "", str(e)))
             return
         out = node.outputs[0]

@@ -188,3 +188,22 @@ def softmax(e: Emit, node):
 @emitter("log_softmax")
 def log_softmax(e: Emit, node):
     return f"ops.log_softmax({e.arg(0)}, axis={int(node.attrs.get('axis', -1))!r})"
+
+
+@emitter("gemm")
+def gemm(e: Emit, node):
+    a = node.attrs
+    if a.get("trans_a"):
+        raise Unsupported("trans_a=1")
+    w = e.weight(1, "b")
+    w = w.T if a.get("trans_b") else w  # [in, out]
+    alpha, beta = float(a.get("alpha", 1.0)), float(a.get("beta", 1.0))
+    kernel = w * np.asarray(alpha, w.dtype) if alpha != 1.0 else w
+    bias = None
+    if e.has(2):
+        c = e.weight(2, "c")
+        c = c * np.asarray(beta, c.dtype) if beta != 1.0 else c
+        bias = np.broadcast_to(c, (int(kernel.shape[1]),)).copy()
+    ws = [kernel] + ([bias] if bias is not None else [])
+    layer = e.layer("Dense", int(kernel.shape[1]), use_bias=bias is not None, weights=ws)
+    return f"{layer}({e.arg(0)})"

@@ -81,8 +81,9 @@ _SUFFIX = {
     "msc": ".msc",
     "relax": "_relax",
     "tflite": ".tflite",
+    "keras": "_keras",
 }
-_MODEL_SUFFIXES = (".onnx", ".pt2", ".ep", ".tflite", ".msc")
+_MODEL_SUFFIXES = (".onnx", ".pt2", ".ep", ".tflite", ".keras", ".msc")
 
 
 @dataclass
@@ -162,7 +163,7 @@ def _models_in(directory: Path) -> list[str]:
             found.append(p.name)
     if not found:
         raise MscError(
-            f"{directory}: no models in it (.onnx, .pt2, .tflite, .msc, model directories)"
+            f"{directory}: no models in it (.onnx, .pt2, .tflite, .keras, .msc, model directories)"
         )
     return found
 

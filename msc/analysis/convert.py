@@ -5,7 +5,10 @@ Targets: ``torch`` (a directory with ``model.py`` + ``model.safetensors``, by
 ``codegen.onnx``), ``msc`` (a saved graph directory, by ``msc.save``), ``relax`` (only with
 ``to``: a directory with TVMScript ``module.py`` + ``model.safetensors`` + ``load.py``, by
 ``codegen.relax.save``; checked by TVM's structural equality and by running it on the VM),
-``tflite`` (a ``.tflite`` file by ``codegen.tflite``, run in LiteRT's interpreter).
+``tflite`` (a ``.tflite`` file by ``codegen.tflite``, run in LiteRT's interpreter), ``keras``
+(only with ``to``: a directory with Keras 3 ``model.py`` + ``model.weights.npz``, by
+``codegen.keras.save``; re-imported through Keras on the torch backend and run against the
+source; its layers hold weights in Keras' layout, so the graphs are compared numerically).
 Without ``to`` the target follows OUT: ``*.onnx`` is onnx, ``*.tflite`` is tflite, ``*.msc`` or
 an existing saved graph is msc, anything else is a torch directory.
 
@@ -49,7 +52,7 @@ from msc.ir.types import TensorType, map_tensor, tensor_of
 
 __all__ = ["convert", "ConvertReport", "TARGETS", "target_for"]
 
-TARGETS = ("torch", "onnx", "msc", "relax", "tflite")
+TARGETS = ("torch", "onnx", "msc", "relax", "tflite", "keras")
 # Targets written as one file (the others are directories).
 FILE_TARGETS = {"onnx": ".onnx", "tflite": ".tflite"}
 
@@ -204,6 +207,12 @@ def _write(g: Graph, target: str, dest: Path, opset: int | None, report: Convert
         except ImportError as e:
             raise MscError(f"the relax target needs apache-tvm (the tvm extra): {e}") from None
         save(g, dest)
+    elif target == "keras":
+        try:
+            from codegen.keras import save
+        except ImportError as e:
+            raise MscError(f"the keras target needs keras (the keras extra): {e}") from None
+        save(g, dest)
     elif target == "tflite":
         try:
             from codegen.tflite import save
@@ -345,6 +354,12 @@ def convert(
                 report.verdict, report.equivalent = ("equal" if equal else "differs"), equal
             elif target == "torch" and report.uncaptured:
                 report.verdict, report.equivalent = "not re-imported", True
+            elif target == "keras":  # Keras layers: their own weight layout, checked by running
+                report.structural, report.changes, verdict, _ = _structural(g, again.graph)
+                report.verdict = (
+                    f"{verdict} (Keras layers hold weights in Keras' layout: checked by running)"
+                )
+                report.equivalent = True
             elif target == "torch":  # compared with what the generated code computes
                 report.structural, report.changes, report.verdict, report.equivalent = _structural(
                     as_generated(g), constants_as_nodes(again.graph, g), keep_types=True

@@ -5,6 +5,10 @@ Sources ``load_model`` understands:
 - ``model.onnx`` -- an ONNX file (external data next to it is found by the ONNX loader);
 - ``model.pt2`` -- a saved ExportedProgram (``torch.export.save``; loaded without pickle);
 - ``model.tflite`` -- a TFLite / LiteRT flatbuffer (read by msc's own bounded reader);
+- ``model.keras`` -- a Keras 3 file (its config checked as data, then loaded by Keras with
+  ``safe_mode=True`` on the torch backend: Lambda layers and custom objects are refused);
+- a directory holding ``model.py`` + ``model.weights.npz`` -- what ``codegen.keras.save``
+  writes (Python code: it runs);
 - a directory holding ``graph.msc`` -- a graph saved by ``msc.save``; ``file.msc`` -- text only;
 - a directory holding ``model.py`` + ``model.safetensors`` -- what ``codegen.torch.save`` writes;
 - ``module.py:ClassName`` -- a Python file defining an ``nn.Module`` built with no arguments,
@@ -62,7 +66,8 @@ class Model:
     """A loaded model: its msc graph, what it came from, and how to run it."""
 
     graph: Graph
-    kind: str  # "onnx" | "pt2" | "msc" | "torch-module" | "torch-source" | "relax" | "tflite"
+    # "onnx" | "pt2" | "msc" | "torch-module" | "torch-source" | "relax" | "tflite" | "keras"
+    kind: str
     path: str
     native: Any = None  # onnx path, ExportedProgram, nn.Module, Relax IRModule, or None
     example: dict[str, np.ndarray] | None = None  # example inputs a module was exported with
@@ -111,6 +116,8 @@ class Model:
             outs = _run_torch(self.native, args)
         elif self.kind == "relax" and self.native is not None:
             outs = _run_relax(self, args)
+        elif self.kind == "keras" and self.native is not None:
+            outs = _run_keras(self.native, args)
         if outs is not None and not extra:
             return outs, {}
         g_outs, vals = run_graph(self.graph, args, extra)
@@ -355,6 +362,30 @@ def _run_tflite(m: Model, args: list[Any], extra: Sequence[str]):
                 except ValueError:  # a tensor the runtime did not keep
                     continue
     return outs, vals
+
+
+def _run_keras(model: Any, args: list[Any]) -> list[np.ndarray]:
+    """Run a Keras model (on the backend Keras was started with; torch by default)."""
+    import keras
+
+    out = model(list(args) if len(args) > 1 else args[0], training=False)
+    return [np.asarray(keras.ops.convert_to_numpy(o)) for o in flatten(out)]
+
+
+def _load_keras_source(path: Path, say: Callable[[str], None]) -> Model:
+    """A codegen.keras directory: model.py is imported (Python code: it runs) and its
+    ``load()`` builds the model with the weights of model.weights.npz."""
+    import msc
+    from msc.frontend.keras import keras_module
+
+    keras_module()
+    say("building the Keras model from model.py")
+    load = _import_file(path / "model.py", "load")
+    try:
+        model = load(str(path / "model.weights.npz"))
+    except (Exception, SystemExit) as e:
+        raise MscError(f"{path}: model.py's load() failed: {type(e).__name__}: {e}") from None
+    return Model(msc.from_keras(model), "keras", str(path), model)
 
 
 # ---------------------------------------------------------------------------- loading
@@ -605,6 +636,8 @@ def load_model(
             if (path / "graph.msc").is_file():
                 say("loading the msc graph")
                 return Model(msc.load(path).validate(), "msc", text)
+            if (path / "model.py").is_file() and (path / "model.weights.npz").is_file():
+                return _load_keras_source(path, say)
             if (path / "model.py").is_file():
                 return _load_torch_source(path, input_specs, dynamic, say, custom_ops)
             if (path / "module.py").is_file() and (path / "model.safetensors").is_file():
@@ -625,6 +658,12 @@ def load_model(
             say("reading the TFLite model")
             g = msc.from_tflite(text, custom_ops=custom_ops, name=path.stem)
             return Model(g, "tflite", text, text)
+        if suffix == ".keras":
+            from msc.frontend.keras import load_keras
+
+            say("loading the Keras model (safe mode)")
+            km = load_keras(text)
+            return Model(msc.from_keras(km, name=path.stem), "keras", text, km)
         if suffix in (".pt2", ".ep"):
             say("loading the ExportedProgram")
             # torch logs its own traceback for a corrupt archive before raising; the error
@@ -648,9 +687,9 @@ def load_model(
             raise MscError(f"{text}: cannot read it: {type(e).__name__}: {_first(e)}") from None
         raise
     raise MscError(
-        f"{text}: unknown model format (expected .onnx, .pt2, .tflite, .msc, a TVMScript .py, a "
-        "saved msc graph directory, a codegen.torch or codegen.relax directory, or "
-        "module.py:ClassName)"
+        f"{text}: unknown model format (expected .onnx, .pt2, .tflite, .keras, .msc, a "
+        "TVMScript .py, a saved msc graph directory, a codegen.torch, codegen.relax or "
+        "codegen.keras directory, or module.py:ClassName)"
     )
 
 

@@ -30,11 +30,12 @@ __all__ = ["main", "build_parser"]
 
 EXIT_OK, EXIT_MISMATCH, EXIT_USAGE = 0, 1, 2
 # msc.analysis.convert.TARGETS, without its import
-TARGETS = ("torch", "onnx", "msc", "relax", "tflite")
+TARGETS = ("torch", "onnx", "msc", "relax", "tflite", "keras")
 
 _EPILOG = """\
 model formats: .onnx, .pt2 (torch.export.save), .tflite (TFLite / LiteRT; run in LiteRT's
-interpreter, the tflite extra), a saved msc graph directory (msc.save),
+interpreter, the tflite extra), .keras (Keras 3, loaded by Keras in safe mode on the torch
+backend, the keras extra), a saved msc graph directory (msc.save),
 a codegen.torch directory (model.py + model.safetensors), a codegen.relax directory
 (module.py + model.safetensors) or TVMScript file (needs apache-tvm), .msc text, or
 module.py:ClassName (a file defining an nn.Module built with no arguments; give --input-shape
@@ -43,8 +44,10 @@ for its inputs).
 security: .onnx, .pt2, .tflite, .msc, saved graphs, safetensors, TVMScript files and
 codegen.relax directories are only read; nothing in them runs (a .pt2 member that needs
 unpickling, or TVMScript beyond what TVM's printer writes, is refused unless --trust-code; a
-.tflite custom op is kept opaque with --custom-ops keep, never run). module.py:ClassName and a
-codegen.torch directory ARE Python code: msc imports and runs them.
+.tflite custom op is kept opaque with --custom-ops keep, never run). A .keras file's config is
+checked first and Keras loads it with safe_mode: Lambda layers and custom objects are refused.
+module.py:ClassName and codegen.torch / codegen.keras directories ARE Python code: msc imports
+and runs them.
 
 exit codes: 0 ok, 1 a check/verify/diff found a difference, 2 user error.
 """
@@ -504,7 +507,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--to",
         choices=TARGETS,
         help="target (default: onnx for *.onnx, tflite for *.tflite, msc for *.msc, else a "
-        "torch directory; relax: a TVM Relax directory, needs apache-tvm)",
+        "torch directory; relax: a TVM Relax directory, needs apache-tvm; keras: a Keras 3 "
+        "directory, needs keras)",
     )
     c.add_argument(
         "--opset",

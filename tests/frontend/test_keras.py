@@ -283,3 +283,33 @@ def test_round_trip(name, make, shapes):
     g2 = msc.from_keras(back)
     why = close(run_torch(g2, arrays), ref, ATOL, 1e-5)
     assert not why, f"re-import: {why}"
+
+
+# ---------------------------------------------------------------- a saved .keras file, via the CLI
+def _cli(*args: str) -> tuple[int, str]:
+    import contextlib
+    import io
+
+    from msc.cli import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(list(args))
+    return code, out.getvalue()
+
+
+def test_keras_file_through_the_cli(tmp_path):
+    f = tmp_path / "cnn.keras"
+    small_cnn().save(f)
+    code, text = _cli("inspect", str(f))
+    assert code == 0 and "block1_conv1" in text and "(keras)" in text
+    code, text = _cli("convert", str(f), "-o", str(tmp_path / "cnn.onnx"))
+    assert code == 0, text
+    code, text = _cli("convert", str(f), "-o", str(tmp_path / "cnn_keras"), "--to", "keras")
+    assert code == 0, text
+    assert (tmp_path / "cnn_keras" / "model.py").is_file()
+    assert (tmp_path / "cnn_keras" / "model.weights.npz").is_file()
+    code, text = _cli("verify", str(f), str(tmp_path / "cnn_keras"))
+    assert code == 0 and "result: match" in text, text
+    code, text = _cli("verify", str(f), str(tmp_path / "cnn.onnx"))
+    assert code == 0 and "result: match" in text, text

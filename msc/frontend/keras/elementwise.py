@@ -25,6 +25,11 @@ def activation_name(fn: Any) -> str:
     return "" if name == "linear" else name
 
 
+def clamp(ctx: Ctx, x: Value, lo: float, hi: float) -> Value:
+    """``x`` clipped to [lo, hi] (the bounds as constants of x's dtype, as ONNX's Clip)."""
+    return ctx.op("clamp", x, ctx.f32(lo, x), ctx.f32(hi, x))
+
+
 def activate(ctx: Ctx, x: Value, fn: Any) -> Value:
     """``x`` through a Keras activation (a function or its name)."""
     name = fn if isinstance(fn, str) else activation_name(fn)
@@ -51,7 +56,7 @@ def activate(ctx: Ctx, x: Value, fn: Any) -> Value:
     if name == "softplus":
         return ctx.op("softplus", x)
     if name == "relu6":
-        return ctx.op("hardtanh", x, min=0.0, max=6.0)
+        return clamp(ctx, x, 0.0, 6.0)
     if name == "hard_sigmoid":
         return ctx.op("hardsigmoid", x, alpha=1.0 / 6.0, beta=0.5)
     if name == "leaky_relu":
@@ -81,7 +86,7 @@ def relu(ctx: Ctx, layer, x):
         return ctx.op("leaky_relu", x, negative_slope=slope)
     if top is None:
         return ctx.op("relu", x)
-    return ctx.op("hardtanh", x, min=0.0, max=float(top))
+    return clamp(ctx, x, 0.0, float(top))
 
 
 @converter("LeakyReLU")
@@ -166,5 +171,96 @@ def rescaling(ctx: Ctx, layer, x):
     "Identity",
 )
 def identity(ctx: Ctx, layer, x):
-    """The identity at inference (dropout and noise layers act only in training)."""
-    return ctx.op("identity", x)
+    """The identity at inference (dropout and noise layers act only in training): the
+    layer's output is its input, no node."""
+    return x
+
+
+# ---------------------------------------------------------------- keras.ops calls
+def _operand(ctx: Ctx, a, like: Value) -> Value:
+    """A keras.ops operand: a graph value, or a Python / numpy constant (as ``like``'s dtype,
+    Keras' promotion of a weak scalar)."""
+    if isinstance(a, Value):
+        return a
+    arr = np.asarray(a)
+    if arr.dtype.kind == "f" or np.asarray(a).ndim == 0:
+        arr = arr.astype(like.dtype.to_numpy())
+    from msc.ir import DType
+
+    return ctx.const(arr, DType.from_numpy(arr.dtype))
+
+
+_BINARY_OPS = {
+    "ops.Add": "add",
+    "ops.Subtract": "sub",
+    "ops.Multiply": "mul",
+    "ops.Divide": "div",
+    "ops.TrueDivide": "div",
+    "ops.Maximum": "maximum",
+    "ops.Minimum": "minimum",
+    "ops.Power": "pow",
+}
+
+
+@converter(*_BINARY_OPS)
+def binary_op(ctx: Ctx, op, a, b):
+    like = a if isinstance(a, Value) else b
+    if not isinstance(like, Value):
+        raise Unsupported("no tensor operand")
+    name = _BINARY_OPS[f"ops.{type(op).__name__}"]
+    return ctx.op(name, _operand(ctx, a, like), _operand(ctx, b, like))
+
+
+_UNARY_OPS = {
+    "ops.Abs": "abs",
+    "ops.Negative": "neg",
+    "ops.Sqrt": "sqrt",
+    "ops.Log": "log",
+    "ops.Exp": "exp",
+    "ops.Erf": "erf",
+    "ops.Floor": "floor",
+    "ops.Ceil": "ceil",
+    "ops.Sin": "sin",
+    "ops.Cos": "cos",
+    "ops.Reciprocal": "reciprocal",
+    "ops.Rsqrt": "rsqrt",
+    "ops.Square": "square",
+    "ops.Tanh": "tanh",
+    "ops.Sigmoid": "sigmoid",
+    "ops.Relu": "relu",
+}
+
+
+@converter(*_UNARY_OPS)
+def unary_op(ctx: Ctx, op, x):
+    return ctx.op(_UNARY_OPS[f"ops.{type(op).__name__}"], x)
+
+
+@converter("ops.Clip")
+def clip_op(ctx: Ctx, op, x):
+    return ctx.op("clamp", x, _operand(ctx, op.x_min, x), _operand(ctx, op.x_max, x))
+
+
+@converter("ops.Gelu")
+def gelu_op(ctx: Ctx, op, x):
+    return ctx.op("gelu", x, approximate="tanh" if op.approximate else "none")
+
+
+@converter("ops.LogSoftmax")
+def log_softmax_op(ctx: Ctx, op, x):
+    return ctx.op("log_softmax", x, axis=int(op.axis))
+
+
+@converter("ops.Softmax")
+def softmax_op(ctx: Ctx, op, x):
+    return ctx.op("softmax", x, axis=int(op.axis))
+
+
+@converter("ops.Cast")
+def cast_op(ctx: Ctx, op, x):
+    from msc.frontend.keras.importer import DTYPES
+
+    dt = DTYPES.get(str(op.dtype))
+    if dt is None:
+        raise Unsupported(f"cast to {op.dtype}")
+    return ctx.cast(x, dt)

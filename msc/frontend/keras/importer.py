@@ -254,7 +254,7 @@ class Importer:
                 if _is_model(op):
                     self._nested(op, ins, outs, prefix)
                     continue
-                self._convert(op, ins, outs, prefix)
+                self._convert(op, ins, outs, prefix, node.arguments)
 
     def _nested(self, model: Any, ins: list, outs: list, prefix: str) -> None:
         inner = _functional(model)
@@ -274,18 +274,36 @@ class Importer:
                 self.values[id(t_outer)] = self.values[id(t_inner)]
         self._keep.extend(outs)
 
-    def _convert(self, layer: Any, ins: list, outs: list, prefix: str) -> None:
+    def _arguments(self, arguments: Any) -> tuple[list, dict]:
+        def value(a: Any) -> Any:
+            if id(a) in self.values:
+                return self.values[id(a)]
+            if isinstance(a, list | tuple):
+                return type(a)(value(b) for b in a)
+            return a
+
+        return [value(a) for a in arguments.args], {
+            k: value(v) for k, v in arguments.kwargs.items()
+        }
+
+    def _convert(
+        self, layer: Any, ins: list, outs: list, prefix: str, node_args: Any = None
+    ) -> None:
         ctx = self.ctx
         ctx.layer = layer
         ctx.path = prefix + layer.name
         ctx.nodes = []
-        cls = type(layer).__name__
+        cls = _kind(layer)
         conv = self.registry.get(cls)
         try:
             if conv is None:
                 raise Unsupported("no converter")
-            xs = [self.values[id(t)] for t in ins]
-            result = conv(ctx, layer, *xs)
+            if cls.startswith("ops."):  # a keras.ops call: its arguments as they were given
+                args, kwargs = self._arguments(node_args)
+                result = conv(ctx, layer, *args, **kwargs)
+            else:
+                xs = [self.values[id(t)] for t in ins]
+                result = conv(ctx, layer, *xs)
             values = list(result) if isinstance(result, tuple | list) else [result]
             if len(values) != len(outs):
                 raise Unsupported(f"the converter gave {len(values)} outputs for {len(outs)}")
@@ -319,7 +337,15 @@ class Importer:
         self._keep.extend(outs)
         path = prefix + layer.name
         module = prefix.rstrip("/").replace("/", ".")
-        self.unsupported.append(UnsupportedOp(type(layer).__name__, path, module, why))
+        self.unsupported.append(UnsupportedOp(_kind(layer), path, module, why))
+
+
+def _kind(op: Any) -> str:
+    """A layer's class name (``Dense``), or ``ops.<Class>`` for a keras.ops call recorded in
+    a functional model (``ops.Mean``): the two share names (``Add``, ``Reshape``)."""
+    keras = keras_module()
+    name = type(op).__name__
+    return name if isinstance(op, keras.layers.Layer) else f"ops.{name}"
 
 
 def _is_model(op: Any) -> bool:

@@ -70,14 +70,14 @@ def _pads(ctx: Ctx, layer, x: Value, kernel, strides, dilations) -> list[int]:
     padding = layer.padding
     n = len(kernel)
     if padding == "valid":
-        return []
+        return [0] * (2 * n)
     if padding == "same":
         pads = same_pads(_spatial(ctx, x), kernel, strides, dilations)
     elif padding == "causal" and n == 1:
         pads = [(kernel[0] - 1) * dilations[0], 0]
     else:
         raise Unsupported(f"padding={padding!r}")
-    return pads if any(pads) else []
+    return pads
 
 
 def _tuple(v, n: int) -> list[int]:
@@ -156,7 +156,7 @@ def separable_conv(ctx: Ctx, layer, x):
         pw,
         _bias(ctx, layer),
         stride=[1] * n,
-        padding=[],
+        padding=[0] * (2 * n),
         dilation=[1] * n,
         groups=1,
     )
@@ -191,7 +191,10 @@ def max_pool(ctx: Ctx, layer, x):
     n = x.type.rank - 2
     kernel, strides = _pool_args(layer, n)
     pads = _pads(ctx, layer, x, kernel, strides, [1] * n)
-    return last(ctx, ctx.op("max_pool", first(ctx, x), kernel=kernel, stride=strides, padding=pads))
+    y = ctx.op(
+        "max_pool", first(ctx, x), kernel=kernel, stride=strides, padding=pads, dilation=[1] * n
+    )
+    return last(ctx, y)
 
 
 @converter("AveragePooling1D", "AveragePooling2D", "AveragePooling3D")

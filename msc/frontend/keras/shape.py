@@ -77,3 +77,26 @@ def cropping(ctx: Ctx, layer, x):
     starts = [p[0] for p in pairs]
     ends = [s - p[1] for s, p in zip(sizes, pairs)]
     return ctx.op("slice", x, starts=starts, ends=ends, axes=list(range(1, n + 1)))
+
+
+# ---------------------------------------------------------------- keras.ops calls
+@converter("ops.Transpose")
+def transpose_op(ctx: Ctx, op, x):
+    axes = op.axes
+    perm = list(range(x.type.rank))[::-1] if axes is None else [int(a) for a in axes]
+    return ctx.op("transpose", x, perm=perm)
+
+
+@converter("ops.Reshape")
+def reshape_op(ctx: Ctx, op, x):
+    return ctx.op("reshape", x, shape=[int(d) for d in op.newshape])
+
+
+@converter("ops.Pad")
+def pad_op(ctx: Ctx, op, x, constant_values=None):
+    if op.mode != "constant":
+        raise Unsupported(f"mode={op.mode!r}")
+    width = [(int(a), int(b)) for a, b in op.pad_width]
+    pads = [a for a, _ in width] + [b for _, b in width]
+    value = 0.0 if constant_values is None else float(constant_values)
+    return ctx.op("pad", x, pads=pads, mode="constant", value=value)

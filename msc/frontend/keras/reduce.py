@@ -1,0 +1,26 @@
+"""keras.ops reductions recorded in functional models (``ops.mean`` and friends)."""
+
+from __future__ import annotations
+
+from msc.errors import Unsupported
+from msc.frontend.keras.importer import Ctx
+from msc.frontend.keras.registry import converter
+
+_OPS = {
+    "ops.Mean": "reduce_mean",
+    "ops.Max": "reduce_max",
+    "ops.Min": "reduce_min",
+    "ops.Sum": "reduce_sum",
+}
+
+
+@converter(*_OPS)
+def reduce(ctx: Ctx, op, x, *rest, **kw):
+    if rest or kw or getattr(op, "initial", None) is not None:
+        raise Unsupported("arguments msc does not read")
+    axis = op.axis
+    if axis is None:
+        axes = list(range(x.type.rank))
+    else:
+        axes = [int(a) for a in (axis if isinstance(axis, list | tuple) else [axis])]
+    return ctx.op(_OPS[f"ops.{type(op).__name__}"], x, axes=axes, keepdims=bool(op.keepdims))
