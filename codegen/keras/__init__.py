@@ -20,12 +20,14 @@ from typing import Any
 
 import numpy as np
 
+from codegen.keras.coverage import coverage_markdown
 from codegen.keras.model import MODEL_FILE, WEIGHTS_FILE, Emit, KerasCodegen
 from codegen.keras.registry import EMITTERS, EmitterRegistry, emitter
 from msc.ir.graph import Graph
 from msc.ops import import_families
 
 __all__ = [
+    "coverage_markdown",
     "generate",
     "to_model",
     "save",

@@ -127,7 +127,6 @@ _UNARY_OPS = {
     "cos": "cos",
     "reciprocal": "reciprocal",
     "rsqrt": "rsqrt",
-    "square": "square",
 }
 
 

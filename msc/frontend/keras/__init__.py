@@ -18,12 +18,14 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from msc.frontend.keras.coverage import coverage_markdown
 from msc.frontend.keras.importer import Importer, keras_module, load_keras
 from msc.frontend.keras.registry import CONVERTERS, ConverterRegistry, converter
 from msc.ir import Graph
 from msc.ops import import_families
 
 __all__ = [
+    "coverage_markdown",
     "from_keras",
     "load_keras",
     "converter",

@@ -224,7 +224,6 @@ _UNARY_OPS = {
     "ops.Cos": "cos",
     "ops.Reciprocal": "reciprocal",
     "ops.Rsqrt": "rsqrt",
-    "ops.Square": "square",
     "ops.Tanh": "tanh",
     "ops.Sigmoid": "sigmoid",
     "ops.Relu": "relu",
