@@ -76,3 +76,18 @@ def test_relax_emitters_and_converters_live_in_family_modules():
     assert not misplaced, misplaced
     modules = {fn.__module__.rsplit(".", 1)[1] for _, fn in relax_converters.items()}
     assert modules <= FAMILIES, sorted(modules - FAMILIES)
+
+
+def test_keras_emitters_and_converters_live_in_family_modules():
+    # neither package imports keras until a model is read or built
+    import codegen.keras as ck
+    from msc.frontend.keras import CONVERTERS as keras_converters
+
+    misplaced = [
+        (op, ck.EMITTERS.get(op).__module__)
+        for op in ck.EMITTERS
+        if ck.EMITTERS.get(op).__module__ != f"codegen.keras.{_family(op)}"
+    ]
+    assert not misplaced, misplaced
+    modules = {keras_converters.get(c).__module__.rsplit(".", 1)[1] for c in keras_converters}
+    assert modules <= FAMILIES, sorted(modules - FAMILIES)
