@@ -37,7 +37,8 @@ LITERAL_LIMIT = 64  # elements: a folded operand up to this size is written as a
 WEIGHTED = ("linear", "conv", "batch_norm", "layer_norm", "embedding")
 # Ops written channels_last when a transpose into channels first feeds them and their one use
 # is the transpose back (the pair a channels_last source has around them).
-LAYOUT_OPS = ("conv", "max_pool", "avg_pool", "batch_norm")
+LAYOUT_OPS = ("conv", "max_pool", "avg_pool", "batch_norm", "adaptive_avg_pool")
+MULTI = ("split",)  # ops written with several outputs (a tuple assignment)
 _FOLDABLE = ("transpose", "reshape", "constant", "cast", "identity", "flatten")
 _RESERVED = {
     "keras",
@@ -147,8 +148,8 @@ class Emit:
         a = self.cg.folded.get(id(v))
         if a is None:
             raise Unsupported(f"input {i} ({v.name!r}) is not available")
-        if a.size > LITERAL_LIMIT:
-            raise Unsupported(f"a weight of {a.size} elements used as an operand")
+        if a.size > LITERAL_LIMIT or v.name in self.cg.graph.weights:
+            return self.cg.weight_operand(v, a)
         return f"np.array({a.tolist()!r}, dtype={str(a.dtype)!r})"
 
     def layer(
@@ -180,7 +181,9 @@ class KerasCodegen:
 
         self.source = graph
         lower = [n for n in graph.nodes if n.op not in emitters and n.op in rules]
-        self.graph = decompose(graph, lambda n: n.op not in emitters) if lower else graph
+        self.graph = (
+            decompose(graph, lambda n: n.op not in emitters and n.op in rules) if lower else graph
+        )
         self.emitters = emitters
         self.values = Namespace(_identifier)
         self.layers = Namespace(_layer_name)
@@ -190,6 +193,8 @@ class KerasCodegen:
         self.lines: list[str] = []
         self.unsupported: list[UnsupportedOp] = []
         self._claimed: dict[int, str] = {}
+        self.inputs: list[str] = []  # the graph inputs' variables
+        self.uses_weight_layer = False
         self.poisoned: set[int] = set()  # ids of values downstream of an unsupported node
         self.nhwc: set[int] = set()  # ids of layout nodes written channels_last
         self.skip: set[int] = set()  # ids of transposes those nodes absorb
@@ -228,6 +233,27 @@ class KerasCodegen:
             return False
         self.folded[id(node.outputs[0])] = np.asarray(out)
         return True
+
+    def weight_operand(self, v: Value, a: np.ndarray) -> str:
+        """A weight used as a plain operand: a ``SourceWeight`` layer holding it (written
+        once per weight; Keras' functional API makes it from the first input, which it
+        ignores)."""
+        name = self.var.get(id(v))
+        if name is not None:
+            return name
+        if not self.inputs:
+            raise Unsupported("a weight operand in a graph without inputs")
+        self.uses_weight_layer = True
+        name = self.values.fresh(v.name or "weight")
+        lname = self.layers.fresh(v.name or "weight")
+        self.weights[lname] = [np.ascontiguousarray(a)]
+        shape = tuple(int(d) for d in a.shape)
+        self.lines.append(
+            f"    {name} = SourceWeight({shape!r}, {a.dtype.name!r}, name={lname!r})"
+            f"({self.inputs[0]})"
+        )
+        self.var[id(v)] = name
+        return name
 
     # ------------------------------------------------------------ layout
     def _layout(self) -> None:
@@ -277,9 +303,13 @@ class KerasCodegen:
             name = self.values.fresh(v.name or "input")
             self.var[id(v)] = name
             ins.append(name)
+            self.inputs.append(name)
             self.lines.append(f"    {name} = {self._input(v)}")
         for n in g.nodes:
             if self._fold(n):
+                continue
+            if any(v is not None and id(v) in self.poisoned for v in n.inputs):
+                self.poisoned.update(id(o) for o in n.outputs)
                 continue
             if id(n) in self.skip:
                 self._absorbed(n)
@@ -331,7 +361,7 @@ class KerasCodegen:
         try:
             if fn is None:
                 raise Unsupported("no emitter")
-            if len(node.outputs) != 1:
+            if len(node.outputs) != 1 and node.op not in MULTI:
                 raise Unsupported(f"{len(node.outputs)} outputs")
             e = Emit(self, node)
             expr = fn(e, node)
@@ -339,6 +369,14 @@ class KerasCodegen:
             del self.lines[mark:]
             self.poisoned.update(id(o) for o in node.outputs)
             self.unsupported.append(UnsupportedOp(node.op, node.name or "", "", str(e)))
+            return
+        if len(node.outputs) > 1:
+            names = []
+            for out in node.outputs:
+                vname = out.name if out.name and not out.name.isdigit() else node.name
+                names.append(self.values.fresh(vname or "t"))
+                self.var[id(out)] = names[-1]
+            self.lines.extend(_wrap(f"    {', '.join(names)} = ", expr, e.parts))
             return
         out = node.outputs[0]
         post = out.uses[0][0] if id(node) in self.nhwc else None
@@ -373,6 +411,27 @@ class KerasCodegen:
             "def build():",
             '    """The model, its weights not set."""',
         ]
+        if self.uses_weight_layer:
+            head[-3:-3] = [
+                "",
+                "class SourceWeight(keras.layers.Layer):",
+                '    """A weight of the source model used as an operand, set by load() (the',
+                '    tensor it is called on only places it in the functional graph)."""',
+                "",
+                "    def __init__(self, shape, dtype, **kwargs):",
+                "        super().__init__(**kwargs)",
+                "        self.value = self.add_weight(",
+                "            shape=shape,",
+                "            dtype=dtype,",
+                '            initializer="zeros",',
+                "            trainable=False,",
+                '            name="value",',
+                "        )",
+                "",
+                "    def call(self, x):",
+                "        return ops.convert_to_tensor(self.value)",
+                "",
+            ]
         tail = [
             f"    return keras.Model({i}, {o}, name={_layer_name(self.source.name)!r})",
             "",

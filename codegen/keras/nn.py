@@ -207,3 +207,43 @@ def gemm(e: Emit, node):
     ws = [kernel] + ([bias] if bias is not None else [])
     layer = e.layer("Dense", int(kernel.shape[1]), use_bias=bias is not None, weights=ws)
     return f"{layer}({e.arg(0)})"
+
+
+@emitter("adaptive_avg_pool")
+def adaptive_avg_pool(e: Emit, node):
+    t = e.type(0)
+    n = t.rank - 2
+    size = [int(s) for s in node.attrs["output_size"]]
+    spatial = list(t.shape[2:])
+    if all(s == 1 for s in size) and 1 <= n <= 3:
+        layer = e.layer(f"GlobalAveragePooling{n}D", data_format=e.data_format, keepdims=True)
+        return f"{layer}({e.x()})"
+    if not all(isinstance(d, int) and s > 0 and d % s == 0 for d, s in zip(spatial, size)):
+        raise Unsupported(f"output size {size} that does not divide {spatial}")
+    k = tuple(d // s for d, s in zip(spatial, size))
+    layer = e.layer(f"AveragePooling{n}D", k, strides=k, padding="valid", data_format=e.data_format)
+    return f"{layer}({e.x()})"
+
+
+@emitter("attention")
+def attention(e: Emit, node):
+    """keras.ops.dot_product_attention, which takes [batch, length, heads, dim]: the
+    canonical [batch, heads, length, dim] operands are transposed around it."""
+    a = node.attrs
+    if e.has(3):
+        raise Unsupported("a mask")
+    if a.get("enable_gqa"):
+        raise Unsupported("enable_gqa=True")
+    if any(e.type(i).rank != 4 for i in range(3)):
+        raise Unsupported("operands of rank other than 4")
+    q, k, v = (f"layers.Permute((2, 1, 3))({e.arg(i)})" for i in range(3))
+    scale = a.get("scale")
+    kw = f"scale={float(scale)!r}, " if scale is not None else ""
+    kw += f"is_causal={bool(a.get('is_causal', False))!r}"
+    pre = e.stmt(f"ops.dot_product_attention({q}, {k}, {v}, {kw})", f"{node.name or 'attn'}_blhd")
+    return f"layers.Permute((2, 1, 3))({pre})"
+
+
+@emitter("matmul")
+def matmul(e: Emit, node):
+    return f"ops.matmul({e.arg(0)}, {e.arg(1)})"

@@ -79,3 +79,44 @@ def pad(e: Emit, node):
                 layer = e.layer(f"ZeroPadding{n - 2}D", pad, data_format=fmt)
                 return f"{layer}({e.arg(0)})"
     return f"ops.pad({e.arg(0)}, {width!r}, constant_values={float(a.get('value', 0.0))!r})"
+
+
+@emitter("split")
+def split(e: Emit, node):
+    a = node.attrs
+    sizes = a.get("sizes")
+    if sizes is None or (len(node.inputs) > 1 and node.inputs[1] is not None):
+        raise Unsupported("sizes computed at run time")
+    cuts, total = [], 0
+    for s in list(sizes)[:-1]:
+        total += int(s)
+        cuts.append(total)
+    return f"ops.split({e.arg(0)}, {cuts!r}, axis={int(a['axis'])!r})"
+
+
+@emitter("slice")
+def slice_(e: Emit, node):
+    a = node.attrs
+    if any(v is not None for v in node.inputs[1:]):
+        raise Unsupported("bounds computed at run time")
+    shape = e.type(0).shape
+    r = len(shape)
+    starts, ends = list(a["starts"]), list(a["ends"])
+    axes = list(a.get("axes") or range(len(starts)))
+    steps = list(a.get("steps") or [1] * len(starts))
+    if any(int(s) != 1 for s in steps):
+        raise Unsupported("steps other than 1")
+    begin, size = [0] * r, [-1] * r
+    for st, en, ax in zip(starts, ends, axes):
+        ax = int(ax) % r
+        dim = shape[ax]
+        if not isinstance(dim, int):
+            raise Unsupported("slicing a symbolic dim")
+        st, en = int(st), int(en)
+        st = max(0, min(dim, st + dim if st < 0 else st))
+        en = max(0, min(dim, en + dim if en < 0 else en))
+        begin[ax], size[ax] = st, max(en - st, 0)
+    out = []
+    for ax in range(r):  # keras' slice takes every size; -1 (to the end) keeps a symbolic dim
+        out.append(size[ax])
+    return f"ops.slice({e.arg(0)}, {tuple(begin)!r}, {tuple(out)!r})"

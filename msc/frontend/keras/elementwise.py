@@ -263,3 +263,36 @@ def cast_op(ctx: Ctx, op, x):
     if dt is None:
         raise Unsupported(f"cast to {op.dtype}")
     return ctx.cast(x, dt)
+
+
+@converter("Normalization")
+def normalization(ctx: Ctx, layer, x):
+    """(x - mean) / sqrt(variance), the adapted (or given) statistics as constants;
+    ``invert=True`` undoes it."""
+    mean = np.asarray(keras_array(layer.mean), x.dtype.to_numpy())
+    var = np.asarray(keras_array(layer.variance), x.dtype.to_numpy())
+    std = np.maximum(np.sqrt(var), np.asarray(1e-7, var.dtype))  # Keras' epsilon floor
+    if getattr(layer, "invert", False):
+        return ctx.op("add", ctx.op("mul", x, ctx.f32(std, x)), ctx.f32(mean, x))
+    return ctx.op("div", ctx.op("sub", x, ctx.f32(mean, x)), ctx.f32(std, x))
+
+
+def keras_array(v) -> np.ndarray:
+    from msc.frontend.keras.importer import to_numpy
+
+    return v if isinstance(v, np.ndarray) else to_numpy(v)
+
+
+@converter("LayerScale")
+def layer_scale(ctx: Ctx, layer, x):
+    """keras.applications.convnext's LayerScale: x * gamma."""
+    return ctx.op("mul", x, ctx.weight(layer.gamma))
+
+
+@converter("SourceWeight")
+def source_weight(ctx: Ctx, layer, x):
+    """codegen.keras' SourceWeight (a weight used as an operand): its value."""
+    value = getattr(layer, "value", None)
+    if value is None or len(layer.weights) != 1:
+        raise Unsupported("a SourceWeight layer other than codegen.keras writes")
+    return ctx.weight(value)

@@ -330,3 +330,24 @@ def _split(ctx: Ctx, y: Value, heads: int, d: int) -> Value:
     if isinstance(shape[1], int):
         return ctx.op("reshape", y, shape=[-1, shape[1], heads, d])
     raise Unsupported("a symbolic sequence length with a symbolic batch")
+
+
+@converter("ops.DotProductAttention")
+def dot_product_attention_op(ctx: Ctx, op, q, k, v, bias=None, mask=None, scale=None):
+    """[batch, length, heads, dim] operands: transposed to the canonical heads-first form."""
+    if bias is not None or mask is not None:
+        raise Unsupported("a bias or mask")
+    if getattr(op, "attn_logits_soft_cap", None) is not None:
+        raise Unsupported("attn_logits_soft_cap")
+    if any(t.type.rank != 4 for t in (q, k, v)):
+        raise Unsupported("operands of rank other than 4")
+    perm = [0, 2, 1, 3]
+    q, k, v = (ctx.op("transpose", t, perm=perm) for t in (q, k, v))
+    kw = {} if scale is None else {"scale": float(scale)}
+    y = ctx.op("attention", q, k, v, is_causal=bool(op.is_causal), **kw)
+    return ctx.op("transpose", y, perm=perm)
+
+
+@converter("ops.Matmul")
+def matmul_op(ctx: Ctx, op, a, b):
+    return ctx.op("matmul", a, b)

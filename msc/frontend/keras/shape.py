@@ -7,6 +7,7 @@ import numpy as np
 from msc.errors import Unsupported
 from msc.frontend.keras.importer import Ctx
 from msc.frontend.keras.registry import converter
+from msc.ir import Value
 
 
 @converter("Flatten")
@@ -100,3 +101,38 @@ def pad_op(ctx: Ctx, op, x, constant_values=None):
     pads = [a for a, _ in width] + [b for _, b in width]
     value = 0.0 if constant_values is None else float(constant_values)
     return ctx.op("pad", x, pads=pads, mode="constant", value=value)
+
+
+@converter("ops.Split")
+def split_op(ctx: Ctx, op, x):
+    axis = int(op.axis)
+    cut = op.indices_or_sections
+    dim = x.type.shape[axis]
+    if isinstance(cut, int):
+        if not isinstance(dim, int):
+            raise Unsupported("splitting a symbolic dim into sections")
+        sizes = [dim // cut] * cut
+    else:
+        if not isinstance(dim, int):
+            raise Unsupported("splitting a symbolic dim")
+        edges = [0, *(int(c) for c in cut), dim]
+        sizes = [b - a for a, b in zip(edges[:-1], edges[1:])]
+    return tuple(ctx.multi("split", x, axis=axis, sizes=sizes))
+
+
+@converter("ops.Slice")
+def slice_op(ctx: Ctx, op, x, start, shape=None):
+    if isinstance(start, Value):
+        raise Unsupported("start indices computed at run time")
+    sizes = op.shape if shape is None else shape
+    starts, ends, axes = [], [], []
+    for ax, (st, n) in enumerate(zip(start, sizes)):
+        st, n = int(st), int(n)
+        if st == 0 and n == -1:
+            continue
+        starts.append(st)
+        ends.append(2**62 if n == -1 else st + n)
+        axes.append(ax)
+    if not axes:
+        return ctx.op("identity", x)
+    return ctx.op("slice", x, starts=starts, ends=ends, axes=axes)
