@@ -361,3 +361,27 @@ def test_weight_operand_round_trip():
     back = codegen.keras.to_model(g)
     assert not close(keras_run(back, arrays), ref, ATOL, 1e-5)
     assert not close(run_torch(msc.from_keras(back), arrays), ref, ATOL, 1e-5)
+
+
+def tiny_transformer():
+    keras.utils.set_random_seed(5)
+    ids = keras.Input((7,), dtype="int32", name="ids")
+    x = L.Embedding(20, 16, name="tok")(ids)
+    a = L.MultiHeadAttention(2, 8, name="mha")(x, x)
+    x = L.LayerNormalization(name="ln1")(L.Add(name="res1")([x, a]))
+    f = L.Dense(32, activation="gelu", name="ffn1")(x)
+    x = L.LayerNormalization(name="ln2")(L.Add(name="res2")([x, L.Dense(16, name="ffn2")(f)]))
+    out = L.Dense(3, name="head")(L.GlobalAveragePooling1D(name="pool")(x))
+    return _randomize(keras.Model(ids, out, name="tiny_transformer"))
+
+
+def test_transformer_all_ways():
+    import codegen.keras
+
+    model = tiny_transformer()
+    arrays = [RNG.integers(0, 20, (2, 7)).astype(np.int32)]
+    ref = keras_run(model, arrays)
+    g = _check(model, arrays, atol=1e-4)
+    back = codegen.keras.to_model(g)
+    assert not close(keras_run(back, arrays), ref, 1e-4, 1e-4)
+    assert not close(run_torch(msc.from_keras(back), arrays), ref, 1e-4, 1e-4)
