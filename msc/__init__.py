@@ -108,10 +108,20 @@ def from_onnx(model: Any, **kwargs: Any) -> Graph:
     return impl(model, **kwargs)
 
 
-def from_keras(model: Any, **kwargs: Any) -> Graph:
-    """Translate a Keras 3 model (a model object or a .keras path; see msc.frontend.keras)."""
-    from msc.frontend.keras import from_keras as impl
+def from_keras(model: Any, example_args: Any = None, **kwargs: Any) -> Graph:
+    """Translate a Keras 3 model (a model object or a .keras path; see msc.frontend.keras).
 
+    A subclassed ``keras.Model`` (its ``call`` is Python, no functional graph to read) is an
+    ``nn.Module`` on Keras' torch backend: given ``example_args`` it is converted by
+    ``msc.from_torch`` (torch.export), the ops as Keras' torch backend runs them."""
+    from msc.frontend.keras import from_keras as impl
+    from msc.frontend.keras import is_subclassed
+
+    if example_args is not None and is_subclassed(model):
+        import torch
+
+        args = tuple(a if isinstance(a, torch.Tensor) else torch.as_tensor(a) for a in example_args)
+        return from_torch(model, args)
     return impl(model, **kwargs)
 
 

@@ -385,3 +385,25 @@ def test_transformer_all_ways():
     back = codegen.keras.to_model(g)
     assert not close(keras_run(back, arrays), ref, 1e-4, 1e-4)
     assert not close(run_torch(msc.from_keras(back), arrays), ref, 1e-4, 1e-4)
+
+
+class Subclassed(keras.Model):
+    def __init__(self):
+        super().__init__()
+        self.conv = L.Conv2D(4, 3, padding="same")
+        self.fc = L.Dense(3)
+
+    def call(self, x):
+        return self.fc(keras.ops.mean(keras.ops.relu(self.conv(x)), axis=(1, 2)))
+
+
+def test_subclassed_model_goes_through_torch():
+    from msc.errors import ConversionError
+
+    model = Subclassed()
+    x = f32(2, 8, 8, 3)
+    ref = keras_run(model, [x])
+    with pytest.raises(ConversionError, match="subclassed"):
+        msc.from_keras(model)
+    g = msc.from_keras(model, [x])
+    assert not close(run_torch(g, [x]), ref, ATOL, 1e-5)

@@ -32,6 +32,7 @@ __all__ = [
     "CONVERTERS",
     "ConverterRegistry",
     "supported_layers",
+    "is_subclassed",
 ]
 
 
@@ -60,6 +61,18 @@ def from_keras(model: Any, *, registry: ConverterRegistry = CONVERTERS, name: st
     from msc.text.check import checked
 
     return checked(Importer(model, registry, name).run())
+
+
+def is_subclassed(model: Any) -> bool:
+    """``model`` is a subclassed ``keras.Model`` (not Sequential, no functional graph)."""
+    if isinstance(model, str | os.PathLike):
+        return False
+    keras = keras_module()
+    return (
+        isinstance(model, keras.Model)
+        and not hasattr(model, "_nodes_by_depth")
+        and type(model).__name__ != "Sequential"
+    )
 
 
 def supported_layers() -> list[str]:

@@ -27,7 +27,14 @@ from typing import Any
 
 import numpy as np
 
-from msc.errors import BadModelError, MscError, Unsupported, UnsupportedOp, UnsupportedOpsError
+from msc.errors import (
+    BadModelError,
+    ConversionError,
+    MscError,
+    Unsupported,
+    UnsupportedOp,
+    UnsupportedOpsError,
+)
 from msc.frontend.keras.registry import CONVERTERS, ConverterRegistry
 from msc.ir import DType, Graph, Provenance, SymDim, TensorType, Value
 from msc.ir.builder import Builder
@@ -364,10 +371,11 @@ def _functional(model: Any) -> Any:
                 "once) so its input shape is known"
             )
         return f
-    raise Unsupported(
+    raise ConversionError(
         f"{type(model).__name__} {getattr(model, 'name', '')!r} is a subclassed model (its "
         "call is Python code): msc reads Sequential and functional models; convert a "
-        "subclassed one on the torch backend with msc.from_torch(model, example_args)"
+        "subclassed one on the torch backend with msc.from_keras(model, example_args) (it goes "
+        "through msc.from_torch)"
     )
 
 
