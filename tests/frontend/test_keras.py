@@ -128,7 +128,19 @@ CASES = [
         [X4],
     ),
     ("mha_self", lambda: L.MultiHeadAttention(2, 3), [X3]),
+    ("conv2d_transpose", lambda: L.Conv2DTranspose(4, 3, strides=2), [X4]),
+    ("conv1d_transpose", lambda: L.Conv1DTranspose(3, 2, strides=3, activation="relu"), [X3]),
+    ("upsampling2d", lambda: L.UpSampling2D((2, 3)), [X4]),
+    ("upsampling2d_bilinear", lambda: L.UpSampling2D(2, interpolation="bilinear"), [X4]),
+    ("upsampling1d", lambda: L.UpSampling1D(2), [X3]),
 ]
+
+
+# Rows whose ONNX file onnxruntime refuses, with why (a codegen.onnx issue, not the reader's).
+ONNX_XFAIL = {
+    "upsampling2d": "codegen.onnx's Resize of the spatial axes is refused by onnxruntime",
+    "upsampling2d_bilinear": "codegen.onnx's Resize of the spatial axes is refused by onnxruntime",
+}
 
 
 def _model(make, shapes):
@@ -151,9 +163,17 @@ def test_layer(name, make, shapes):
     ref = keras_run(model, arrays)
     g = msc.from_keras(model)
     msc.from_text(msc.to_text(g))
-    for target, run in (("torch", run_torch), ("onnx", run_onnx)):
-        why = close(run(g, arrays), ref, ATOL, 1e-5)
-        assert not why, f"{name} via {target}: {why}"
+    why = close(run_torch(g, arrays), ref, ATOL, 1e-5)
+    assert not why, f"{name} via torch: {why}"
+    if name in ONNX_XFAIL:
+        try:
+            why = close(run_onnx(g, arrays), ref, ATOL, 1e-5)
+        except Exception as e:  # noqa: BLE001 - onnxruntime's own exception types
+            why = f"{type(e).__name__}: {str(e).splitlines()[0]}"
+        assert why, f"{name} via onnx now agrees: take it off ONNX_XFAIL"
+        pytest.xfail(f"{ONNX_XFAIL[name]} ({why[:150]})")
+    why = close(run_onnx(g, arrays), ref, ATOL, 1e-5)
+    assert not why, f"{name} via onnx: {why}"
 
 
 def test_embedding():

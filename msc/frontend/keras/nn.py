@@ -351,3 +351,75 @@ def dot_product_attention_op(ctx: Ctx, op, q, k, v, bias=None, mask=None, scale=
 @converter("ops.Matmul")
 def matmul_op(ctx: Ctx, op, a, b):
     return ctx.op("matmul", a, b)
+
+
+@converter("Conv1DTranspose", "Conv2DTranspose", "Conv3DTranspose")
+def conv_transpose(ctx: Ctx, layer, x):
+    _channels_last(layer)
+    n = layer.rank
+    if layer.padding != "valid":
+        raise Unsupported(f"padding={layer.padding!r} (msc reads 'valid')")
+    if getattr(layer, "output_padding", None) is not None:
+        raise Unsupported("output_padding")
+    strides = _tuple(layer.strides, n)
+    dilations = _tuple(layer.dilation_rate, n)
+    kernel = _tuple(layer.kernel_size, n)
+    # Keras' "valid" output is in * stride + max(k - stride, 0): torch's (in - 1) * stride + k
+    # and the difference as output_padding when the kernel is shorter than the stride
+    extra = [max(s - ((k - 1) * d + 1), 0) for k, s, d in zip(kernel, strides, dilations)]
+    # Keras' kernel [*k, out, in] -> [in, out, *k] (torch's ConvTranspose weight)
+    w = ctx.op("transpose", ctx.weight(layer.kernel), perm=[n + 1, n, *range(n)])
+    y = ctx.op(
+        "conv_transpose",
+        first(ctx, x),
+        w,
+        _bias(ctx, layer),
+        stride=strides,
+        padding=[0] * (2 * n),
+        dilation=dilations,
+        groups=1,
+        output_padding=extra,
+    )
+    return activate(ctx, last(ctx, y), layer.activation)
+
+
+def _resize_to(sizes, scales) -> dict:
+    """The output sizes when the input's are static (what every target reads best), else
+    the scales."""
+    if all(isinstance(d, int) for d in sizes):
+        return {"sizes": [int(d) * int(s) for d, s in zip(sizes, scales)]}
+    return {"scales": [float(s) for s in scales]}
+
+
+@converter("UpSampling1D")
+def upsampling_1d(ctx: Ctx, layer, x):
+    # repeats each step along axis 1: a nearest resize of [batch, channels, length]
+    s = int(layer.size)
+    y = ctx.op(
+        "resize",
+        ctx.op("transpose", x, perm=[0, 2, 1]),
+        **_resize_to(x.type.shape[1:2], [s]),
+        mode="nearest",
+        coordinate_transformation_mode="asymmetric",
+        nearest_mode="floor",
+    )
+    return ctx.op("transpose", y, perm=[0, 2, 1])
+
+
+@converter("UpSampling2D")
+def upsampling_2d(ctx: Ctx, layer, x):
+    _channels_last(layer)
+    sh, sw = _tuple(layer.size, 2)
+    interp = layer.interpolation
+    if interp == "nearest":
+        kw = {
+            "mode": "nearest",
+            "coordinate_transformation_mode": "asymmetric",
+            "nearest_mode": "floor",
+        }
+    elif interp == "bilinear":
+        kw = {"mode": "linear", "coordinate_transformation_mode": "half_pixel"}
+    else:
+        raise Unsupported(f"interpolation={interp!r}")
+    y = ctx.op("resize", first(ctx, x), **_resize_to(x.type.shape[1:3], [sh, sw]), **kw)
+    return last(ctx, y)
