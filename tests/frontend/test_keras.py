@@ -133,6 +133,11 @@ CASES = [
     ("upsampling2d", lambda: L.UpSampling2D((2, 3)), [X4]),
     ("upsampling2d_bilinear", lambda: L.UpSampling2D(2, interpolation="bilinear"), [X4]),
     ("upsampling1d", lambda: L.UpSampling1D(2), [X3]),
+    ("lstm", lambda: L.LSTM(5), [X3]),
+    ("lstm_seq", lambda: L.LSTM(5, return_sequences=True), [X3]),
+    ("gru", lambda: L.GRU(4, return_sequences=True), [X3]),
+    ("gru_before", lambda: L.GRU(4, reset_after=False), [X3]),
+    ("simple_rnn", lambda: L.SimpleRNN(3, activation="relu"), [X3]),
 ]
 
 
@@ -259,12 +264,13 @@ def test_nested_and_shared():
 
 def test_unsupported_layers_reported_at_once():
     inp = keras.Input((4, 5))
-    x = L.LSTM(3, name="lstm_a")(inp)
-    x = L.UnitNormalization(name="unit")(x)
-    with pytest.raises(UnsupportedOpsError) as e:
-        msc.from_keras(keras.Model(inp, L.Dense(2)(x)))
+    a = L.LSTM(3, go_backwards=True, name="lstm_a")(inp)
+    b = L.Flatten()(L.UnitNormalization(name="unit")(inp))
+    with pytest.raises(UnsupportedOpsError) as e:  # two branches: both reported
+        msc.from_keras(keras.Model(inp, L.Concatenate()([a, b])))
     text = str(e.value)
-    assert "lstm_a" in text and "LSTM" in text
+    assert "lstm_a" in text and "LSTM" in text and "go_backwards" in text
+    assert "unit" in text and "UnitNormalization" in text
 
 
 # ---------------------------------------------------------------- Keras -> msc -> Keras
