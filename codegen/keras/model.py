@@ -37,7 +37,15 @@ LITERAL_LIMIT = 64  # elements: a folded operand up to this size is written as a
 WEIGHTED = ("linear", "conv", "batch_norm", "layer_norm", "embedding")
 # Ops written channels_last when a transpose into channels first feeds them and their one use
 # is the transpose back (the pair a channels_last source has around them).
-LAYOUT_OPS = ("conv", "max_pool", "avg_pool", "batch_norm", "adaptive_avg_pool")
+LAYOUT_OPS = (
+    "conv",
+    "conv_transpose",
+    "max_pool",
+    "avg_pool",
+    "batch_norm",
+    "adaptive_avg_pool",
+    "resize",
+)
 MULTI = ("split",)  # ops written with several outputs (a tuple assignment)
 _FOLDABLE = ("transpose", "reshape", "constant", "cast", "identity", "flatten")
 _RESERVED = {
@@ -150,7 +158,20 @@ class Emit:
             raise Unsupported(f"input {i} ({v.name!r}) is not available")
         if a.size > LITERAL_LIMIT or v.name in self.cg.graph.weights:
             return self.cg.weight_operand(v, a)
-        return f"np.array({a.tolist()!r}, dtype={str(a.dtype)!r})"
+        text = f"np.array({a.tolist()!r}, dtype={str(a.dtype)!r})"
+        if len(text) <= 48:
+            return text
+        # a longer literal gets its own lines (broken inside its brackets)
+        import pprint
+
+        body = pprint.pformat(a.tolist(), width=80).splitlines()
+        name = self.cg.values.fresh(f"{v.name or 'const'}_value")
+        self.cg.lines.append(f"    {name} = np.array(")
+        self.cg.lines.extend(f"        {line}" for line in body)
+        self.cg.lines[-1] += ","
+        self.cg.lines.append(f"        dtype={str(a.dtype)!r},")
+        self.cg.lines.append("    )")
+        return name
 
     def layer(
         self, cls: str, *args: Any, weights: list[np.ndarray] | None = None, **kw: Any
@@ -168,7 +189,7 @@ class Emit:
     def stmt(self, expr: str, hint: str = "") -> str:
         """Write ``name = expr`` before the node's line; returns the name."""
         name = self.cg.values.fresh(hint or f"{self.node.name or 't'}_pre")
-        self.cg.lines.append(f"    {name} = {expr}")
+        self.cg.lines.extend(_wrap(f"    {name} = ", expr, None))
         return name
 
 
@@ -467,11 +488,23 @@ def _wrap(lead: str, expr: str, parts: tuple[str, list[str]] | None) -> list[str
     """``lead + expr`` as lines under 100 characters: a long layer constructor gets one
     argument a line."""
     line = lead + expr
-    if len(line) < 100 or parts is None or not expr.startswith(parts[0]):
+    if len(line) < 100:
         return [line]
-    head, args = parts[1][0], parts[1][1:]
-    rest = expr[len(parts[0]) :]
-    return [lead + head, *(f"        {a}," for a in args), f"    ){rest}"]
+    if parts is not None and expr.startswith(parts[0]):
+        head, args = parts[1][0], parts[1][1:]
+        rest = expr[len(parts[0]) :]
+        return [lead + head, *(f"        {a}," for a in args), f"    ){rest}"]
+    import ast
+
+    try:
+        call = ast.parse(expr, mode="eval").body
+    except SyntaxError:
+        return [line]
+    if not isinstance(call, ast.Call):
+        return [line]
+    args = [ast.unparse(a) for a in call.args]
+    args += [f"{k.arg}={ast.unparse(k.value)}" for k in call.keywords if k.arg is not None]
+    return [f"{lead}{ast.unparse(call.func)}(", *(f"        {a}," for a in args), "    )"]
 
 
 def dtype_name(dt: DType) -> str:

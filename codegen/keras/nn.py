@@ -236,7 +236,10 @@ def attention(e: Emit, node):
         raise Unsupported("enable_gqa=True")
     if any(e.type(i).rank != 4 for i in range(3)):
         raise Unsupported("operands of rank other than 4")
-    q, k, v = (f"layers.Permute((2, 1, 3))({e.arg(i)})" for i in range(3))
+    q, k, v = (
+        e.stmt(f"layers.Permute((2, 1, 3))({e.arg(i)})", f"{node.name or 'attn'}_{role}")
+        for i, role in enumerate(("q", "k", "v"))
+    )
     scale = a.get("scale")
     kw = f"scale={float(scale)!r}, " if scale is not None else ""
     kw += f"is_causal={bool(a.get('is_causal', False))!r}"
@@ -247,3 +250,72 @@ def attention(e: Emit, node):
 @emitter("matmul")
 def matmul(e: Emit, node):
     return f"ops.matmul({e.arg(0)}, {e.arg(1)})"
+
+
+@emitter("conv_transpose")
+def conv_transpose(e: Emit, node):
+    t = e.type(0)
+    n = t.rank - 2
+    a = node.attrs
+    if n not in (1, 2, 3):
+        raise Unsupported(f"a {n}-d transposed convolution")
+    if int(a.get("groups", 1)) != 1:
+        raise Unsupported("groups")
+    w = e.weight(1, "the kernel")  # [in, out, *k]
+    b = e.weight(2, "the bias") if e.has(2) else None
+    strides = _tuple(a.get("stride"), n, 1)
+    dilations = _tuple(a.get("dilation"), n, 1)
+    extra = _tuple(a.get("output_padding"), n, 0)
+    pairs = _pads(a.get("padding"), n)
+    kernel = np.transpose(w, [*range(2, n + 2), 1, 0])  # [*k, out, in]
+    ws = [kernel] + ([b] if b is not None else [])
+    layer = e.layer(
+        f"Conv{n}DTranspose",
+        int(w.shape[1]),
+        tuple(int(k) for k in w.shape[2:]),
+        strides=strides,
+        padding="valid",
+        output_padding=extra,
+        dilation_rate=dilations,
+        use_bias=b is not None,
+        data_format=e.data_format,
+        weights=ws,
+    )
+    y = f"{layer}({e.x()})"
+    if any(p != (0, 0) for p in pairs):
+        y = e.stmt(y, f"{node.name or 'deconv'}_full")
+        crop = pairs[0] if n == 1 else tuple(pairs)
+        fmt = "" if n == 1 else f", data_format={e.data_format!r}"
+        if n == 1 and not e.channels_last:
+            raise Unsupported("cropping a channels-first 1-d output")
+        return f"layers.Cropping{n}D({crop!r}{fmt})({y})"
+    return y
+
+
+@emitter("resize")
+def resize(e: Emit, node):
+    a = node.attrs
+    if any(v is not None for v in node.inputs[1:]):
+        raise Unsupported("sizes or scales computed at run time")
+    t = e.type(0)
+    n = t.rank - 2
+    spatial = list(t.shape[2:])
+    out = list(node.outputs[0].type.shape[2:])
+    if not all(isinstance(d, int) for d in spatial + out):
+        raise Unsupported("symbolic sizes")
+    if any(o % i for o, i in zip(out, spatial)):
+        raise Unsupported("a size that is not a whole multiple")
+    size = tuple(o // i for o, i in zip(out, spatial))
+    mode, ctm = a.get("mode", "nearest"), a.get("coordinate_transformation_mode")
+    if mode == "nearest" and ctm == "asymmetric" and a.get("nearest_mode") == "floor":
+        interp = "nearest"
+    elif mode == "linear" and ctm == "half_pixel" and n == 2:
+        interp = "bilinear"
+    else:
+        raise Unsupported(f"mode={mode!r} with {ctm!r} (Keras' UpSampling is nearest/bilinear)")
+    if n == 1 and e.channels_last:
+        return f"{e.layer('UpSampling1D', size[0])}({e.x()})"
+    if n == 2:
+        layer = e.layer("UpSampling2D", size, data_format=e.data_format, interpolation=interp)
+        return f"{layer}({e.x()})"
+    raise Unsupported(f"a {n}-d resize")

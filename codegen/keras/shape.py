@@ -116,7 +116,16 @@ def slice_(e: Emit, node):
         st = max(0, min(dim, st + dim if st < 0 else st))
         en = max(0, min(dim, en + dim if en < 0 else en))
         begin[ax], size[ax] = st, max(en - st, 0)
-    out = []
-    for ax in range(r):  # keras' slice takes every size; -1 (to the end) keeps a symbolic dim
-        out.append(size[ax])
-    return f"ops.slice({e.arg(0)}, {tuple(begin)!r}, {tuple(out)!r})"
+    cut = [ax for ax in range(r) if size[ax] != -1]
+    if 3 <= r <= 5 and cut and all(1 <= ax <= r - 2 for ax in cut):
+        # spatial dims of a channels_last tensor: Keras' Cropping layer
+        pairs = tuple(
+            (begin[ax], shape[ax] - begin[ax] - size[ax]) if size[ax] != -1 else (0, 0)
+            for ax in range(1, r - 1)
+        )
+        crop = pairs[0] if r == 3 else pairs
+        return f"{e.layer(f'Cropping{r - 2}D', crop)}({e.arg(0)})"
+    full = [shape[ax] if size[ax] == -1 else size[ax] for ax in range(r)]
+    if not all(isinstance(d, int) for d in full):
+        raise Unsupported("a slice of a tensor with symbolic dims (keras.ops.slice needs sizes)")
+    return f"ops.slice({e.arg(0)}, {tuple(begin)!r}, {tuple(full)!r})"

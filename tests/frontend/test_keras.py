@@ -274,25 +274,19 @@ def test_unsupported_layers_reported_at_once():
 
 
 # ---------------------------------------------------------------- Keras -> msc -> Keras
+# Table rows not written back to Keras, with why.
+ROUND_TRIP_SKIP = {
+    name: "codegen.keras does not write the recurrent ops yet"
+    for name in ("lstm", "lstm_seq", "gru", "gru_before", "simple_rnn")
+}
+
 ROUND_TRIP = [
     ("small_cnn", small_cnn, [(2, 16, 16, 3)]),
     ("mlp", mlp, [(3, 12)]),
     *[
         (name, lambda make=make, shapes=shapes: _model(make, shapes), [(2, *s) for s in shapes])
-        for name, make, shapes in (c for c in CASES if isinstance(c, tuple))
-        if name
-        in (
-            "conv2d_valid_dil",
-            "conv1d_causal",
-            "separable2d",
-            "avgpool2d_same",
-            "zeropad2d",
-            "concat",
-            "layernorm",
-            "flatten",
-            "permute",
-            "reshape",
-        )
+        for name, make, shapes in (c for c in CASES if isinstance(c[0], str))
+        if name not in ROUND_TRIP_SKIP
     ],
 ]
 

@@ -359,14 +359,14 @@ def conv_transpose(ctx: Ctx, layer, x):
     n = layer.rank
     if layer.padding != "valid":
         raise Unsupported(f"padding={layer.padding!r} (msc reads 'valid')")
-    if getattr(layer, "output_padding", None) is not None:
-        raise Unsupported("output_padding")
     strides = _tuple(layer.strides, n)
     dilations = _tuple(layer.dilation_rate, n)
     kernel = _tuple(layer.kernel_size, n)
     # Keras' "valid" output is in * stride + max(k - stride, 0): torch's (in - 1) * stride + k
     # and the difference as output_padding when the kernel is shorter than the stride
     extra = [max(s - ((k - 1) * d + 1), 0) for k, s, d in zip(kernel, strides, dilations)]
+    if getattr(layer, "output_padding", None) is not None:  # then (in - 1) * stride + k + op
+        extra = _tuple(layer.output_padding, n)
     # Keras' kernel [*k, out, in] -> [in, out, *k] (torch's ConvTranspose weight)
     w = ctx.op("transpose", ctx.weight(layer.kernel), perm=[n + 1, n, *range(n)])
     y = ctx.op(
