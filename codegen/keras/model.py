@@ -46,8 +46,19 @@ LAYOUT_OPS = (
     "adaptive_avg_pool",
     "resize",
 )
-MULTI = ("split",)  # ops written with several outputs (a tuple assignment)
-_FOLDABLE = ("transpose", "reshape", "constant", "cast", "identity", "flatten")
+MULTI = ("split", "lstm", "gru", "rnn")  # ops written with several outputs (a tuple assignment)
+_FOLDABLE = (
+    "transpose",
+    "reshape",
+    "constant",
+    "cast",
+    "identity",
+    "flatten",
+    "unsqueeze",
+    "squeeze",
+    "concat",
+    "split",
+)
 _RESERVED = {
     "keras",
     "layers",
@@ -189,7 +200,7 @@ class Emit:
     def stmt(self, expr: str, hint: str = "") -> str:
         """Write ``name = expr`` before the node's line; returns the name."""
         name = self.cg.values.fresh(hint or f"{self.node.name or 't'}_pre")
-        self.cg.lines.extend(_wrap(f"    {name} = ", expr, None))
+        self.cg.lines.extend(_wrap(f"    {name} = ", expr, self.parts))
         return name
 
 
@@ -230,7 +241,7 @@ class KerasCodegen:
 
     # ------------------------------------------------------------ folding
     def _fold(self, node: Node) -> bool:
-        if node.op not in _FOLDABLE or len(node.outputs) != 1:
+        if node.op not in _FOLDABLE or (len(node.outputs) != 1 and node.op != "split"):
             return False
         ins = [v for v in node.inputs if v is not None]
         if node.op != "constant" and not all(id(v) in self.folded for v in ins):
@@ -248,6 +259,25 @@ class KerasCodegen:
                 out = self.folded[id(ins[0])].reshape(shape)
             elif node.op == "cast":
                 out = self.folded[id(ins[0])].astype(a["to"].to_numpy())
+            elif node.op == "unsqueeze":
+                if a.get("axes") is None or len(ins) > 1:
+                    return False
+                shape = node.outputs[0].type.shape
+                out = self.folded[id(ins[0])].reshape(shape)
+            elif node.op == "squeeze":
+                if len(ins) > 1:
+                    return False
+                out = self.folded[id(ins[0])].reshape(node.outputs[0].type.shape)
+            elif node.op == "concat":
+                out = np.concatenate([self.folded[id(v)] for v in ins], axis=int(a["axis"]))
+            elif node.op == "split":
+                if a.get("sizes") is None or len(ins) > 1:
+                    return False
+                edges = np.cumsum([int(s) for s in a["sizes"]])[:-1]
+                pieces = np.split(self.folded[id(ins[0])], edges, axis=int(a["axis"]))
+                for o, p in zip(node.outputs, pieces):
+                    self.folded[id(o)] = np.asarray(p)
+                return True
             else:
                 out = self.folded[id(ins[0])]
         except (KeyError, ValueError, TypeError):
@@ -397,7 +427,11 @@ class KerasCodegen:
                 vname = out.name if out.name and not out.name.isdigit() else node.name
                 names.append(self.values.fresh(vname or "t"))
                 self.var[id(out)] = names[-1]
-            self.lines.extend(_wrap(f"    {', '.join(names)} = ", expr, e.parts))
+            if isinstance(expr, list):  # one expression per output
+                for name, one in zip(names, expr):
+                    self.lines.extend(_wrap(f"    {name} = ", one, None))
+            else:
+                self.lines.extend(_wrap(f"    {', '.join(names)} = ", expr, e.parts))
             return
         out = node.outputs[0]
         post = out.uses[0][0] if id(node) in self.nhwc else None

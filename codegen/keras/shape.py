@@ -129,3 +129,20 @@ def slice_(e: Emit, node):
     if not all(isinstance(d, int) for d in full):
         raise Unsupported("a slice of a tensor with symbolic dims (keras.ops.slice needs sizes)")
     return f"ops.slice({e.arg(0)}, {tuple(begin)!r}, {tuple(full)!r})"
+
+
+@emitter("squeeze")
+def squeeze(e: Emit, node):
+    if len(node.inputs) > 1 and node.inputs[1] is not None:
+        raise Unsupported("axes computed at run time")
+    axes = node.attrs.get("axes")
+    axis = "None" if axes is None else repr(tuple(int(a) for a in axes))
+    return f"ops.squeeze({e.arg(0)}, axis={axis})"
+
+
+@emitter("unsqueeze")
+def unsqueeze(e: Emit, node):
+    if len(node.inputs) > 1 and node.inputs[1] is not None or node.attrs.get("axes") is None:
+        raise Unsupported("axes computed at run time")
+    axes = tuple(int(a) for a in node.attrs["axes"])
+    return f"ops.expand_dims({e.arg(0)}, {axes[0] if len(axes) == 1 else axes!r})"

@@ -27,7 +27,7 @@ def _act(fn) -> str:
 
 
 def _check(layer) -> None:
-    for flag in ("go_backwards", "stateful", "return_state"):
+    for flag in ("go_backwards", "stateful"):
         if getattr(layer, flag, False):
             raise Unsupported(f"{flag}=True")
 
@@ -54,11 +54,13 @@ def _bias(ctx: Ctx, bias: Value, n: int, order: list[int], recurrent: Value | No
     return ctx.op("unsqueeze", ctx.op("concat", b, recurrent, axis=0), axes=[0])
 
 
-def _outputs(ctx: Ctx, layer, y: Value, h: Value) -> Value:
-    # y [batch, time, 1, units]; h [batch, 1, units]
-    if layer.return_sequences:
-        return ctx.op("squeeze", y, axes=[2])
-    return ctx.op("squeeze", h, axes=[1])
+def _outputs(ctx: Ctx, layer, y: Value, *states: Value):
+    # y [batch, time, 1, units]; states [batch, 1, units]
+    h = ctx.op("squeeze", states[0], axes=[1])
+    out = ctx.op("squeeze", y, axes=[2]) if layer.return_sequences else h
+    if not layer.return_state:
+        return out
+    return (out, h, *(ctx.op("squeeze", s, axes=[1]) for s in states[1:]))
 
 
 def _attrs(units: int, acts: list[str]) -> dict:
@@ -83,8 +85,8 @@ def lstm(ctx: Ctx, layer, x, *rest):
     r = _gates(ctx, ctx.weight(cell.recurrent_kernel), 4, order)
     b = _bias(ctx, ctx.weight(cell.bias), 4, order, None) if cell.use_bias else None
     acts = [_act(cell.recurrent_activation), _act(cell.activation), _act(cell.activation)]
-    y, h, _ = ctx.multi("lstm", x, w, r, b, **_attrs(int(cell.units), acts), input_forget=False)
-    return _outputs(ctx, layer, y, h)
+    y, h, c = ctx.multi("lstm", x, w, r, b, **_attrs(int(cell.units), acts), input_forget=False)
+    return _outputs(ctx, layer, y, h, c)
 
 
 @converter("GRU")

@@ -136,3 +136,19 @@ def slice_op(ctx: Ctx, op, x, start, shape=None):
     if not axes:
         return ctx.op("identity", x)
     return ctx.op("slice", x, starts=starts, ends=ends, axes=axes)
+
+
+@converter("ops.ExpandDims")
+def expand_dims_op(ctx: Ctx, op, x):
+    axis = op.axis
+    axes = [int(a) for a in (axis if isinstance(axis, list | tuple) else [axis])]
+    return ctx.op("unsqueeze", x, axes=axes)
+
+
+@converter("ops.Squeeze")
+def squeeze_op(ctx: Ctx, op, x):
+    axis = op.axis
+    if axis is None:
+        return ctx.op("squeeze", x)
+    axes = [int(a) for a in (axis if isinstance(axis, list | tuple) else [axis])]
+    return ctx.op("squeeze", x, axes=axes)

@@ -1,0 +1,93 @@
+"""Keras emitters of the recurrent ops (batch first, one direction): ``layers.LSTM``,
+``layers.GRU`` and ``layers.SimpleRNN`` with ``return_sequences`` and ``return_state``, the
+weights reordered into Keras' gate order (LSTM: i, f, c, o; ONNX's is i, o, f, c)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from codegen.keras.model import Emit
+from codegen.keras.registry import emitter
+from msc.errors import Unsupported
+
+_ACTS = {"tanh": "tanh", "sigmoid": "sigmoid", "relu": "relu"}
+
+
+def _check(e: Emit, node, n_inputs: int) -> list[str]:
+    a = node.attrs
+    if any(e.has(i) for i in range(4, len(node.inputs))):
+        raise Unsupported("sequence lengths, initial states or peepholes")
+    if a.get("direction", "forward") != "forward":
+        raise Unsupported(f"direction={a['direction']!r}")
+    if int(a.get("layout", 0)) != 1:
+        raise Unsupported("layout=0 (time first); Keras' recurrent layers are batch first")
+    if a.get("clip") is not None:
+        raise Unsupported("clip")
+    acts = [str(x).lower() for x in a.get("activations") or ()]
+    if any(x not in _ACTS for x in acts):
+        raise Unsupported(f"activations {acts}")
+    return acts
+
+
+def _blocks(w: np.ndarray, n: int, order: list[int]) -> np.ndarray:
+    """[n * units, k] in ONNX gate order -> [k, n * units] in Keras'."""
+    parts = np.split(w, n, axis=0)
+    return np.concatenate([parts[i] for i in order], axis=0).T
+
+
+def _emit(e: Emit, node, cls: str, n: int, order: list[int], bias_fn, **kw) -> list[str]:
+    acts = _check(e, node, n)
+    w = e.weight(1, "the input weights")[0]  # [n * units, in]
+    r = e.weight(2, "the recurrent weights")[0]
+    units = int(node.attrs["hidden_size"])
+    ws = [_blocks(w, n, order), _blocks(r, n, order)]
+    b = e.weight(3, "the biases")[0] if e.has(3) else None
+    if b is not None:
+        ws.append(bias_fn(b, units))
+    if cls == "LSTM":
+        kw.update(recurrent_activation=acts[0], activation=acts[1])
+        if acts[1] != acts[2]:
+            raise Unsupported("different cell and output activations")
+    elif cls == "GRU":
+        kw.update(recurrent_activation=acts[0], activation=acts[1])
+    else:
+        kw.update(activation=acts[0])
+    layer = e.layer(
+        cls, units, use_bias=b is not None, return_sequences=True, return_state=True,
+        weights=ws, **kw,
+    )  # fmt: skip
+    outs = e.stmt(f"{layer}({e.arg(0)})", f"{node.name or cls.lower()}_outputs")
+    # Keras gives [batch, time, units] and [batch, units] states; the op has a direction axis
+    y = f"ops.expand_dims({outs}[0], 2)"
+    states = [f"ops.expand_dims({outs}[{k}], 1)" for k in range(1, len(node.outputs))]
+    return [y, *states]
+
+
+def _reorder(b: np.ndarray, n: int, order: list[int]) -> np.ndarray:
+    parts = np.split(b, n)
+    return np.concatenate([parts[i] for i in order])
+
+
+@emitter("lstm")
+def lstm(e: Emit, node):
+    if node.attrs.get("input_forget"):
+        raise Unsupported("input_forget=True")
+    order = [0, 2, 3, 1]  # ONNX i, o, f, c -> Keras i, f, c, o
+    return _emit(
+        e, node, "LSTM", 4, order, lambda b, u: _reorder(b[: 4 * u] + b[4 * u :], 4, order)
+    )
+
+
+@emitter("gru")
+def gru(e: Emit, node):
+    before = bool(node.attrs.get("linear_before_reset", False))
+    if before:
+        bias = lambda b, u: np.stack([b[: 3 * u], b[3 * u :]])  # noqa: E731
+    else:
+        bias = lambda b, u: b[: 3 * u] + b[3 * u :]  # noqa: E731
+    return _emit(e, node, "GRU", 3, [0, 1, 2], bias, reset_after=before)
+
+
+@emitter("rnn")
+def rnn(e: Emit, node):
+    return _emit(e, node, "SimpleRNN", 1, [0], lambda b, u: b[:u] + b[u:])
