@@ -129,15 +129,16 @@ class Emit:
         assert v is not None
         return v.type
 
-    def x(self) -> str:
-        """Input 0 as the layer reads it: for a channels_last node, the tensor before the
-        transpose into channels first."""
-        v = self.node.inputs[0]
+    def x(self, i: int = 0) -> str:
+        """Input ``i`` as the layer reads it: for a node written in its source layout
+        (channels_last, or an attention's [batch, length, heads, dim]), the tensor before the
+        transpose that made the canonical layout."""
+        v = self.node.inputs[i]
         if self.channels_last and v is not None and v.producer is not None:
             src = v.producer.inputs[0]
             if src is not None and id(src) in self.cg.var:
                 return self.cg.var[id(src)]
-        return self.arg(0)
+        return self.arg(i)
 
     @property
     def data_format(self) -> str:
@@ -329,13 +330,28 @@ class KerasCodegen:
                 continue
             self.nhwc.add(id(n))
             self.skip.add(id(post))
+        # attention between transposes from and back to [batch, length, heads, dim]
+        blhd = [0, 2, 1, 3]
+        for n in self.graph.nodes:
+            if n.op != "attention" or any(n.inputs[3:]) or len(n.outputs[0].uses) != 1:
+                continue
+            pres = [v.producer if v is not None else None for v in n.inputs[:3]]
+            post = n.outputs[0].uses[0][0]
+            if (
+                all(p is not None and p.op == "transpose" and list(p.attrs["perm"]) == blhd
+                    for p in pres)
+                and post.op == "transpose" and list(post.attrs["perm"]) == blhd
+                and not any(n.outputs[0] is o for o in self.graph.outputs)
+            ):  # fmt: skip
+                self.nhwc.add(id(n))
+                self.skip.add(id(post))
         # a forward transpose every use of which is absorbed is not written at all
         for n in self.graph.nodes:
             if n.op == "transpose" and n.outputs[0].uses:
                 out = n.outputs[0]
-                if all(id(u) in self.nhwc and i == 0 for u, i in out.uses) and not any(
-                    out is o for o in self.graph.outputs
-                ):
+                if all(
+                    id(u) in self.nhwc and (i == 0 or u.op == "attention") for u, i in out.uses
+                ) and not any(out is o for o in self.graph.outputs):
                     self.skip.add(id(n))
 
     # ------------------------------------------------------------ the walk
@@ -435,7 +451,9 @@ class KerasCodegen:
             return
         out = node.outputs[0]
         post = out.uses[0][0] if id(node) in self.nhwc else None
-        vname = post.outputs[0].name if post is not None else out.name
+        vname = out.name
+        if post is not None:  # the value after the transpose back, when one layer made both
+            vname = post.outputs[0].name if post.name == node.name else node.name
         if not vname or vname.isdigit():  # a positional name: the node's source name reads better
             vname = node.name or vname
         name = self.values.fresh(vname or "t")

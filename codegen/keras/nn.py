@@ -236,13 +236,16 @@ def attention(e: Emit, node):
         raise Unsupported("enable_gqa=True")
     if any(e.type(i).rank != 4 for i in range(3)):
         raise Unsupported("operands of rank other than 4")
+    scale = a.get("scale")
+    kw = f"scale={float(scale)!r}, " if scale is not None else ""
+    kw += f"is_causal={bool(a.get('is_causal', False))!r}"
+    if e.channels_last:  # the operands were [batch, length, heads, dim] before a transpose
+        q, k, v = (e.x(i) for i in range(3))
+        return f"ops.dot_product_attention({q}, {k}, {v}, {kw})"
     q, k, v = (
         e.stmt(f"layers.Permute((2, 1, 3))({e.arg(i)})", f"{node.name or 'attn'}_{role}")
         for i, role in enumerate(("q", "k", "v"))
     )
-    scale = a.get("scale")
-    kw = f"scale={float(scale)!r}, " if scale is not None else ""
-    kw += f"is_causal={bool(a.get('is_causal', False))!r}"
     pre = e.stmt(f"ops.dot_product_attention({q}, {k}, {v}, {kw})", f"{node.name or 'attn'}_blhd")
     return f"layers.Permute((2, 1, 3))({pre})"
 
