@@ -17,7 +17,7 @@ jax = pytest.importorskip("jax", reason="the jax extra (jax, jaxlib) is not inst
 import jax.numpy as jnp  # noqa: E402
 
 import msc  # noqa: E402
-from msc.errors import UnsupportedOpsError  # noqa: E402
+from msc.errors import BadModelError, UnsupportedOpsError  # noqa: E402
 from tests.tflite_cases import close, run_onnx, run_torch  # noqa: E402
 
 RNG = np.random.default_rng(0)
@@ -221,3 +221,100 @@ def test_op(case: Case):
         assert why, f"{case.id} converts now; drop it from EXPECTED_MISSES"
         return
     assert not why, why
+
+
+def _mlp(p, x):
+    h = jax.nn.gelu(x @ p["fc1"]["kernel"] + p["fc1"]["bias"])
+    h = (h - h.mean(-1, keepdims=True)) * jax.lax.rsqrt(h.var(-1, keepdims=True) + 1e-5)
+    return jax.nn.softmax(h @ p["fc2"]["kernel"] + p["fc2"]["bias"])
+
+
+def _cnn(p, x):
+    dn = ("NHWC", "HWIO", "NHWC")
+    y = jax.lax.conv_general_dilated(x, p["conv1"]["w"], (1, 1), "SAME", dimension_numbers=dn)
+    y = jax.nn.relu(y + p["conv1"]["b"])
+    y = jax.lax.reduce_window(y, -jnp.inf, jax.lax.max, (1, 2, 2, 1), (1, 2, 2, 1), "VALID")
+    y = jax.lax.conv_general_dilated(y, p["conv2"]["w"], (2, 2), "SAME", dimension_numbers=dn)
+    y = jax.nn.silu(y + p["conv2"]["b"]).mean(axis=(1, 2))
+    return y @ p["head"]["kernel"] + p["head"]["bias"]
+
+
+MLP_PARAMS = {
+    "fc1": {"kernel": f32(8, 16, lo=-0.5, hi=0.5), "bias": f32(16)},
+    "fc2": {"kernel": f32(16, 4, lo=-0.5, hi=0.5), "bias": f32(4)},
+}
+CNN_PARAMS = {
+    "conv1": {"w": f32(3, 3, 3, 8, lo=-0.3, hi=0.3), "b": f32(8)},
+    "conv2": {"w": f32(3, 3, 8, 8, lo=-0.3, hi=0.3), "b": f32(8)},
+    "head": {"kernel": f32(8, 5, lo=-0.5, hi=0.5), "bias": f32(5)},
+}
+
+
+@pytest.mark.parametrize(
+    "fn, params, x",
+    [(_mlp, MLP_PARAMS, f32(3, 8)), (_cnn, CNN_PARAMS, f32(2, 8, 8, 3))],
+    ids=["mlp", "cnn"],
+)
+def test_models_agree(fn, params, x):
+    g = msc.from_jax(fn, x, params=params)
+    # weights are named by their pytree paths, the input by the signature
+    assert [v.name for v in g.inputs] == ["x"]
+    assert sorted(g.weights) == sorted(f"{a}.{b}" for a, sub in params.items() for b in sub)
+    assert msc.structural_equal(msc.from_text(msc.to_text(g)), g, names=True, weights="types")
+    ref = [np.asarray(fn(params, x))]
+    for run in (run_torch, run_onnx):
+        bad = close(run(g, [x]), ref, 1e-4, 1e-4)
+        assert not bad, f"{run.__name__}: {bad}"
+
+
+def test_jax_pin():
+    """StableHLO is parsed through jaxlib internals: the versions the extra pins are the ones
+    the frontend is tested with."""
+    import jaxlib
+
+    from msc.frontend.jax import JAX_VERSION
+
+    assert jax.__version__ == JAX_VERSION
+    assert jaxlib.__version__ == JAX_VERSION
+    from jax._src.interpreters import mlir  # the registration the reader uses
+
+    assert callable(mlir.make_ir_context)
+
+
+def test_custom_call_refused_by_name_unless_kept():
+    text = """
+    func.func public @main(%arg0: tensor<2x3xf32>) -> tensor<2x3xf32> {
+      %0 = stablehlo.custom_call @my_kernel(%arg0) : (tensor<2x3xf32>) -> tensor<2x3xf32>
+      %1 = stablehlo.custom_call @other_kernel(%0) : (tensor<2x3xf32>) -> tensor<2x3xf32>
+      %2 = stablehlo.exponential %arg0 : tensor<2x3xf32>
+      %3 = stablehlo.rng_bit_generator_missing %2 : tensor<2x3xf32>
+      return %1 : tensor<2x3xf32>
+    }
+    """
+    with pytest.raises(BadModelError):
+        msc.from_stablehlo(text)  # an unregistered op does not parse
+    text = text.replace("      %3 = stablehlo.rng_bit_generator_missing %2 : tensor<2x3xf32>\n", "")
+    with pytest.raises(UnsupportedOpsError) as e:
+        msc.from_stablehlo(text)
+    assert "my_kernel" in str(e.value)
+    assert "other_kernel" not in str(e.value)  # downstream of a refused op, not reported
+    g = msc.from_stablehlo(text, custom_ops="keep")
+    ops = [n.op for n in g.nodes]
+    assert sum("my_kernel" in str(o) for o in ops) == 1
+
+
+def test_shape_assertion_dropped_and_all_unsupported_at_once():
+    text = """
+    func.func public @main(%arg0: tensor<2x3xf32>) -> (tensor<2x3xf32>, tensor<2x3xf32>) {
+      %c = stablehlo.constant dense<true> : tensor<i1>
+      stablehlo.custom_call @shape_assertion(%c) {error_message = "x", has_side_effect = true}
+        : (tensor<i1>) -> ()
+      %0 = stablehlo.custom_call @k1(%arg0) : (tensor<2x3xf32>) -> tensor<2x3xf32>
+      %1 = stablehlo.custom_call @k2(%arg0) : (tensor<2x3xf32>) -> tensor<2x3xf32>
+      return %0, %1 : tensor<2x3xf32>, tensor<2x3xf32>
+    }
+    """
+    with pytest.raises(UnsupportedOpsError) as e:
+        msc.from_stablehlo(text)
+    assert "k1" in str(e.value) and "k2" in str(e.value)
+    assert "shape_assertion" not in str(e.value)
