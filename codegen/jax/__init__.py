@@ -25,7 +25,17 @@ from codegen.jax.registry import EMITTERS, EmitterRegistry, emitter
 from msc.ir.graph import Graph
 from msc.ops import import_families
 
-__all__ = ["generate", "to_function", "save", "EMITTERS", "EmitterRegistry", "emitter"]
+__all__ = [
+    "generate",
+    "to_function",
+    "save",
+    "params_of",
+    "EMITTERS",
+    "EmitterRegistry",
+    "emitter",
+    "MODEL_FILE",
+    "WEIGHTS_FILE",
+]
 
 MODEL_FILE = "model.py"
 WEIGHTS_FILE = "weights.safetensors"

@@ -46,7 +46,7 @@ from msc.analysis.shapes import (
     specialize,
     symbols,
 )
-from msc.errors import MscError, UnsupportedOpsError
+from msc.errors import BadModelError, MscError, UnsupportedOpsError
 from msc.ir.dtype import DType
 from msc.ir.graph import Graph
 from msc.ir.types import TensorType
@@ -63,6 +63,7 @@ class Model:
 
     graph: Graph
     kind: str  # "onnx" | "pt2" | "msc" | "torch-module" | "torch-source" | "relax" | "tflite"
+    #            | "jax" (a .jaxexport runs in JAX; a .mlir through the graph)
     path: str
     native: Any = None  # onnx path, ExportedProgram, nn.Module, Relax IRModule, or None
     example: dict[str, np.ndarray] | None = None  # example inputs a module was exported with
@@ -111,6 +112,8 @@ class Model:
             outs = _run_torch(self.native, args)
         elif self.kind == "relax" and self.native is not None:
             outs = _run_relax(self, args)
+        elif self.kind == "jax" and self.native is not None:
+            outs = _run_jax(self.native, args)
         if outs is not None and not extra:
             return outs, {}
         g_outs, vals = run_graph(self.graph, args, extra)
@@ -320,6 +323,19 @@ def _litert(path: str, preserve: bool) -> Any:
         ) from None
     with _stderr_muted():
         return Interpreter(model_path=path, experimental_preserve_all_tensors=preserve)
+
+
+def _run_jax(data: bytes, args: list[Any]) -> list[np.ndarray]:
+    """Run a serialized jax.export artifact in JAX (CPU)."""
+    try:
+        from jax import export
+    except ImportError:
+        raise MscError(
+            "running a .jaxexport model needs JAX (pip install 'msc-graph-hub[jax]')"
+        ) from None
+    exp = export.deserialize(bytearray(data))
+    out = exp.call(*[np.asarray(a) for a in args])
+    return [np.asarray(o) for o in flatten(out)]
 
 
 def _run_tflite(m: Model, args: list[Any], extra: Sequence[str]):
@@ -625,6 +641,14 @@ def load_model(
             say("reading the TFLite model")
             g = msc.from_tflite(text, custom_ops=custom_ops, name=path.stem)
             return Model(g, "tflite", text, text)
+        if suffix in (".jaxexport", ".mlir"):
+            say("reading the StableHLO module")
+            data = path.read_bytes()
+            try:
+                g = msc.from_stablehlo(data, custom_ops=custom_ops, name=path.stem)
+            except BadModelError as e:
+                raise MscError(f"{text}: {e}") from None
+            return Model(g, "jax", text, data if suffix == ".jaxexport" else None)
         if suffix in (".pt2", ".ep"):
             say("loading the ExportedProgram")
             # torch logs its own traceback for a corrupt archive before raising; the error
@@ -648,7 +672,8 @@ def load_model(
             raise MscError(f"{text}: cannot read it: {type(e).__name__}: {_first(e)}") from None
         raise
     raise MscError(
-        f"{text}: unknown model format (expected .onnx, .pt2, .tflite, .msc, a TVMScript .py, a "
+        f"{text}: unknown model format (expected .onnx, .pt2, .tflite, .jaxexport, .mlir, .msc, "
+        "a TVMScript .py, a "
         "saved msc graph directory, a codegen.torch or codegen.relax directory, or "
         "module.py:ClassName)"
     )

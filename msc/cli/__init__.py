@@ -30,20 +30,24 @@ __all__ = ["main", "build_parser"]
 
 EXIT_OK, EXIT_MISMATCH, EXIT_USAGE = 0, 1, 2
 # msc.analysis.convert.TARGETS, without its import
-TARGETS = ("torch", "onnx", "msc", "relax", "tflite")
+TARGETS = ("torch", "onnx", "msc", "relax", "tflite", "jax")
 
 _EPILOG = """\
 model formats: .onnx, .pt2 (torch.export.save), .tflite (TFLite / LiteRT; run in LiteRT's
-interpreter, the tflite extra), a saved msc graph directory (msc.save),
+interpreter, the tflite extra), .jaxexport (jax.export's Exported.serialize(); run in JAX)
+and .mlir (StableHLO text or bytecode; both need the jax extra), a saved msc graph directory
+(msc.save),
 a codegen.torch directory (model.py + model.safetensors), a codegen.relax directory
 (module.py + model.safetensors) or TVMScript file (needs apache-tvm), .msc text, or
 module.py:ClassName (a file defining an nn.Module built with no arguments; give --input-shape
 for its inputs).
 
-security: .onnx, .pt2, .tflite, .msc, saved graphs, safetensors, TVMScript files and
+security: .onnx, .pt2, .tflite, .jaxexport, .mlir, .msc, saved graphs, safetensors, TVMScript
+files and
 codegen.relax directories are only read; nothing in them runs (a .pt2 member that needs
 unpickling, or TVMScript beyond what TVM's printer writes, is refused unless --trust-code; a
-.tflite custom op is kept opaque with --custom-ops keep, never run). module.py:ClassName and a
+.tflite custom op or StableHLO custom_call is kept opaque with --custom-ops keep, never run).
+module.py:ClassName and a
 codegen.torch directory ARE Python code: msc imports and runs them.
 
 exit codes: 0 ok, 1 a check/verify/diff found a difference, 2 user error.
@@ -479,7 +483,8 @@ def build_parser() -> argparse.ArgumentParser:
     fmt = argparse.RawDescriptionHelpFormatter
     p = _Parser(
         prog="msc",
-        description="msc: translate models between PyTorch, ONNX, TFLite and TVM Relax through one "
+        description="msc: translate models between PyTorch, ONNX, TFLite, JAX and TVM Relax "
+        "through one "
         "neutral graph, and look inside them.",
         epilog=_EPILOG,
         formatter_class=fmt,
@@ -489,8 +494,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     c = sub.add_parser(
         "convert",
-        help="convert a model to PyTorch source, ONNX, TFLite, TVM Relax or an msc graph, and "
-        "check it",
+        help="convert a model to PyTorch source, ONNX, TFLite, JAX, TVM Relax or an msc graph, "
+        "and check it",
         description="Convert SRC and write OUT; then re-import OUT, compare it with the "
         "converted graph as msc diff does, and run both on random inputs (unless --no-check). "
         "Nothing is written if anything fails: outputs that differ, or real changes (unless "
@@ -504,7 +509,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--to",
         choices=TARGETS,
         help="target (default: onnx for *.onnx, tflite for *.tflite, msc for *.msc, else a "
-        "torch directory; relax: a TVM Relax directory, needs apache-tvm)",
+        "torch directory; relax: a TVM Relax directory, needs apache-tvm; jax: a directory with "
+        "model.py + weights.safetensors, needs the jax extra)",
     )
     c.add_argument(
         "--opset",

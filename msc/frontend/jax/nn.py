@@ -101,7 +101,7 @@ def convolution(ctx: Ctx, sop: ShloOp, x, w):
         wc,
         None,
         stride=list(strides),
-        padding=pads if any(pads) else [],
+        padding=pads,
         dilation=list(dil),
         groups=sop.attr("feature_group_count", 1),
     )
@@ -152,7 +152,7 @@ def reduce_window(ctx: Ctx, sop: ShloOp, x, init):
             xc,
             kernel=kernel,
             stride=stride,
-            padding=pads if any(pads) else [],
+            padding=pads,
             dilation=[dil[i] for i in spatial],
         )
         y = ctx.op("maximum", y, init)
@@ -164,7 +164,7 @@ def reduce_window(ctx: Ctx, sop: ShloOp, x, init):
             xc,
             kernel=kernel,
             stride=stride,
-            padding=pads if any(pads) else [],
+            padding=pads,
             count_include_pad=True,
         )
         y = ctx.op("mul", y, ctx.const(float(np.prod(kernel)), y.dtype))
