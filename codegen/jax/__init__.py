@@ -21,11 +21,13 @@ from typing import Any
 import numpy as np
 
 from codegen.jax.core import JaxCodegen
+from codegen.jax.coverage import coverage_markdown
 from codegen.jax.registry import EMITTERS, EmitterRegistry, emitter
 from msc.ir.graph import Graph
 from msc.ops import import_families
 
 __all__ = [
+    "coverage_markdown",
     "generate",
     "to_function",
     "save",

@@ -20,6 +20,8 @@ COVERAGE_MODULES = (
     "codegen.relax",
     "msc.frontend.tflite",
     "codegen.tflite",
+    "msc.frontend.jax",
+    "codegen.jax",
 )
 
 

@@ -134,6 +134,7 @@ CASES = [
     Case("all", lambda a: jnp.all(a > 0, axis=1), [X]),
     Case("any", lambda a: jnp.any(a > 0, axis=1), [X]),
     Case("argmax", lambda a: jnp.argmax(a, axis=1), [X]),
+    Case("argmin", lambda a: jnp.argmin(a, axis=0), [X]),
     Case("cumsum", lambda a: jnp.cumsum(a, axis=1), [X]),
     # linear
     Case("matmul", jnp.matmul, [f32(3, 4), f32(4, 5)]),
@@ -188,9 +189,7 @@ CASES = [
 
 # Rows that do not convert yet, each with why (checked both ways: a listed row that starts
 # converting fails, so the list stays true).
-EXPECTED_MISSES: dict[str, str] = {
-    "argmax": "a reduce of two operands with a compare/select body (argmax) is not recognized yet",
-}
+EXPECTED_MISSES: dict[str, str] = {}
 
 
 def _reference(case: Case) -> list[np.ndarray]:

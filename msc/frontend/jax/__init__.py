@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from msc.frontend.jax.coverage import coverage_markdown
 from msc.frontend.jax.importer import Importer
 from msc.frontend.jax.reader import JAX_VERSION, parse_module
 from msc.frontend.jax.registry import CONVERTERS, REASONS, ConverterRegistry, converter
@@ -26,6 +27,7 @@ from msc.ir import Graph
 from msc.ops import import_families
 
 __all__ = [
+    "coverage_markdown",
     "from_stablehlo",
     "from_jax",
     "converter",

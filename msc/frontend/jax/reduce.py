@@ -20,10 +20,52 @@ BODIES = {
 }
 
 
+# The body JAX writes for argmax / argmin (value and index reduced together; ties and NaN
+# resolved toward the first index), op by op.
+_ARG_BODY = [
+    "stablehlo.compare",
+    "stablehlo.compare",
+    "stablehlo.or",
+    "stablehlo.compare",
+    "stablehlo.compare",
+    "stablehlo.and",
+    "stablehlo.or",
+    "stablehlo.select",
+    "stablehlo.select",
+    "stablehlo.return",
+]
+
+
+def _arg_reduce(ctx: Ctx, sop: ShloOp, x, idx) -> tuple:
+    """argmax / argmin: a two-operand reduce of (x, iota along the axis) with JAX's body."""
+    axes = sop.attr("dimensions")
+    src = sop.op.operands[1].owner
+    if len(axes) != 1 or getattr(src, "name", "") != "stablehlo.iota":
+        raise Unsupported("a reduce of two operands that is not argmax / argmin")
+    if ShloOp(src).attr("iota_dimension") != axes[0]:
+        raise Unsupported("a reduce of two operands that is not argmax / argmin")
+    block = sop.op.regions[0].blocks[0]
+    ops = [o.operation for o in block.operations]
+    if [o.name for o in ops] != _ARG_BODY:
+        raise Unsupported("a reduce of two operands with a body msc does not recognize")
+    a = list(block.arguments)
+    first = ops[0]
+    direction = str(first.attributes["comparison_direction"]).split()[-1].rstrip(">")
+    tie = str(ops[4].attributes["comparison_direction"]).split()[-1].rstrip(">")
+    if list(first.operands) != [a[0], a[2]] or tie != "LT" or direction not in ("GT", "LT"):
+        raise Unsupported("a reduce of two operands with a body msc does not recognize")
+    kind = "argmax" if direction == "GT" else "argmin"
+    value = ctx.op("reduce_max" if kind == "argmax" else "reduce_min", x, None, axes=axes)
+    index = ctx.op(kind, x, axis=axes[0], keepdims=False)
+    return value, ctx.cast(index, ctx.out_type(1).dtype)
+
+
 @converter("stablehlo.reduce")
 def reduce(ctx: Ctx, sop: ShloOp, *args):
+    if len(args) == 4:
+        return _arg_reduce(ctx, sop, args[0], args[1])
     if len(args) != 2:
-        raise Unsupported(f"a reduce of {len(args) // 2} operands together (argmax and kin)")
+        raise Unsupported(f"a reduce of {len(args) // 2} operands together")
     x, init = args
     kind = body_op(sop)
     if kind not in BODIES:
