@@ -21,6 +21,7 @@ import numpy as np
 
 from msc.frontend.jax.coverage import coverage_markdown
 from msc.frontend.jax.importer import Importer
+from msc.frontend.jax.passes import drop_broadcasts
 from msc.frontend.jax.reader import JAX_VERSION, parse_module
 from msc.frontend.jax.registry import CONVERTERS, REASONS, ConverterRegistry, converter
 from msc.ir import Graph
@@ -47,6 +48,7 @@ def from_stablehlo(
     name: str = "",
     weights: dict[int, tuple[str, np.ndarray]] | None = None,
     input_names: list[str] | None = None,
+    fuse: bool = True,
 ) -> Graph:
     """Translate a StableHLO module into an msc Graph.
 
@@ -60,6 +62,8 @@ def from_stablehlo(
         weights: arguments of ``main`` (by position) that are weights: position -> (name,
             array).
         input_names: names for ``main``'s arguments (default: their locations, else argN).
+        fuse: recover high-level ops JAX spells out (softmax, GELU, layer norm, linear)
+            with msc.ops.fusions, where the fused op computes the same function.
 
     Returns:
         The graph.
@@ -75,7 +79,13 @@ def from_stablehlo(
 
     with ctx:
         imp = Importer(mod, registry, custom_ops, name, weights, input_names)
-        return checked(imp.run())
+        graph = imp.run()
+    graph = drop_broadcasts(graph)
+    if fuse:
+        from msc.ops.fusions import fuse as fuse_patterns
+
+        graph = fuse_patterns(graph)
+    return checked(graph)
 
 
 def from_jax(
