@@ -317,3 +317,22 @@ def test_shape_assertion_dropped_and_all_unsupported_at_once():
         msc.from_stablehlo(text)
     assert "k1" in str(e.value) and "k2" in str(e.value)
     assert "shape_assertion" not in str(e.value)
+
+
+def test_symbolic_batch_kept():
+    """jax.export's symbolic dims become msc's symbols; the graph runs at other sizes."""
+    from jax import export
+
+    (b,) = export.symbolic_shape("b")
+    w = f32(3, 4)
+
+    def fn(x):
+        return jax.nn.softmax(jax.nn.relu(x @ w), -1)
+
+    exp = export.export(jax.jit(fn))(jax.ShapeDtypeStruct((b, 3), jnp.float32))
+    g = msc.from_stablehlo(exp.serialize())
+    assert str(g.inputs[0].type.shape[0]) == "b"
+    for n in (1, 5):
+        x = f32(n, 3)
+        for run in (run_torch, run_onnx):
+            assert not close(run(g, [x]), [np.asarray(fn(x))], 1e-5, 1e-5), run.__name__

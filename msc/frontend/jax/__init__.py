@@ -74,11 +74,11 @@ def from_stablehlo(
     """
     if custom_ops not in ("error", "keep"):
         raise ValueError(f"custom_ops must be 'error' or 'keep', got {custom_ops!r}")
-    mod, ctx = parse_module(module)
+    mod, ctx, dims = parse_module(module)
     from msc.text.check import checked
 
     with ctx:
-        imp = Importer(mod, registry, custom_ops, name, weights, input_names)
+        imp = Importer(mod, registry, custom_ops, name, weights, input_names, dims)
         graph = imp.run()
     graph = drop_broadcasts(graph)
     if fuse:

@@ -17,9 +17,8 @@ NOT_READ = {
     "stablehlo.sort": "sort with its comparator is not recognized yet",
     "stablehlo.select_and_scatter": "the gradient of max pooling; not an inference op",
     "stablehlo.reduce (2+ operands)": "only JAX's argmax / argmin body is recognized",
-    "stablehlo.dynamic_broadcast_in_dim": "symbolic shapes (jax.export's shape polymorphism) "
-    "are not mapped onto msc's symbolic dims yet",
-    "stablehlo.get_dimension_size": "symbolic shapes are not read yet",
+    "stablehlo.dynamic_reshape / real_dynamic_slice / dynamic_iota": "symbolic shapes beyond "
+    "plain symbols as input dims (b, not 2*b) are not read yet",
     "stablehlo.fft": "not mapped onto dft yet",
     "stablehlo.rng_bit_generator": "random bits are state, not a function of the inputs",
     "stablehlo.custom_call": "refused by its target name; kept opaque with custom_ops keep "

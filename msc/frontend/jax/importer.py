@@ -23,7 +23,7 @@ import numpy as np
 from msc.errors import BadModelError, Unsupported, UnsupportedOp, UnsupportedOpsError
 from msc.frontend.jax.reader import ShloOp, tensor_type
 from msc.frontend.jax.registry import CONVERTERS, REASONS, ConverterRegistry
-from msc.ir import Graph, Node, Provenance, TensorType, Value
+from msc.ir import Graph, Node, Provenance, SymDim, TensorType, Value
 from msc.ir.builder import Builder
 from msc.ir.graph import GraphError
 from msc.ops.custom import custom_op
@@ -67,6 +67,7 @@ class Importer:
         name: str = "",
         weights: dict[int, tuple[str, np.ndarray]] | None = None,
         input_names: list[str] | None = None,
+        input_dims: list | None = None,
     ) -> None:
         self.module = module
         self.registry = registry
@@ -81,6 +82,7 @@ class Importer:
         self.ctx = Ctx(self)
         self.weights = weights or {}
         self.input_names = input_names
+        self.input_dims = input_dims
         self.unsupported: list[UnsupportedOp] = []
         self._taken: set[str] = set()
         self._counter = 0
@@ -120,6 +122,7 @@ class Importer:
                 ty = tensor_type(arg.type)
             except Unsupported as e:
                 raise BadModelError(f"argument {i}: {e}") from None
+            ty = self._symbolic(i, ty)
             if i in self.weights:
                 wname, data = self.weights[i]
                 env[arg] = self.graph.add_weight(self._unique(wname), data, ty)
@@ -147,6 +150,22 @@ class Importer:
             final.append(v)
         self.graph.set_outputs(final)
         return self.graph
+
+    def _symbolic(self, i: int, ty: TensorType) -> TensorType:
+        """``ty`` with its unknown dims named after jax.export's symbols (``b``); a dim that
+        is an expression of symbols (``2*b``) stays unknown."""
+        if not self.input_dims or i >= len(self.input_dims) or ty.shape is None:
+            return ty
+        dims = self.input_dims[i]
+        if len(dims) != len(ty.shape):
+            return ty
+        shape: list[Any] = []
+        for d, have in zip(dims, ty.shape):
+            if have is None and isinstance(d, str) and d.isidentifier():
+                shape.append(SymDim(d))
+            else:
+                shape.append(have)
+        return TensorType(ty.dtype, shape)
 
     def _block(self, block: Any, env: dict[Any, Value | None]) -> list[Value | None]:
         for raw in block.operations:

@@ -32,11 +32,19 @@ def _mlir():
     return mlir, ir
 
 
-def parse_module(source: Any) -> tuple[Any, Any]:
-    """The module (and its context) of MLIR text or bytecode, serialized jax.export bytes, or
-    an ``Exported``."""
+def input_dims(exported: Any) -> list[list[int | str]]:
+    """The input shapes an ``Exported`` declares, a symbolic dim as its text (``b``)."""
+    return [[d if isinstance(d, int) else str(d) for d in a.shape] for a in exported.in_avals]
+
+
+def parse_module(source: Any) -> tuple[Any, Any, list | None]:
+    """The module (and its context, and the input shapes with symbolic dims when the source
+    is a jax.export artifact) of MLIR text or bytecode, serialized jax.export bytes, or an
+    ``Exported``."""
     mlir, ir = _mlir()
+    dims = None
     if hasattr(source, "mlir_module_serialized") and hasattr(source, "in_avals"):
+        dims = input_dims(source)
         source = source.mlir_module()
     elif isinstance(source, bytes | bytearray | memoryview):
         data = bytes(source)
@@ -44,7 +52,9 @@ def parse_module(source: Any) -> tuple[Any, Any]:
             try:
                 from jax import export
 
-                source = export.deserialize(bytearray(data)).mlir_module()
+                exported = export.deserialize(bytearray(data))
+                dims = input_dims(exported)
+                source = exported.mlir_module()
             except Exception as e:  # a corrupt flatbuffer raises anything
                 try:
                     source = data.decode("utf-8")
@@ -63,7 +73,7 @@ def parse_module(source: Any) -> tuple[Any, Any]:
     except Exception as e:
         msg = str(e).strip().splitlines()
         raise BadModelError(f"not a valid StableHLO module: {' '.join(msg)[:300]}") from None
-    return module, ctx
+    return module, ctx, dims
 
 
 _ELEM = {"i1": DType.BOOL, "bf16": DType.BFLOAT16}

@@ -18,7 +18,43 @@ def _static(shape, what: str) -> list[int]:
 
 @converter("stablehlo.reshape")
 def reshape(ctx: Ctx, sop: ShloOp, x):
-    return ctx.op("reshape", x, shape=_static(ctx.out_type().shape, "reshape"))
+    shape = ctx.out_type().shape
+    if shape is not None and sum(not isinstance(d, int) for d in shape) == 1:
+        shape = [d if isinstance(d, int) else -1 for d in shape]  # one run-time size
+    return ctx.op("reshape", x, shape=_static(shape, "reshape"))
+
+
+@converter("stablehlo.get_dimension_size")
+def get_dimension_size(ctx: Ctx, sop: ShloOp, x):
+    d = sop.attr("dimension")
+    size = ctx.op("shape", x, start=d, end=d + 1)
+    return ctx.cast(ctx.op("reshape", size, shape=[]), ctx.out_type().dtype)
+
+
+@converter("stablehlo.dynamic_broadcast_in_dim")
+def dynamic_broadcast_in_dim(ctx: Ctx, sop: ShloOp, x, shape):
+    """A broadcast to a run-time shape: size-1 dims put in, then an expand to the sizes the op
+    states (a run-time size that is the input's own stays symbolic, -1 in the expand)."""
+    dims = list(sop.attr("broadcast_dimensions"))
+    out = ctx.out_type().shape
+    rank = len(out)
+    if dims != sorted(dims):
+        raise Unsupported("a dynamic broadcast that permutes dims")
+    missing = [a for a in range(rank) if a not in dims]
+    if missing:
+        x = ctx.op("unsqueeze", x, axes=missing)
+    target: list[int] = []
+    for a in range(rank):
+        have = x.type.shape[a]
+        if isinstance(out[a], int):
+            target.append(out[a])
+        elif a in dims and not isinstance(have, int) and have is not None:
+            target.append(-1)
+        else:  # the size comes from the run-time shape operand
+            return ctx.op("expand", x, ctx.cast(shape, DType.INT64))
+    if list(x.type.shape) == target:
+        return ctx.op("identity", x)
+    return ctx.op("expand", x, shape=target)
 
 
 @converter("stablehlo.transpose")
