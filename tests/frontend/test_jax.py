@@ -332,6 +332,7 @@ def test_symbolic_batch_kept():
     exp = export.export(jax.jit(fn))(jax.ShapeDtypeStruct((b, 3), jnp.float32))
     g = msc.from_stablehlo(exp.serialize())
     assert str(g.inputs[0].type.shape[0]) == "b"
+    assert g.inputs[0].name == "x"
     for n in (1, 5):
         x = f32(n, 3)
         for run in (run_torch, run_onnx):

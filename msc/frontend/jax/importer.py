@@ -117,6 +117,14 @@ class Importer:
         main = self.funcs["main"]
         block = main.regions[0].blocks[0]
         env: dict[Any, Value | None] = {}
+        located = _arg_names(block)
+        # with symbolic shapes, jax.export wraps the function: its names are on the wrapper's
+        # arguments (after the dimension variables)
+        wrapped = self.funcs.get("_wrapped_jax_export_main")
+        if wrapped is not None and not any(located):
+            inner = _arg_names(wrapped.regions[0].blocks[0])
+            if len(inner) >= len(located):
+                located = inner[len(inner) - len(located) :]
         for i, arg in enumerate(block.arguments):
             try:
                 ty = tensor_type(arg.type)
@@ -131,8 +139,7 @@ class Importer:
             if self.input_names and i < len(self.input_names):
                 name = self.input_names[i]
             if not name:
-                m = re.fullmatch(r'loc\("([^"]+)"\)', str(arg.location))
-                name = m.group(1) if m else f"arg{i}"
+                name = located[i] or f"arg{i}"
             env[arg] = self.graph.add_input(self._unique(name), ty)
         outs = self._block(block, env)
         if self.unsupported:
@@ -268,6 +275,15 @@ class Importer:
         self._depth -= 1
         for r, v in zip(op.op.results, outs):
             env[r] = v
+
+
+def _arg_names(block: Any) -> list[str]:
+    """The names jax.export puts in the arguments' locations (``loc("x")``), "" where none."""
+    out = []
+    for arg in block.arguments:
+        m = re.fullmatch(r'loc\("([^"]+)"\)', str(arg.location))
+        out.append(m.group(1) if m else "")
+    return out
 
 
 def _where(op: ShloOp) -> str:
