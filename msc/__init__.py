@@ -6,6 +6,7 @@ codegens (the ``codegen`` package) regenerate the model for a target. The public
     g = msc.from_torch(module, example_args)      g = msc.from_onnx(path_or_model)
     g = msc.from_relax(ir_module, function="main")   g = msc.from_tflite(path_or_bytes)
     g = msc.from_keras(model_or_path)             (a Keras 3 model or a .keras file)
+    g = msc.from_jax(fn, *example_args, params=None)  g = msc.from_stablehlo(text_bytes_or_exported)
     text = msc.to_text(g);  g2 = msc.from_text(text)
     msc.save(g, directory);  g = msc.load(directory)
     msc.structural_equal(a, b);  msc.assert_structural_equal(a, b);  msc.structural_hash(g)
@@ -62,9 +63,11 @@ __all__ = [
     "diff",
     "from_exported_program",
     "from_fx",
+    "from_jax",
     "from_keras",
     "from_onnx",
     "from_relax",
+    "from_stablehlo",
     "from_tflite",
     "from_text",
     "from_torch",
@@ -130,6 +133,21 @@ def from_tflite(model: Any, **kwargs: Any) -> Graph:
     from msc.frontend.tflite import from_tflite as impl
 
     return impl(model, **kwargs)
+
+
+def from_stablehlo(module: Any, **kwargs: Any) -> Graph:
+    """Translate a StableHLO module (MLIR text or bytecode, serialized jax.export bytes, or a
+    jax.export.Exported; see msc.frontend.jax)."""
+    from msc.frontend.jax import from_stablehlo as impl
+
+    return impl(module, **kwargs)
+
+
+def from_jax(fn: Any, *example_args: Any, **kwargs: Any) -> Graph:
+    """Export a JAX function with jax.export and translate it (see msc.frontend.jax)."""
+    from msc.frontend.jax import from_jax as impl
+
+    return impl(fn, *example_args, **kwargs)
 
 
 def from_relax(module: Any, function: str = "main") -> Graph:

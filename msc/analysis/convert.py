@@ -8,7 +8,9 @@ Targets: ``torch`` (a directory with ``model.py`` + ``model.safetensors``, by
 ``tflite`` (a ``.tflite`` file by ``codegen.tflite``, run in LiteRT's interpreter), ``keras``
 (only with ``to``: a directory with Keras 3 ``model.py`` + ``model.weights.npz``, by
 ``codegen.keras.save``; re-imported through Keras on the torch backend and run against the
-source; its layers hold weights in Keras' layout, so the graphs are compared numerically).
+source; its layers hold weights in Keras' layout, so the graphs are compared numerically),
+``jax`` (only with ``to``: a directory with ``model.py`` + ``weights.safetensors`` by
+``codegen.jax``; checked by re-exporting it with jax.export and running that against the source).
 Without ``to`` the target follows OUT: ``*.onnx`` is onnx, ``*.tflite`` is tflite, ``*.msc`` or
 an existing saved graph is msc, anything else is a torch directory.
 
@@ -52,7 +54,7 @@ from msc.ir.types import TensorType, map_tensor, tensor_of
 
 __all__ = ["convert", "ConvertReport", "TARGETS", "target_for"]
 
-TARGETS = ("torch", "onnx", "msc", "relax", "tflite", "keras")
+TARGETS = ("torch", "onnx", "msc", "relax", "tflite", "keras", "jax")
 # Targets written as one file (the others are directories).
 FILE_TARGETS = {"onnx": ".onnx", "tflite": ".tflite"}
 
@@ -212,6 +214,11 @@ def _write(g: Graph, target: str, dest: Path, opset: int | None, report: Convert
             from codegen.keras import save
         except ImportError as e:
             raise MscError(f"the keras target needs keras (the keras extra): {e}") from None
+    elif target == "jax":
+        try:
+            from codegen.jax import save
+        except ImportError as e:
+            raise MscError(f"the jax target needs codegen.jax: {e}") from None
         save(g, dest)
     elif target == "tflite":
         try:
@@ -345,6 +352,8 @@ def convert(
                     again = generated_module(staged, as_generated(g))
             elif target == "relax":
                 again = _reread_relax(staged, g, report)
+            elif target == "jax":
+                again = _reread_jax(staged, g)
             else:
                 again = load_model(staged, custom_ops=custom_ops)
             report.checked = True
@@ -352,6 +361,10 @@ def convert(
                 report.structural, report.changes = _structural_relax(g, again)
                 equal = report.structural is None
                 report.verdict, report.equivalent = ("equal" if equal else "differs"), equal
+            elif target == "jax":  # JAX re-lowers every op: the outputs are what is compared
+                report.structural = "not compared"
+                report.verdict = "not compared structurally (jax.export re-lowers every op)"
+                report.equivalent = True
             elif target == "torch" and report.uncaptured:
                 report.verdict, report.equivalent = "not re-imported", True
             elif target == "keras":  # Keras layers: their own weight layout, checked by running
@@ -389,6 +402,36 @@ def convert(
             _name_user_paths(report, tmp, out_p)
             shutil.rmtree(tmp, ignore_errors=True)
     return report
+
+
+def _reread_jax(staged: Path, g: Graph) -> Model:
+    """The written JAX directory (code msc just generated) re-exported with jax.export at the
+    graph's input shapes and read back; it runs as the exported artifact."""
+    import msc
+    from codegen.jax import MODEL_FILE, WEIGHTS_FILE
+
+    try:
+        import jax
+        from jax import export
+    except ImportError as e:
+        raise MscError(f"checking the jax target needs JAX (the jax extra): {e}") from None
+    src = (staged / MODEL_FILE).read_text(encoding="utf-8")
+    ns: dict[str, Any] = {"__name__": "msc_generated_jax_check"}
+    exec(compile(src, str(staged / MODEL_FILE), "exec"), ns)
+    params = ns["load_params"](str(staged / WEIGHTS_FILE))
+    specs = []
+    for v in g.inputs:
+        t = v.type
+        if not isinstance(t, TensorType) or t.shape is None:
+            raise MscError(f"input {v.name!r}: the jax check needs a tensor of known shape")
+        if not all(isinstance(d, int) for d in t.shape):
+            raise MscError(f"input {v.name!r}: the jax check needs static shapes (--no-check)")
+        specs.append(jax.ShapeDtypeStruct(tuple(t.shape), t.dtype.to_numpy()))
+    fn = ns["forward"]
+    exp = export.export(jax.jit(lambda *a: fn(params, *a)))(*specs)
+    data = bytes(exp.serialize())
+    graph = msc.from_stablehlo(data, name=g.name)
+    return Model(graph, "jax", str(staged / MODEL_FILE), data)
 
 
 def _reread_relax(staged: Path, g: Graph, report: ConvertReport) -> Model:

@@ -50,7 +50,7 @@ from msc.analysis.shapes import (
     specialize,
     symbols,
 )
-from msc.errors import MscError, UnsupportedOpsError
+from msc.errors import BadModelError, MscError, UnsupportedOpsError
 from msc.ir.dtype import DType
 from msc.ir.graph import Graph
 from msc.ir.types import TensorType
@@ -67,6 +67,7 @@ class Model:
 
     graph: Graph
     # "onnx" | "pt2" | "msc" | "torch-module" | "torch-source" | "relax" | "tflite" | "keras"
+    # | "jax" (a .jaxexport runs in JAX; a .mlir through the graph)
     kind: str
     path: str
     native: Any = None  # onnx path, ExportedProgram, nn.Module, Relax IRModule, or None
@@ -118,6 +119,8 @@ class Model:
             outs = _run_relax(self, args)
         elif self.kind == "keras" and self.native is not None:
             outs = _run_keras(self.native, args)
+        elif self.kind == "jax" and self.native is not None:
+            outs = _run_jax(self.native, args)
         if outs is not None and not extra:
             return outs, {}
         g_outs, vals = run_graph(self.graph, args, extra)
@@ -327,6 +330,19 @@ def _litert(path: str, preserve: bool) -> Any:
         ) from None
     with _stderr_muted():
         return Interpreter(model_path=path, experimental_preserve_all_tensors=preserve)
+
+
+def _run_jax(data: bytes, args: list[Any]) -> list[np.ndarray]:
+    """Run a serialized jax.export artifact in JAX (CPU)."""
+    try:
+        from jax import export
+    except ImportError:
+        raise MscError(
+            "running a .jaxexport model needs JAX (pip install 'msc-graph-hub[jax]')"
+        ) from None
+    exp = export.deserialize(bytearray(data))
+    out = exp.call(*[np.asarray(a) for a in args])
+    return [np.asarray(o) for o in flatten(out)]
 
 
 def _run_tflite(m: Model, args: list[Any], extra: Sequence[str]):
@@ -664,6 +680,14 @@ def load_model(
             say("loading the Keras model (safe mode)")
             km = load_keras(text)
             return Model(msc.from_keras(km, name=path.stem), "keras", text, km)
+        if suffix in (".jaxexport", ".mlir"):
+            say("reading the StableHLO module")
+            data = path.read_bytes()
+            try:
+                g = msc.from_stablehlo(data, custom_ops=custom_ops, name=path.stem)
+            except BadModelError as e:
+                raise MscError(f"{text}: {e}") from None
+            return Model(g, "jax", text, data if suffix == ".jaxexport" else None)
         if suffix in (".pt2", ".ep"):
             say("loading the ExportedProgram")
             # torch logs its own traceback for a corrupt archive before raising; the error
@@ -687,9 +711,9 @@ def load_model(
             raise MscError(f"{text}: cannot read it: {type(e).__name__}: {_first(e)}") from None
         raise
     raise MscError(
-        f"{text}: unknown model format (expected .onnx, .pt2, .tflite, .keras, .msc, a "
-        "TVMScript .py, a saved msc graph directory, a codegen.torch, codegen.relax or "
-        "codegen.keras directory, or module.py:ClassName)"
+        f"{text}: unknown model format (expected .onnx, .pt2, .tflite, .keras, .jaxexport, "
+        ".mlir, .msc, a TVMScript .py, a saved msc graph directory, a codegen.torch, "
+        "codegen.relax or codegen.keras directory, or module.py:ClassName)"
     )
 
 

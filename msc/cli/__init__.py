@@ -30,24 +30,27 @@ __all__ = ["main", "build_parser"]
 
 EXIT_OK, EXIT_MISMATCH, EXIT_USAGE = 0, 1, 2
 # msc.analysis.convert.TARGETS, without its import
-TARGETS = ("torch", "onnx", "msc", "relax", "tflite", "keras")
+TARGETS = ("torch", "onnx", "msc", "relax", "tflite", "keras", "jax")
 
 _EPILOG = """\
 model formats: .onnx, .pt2 (torch.export.save), .tflite (TFLite / LiteRT; run in LiteRT's
 interpreter, the tflite extra), .keras (Keras 3, loaded by Keras in safe mode on the torch
-backend, the keras extra), a saved msc graph directory (msc.save),
+backend, the keras extra), .jaxexport (jax.export's Exported.serialize(); run in JAX) and
+.mlir (StableHLO text or bytecode; both need the jax extra), a saved msc graph directory
+(msc.save),
 a codegen.torch directory (model.py + model.safetensors), a codegen.relax directory
 (module.py + model.safetensors) or TVMScript file (needs apache-tvm), .msc text, or
 module.py:ClassName (a file defining an nn.Module built with no arguments; give --input-shape
 for its inputs).
 
-security: .onnx, .pt2, .tflite, .msc, saved graphs, safetensors, TVMScript files and
+security: .onnx, .pt2, .tflite, .jaxexport, .mlir, .msc, saved graphs, safetensors, TVMScript
+files and
 codegen.relax directories are only read; nothing in them runs (a .pt2 member that needs
 unpickling, or TVMScript beyond what TVM's printer writes, is refused unless --trust-code; a
-.tflite custom op is kept opaque with --custom-ops keep, never run). A .keras file's config is
-checked first and Keras loads it with safe_mode: Lambda layers and custom objects are refused.
-module.py:ClassName and codegen.torch / codegen.keras directories ARE Python code: msc imports
-and runs them.
+.tflite custom op or StableHLO custom_call is kept opaque with --custom-ops keep, never
+run). A .keras file's config is checked first and Keras loads it with safe_mode: Lambda
+layers and custom objects are refused. module.py:ClassName and codegen.torch /
+codegen.keras directories ARE Python code: msc imports and runs them.
 
 exit codes: 0 ok, 1 a check/verify/diff found a difference, 2 user error.
 """
@@ -482,7 +485,8 @@ def build_parser() -> argparse.ArgumentParser:
     fmt = argparse.RawDescriptionHelpFormatter
     p = _Parser(
         prog="msc",
-        description="msc: translate models between PyTorch, ONNX, TFLite and TVM Relax through one "
+        description="msc: translate models between PyTorch, ONNX, TFLite, JAX and TVM Relax "
+        "through one "
         "neutral graph, and look inside them.",
         epilog=_EPILOG,
         formatter_class=fmt,
@@ -492,8 +496,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     c = sub.add_parser(
         "convert",
-        help="convert a model to PyTorch source, ONNX, TFLite, TVM Relax or an msc graph, and "
-        "check it",
+        help="convert a model to PyTorch source, ONNX, TFLite, JAX, TVM Relax or an msc graph, "
+        "and check it",
         description="Convert SRC and write OUT; then re-import OUT, compare it with the "
         "converted graph as msc diff does, and run both on random inputs (unless --no-check). "
         "Nothing is written if anything fails: outputs that differ, or real changes (unless "
@@ -508,7 +512,8 @@ def build_parser() -> argparse.ArgumentParser:
         choices=TARGETS,
         help="target (default: onnx for *.onnx, tflite for *.tflite, msc for *.msc, else a "
         "torch directory; relax: a TVM Relax directory, needs apache-tvm; keras: a Keras 3 "
-        "directory, needs keras)",
+        "directory, needs keras; jax: a directory with model.py + weights.safetensors, "
+        "needs the jax extra)",
     )
     c.add_argument(
         "--opset",

@@ -22,6 +22,8 @@ COVERAGE_MODULES = (
     "codegen.tflite",
     "msc.frontend.keras",
     "codegen.keras",
+    "msc.frontend.jax",
+    "codegen.jax",
 )
 
 

@@ -1,0 +1,172 @@
+"""JAX emitters of elementwise ops: unary math, activations, binary arithmetic, compare,
+where, cast, clamp, constants."""
+
+from __future__ import annotations
+
+from codegen.jax.core import JaxCodegen, _scalar, dtype_expr, literal
+from codegen.jax.registry import emitter
+from msc.ir import DType
+
+UNARY = {
+    "abs": "jnp.abs",
+    "acos": "jnp.arccos",
+    "acosh": "jnp.arccosh",
+    "asin": "jnp.arcsin",
+    "asinh": "jnp.arcsinh",
+    "atan": "jnp.arctan",
+    "atanh": "jnp.arctanh",
+    "ceil": "jnp.ceil",
+    "cos": "jnp.cos",
+    "cosh": "jnp.cosh",
+    "erf": "jax.scipy.special.erf",
+    "erfinv": "jax.scipy.special.erfinv",
+    "exp": "jnp.exp",
+    "exp2": "jnp.exp2",
+    "expm1": "jnp.expm1",
+    "floor": "jnp.floor",
+    "isfinite": "jnp.isfinite",
+    "isinf": "jnp.isinf",
+    "isnan": "jnp.isnan",
+    "log": "jnp.log",
+    "log10": "jnp.log10",
+    "log1p": "jnp.log1p",
+    "log2": "jnp.log2",
+    "log_sigmoid": "jax.nn.log_sigmoid",
+    "logical_not": "jnp.logical_not",
+    "bitwise_not": "jnp.invert",
+    "neg": "jnp.negative",
+    "reciprocal": "jnp.reciprocal",
+    "relu": "jax.nn.relu",
+    "round": "jnp.round",
+    "rsqrt": "lax.rsqrt",
+    "selu": "jax.nn.selu",
+    "sigmoid": "jax.nn.sigmoid",
+    "sign": "jnp.sign",
+    "silu": "jax.nn.silu",
+    "sin": "jnp.sin",
+    "sinh": "jnp.sinh",
+    "softsign": "jax.nn.soft_sign",
+    "sqrt": "jnp.sqrt",
+    "tan": "jnp.tan",
+    "tanh": "jnp.tanh",
+    "trunc": "jnp.trunc",
+    "identity": "",
+    "lgamma": "jax.scipy.special.gammaln",
+    "digamma": "jax.scipy.special.digamma",
+    "mish": "jax.nn.mish",
+    "hardswish": "jax.nn.hard_swish",
+}
+BINARY = {
+    "add": "{} + {}",
+    "sub": "{} - {}",
+    "mul": "{} * {}",
+    "pow": "jnp.power({}, {})",
+    "maximum": "jnp.maximum({}, {})",
+    "minimum": "jnp.minimum({}, {})",
+    "floor_divide": "jnp.floor_divide({}, {})",
+    "remainder": "jnp.remainder({}, {})",
+    "fmod": "jnp.fmod({}, {})",
+    "atan2": "jnp.arctan2({}, {})",
+    "logical_and": "jnp.logical_and({}, {})",
+    "logical_or": "jnp.logical_or({}, {})",
+    "logical_xor": "jnp.logical_xor({}, {})",
+    "bitwise_and": "jnp.bitwise_and({}, {})",
+    "bitwise_or": "jnp.bitwise_or({}, {})",
+    "bitwise_xor": "jnp.bitwise_xor({}, {})",
+    "bitshift_left": "jnp.left_shift({}, {})",
+    "eq": "{} == {}",
+    "ne": "{} != {}",
+    "lt": "{} < {}",
+    "le": "{} <= {}",
+    "gt": "{} > {}",
+    "ge": "{} >= {}",
+}
+
+
+def _unary(fn: str):
+    def emit(e: JaxCodegen, node, x):
+        return x if not fn else f"{fn}({x})"
+
+    return emit
+
+
+for _op, _fn in UNARY.items():
+    emitter(_op)(_unary(_fn))
+
+
+def _binary(fmt: str):
+    def emit(e: JaxCodegen, node, a, b):
+        return fmt.format(a, b)
+
+    return emit
+
+
+for _op, _fmt in BINARY.items():
+    emitter(_op)(_binary(_fmt))
+
+
+@emitter("div")
+def div(e: JaxCodegen, node, a, b):
+    if node.outputs[0].dtype.is_floating:
+        return f"{a} / {b}"
+    return f"lax.div({a}, {b})"  # truncating, as C and ONNX
+
+
+@emitter("where")
+def where(e: JaxCodegen, node, c, x, y):
+    return f"jnp.where({c}, {x}, {y})"
+
+
+@emitter("cast")
+def cast(e: JaxCodegen, node, x):
+    return f"{x}.astype({dtype_expr(node.attrs['to'])})"
+
+
+@emitter("clamp")
+def clamp(e: JaxCodegen, node, x, lo=None, hi=None):
+    return f"jnp.clip({x}, {lo}, {hi})"
+
+
+@emitter("hardtanh")
+def hardtanh(e: JaxCodegen, node, x):
+    return f"jnp.clip({x}, {_scalar(node.attrs['min'])}, {_scalar(node.attrs['max'])})"
+
+
+@emitter("leaky_relu")
+def leaky_relu(e: JaxCodegen, node, x):
+    return f"jax.nn.leaky_relu({x}, {_scalar(node.attrs['negative_slope'])})"
+
+
+@emitter("elu")
+def elu(e: JaxCodegen, node, x):
+    return f"jax.nn.elu({x}, {_scalar(node.attrs['alpha'])})"
+
+
+@emitter("gelu")
+def gelu(e: JaxCodegen, node, x):
+    approx = node.attrs.get("approximate", "none") == "tanh"
+    return f"jax.nn.gelu({x}, approximate={approx!r})"
+
+
+@emitter("softplus")
+def softplus(e: JaxCodegen, node, x):
+    beta, th = float(node.attrs["beta"]), float(node.attrs["threshold"])
+    bx = x if beta == 1.0 else f"({x} * {_scalar(beta)})"
+    soft = f"jax.nn.softplus({bx})" if beta == 1.0 else f"jax.nn.softplus({bx}) / {_scalar(beta)}"
+    return f"jnp.where({bx} > {_scalar(th)}, {x}, {soft})"
+
+
+@emitter("hardsigmoid")
+def hardsigmoid(e: JaxCodegen, node, x):
+    a, b = _scalar(node.attrs["alpha"]), _scalar(node.attrs["beta"])
+    return f"jnp.clip({x} * {a} + {b}, 0.0, 1.0)"
+
+
+@emitter("constant")
+def constant(e: JaxCodegen, node):
+    value = node.attrs["value"]
+    arr = value.numpy() if hasattr(value, "numpy") else value
+    if arr.ndim == 0 and arr.dtype != bool:
+        dt = DType.from_numpy(arr.dtype)
+        return f"jnp.asarray({_scalar(arr.item())}, dtype={dtype_expr(dt)})"
+    return literal(arr)

@@ -1,0 +1,94 @@
+"""JAX emitters of reductions: reduce_*, argmax/argmin, cumsum/cumprod, var."""
+
+from __future__ import annotations
+
+from codegen.jax.core import JaxCodegen, need
+from codegen.jax.registry import emitter
+
+REDUCE = {
+    "reduce_sum": "jnp.sum",
+    "reduce_mean": "jnp.mean",
+    "reduce_max": "jnp.max",
+    "reduce_min": "jnp.min",
+    "reduce_prod": "jnp.prod",
+    "reduce_all": "jnp.all",
+    "reduce_any": "jnp.any",
+}
+
+
+def _axes(node) -> str:
+    ax = node.attrs.get("axes")
+    if ax is None:
+        return "None"
+    if not ax:
+        return "None" if not node.attrs.get("noop_with_empty_axes") else "()"
+    return repr(tuple(ax))
+
+
+def _reduce(fn: str):
+    def emit(e: JaxCodegen, node, x, axes=None):
+        if axes is not None:
+            need(node, "axes")
+        if node.attrs.get("noop_with_empty_axes") and node.attrs.get("axes") == []:
+            return x
+        return f"{fn}({x}, axis={_axes(node)}, keepdims={bool(node.attrs['keepdims'])!r})"
+
+    return emit
+
+
+for _op, _fn in REDUCE.items():
+    emitter(_op)(_reduce(_fn))
+
+
+@emitter("reduce_sum_square")
+def reduce_sum_square(e: JaxCodegen, node, x, axes=None):
+    need(node, "axes")
+    return f"jnp.sum({x} * {x}, axis={_axes(node)}, keepdims={bool(node.attrs['keepdims'])!r})"
+
+
+@emitter("reduce_log_sum_exp")
+def reduce_log_sum_exp(e: JaxCodegen, node, x, axes=None):
+    need(node, "axes")
+    keep = bool(node.attrs["keepdims"])
+    return f"jax.nn.logsumexp({x}, axis={_axes(node)}, keepdims={keep!r})"
+
+
+@emitter("var")
+def var(e: JaxCodegen, node, x):
+    ax = node.attrs.get("axes")
+    axis = "None" if ax is None else repr(tuple(ax))
+    keep = bool(node.attrs["keepdims"])
+    return f"jnp.var({x}, axis={axis}, ddof={node.attrs['correction']!r}, keepdims={keep!r})"
+
+
+def _arg(fn: str):
+    def emit(e: JaxCodegen, node, x):
+        if node.attrs.get("select_last_index"):
+            from msc.errors import Unsupported
+
+            raise Unsupported("select_last_index")
+        ax = node.attrs.get("axis")
+        keep = bool(node.attrs["keepdims"])
+        return f"{fn}({x}, axis={ax!r}, keepdims={keep!r}).astype(jnp.int64)"
+
+    return emit
+
+
+emitter("argmax")(_arg("jnp.argmax"))
+emitter("argmin")(_arg("jnp.argmin"))
+
+
+def _cum(fn: str):
+    def emit(e: JaxCodegen, node, x, axis=None):
+        need(node, "axis")
+        if node.attrs.get("exclusive") or node.attrs.get("reverse"):
+            from msc.errors import Unsupported
+
+            raise Unsupported("an exclusive or reversed running sum")
+        return f"{fn}({x}, axis={node.attrs['axis']})"
+
+    return emit
+
+
+emitter("cumsum")(_cum("jnp.cumsum"))
+emitter("cumprod")(_cum("jnp.cumprod"))

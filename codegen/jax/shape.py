@@ -1,0 +1,152 @@
+"""JAX emitters of shape ops: reshape, transpose, expand, slice, concat, pad, split, squeeze,
+flatten, gather, arange, tile, flip."""
+
+from __future__ import annotations
+
+from codegen.jax.core import JaxCodegen, _scalar, dtype_expr, need
+from codegen.jax.registry import emitter
+
+
+def _shape(node) -> list:
+    out = node.outputs[0].type.shape
+    return [d if isinstance(d, int) else -1 for d in out]
+
+
+@emitter("reshape")
+def reshape(e: JaxCodegen, node, x, shape=None):
+    need(node, "shape")
+    return f"jnp.reshape({x}, {tuple(_shape(node))!r})"
+
+
+@emitter("flatten")
+def flatten(e: JaxCodegen, node, x):
+    return f"jnp.reshape({x}, {tuple(_shape(node))!r})"
+
+
+@emitter("transpose")
+def transpose(e: JaxCodegen, node, x):
+    return f"jnp.transpose({x}, {tuple(node.attrs['perm'])!r})"
+
+
+@emitter("expand")
+def expand(e: JaxCodegen, node, x, shape=None):
+    need(node, "shape")
+    return f"jnp.broadcast_to({x}, {tuple(_shape(node))!r})"
+
+
+@emitter("squeeze")
+def squeeze(e: JaxCodegen, node, x, axes=None):
+    if axes is not None:
+        need(node, "axes")
+    ax = node.attrs.get("axes")
+    return f"jnp.squeeze({x})" if ax is None else f"jnp.squeeze({x}, {tuple(ax)!r})"
+
+
+@emitter("unsqueeze")
+def unsqueeze(e: JaxCodegen, node, x, axes=None):
+    need(node, "axes")
+    return f"jnp.expand_dims({x}, {tuple(node.attrs['axes'])!r})"
+
+
+@emitter("slice")
+def slice_(e: JaxCodegen, node, x, *rest):
+    for k in ("starts", "ends"):
+        need(node, k)
+    starts, ends = node.attrs["starts"], node.attrs["ends"]
+    rank = node.inputs[0].type.rank
+    axes = node.attrs.get("axes") or list(range(len(starts)))
+    steps = node.attrs.get("steps") or [1] * len(starts)
+    parts = [":"] * rank
+    big = 2**62
+    for a, s, t, st in zip(axes, starts, ends, steps):
+        a = a % rank
+        s_ = "" if (s == 0 and st > 0) else str(s)
+        t_ = "" if abs(t) >= big else str(t)
+        parts[a] = f"{s_}:{t_}" + ("" if st == 1 else f":{st}")
+    while parts and parts[-1] == ":":
+        parts.pop()
+    return f"{x}[{', '.join(parts) or '...'}]" if parts else x
+
+
+@emitter("concat")
+def concat(e: JaxCodegen, node, *xs):
+    return f"jnp.concatenate([{', '.join(xs)}], axis={node.attrs['axis']})"
+
+
+@emitter("pad")
+def pad(e: JaxCodegen, node, x, pads=None, value=None):
+    need(node, "pads")
+    p = node.attrs["pads"]
+    n = len(p) // 2
+    widths = tuple((p[i], p[n + i]) for i in range(n))
+    if any(v < 0 for v in p):
+        # a crop: lax.pad takes negative edges
+        cfg = tuple((lo, hi, 0) for lo, hi in widths)
+        fill = value if value is not None else _scalar(node.attrs.get("value", 0.0))
+        return f"lax.pad({x}, jnp.asarray({fill}, {x}.dtype), {cfg!r})"
+    mode = node.attrs.get("mode", "constant")
+    if mode == "constant":
+        fill = value if value is not None else _scalar(node.attrs.get("value", 0.0))
+        return f"jnp.pad({x}, {widths!r}, constant_values={fill})"
+    jmode = {"reflect": "reflect", "edge": "edge", "wrap": "wrap"}[mode]
+    return f"jnp.pad({x}, {widths!r}, mode={jmode!r})"
+
+
+@emitter("split")
+def split(e: JaxCodegen, node, x, sizes=None):
+    axis = node.attrs["axis"]
+    dims = [o.type.shape[axis] for o in node.outputs]
+    if not all(isinstance(d, int) for d in dims):
+        from msc.errors import Unsupported
+
+        raise Unsupported("a split into pieces of symbolic size")
+    cuts, acc = [], 0
+    for d in dims[:-1]:
+        acc += d
+        cuts.append(acc)
+    return f"jnp.split({x}, {cuts!r}, axis={axis})"
+
+
+@emitter("flip")
+def flip(e: JaxCodegen, node, x):
+    return f"jnp.flip({x}, {tuple(node.attrs['axes'])!r})"
+
+
+@emitter("tile")
+def tile(e: JaxCodegen, node, x, repeats=None):
+    need(node, "repeats")
+    return f"jnp.tile({x}, {tuple(node.attrs['repeats'])!r})"
+
+
+@emitter("gather")
+def gather(e: JaxCodegen, node, x, indices):
+    return f"jnp.take({x}, {indices}, axis={node.attrs['axis']})"
+
+
+@emitter("embedding")
+def embedding(e: JaxCodegen, node, weight, indices):
+    return f"jnp.take({weight}, {indices}, axis=0)"
+
+
+@emitter("arange")
+def arange(e: JaxCodegen, node):
+    a = node.attrs
+    dt = dtype_expr(a["dtype"])
+    start, end, step = a["start"], a["end"], a["step"]
+    if a["dtype"].is_floating:
+        return f"jnp.arange({_scalar(start)}, {_scalar(end)}, {_scalar(step)}, dtype={dt})"
+    return f"jnp.arange({int(start)}, {int(end)}, {int(step)}, dtype={dt})"
+
+
+@emitter("trilu")
+def trilu(e: JaxCodegen, node, x, k=None):
+    if k is not None:
+        need(node, "k")
+    fn = "jnp.triu" if node.attrs["upper"] else "jnp.tril"
+    return f"{fn}({x}, {int(node.attrs.get('k') or 0)})"
+
+
+@emitter("shape")
+def shape(e: JaxCodegen, node, x):
+    s, t = node.attrs.get("start", 0), node.attrs.get("end")
+    return f"jnp.asarray({x}.shape[{s}:{'' if t is None else t}], dtype=jnp.int64)"

@@ -1,0 +1,162 @@
+"""StableHLO / CHLO elementwise ops: unary math, binary arithmetic, compare, select, convert,
+clamp, constants."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from msc.errors import Unsupported
+from msc.frontend.jax.importer import CONST_LIMIT, Ctx
+from msc.frontend.jax.reader import ShloOp
+from msc.frontend.jax.registry import converter
+from msc.ir import DType
+
+UNARY = {
+    "abs": "abs",
+    "ceil": "ceil",
+    "cosine": "cos",
+    "exponential": "exp",
+    "exponential_minus_one": "expm1",
+    "floor": "floor",
+    "is_finite": "isfinite",
+    "log": "log",
+    "log_plus_one": "log1p",
+    "logistic": "sigmoid",
+    "negate": "neg",
+    "round_nearest_even": "round",
+    "rsqrt": "rsqrt",
+    "sign": "sign",
+    "sine": "sin",
+    "sqrt": "sqrt",
+    "tan": "tan",
+    "tanh": "tanh",
+}
+CHLO_UNARY = {
+    "erf": "erf",
+    "erf_inv": "erfinv",
+    "asin": "asin",
+    "acos": "acos",
+    "atan": "atan",
+    "sinh": "sinh",
+    "cosh": "cosh",
+    "asinh": "asinh",
+    "acosh": "acosh",
+    "atanh": "atanh",
+    "lgamma": "lgamma",
+    "digamma": "digamma",
+    "tan": "tan",
+    "square": None,
+}
+BINARY = {
+    "add": "add",
+    "subtract": "sub",
+    "multiply": "mul",
+    "divide": "div",
+    "maximum": "maximum",
+    "minimum": "minimum",
+    "power": "pow",
+    "remainder": "fmod",
+    "atan2": "atan2",
+    "shift_left": "bitshift_left",
+}
+LOGICAL = {
+    "and": ("logical_and", "bitwise_and"),
+    "or": ("logical_or", "bitwise_or"),
+    "xor": ("logical_xor", "bitwise_xor"),
+}
+COMPARE = {"EQ": "eq", "NE": "ne", "LT": "lt", "LE": "le", "GT": "gt", "GE": "ge"}
+
+
+def _unary(op: str):
+    def convert(ctx: Ctx, sop: ShloOp, x):
+        return ctx.op(op, x)
+
+    return convert
+
+
+for _name, _op in UNARY.items():
+    converter(f"stablehlo.{_name}")(_unary(_op))
+for _name, _op in CHLO_UNARY.items():
+    if _op is not None:
+        converter(f"chlo.{_name}")(_unary(_op))
+
+
+def _binary(op: str):
+    def convert(ctx: Ctx, sop: ShloOp, a, b):
+        return ctx.op(op, a, b)
+
+    return convert
+
+
+for _name, _op in BINARY.items():
+    converter(f"stablehlo.{_name}")(_binary(_op))
+
+
+def _logical(ops: tuple[str, str]):
+    def convert(ctx: Ctx, sop: ShloOp, a, b):
+        return ctx.op(ops[0] if a.dtype is DType.BOOL else ops[1], a, b)
+
+    return convert
+
+
+for _name, _ops in LOGICAL.items():
+    converter(f"stablehlo.{_name}")(_logical(_ops))
+
+
+@converter("composite:chlo.erf")
+def composite_erf(ctx: Ctx, sop: ShloOp, x):
+    return ctx.op("erf", x)
+
+
+@converter("chlo.square")
+def square(ctx: Ctx, sop: ShloOp, x):
+    return ctx.op("mul", x, x)
+
+
+@converter("stablehlo.not")
+def not_(ctx: Ctx, sop: ShloOp, x):
+    return ctx.op("logical_not" if x.dtype is DType.BOOL else "bitwise_not", x)
+
+
+@converter("stablehlo.cbrt")
+def cbrt(ctx: Ctx, sop: ShloOp, x):
+    third = ctx.const(1.0 / 3.0, x.dtype)
+    return ctx.op("mul", ctx.op("sign", x), ctx.op("pow", ctx.op("abs", x), third))
+
+
+@converter("stablehlo.compare")
+def compare(ctx: Ctx, sop: ShloOp, a, b):
+    direction = str(sop.raw("comparison_direction")).split()[-1].rstrip(">")
+    if direction not in COMPARE:
+        raise Unsupported(f"comparison direction {direction}")
+    if "TOTALORDER" in str(sop.attr("compare_type", "")):
+        raise Unsupported("a TOTALORDER comparison (NaN ordered)")
+    return ctx.op(COMPARE[direction], a, b)
+
+
+@converter("stablehlo.select")
+def select(ctx: Ctx, sop: ShloOp, pred, on_true, on_false):
+    return ctx.op("where", pred, on_true, on_false)
+
+
+@converter("stablehlo.clamp")
+def clamp(ctx: Ctx, sop: ShloOp, lo, x, hi):
+    return ctx.op("minimum", ctx.op("maximum", x, lo), hi)
+
+
+@converter("stablehlo.convert")
+def convert(ctx: Ctx, sop: ShloOp, x):
+    to = ctx.out_type().dtype
+    if to is x.dtype:
+        return ctx.op("identity", x)
+    return ctx.op("cast", x, to=to)
+
+
+@converter("stablehlo.constant")
+def constant(ctx: Ctx, sop: ShloOp):
+    value = sop.attr("value")
+    if not isinstance(value, np.ndarray):
+        raise Unsupported("a constant that is not a dense tensor")
+    if value.size > CONST_LIMIT:
+        return ctx.weight(value)
+    return ctx.op("constant", value=value)

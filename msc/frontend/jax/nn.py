@@ -1,0 +1,173 @@
+"""StableHLO linear algebra and network ops: dot_general (matmul or einsum by its dimension
+numbers), convolution (any dimension numbers, feature groups) and reduce_window as pools.
+
+The canonical conv and pools are channels first; an op in another layout (JAX's NHWC / HWIO)
+gets transposes at its boundary, which msc.ops' transpose sinking cancels between ops.
+"""
+
+from __future__ import annotations
+
+import string
+
+import numpy as np
+
+from msc.errors import Unsupported
+from msc.frontend.jax.importer import Ctx
+from msc.frontend.jax.reader import ShloOp
+from msc.frontend.jax.registry import converter
+
+
+def _perm_or_none(ctx: Ctx, x, perm: list[int]):
+    return x if perm == list(range(len(perm))) else ctx.op("transpose", x, perm=perm)
+
+
+@converter("stablehlo.dot_general")
+def dot_general(ctx: Ctx, sop: ShloOp, a, b):
+    from jaxlib.mlir.dialects import stablehlo as sh
+
+    d = sh.DotDimensionNumbers(sop.raw("dot_dimension_numbers"))
+    lb, rb = list(d.lhs_batching_dimensions), list(d.rhs_batching_dimensions)
+    lc, rc = list(d.lhs_contracting_dimensions), list(d.rhs_contracting_dimensions)
+    ra, rr = a.type.rank, b.type.rank
+    nb = len(lb)
+    # a plain (batched) matmul: batch dims lead both, one contraction on a's last axis and
+    # b's second-to-last (or only) axis
+    if (
+        lb == list(range(nb))
+        and rb == list(range(nb))
+        and len(lc) == 1
+        and lc[0] == ra - 1
+        and ra == nb + 2
+        and ((rr == nb + 2 and rc == [nb]) or (nb == 0 and rr == 1 and rc == [0]))
+    ):
+        return ctx.op("matmul", a, b)
+    if (
+        ra == nb + 1
+        and lc == [ra - 1]
+        and rr == nb + 2
+        and rc == [nb]
+        and rb == lb == list(range(nb))
+    ):
+        return ctx.op("matmul", a, b)
+    letters = iter(string.ascii_letters)
+    la = [""] * ra
+    lr = [""] * rr
+    for i, j in zip(lb, rb):
+        la[i] = lr[j] = next(letters)
+    for i, j in zip(lc, rc):
+        la[i] = lr[j] = next(letters)
+    for i in range(ra):
+        la[i] = la[i] or next(letters)
+    for j in range(rr):
+        lr[j] = lr[j] or next(letters)
+    out = [la[i] for i in lb]
+    out += [la[i] for i in range(ra) if i not in lb and i not in lc]
+    out += [lr[j] for j in range(rr) if j not in rb and j not in rc]
+    eq = f"{''.join(la)},{''.join(lr)}->{''.join(out)}"
+    return ctx.op("einsum", a, b, equation=eq)
+
+
+@converter("stablehlo.convolution")
+def convolution(ctx: Ctx, sop: ShloOp, x, w):
+    from jaxlib.mlir.dialects import stablehlo as sh
+
+    d = sh.ConvDimensionNumbers(sop.raw("dimension_numbers"))
+    n = len(d.input_spatial_dimensions)
+    if sop.attr("batch_group_count", 1) != 1:
+        raise Unsupported("batch_group_count > 1 (a weight gradient)")
+    lhs_dil = sop.attr("lhs_dilation") or [1] * n
+    if any(v != 1 for v in lhs_dil):
+        raise Unsupported("lhs_dilation (a transposed convolution)")
+    if any(sop.attr("window_reversal") or []):
+        raise Unsupported("window_reversal")
+    strides = sop.attr("window_strides") or [1] * n
+    dil = sop.attr("rhs_dilation") or [1] * n
+    pad = sop.attr("padding")
+    pad = np.zeros((n, 2), np.int64) if pad is None else np.asarray(pad).reshape(n, 2)
+    if (pad < 0).any():
+        raise Unsupported("negative convolution padding")
+    xin = [d.input_batch_dimension, d.input_feature_dimension, *d.input_spatial_dimensions]
+    win = [
+        d.kernel_output_feature_dimension,
+        d.kernel_input_feature_dimension,
+        *d.kernel_spatial_dimensions,
+    ]
+    xc = _perm_or_none(ctx, x, xin)
+    wc = _perm_or_none(ctx, w, win)
+    pads = [int(p) for p in pad[:, 0]] + [int(p) for p in pad[:, 1]]
+    y = ctx.op(
+        "conv",
+        xc,
+        wc,
+        None,
+        stride=list(strides),
+        padding=pads,
+        dilation=list(dil),
+        groups=sop.attr("feature_group_count", 1),
+    )
+    yout = [d.output_batch_dimension, d.output_feature_dimension, *d.output_spatial_dimensions]
+    inv = [yout.index(i) for i in range(n + 2)]
+    return _perm_or_none(ctx, y, inv)
+
+
+def body_op(sop: ShloOp) -> str | None:
+    """The one binary op a reduce body applies to its two arguments, or None."""
+    region = sop.op.regions[0]
+    block = region.blocks[0]
+    ops = list(block.operations)
+    args = list(block.arguments)
+    if len(ops) != 2 or len(args) != 2 or ops[1].operation.name != "stablehlo.return":
+        return None
+    op = ops[0].operation
+    if list(op.operands) not in (args, args[::-1]) or list(ops[1].operands) != list(op.results):
+        return None
+    return op.name
+
+
+@converter("stablehlo.reduce_window")
+def reduce_window(ctx: Ctx, sop: ShloOp, x, init):
+    kind = body_op(sop)
+    if kind not in ("stablehlo.maximum", "stablehlo.add"):
+        raise Unsupported(f"reduce_window applying {kind or 'a body msc does not recognize'}")
+    r = x.type.rank
+    win = sop.attr("window_dimensions")
+    strides = sop.attr("window_strides") or [1] * r
+    if any(v != 1 for v in (sop.attr("base_dilations") or [1] * r)):
+        raise Unsupported("base_dilations")
+    dil = sop.attr("window_dilations") or [1] * r
+    pad = sop.attr("padding")
+    pad = np.zeros((r, 2), np.int64) if pad is None else np.asarray(pad).reshape(r, 2)
+    spatial = [i for i in range(r) if win[i] != 1 or strides[i] != 1 or pad[i].any() or dil[i] != 1]
+    other = [i for i in range(r) if i not in spatial]
+    if len(other) != 2 or not spatial:
+        raise Unsupported(f"a window over axes {spatial} of a rank-{r} tensor")
+    perm = other + spatial
+    xc = _perm_or_none(ctx, x, perm)
+    kernel = [win[i] for i in spatial]
+    stride = [strides[i] for i in spatial]
+    pads = [int(pad[i, 0]) for i in spatial] + [int(pad[i, 1]) for i in spatial]
+    if kind == "stablehlo.maximum":
+        y = ctx.op(
+            "max_pool",
+            xc,
+            kernel=kernel,
+            stride=stride,
+            padding=pads,
+            dilation=[dil[i] for i in spatial],
+        )
+        y = ctx.op("maximum", y, init)
+    else:
+        if any(dil[i] != 1 for i in spatial):
+            raise Unsupported("a dilated sum window")
+        y = ctx.op(
+            "avg_pool",
+            xc,
+            kernel=kernel,
+            stride=stride,
+            padding=pads,
+            count_include_pad=True,
+        )
+        y = ctx.op("mul", y, ctx.const(float(np.prod(kernel)), y.dtype))
+        y = ctx.op("add", y, init)
+    inv = [perm.index(i) for i in range(r)]
+    return _perm_or_none(ctx, y, inv)

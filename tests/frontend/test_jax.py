@@ -1,0 +1,339 @@
+"""The JAX / StableHLO op table: jax.numpy / jax.nn / jax.lax functions with a small sample
+each, exported by jax.export, read by msc and run through generated PyTorch and through ONNX
+(onnxruntime) against JAX on CPU (atol 1e-5 unless the row says otherwise); then an MLP and a
+small CNN written as pure JAX functions over a params pytree, and the pin of jax."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pytest
+
+jax = pytest.importorskip("jax", reason="the jax extra (jax, jaxlib) is not installed")
+
+import jax.numpy as jnp  # noqa: E402
+
+import msc  # noqa: E402
+from msc.errors import BadModelError, UnsupportedOpsError  # noqa: E402
+from tests.tflite_cases import close, run_onnx, run_torch  # noqa: E402
+
+RNG = np.random.default_rng(0)
+
+
+def f32(*shape, lo=-2.0, hi=2.0):
+    return RNG.uniform(lo, hi, shape).astype(np.float32)
+
+
+@dataclass
+class Case:
+    id: str
+    fn: Callable[..., Any]
+    args: list[np.ndarray]
+    atol: float = 1e-5
+    rtol: float = 1e-5
+    params: Any = None
+    marks: list = field(default_factory=list)
+
+
+X = f32(2, 3, 4)
+Y = f32(2, 3, 4)
+POS = f32(2, 3, 4, lo=0.1, hi=3.0)
+IMG = f32(2, 6, 6, 3)
+KER = f32(3, 3, 3, 4, lo=-0.5, hi=0.5)
+
+UNARY = {
+    "exp": jnp.exp,
+    "tanh": jnp.tanh,
+    "negative": jnp.negative,
+    "abs": jnp.abs,
+    "floor": jnp.floor,
+    "ceil": jnp.ceil,
+    "sin": jnp.sin,
+    "cos": jnp.cos,
+    "sign": jnp.sign,
+    "expm1": jnp.expm1,
+    "round": jnp.round,
+    "square": jnp.square,
+    "relu": jax.nn.relu,
+    "sigmoid": jax.nn.sigmoid,
+    "silu": jax.nn.silu,
+    "gelu_tanh": lambda x: jax.nn.gelu(x, approximate=True),
+    "gelu_erf": lambda x: jax.nn.gelu(x, approximate=False),
+    "softplus": jax.nn.softplus,
+    "leaky_relu": jax.nn.leaky_relu,
+    "elu": jax.nn.elu,
+    "relu6": jax.nn.relu6,
+    "hard_tanh": jax.nn.hard_tanh,
+    "softmax": jax.nn.softmax,
+    "log_softmax": jax.nn.log_softmax,
+    "logsumexp": jax.nn.logsumexp,
+    "isfinite": jnp.isfinite,
+    "erf": jax.lax.erf,
+    "clip": lambda x: jnp.clip(x, -1.0, 0.5),
+}
+POSITIVE = {
+    "log": jnp.log,
+    "sqrt": jnp.sqrt,
+    "rsqrt": jax.lax.rsqrt,
+    "log1p": jnp.log1p,
+    "cbrt": jnp.cbrt,
+}
+BINARY = {
+    "add": jnp.add,
+    "subtract": jnp.subtract,
+    "multiply": jnp.multiply,
+    "divide": jnp.divide,
+    "maximum": jnp.maximum,
+    "minimum": jnp.minimum,
+    "where": lambda a, b: jnp.where(a > b, a, b),
+    "greater_equal": lambda a, b: (a >= b).astype(jnp.float32),
+    "equal": lambda a, b: a == jnp.round(b),
+    "fmod": jnp.fmod,
+    "arctan2": jnp.arctan2,
+}
+
+CASES = [
+    *[Case(k, f, [X]) for k, f in UNARY.items()],
+    *[Case(k, f, [POS], atol=1e-5, rtol=1e-5) for k, f in POSITIVE.items()],
+    *[Case(k, f, [X, Y]) for k, f in BINARY.items()],
+    Case("power", jnp.power, [POS, Y], atol=1e-4, rtol=1e-5),
+    Case("logical_and", lambda a, b: jnp.logical_and(a > 0, b > 0), [X, Y]),
+    Case("logical_or", lambda a, b: jnp.logical_or(a > 0, b > 0), [X, Y]),
+    Case("logical_not", lambda a: jnp.logical_not(a > 0), [X]),
+    Case("astype_int", lambda a: (a * 3).astype(jnp.int32), [X]),
+    Case("broadcast_add", lambda a, b: a + b, [X, f32(4)]),
+    Case("scalar_mul", lambda a: a * 2.5 + 1.0, [X]),
+    # shape
+    Case("reshape", lambda a: a.reshape(6, 4), [X]),
+    Case("transpose", lambda a: jnp.transpose(a, (2, 0, 1)), [X]),
+    Case("swapaxes", lambda a: jnp.swapaxes(a, 1, 2), [X]),
+    Case("slice", lambda a: a[:, 1:, ::2], [X]),
+    Case("concatenate", lambda a, b: jnp.concatenate([a, b], axis=1), [X, Y]),
+    Case("stack", lambda a, b: jnp.stack([a, b], axis=0), [X, Y]),
+    Case("pad", lambda a: jnp.pad(a, ((0, 0), (1, 2), (0, 1))), [X]),
+    Case("flip", lambda a: jnp.flip(a, axis=2), [X]),
+    Case("expand_dims", lambda a: jnp.expand_dims(a, 1), [X]),
+    Case("broadcast_to", lambda a: jnp.broadcast_to(a[:, :1], (2, 3, 4)), [X]),
+    Case("arange", lambda a: a + jnp.arange(4, dtype=jnp.float32), [X]),
+    Case("tril", lambda a: jnp.tril(a), [f32(4, 4)]),
+    Case("split", lambda a: tuple(jnp.split(a, 2, axis=2)), [X]),
+    Case("squeeze", lambda a: jnp.squeeze(a[:, :1], 1), [X]),
+    Case("repeat", lambda a: jnp.repeat(a, 2, axis=1), [X]),
+    Case("tile", lambda a: jnp.tile(a, (1, 2, 1)), [X]),
+    # reduce
+    Case("sum", lambda a: jnp.sum(a, axis=1), [X]),
+    Case("sum_all", jnp.sum, [X], atol=1e-5),
+    Case("mean", lambda a: jnp.mean(a, axis=(1, 2)), [X]),
+    Case("max", lambda a: jnp.max(a, axis=-1), [X]),
+    Case("min", lambda a: jnp.min(a, axis=0), [X]),
+    Case("prod", lambda a: jnp.prod(a, axis=2), [X]),
+    Case("var", lambda a: jnp.var(a, axis=-1), [X]),
+    Case("all", lambda a: jnp.all(a > 0, axis=1), [X]),
+    Case("any", lambda a: jnp.any(a > 0, axis=1), [X]),
+    Case("argmax", lambda a: jnp.argmax(a, axis=1), [X]),
+    Case("argmin", lambda a: jnp.argmin(a, axis=0), [X]),
+    Case("cumsum", lambda a: jnp.cumsum(a, axis=1), [X]),
+    # linear
+    Case("matmul", jnp.matmul, [f32(3, 4), f32(4, 5)]),
+    Case("matmul_batched", jnp.matmul, [f32(2, 3, 4), f32(2, 4, 5)]),
+    Case("matvec", jnp.matmul, [f32(3, 4), f32(4)]),
+    Case("dot_vectors", jnp.dot, [f32(4), f32(4)]),
+    Case("einsum", lambda a, b: jnp.einsum("bij,bkj->bik", a, b), [X, Y]),
+    Case("outer", jnp.outer, [f32(3), f32(4)]),
+    # conv / pool
+    Case(
+        "conv_nhwc",
+        lambda x, k: jax.lax.conv_general_dilated(
+            x, k, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC")
+        ),
+        [IMG, KER],
+        atol=1e-4,
+    ),
+    Case(
+        "conv_nchw_strided",
+        lambda x, k: jax.lax.conv_general_dilated(x, k, (2, 2), "VALID", rhs_dilation=(1, 1)),
+        [f32(1, 3, 7, 7), f32(4, 3, 3, 3)],
+        atol=1e-4,
+    ),
+    Case(
+        "conv_depthwise",
+        lambda x, k: jax.lax.conv_general_dilated(
+            x,
+            k,
+            (1, 1),
+            "SAME",
+            dimension_numbers=("NHWC", "HWIO", "NHWC"),
+            feature_group_count=3,
+        ),
+        [IMG, f32(3, 3, 1, 3)],
+        atol=1e-4,
+    ),
+    Case(
+        "max_pool",
+        lambda x: jax.lax.reduce_window(
+            x, -jnp.inf, jax.lax.max, (1, 2, 2, 1), (1, 2, 2, 1), "VALID"
+        ),
+        [IMG],
+    ),
+    Case(
+        "avg_pool",
+        lambda x: (
+            jax.lax.reduce_window(x, 0.0, jax.lax.add, (1, 3, 3, 1), (1, 1, 1, 1), "SAME") / 9.0
+        ),
+        [IMG],
+    ),
+]
+
+# Rows that do not convert yet, each with why (checked both ways: a listed row that starts
+# converting fails, so the list stays true).
+EXPECTED_MISSES: dict[str, str] = {}
+
+
+def _reference(case: Case) -> list[np.ndarray]:
+    out = case.fn(*case.args)
+    out = list(out) if isinstance(out, tuple | list) else [out]
+    return [np.asarray(o) for o in out]
+
+
+def _outcome(case: Case) -> str:
+    """ "" when both targets agree with JAX, else what went wrong."""
+    try:
+        g = msc.from_jax(case.fn, *case.args)
+    except UnsupportedOpsError as e:
+        return f"unsupported: {e}"
+    ref = _reference(case)
+    for run in (run_torch, run_onnx):
+        got = run(g, [np.asarray(a) for a in case.args])
+        bad = close(got, ref, case.atol, case.rtol)
+        if bad:
+            return f"{run.__name__}: {bad}"
+    return ""
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_op(case: Case):
+    why = _outcome(case)
+    if case.id in EXPECTED_MISSES:
+        assert why, f"{case.id} converts now; drop it from EXPECTED_MISSES"
+        return
+    assert not why, why
+
+
+def _mlp(p, x):
+    h = jax.nn.gelu(x @ p["fc1"]["kernel"] + p["fc1"]["bias"])
+    h = (h - h.mean(-1, keepdims=True)) * jax.lax.rsqrt(h.var(-1, keepdims=True) + 1e-5)
+    return jax.nn.softmax(h @ p["fc2"]["kernel"] + p["fc2"]["bias"])
+
+
+def _cnn(p, x):
+    dn = ("NHWC", "HWIO", "NHWC")
+    y = jax.lax.conv_general_dilated(x, p["conv1"]["w"], (1, 1), "SAME", dimension_numbers=dn)
+    y = jax.nn.relu(y + p["conv1"]["b"])
+    y = jax.lax.reduce_window(y, -jnp.inf, jax.lax.max, (1, 2, 2, 1), (1, 2, 2, 1), "VALID")
+    y = jax.lax.conv_general_dilated(y, p["conv2"]["w"], (2, 2), "SAME", dimension_numbers=dn)
+    y = jax.nn.silu(y + p["conv2"]["b"]).mean(axis=(1, 2))
+    return y @ p["head"]["kernel"] + p["head"]["bias"]
+
+
+MLP_PARAMS = {
+    "fc1": {"kernel": f32(8, 16, lo=-0.5, hi=0.5), "bias": f32(16)},
+    "fc2": {"kernel": f32(16, 4, lo=-0.5, hi=0.5), "bias": f32(4)},
+}
+CNN_PARAMS = {
+    "conv1": {"w": f32(3, 3, 3, 8, lo=-0.3, hi=0.3), "b": f32(8)},
+    "conv2": {"w": f32(3, 3, 8, 8, lo=-0.3, hi=0.3), "b": f32(8)},
+    "head": {"kernel": f32(8, 5, lo=-0.5, hi=0.5), "bias": f32(5)},
+}
+
+
+@pytest.mark.parametrize(
+    "fn, params, x",
+    [(_mlp, MLP_PARAMS, f32(3, 8)), (_cnn, CNN_PARAMS, f32(2, 8, 8, 3))],
+    ids=["mlp", "cnn"],
+)
+def test_models_agree(fn, params, x):
+    g = msc.from_jax(fn, x, params=params)
+    # weights are named by their pytree paths, the input by the signature
+    assert [v.name for v in g.inputs] == ["x"]
+    assert sorted(g.weights) == sorted(f"{a}.{b}" for a, sub in params.items() for b in sub)
+    assert msc.structural_equal(msc.from_text(msc.to_text(g)), g, names=True, weights="types")
+    ref = [np.asarray(fn(params, x))]
+    for run in (run_torch, run_onnx):
+        bad = close(run(g, [x]), ref, 1e-4, 1e-4)
+        assert not bad, f"{run.__name__}: {bad}"
+
+
+def test_jax_pin():
+    """StableHLO is parsed through jaxlib internals: the versions the extra pins are the ones
+    the frontend is tested with."""
+    import jaxlib
+
+    from msc.frontend.jax import JAX_VERSION
+
+    assert jax.__version__ == JAX_VERSION
+    assert jaxlib.__version__ == JAX_VERSION
+    from jax._src.interpreters import mlir  # the registration the reader uses
+
+    assert callable(mlir.make_ir_context)
+
+
+def test_custom_call_refused_by_name_unless_kept():
+    text = """
+    func.func public @main(%arg0: tensor<2x3xf32>) -> tensor<2x3xf32> {
+      %0 = stablehlo.custom_call @my_kernel(%arg0) : (tensor<2x3xf32>) -> tensor<2x3xf32>
+      %1 = stablehlo.custom_call @other_kernel(%0) : (tensor<2x3xf32>) -> tensor<2x3xf32>
+      %2 = stablehlo.exponential %arg0 : tensor<2x3xf32>
+      %3 = stablehlo.rng_bit_generator_missing %2 : tensor<2x3xf32>
+      return %1 : tensor<2x3xf32>
+    }
+    """
+    with pytest.raises(BadModelError):
+        msc.from_stablehlo(text)  # an unregistered op does not parse
+    text = text.replace("      %3 = stablehlo.rng_bit_generator_missing %2 : tensor<2x3xf32>\n", "")
+    with pytest.raises(UnsupportedOpsError) as e:
+        msc.from_stablehlo(text)
+    assert "my_kernel" in str(e.value)
+    assert "other_kernel" not in str(e.value)  # downstream of a refused op, not reported
+    g = msc.from_stablehlo(text, custom_ops="keep")
+    ops = [n.op for n in g.nodes]
+    assert sum("my_kernel" in str(o) for o in ops) == 1
+
+
+def test_shape_assertion_dropped_and_all_unsupported_at_once():
+    text = """
+    func.func public @main(%arg0: tensor<2x3xf32>) -> (tensor<2x3xf32>, tensor<2x3xf32>) {
+      %c = stablehlo.constant dense<true> : tensor<i1>
+      stablehlo.custom_call @shape_assertion(%c) {error_message = "x", has_side_effect = true}
+        : (tensor<i1>) -> ()
+      %0 = stablehlo.custom_call @k1(%arg0) : (tensor<2x3xf32>) -> tensor<2x3xf32>
+      %1 = stablehlo.custom_call @k2(%arg0) : (tensor<2x3xf32>) -> tensor<2x3xf32>
+      return %0, %1 : tensor<2x3xf32>, tensor<2x3xf32>
+    }
+    """
+    with pytest.raises(UnsupportedOpsError) as e:
+        msc.from_stablehlo(text)
+    assert "k1" in str(e.value) and "k2" in str(e.value)
+    assert "shape_assertion" not in str(e.value)
+
+
+def test_symbolic_batch_kept():
+    """jax.export's symbolic dims become msc's symbols; the graph runs at other sizes."""
+    from jax import export
+
+    (b,) = export.symbolic_shape("b")
+    w = f32(3, 4)
+
+    def fn(x):
+        return jax.nn.softmax(jax.nn.relu(x @ w), -1)
+
+    exp = export.export(jax.jit(fn))(jax.ShapeDtypeStruct((b, 3), jnp.float32))
+    g = msc.from_stablehlo(exp.serialize())
+    assert str(g.inputs[0].type.shape[0]) == "b"
+    assert g.inputs[0].name == "x"
+    for n in (1, 5):
+        x = f32(n, 3)
+        for run in (run_torch, run_onnx):
+            assert not close(run(g, [x]), [np.asarray(fn(x))], 1e-5, 1e-5), run.__name__
