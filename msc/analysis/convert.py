@@ -214,6 +214,7 @@ def _write(g: Graph, target: str, dest: Path, opset: int | None, report: Convert
             from codegen.keras import save
         except ImportError as e:
             raise MscError(f"the keras target needs keras (the keras extra): {e}") from None
+        save(g, dest)
     elif target == "jax":
         try:
             from codegen.jax import save
