@@ -2,6 +2,7 @@
 
     proto = codegen.onnx.to_model(g, opset=None)   # default: choose_opset(g)
     codegen.onnx.save(g, "model.onnx", external_data=None)
+    codegen.onnx.to_model(g, optimize=False)       # node for node, no export-time folding
 
 Each canonical op has emitters by opset (``EMITTERS``), one module per op family named as in
 ``msc.ops`` (elementwise.py, nn.py, shape.py, ...); where the target opset lacks an op, the node is
@@ -49,13 +50,19 @@ __all__ = [
 ]
 
 
-def to_model(graph: Graph, opset: int | None = None, **kwargs: Any) -> onnx.ModelProto:
+def to_model(
+    graph: Graph, opset: int | None = None, *, optimize: bool = True, **kwargs: Any
+) -> onnx.ModelProto:
     """Translate ``graph`` to an ONNX model with weights as inline initializers.
 
     Args:
         graph: the graph to translate (left unchanged).
         opset: the default-domain opset to target; None for ``choose_opset(graph)``: the
             newest at which the installed onnxruntime has a kernel for every op.
+        optimize: fold what is constant before writing (``codegen.onnx.optimize``: no
+            ``Constant`` nodes, weights pre-transposed, BatchNorm folded into its Conv/Gemm,
+            squares as ``Pow``, identical initializers shared); False writes the graph node
+            for node.
         **kwargs: passed to ``ModelBuilder`` (``emitters``, ``decompositions``, ``value_infos``).
 
     Returns:
@@ -66,7 +73,7 @@ def to_model(graph: Graph, opset: int | None = None, **kwargs: Any) -> onnx.Mode
             express at this opset, all at once.
         ConversionError: the opset is outside what the codegen targets.
     """
-    return ModelBuilder(graph, opset, **kwargs).run()
+    return ModelBuilder(graph, opset, optimize=optimize, **kwargs).run()
 
 
 def as_written(graph: Graph, opset: int | None = None) -> Graph:

@@ -114,6 +114,9 @@ class ModelBuilder:
         external: weight name -> a function that fills an external-data TensorProto, for
             weights stored outside the model; others are written inline.
         value_infos: write the types of intermediate values.
+        optimize: run ``codegen.onnx.optimize.optimize_model`` on the written model (constants
+            as initializers, constant subgraphs folded, BatchNorm folded into its Conv/Gemm,
+            squares as Pow, identical initializers shared); False writes node for node.
     """
 
     def __init__(
@@ -125,8 +128,11 @@ class ModelBuilder:
         decompositions: DecompositionRegistry | None = None,
         external: Callable[[Weight], onnx.TensorProto | None] | None = None,
         value_infos: bool = True,
+        optimize: bool = False,
     ) -> None:
         self.graph = graph
+        self.optimize = optimize
+        self.optimized: dict[str, int] = {}  # what the pass did, by rewrite (set by run())
         self.opset: int = 0  # set by run(): ``opset``, or the one ``pick_opset`` chose
         self.opset_reason = "asked for"
         self._asked = None if opset is None else int(opset)
@@ -529,6 +535,11 @@ class ModelBuilder:
             op = model.opset_import.add()
             op.domain, op.version = domain, version
         self._metadata(model)
+        if self.optimize:
+            from codegen.onnx.optimize import optimize_model
+
+            by_name = {self._names[w]: w for w in g.weights.values() if w in self._names}
+            self.optimized = dict(optimize_model(model, lambda n: by_name[n].numpy()))
         return model
 
     def _metadata(self, model: onnx.ModelProto) -> None:
