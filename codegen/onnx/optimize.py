@@ -20,9 +20,11 @@
 # NOTE: invariants
 # - Only the main graph's nodes are rewritten; a subgraph (If/Loop body, a custom op's graph)
 #   is left as written, and the names it reads from outside are kept.
-# - Graph inputs, graph outputs and initializers that are also graph inputs are never folded,
-#   renamed or dropped. Folded values keep their names (the initializer is named as the value
-#   it replaces), so value names the model's metadata and ``verify`` read stay.
+# - Graph inputs, graph outputs, initializers that are also graph inputs and what a
+#   control-flow node (If, Loop, Scan) reads are never folded, renamed or dropped. A folded
+#   value keeps its name (the initializer is named as the value it replaces); a conv that
+#   absorbed a BatchNorm keeps its weight's and bias's names and takes the BatchNorm's
+#   output name, so names the model's metadata and ``verify`` read stay.
 # - Every rewrite is exact up to float rounding of the folded arithmetic (BatchNorm's scale
 #   is computed in float64 and rounded once to the weight's dtype); ``msc diff`` knows each
 #   (constants folded, matmul of a transposed weight, batch_norm folded into conv/linear), so
@@ -117,6 +119,8 @@ def _evaluate(node: onnx.NodeProto, feeds: dict[str, np.ndarray], opset: int) ->
         outs = ref.run(None, feeds)
     except Exception:  # noqa: BLE001 - an op the reference cannot compute: left to run
         return None
+    if not all(isinstance(o, np.ndarray | np.generic) for o in outs):
+        return None  # a sequence or optional value: not an initializer
     return [np.asarray(o) for o in outs]
 
 
@@ -176,6 +180,12 @@ def optimize_model(
 
     def nbytes(name: str) -> int:
         return int(new[name].nbytes) if name in new else data.nbytes(name)
+
+    # A constant a control-flow node reads (a Loop's condition) stays a Constant node: msc's
+    # ONNX frontend reads those as constants, not as weights.
+    for n in g.node:
+        if any(a.HasField("g") or a.graphs for a in n.attribute):
+            pinned.update(i for i in n.input if i)
 
     # Constants and constant subgraphs, in topological order.
     for k, n in enumerate(g.node):
@@ -282,11 +292,14 @@ def _fold_batch_norms(g, producer, removed, uses, const, value, new) -> int:
                 continue
             conv_attrs = {"alpha": 1.0, "beta": 1.0}
         bias = (bias - mean.astype(np.float64)) * scale + beta.astype(np.float64)
-        wname, bname = f"{prev.input[1]}~bn", f"{bn.output[0]}~bias"
-        new[wname], new[bname] = w2.astype(w.dtype), bias.astype(w.dtype)
         for i in list(prev.input[1:]) + list(bn.input[1:]):
             if i:
                 uses[i] -= 1
+        # The conv's own names where nothing else reads its weight and bias (torch.onnx's).
+        wname, bname = prev.input[1], prev.input[2] if len(prev.input) > 2 else ""
+        wname = wname if not uses[wname] else f"{wname}~bn"
+        bname = bname if bname and not uses[bname] else f"{bn.output[0]}~bias"
+        new[wname], new[bname] = w2.astype(w.dtype), bias.astype(w.dtype)
         uses[wname] = uses[bname] = 1
         del prev.input[1:]
         prev.input.extend([wname, bname])
@@ -362,7 +375,8 @@ def _write_initializers(g, new, pinned, done) -> None:
         if t.name not in new:
             add(t.name, t)
     for name, arr in new.items():
-        add(name, numpy_helper.from_array(np.ascontiguousarray(arr), name))
+        # (np.ascontiguousarray would make a 0-d array 1-d)
+        add(name, numpy_helper.from_array(arr if arr.flags.c_contiguous else arr.copy(), name))
     if renames:
         _rename_inputs(g, renames)
     del g.initializer[:]

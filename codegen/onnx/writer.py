@@ -85,6 +85,7 @@ def save(
     external_data: bool | str | None = None,
     size_threshold: int = 1024,
     optimize: bool = True,
+    done: dict[str, int] | None = None,
 ) -> Path:
     """Write ``graph`` as an ONNX model file.
 
@@ -100,6 +101,7 @@ def save(
         size_threshold: with external data, weights smaller than this many bytes stay inline.
         optimize: fold what is constant before writing (see ``codegen.onnx.to_model``);
             False writes the graph node for node.
+        done: a dict to fill with what the optimization did (rewrite -> count).
 
     Returns:
         The path of the model file.
@@ -168,6 +170,8 @@ def save(
 
         builder = ModelBuilder(graph, opset, external=external, optimize=optimize)
         model = builder.run()
+        if done is not None:
+            done.update(builder.optimized)
         if data_f is not None:  # the weights the written model reads, in its order
             for t in model.graph.initializer:
                 ref = {e.key: e.value for e in t.external_data}
