@@ -114,6 +114,9 @@ def _evaluate(node: onnx.NodeProto, feeds: dict[str, np.ndarray], opset: int) ->
     """``node``'s outputs computed by onnx's reference evaluator, or None when it cannot."""
     from onnx.reference import ReferenceEvaluator
 
+    if node.op_type == "Constant" and [a.name for a in node.attribute] == ["value"]:
+        return [numpy_helper.to_array(node.attribute[0].t)]  # what the emitters write
+
     try:
         ref = ReferenceEvaluator(node, opsets={"": opset})
         outs = ref.run(None, feeds)
@@ -233,8 +236,8 @@ def optimize_model(
     del g.node[:]
     g.node.extend(keep)
     _write_initializers(g, new, pinned, done)
-    made = {t.name for t in g.initializer}
-    vi = [v for v in g.value_info if v.name not in made]
+    made = {o for n in g.node for o in n.output}
+    vi = [v for v in g.value_info if v.name in made]
     del g.value_info[:]
     g.value_info.extend(vi)
     return done
@@ -286,7 +289,7 @@ def _fold_batch_norms(g, producer, removed, uses, const, value, new) -> int:
             w2 = w.astype(np.float64) * alpha * s
             if b is None:
                 bias = np.zeros(c)
-            elif b.size in (1, c) and b.ndim <= 2 and b.shape[-1:] in ((1,), (c,), ()):
+            elif b.shape in ((), (1,), (c,), (1, 1), (1, c)):  # one bias per column
                 bias = np.broadcast_to(b.astype(np.float64).reshape(-1), (c,)) * beta_g
             else:
                 continue
