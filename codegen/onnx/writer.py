@@ -39,6 +39,7 @@ from msc.ir.tensor import SUB_BYTE_BITS, FileRegion, Packed, pack
 __all__ = ["save", "PROTO_LIMIT", "check_data_file"]
 
 _PENDING = "msc.pending"  # an external initializer whose bytes are written after the pass
+_FLOAT_TYPES = {ONNX_DTYPE[d] for d in DType if d.is_floating and d in ONNX_DTYPE}
 PROTO_LIMIT = 2**31 - 2**26  # above this many weight bytes, external data is forced
 ALIGN = 64
 
@@ -182,8 +183,14 @@ def save(
                     length = _write_weight(data_f, w)
                     written[w.name] = (w, start, length)
                     place(t, length)
-                elif t.HasField("raw_data") and len(t.raw_data) >= size_threshold:
-                    align()  # one the optimization made (a pre-transposed weight)
+                elif (
+                    t.HasField("raw_data")
+                    and len(t.raw_data) >= size_threshold
+                    and t.data_type in _FLOAT_TYPES
+                ):
+                    # One the optimization made (a pre-transposed weight). Integer ones stay
+                    # inline: axes, shapes and pads onnxruntime reads when it loads the model.
+                    align()
                     data_f.write(memoryview(t.raw_data))
                     length = len(t.raw_data)
                     t.ClearField("raw_data")
