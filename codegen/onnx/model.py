@@ -11,6 +11,9 @@
 # - Weights become initializers (raw_data) or external-data references chosen by the caller;
 #   this module never reads weight data for external ones. Only weights something reads are
 #   written (``written_weights``); the graph keeps the rest (state for a PyTorch output).
+# - With ``optimize`` the written model goes through ``codegen.onnx.optimize.optimize_model``
+#   last (constants folded into initializers, BatchNorm into its conv, ...); without it the
+#   model holds the graph node for node.
 # - Types: dtypes and shapes of graph inputs, outputs and intermediate values are written
 #   (SymDim -> dim_param, an expression -> its spelling as dim_param, unknown dim -> empty
 #   dim); symbol ranges go to metadata_props. A sequence or optional value (made and taken by
