@@ -81,7 +81,10 @@ def as_written(graph: Graph, opset: int | None = None) -> Graph:
     holds it, to compare a re-import of the model with: the nodes written through their
     decompositions (floor division, ``ne``: ops ONNX does not have) lowered by the same rules,
     the weights no node reads left out (``written_weights``). ``graph`` itself is not
-    changed."""
+    changed. This is the model written node for node (``optimize=False``); the optimized
+    one's re-import is equivalent to it up to the rewrites ``msc diff`` knows (constants
+    folded, a transposed weight absorbed into ``linear``, batch_norm folded into conv /
+    linear), which is how ``msc convert`` checks it."""
     from msc.ops.rewrite import copy_graph
 
     if opset is None:
