@@ -46,8 +46,12 @@ from msc.ops.simplify import FOLD_LIMIT
 
 __all__ = ["optimize_model", "FOLD_LIMIT"]
 
-# Never computed at export time: their outputs differ from run to run.
+# Never computed at export time: outputs that differ from run to run, and quantization, which
+# stays as its Q/DQ nodes (a runtime runs those as quantized kernels; folded they are floats).
 _NOT_FOLDED = {
+    "QuantizeLinear",
+    "DequantizeLinear",
+    "DynamicQuantizeLinear",
     "RandomNormal",
     "RandomNormalLike",
     "RandomUniform",

@@ -33,7 +33,10 @@ def _float_model(case: str, tmp_path) -> tuple[str, tuple]:
     except MissingDependency as e:
         pytest.skip(str(e))
     path = tmp_path / f"{case}.onnx"
-    codegen.onnx.save(msc.from_torch(module, args), path, opset=17)
+    # Node for node: onnxruntime's QOperator quantizer turns the optimized file's
+    # MatMul(x, W^T) + Add(bias) into a QLinearAdd with an int32 bias, a model it then refuses
+    # to load (onnxruntime 1.32); these tests are about reading what it writes.
+    codegen.onnx.save(msc.from_torch(module, args), path, opset=17, optimize=False)
     return str(path), args
 
 
