@@ -15,7 +15,8 @@
   an initializer;
 - ``Mul(x, x)`` written ``Pow(x, 2)`` (RMSNorm's square as onnxruntime's transformer
   optimizer matches it; onnxruntime computes ``Pow(x, 2)`` as ``x * x``);
-- identical initializers shared (one of each dtype, shape and bytes), unread ones dropped.
+- identical constants shared (one initializer of each dtype, shape and bytes; the graph's
+  weights are never merged: msc keeps a tied weight as one already), unread ones dropped.
 
 # NOTE: invariants
 # - Only the main graph's nodes are rewritten; a subgraph (If/Loop body, a custom op's graph)
@@ -239,7 +240,11 @@ def optimize_model(
     keep = [n for k, n in enumerate(g.node) if k not in removed]
     del g.node[:]
     g.node.extend(keep)
-    _write_initializers(g, new, pinned, done)
+    # Constants are shared, the graph's weights are not: two parameters equal today (zero
+    # biases of a fresh model) are two parameters (a quantizer or an editor treats them so).
+    weights = set(data.protos) | {n for n in new if n.endswith(("~bn", "~bias"))}  # BN-folded
+    shareable = {n for n in new if n not in weights}
+    _write_initializers(g, new, shareable, pinned, done)
     made = {o for n in g.node for o in n.output}
     vi = [v for v in g.value_info if v.name in made]
     del g.value_info[:]
@@ -349,9 +354,9 @@ def _squares_as_pow(g, removed, new, value) -> int:
     return count
 
 
-def _write_initializers(g, new, pinned, done) -> None:
-    """The graph's initializers: the ones still read, then the new ones; identical ones
-    (dtype, shape, bytes) shared under the first one's name."""
+def _write_initializers(g, new, shareable, pinned, done) -> None:
+    """The graph's initializers: the ones still read, then the new ones; identical constants
+    (``shareable``: dtype, shape, bytes) shared under the first one's name."""
     uses = _uses(g)
     out: list[onnx.TensorProto] = []
     seen: dict[tuple, str] = {}
@@ -361,7 +366,7 @@ def _write_initializers(g, new, pinned, done) -> None:
         if not uses[name] and name not in pinned:
             done["initializers dropped"] += 1
             return
-        if name not in pinned and proto.data_location != onnx.TensorProto.EXTERNAL:
+        if name in shareable and name not in pinned:
             if proto.HasField("raw_data"):
                 body = proto.raw_data
             else:

@@ -110,16 +110,18 @@ def _eager(m, args) -> np.ndarray:
     return (out.logits if hasattr(out, "logits") else out).numpy()
 
 
-def _check(m, args, plain: onnx.ModelProto, opt: onnx.ModelProto) -> None:
+def _check(m, args, plain: onnx.ModelProto, opt: onnx.ModelProto, weights=()) -> None:
     onnx.checker.check_model(opt, full_check=True)
     ops, raw = _ops(opt), _ops(plain)
     assert raw["Constant"] > 0 and ops["Constant"] == 0
     assert len(opt.graph.node) < len(plain.graph.node)
     # Constants became initializers; weights nothing reads any more are gone: the file holds
-    # fewer tensors than it did as nodes and initializers, none twice, none unread.
+    # fewer tensors than it did as nodes and initializers, no constant twice, none unread
+    # (the graph's weights stay apart even when equal: two zero biases are two parameters).
     inits = opt.graph.initializer
     assert len(inits) < len(plain.graph.initializer) + raw["Constant"]
-    assert len({(t.data_type, tuple(t.dims), t.raw_data) for t in inits}) == len(inits)
+    consts = [t for t in inits if t.name not in weights]
+    assert len({(t.data_type, tuple(t.dims), t.raw_data) for t in consts}) == len(consts)
     read = {i for n in opt.graph.node for i in n.input}
     assert [t.name for t in inits if t.name not in read] == []
     want = _eager(m, args)
@@ -138,7 +140,7 @@ def test_cnn_batch_norms_fold_into_conv_and_gemm() -> None:
     assert {"c1.weight", "c1.bias", "c2.weight"} <= names
     assert not any(n.startswith(("b1.", "b2.", "bn.")) for n in names)
     assert {o.name for o in opt.graph.output} == {o.name for o in plain.graph.output}
-    _check(m, args, plain, opt)
+    _check(m, args, plain, opt, set(g.weights))
     # Fewer initializers than the weights themselves: BatchNorm's four are gone.
     assert len(opt.graph.initializer) < len(plain.graph.initializer)
 
@@ -157,7 +159,7 @@ def test_llama_weights_pretransposed_square_as_pow_constants_folded() -> None:
     # The causal mask and the rotary tables are computed at export time (static sequence).
     for op in ("Range", "CumSum", "Cos", "Sin", "ConstantOfShape", "LessOrEqual"):
         assert _ops(plain)[op] > 0 and _ops(opt)[op] == 0, op
-    _check(m, args, plain, opt)
+    _check(m, args, plain, opt, set(g.weights))
 
 
 def test_tied_embedding_is_stored_once() -> None:
@@ -176,6 +178,21 @@ def test_tied_embedding_is_stored_once() -> None:
     ]
     assert len(same) == 1, same
     np.testing.assert_allclose(_run(opt, args), _eager(m, args), rtol=1e-5, atol=1e-5)
+
+
+def test_equal_constants_are_shared_equal_weights_are_not() -> None:
+    g = msc.Graph("g")
+    x = g.add_input("x", msc.TensorType(msc.DType.FLOAT32, (2, 3)))
+    a = g.add_weight("a", np.zeros(3, np.float32))
+    b = g.add_weight("b", np.zeros(3, np.float32))
+    c1 = g.op("constant", value=np.full(3, 5.0, np.float32))
+    c2 = g.op("constant", value=np.full(3, 5.0, np.float32))
+    y = g.op("add", g.op("mul", g.op("add", x, a), c1), g.op("mul", g.op("add", x, b), c2))
+    g.set_outputs([y])
+    opt = conx.to_model(g)
+    names = [t.name for t in opt.graph.initializer]
+    assert "a" in names and "b" in names and len(names) == 3, names
+    assert _ops(opt)["Constant"] == 0 and _ops(conx.to_model(g, optimize=False))["Constant"] == 2
 
 
 def test_optimize_false_writes_node_for_node() -> None:

@@ -33,10 +33,7 @@ def _float_model(case: str, tmp_path) -> tuple[str, tuple]:
     except MissingDependency as e:
         pytest.skip(str(e))
     path = tmp_path / f"{case}.onnx"
-    # Node for node: onnxruntime's QOperator quantizer turns the optimized file's
-    # MatMul(x, W^T) + Add(bias) into a QLinearAdd with an int32 bias, a model it then refuses
-    # to load (onnxruntime 1.32); these tests are about reading what it writes.
-    codegen.onnx.save(msc.from_torch(module, args), path, opset=17, optimize=False)
+    codegen.onnx.save(msc.from_torch(module, args), path, opset=17)
     return str(path), args
 
 
