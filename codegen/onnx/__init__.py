@@ -61,7 +61,7 @@ def to_model(
             newest at which the installed onnxruntime has a kernel for every op.
         optimize: fold what is constant before writing (``codegen.onnx.optimize``: no
             ``Constant`` nodes, weights pre-transposed, BatchNorm folded into its Conv/Gemm,
-            squares as ``Pow``, identical initializers shared); False writes the graph node
+            squares as ``Pow``, identical constants shared); False writes the graph node
             for node.
         **kwargs: passed to ``ModelBuilder`` (``emitters``, ``decompositions``, ``value_infos``).
 

@@ -119,7 +119,7 @@ class ModelBuilder:
         value_infos: write the types of intermediate values.
         optimize: run ``codegen.onnx.optimize.optimize_model`` on the written model (constants
             as initializers, constant subgraphs folded, BatchNorm folded into its Conv/Gemm,
-            squares as Pow, identical initializers shared); False writes node for node.
+            squares as Pow, identical constants shared); False writes node for node.
     """
 
     def __init__(
