@@ -2,6 +2,7 @@
 
     proto = codegen.onnx.to_model(g, opset=None)   # default: choose_opset(g)
     codegen.onnx.save(g, "model.onnx", external_data=None)
+    codegen.onnx.to_model(g, optimize=False)       # node for node, no export-time folding
 
 Each canonical op has emitters by opset (``EMITTERS``), one module per op family named as in
 ``msc.ops`` (elementwise.py, nn.py, shape.py, ...); where the target opset lacks an op, the node is
@@ -49,13 +50,19 @@ __all__ = [
 ]
 
 
-def to_model(graph: Graph, opset: int | None = None, **kwargs: Any) -> onnx.ModelProto:
+def to_model(
+    graph: Graph, opset: int | None = None, *, optimize: bool = True, **kwargs: Any
+) -> onnx.ModelProto:
     """Translate ``graph`` to an ONNX model with weights as inline initializers.
 
     Args:
         graph: the graph to translate (left unchanged).
         opset: the default-domain opset to target; None for ``choose_opset(graph)``: the
             newest at which the installed onnxruntime has a kernel for every op.
+        optimize: fold what is constant before writing (``codegen.onnx.optimize``: no
+            ``Constant`` nodes, weights pre-transposed, BatchNorm folded into its Conv/Gemm,
+            squares as ``Pow``, identical constants shared); False writes the graph node
+            for node.
         **kwargs: passed to ``ModelBuilder`` (``emitters``, ``decompositions``, ``value_infos``).
 
     Returns:
@@ -66,7 +73,7 @@ def to_model(graph: Graph, opset: int | None = None, **kwargs: Any) -> onnx.Mode
             express at this opset, all at once.
         ConversionError: the opset is outside what the codegen targets.
     """
-    return ModelBuilder(graph, opset, **kwargs).run()
+    return ModelBuilder(graph, opset, optimize=optimize, **kwargs).run()
 
 
 def as_written(graph: Graph, opset: int | None = None) -> Graph:
@@ -74,7 +81,10 @@ def as_written(graph: Graph, opset: int | None = None) -> Graph:
     holds it, to compare a re-import of the model with: the nodes written through their
     decompositions (floor division, ``ne``: ops ONNX does not have) lowered by the same rules,
     the weights no node reads left out (``written_weights``). ``graph`` itself is not
-    changed."""
+    changed. This is the model written node for node (``optimize=False``); the optimized
+    one's re-import is equivalent to it up to the rewrites ``msc diff`` knows (constants
+    folded, a transposed weight absorbed into ``linear``, batch_norm folded into conv /
+    linear), which is how ``msc convert`` checks it."""
     from msc.ops.rewrite import copy_graph
 
     if opset is None:

@@ -11,6 +11,9 @@
 # - Weights become initializers (raw_data) or external-data references chosen by the caller;
 #   this module never reads weight data for external ones. Only weights something reads are
 #   written (``written_weights``); the graph keeps the rest (state for a PyTorch output).
+# - With ``optimize`` the written model goes through ``codegen.onnx.optimize.optimize_model``
+#   last (constants folded into initializers, BatchNorm into its conv, ...); without it the
+#   model holds the graph node for node.
 # - Types: dtypes and shapes of graph inputs, outputs and intermediate values are written
 #   (SymDim -> dim_param, an expression -> its spelling as dim_param, unknown dim -> empty
 #   dim); symbol ranges go to metadata_props. A sequence or optional value (made and taken by
@@ -114,6 +117,9 @@ class ModelBuilder:
         external: weight name -> a function that fills an external-data TensorProto, for
             weights stored outside the model; others are written inline.
         value_infos: write the types of intermediate values.
+        optimize: run ``codegen.onnx.optimize.optimize_model`` on the written model (constants
+            as initializers, constant subgraphs folded, BatchNorm folded into its Conv/Gemm,
+            squares as Pow, identical constants shared); False writes node for node.
     """
 
     def __init__(
@@ -125,8 +131,11 @@ class ModelBuilder:
         decompositions: DecompositionRegistry | None = None,
         external: Callable[[Weight], onnx.TensorProto | None] | None = None,
         value_infos: bool = True,
+        optimize: bool = False,
     ) -> None:
         self.graph = graph
+        self.optimize = optimize
+        self.optimized: dict[str, int] = {}  # what the pass did, by rewrite (set by run())
         self.opset: int = 0  # set by run(): ``opset``, or the one ``pick_opset`` chose
         self.opset_reason = "asked for"
         self._asked = None if opset is None else int(opset)
@@ -529,6 +538,11 @@ class ModelBuilder:
             op = model.opset_import.add()
             op.domain, op.version = domain, version
         self._metadata(model)
+        if self.optimize:
+            from codegen.onnx.optimize import optimize_model
+
+            by_name = {self._names[w]: w for w in g.weights.values() if w in self._names}
+            self.optimized = dict(optimize_model(model, lambda n: by_name[n].numpy()))
         return model
 
     def _metadata(self, model: onnx.ModelProto) -> None:

@@ -16,7 +16,8 @@ and the driver then tries the op's decomposition.
 # - Emitters are found by the newest ``since`` <= the target opset (one per op and since).
 # - Emitters never touch the msc graph; they only append ONNX nodes to their ``Emit``.
 # - Helper constants are ``Constant`` nodes, never initializers, so the initializers of a
-#   model are exactly the graph's weights.
+#   model written node for node (``optimize=False``) are exactly the graph's weights; the
+#   optimization pass (``codegen.onnx.optimize``) then makes them initializers.
 """
 
 from __future__ import annotations

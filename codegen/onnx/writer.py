@@ -38,6 +38,8 @@ from msc.ir.tensor import SUB_BYTE_BITS, FileRegion, Packed, pack
 
 __all__ = ["save", "PROTO_LIMIT", "check_data_file"]
 
+_PENDING = "msc.pending"  # an external initializer whose bytes are written after the pass
+_FLOAT_TYPES = {ONNX_DTYPE[d] for d in DType if d.is_floating and d in ONNX_DTYPE}
 PROTO_LIMIT = 2**31 - 2**26  # above this many weight bytes, external data is forced
 ALIGN = 64
 
@@ -83,6 +85,8 @@ def save(
     opset: int | None = None,
     external_data: bool | str | None = None,
     size_threshold: int = 1024,
+    optimize: bool = True,
+    done: dict[str, int] | None = None,
 ) -> Path:
     """Write ``graph`` as an ONNX model file.
 
@@ -96,6 +100,9 @@ def save(
             inline. None (default): external only when the weights exceed what a protobuf
             can hold (about 2 GB).
         size_threshold: with external data, weights smaller than this many bytes stay inline.
+        optimize: fold what is constant before writing (see ``codegen.onnx.to_model``);
+            False writes the graph node for node.
+        done: a dict to fill with what the optimization did (rewrite -> count).
 
     Returns:
         The path of the model file.
@@ -135,28 +142,59 @@ def save(
         written: dict[str, tuple[Weight, int, int]] = {}
 
         def external(w: Weight) -> onnx.TensorProto | None:
-            nonlocal offset
-            nbytes = w.nbytes
             # ONNX has no external form for strings: a str weight is always inline.
-            if data_f is None or nbytes < size_threshold or w.type.dtype.is_string:
+            if data_f is None or w.nbytes < size_threshold or w.type.dtype.is_string:
                 return None
-            pad = -offset % ALIGN
-            if pad:
-                data_f.write(b"\0" * pad)
-                offset += pad
-            length = _write_weight(data_f, w)
-            written[w.name] = (w, offset, length)
             t = onnx.TensorProto()
             t.data_type = ONNX_DTYPE[w.type.dtype]
             t.dims.extend(int(d) for d in w.type.shape)  # type: ignore[union-attr]
+            t.data_location = onnx.TensorProto.EXTERNAL
+            e = t.external_data.add()
+            e.key, e.value = _PENDING, w.name
+            return t
+
+        def place(t: onnx.TensorProto, length: int) -> None:
+            nonlocal offset
+            del t.external_data[:]
             t.data_location = onnx.TensorProto.EXTERNAL
             for k, v in (("location", location), ("offset", str(offset)), ("length", str(length))):
                 e = t.external_data.add()
                 e.key, e.value = k, v
             offset += length
-            return t
 
-        model = ModelBuilder(graph, opset, external=external).run()
+        def align() -> None:
+            nonlocal offset
+            pad = -offset % ALIGN
+            if pad:
+                data_f.write(b"\0" * pad)  # type: ignore[union-attr]
+                offset += pad
+
+        builder = ModelBuilder(graph, opset, external=external, optimize=optimize)
+        model = builder.run()
+        if done is not None:
+            done.update(builder.optimized)
+        if data_f is not None:  # the weights the written model reads, in its order
+            for t in model.graph.initializer:
+                ref = {e.key: e.value for e in t.external_data}
+                if _PENDING in ref:
+                    w = graph.weights[ref[_PENDING]]
+                    align()
+                    start = offset
+                    length = _write_weight(data_f, w)
+                    written[w.name] = (w, start, length)
+                    place(t, length)
+                elif (
+                    t.HasField("raw_data")
+                    and len(t.raw_data) >= size_threshold
+                    and t.data_type in _FLOAT_TYPES
+                ):
+                    # One the optimization made (a pre-transposed weight). Integer ones stay
+                    # inline: axes, shapes and pads onnxruntime reads when it loads the model.
+                    align()
+                    data_f.write(memoryview(t.raw_data))
+                    length = len(t.raw_data)
+                    t.ClearField("raw_data")
+                    place(t, length)
         if data_f is not None:
             data_f.finish()
             data_f.close()

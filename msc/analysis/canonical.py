@@ -58,6 +58,7 @@ from msc.ir.types import TensorType
 from msc.ops.fusions import FUSIONS
 from msc.ops.infer import dim_mul
 from msc.ops.rewrite import Match, Pattern, constant_value, rewrite
+from msc.ops.simplify import FOLD_LIMIT
 
 __all__ = ["Canonical", "canonicalize", "RULES", "copy_graph"]
 
@@ -126,7 +127,7 @@ def constants_to_weights(g: Graph, done: Counter[str]) -> None:
         done["constants folded"] += 1
 
 
-_FOLD_LIMIT = 1 << 20  # elements: a constant larger than this stays computed
+_FOLD_LIMIT = FOLD_LIMIT  # elements: a constant larger than this stays computed
 
 
 def fold_constants(g: Graph, done: Counter[str]) -> None:

@@ -76,6 +76,9 @@ class ConvertReport:
     ok: bool = True
     opset: int | None = None  # the ONNX opset written
     opset_reason: str = ""  # why that one
+    # What the ONNX codegen's export-time optimization did (rewrite -> count); empty when
+    # it was turned off (optimize=False) or did nothing.
+    optimized: dict[str, int] = field(default_factory=dict)
     # A generated module torch.export could not capture (why): not compared structurally,
     # only run (eagerly) against the source.
     uncaptured: str = ""
@@ -103,6 +106,7 @@ class ConvertReport:
             "numeric": None if self.numeric is None else self.numeric.to_json(),
             "ok": self.ok,
             "opset": self.opset,
+            "optimized": self.optimized,
             "opset_reason": self.opset_reason,
         }
 
@@ -192,7 +196,14 @@ def _check_dynamic(before: Graph, after: Graph, dynamic: Sequence[str | DynamicD
         ) from None
 
 
-def _write(g: Graph, target: str, dest: Path, opset: int | None, report: ConvertReport) -> None:
+def _write(
+    g: Graph,
+    target: str,
+    dest: Path,
+    opset: int | None,
+    report: ConvertReport,
+    optimize: bool = True,
+) -> None:
     if target == "msc":
         import msc
 
@@ -236,7 +247,7 @@ def _write(g: Graph, target: str, dest: Path, opset: int | None, report: Convert
             report.opset, report.opset_reason = opset, "--opset"
         else:  # the API's default, and why
             report.opset, report.opset_reason = choose_opset(g)
-        save(g, dest, opset=report.opset)
+        save(g, dest, opset=report.opset, optimize=optimize, done=report.optimized)
 
 
 def _stage(out: Path, target: str) -> tuple[Path, Path]:
@@ -284,11 +295,15 @@ def convert(
     force: bool = False,
     custom_ops: str = "error",
     allow_changes: bool = False,
+    optimize: bool = True,
 ) -> ConvertReport:
     """Convert ``src`` to ``out`` (see the module docstring). Raises MscError for user errors;
     a failed check is reported (``ok`` False) and nothing is written. The output read back
     with real changes (``msc diff``'s verdict: neither equal nor equivalent) fails the check
-    unless ``allow_changes``."""
+    unless ``allow_changes``. ``optimize`` (the onnx target): fold constants, pre-transpose
+    weights and fold BatchNorm before writing (``codegen.onnx.to_model``); False writes the
+    graph node for node. The check compares the re-import with the graph before these
+    rewrites, as equivalent up to them."""
     say = progress or (lambda s: None)
     out_p = Path(out)
     target = target_for(out_p, to)
@@ -296,6 +311,8 @@ def convert(
         raise MscError(f"{out_p}: a {target} output must be a {FILE_TARGETS[target]} file")
     if opset is not None and target != "onnx":
         raise MscError("--opset applies to the onnx target only")
+    if not optimize and target != "onnx":
+        raise MscError("--no-optimize applies to the onnx target only")
     if (
         not force
         and Path(src).exists()
@@ -328,7 +345,7 @@ def convert(
         with files.uninterrupted():
             tmp, staged = _stage(out_p, target)
         say(f"writing {target}")
-        _write(g, target, staged, opset, report)
+        _write(g, target, staged, opset, report, optimize)
         if check:
             say("re-importing the output")
             if target == "torch":

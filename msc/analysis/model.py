@@ -262,7 +262,7 @@ def _run_via_onnx(g: Graph, args: list[Any]) -> list[Any]:
         import codegen.onnx as cgo
     except ImportError as e:
         raise MscError(f"running an msc graph needs codegen.torch or codegen.onnx: {e}") from None
-    proto = cgo.to_model(g)
+    proto = cgo.to_model(g, optimize=False)  # the graph's own nodes, as verify reads them
     opts = ort.SessionOptions()
     opts.log_severity_level = 3
     sess = ort.InferenceSession(proto.SerializeToString(), opts, providers=["CPUExecutionProvider"])

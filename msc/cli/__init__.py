@@ -271,12 +271,16 @@ def _cmd_convert(args: argparse.Namespace) -> int:
             force=args.force,
             custom_ops=args.custom_ops,
             allow_changes=args.allow_changes,
+            optimize=not args.no_optimize,
         )
     lines: list[str] = []
     if r.ok:
         lines.append(f"wrote {r.out} ({r.target}): " + ", ".join(r.files))
         if r.opset is not None:
             lines.append(f"onnx opset {r.opset} ({r.opset_reason})")
+        if r.optimized:
+            did = ", ".join(f"{k} x{v}" for k, v in sorted(r.optimized.items()) if v)
+            lines.append(f"onnx optimized: {did}")
     if r.checked:
         if r.uncaptured:
             lines.append(f"check: not re-imported ({r.uncaptured}); the module is run as it is")
@@ -520,6 +524,12 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         help="ONNX opset to emit (default: the newest at which the installed onnxruntime has a "
         "kernel for every op)",
+    )
+    c.add_argument(
+        "--no-optimize",
+        action="store_true",
+        help="onnx: write the graph node for node (default: constants folded into "
+        "initializers, weights pre-transposed, BatchNorm folded into its Conv/Gemm)",
     )
     _shape_opts(c)
     c.add_argument("--no-check", action="store_true", help="skip checking the output")

@@ -20,7 +20,11 @@ import numpy as np
 from msc.ir.graph import Graph, Node, Value
 from msc.ops.rewrite import Match, Pattern, rewrite
 
-__all__ = ["IDENTITY_ARITHMETIC", "identity_operand", "fold_identities"]
+__all__ = ["IDENTITY_ARITHMETIC", "identity_operand", "fold_identities", "FOLD_LIMIT"]
+
+# Elements: a constant computed from constants is folded (by ``msc diff``'s canonical form, by
+# the ONNX codegen's optimization pass) only up to this size; a larger one stays computed.
+FOLD_LIMIT = 1 << 20
 
 # op -> (neutral value, which operand may be the constant: 0 left, 1 right)
 _NEUTRAL: dict[str, tuple[int, tuple[int, ...]]] = {

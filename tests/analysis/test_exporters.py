@@ -301,8 +301,8 @@ def test_convert_fails_on_a_real_change_unless_allowed(files, tmp_path, monkeypa
     conv = importlib.import_module("msc.analysis.convert")  # the module, not msc.convert
     write = conv._write
 
-    def corrupting(g, target, dest, opset, report):
-        write(g, target, dest, opset, report)
+    def corrupting(g, target, dest, opset, report, optimize=True):
+        write(g, target, dest, opset, report, optimize)
         m = onnx.load(dest)
         relu = next(n for n in m.graph.node if n.op_type == "Relu")
         relu.op_type = "LeakyRelu"

@@ -68,17 +68,25 @@ def test_each_tensor_once_and_only_what_is_read(which, how, tmp_path, capfd) -> 
         warnings.simplefilter("ignore")
         m, args = _bert_mlm() if which == "bert_mlm" else resnet()
         g = _graph(m, args, how, tmp_path)
-    model = conx.to_model(g)
-    inits = model.graph.initializer
-    read = {i for n in model.graph.node for i in n.input}
-    assert [t.name for t in inits if t.name not in read] == []
+    plain = conx.to_model(g, optimize=False)  # node for node: exactly the weights read
     unread = {"num_batches_tracked"}  # BatchNorm's training counter: state, not computation
     want = _unique_bytes(m) - sum(
         t.numel() * t.element_size()
         for k, t in m.state_dict().items()
         if k.rsplit(".", 1)[-1] in unread
     )
-    assert sum(len(t.raw_data) for t in inits) == want
+    assert sum(len(t.raw_data) for t in plain.graph.initializer) == want
+    # Optimized: constants are initializers too, BatchNorm folded away; still each tensor once.
+    model = conx.to_model(g)
+    inits = model.graph.initializer
+    read = {i for n in model.graph.node for i in n.input}
+    assert [t.name for t in inits if t.name not in read] == []
+    consts = [t for t in inits if t.name not in g.weights]  # equal weights stay apart
+    assert len({(t.data_type, tuple(t.dims), t.raw_data) for t in consts}) == len(consts)
+    constants = sum(
+        len(a.t.raw_data) for n in plain.graph.node if n.op_type == "Constant" for a in n.attribute
+    )
+    assert sum(len(t.raw_data) for t in inits) <= want + constants
 
     s = _load_quietly(model, capfd)
     with torch.no_grad():

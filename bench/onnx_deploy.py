@@ -1,0 +1,157 @@
+"""msc's ONNX files against torch.onnx's, as a deployment engineer sees them (issue 34).
+
+    python bench/onnx_deploy.py [--quick] [--models resnet50 bert-base gpt2 llama-100m]
+                                [--iters 20] [--loads 5]
+
+Per model (bench/models.py), three files of one export: msc's optimized file (the default),
+msc's written node for node (``optimize=False``), torch.onnx's (dynamo, its own opset). For
+each, in one process, one onnxruntime thread, CPU provider:
+
+- nodes: the file's node count, ``Constant`` nodes among them, initializers;
+- ort nodes: the node count after onnxruntime's own optimizations (ORT_ENABLE_ALL), read from
+  the optimized model onnxruntime writes;
+- load: median session-creation time (``--loads`` sessions each, interleaved);
+- run: median ``session.run`` time (calls interleaved across the files, as bench/measure.race);
+- fusions: onnxruntime.transformers.optimizer's fused-op statistics (model type bert for BERT,
+  gpt2 for GPT-2 and Llama; not run for CNNs), or the error it raised.
+
+Outputs are checked against the eager model first (bench/measure.compare). Prints one line per
+file and model; nothing is written outside a temporary directory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import statistics
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))
+
+MODEL_TYPES = {"bert-base": "bert", "gpt2": "gpt2", "llama-100m": "gpt2"}
+
+
+def _options(level=None):
+    import onnxruntime as ort
+
+    o = ort.SessionOptions()
+    o.intra_op_num_threads = 1
+    o.inter_op_num_threads = 1
+    o.log_severity_level = 3
+    if level is not None:
+        o.graph_optimization_level = level
+    return o
+
+
+def _session(path: Path):
+    import onnxruntime as ort
+
+    return ort.InferenceSession(str(path), _options(), providers=["CPUExecutionProvider"])
+
+
+def _ort_nodes(path: Path, tmp: Path) -> int:
+    import onnx
+    import onnxruntime as ort
+
+    out = tmp / f"{path.stem}.ort.onnx"
+    o = _options(ort.GraphOptimizationLevel.ORT_ENABLE_ALL)
+    o.optimized_model_filepath = str(out)
+    ort.InferenceSession(str(path), o, providers=["CPUExecutionProvider"])
+    return len(onnx.load(str(out), load_external_data=False).graph.node)
+
+
+def _fusions(path: Path, model_type: str | None) -> str:
+    if model_type is None:
+        return "-"
+    try:
+        from onnxruntime.transformers.optimizer import optimize_model
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            m = optimize_model(str(path), model_type=model_type, opt_level=0)
+        stats = m.get_fused_operator_statistics()
+    except Exception as e:  # noqa: BLE001 - the optimizer's own failure is a result here
+        return f"error: {type(e).__name__}: {str(e)[:80]}"
+    return ", ".join(f"{k} {v}" for k, v in sorted(stats.items()) if v) or "none"
+
+
+def _counts(path: Path) -> tuple[int, int, int]:
+    import onnx
+
+    g = onnx.load(str(path), load_external_data=False).graph
+    ops = collections.Counter(n.op_type for n in g.node)
+    return len(g.node), ops["Constant"], len(g.initializer)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="small configurations of each model")
+    ap.add_argument("--models", nargs="*", default=["resnet50", "bert-base", "gpt2", "llama-100m"])
+    ap.add_argument("--iters", type=int, default=20)
+    ap.add_argument("--loads", type=int, default=5)
+    a = ap.parse_args()
+
+    import measure
+    import models
+    import torch
+
+    import codegen.onnx
+    import msc
+
+    torch.set_num_threads(1)
+    for name in a.models:
+        b = models.build(name, a.quick)
+        tmp = Path(tempfile.mkdtemp())
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            g = msc.from_torch(b.model, b.args)
+            files = {
+                "msc": codegen.onnx.save(g, tmp / "msc.onnx"),
+                "msc-plain": codegen.onnx.save(g, tmp / "msc_plain.onnx", optimize=False),
+            }
+            try:
+                torch.onnx.export(b.model, b.args, str(tmp / "torch.onnx"), dynamo=True)
+                files["torch.onnx"] = tmp / "torch.onnx"
+            except Exception as e:  # noqa: BLE001 - compared without it
+                print(f"{name}: torch.onnx failed: {type(e).__name__}: {str(e)[:120]}")
+        with torch.inference_mode():
+            ref = [t.numpy() for t in models.leaves(b.model(*b.args))]
+        sessions, feeds = {}, {}
+        for key, path in files.items():
+            s = _session(path)
+            names = [i.name for i in s.get_inputs()]
+            feeds[key] = {n: t.numpy() for n, t in zip(names, b.args)}
+            got = s.run(None, feeds[key])
+            chk = measure.compare(ref[:1], got[:1])
+            assert chk["ok"], (name, key, chk)
+            sessions[key] = s
+        loads: dict[str, list[float]] = {k: [] for k in files}
+        for _ in range(a.loads):
+            for key, path in files.items():
+                t = time.perf_counter()
+                _session(path)
+                loads[key].append(time.perf_counter() - t)
+        runs = measure.race(
+            {k: (lambda s=s, f=feeds[k]: s.run(None, f)) for k, s in sessions.items()}, a.iters
+        )
+        print(f"{name}: {b.description}{' (quick)' if a.quick else ''}", flush=True)
+        for key, path in files.items():
+            nodes, consts, inits = _counts(path)
+            print(
+                f"  {key:10s} nodes {nodes:5d} (Constant {consts:3d}, initializers {inits:4d}), "
+                f"ort nodes {_ort_nodes(path, tmp):5d}, "
+                f"load {statistics.median(loads[key]) * 1e3:8.1f} ms, "
+                f"run {runs[key] * 1e3:8.2f} ms, "
+                f"fusions: {_fusions(path, MODEL_TYPES.get(name))}",
+                flush=True,
+            )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,395 @@
+"""The export-time optimization pass: a written ModelProto as a deployment engineer wants it.
+
+``optimize_model`` rewrites the main graph of a model ``ModelBuilder`` wrote, in place:
+
+- constants as initializers: every ``Constant`` node becomes an initializer of its output's
+  name (torch.onnx writes none; tools without a folder see fewer nodes);
+- constant folding: a node whose inputs are all initializers is computed (by
+  ``onnx.reference``) and its outputs become initializers, when each is at most
+  ``FOLD_LIMIT`` elements (the budget ``msc diff`` folds under) or the fold frees at least as
+  many bytes as it adds (a ``Transpose`` of a Linear weight read nowhere else: the weight is
+  stored pre-transposed); never when it would store a copy of a weight that something else
+  still reads (a tied embedding's transpose stays, so the embedding is stored once);
+- ``BatchNormalization`` (inference: no ``training_mode``) folded into the ``Conv`` or
+  ``Gemm`` before it when that node's output feeds only the BatchNorm and every parameter is
+  an initializer;
+- ``Mul(x, x)`` written ``Pow(x, 2)`` (RMSNorm's square as onnxruntime's transformer
+  optimizer matches it; onnxruntime computes ``Pow(x, 2)`` as ``x * x``);
+- identical constants shared (one initializer of each dtype, shape and bytes; the graph's
+  weights are never merged: msc keeps a tied weight as one already), unread ones dropped.
+
+# NOTE: invariants
+# - Only the main graph's nodes are rewritten; a subgraph (If/Loop body, a custom op's graph)
+#   is left as written, and the names it reads from outside are kept.
+# - Graph inputs, graph outputs, initializers that are also graph inputs and what a
+#   control-flow node (If, Loop, Scan) reads are never folded, renamed or dropped. A folded
+#   value keeps its name (the initializer is named as the value it replaces); a conv that
+#   absorbed a BatchNorm keeps its weight's and bias's names and takes the BatchNorm's
+#   output name, so names the model's metadata and ``verify`` read stay.
+# - Every rewrite is exact up to float rounding of the folded arithmetic (BatchNorm's scale
+#   is computed in float64 and rounded once to the weight's dtype); ``msc diff`` knows each
+#   (constants folded, matmul of a transposed weight, batch_norm folded into conv/linear), so
+#   the re-import of an optimized file is equivalent to the graph it was written from.
+# - Data of external initializers is read through ``arrays`` only when a rewrite needs it;
+#   initializers the pass makes are inline (``codegen.onnx.save`` moves large ones out).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from msc.ops.simplify import FOLD_LIMIT
+
+__all__ = ["optimize_model", "FOLD_LIMIT"]
+
+# Never computed at export time: outputs that differ from run to run, and quantization, which
+# stays as its Q/DQ nodes (a runtime runs those as quantized kernels; folded they are floats).
+_NOT_FOLDED = {
+    "QuantizeLinear",
+    "DequantizeLinear",
+    "DynamicQuantizeLinear",
+    "RandomNormal",
+    "RandomNormalLike",
+    "RandomUniform",
+    "RandomUniformLike",
+    "Multinomial",
+    "Bernoulli",
+    "Dropout",
+}
+_PLAIN_KINDS = "biuf"  # numpy kinds whose dtypes numpy_helper writes back exactly
+_COPY_LIMIT = 1024  # bytes: a fold does not store a copy of a weight this large
+_SHARE_LIMIT = 1 << 26  # bytes: larger initializers are not compared for sharing
+
+
+class _Data:
+    """Initializer name -> numpy array, read on first use (external ones through ``arrays``)."""
+
+    def __init__(self, graph: onnx.GraphProto, arrays: Callable[[str], np.ndarray] | None):
+        self.protos = {t.name: t for t in graph.initializer}
+        self.arrays = arrays
+        self.cache: dict[str, np.ndarray] = {}
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.cache or name in self.protos
+
+    def get(self, name: str) -> np.ndarray | None:
+        if name in self.cache:
+            return self.cache[name]
+        t = self.protos.get(name)
+        if t is None:
+            return None
+        if t.data_location == onnx.TensorProto.EXTERNAL or (
+            t.external_data and not t.HasField("raw_data")
+        ):
+            if self.arrays is None:
+                return None
+            arr = np.asarray(self.arrays(name))
+        else:
+            arr = numpy_helper.to_array(t)
+        self.cache[name] = arr
+        return arr
+
+    def nbytes(self, name: str) -> int:
+        if name in self.cache:
+            return int(self.cache[name].nbytes)
+        t = self.protos.get(name)
+        if t is None:
+            return 0
+        size = int(np.prod(t.dims)) if t.dims else 1
+        try:
+            return size * onnx.helper.tensor_dtype_to_np_dtype(t.data_type).itemsize
+        except (KeyError, ValueError, TypeError):
+            return 0
+
+
+def _plain(arr: np.ndarray) -> bool:
+    return arr.dtype.kind in _PLAIN_KINDS and type(arr.dtype).__module__.startswith("numpy")
+
+
+def _opset(model: onnx.ModelProto) -> int:
+    return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+
+
+def _evaluate(node: onnx.NodeProto, feeds: dict[str, np.ndarray], opset: int) -> list | None:
+    """``node``'s outputs computed by onnx's reference evaluator, or None when it cannot."""
+    from onnx.reference import ReferenceEvaluator
+
+    if node.op_type == "Constant" and [a.name for a in node.attribute] == ["value"]:
+        return [numpy_helper.to_array(node.attribute[0].t)]  # what the emitters write
+
+    try:
+        ref = ReferenceEvaluator(node, opsets={"": opset})
+        outs = ref.run(None, feeds)
+    except Exception:  # noqa: BLE001 - an op the reference cannot compute: left to run
+        return None
+    if not all(isinstance(o, np.ndarray | np.generic) for o in outs):
+        return None  # a sequence or optional value: not an initializer
+    return [np.asarray(o) for o in outs]
+
+
+def _uses(graph: onnx.GraphProto) -> Counter[str]:
+    """Name -> how many node inputs (subgraphs included) and graph outputs read it."""
+    used: Counter[str] = Counter()
+
+    def walk(g: onnx.GraphProto) -> None:
+        for n in g.node:
+            used.update(i for i in n.input if i)
+            for a in n.attribute:
+                for sub in [a.g] if a.HasField("g") else list(a.graphs):
+                    walk(sub)
+        used.update(o.name for o in g.output)
+
+    walk(graph)
+    return used
+
+
+def _rename_inputs(graph: onnx.GraphProto, renames: dict[str, str]) -> None:
+    for n in graph.node:
+        for i, name in enumerate(n.input):
+            if name in renames:
+                n.input[i] = renames[name]
+        for a in n.attribute:
+            for sub in [a.g] if a.HasField("g") else list(a.graphs):
+                _rename_inputs(sub, renames)
+
+
+def optimize_model(
+    model: onnx.ModelProto, arrays: Callable[[str], np.ndarray] | None = None
+) -> Counter[str]:
+    """Optimize ``model``'s main graph in place (see the module docstring).
+
+    Args:
+        model: a model ``ModelBuilder`` wrote.
+        arrays: initializer name -> its data, for initializers stored as external data.
+
+    Returns:
+        What was done: a count per rewrite ("constants as initializers", "nodes folded",
+        "batch norms folded", "squares as Pow", "initializers shared", "initializers dropped").
+    """
+    g = model.graph
+    opset = _opset(model)
+    done: Counter[str] = Counter()
+    data = _Data(g, arrays)
+    pinned = {i.name for i in g.input} | {o.name for o in g.output}
+    uses = _uses(g)
+    new: dict[str, np.ndarray] = {}  # initializers this pass makes, by name
+    removed: set[int] = set()
+
+    def const(name: str) -> bool:
+        return bool(name) and name not in pinned and (name in new or name in data)
+
+    def value(name: str) -> np.ndarray | None:
+        return new[name] if name in new else data.get(name)
+
+    def nbytes(name: str) -> int:
+        return int(new[name].nbytes) if name in new else data.nbytes(name)
+
+    # A constant a control-flow node reads (a Loop's condition) stays a Constant node: msc's
+    # ONNX frontend reads those as constants, not as weights.
+    for n in g.node:
+        if any(a.HasField("g") or a.graphs for a in n.attribute):
+            pinned.update(i for i in n.input if i)
+
+    # Constants and constant subgraphs, in topological order.
+    for k, n in enumerate(g.node):
+        if (
+            n.domain not in ("", "ai.onnx")
+            or n.op_type in _NOT_FOLDED
+            or any(a.HasField("g") or a.graphs for a in n.attribute)
+            or not all(i == "" or const(i) for i in n.input)
+            or any(o in pinned for o in n.output)
+        ):
+            continue
+        feeds = {}
+        for i in n.input:
+            if i and i not in feeds:
+                arr = value(i)
+                if arr is None or not _plain(arr):
+                    break
+                feeds[i] = arr
+        else:
+            outs = _evaluate(n, feeds, opset)
+            if outs is None or len(outs) != len(n.output) or not all(map(_plain, outs)):
+                continue
+            if n.op_type != "Constant":
+                kept = [i for i in set(feeds) if uses[i] != list(n.input).count(i)]
+                freed = sum(nbytes(i) for i in set(feeds) if i not in kept)
+                added = sum(o.nbytes for o in outs)
+                if any(o.size > FOLD_LIMIT for o in outs) and added > freed:
+                    continue
+                if any(i in data.protos and data.nbytes(i) >= _COPY_LIMIT for i in kept):
+                    continue  # a copy of a weight still read elsewhere (a tied embedding's ^T)
+            removed.add(k)
+            for i in n.input:
+                if i:
+                    uses[i] -= 1
+            for name, o in zip(n.output, outs):
+                if name:
+                    new[name] = o
+            done["constants as initializers" if n.op_type == "Constant" else "nodes folded"] += 1
+
+    producer = {o: k for k, n in enumerate(g.node) if k not in removed for o in n.output}
+    done["batch norms folded"] += _fold_batch_norms(g, producer, removed, uses, const, value, new)
+    done["squares as Pow"] += _squares_as_pow(g, removed, new, value)
+
+    keep = [n for k, n in enumerate(g.node) if k not in removed]
+    del g.node[:]
+    g.node.extend(keep)
+    # Constants are shared, the graph's weights are not: two parameters equal today (zero
+    # biases of a fresh model) are two parameters (a quantizer or an editor treats them so).
+    weights = set(data.protos) | {n for n in new if n.endswith(("~bn", "~bias"))}  # BN-folded
+    shareable = {n for n in new if n not in weights}
+    _write_initializers(g, new, shareable, pinned, done)
+    made = {o for n in g.node for o in n.output}
+    vi = [v for v in g.value_info if v.name in made]
+    del g.value_info[:]
+    g.value_info.extend(vi)
+    return done
+
+
+def _fold_batch_norms(g, producer, removed, uses, const, value, new) -> int:
+    """BatchNormalization(Conv|Gemm(...)) -> the Conv|Gemm with scaled weight and bias."""
+    count = 0
+    for k, bn in enumerate(g.node):
+        if k in removed or bn.op_type != "BatchNormalization" or bn.domain not in ("", "ai.onnx"):
+            continue
+        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in bn.attribute}
+        if attrs.get("training_mode", 0) or len(bn.output) != 1 or len(bn.input) != 5:
+            continue
+        if not all(const(i) for i in bn.input[1:]):
+            continue
+        x = bn.input[0]
+        p = producer.get(x)
+        if p is None or uses[x] != 1:
+            continue
+        prev = g.node[p]
+        if prev.op_type not in ("Conv", "Gemm") or not const(prev.input[1]):
+            continue
+        if len(prev.input) > 2 and prev.input[2] and not const(prev.input[2]):
+            continue
+        gamma, beta, mean, var = (value(i) for i in bn.input[1:])
+        w = value(prev.input[1])
+        b = value(prev.input[2]) if len(prev.input) > 2 and prev.input[2] else None
+        if any(a is None or a.dtype.kind != "f" for a in (gamma, beta, mean, var, w)):
+            continue
+        eps = float(attrs.get("epsilon", 1e-5))
+        scale = gamma.astype(np.float64) / np.sqrt(var.astype(np.float64) + eps)
+        c = scale.shape[0] if scale.ndim == 1 else None
+        if c is None or any(a.shape != (c,) for a in (beta, mean, var)):
+            continue
+        if prev.op_type == "Conv":
+            if w.shape[0] != c:
+                continue
+            w2 = w.astype(np.float64) * scale.reshape((c,) + (1,) * (w.ndim - 1))
+            bias = np.zeros(c) if b is None else b.astype(np.float64)
+            conv_attrs = {}
+        else:
+            ga = {a.name: onnx.helper.get_attribute_value(a) for a in prev.attribute}
+            alpha, beta_g = float(ga.get("alpha", 1.0)), float(ga.get("beta", 1.0))
+            trans_b = int(ga.get("transB", 0))
+            if w.ndim != 2 or w.shape[0 if trans_b else 1] != c:
+                continue
+            s = scale.reshape((c, 1)) if trans_b else scale.reshape((1, c))
+            w2 = w.astype(np.float64) * alpha * s
+            if b is None:
+                bias = np.zeros(c)
+            elif b.shape in ((), (1,), (c,), (1, 1), (1, c)):  # one bias per column
+                bias = np.broadcast_to(b.astype(np.float64).reshape(-1), (c,)) * beta_g
+            else:
+                continue
+            conv_attrs = {"alpha": 1.0, "beta": 1.0}
+        bias = (bias - mean.astype(np.float64)) * scale + beta.astype(np.float64)
+        for i in list(prev.input[1:]) + list(bn.input[1:]):
+            if i:
+                uses[i] -= 1
+        # The conv's own names where nothing else reads its weight and bias (torch.onnx's).
+        wname, bname = prev.input[1], prev.input[2] if len(prev.input) > 2 else ""
+        wname = wname if not uses[wname] else f"{wname}~bn"
+        bname = bname if bname and not uses[bname] else f"{bn.output[0]}~bias"
+        new[wname], new[bname] = w2.astype(w.dtype), bias.astype(w.dtype)
+        uses[wname] = uses[bname] = 1
+        del prev.input[1:]
+        prev.input.extend([wname, bname])
+        if conv_attrs:
+            kept = [a for a in prev.attribute if a.name not in conv_attrs]
+            del prev.attribute[:]
+            prev.attribute.extend(kept)
+        prev.output[0] = bn.output[0]
+        removed.add(k)
+        count += 1
+    return count
+
+
+def _squares_as_pow(g, removed, new, value) -> int:
+    """``Mul(x, x)`` -> ``Pow(x, 2)`` for float x (exponent of x's dtype when known)."""
+    types = {v.name: v.type.tensor_type.elem_type for v in [*g.input, *g.value_info, *g.output]}
+    for t in g.initializer:
+        types[t.name] = t.data_type
+    for name, arr in new.items():
+        types[name] = onnx.helper.np_dtype_to_tensor_dtype(arr.dtype)
+    floats = {
+        onnx.TensorProto.FLOAT: np.float32,
+        onnx.TensorProto.DOUBLE: np.float64,
+        onnx.TensorProto.FLOAT16: np.float16,
+    }
+    count = 0
+    for k, n in enumerate(g.node):
+        if k in removed or n.op_type != "Mul" or n.domain not in ("", "ai.onnx"):
+            continue
+        if len(n.input) != 2 or n.input[0] != n.input[1]:
+            continue
+        dt = floats.get(types.get(n.input[0], 0))
+        if dt is None:
+            continue
+        two = f"{n.output[0]}~two"
+        new[two] = np.asarray(2, dtype=dt)
+        n.op_type = "Pow"
+        n.input[1] = two
+        count += 1
+    return count
+
+
+def _write_initializers(g, new, shareable, pinned, done) -> None:
+    """The graph's initializers: the ones still read, then the new ones; identical constants
+    (``shareable``: dtype, shape, bytes) shared under the first one's name."""
+    uses = _uses(g)
+    out: list[onnx.TensorProto] = []
+    seen: dict[tuple, str] = {}
+    renames: dict[str, str] = {}
+
+    def add(name: str, proto: onnx.TensorProto) -> None:
+        if not uses[name] and name not in pinned:
+            done["initializers dropped"] += 1
+            return
+        if name in shareable and name not in pinned:
+            if proto.HasField("raw_data"):
+                body = proto.raw_data
+            else:
+                bare = onnx.TensorProto()
+                bare.CopyFrom(proto)
+                bare.ClearField("name")
+                body = bare.SerializeToString()
+            if len(body) <= _SHARE_LIMIT:
+                key = (proto.data_type, tuple(proto.dims), body)
+                if key in seen:
+                    renames[name] = seen[key]
+                    done["initializers shared"] += 1
+                    return
+                seen[key] = name
+        out.append(proto)
+
+    for t in g.initializer:
+        if t.name not in new:
+            add(t.name, t)
+    for name, arr in new.items():
+        # (np.ascontiguousarray would make a 0-d array 1-d)
+        add(name, numpy_helper.from_array(arr if arr.flags.c_contiguous else arr.copy(), name))
+    if renames:
+        _rename_inputs(g, renames)
+    del g.initializer[:]
+    g.initializer.extend(out)

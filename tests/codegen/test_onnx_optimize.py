@@ -1,0 +1,247 @@
+"""The ONNX codegen's export-time optimization pass (``codegen.onnx.optimize``, issue 34).
+
+Each property is asserted of the optimized file and its opposite of the file written node for
+node (``optimize=False``), so every assertion fails without the pass.
+"""
+
+from __future__ import annotations
+
+import io
+import warnings
+from collections import Counter
+
+import numpy as np
+import onnx
+import pytest
+
+torch = pytest.importorskip("torch")
+ort = pytest.importorskip("onnxruntime")
+
+import codegen.onnx as conx  # noqa: E402
+import msc  # noqa: E402
+from codegen.onnx.model import ModelBuilder  # noqa: E402
+from msc.cli import main  # noqa: E402
+
+
+class _CNN(torch.nn.Module):
+    """Conv + BatchNorm (with and without a conv bias), Linear + BatchNorm1d."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.c1 = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.b1 = torch.nn.BatchNorm2d(8)
+        self.c2 = torch.nn.Conv2d(8, 8, 3, bias=False)
+        self.b2 = torch.nn.BatchNorm2d(8)
+        self.fc = torch.nn.Linear(8, 4)
+        self.bn = torch.nn.BatchNorm1d(4)
+
+    def forward(self, x):
+        x = torch.relu(self.b1(self.c1(x)))
+        x = torch.relu(self.b2(self.c2(x)))
+        return self.bn(self.fc(x.flatten(2).mean(2)))
+
+
+def _cnn():
+    torch.manual_seed(0)
+    m = _CNN().eval()
+    for b in (m.b1, m.b2, m.bn):  # statistics that are not the identity
+        b.running_mean.uniform_(-1, 1)
+        b.running_var.uniform_(0.5, 2)
+        b.weight.data.uniform_(0.5, 1.5)
+        b.bias.data.uniform_(-0.5, 0.5)
+    return m, (torch.randn(2, 3, 8, 8),)
+
+
+def _llama(tied: bool = False):
+    transformers = pytest.importorskip("transformers")
+    cfg = transformers.LlamaConfig(
+        vocab_size=64,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+        tie_word_embeddings=tied,
+        use_cache=False,
+    )
+    torch.manual_seed(0)
+    m = transformers.LlamaForCausalLM(cfg).eval()
+    return m, (torch.randint(0, 64, (1, 8)),)
+
+
+def _graph(m, args):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return msc.from_torch(m, args)
+
+
+def _ops(model: onnx.ModelProto) -> Counter[str]:
+    return Counter(n.op_type for n in model.graph.node)
+
+
+def _transposed_initializers(model: onnx.ModelProto) -> list[str]:
+    inits = {t.name for t in model.graph.initializer}
+    return [n.name for n in model.graph.node if n.op_type == "Transpose" and n.input[0] in inits]
+
+
+def _bn_after_conv(model: onnx.ModelProto) -> list[str]:
+    made = {o: n.op_type for n in model.graph.node for o in n.output}
+    return [
+        n.name
+        for n in model.graph.node
+        if n.op_type == "BatchNormalization" and made.get(n.input[0]) in ("Conv", "Gemm")
+    ]
+
+
+def _run(model: onnx.ModelProto, args) -> np.ndarray:
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    # Without onnxruntime's own folding: the file as written is what runs.
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    s = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    feeds = {i.name: a.numpy() for i, a in zip(s.get_inputs(), args)}
+    return s.run(None, feeds)[0]
+
+
+def _eager(m, args) -> np.ndarray:
+    with torch.no_grad():
+        out = m(*args)
+    return (out.logits if hasattr(out, "logits") else out).numpy()
+
+
+def _check(m, args, plain: onnx.ModelProto, opt: onnx.ModelProto, weights=()) -> None:
+    onnx.checker.check_model(opt, full_check=True)
+    ops, raw = _ops(opt), _ops(plain)
+    assert raw["Constant"] > 0 and ops["Constant"] == 0
+    assert len(opt.graph.node) < len(plain.graph.node)
+    # Constants became initializers; weights nothing reads any more are gone: the file holds
+    # fewer tensors than it did as nodes and initializers, no constant twice, none unread
+    # (the graph's weights stay apart even when equal: two zero biases are two parameters).
+    inits = opt.graph.initializer
+    assert len(inits) < len(plain.graph.initializer) + raw["Constant"]
+    consts = [t for t in inits if t.name not in weights]
+    assert len({(t.data_type, tuple(t.dims), t.raw_data) for t in consts}) == len(consts)
+    read = {i for n in opt.graph.node for i in n.input}
+    assert [t.name for t in inits if t.name not in read] == []
+    want = _eager(m, args)
+    np.testing.assert_allclose(_run(plain, args), want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(_run(opt, args), want, rtol=1e-5, atol=1e-5)
+
+
+def test_cnn_batch_norms_fold_into_conv_and_gemm() -> None:
+    m, args = _cnn()
+    g = _graph(m, args)
+    plain, opt = conx.to_model(g, optimize=False), conx.to_model(g)
+    assert len(_bn_after_conv(plain)) == 3 and _bn_after_conv(opt) == []
+    assert _ops(opt)["BatchNormalization"] == 0
+    # The folded conv keeps its weight's name (torch.onnx's), the BatchNorm's output name.
+    names = {t.name for t in opt.graph.initializer}
+    assert {"c1.weight", "c1.bias", "c2.weight"} <= names
+    assert not any(n.startswith(("b1.", "b2.", "bn.")) for n in names)
+    assert {o.name for o in opt.graph.output} == {o.name for o in plain.graph.output}
+    _check(m, args, plain, opt, set(g.weights))
+    # Fewer initializers than the weights themselves: BatchNorm's four are gone.
+    assert len(opt.graph.initializer) < len(plain.graph.initializer)
+
+
+def test_llama_weights_pretransposed_square_as_pow_constants_folded() -> None:
+    m, args = _llama()
+    g = _graph(m, args)
+    plain, opt = conx.to_model(g, optimize=False), conx.to_model(g)
+    assert len(_transposed_initializers(plain)) >= 14 and _transposed_initializers(opt) == []
+    sq = lambda p: [  # noqa: E731
+        n for n in p.graph.node if n.op_type == "Mul" and n.input[0] == n.input[1]
+    ]
+    # RMSNorm's square (2 layers x 2 norms + the final one) as onnxruntime's matcher wants it.
+    assert len(sq(plain)) == 5 and _ops(plain)["Pow"] == 0
+    assert sq(opt) == [] and _ops(opt)["Pow"] == 5
+    # The causal mask and the rotary tables are computed at export time (static sequence).
+    for op in ("Range", "CumSum", "Cos", "Sin", "ConstantOfShape", "LessOrEqual"):
+        assert _ops(plain)[op] > 0 and _ops(opt)[op] == 0, op
+    _check(m, args, plain, opt, set(g.weights))
+
+
+def test_tied_embedding_is_stored_once() -> None:
+    m, args = _llama(tied=True)
+    g = _graph(m, args)
+    opt = conx.to_model(g)
+    emb = m.model.embed_tokens.weight.detach().numpy()
+    same = [
+        t.name
+        for t in opt.graph.initializer
+        if tuple(t.dims) in (emb.shape, emb.shape[::-1])
+        and np.array_equal(
+            onnx.numpy_helper.to_array(t).reshape(-1),
+            (emb if tuple(t.dims) == emb.shape else emb.T).reshape(-1),
+        )
+    ]
+    assert len(same) == 1, same
+    np.testing.assert_allclose(_run(opt, args), _eager(m, args), rtol=1e-5, atol=1e-5)
+
+
+def test_equal_constants_are_shared_equal_weights_are_not() -> None:
+    g = msc.Graph("g")
+    x = g.add_input("x", msc.TensorType(msc.DType.FLOAT32, (2, 3)))
+    a = g.add_weight("a", np.zeros(3, np.float32))
+    b = g.add_weight("b", np.zeros(3, np.float32))
+    c1 = g.op("constant", value=np.full(3, 5.0, np.float32))
+    c2 = g.op("constant", value=np.full(3, 5.0, np.float32))
+    y = g.op("add", g.op("mul", g.op("add", x, a), c1), g.op("mul", g.op("add", x, b), c2))
+    g.set_outputs([y])
+    opt = conx.to_model(g)
+    names = [t.name for t in opt.graph.initializer]
+    assert "a" in names and "b" in names and len(names) == 3, names
+    assert _ops(opt)["Constant"] == 0 and _ops(conx.to_model(g, optimize=False))["Constant"] == 2
+
+
+def test_optimize_false_writes_node_for_node() -> None:
+    m, args = _cnn()
+    g = _graph(m, args)
+    plain = conx.to_model(g, optimize=False)
+    builder = ModelBuilder(g)
+    built = builder.run()
+    assert builder.optimized == {}
+    assert plain.SerializeToString() == built.SerializeToString()
+    assert {t.name for t in plain.graph.initializer} == {w.name for w in conx.written_weights(g)}
+    # Read back, it has the graph's nodes, one for one (the optimized file does not).
+    ops = lambda graph: Counter(n.op for n in graph.nodes)  # noqa: E731
+    written, again = ops(conx.as_written(g)), ops(msc.from_onnx(plain))
+    assert again["batch_norm"] == written["batch_norm"] == 3
+    assert again.total() == written.total()
+    assert ops(msc.from_onnx(conx.to_model(g)))["batch_norm"] == 0
+
+
+def test_save_with_external_data_writes_the_optimized_weights(tmp_path) -> None:
+    m, args = _llama()
+    g = _graph(m, args)
+    p = conx.save(g, tmp_path / "opt.onnx", external_data=True)
+    q = conx.save(g, tmp_path / "plain.onnx", external_data=True, optimize=False)
+    model = onnx.load(str(p))
+    assert _transposed_initializers(onnx.load(str(p), load_external_data=False)) == []
+    assert (tmp_path / "opt.onnx.data").stat().st_size <= (
+        tmp_path / "plain.onnx.data"
+    ).stat().st_size
+    want = _eager(m, args)
+    np.testing.assert_allclose(_run(model, args), want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(_run(onnx.load(str(q)), args), want, rtol=1e-5, atol=1e-5)
+
+
+def test_convert_checks_the_optimized_file_and_no_optimize_flag(tmp_path) -> None:
+    m, args = _cnn()
+    g = _graph(m, args)
+    src = msc.save(g, tmp_path / "cnn.msc")
+    r = msc.convert(src, tmp_path / "opt.onnx")
+    assert r.ok and r.equivalent and r.structural is not None  # equivalent, not equal
+    assert r.optimized["batch norms folded"] == 3
+    assert _ops(onnx.load(str(tmp_path / "opt.onnx")))["BatchNormalization"] == 0
+
+    out = io.StringIO()
+    import contextlib
+
+    with contextlib.redirect_stdout(out):
+        code = main(["convert", str(src), "-o", str(tmp_path / "plain.onnx"), "--no-optimize"])
+    assert code == 0, out.getvalue()
+    assert _ops(onnx.load(str(tmp_path / "plain.onnx")))["BatchNormalization"] == 3
+    with pytest.raises(msc.errors.MscError, match="onnx target only"):
+        msc.convert(src, tmp_path / "t", to="torch", optimize=False)
