@@ -63,6 +63,7 @@ from msc.ops import ONNX_SILENT_ATTRS
 from msc.ops.custom import CustomOp, parse_custom
 from msc.ops.decompose import DecompositionRegistry, NotDecomposable
 from msc.ops.decompose import registry as default_decompositions
+from msc.ops.layout import channels_first
 
 __all__ = ["ModelBuilder", "value_info", "written_weights"]
 
@@ -126,7 +127,7 @@ class ModelBuilder:
         external: Callable[[Weight], onnx.TensorProto | None] | None = None,
         value_infos: bool = True,
     ) -> None:
-        self.graph = graph
+        self.graph = channels_first(graph)  # ONNX's Conv and pools are channels first
         self.opset: int = 0  # set by run(): ``opset``, or the one ``pick_opset`` chose
         self.opset_reason = "asked for"
         self._asked = None if opset is None else int(opset)
