@@ -291,7 +291,18 @@ class _Sinker:
         if _identity(p):
             return s
         if id(v) not in self.plain:
-            self.plain[id(v)] = _transpose(self.g, s, list(p), v.name)
+            shape = s.type.shape
+            moves = [q for q in p if shape is None or shape[q] != 1]
+            if (
+                shape is not None
+                and moves == sorted(moves)
+                and all(isinstance(d, int) for d in shape)
+            ):  # only size-1 dims move: no data does, a reshape says so
+                out = [shape[q] for q in p]
+                node = self.g.add_node("reshape", [s], {"shape": out}, output_names=[v.name])
+                self.plain[id(v)] = node.output
+            else:
+                self.plain[id(v)] = _transpose(self.g, s, list(p), v.name)
         return self.plain[id(v)]
 
     def copy(self, node: Node) -> None:
@@ -344,7 +355,7 @@ class _Sinker:
             return self.concat(node, p)
         if node.op.startswith("reduce_") and "axes" in node.attrs:
             return self.reduce(node, p)
-        if node.op == "reshape":
+        if node.op in ("reshape", "squeeze", "unsqueeze"):
             return self.reshape(node, p)
         return False
 
@@ -417,14 +428,50 @@ class _Sinker:
         shape = x.type.shape
         if len(node.inputs) > 1 and node.inputs[1] is not None or shape is None:
             return False
-        if node.attrs["shape"] is None or 0 in node.attrs["shape"]:
-            return False
-        order = [p[i] for i in range(len(p)) if shape[i] != 1]
-        if order != sorted(order):  # a permutation of more than size-1 dims moves data
+        out = node.output.type.shape
+        if out is None or not all(isinstance(d, int) for d in out):
             return False
         s, _ = self.env[id(x)]
-        self.emit(node, [s], dict(node.attrs), list(range(len(node.output.type.shape))))
+        order = [p[i] for i in range(len(p)) if shape[i] != 1]
+        if order == sorted(order):  # the permutation moves size-1 dims only: no data moves
+            node = _as_reshape(node)
+            self.emit(node, [s], {"shape": list(out)}, list(range(len(out))))
+            return True
+        if out is None or not all(isinstance(d, int) for d in (*shape, *out)):
+            return False
+        if [d for d in shape if d != 1] != [d for d in out if d != 1]:
+            return False
+        # unit dims only inserted or removed: the stored output is the stored input's non-1
+        # dims in their stored order after the unit dims, held permuted back to ``out``
+        rank_of = sorted(range(len(order)), key=lambda k: order[k])  # logical -> stored rank
+        units = [i for i, d in enumerate(out) if d != 1]
+        ones = [i for i, d in enumerate(out) if d == 1]
+        q = [0] * len(out)
+        for k, i in enumerate(ones):
+            q[i] = k
+        for j, i in enumerate(units):
+            q[i] = len(ones) + rank_of.index(j)
+        stored = [0] * len(out)
+        for i, qi in enumerate(q):
+            stored[qi] = out[i]
+        self.emit(_as_reshape(node), [s], {"shape": stored}, q)
         return True
+
+
+class _Renamed:
+    """A node read as another op (a squeeze or unsqueeze written as the reshape it is)."""
+
+    def __init__(self, node: Node, op: str) -> None:
+        self.op, self.name, self.provenance, self.output = (
+            op,
+            node.name,
+            node.provenance,
+            node.output,
+        )
+
+
+def _as_reshape(node: Node):
+    return node if node.op == "reshape" else _Renamed(node, "reshape")
 
 
 def _dead(g: Graph) -> list[Node]:
