@@ -190,3 +190,17 @@ def test_inverse_pairs_cancel(p):
     h = sink_transposes(g)
     assert count_transposes(h) == 0
     assert [n.op for n in h.nodes] == ["sigmoid"]
+
+
+@pytest.mark.parametrize("key", ["tiny_cnn", "branchy"])
+def test_nhwc_graph_builds_in_relax(key):
+    pytest.importorskip("tvm", reason="TVM (the relax extra) is not installed")
+    import codegen.relax
+
+    m, x = _model(key)
+    h = sink_transposes(to_layout(fold_batch_norm(msc.from_torch(m, (x,))), "NHWC"))
+    f = codegen.relax.build(h, target="llvm")
+    out = f(x.numpy())
+    got = out[0] if isinstance(out, (list, tuple)) else out
+    got = got.numpy() if hasattr(got, "numpy") else np.asarray(got)
+    np.testing.assert_allclose(got, m(x).detach().numpy(), atol=1e-5, rtol=1e-5)
