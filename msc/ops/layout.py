@@ -130,14 +130,25 @@ def _wants(node: Node, layout: str, kl: str) -> bool:
         w = node.inputs[1]
         if w is None or w.type.shape is None:
             return False
-        if kl == "IHWO" and node.attrs["groups"] == 1:
-            return False
+        kl = _kernel_for(node, kl)
         return node.attrs["data_layout"] != layout or node.attrs["kernel_layout"] != kl
     return node.attrs["data_layout"] != layout
 
 
 def _transpose(g: Graph, x: Value, perm: list[int], name: str) -> Value:
     return g.add_node("transpose", [x], {"perm": perm}, output_names=[name]).output
+
+
+def _kernel_for(node: Node, kl: str) -> str:
+    """IHWO (TFLite's depthwise filter) is for convs of one input channel per group; other
+    convs take OHWI then."""
+    w = node.inputs[1]
+    if kl == "IHWO" and (node.attrs["groups"] == 1 or w.type.shape is None):
+        return "OHWI"
+    if kl == "IHWO":
+        i = w.type.shape[_inverse(kernel_perm(node.attrs["kernel_layout"], len(w.type.shape)))[1]]
+        return kl if i == 1 else "OHWI"
+    return kl
 
 
 def _relayout(g: Graph, node: Node, layout: str, kl: str, names: _Names) -> None:
@@ -154,6 +165,7 @@ def _relayout(g: Graph, node: Node, layout: str, kl: str, names: _Names) -> None
     if LAYOUT_OPS[node.op]:
         w = ins[1]
         wr = len(w.type.shape)
+        kl = _kernel_for(node, kl)
         kp = _compose(_inverse(kernel_perm(node.attrs["kernel_layout"], wr)), kernel_perm(kl, wr))
         if not _identity(kp):
             ins[1] = _permuted_weight(g, w, kp, names, kl)

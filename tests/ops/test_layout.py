@@ -111,13 +111,16 @@ def test_nhwc_keeps_outputs_and_leaves_only_boundary_transposes(key):
     assert msc.structural_equal(msc.from_text(msc.to_text(h)), h, weights="types")
 
 
+@pytest.mark.parametrize("kernel_layout", ["OHWI", "IHWO"])
 @pytest.mark.parametrize("key", sorted(MODELS))
-def test_nhwc_graph_runs_in_onnxruntime(key):
+def test_nhwc_graph_runs_in_onnxruntime(key, kernel_layout):
     ort = pytest.importorskip("onnxruntime")
     import codegen.onnx
 
     m, x = _model(key)
-    h = sink_transposes(to_layout(fold_batch_norm(msc.from_torch(m, (x,))), "NHWC"))
+    g = fold_batch_norm(msc.from_torch(m, (x,)))
+    h = sink_transposes(to_layout(g, "NHWC", kernel_layout=kernel_layout))
+    assert all(n.attrs["data_layout"] == "NHWC" for n in h.nodes if n.op == "conv")
     proto = codegen.onnx.to_model(h)
     assert sum(n.op_type == "Transpose" for n in proto.graph.node) == 0
     sess = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
@@ -204,3 +207,15 @@ def test_nhwc_graph_builds_in_relax(key):
     got = out[0] if isinstance(out, (list, tuple)) else out
     got = got.numpy() if hasattr(got, "numpy") else np.asarray(got)
     np.testing.assert_allclose(got, m(x).detach().numpy(), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("kernel_layout", ["OHWI", "IHWO"])
+def test_conv_cost_does_not_depend_on_layout(kernel_layout):
+    from msc.analysis.cost import node_cost
+
+    m, x = _model("branchy")
+    g = msc.from_torch(m, (x,))
+    h = to_layout(g, "NHWC", kernel_layout=kernel_layout)
+    want = [str(node_cost(n)) for n in g.nodes if n.op == "conv"]
+    got = [str(node_cost(n)) for n in h.nodes if n.op == "conv"]
+    assert got == want
