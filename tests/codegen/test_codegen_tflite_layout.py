@@ -69,3 +69,28 @@ def test_tflite_cnn_read_back_to_torch_and_onnx_has_at_most_two_transposes(key):
     sess = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
     (got,) = sess.run(None, {sess.get_inputs()[0].name: x.numpy()})
     np.testing.assert_allclose(got, want, atol=1e-5, rtol=1e-5)
+
+
+NHWC_OPS = ["CONV_2D-same", "CONV_2D-valid-stride-relu", "DEPTHWISE_CONV_2D", "MAX_POOL_2D-same"]
+
+
+@pytest.mark.parametrize("case_id", NHWC_OPS)
+def test_native_nhwc_ops_read_without_transposes(case_id):
+    """A one-op .tflite (NHWC in and out) reads as one NHWC node; as PyTorch or ONNX it holds
+    one transpose at the input and one at the output, and agrees with LiteRT."""
+    from msc.ops.layout import channels_first, count_transposes
+    from tests.frontend.test_frontend_tflite import CASES
+    from tests.tflite_cases import build, feeds, run_onnx, run_torch
+
+    (case,) = [c for c in CASES if c.id == case_id]
+    g = msc.from_tflite(build(case))
+    assert count_transposes(g) == 0
+    assert [n.attrs["data_layout"] for n in g.nodes if n.op in ("conv", "max_pool")] == ["NHWC"]
+    assert count_transposes(channels_first(g)) == 2
+    pytest.importorskip("ai_edge_litert", reason="LiteRT (ai-edge-litert) is not installed")
+    from tests.tflite_cases import run_litert
+
+    arrays = feeds(case)
+    want = run_litert(build(case), arrays)
+    for got in (run_torch(g, arrays), run_onnx(g, arrays)):
+        np.testing.assert_allclose(got[0], want[0], atol=case.atol, rtol=case.rtol)
