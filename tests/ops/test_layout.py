@@ -219,3 +219,55 @@ def test_conv_cost_does_not_depend_on_layout(kernel_layout):
     want = [str(node_cost(n)) for n in g.nodes if n.op == "conv"]
     got = [str(node_cost(n)) for n in h.nodes if n.op == "conv"]
     assert got == want
+
+
+def _numpy_run(g: Graph, x: np.ndarray) -> np.ndarray:
+    """The few ops the property test builds, in numpy (independent of every codegen)."""
+    env = {id(g.inputs[0]): x}
+    for n in g.nodes:
+        a = [env[id(v)] if id(v) in env else None for v in n.inputs]
+        if n.op == "transpose":
+            y = np.transpose(a[0], n.attrs["perm"])
+        elif n.op == "constant":
+            y = np.asarray(n.attrs["value"])
+        elif n.op == "relu":
+            y = np.maximum(a[0], 0)
+        elif n.op == "add":
+            y = a[0] + a[1]
+        elif n.op == "reshape":
+            y = a[0].reshape(n.attrs["shape"])
+        elif n.op == "reduce_sum":
+            y = a[0].sum(tuple(n.attrs["axes"]), keepdims=n.attrs["keepdims"])
+        else:  # pragma: no cover
+            raise AssertionError(n.op)
+        env[id(n.output)] = y
+    return env[id(g.outputs[0])]
+
+
+def test_sinking_keeps_values_for_any_permutations():
+    """Random chains of transposes, relu, constant adds and reductions: the sunk graph
+    computes the same (numpy), and holds at most one transpose, at the output."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    perms = st.permutations(list(range(4)))
+
+    @settings(max_examples=60, deadline=None)
+    @given(st.lists(st.tuples(perms, st.booleans()), min_size=1, max_size=4), st.booleans())
+    def check(steps, keepdims):
+        g = Graph("g")
+        v = g.add_input("x", TensorType(DType.FLOAT32, (2, 3, 4, 5)))
+        for perm, with_const in steps:
+            v = g.op("relu", g.op("transpose", v, perm=list(perm)))
+            if with_const:
+                c = np.arange(v.type.shape[-1], dtype=np.float32)
+                v = g.op("add", v, g.op("constant", value=c))
+        v = g.op("reduce_sum", v, axes=[1], keepdims=keepdims)
+        g.set_outputs([v])
+        h = sink_transposes(g)
+        assert count_transposes(h) <= 1
+        assert all(n.op != "transpose" or n.output in h.outputs for n in h.nodes)
+        x = np.random.default_rng(0).standard_normal((2, 3, 4, 5)).astype(np.float32)
+        np.testing.assert_allclose(_numpy_run(h, x), _numpy_run(g, x), rtol=1e-6, atol=1e-6)
+
+    check()
