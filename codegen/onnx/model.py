@@ -66,6 +66,7 @@ from msc.ops import ONNX_SILENT_ATTRS
 from msc.ops.custom import CustomOp, parse_custom
 from msc.ops.decompose import DecompositionRegistry, NotDecomposable
 from msc.ops.decompose import registry as default_decompositions
+from msc.ops.layout import channels_first
 
 __all__ = ["ModelBuilder", "value_info", "written_weights"]
 
@@ -133,7 +134,7 @@ class ModelBuilder:
         value_infos: bool = True,
         optimize: bool = False,
     ) -> None:
-        self.graph = graph
+        self.graph = channels_first(graph)  # ONNX's Conv and pools are channels first
         self.optimize = optimize
         self.optimized: dict[str, int] = {}  # what the pass did, by rewrite (set by run())
         self.opset: int = 0  # set by run(): ``opset``, or the one ``pick_opset`` chose

@@ -48,8 +48,21 @@ def _kernel(weight: Ref) -> list[int]:
     )
 
 
+def _channels_first(e: Emit, data_layout: str, kernel_layout: str = "OIHW") -> None:
+    """ONNX's Conv and pools are channels first: other layouts are brought to them
+    (``msc.ops.layout.to_layout``) before emission."""
+    e.require(
+        data_layout == "NCHW" and kernel_layout == "OIHW",
+        f"a {data_layout}/{kernel_layout} node (convert with to_layout(g, 'NCHW') first)",
+    )
+
+
 @emitter("conv", since=1)
-def conv(e: Emit, x: Ref, weight: Ref, bias: Ref | None, *, stride, padding, dilation, groups):
+def conv(
+    e: Emit, x: Ref, weight: Ref, bias: Ref | None, *, stride, padding, dilation, groups,
+    data_layout="NCHW", kernel_layout="OIHW",
+):  # fmt: skip
+    _channels_first(e, data_layout, kernel_layout)
     return e.op(
         "Conv",
         x,
@@ -101,7 +114,11 @@ def _torch_indices(e: Emit, x: Ref, idx: Ref) -> Ref:
 
 
 @emitter("max_pool", since=8)
-def max_pool(e: Emit, x, *, kernel, stride, padding, dilation, ceil_mode, return_indices):
+def max_pool(
+    e: Emit, x, *, kernel, stride, padding, dilation, ceil_mode, return_indices,
+    data_layout="NCHW",
+):  # fmt: skip
+    _channels_first(e, data_layout)
     attrs = _pool_attrs(e, kernel, stride, padding, dilation, ceil_mode)
     if not return_indices:
         return e.op("MaxPool", x, **attrs)
@@ -111,8 +128,10 @@ def max_pool(e: Emit, x, *, kernel, stride, padding, dilation, ceil_mode, return
 
 @emitter("avg_pool", since=7)
 def avg_pool(
-    e: Emit, x, *, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override
-):
+    e: Emit, x, *, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override,
+    data_layout="NCHW",
+):  # fmt: skip
+    _channels_first(e, data_layout)
     attrs = _pool_attrs(e, kernel, stride, padding, (), ceil_mode)
     if divisor_override is not None:
         y = e.op("AveragePool", x, count_include_pad=1, **attrs)

@@ -40,6 +40,7 @@ from msc.ir.validate import non_numeric_values
 from msc.ops.custom import parse_custom
 from msc.ops.decompose import DecompositionRegistry, NotDecomposable
 from msc.ops.decompose import registry as default_decompositions
+from msc.ops.layout import channels_first
 
 __all__ = ["RelaxBuilder", "PARAMS"]
 
@@ -97,7 +98,7 @@ class RelaxBuilder:
             raise ConversionError(f"params must be one of {PARAMS}, got {params!r}")
         if bad := non_numeric_values(graph):  # TVM tensors hold numbers only
             raise NonNumericValuesError(bad, "codegen.relax", graph.name)
-        self.graph = graph
+        self.graph = channels_first(graph)  # the emitters write channels-first convs and pools
         self.params = params
         self.emitters = emitters or default_emitters
         self.decompositions = decompositions or default_decompositions

@@ -41,8 +41,21 @@ def _bias(e: Emit, y, bias, n: int):
     return e.emit(R.add(y, b))
 
 
+def _channels_first(e: Emit, data_layout: str, kernel_layout: str = "OIHW") -> None:
+    """Other layouts are brought to channels first (``msc.ops.layout.to_layout``) before
+    emission."""
+    e.require(
+        data_layout == "NCHW" and kernel_layout == "OIHW",
+        f"a {data_layout}/{kernel_layout} node (convert with to_layout(g, 'NCHW') first)",
+    )
+
+
 @emitter("conv")
-def conv(e: Emit, x, weight, bias=None, *, stride=(), padding=(), dilation=(), groups=1):
+def conv(
+    e: Emit, x, weight, bias=None, *, stride=(), padding=(), dilation=(), groups=1,
+    data_layout="NCHW", kernel_layout="OIHW",
+):  # fmt: skip
+    _channels_first(e, data_layout, kernel_layout)
     x = _ranked(e, x)
     n = _spatial(e, x)
     data, kernel = _LAYOUT[n]
@@ -262,8 +275,9 @@ _ADAPTIVE = {1: R.nn.adaptive_avg_pool1d, 2: R.nn.adaptive_avg_pool2d, 3: R.nn.a
 @emitter("max_pool")
 def max_pool(
     e: Emit, x, *, kernel, stride=(), padding=(), dilation=(), ceil_mode=False,
-    return_indices=False,
+    return_indices=False, data_layout="NCHW",
 ):  # fmt: skip
+    _channels_first(e, data_layout)
     e.require(not return_indices, "max_pool with indices (Relax pools return values only)")
     x = _ranked(e, x)
     n, k, s, p, d = _pool_args(e, x, kernel, stride, padding, dilation)
@@ -276,8 +290,9 @@ def max_pool(
 @emitter("avg_pool")
 def avg_pool(
     e: Emit, x, *, kernel, stride=(), padding=(), ceil_mode=False, count_include_pad=True,
-    divisor_override=None,
+    divisor_override=None, data_layout="NCHW",
 ):  # fmt: skip
+    _channels_first(e, data_layout)
     x = _ranked(e, x)
     if divisor_override is not None:  # every window's sum over the one divisor
         total = _window_sum(e, x, kernel, stride, padding, (), ceil_mode)

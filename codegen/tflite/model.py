@@ -29,6 +29,7 @@ from msc.ir.types import TensorType
 from msc.ops.decompose import NotDecomposable
 from msc.ops.decompose import registry as DECOMPOSITIONS
 from msc.ops.infer import InferError
+from msc.ops.layout import LAYOUT_OPS, fold_batch_norm, sink_transposes, to_layout
 from msc.ops.schema import OpError
 
 __all__ = ["Writer", "to_records"]
@@ -249,5 +250,16 @@ def _out_name(v: Value, k: int) -> str:
 
 
 def to_records(graph: Graph, emitters: EmitterRegistry = EMITTERS) -> flatbuf.Model:
-    """``graph`` as flatbuffer records (``flatbuf.write`` makes the file's bytes)."""
-    return Writer(graph, emitters).run()
+    """``graph`` as flatbuffer records (``flatbuf.write`` makes the file's bytes), its convs
+    and pools brought to TFLite's NHWC first (``channels_last``)."""
+    return Writer(channels_last(graph), emitters).run()
+
+
+def channels_last(graph: Graph) -> Graph:
+    """``graph`` with its convs and pools NHWC (kernels OHWI), batch norms with constant
+    statistics folded to a multiply-add, and the transposes sunk: a transpose is left only
+    where a graph input or output keeps its channels-first layout. The graph itself when it
+    has no conv or pool."""
+    if not any(n.op in LAYOUT_OPS for n in graph.nodes):
+        return graph
+    return sink_transposes(to_layout(fold_batch_norm(graph), "NHWC"))

@@ -1,10 +1,12 @@
 """TFLite emitters for neural-network ops: convolutions, pooling, fully connected and batch
 matmul, softmax, resize, embedding.
 
-The canonical conv and pool ops are channels first; TFLite's kernels take NHWC images and OHWI
-filters. An emitter transposes its input to NHWC and its output back; filters are permuted at
-write time (they are constants), and ``codegen.tflite.passes`` removes the transposes that
-cancel between consecutive ops.
+TFLite's kernels take NHWC images and OHWI filters. A conv or pool whose ``data_layout`` is NHWC
+is written as it is (``codegen.tflite.to_bytes`` brings a graph to NHWC with
+``msc.ops.layout`` first, so transposes are left only where the layout changes at the graph's
+inputs and outputs); a channels-first one is transposed to NHWC and back around its operator.
+Filters are permuted at write time (they are constants), and ``codegen.tflite.passes`` removes
+transposes that cancel between consecutive ops.
 """
 
 from __future__ import annotations
@@ -13,6 +15,15 @@ import numpy as np
 
 from codegen.tflite.registry import Emit, Ref, emitter
 from msc.ir.types import TensorType
+from msc.ops.nn import kernel_perm
+
+
+def _inverse(perm: list[int]) -> list[int]:
+    inv = [0] * len(perm)
+    for i, p in enumerate(perm):
+        inv[p] = i
+    return inv
+
 
 SAME, VALID = 0, 1
 
@@ -83,17 +94,23 @@ def conv(
     padding,
     dilation,
     groups,
+    data_layout="NCHW",
+    kernel_layout="OIHW",
     _out: TensorType | None = None,
 ):
+    if kernel_layout != "OIHW":  # to OIHW: a constant filter is permuted at write time
+        weight = e.transpose(weight, _inverse(kernel_perm(kernel_layout, weight.rank)))
+    last = data_layout == "NHWC"
     n = x.rank - 2
     e.require(n in (1, 2), f"a {n}-d convolution (TFLite writes 1-d and 2-d here)")
     e.require(weight.rank == x.rank, "a filter of another rank than the input")
     if n == 1:  # as 2-d with a height of 1
         w = e.const_value(weight)
         e.require(w is not None, "a 1-d convolution with a run-time filter")
-        x4 = e.expand_dims(x, 2)
+        x4 = e.expand_dims(x, 1 if last else 2)
         w4 = e.const(w[:, :, None, :])
-        t = e.out_type()
+        t = _out or e.out_type()
+        t4 = [t.shape[0], 1, *t.shape[1:]] if last else [*t.shape[:2], 1, t.shape[2]]
         out = conv(
             e,
             x4,
@@ -103,15 +120,18 @@ def conv(
             padding=_pads_2d(padding),
             dilation=[1, *(dilation or [1])],
             groups=groups,
-            _out=TensorType(t.dtype, [*t.shape[:2], 1, t.shape[2]]),
+            data_layout=data_layout,
+            _out=TensorType(t.dtype, t4),
         )
-        return e.squeeze(out, [2], t)
+        return e.squeeze(out, [1 if last else 2], t)
     stride = list(stride or [1, 1])
     dilation = list(dilation or [1, 1])
     kernel = [int(k) for k in weight.shape[2:]]
-    cin, cout = x.shape[1], weight.shape[0]
-    out_t = nhwc_type(_out or e.out_type())
-    xh = to_nhwc(e, x)
+    cin, cout = x.shape[-1 if last else 1], weight.shape[0]
+    out_t = _out or e.out_type()
+    if not last:
+        out_t = nhwc_type(out_t)
+    xh = x if last else to_nhwc(e, x)
     pad, xh = _padding(e, xh, padding, kernel, stride, dilation, 0.0)
     if bias is None:
         bias = e.const(np.zeros(int(cout), x.dtype.to_numpy()))
@@ -134,7 +154,7 @@ def conv(
     else:
         f = e.transpose(weight, [0, 2, 3, 1])  # OHWI
         y = e.op("CONV_2D", [xh, f, bias], out_t, **opts)
-    return to_nchw(e, y)
+    return y if last else to_nchw(e, y)
 
 
 def _pads_2d(pads) -> list[int]:
@@ -211,46 +231,53 @@ def gemm(e: Emit, a: Ref, b: Ref, c: Ref | None = None, *, alpha, beta, trans_a,
     return e.op("FULLY_CONNECTED", [a, weight, bias], e.out_type())
 
 
-def _pool(e: Emit, x: Ref, op: str, kernel, stride, padding, ceil_mode, fill, **extra):
+def _pool(e: Emit, x: Ref, op: str, kernel, stride, padding, ceil_mode, fill, layout="NCHW"):
     e.require(x.rank == 4, f"{op} of rank {x.rank} (TFLite pools 2-d)")
     e.require(not ceil_mode, "ceil_mode pooling")
     stride = list(stride or kernel)
-    xh = to_nhwc(e, x)
+    last = layout == "NHWC"
+    xh = x if last else to_nhwc(e, x)
     pad, xh = _padding(e, xh, padding, kernel, stride, [1, 1], fill)
     y = e.op(
         op,
         [xh],
-        nhwc_type(e.out_type()),
+        e.out_type() if last else nhwc_type(e.out_type()),
         padding=pad,
         stride_h=stride[0],
         stride_w=stride[1],
         filter_height=kernel[0],
         filter_width=kernel[1],
     )
-    return to_nchw(e, y)
+    return y if last else to_nchw(e, y)
 
 
 @emitter("max_pool")
-def max_pool(e: Emit, x: Ref, *, kernel, stride, padding, dilation, ceil_mode, return_indices):
+def max_pool(
+    e: Emit, x: Ref, *, kernel, stride, padding, dilation, ceil_mode, return_indices,
+    data_layout="NCHW",
+):  # fmt: skip
     e.require(not return_indices, "max pooling indices")
     e.require(not dilation or all(d == 1 for d in dilation), "dilated pooling")
-    return _pool(e, x, "MAX_POOL_2D", kernel, stride, padding, ceil_mode, float("-inf"))
+    return _pool(
+        e, x, "MAX_POOL_2D", kernel, stride, padding, ceil_mode, float("-inf"), data_layout
+    )
 
 
 @emitter("avg_pool")
 def avg_pool(
-    e: Emit, x: Ref, *, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override
-):
+    e: Emit, x: Ref, *, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override,
+    data_layout="NCHW",
+):  # fmt: skip
     e.require(divisor_override is None, "divisor_override")
     pads = list(padding or [])
     if any(pads) and not count_include_pad:
         # TFLite's SAME average excludes the padding: only those pads can be written
-        xs = x.shape[2:]
+        xs = x.shape[1:-1] if data_layout == "NHWC" else x.shape[2:]
         e.require(
             pads == _same(xs, kernel, list(stride or kernel), [1, 1]),
             "average pooling that excludes padding other than SAME's",
         )
-    return _pool(e, x, "AVERAGE_POOL_2D", kernel, stride, pads, ceil_mode, 0.0)
+    return _pool(e, x, "AVERAGE_POOL_2D", kernel, stride, pads, ceil_mode, 0.0, data_layout)
 
 
 def _last(e: Emit, x: Ref, axis: int, op: str, **opts) -> Ref:

@@ -51,6 +51,7 @@ from msc.ir.types import SymDim, TensorType
 from msc.ir.validate import non_numeric_values
 from msc.ops import registry as op_registry
 from msc.ops.custom import is_custom
+from msc.ops.layout import channels_first
 
 __all__ = ["TorchCodegen", "Arg", "NodeEmit"]
 
@@ -213,7 +214,7 @@ class TorchCodegen:
 
         if bad := non_numeric_values(graph):  # torch has no str, sequence or optional tensors
             raise NonNumericValuesError(bad, "codegen.torch", graph.name)
-        self.graph = self.simplified(self.lowered(graph))
+        self.graph = self.simplified(self.lowered(channels_first(graph)))
         if keep_unused and drop_unused:
             raise ValueError("keep_unused and drop_unused exclude each other")
         self.keep_unused = keep_unused

@@ -122,7 +122,9 @@ def _conv(node: Node) -> Cost:
     y, w = node.outputs[0].type, _t(node, 1)
     if w is None or w.shape is None:
         return UNKNOWN
-    macs = _mul(numel(y), product(w.shape[1:]))
+    # every filter dim but the output channels' (first, or last in an IHWO kernel)
+    per = w.shape[:-1] if node.attrs.get("kernel_layout") == "IHWO" else w.shape[1:]
+    macs = _mul(numel(y), product(per))
     bias = numel(y) if _t(node, 2) is not None else None
     return _flops_from_macs(macs, bias)
 

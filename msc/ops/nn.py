@@ -187,10 +187,81 @@ CONV_ATTRS = {
     "groups": Attr.int(1),
 }
 
+# Layouts name the roles of the dims whatever the spatial rank ("HW" stands for every spatial
+# dim): NCHW = channels at dim 1 (the default), NHWC = channels last. Kernels: OIHW (default),
+# OHWI (TFLite's CONV_2D), IHWO (TFLite's DEPTHWISE_CONV_2D, I = C_in / groups).
+DATA_LAYOUTS = ("NCHW", "NHWC")
+KERNEL_LAYOUTS = ("OIHW", "OHWI", "IHWO")
+LAYOUT_ATTR = {
+    "data_layout": Attr.str("NCHW", doc="NCHW | NHWC (channels first or last)", quiet=True)
+}
+KERNEL_ATTR = {"kernel_layout": Attr.str("OIHW", doc="OIHW | OHWI | IHWO", quiet=True)}
 
-@registry.op("conv", ["x", "weight", "bias?"], CONV_ATTRS, category="conv")
-def conv(x, weight, bias, *, stride, padding, dilation, groups) -> TensorType:
-    """N-d convolution (1-3 spatial dims), weight [C_out, C_in/groups, *kernel]."""
+
+def layout_perm(layout: str, rank: int) -> list[int]:
+    """The permutation taking a channels-first tensor of ``rank`` to ``layout``."""
+    if layout == "NCHW":
+        return list(range(rank))
+    if layout == "NHWC":
+        return [0, *range(2, rank), 1]
+    raise InferError(f"unknown data layout {layout!r} (one of {', '.join(DATA_LAYOUTS)})")
+
+
+def kernel_perm(layout: str, rank: int) -> list[int]:
+    """The permutation taking an OIHW kernel of ``rank`` to ``layout``."""
+    sp = list(range(2, rank))
+    perms = {"OIHW": [0, 1, *sp], "OHWI": [0, *sp, 1], "IHWO": [1, *sp, 0]}
+    if layout not in perms:
+        raise InferError(f"unknown kernel layout {layout!r} (one of {', '.join(KERNEL_LAYOUTS)})")
+    return perms[layout]
+
+
+def _permuted(t: TensorType | None, perm: list[int] | None) -> TensorType | None:
+    if t is None or t.shape is None or perm is None:
+        return t
+    if len(perm) != len(t.shape):
+        raise InferError(f"layout of rank {len(perm)} for a tensor of rank {len(t.shape)}")
+    return TensorType(t.dtype, tuple(t.shape[p] for p in perm))
+
+
+def _inverse(perm: list[int]) -> list[int]:
+    inv = [0] * len(perm)
+    for i, p in enumerate(perm):
+        inv[p] = i
+    return inv
+
+
+def _first(t: TensorType | None, layout: str) -> TensorType | None:
+    """``t`` (in ``layout``) as channels first."""
+    if t is None or t.shape is None or layout == "NCHW":
+        return t
+    return _permuted(t, _inverse(layout_perm(layout, len(t.shape))))
+
+
+def _back(t: TensorType, layout: str) -> TensorType:
+    """A channels-first result ``t`` in ``layout``."""
+    if t.shape is None or layout == "NCHW":
+        return t
+    return _permuted(t, layout_perm(layout, len(t.shape)))
+
+
+@registry.op(
+    "conv",
+    ["x", "weight", "bias?"],
+    {**CONV_ATTRS, **LAYOUT_ATTR, **KERNEL_ATTR},
+    category="conv",
+)
+def conv(
+    x, weight, bias, *, stride, padding, dilation, groups, data_layout="NCHW", kernel_layout="OIHW"
+) -> TensorType:
+    """N-d convolution (1-3 spatial dims), weight [C_out, C_in/groups, *kernel] (OIHW; the
+    ``kernel_layout`` names another order), input and output in ``data_layout``."""
+    if data_layout != "NCHW" or kernel_layout != "OIHW":
+        if weight.shape is not None:
+            weight = _permuted(weight, _inverse(kernel_perm(kernel_layout, len(weight.shape))))
+        out = conv(_first(x, data_layout), weight, bias, stride=stride, padding=padding,
+                   dilation=dilation, groups=groups)  # fmt: skip
+        return _back(out, data_layout)
     dt = same_dtype(x, weight, bias)
     n = _spatial(x, weight, len(stride), "conv")
     stride, dilation = _fill(stride, n, 1), _fill(dilation, n, 1)
@@ -268,17 +339,20 @@ def _pool_shape(x: TensorType, kernel, stride, padding, dilation, ceil_mode, wha
 @registry.op(
     "max_pool",
     ["x"],
-    {**POOL_ATTRS, "return_indices": Attr.bool(False)},
+    {**POOL_ATTRS, "return_indices": Attr.bool(False), **LAYOUT_ATTR},
     outputs=lambda a: 2 if a["return_indices"] else 1,
     category="pool",
 )
-def max_pool(x, *, kernel, stride, padding, dilation, ceil_mode, return_indices):
+def max_pool(
+    x, *, kernel, stride, padding, dilation, ceil_mode, return_indices, data_layout="NCHW"
+):
     """N-d max pooling; stride defaults to the kernel. Indices (optional, i64) are flat over
     each channel's spatial dims, as torch returns them."""
-    shape = _pool_shape(x, kernel, stride, padding, dilation, ceil_mode, "max_pool")
-    out = [TensorType(x.dtype, shape)]
+    xf = _first(x, data_layout)
+    shape = _pool_shape(xf, kernel, stride, padding, dilation, ceil_mode, "max_pool")
+    out = [_back(TensorType(x.dtype, shape), data_layout)]
     if return_indices:
-        out.append(TensorType(DType.INT64, shape))
+        out.append(_back(TensorType(DType.INT64, shape), data_layout))
     return out
 
 
@@ -289,12 +363,18 @@ def max_pool(x, *, kernel, stride, padding, dilation, ceil_mode, return_indices)
         **{k: v for k, v in POOL_ATTRS.items() if k != "dilation"},
         "count_include_pad": Attr.bool(True),
         "divisor_override": Attr.int(None),
+        **LAYOUT_ATTR,
     },
     category="pool",
 )
-def avg_pool(x, *, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override):
+def avg_pool(
+    x, *, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override,
+    data_layout="NCHW",
+):  # fmt: skip
     """N-d average pooling; stride defaults to the kernel."""
-    return TensorType(x.dtype, _pool_shape(x, kernel, stride, padding, (), ceil_mode, "avg_pool"))
+    xf = _first(x, data_layout)
+    shape = _pool_shape(xf, kernel, stride, padding, (), ceil_mode, "avg_pool")
+    return _back(TensorType(x.dtype, shape), data_layout)
 
 
 @registry.op(

@@ -51,6 +51,9 @@ class Attr:
     default: Any = REQUIRED
     optional: bool = False
     doc: str = ""
+    # printed only when not the default (attributes added to an op after graphs were written
+    # with it, such as a conv's layouts: old text stays byte-identical)
+    quiet: bool = False
 
     # Shorthands that read like the schema: Attr.int(1), Attr.ints(), Attr.float(1e-5, None).
     @staticmethod
@@ -66,8 +69,10 @@ class Attr:
         return Attr(AttrKind.BOOL, default, False, doc)
 
     @staticmethod
-    def str(default: Any = REQUIRED, optional: bool = False, doc: str = "") -> Attr:
-        return Attr(AttrKind.STR, default, optional or default is None, doc)
+    def str(
+        default: Any = REQUIRED, optional: bool = False, doc: str = "", quiet: bool = False
+    ) -> Attr:
+        return Attr(AttrKind.STR, default, optional or default is None, doc, quiet)
 
     @staticmethod
     def ints(default: Any = REQUIRED, optional: bool = False, doc: str = "") -> Attr:

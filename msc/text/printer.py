@@ -86,9 +86,23 @@ def _attrs(d: dict[str, Any], indent: str) -> str:
     return "{" + ", ".join(items) + "}"
 
 
+def _loud(n: Node, opset: Any) -> dict[str, Any]:
+    """``n``'s attributes less the quiet ones at their defaults (``Attr.quiet``)."""
+    schema = opset.get(n.op) if opset is not None and n.op in opset else None
+    if schema is None:
+        return n.attrs
+    specs = schema.attrs
+    return {
+        k: v
+        for k, v in n.attrs.items()
+        if not (k in specs and specs[k].quiet and v == specs[k].default)
+    }
+
+
 class _Printer:
-    def __init__(self, indent: str = "") -> None:
+    def __init__(self, indent: str = "", opset: Any = None) -> None:
         self.indent = indent
+        self.opset = opset
 
     def ref(self, v: Value | None) -> str:
         if v is None:
@@ -103,8 +117,9 @@ class _Printer:
         if not (op.isascii() and op.isidentifier()):
             op = escape(op)  # custom ops: "domain::name@1"
         s = f"{ind}{outs} = {op}({ins})"
-        if n.attrs:
-            s += " " + _attrs(n.attrs, ind)
+        attrs = _loud(n, self.opset)
+        if attrs:
+            s += " " + _attrs(attrs, ind)
         p = n.provenance
         if n.name or p:
             meta = [
@@ -133,7 +148,7 @@ class _Printer:
             fields = {"role": w.role or None, "aliases": list(w.aliases) or None}
             fields = {k: v for k, v in fields.items() if v is not None}
             lines.append(line + (" " + _attrs(fields, ind) if fields else ""))
-        node = _Printer(ind).node
+        node = _Printer(ind, g.opset).node
         lines.extend([node(n, ind) for n in g.nodes])
         lines.append(
             f"{ind}output"

@@ -415,8 +415,31 @@ def _nondefault(n: int, stride=(), padding=(), dilation=(), groups=1) -> dict[st
 
 
 # ---------------------------------------------------------------- convolution
+def _channels_first(data_layout: str, kernel_layout: str = "OIHW") -> None:
+    """torch's convolutions and pools are channels first: a graph with other layouts is
+    brought to them (``msc.ops.layout.to_layout``) before emission."""
+    if data_layout != "NCHW" or kernel_layout != "OIHW":
+        raise ConversionError(
+            f"a {data_layout}/{kernel_layout} node reached the torch emitter (convert the graph"
+            " with msc.ops.layout.to_layout(g, 'NCHW') first)"
+        )
+
+
 @emitter("conv")
-def conv(e, x, weight, bias=None, *, stride, padding, dilation, groups) -> ast.expr:
+def conv(
+    e,
+    x,
+    weight,
+    bias=None,
+    *,
+    stride,
+    padding,
+    dilation,
+    groups,
+    data_layout="NCHW",
+    kernel_layout="OIHW",
+) -> ast.expr:
+    _channels_first(data_layout, kernel_layout)
     n = _n(e, x, "conv")
     fn = fn_nd("F.conv", n)
     if fn is None:
@@ -446,7 +469,20 @@ def _is_same(weight: Arg, stride, padding, dilation, n: int) -> bool:
 
 
 @module_rule("conv")
-def conv_module(x, weight, bias=None, *, stride, padding, dilation, groups):
+def conv_module(
+    x,
+    weight,
+    bias=None,
+    *,
+    stride,
+    padding,
+    dilation,
+    groups,
+    data_layout="NCHW",
+    kernel_layout="OIHW",
+):
+    if data_layout != "NCHW" or kernel_layout != "OIHW":
+        return None
     if x.rank is None or weight.rank is None:
         return None
     n = x.rank - 2
@@ -554,7 +590,10 @@ def _torch_pool_pad(padding, kernel, dilation, n) -> tuple[int, ...] | None:
 
 
 @emitter("max_pool")
-def max_pool(e, x, *, kernel, stride, padding, dilation, ceil_mode, return_indices):
+def max_pool(
+    e, x, *, kernel, stride, padding, dilation, ceil_mode, return_indices, data_layout="NCHW"
+):
+    _channels_first(data_layout)
     n = _n(e, x, "max_pool")
     sym = _torch_pool_pad(padding, kernel, dilation, n)
     if fn_nd("", n) is None or sym is None:
@@ -571,7 +610,11 @@ def max_pool(e, x, *, kernel, stride, padding, dilation, ceil_mode, return_indic
 
 
 @emitter("avg_pool")
-def avg_pool(e, x, *, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override):
+def avg_pool(
+    e, x, *, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override,
+    data_layout="NCHW",
+):  # fmt: skip
+    _channels_first(data_layout)
     n = _n(e, x, "avg_pool")
     sym = _torch_pool_pad(padding, kernel, (), n)
     if fn_nd("", n) is None or sym is None or (n == 1 and divisor_override):

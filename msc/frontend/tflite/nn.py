@@ -1,9 +1,12 @@
 """TFLite neural-network ops: convolutions, pooling, fully connected, batch matmul, softmax,
 normalizations, resize.
 
-TFLite's images are NHWC and its filters OHWI (depthwise: 1HW(C*M)). The canonical ops these
-become take channels first; ``nchw`` / ``nhwc`` put the transposes at the op's boundary, which
-msc.ops' transpose sinking then cancels between consecutive ops.
+TFLite's images are NHWC and its filters OHWI (depthwise: 1HW(C*M)). Convolutions and pools
+are read as canonical ops in that layout (``data_layout = "NHWC"``, ``kernel_layout`` OHWI or
+IHWO), so a read graph holds no transposes of its own; a channels-first target brings them to
+its layout with ``msc.ops.layout`` (a transpose per changed graph input / output). Ops whose
+canonical form is channels first only (SAME padding of a run-time size, 3-d convolutions, L2
+pooling) go through ``nchw`` / ``nhwc`` transposes at their boundary.
 """
 
 from __future__ import annotations
@@ -84,10 +87,22 @@ def runtime_same_pad(ctx: Ctx, x: Value, kernel, strides, dilations, value: floa
     return ctx.op("pad", x, pads, fill, mode="constant")
 
 
-def _conv(ctx: Ctx, x, w_oihw: Value, bias, *, padding, strides, dilations, groups, kernel):
+def _conv(
+    ctx: Ctx, x, w: Value, bias, *, padding, strides, dilations, groups, kernel, layout="OIHW"
+):
+    """A convolution of NHWC ``x`` by ``w`` (in ``layout``), NHWC out."""
     xv = ctx.value(x)
     if xv.type.rank != len(kernel) + 2:
         raise Unsupported(f"input of rank {xv.type.rank} for a {len(kernel)}-d convolution")
+    b = None if bias is None else ctx.value(bias)
+    lay = {"kernel_layout": layout} if layout != "OIHW" else {}
+    if layout != "OIHW" and (padding != SAME or _static_same(_spatial(xv), strides)):
+        pads = []
+        if padding == SAME:
+            pads = same_pads(_spatial(xv), kernel, strides, dilations, "convolution")
+            pads = pads if any(pads) else []
+        return ctx.op("conv", xv, w, b, stride=strides, padding=pads, dilation=dilations,
+                      groups=groups, data_layout="NHWC", **lay)  # fmt: skip
     xc = nchw(ctx, xv)
     pads: list[int] = []
     if padding == SAME and _static_same(_spatial(xv), strides):
@@ -95,16 +110,8 @@ def _conv(ctx: Ctx, x, w_oihw: Value, bias, *, padding, strides, dilations, grou
         pads = pads if any(pads) else []
     elif padding == SAME:
         xc = runtime_same_pad(ctx, xc, kernel, strides, dilations, 0.0)
-    b = None if bias is None else ctx.value(bias)
     y = ctx.op(
-        "conv",
-        xc,
-        w_oihw,
-        b,
-        stride=strides,
-        padding=pads,
-        dilation=dilations,
-        groups=groups,
+        "conv", xc, w, b, stride=strides, padding=pads, dilation=dilations, groups=groups, **lay
     )
     return nhwc(ctx, y)
 
@@ -131,8 +138,9 @@ def conv_2d(
     return _conv(
         ctx,
         x,
-        ctx.op("transpose", w, perm=[0, 3, 1, 2]),
+        w,
         bias,
+        layout="OHWI",
         padding=padding,
         strides=[stride_h, stride_w],
         dilations=[dilation_h_factor, dilation_w_factor],
@@ -162,8 +170,9 @@ def depthwise_conv_2d(
     return _conv(
         ctx,
         x,
-        ctx.op("transpose", w, perm=[3, 0, 1, 2]),
+        w,
         bias,
+        layout="IHWO",
         padding=padding,
         strides=[stride_h, stride_w],
         dilations=[dilation_h_factor, dilation_w_factor],
@@ -263,6 +272,14 @@ def batch_matmul(ctx: Ctx, a, b, *, adj_x=False, adj_y=False):
 def _pool(ctx: Ctx, x, op: str, padding, stride_w, stride_h, filter_width, filter_height):
     xv = ctx.value(x)
     kernel, strides = [filter_height, filter_width], [stride_h, stride_w]
+    if padding != SAME or _static_same(_spatial(xv), strides):  # NHWC as it is
+        pads = (
+            same_pads(_spatial(xv), kernel, strides, [1, 1], "pooling") if padding == SAME else []
+        )
+        attrs = {"kernel": kernel, "stride": strides, "padding": pads if any(pads) else []}
+        if op == "avg_pool":
+            attrs["count_include_pad"] = False
+        return ctx.op(op, xv, data_layout="NHWC", **attrs)
     xc = nchw(ctx, xv)
     pads: list[int] = []
     if padding == SAME and _static_same(_spatial(xv), strides):
