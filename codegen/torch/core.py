@@ -106,7 +106,7 @@ class Arg:
         # An integral float reads (and traces) as an int; torch converts it exactly.
         if v.is_integer() and abs(v) < 2**53 and (v != 0 or str(v)[0] != "-"):
             return int(v)
-        return v
+        return code.shortest(v, c.dtype)
 
     @property
     def is_scalar(self) -> bool:
@@ -395,7 +395,8 @@ class TorchCodegen:
         if nice is None and leaf is not None and len(node.outputs) == 1:
             # Inside a block, a module's output is named after the module (its role there).
             rel = leaf.prefix.split(".")[len(base) :]
-            nice = "_".join(rel) if rel and leaf.prefix.split(".")[: len(base)] == base else None
+            inside = rel and leaf.prefix.split(".")[: len(base)] == base
+            nice = "_".join(rel).lower() if inside else None
         if nice is None and v.name and len(node.outputs) == 1:
             nice = readable(v.name, node.provenance.module, node.op, module_call)
         return self.ns.create(v.name or "", "v", base=nice)
@@ -647,10 +648,10 @@ class TorchCodegen:
             "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n",
         ]
         if body:
-            parts.append("\n".join(notes) + "\n" + _unparse(ast.Module(body, [])))
+            parts.append("\n".join(notes) + "\n" + code.wrap_lines(_unparse(ast.Module(body, []))))
         parts += [inspect.getsource(HELPERS[h]).rstrip() + "\n" for h in self._helpers]
-        parts += [_unparse(ast.Module([c], [])) for c in self.block_classes_]
-        parts.append(_unparse(ast.Module([cls], [])))
+        parts += [code.wrap_lines(_unparse(ast.Module([c], []))) for c in self.block_classes_]
+        parts.append(code.wrap_lines(_unparse(ast.Module([cls], []))))
         loader = _LOADER if self.plan_.keys else _LOADER.replace(_RENAMED_KEYS, _RENAMED_KEYS_NONE)
         parts.append(loader.replace("MODEL_CLASS", self.class_name_))
         return "\n\n\n".join(p.rstrip("\n") for p in parts) + "\n"
@@ -729,7 +730,7 @@ class TorchCodegen:
         return with_calls(root, [])
 
     def _loop_name(self, holder: str) -> str:
-        base = holder[:-1] if holder.endswith("s") and len(holder) > 1 else "block"
+        base = holder[:-1] if holder.endswith("s") and len(holder) > 1 else holder
         return self.ns.create(base, "block")
 
     def _header(self) -> str:
@@ -755,7 +756,10 @@ class TorchCodegen:
     def _docstring(self) -> str:
         ins = ", ".join(f"{self.ns_name(v)}: {v.type}" for v in self.graph.inputs)
         outs = ", ".join(str(v.type) for v in self.graph.outputs)
-        return f"Generated from an msc graph. Inputs: {ins or 'none'}. Outputs: {outs or 'none'}."
+        text = f"Generated from an msc graph. Inputs: {ins or 'none'}. Outputs: {outs or 'none'}."
+        if len(text) <= 90:
+            return text
+        return "\n    ".join(_wrap(text, 92)) + "\n    "
 
     def ns_name(self, v: Value) -> str:
         r = self._refs.get(id(v))

@@ -391,7 +391,13 @@ def constant_ctor(w: Weight) -> ast.expr | None:
             e = code.call("torch.arange", *args, *([step] if step != 1 else []), dtype=dt)
             return e if len(shape) == 1 else code.expr("e.reshape(s)", e=e, s=shape)
     if flat.size <= LITERAL_ELEMENTS:
-        values = arr.astype(np.float64).tolist() if dt.is_floating else arr.tolist()
+        values = (
+            [code.shortest(x, arr.dtype) for x in arr.astype(np.float64).reshape(-1).tolist()]
+            if dt.is_floating
+            else arr.tolist()
+        )
+        if dt.is_floating and arr.ndim != 1:
+            values = np.asarray(values, dtype=np.float64).reshape(arr.shape).tolist()
         return code.call("torch.tensor", values, dtype=dt)
     return None
 

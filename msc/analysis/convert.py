@@ -187,7 +187,14 @@ def _check_dynamic(before: Graph, after: Graph, dynamic: Sequence[str | DynamicD
         ) from None
 
 
-def _write(g: Graph, target: str, dest: Path, opset: int | None, report: ConvertReport) -> None:
+def _write(
+    g: Graph,
+    target: str,
+    dest: Path,
+    opset: int | None,
+    report: ConvertReport,
+    flat: bool = False,
+) -> None:
     if target == "msc":
         import msc
 
@@ -197,7 +204,7 @@ def _write(g: Graph, target: str, dest: Path, opset: int | None, report: Convert
             from codegen.torch import save
         except ImportError as e:
             raise MscError(f"the torch target needs codegen.torch: {e}") from None
-        save(g, dest)
+        save(g, dest, flat=flat)
     elif target == "relax":
         try:
             from codegen.relax import save
@@ -267,11 +274,15 @@ def convert(
     force: bool = False,
     custom_ops: str = "error",
     allow_changes: bool = False,
+    flat: bool = False,
 ) -> ConvertReport:
     """Convert ``src`` to ``out`` (see the module docstring). Raises MscError for user errors;
     a failed check is reported (``ok`` False) and nothing is written. The output read back
     with real changes (``msc diff``'s verdict: neither equal nor equivalent) fails the check
-    unless ``allow_changes``."""
+    unless ``allow_changes``. ``flat``: a torch target's model.py is one flat forward, not one
+    class per block of the source's module hierarchy."""
+    if flat and target_for(Path(out), to) != "torch":
+        raise MscError("--flat applies to the torch target only")
     say = progress or (lambda s: None)
     out_p = Path(out)
     target = target_for(out_p, to)
@@ -311,7 +322,7 @@ def convert(
         with files.uninterrupted():
             tmp, staged = _stage(out_p, target)
         say(f"writing {target}")
-        _write(g, target, staged, opset, report)
+        _write(g, target, staged, opset, report, flat)
         if check:
             say("re-importing the output")
             if target == "torch":

@@ -265,6 +265,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
             force=args.force,
             custom_ops=args.custom_ops,
             allow_changes=args.allow_changes,
+            flat=args.flat,
         )
     lines: list[str] = []
     if r.ok:
@@ -513,6 +514,12 @@ def build_parser() -> argparse.ArgumentParser:
         "kernel for every op)",
     )
     _shape_opts(c)
+    c.add_argument(
+        "--flat",
+        action="store_true",
+        help="torch target: write one flat forward instead of one class per block of the "
+        "source's module hierarchy",
+    )
     c.add_argument("--no-check", action="store_true", help="skip checking the output")
     c.add_argument(
         "--allow-changes",
