@@ -52,6 +52,10 @@ class Block:
         return False
 
 
+# torch's containers: their items stay inline in the parent's forward.
+_CONTAINERS = frozenset({"Sequential", "ModuleList", "ModuleDict"})
+
+
 def _owners(graph: Graph) -> dict[Node, str]:
     """The module of each top-level node; a constant belongs where all its users are."""
     owner = {n: n.provenance.module for n in graph.nodes}
@@ -116,10 +120,14 @@ def find_blocks(graph: Graph, plan: ModulePlan) -> tuple[list[Block], dict[Node,
     for path in sorted(paths, key=lambda p: (p.count("."), p)):
         parts = path.split(".")
         h = _holder(plan, parts)
-        if h is None or h is plan.root or h.is_list:
+        if h is None or h is plan.root or h.is_list or types.get(path) in _CONTAINERS:
+            continue
+        if any(k.isdigit() for k in h.children):  # a Sequential with gaps: its items inline
             continue
         nodes = [n for n in graph.nodes if owner[n] == path or owner[n].startswith(path + ".")]
         if not nodes or index[nodes[-1]] - index[nodes[0]] + 1 != len(nodes):
+            continue
+        if sum(n.op != "constant" for n in nodes) < 2:  # one op: a class would only hide it
             continue
         if not _reads_inside(nodes, plan, parts):
             continue

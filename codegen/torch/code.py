@@ -69,7 +69,8 @@ def shortest(v: float, dtype: np.dtype) -> float:
     if dtype not in (np.float32, np.float16) or not np.isfinite(v):
         return v
     short = float(str(dtype.type(v)))
-    return short if dtype.type(short) == dtype.type(v) else v
+    top = float(np.finfo(dtype).max)  # '3.4028235e+38' is past float32's largest: torch refuses it
+    return short if dtype.type(short) == dtype.type(v) and abs(short) <= top else v
 
 
 def name(ident: str) -> ast.Name:
