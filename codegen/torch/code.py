@@ -205,9 +205,10 @@ def is_plain_attr(p: str) -> bool:
 def wrap_lines(source: str, width: int = 100) -> str:
     """``source`` (one statement per line, as ``ast.unparse`` writes it) with each line over
     ``width`` characters split at the commas of its last bracketed argument list, one item a
-    line (``f(\\n    a,\\n    b,\\n)``), again inside an item still too long. Only brackets of
-    two or more items split (a trailing comma never changes what one item means) and never a
-    subscript's; a line that does not tokenize alone (inside a docstring) stays as it is."""
+    line (``f(\\n    a,\\n    b,\\n)``), again inside an item still too long; one item gets
+    no trailing comma (which would make a parenthesized item a tuple); never a subscript's.
+    A long ``del`` is several. A line that does not tokenize alone (inside a docstring) stays
+    as it is."""
     out: list[str] = []
     for line in source.split("\n"):
         out.extend(_wrap_line(line, width))
@@ -220,6 +221,13 @@ def _wrap_line(line: str, width: int) -> list[str]:
 
     if len(line) <= width or line.lstrip().startswith("#"):
         return [line]
+    indent = line[: len(line) - len(line.lstrip())]
+    if line.lstrip().startswith("del ") and "(" not in line and "[" not in line:
+        import textwrap  # names only: several del lines
+
+        names = line.lstrip()[4:]
+        rows = textwrap.wrap(names, width - len(indent) - 5, break_long_words=False)
+        return [f"{indent}del {r.rstrip(',')}" for r in rows]
     try:
         toks = [
             t
@@ -228,7 +236,6 @@ def _wrap_line(line: str, width: int) -> list[str]:
         ]
     except (tokenize.TokenError, IndentationError, SyntaxError):
         return [line]
-    indent = line[: len(line) - len(line.lstrip())]
     text = line.strip()
     # The closing bracket: the last token, or the one before a final ":" or ",".
     end = len(toks) - 1
@@ -266,8 +273,7 @@ def _wrap_line(line: str, width: int) -> list[str]:
             depth -= 1
         elif s == "," and depth == 0:
             cuts.append(i)
-    if not cuts:
-        return [line]
+    one = not cuts  # one item: no trailing comma (it would make a parenthesized item a tuple)
     col = lambda i: toks[i].start[1]  # noqa: E731 (one line: start columns on one line)
     head = text[: col(opener) + 1]
     starts = [opener + 1] + [c + 1 for c in cuts]
@@ -276,7 +282,9 @@ def _wrap_line(line: str, width: int) -> list[str]:
     items = [x for x in items if x]
     inner = indent + "    "
     lines = [indent + head]
+    if one and len(items) != 1:
+        return [line]
     for x in items:
-        lines.extend(_wrap_line(inner + x + ",", width))
+        lines.extend(_wrap_line(inner + x + ("" if one else ","), width))
     lines.append(indent + text[col(end) :])
     return lines
