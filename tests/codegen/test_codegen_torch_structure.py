@@ -184,3 +184,23 @@ def test_float_literals_are_the_shortest_that_round_trip():
     model, args = _llama()
     src = ct.generate(msc.from_torch(model, args))
     assert "1e-06" in src and "9.99999997" not in src
+
+
+@pytest.mark.parametrize("dynamo", [False, True], ids=["legacy", "dynamo"])
+def test_onnx_scopes_give_the_hierarchy(dynamo, tmp_path):
+    # torch.onnx's files carry the module paths (the legacy exporter's scope-style node names,
+    # the dynamo exporter's name_scopes and class_hierarchy): the same classes and loop.
+    pytest.importorskip("onnx")
+    if dynamo:
+        pytest.importorskip("onnxscript", reason="torch.onnx's dynamo exporter")
+    model, args = _cnn()
+    path = tmp_path / "m.onnx"
+    torch.onnx.export(model, args, str(path), dynamo=dynamo, input_names=["x"])
+    g = msc.from_onnx(str(path))
+    src = ct.generate(g)
+    # Class names: the source's types where the file has them (dynamo), else from the path.
+    blocks = [("BasicBlock" if dynamo else "Layers", "layers.0")]
+    assert _structure_problems(src, blocks, "layers") == []
+    assert _structure_problems(ct.generate(g, flat=True), blocks, "layers") != []
+    with torch.no_grad():
+        torch.testing.assert_close(ct.to_module(g)(*args), model(*args), atol=1e-5, rtol=1e-5)
