@@ -204,3 +204,17 @@ def test_onnx_scopes_give_the_hierarchy(dynamo, tmp_path):
     assert _structure_problems(ct.generate(g, flat=True), blocks, "layers") != []
     with torch.no_grad():
         torch.testing.assert_close(ct.to_module(g)(*args), model(*args), atol=1e-5, rtol=1e-5)
+
+
+def test_convert_flat_flag(tmp_path):
+    from msc.cli import main
+
+    model, args = _cnn()
+    pt2 = tmp_path / "cnn.pt2"
+    torch.export.save(torch.export.export(model, args), str(pt2))
+    for flag, want in (([], True), (["--flat"], False)):
+        out = tmp_path / ("flat" if flag else "hier")
+        assert main(["convert", str(pt2), "-o", str(out), "--no-check", "-q", *flag]) == 0
+        src = (out / "model.py").read_text()
+        assert ("class BasicBlock(nn.Module)" in src) is want
+        assert bool(re.search(r"for \w+ in self\.layers:", src)) is want
