@@ -26,7 +26,7 @@ from codegen.torch import code
 from codegen.torch.modules import Holder, ModulePlan
 from msc.ir.graph import Graph, Node, Weight
 
-__all__ = ["Block", "find_blocks", "split_body", "canonical", "loops"]
+__all__ = ["Block", "find_blocks", "split_body", "canonical", "loops", "carried_names"]
 
 
 @dataclass(eq=False)
@@ -254,9 +254,11 @@ def loops(
     plan: ModulePlan,
     base: list[str],
     new_name,
+    looped: list[tuple[str, list[int]]] | None = None,
 ) -> list[ast.stmt]:
     """``body`` with each run of calls over a whole ModuleList, each call's outputs the next
-    one's inputs at the same places, as ``for layer in self.layers: ...``."""
+    one's inputs at the same places, as ``for layer in self.layers: ...``; ``looped`` gets
+    (class, the positions of the parameters the loop carries) of each."""
     out: list[ast.stmt] = []
     i = 0
     while i < len(body):
@@ -271,9 +273,29 @@ def loops(
             out.append(body[i])
             i += 1
             continue
-        out.extend(loop)
+        out.extend(loop[0])
+        if looped is not None:
+            looped.append((blocks[0].cls, loop[1]))
         i += run
     return out
+
+
+def carried_names(cls: ast.ClassDef, pos: list[int]) -> None:
+    """Name the parameters a loop carries through the class ``hidden_states`` (``x`` when it
+    takes no other), unless the class already uses the name."""
+    forward = next(f for f in cls.body if isinstance(f, ast.FunctionDef) and f.name == "forward")
+    params = forward.args.args[1:]
+    if len(pos) != 1:
+        return
+    new = "x" if len(params) == 1 else "hidden_states"
+    used = {n.id for n in ast.walk(forward) if isinstance(n, ast.Name)} | {a.arg for a in params}
+    if new in used:
+        return
+    old = params[pos[0]].arg
+    params[pos[0]].arg = new
+    for n in ast.walk(forward):
+        if isinstance(n, ast.Name) and n.id == old:
+            n.id = new
 
 
 def _run(body, i, calls, plan) -> int | None:
@@ -296,7 +318,7 @@ def _run(body, i, calls, plan) -> int | None:
     return n
 
 
-def _loop(blocks, body, i, n, plan, base, new_name) -> list[ast.stmt] | None:
+def _loop(blocks, body, i, n, plan, base, new_name) -> tuple[list[ast.stmt], list[int]] | None:
     k = len(blocks[0].outputs)
     if k == 0 or any(len(b.outputs) != k or len(b.params) != len(blocks[0].params) for b in blocks):
         return None
@@ -346,4 +368,4 @@ def _loop(blocks, body, i, n, plan, base, new_name) -> list[ast.stmt] | None:
     finally:
         plan.base = saved
     loop = ast.For(ast.Name(var, ast.Store()), it, [ast.Assign([target], call)], [])
-    return [*pre, loop]
+    return [*pre, loop], pos

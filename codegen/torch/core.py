@@ -31,7 +31,14 @@ from typing import Any
 import numpy as np
 
 from codegen.torch import code, custom, unsigned
-from codegen.torch.blocks import Block, canonical, find_blocks, loops, split_body
+from codegen.torch.blocks import (
+    Block,
+    canonical,
+    carried_names,
+    find_blocks,
+    loops,
+    split_body,
+)
 from codegen.torch.helpers import HELPERS
 from codegen.torch.modules import ModulePlan, block_init, init_statements, plan_modules
 from codegen.torch.names import Namespace, readable, sanitize
@@ -690,9 +697,10 @@ class TorchCodegen:
                     new = ast.Expr(call)
                 calls[id(new)] = (b, call)
                 out.append(new)
-            return loops(out, calls, plan, base, self._loop_name)
+            return loops(out, calls, plan, base, self._loop_name, looped)
 
         classes: dict[str, str] = {}  # canonical form -> class name
+        looped: list[tuple[str, list[int]]] = []
         size_names, small = self._size_names(), self._small_values()
 
         def build(b: Block) -> None:
@@ -727,7 +735,10 @@ class TorchCodegen:
 
         for b in self.top_blocks_:
             build(b)
-        return with_calls(root, [])
+        root = with_calls(root, [])
+        for name, pos in dict(looped).items():
+            carried_names(next(c for c in self.block_classes_ if c.name == name), pos)
+        return root
 
     def _loop_name(self, holder: str) -> str:
         base = holder[:-1] if holder.endswith("s") and len(holder) > 1 else holder
