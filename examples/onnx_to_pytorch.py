@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
         codegen.torch.save(g, target)
         source = (target / "model.py").read_text()
         print(f"wrote {target}/model.py ({source.count(chr(10))} lines) and model.safetensors")
-        start = source.index("class ")
+        start = source.rindex("\nclass ") + 1  # the model's class: after its blocks' classes
         print(source[start : source.index("\n\n\n", start)])
 
         # 2. Load the generated file as a user would, and run it next to onnxruntime.

@@ -66,6 +66,7 @@ def generate(
     *,
     keep_unused: bool = False,
     drop_unused: bool = False,
+    flat: bool = False,
 ) -> str:
     """Python source of an ``nn.Module`` computing ``graph`` (plus a ``load(path)`` function).
 
@@ -75,10 +76,14 @@ def generate(
     every weight of the graph; ``drop_unused`` leaves out unused parameters too (a persistent
     buffer always stays).
 
+    The module follows the source's hierarchy where the graph records it (torch.export's
+    module stack, torch.onnx's scope names): one class per block type, a ``for`` loop over a
+    run of equal blocks, state_dict keys unchanged. ``flat=True`` writes one forward instead.
+
     Raises:
         UnsupportedOpsError: listing every node whose op has no emitter.
     """
-    return codegen(graph, keep_unused=keep_unused, drop_unused=drop_unused).generate()
+    return codegen(graph, keep_unused=keep_unused, drop_unused=drop_unused, flat=flat).generate()
 
 
 def to_module(
@@ -87,15 +92,16 @@ def to_module(
     *,
     keep_unused: bool = False,
     drop_unused: bool = False,
+    flat: bool = False,
 ) -> Any:
     """Compile the generated module in memory and load the graph's weights (eval mode).
 
     The module's ``msc_source`` attribute holds the source; tracebacks point into it.
-    ``keep_unused`` and ``drop_unused`` as for ``generate``.
+    ``keep_unused``, ``drop_unused`` and ``flat`` as for ``generate``.
     """
     import torch
 
-    cg = codegen(graph, keep_unused=keep_unused, drop_unused=drop_unused)
+    cg = codegen(graph, keep_unused=keep_unused, drop_unused=drop_unused, flat=flat)
     src = cg.generate()
     n = next(_counter)
     filename = f"<msc-generated-{n}>"
@@ -126,14 +132,15 @@ def save(
     *,
     keep_unused: bool = False,
     drop_unused: bool = False,
+    flat: bool = False,
 ) -> Path:
     """Write ``model.py`` and ``model.safetensors`` into ``directory`` (replaced atomically).
 
     ``model.py`` has a ``load(path=None)`` that builds the module and loads the weights.
-    ``keep_unused`` and ``drop_unused`` as for ``generate``: the weights left out are not
-    written either.
+    ``keep_unused``, ``drop_unused`` and ``flat`` as for ``generate``: the weights left out
+    are not written either.
     """
-    cg = codegen(graph, keep_unused=keep_unused, drop_unused=drop_unused)
+    cg = codegen(graph, keep_unused=keep_unused, drop_unused=drop_unused, flat=flat)
     src = cg.generate()
     tensors = [(w.name, w.type.dtype, w.type.shape, source(w)) for w in cg.kept_weights()]
     # The forward pass's tensor constants (non-persistent buffers), under their buffer keys.

@@ -29,6 +29,7 @@ __all__ = [
     "dtype_expr",
     "TORCH_DTYPES",
     "to_ast",
+    "shortest",
 ]
 
 TORCH_DTYPES: dict[DType, str] = {
@@ -59,6 +60,17 @@ TORCH_DTYPES: dict[DType, str] = {
     DType.UINT2: "uint8",
     DType.FLOAT4_E2M1: "float32",
 }
+
+
+def shortest(v: float, dtype: np.dtype) -> float:
+    """``v``, a value of float type ``dtype``, as the shortest decimal that rounds back to it in
+    that type (``1e-06``, not ``9.999999974752427e-07``): torch rounds a Python scalar to the
+    tensor's type, so the code computes the same."""
+    if dtype not in (np.float32, np.float16) or not np.isfinite(v):
+        return v
+    short = float(str(dtype.type(v)))
+    top = float(np.finfo(dtype).max)  # '3.4028235e+38' is past float32's largest: torch refuses it
+    return short if dtype.type(short) == dtype.type(v) and abs(short) <= top else v
 
 
 def name(ident: str) -> ast.Name:
@@ -188,3 +200,91 @@ def is_plain_attr(p: str) -> bool:
         and not keyword.iskeyword(p)
         and not p.startswith("__")  # private names are mangled inside a class body
     )
+
+
+def wrap_lines(source: str, width: int = 100) -> str:
+    """``source`` (one statement per line, as ``ast.unparse`` writes it) with each line over
+    ``width`` characters split at the commas of its last bracketed argument list, one item a
+    line (``f(\\n    a,\\n    b,\\n)``), again inside an item still too long; one item gets
+    no trailing comma (which would make a parenthesized item a tuple); never a subscript's.
+    A long ``del`` is several. A line that does not tokenize alone (inside a docstring) stays
+    as it is."""
+    out: list[str] = []
+    for line in source.split("\n"):
+        out.extend(_wrap_line(line, width))
+    return "\n".join(out)
+
+
+def _wrap_line(line: str, width: int) -> list[str]:
+    import io
+    import tokenize
+
+    if len(line) <= width or line.lstrip().startswith("#"):
+        return [line]
+    indent = line[: len(line) - len(line.lstrip())]
+    if line.lstrip().startswith("del ") and "(" not in line and "[" not in line:
+        import textwrap  # names only: several del lines
+
+        names = line.lstrip()[4:]
+        rows = textwrap.wrap(names, width - len(indent) - 5, break_long_words=False)
+        return [f"{indent}del {r.rstrip(',')}" for r in rows]
+    try:
+        toks = [
+            t
+            for t in tokenize.generate_tokens(io.StringIO(line.strip() + "\n").readline)
+            if t.type not in (tokenize.NEWLINE, tokenize.NL, tokenize.ENDMARKER, tokenize.COMMENT)
+        ]
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        return [line]
+    text = line.strip()
+    # The closing bracket: the last token, or the one before a final ":" or ",".
+    end = len(toks) - 1
+    while end >= 0 and toks[end].string in (":", ","):
+        end -= 1
+    if end < 0 or toks[end].string not in ")]}":
+        return [line]
+    depth, opener = 0, None
+    for i, t in enumerate(toks[: end + 1]):
+        if t.type != tokenize.OP:
+            continue
+        if t.string in "([{":
+            if depth == 0 and opener is None:
+                opener = i
+            depth += 1
+        elif t.string in ")]}":
+            depth -= 1
+            if depth == 0 and i != end:
+                opener = None  # closed before the end: not the bracket that ends the line
+    if opener is None:
+        return [line]
+    prev = toks[opener - 1] if opener else None
+    if (
+        toks[opener].string == "["
+        and prev is not None
+        and (prev.type == tokenize.NAME or prev.string in (")", "]"))
+    ):
+        return [line]  # a subscript
+    cuts, depth = [], 0
+    for i in range(opener + 1, end):
+        s = toks[i].string if toks[i].type == tokenize.OP else ""
+        if s and s in "([{":
+            depth += 1
+        elif s and s in ")]}":
+            depth -= 1
+        elif s == "," and depth == 0:
+            cuts.append(i)
+    one = not cuts  # one item: no trailing comma (it would make a parenthesized item a tuple)
+    col = lambda i: toks[i].start[1]  # noqa: E731 (one line: start columns on one line)
+    head = text[: col(opener) + 1]
+    starts = [opener + 1] + [c + 1 for c in cuts]
+    stops = cuts + [end]
+    items = [text[toks[a].start[1] : col(b)].strip() for a, b in zip(starts, stops) if a < b]
+    items = [x for x in items if x]
+    inner = indent + "    "
+    lines = [indent + head]
+    if one and len(items) != 1:
+        return [line]
+    for x in items:
+        lines.extend(_wrap_line(inner + x + ("" if one else ","), width))
+    lines.append(indent + text[col(end) :])
+    return lines

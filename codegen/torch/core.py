@@ -31,8 +31,16 @@ from typing import Any
 import numpy as np
 
 from codegen.torch import code, custom, unsigned
+from codegen.torch.blocks import (
+    Block,
+    canonical,
+    carried_names,
+    find_blocks,
+    loops,
+    split_body,
+)
 from codegen.torch.helpers import HELPERS
-from codegen.torch.modules import ModulePlan, init_statements, plan_modules
+from codegen.torch.modules import ModulePlan, block_init, init_statements, plan_modules
 from codegen.torch.names import Namespace, readable, sanitize
 from codegen.torch.passes import (
     RELEASE_BYTES,
@@ -106,7 +114,7 @@ class Arg:
         # An integral float reads (and traces) as an int; torch converts it exactly.
         if v.is_integer() and abs(v) < 2**53 and (v != 0 or str(v)[0] != "-"):
             return int(v)
-        return v
+        return code.shortest(v, c.dtype)
 
     @property
     def is_scalar(self) -> bool:
@@ -209,7 +217,13 @@ class TorchCodegen:
     module_rules = MODULE_RULES
     base_reserved: frozenset[str] = frozenset()
 
-    def __init__(self, graph: Graph, keep_unused: bool = False, drop_unused: bool = False) -> None:
+    def __init__(
+        self,
+        graph: Graph,
+        keep_unused: bool = False,
+        drop_unused: bool = False,
+        flat: bool = False,
+    ) -> None:
         from codegen.torch import emitters as _  # noqa: F401  (registers the emitters)
 
         if bad := non_numeric_values(graph):  # torch has no str, sequence or optional tensors
@@ -219,6 +233,13 @@ class TorchCodegen:
             raise ValueError("keep_unused and drop_unused exclude each other")
         self.keep_unused = keep_unused
         self.drop_unused = drop_unused
+        # flat: one forward, as a trace reads; else one class per block of the source's module
+        # hierarchy where the graph records it (blocks.py).
+        self.flat = flat
+        self.top_blocks_: list[Block] = []
+        self.node_block_: dict[Node, Block] = {}
+        self._base_of: dict[Node, list[str]] = {}  # module path of the class emitting a node
+        self.block_classes_: list[ast.ClassDef] = []
         self.ns = Namespace(set(HELPERS) | set(self.base_reserved))
         self._helpers: list[str] = []
         self._refs: dict[int, ast.expr] = {}
@@ -335,11 +356,15 @@ class TorchCodegen:
             args.append(ident)
         body: list[ast.stmt] = []
         for node in self.graph.nodes:
+            block = self.node_block_.get(node)
+            self.plan_.base = block.parts if block is not None else []  # type: ignore[union-attr]
             body.extend(self.emit_node(node))
+        self.plan_.base = []  # type: ignore[union-attr]
         body.append(self.emit_return())
         return _func("forward", args, body)
 
     def emit_node(self, node: Node) -> list[ast.stmt]:
+        self._base_of[node] = list(self.plan_.base) if self.plan_ is not None else []
         self._reads.append(set())
         try:
             out = self._emit_node(node)
@@ -373,6 +398,13 @@ class TorchCodegen:
         up (getitem_3, /layer1/layer1.0/conv1/Conv_output_0) one from the node's module; a
         symbolic size read from a shape is named after its symbol (``batch``)."""
         nice = _symbol_of(node)
+        base = self.plan_.base if self.plan_ is not None else []
+        leaf = self.plan_.node_leaf.get(node) if self.plan_ is not None and base else None
+        if nice is None and leaf is not None and len(node.outputs) == 1:
+            # Inside a block, a module's output is named after the module (its role there).
+            rel = leaf.prefix.split(".")[len(base) :]
+            inside = rel and leaf.prefix.split(".")[: len(base)] == base
+            nice = "_".join(rel).lower() if inside else None
         if nice is None and v.name and len(node.outputs) == 1:
             nice = readable(v.name, node.provenance.module, node.op, module_call)
         return self.ns.create(v.name or "", "v", base=nice)
@@ -448,10 +480,18 @@ class TorchCodegen:
             if len(out) != 1 or id(out[0]) not in stmts or id(node.outputs[0]) in outputs:
                 continue  # a returned constant stays a fresh tensor, not the module's state
             ident = self.ns_name(node.outputs[0])
-            key = self.plan_.add_constant(ident, node.outputs[0].type, value)  # type: ignore[union-attr]
-            self.constants_[key] = value
-            subs[ident] = self.plan_.access([key])  # type: ignore[union-attr]
-            drop.add(id(out[0]))
+            at = self._base_of.get(node, [])
+            parts = self.plan_.add_constant(ident, node.outputs[0].type, value, at)  # type: ignore[union-attr]
+            self.constants_[".".join(parts)] = value
+            self.plan_.base = at  # type: ignore[union-attr]
+            read = self.plan_.access(parts)  # type: ignore[union-attr]
+            self.plan_.base = []  # type: ignore[union-attr]
+            users = {id(u) for v in node.outputs for u, _ in v.uses}
+            if all(self._base_of.get(u) == at for u in _walk(self.graph) if id(u) in users):
+                subs[ident] = read
+                drop.add(id(out[0]))
+            else:  # read by other classes too: a local they are handed
+                out[0].value = read  # type: ignore[attr-defined]
         if not subs:
             return body
         body = prune(body, drop)
@@ -569,8 +609,12 @@ class TorchCodegen:
         self.dropped_ = self.unused_weights()
         self.plan_ = self.plan()
         self.use_helper("_msc_load_weights")
+        if not self.flat:
+            self.top_blocks_, self.node_block_ = find_blocks(self.graph, self.plan_)
         forward = self.emit_forward()
         body = self._constants_to_buffers(prune(forward.body, self._dead_statements()))
+        if self.top_blocks_:
+            body = self._assemble_blocks(body, [a.arg for a in forward.args.args])
         body = inline_sizes(body, self._size_names())
         forward.body = release_after_last_use(body, self._small_values())
         cls = ast.ClassDef(
@@ -587,8 +631,9 @@ class TorchCodegen:
         )
         # Only real renames: an identifier the code uses, made from a source name it differs
         # from. A by-position name (msc's ``%0``, an exporter's ``123``) names nothing.
-        used = {n.id for n in ast.walk(cls) if isinstance(n, ast.Name)}
-        used |= {a.arg for n in ast.walk(cls) if isinstance(n, ast.arguments) for a in n.args}
+        every = ast.Module([*self.block_classes_, cls], [])
+        used = {n.id for n in ast.walk(every) if isinstance(n, ast.Name)}
+        used |= {a.arg for n in ast.walk(every) if isinstance(n, ast.arguments) for a in n.args}
         names = {
             k: v
             for k, v in self.ns.source.items()
@@ -611,12 +656,94 @@ class TorchCodegen:
             "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n",
         ]
         if body:
-            parts.append("\n".join(notes) + "\n" + _unparse(ast.Module(body, [])))
+            parts.append("\n".join(notes) + "\n" + code.wrap_lines(_unparse(ast.Module(body, []))))
         parts += [inspect.getsource(HELPERS[h]).rstrip() + "\n" for h in self._helpers]
-        parts.append(_unparse(ast.Module([cls], [])))
+        parts += [code.wrap_lines(_unparse(ast.Module([c], []))) for c in self.block_classes_]
+        parts.append(code.wrap_lines(_unparse(ast.Module([cls], []))))
         loader = _LOADER if self.plan_.keys else _LOADER.replace(_RENAMED_KEYS, _RENAMED_KEYS_NONE)
         parts.append(loader.replace("MODEL_CLASS", self.class_name_))
         return "\n\n\n".join(p.rstrip("\n") for p in parts) + "\n"
+
+    def _assemble_blocks(self, body: list[ast.stmt], args: list[str]) -> list[ast.stmt]:
+        """Cut the flat forward ``body`` into one class per block (blocks.py); returns the
+        root's forward body, and keeps the classes in ``block_classes_`` (children first)."""
+        plan = self.plan_
+        assert plan is not None
+        stmt_block: dict[int, Block] = {}
+        for node, stmts, _ in self._emitted:
+            b = self.node_block_.get(node)
+            if b is not None:
+                stmt_block.update((id(st), b) for st in stmts)
+        values = (set(args) - {"self"}) | {
+            n.id for n in ast.walk(ast.Module(body, [])) if isinstance(n, ast.Name)
+            and isinstance(n.ctx, ast.Store)
+        }  # fmt: skip
+        root, marks = split_body(body, stmt_block, self.top_blocks_, values)
+        calls: dict[int, tuple[Block, ast.expr]] = {}
+
+        def with_calls(stmts: list[ast.stmt], base: list[str]) -> list[ast.stmt]:
+            out = []
+            for st in stmts:
+                b = marks.get(id(st))
+                if b is None:
+                    out.append(st)
+                    continue
+                plan.base = base
+                fn = plan.access(b.parts)
+                plan.base = []
+                call = ast.Call(fn, [code.name(p) for p in b.params], [])
+                if b.outputs:
+                    new = self.assign_outputs(b.outputs, call)
+                else:
+                    new = ast.Expr(call)
+                calls[id(new)] = (b, call)
+                out.append(new)
+            return loops(out, calls, plan, base, self._loop_name, looped)
+
+        classes: dict[str, str] = {}  # canonical form -> class name
+        looped: list[tuple[str, list[int]]] = []
+        size_names, small = self._size_names(), self._small_values()
+
+        def build(b: Block) -> None:
+            for c in b.children:
+                build(c)
+            fbody = inline_sizes(with_calls(b.body, b.parts), size_names)
+            if b.outputs:
+                outs = [code.name(o) for o in b.outputs]
+                fbody.append(ast.Return(outs[0] if len(outs) == 1 else ast.Tuple(outs, ast.Load())))
+            fbody = release_after_last_use(fbody, small)
+            forward = _func("forward", ["self", *b.params], fbody)
+            init = _func("__init__", ["self"], block_init(plan, b.holder, b.path + "."))
+            local = set(b.params) | {
+                n.id for n in ast.walk(forward) if isinstance(n, ast.Name)
+                and isinstance(n.ctx, ast.Store)
+            }  # fmt: skip
+            key = b.type_name + "\0" + canonical([init, forward], local)
+            if key not in classes:
+                classes[key] = self.ns.create(b.type_name, "Block")
+                self.block_classes_.append(
+                    ast.ClassDef(
+                        name=classes[key],
+                        bases=[code.expr("nn.Module")],
+                        keywords=[],
+                        body=[init, forward],
+                        decorator_list=[],
+                        **({"type_params": []} if "type_params" in ast.ClassDef._fields else {}),
+                    )
+                )
+            b.cls = classes[key]
+            plan.classes[id(b.holder)] = b.cls
+
+        for b in self.top_blocks_:
+            build(b)
+        root = with_calls(root, [])
+        for name, pos in dict(looped).items():
+            carried_names(next(c for c in self.block_classes_ if c.name == name), pos)
+        return root
+
+    def _loop_name(self, holder: str) -> str:
+        base = holder[:-1] if holder.endswith("s") and len(holder) > 1 else holder
+        return self.ns.create(base, "block")
 
     def _header(self) -> str:
         g = self.graph
@@ -641,7 +768,10 @@ class TorchCodegen:
     def _docstring(self) -> str:
         ins = ", ".join(f"{self.ns_name(v)}: {v.type}" for v in self.graph.inputs)
         outs = ", ".join(str(v.type) for v in self.graph.outputs)
-        return f"Generated from an msc graph. Inputs: {ins or 'none'}. Outputs: {outs or 'none'}."
+        text = f"Generated from an msc graph. Inputs: {ins or 'none'}. Outputs: {outs or 'none'}."
+        if len(text) <= 90:
+            return text
+        return "\n    ".join(_wrap(text, 92)) + "\n    "
 
     def ns_name(self, v: Value) -> str:
         r = self._refs.get(id(v))

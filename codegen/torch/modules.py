@@ -29,7 +29,16 @@ from codegen.torch.registry import ModuleRule
 from msc.ir.graph import Graph, Node, Weight
 from msc.ir.types import TensorType
 
-__all__ = ["Leaf", "Param", "Alias", "Holder", "ModulePlan", "plan_modules", "constant_ctor"]
+__all__ = [
+    "Leaf",
+    "Param",
+    "Alias",
+    "Holder",
+    "ModulePlan",
+    "plan_modules",
+    "constant_ctor",
+    "block_init",
+]
 
 
 @dataclass
@@ -82,34 +91,52 @@ class ModulePlan:
     # Keys of non-persistent buffers too large to write as code: __init__ reads them from the
     # weights file beside model.py (filled by init_statements).
     stored: list[str] = field(default_factory=list)
+    # The module path of the class being emitted (its ``self``); empty: the root class.
+    base: list[str] = field(default_factory=list)
+    # id(Holder) -> the name of the generated class that holder is an instance of.
+    classes: dict[int, str] = field(default_factory=dict)
 
     def access(self, parts: list[str]) -> ast.expr:
-        """``self.a[0].b`` for the module path ``parts``."""
+        """``self.a[0].b`` for the module path ``parts``, from the class of the block at
+        ``base`` (the root class when empty), which must contain it."""
+        base = self.base
+        if parts[: len(base)] != base:
+            raise ValueError(f"{'.'.join(parts)!r} is outside block {'.'.join(base)!r}")
         e: ast.expr = code.name("self")
         h: Holder | Leaf | Param | Alias = self.root
-        for p in parts:
+        for p in base:
+            h = h.children[p]  # type: ignore[union-attr]
+        start = h
+        for p in parts[len(base) :]:
             if isinstance(h, Leaf):  # a parameter of a torch module
                 e = code.attr_path(e, [p])
                 continue
             assert isinstance(h, Holder)
-            # The root is the generated class, a plain nn.Module even when its children are
-            # named 0..n-1 (an nn.Sequential subclass): they are attributes, not items.
-            e = code.attr_path(e, [int(p) if h.is_list and h is not self.root else p])
+            # The class itself is a plain nn.Module even when its children are named 0..n-1
+            # (an nn.Sequential subclass): they are attributes, not items.
+            e = code.attr_path(e, [int(p) if h.is_list and h is not start else p])
             h = h.children[p]
         return e
 
     def weight_expr(self, w: Weight) -> ast.expr:
         return self.access(self.paths[w.name])
 
-    def add_constant(self, name: str, type: TensorType, value: Any = None) -> str:
+    def add_constant(
+        self, name: str, type: TensorType, value: Any = None, at: list[str] | None = None
+    ) -> list[str]:
         """Register a tensor constant of the forward pass (``value``) as a non-persistent
-        buffer at the root, under ``name`` or a free variant of it; returns its key."""
+        buffer of the holder at path ``at`` (the root by default), under ``name`` or a free
+        variant of it; returns its path."""
+        h = self.root
+        for p in at or []:
+            h = h.children[p]  # type: ignore[assignment]
         key, n = name, 0
-        while key in self.root.children or key in _module_attrs() or not code.is_plain_attr(key):
+        while key in h.children or key in _module_attrs() or not code.is_plain_attr(key):
             n += 1
             key = f"{name}_{n}"
-        self.root.children[key] = Param(Weight(key, type, value, role="constant"), True, False)
-        return key
+        full = ".".join([*(at or []), key])
+        h.children[key] = Param(Weight(full, type, value, role="constant"), True, False)
+        return [*(at or []), key]
 
 
 @lru_cache(maxsize=1)
@@ -299,8 +326,7 @@ def init_statements(plan: ModulePlan) -> list[ast.stmt]:
     """``super().__init__()`` then one statement per module, holder and tensor, then the
     tied names."""
     out: list[ast.stmt] = [ast.Expr(code.expr("super().__init__()"))]
-    plan.stored = []
-    _emit_children(plan.root, code.name("self"), out, "", plan.stored)
+    _emit_children(plan.root, code.name("self"), out, "", plan.stored, plan.classes)
     for parts, w in plan.aliases:
         owner = plan.access(parts[:-1])
         kept = _find(plan, plan.paths[w.name])
@@ -365,7 +391,13 @@ def constant_ctor(w: Weight) -> ast.expr | None:
             e = code.call("torch.arange", *args, *([step] if step != 1 else []), dtype=dt)
             return e if len(shape) == 1 else code.expr("e.reshape(s)", e=e, s=shape)
     if flat.size <= LITERAL_ELEMENTS:
-        values = arr.astype(np.float64).tolist() if dt.is_floating else arr.tolist()
+        values = (
+            [code.shortest(x, arr.dtype) for x in arr.astype(np.float64).reshape(-1).tolist()]
+            if dt.is_floating
+            else arr.tolist()
+        )
+        if dt.is_floating and arr.ndim != 1:
+            values = np.asarray(values, dtype=np.float64).reshape(arr.shape).tolist()
         return code.call("torch.tensor", values, dtype=dt)
     return None
 
@@ -375,29 +407,60 @@ def _tensor_ctor(w: Weight) -> ast.expr:
     return code.call("torch.empty", *(shape or [()]), dtype=w.type.dtype)
 
 
-def _value_expr(child: Holder | Leaf | Param | Alias) -> ast.expr:
+def block_init(plan: ModulePlan, holder: Holder, prefix: str) -> list[ast.stmt]:
+    """``__init__`` statements of the class of a block whose state is ``holder`` at module
+    path ``prefix`` (ending in a dot)."""
+    out: list[ast.stmt] = [ast.Expr(code.expr("super().__init__()"))]
+    _emit_children(holder, code.name("self"), out, prefix, plan.stored, plan.classes)
+    return out
+
+
+def _value_expr(child: Holder | Leaf | Param | Alias, classes: dict[int, str]) -> ast.expr:
     if isinstance(child, Leaf):
         return child.ctor
     if isinstance(child, Param):
         return code.call("nn.Parameter", _tensor_ctor(child.weight))
+    if id(child) in classes:
+        return code.call(classes[id(child)])
     if child.is_list:
-        return code.call("nn.ModuleList", [_value_expr(c) for c in child.children.values()])
+        kids = list(child.children.values())
+        names = {classes.get(id(c)) for c in kids}
+        if len(kids) > 1 and len(names) == 1 and None not in names:
+            (cls,) = names
+            return code.expr(
+                "nn.ModuleList([C() for _ in range(n)])", C=code.name(cls), n=len(kids)
+            )
+        return code.call("nn.ModuleList", [_value_expr(c, classes) for c in kids])
     return code.call("nn.Module")
 
 
-def _fill(h: Holder, here: ast.expr, out: list[ast.stmt], prefix: str, stored: list[str]) -> None:
+def _fill(
+    h: Holder,
+    here: ast.expr,
+    out: list[ast.stmt],
+    prefix: str,
+    stored: list[str],
+    classes: dict[int, str],
+) -> None:
     """Statements for the contents of holder ``h``, which already exists at ``here``."""
+    if id(h) in classes:  # an instance of a generated class: its own __init__ fills it
+        return
     if h.is_list:  # leaves were built inline in the nn.ModuleList([...]) call
         for i, (k, c) in enumerate(h.children.items()):
             if isinstance(c, Holder):
                 sub = ast.Subscript(here, ast.Constant(i), ast.Load())
-                _fill(c, sub, out, f"{prefix}{k}.", stored)
+                _fill(c, sub, out, f"{prefix}{k}.", stored, classes)
     else:
-        _emit_children(h, here, out, prefix, stored)
+        _emit_children(h, here, out, prefix, stored, classes)
 
 
 def _emit_children(
-    h: Holder, parent: ast.expr, out: list[ast.stmt], prefix: str, stored: list[str]
+    h: Holder,
+    parent: ast.expr,
+    out: list[ast.stmt],
+    prefix: str,
+    stored: list[str],
+    classes: dict[int, str],
 ) -> None:
     for key, child in h.children.items():
         if isinstance(child, Alias):
@@ -415,7 +478,7 @@ def _emit_children(
                 else:
                     value = made
         else:
-            value = _value_expr(child)
+            value = _value_expr(child, classes)
             method = "register_parameter" if isinstance(child, Param) else "add_module"
             if code.is_plain_attr(key):
                 method = ""
@@ -427,4 +490,5 @@ def _emit_children(
         else:
             out.append(ast.Assign([ast.Attribute(parent, key, ast.Store())], value))
         if isinstance(child, Holder):
-            _fill(child, code.attr_path(parent, [key]), out, f"{prefix}{key}.", stored)
+            here = code.attr_path(parent, [key])
+            _fill(child, here, out, f"{prefix}{key}.", stored, classes)

@@ -203,6 +203,7 @@ def _write(
     opset: int | None,
     report: ConvertReport,
     optimize: bool = True,
+    flat: bool = False,
 ) -> None:
     if target == "msc":
         import msc
@@ -213,7 +214,7 @@ def _write(
             from codegen.torch import save
         except ImportError as e:
             raise MscError(f"the torch target needs codegen.torch: {e}") from None
-        save(g, dest)
+        save(g, dest, flat=flat)
     elif target == "relax":
         try:
             from codegen.relax import save
@@ -296,6 +297,7 @@ def convert(
     custom_ops: str = "error",
     allow_changes: bool = False,
     optimize: bool = True,
+    flat: bool = False,
 ) -> ConvertReport:
     """Convert ``src`` to ``out`` (see the module docstring). Raises MscError for user errors;
     a failed check is reported (``ok`` False) and nothing is written. The output read back
@@ -303,7 +305,10 @@ def convert(
     unless ``allow_changes``. ``optimize`` (the onnx target): fold constants, pre-transpose
     weights and fold BatchNorm before writing (``codegen.onnx.to_model``); False writes the
     graph node for node. The check compares the re-import with the graph before these
-    rewrites, as equivalent up to them."""
+    rewrites, as equivalent up to them. ``flat``: a torch target's model.py is one flat forward,
+    not one class per block of the source's module hierarchy."""
+    if flat and target_for(Path(out), to) != "torch":
+        raise MscError("--flat applies to the torch target only")
     say = progress or (lambda s: None)
     out_p = Path(out)
     target = target_for(out_p, to)
@@ -345,7 +350,7 @@ def convert(
         with files.uninterrupted():
             tmp, staged = _stage(out_p, target)
         say(f"writing {target}")
-        _write(g, target, staged, opset, report, optimize)
+        _write(g, target, staged, opset, report, optimize, flat)
         if check:
             say("re-importing the output")
             if target == "torch":

@@ -874,7 +874,7 @@ def _declared_inputs(doc: str) -> list[tuple[str, TensorType]] | None:
     types parsed by the msc text parser; None when absent or unreadable."""
     from msc.text import ParseError, from_text
 
-    text = doc.strip()
+    text = " ".join(doc.split())  # a long docstring is wrapped over lines
     if ". Outputs: " in text:  # the output types follow the inputs
         text = text[: text.rindex(". Outputs: ")] + "."
     m = re.search(r"Inputs: (.*)\.\s*$", text, re.S)

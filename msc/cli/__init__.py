@@ -272,6 +272,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
             custom_ops=args.custom_ops,
             allow_changes=args.allow_changes,
             optimize=not args.no_optimize,
+            flat=args.flat,
         )
     lines: list[str] = []
     if r.ok:
@@ -532,6 +533,12 @@ def build_parser() -> argparse.ArgumentParser:
         "initializers, weights pre-transposed, BatchNorm folded into its Conv/Gemm)",
     )
     _shape_opts(c)
+    c.add_argument(
+        "--flat",
+        action="store_true",
+        help="torch target: write one flat forward instead of one class per block of the "
+        "source's module hierarchy",
+    )
     c.add_argument("--no-check", action="store_true", help="skip checking the output")
     c.add_argument(
         "--allow-changes",

@@ -19,7 +19,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
@@ -82,6 +82,10 @@ class Provenance:
     op: str = ""
     name: str = ""
     module: str = ""
+    # The module stack, outermost first: (module path, module type name) per module call the
+    # node is inside (torch.export's nn_module_stack). In memory only: the text format does not
+    # print it (codegens fall back to names made from ``module``), and equality ignores it.
+    stack: tuple[tuple[str, str], ...] = field(default=(), compare=False)
 
     def __bool__(self) -> bool:
         return bool(self.framework or self.op or self.name or self.module)

@@ -51,14 +51,15 @@ def test_sequential_subclass_children_are_attributes_of_the_root():
 
 # ---------------------------------------------------------------- the source's state_dict
 def _saved_class(g, tmp_path, name):
-    """The generated class from a saved directory, built with ``Model()`` as a user would."""
+    """The generated class from a saved directory, built with ``Model()`` as a user would: the
+    model's class is the file's last (the classes of its blocks come first)."""
     pytest.importorskip("safetensors", reason="the saved module reads safetensors")
     ct.save(g, tmp_path / name)
     mod = _load_saved(tmp_path / name, f"msc_dropin_{name}")
     classes = [
         v for v in vars(mod).values() if isinstance(v, type) and issubclass(v, torch.nn.Module)
     ]
-    return classes[0]
+    return classes[-1]
 
 
 def _hf_models():

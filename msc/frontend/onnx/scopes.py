@@ -57,6 +57,25 @@ def _scope_module(name: str) -> str:
     return path
 
 
+def _class_stack(scopes: list[str], text: str) -> tuple[tuple[str, str], ...]:
+    """(module path, class name) per module scope, from the dynamo exporter's
+    ``pkg.torch.onnx.class_hierarchy`` (the class of each entry of ``name_scopes``); the class
+    name is only data (a codegen sanitizes it)."""
+    if not text:
+        return ()
+    try:
+        classes = ast.literal_eval(text)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return ()
+    if not isinstance(classes, list) or len(classes) != len(scopes):
+        return ()
+    return tuple(
+        (path, cls.rpartition(".")[2])
+        for path, cls in zip(scopes[1:-1], classes[1:-1])
+        if isinstance(cls, str) and path
+    )
+
+
 def scope_provenance(
     name: str, props: dict[str, str], op_label: str, inputs: Sequence[str] = ()
 ) -> Provenance | None:
@@ -75,7 +94,8 @@ def scope_provenance(
             fused = "FuseBatchNormIntoConv" in props.get("pkg.onnxscript.rewriter.rule_name", "")
             if fused and len(inputs) > 1 and inputs[1].endswith(".weight"):
                 module = inputs[1].removesuffix(".weight")
-            return Provenance("torch", m.group(1) if m else op_label, items[-1], module)
+            stack = _class_stack(items, props.get("pkg.torch.onnx.class_hierarchy", ""))
+            return Provenance("torch", m.group(1) if m else op_label, items[-1], module, stack)
     module = _scope_module(name)
     if module:
         return Provenance("onnx", op_label, name, module)

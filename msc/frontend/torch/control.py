@@ -56,6 +56,7 @@ def translate_control(tr: Any, node: torch.fx.Node, call: Any, meta: Any) -> Non
         ctx.nodes = []
         ctx.node_name = tr.prefix + node.name
         ctx.module = tr.source.module_path(node)
+        ctx.stack = tr.source.module_stack(node)
         ctx.source_op = call.key
         ctx.meta = meta
 

@@ -46,17 +46,41 @@ from msc.text.check import checked
 __all__ = ["from_torch", "from_exported_program"]
 
 
-def _module_path(node: torch.fx.Node) -> str:
-    stack = node.meta.get("nn_module_stack")
-    if not stack:
-        return ""
-    path = list(stack.values())[-1][0]
+def _clean_path(path: Any) -> str:
     if not isinstance(path, str) or path.startswith("_empty_nn_module_stack"):
         return ""
     for prefix in ("L['self'].", "L__self__."):
         if path.startswith(prefix):
             path = path[len(prefix) :]
     return path
+
+
+def _module_path(node: torch.fx.Node) -> str:
+    stack = node.meta.get("nn_module_stack")
+    if not stack:
+        return ""
+    return _clean_path(list(stack.values())[-1][0])
+
+
+_STACKS: dict[tuple, tuple[tuple[str, str], ...]] = {}  # one tuple per distinct stack
+
+
+def _module_stack(node: torch.fx.Node) -> tuple[tuple[str, str], ...]:
+    """(module path, type name) per entry of the node's nn_module_stack, outermost first; the
+    type is the class's own name (``LlamaDecoderLayer``), only data for a codegen to sanitize."""
+    stack = node.meta.get("nn_module_stack")
+    if not stack:
+        return ()
+    out = []
+    for entry in stack.values():
+        path = _clean_path(entry[0]) if isinstance(entry, tuple) and entry else ""
+        if not path:
+            continue
+        t = entry[1] if len(entry) > 1 else ""
+        name = getattr(t, "__name__", None) if not isinstance(t, str) else t
+        out.append((path, str(name or "").rpartition(".")[2]))
+    key = tuple(out)
+    return _STACKS.setdefault(key, key) if len(_STACKS) < 100_000 else key
 
 
 class ExportSource(Source):
@@ -88,6 +112,9 @@ class ExportSource(Source):
 
     def module_path(self, node: torch.fx.Node) -> str:
         return _module_path(node)
+
+    def module_stack(self, node: torch.fx.Node) -> tuple[tuple[str, str], ...]:
+        return _module_stack(node)
 
     def refine_shapes(self) -> bool:
         return not self.overrides

@@ -244,7 +244,7 @@ def export_inline(
     """Export leaf module ``mod`` on the inputs it saw and translate its graph in place."""
     from torch.export.graph_signature import InputKind, OutputKind
 
-    from msc.frontend.torch.export import ExportSource, _module_path
+    from msc.frontend.torch.export import ExportSource, _module_path, _module_stack
     from msc.frontend.torch.translate import Translator
 
     was = mod.training
@@ -261,6 +261,11 @@ def export_inline(
         def module_path(self, node: torch.fx.Node) -> str:
             inner = _module_path(node)
             return ".".join(p for p in (path, inner) if p)
+
+        def module_stack(self, node: torch.fx.Node) -> tuple[tuple[str, str], ...]:
+            own = ((path, type(mod).__name__),) if path else ()
+            inner = _module_stack(node)
+            return own + tuple((f"{path}.{p}" if path else p, t) for p, t in inner)
 
     src = _Inner(ep, ctx.graph, overrides=not fxsrc.refine_shapes())
     flat_vals = [a for a in pytree.tree_leaves((list(args), dict(kwargs)))]

@@ -150,6 +150,7 @@ class Ctx(Builder):
         self.registry = registry
         self.node_name = ""
         self.module = ""
+        self.stack: tuple[tuple[str, str], ...] = ()  # (path, type) of the modules around
         self.source_op = ""
         # id(Value) -> the sympy expression of a symbolic-int value (export only).
         self.sym_exprs: dict[int, Any] = {}
@@ -167,7 +168,7 @@ class Ctx(Builder):
         return self.node_name
 
     def _current_provenance(self) -> Provenance:
-        return Provenance("torch", self.source_op, self.node_name, self.module)
+        return Provenance("torch", self.source_op, self.node_name, self.module, self.stack)
 
     def node(
         self, op: str, inputs: Sequence[Value | None], attrs: dict[str, Any] | None = None

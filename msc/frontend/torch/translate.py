@@ -141,6 +141,10 @@ class Source:
     def module_path(self, node: torch.fx.Node) -> str:
         return ""
 
+    def module_stack(self, node: torch.fx.Node) -> tuple[tuple[str, str], ...]:
+        """(module path, type name) of each module call around ``node``, outermost first."""
+        return ()
+
     def refine_shapes(self) -> bool:
         return True
 
@@ -233,6 +237,9 @@ class _BodySource(Source):
 
     def module_path(self, node: torch.fx.Node) -> str:
         return self.outer.module_path(node)
+
+    def module_stack(self, node: torch.fx.Node) -> tuple[tuple[str, str], ...]:
+        return self.outer.module_stack(node)
 
     def refine_shapes(self) -> bool:
         return self.outer.refine_shapes()
@@ -566,6 +573,7 @@ class Translator:
         ctx.nodes = []
         ctx.node_name = self.prefix + node.name
         ctx.module = self.source.module_path(node)
+        ctx.stack = self.source.module_stack(node)
         ctx.source_op = self._original(node) or ("" if call.fn is not None else call.key)
         ctx.meta = meta
         ctx.complex_ids = complex_ids

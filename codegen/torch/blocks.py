@@ -1,0 +1,371 @@
+"""The source's module hierarchy as classes: one ``nn.Module`` class per block type.
+
+# NOTE: invariants
+# - A block is a module path ``P`` of the source (a node's provenance: torch.export's
+#   nn_module_stack, torch.onnx's scope names) whose nodes are contiguous at the top level of the
+#   graph, whose state is a plain holder in the module plan (not a library module, not a list),
+#   and whose nodes read only weights under ``P``. Anything else stays inline in its parent:
+#   falling back is always right, a wrong call never is.
+# - A block's forward takes the values its statements read and defines nowhere else (in the
+#   order first read) and returns the values it defines that any other statement reads (in the
+#   order defined). Identifiers come from the one namespace of the emission, so a call binds the
+#   same names the flat code had: splitting changes no statement.
+# - Blocks whose classes are equal up to the names of their locals (same ``__init__``, same
+#   ``forward``) share one class; a run of calls of one class over a whole ``ModuleList``, each
+#   feeding the next, becomes a ``for`` loop.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import re
+from dataclasses import dataclass, field
+
+from codegen.torch import code
+from codegen.torch.modules import Holder, ModulePlan
+from msc.ir.graph import Graph, Node, Weight
+
+__all__ = ["Block", "find_blocks", "split_body", "canonical", "loops", "carried_names"]
+
+
+@dataclass(eq=False)
+class Block:
+    path: str
+    parts: list[str]
+    type_name: str
+    holder: Holder
+    nodes: list[Node] = field(default_factory=list)
+    parent: Block | None = None
+    children: list[Block] = field(default_factory=list)
+    body: list[ast.stmt] = field(default_factory=list)  # top-level statements (after split)
+    flat: list[ast.stmt] = field(default_factory=list)  # its statements before splitting
+    params: list[str] = field(default_factory=list)
+    outputs: list[str] = field(default_factory=list)
+    cls: str = ""
+
+    def contains(self, other: Block | None) -> bool:
+        while other is not None:
+            if other is self:
+                return True
+            other = other.parent
+        return False
+
+
+# torch's containers: their items stay inline in the parent's forward.
+_CONTAINERS = frozenset({"Sequential", "ModuleList", "ModuleDict"})
+
+
+def _owners(graph: Graph) -> dict[Node, str]:
+    """The module of each top-level node; a constant belongs where all its users are."""
+    owner = {n: n.provenance.module for n in graph.nodes}
+    for n in reversed(graph.nodes):
+        if n.op != "constant":
+            continue
+        users = {owner.get(u, u.provenance.module) for v in n.outputs for u, _ in v.uses}
+        if users:
+            owner[n] = _common(list(users))
+    return owner
+
+
+def _common(paths: list[str]) -> str:
+    split = [p.split(".") if p else [] for p in paths]
+    out: list[str] = []
+    for parts in zip(*split):
+        if len(set(parts)) != 1:
+            break
+        out.append(parts[0])
+    return ".".join(out)
+
+
+def _type_names(graph: Graph) -> dict[str, str]:
+    types: dict[str, str] = {}
+    for n in graph.nodes:
+        for path, t in n.provenance.stack:
+            types.setdefault(path, t)
+    return types
+
+
+def _weights_read(node: Node):
+    for v in node.inputs:
+        if isinstance(v, Weight):
+            yield v
+    for sub in node.subgraphs():
+        for n in sub.nodes:
+            yield from _weights_read(n)
+
+
+def _holder(plan: ModulePlan, parts: list[str]) -> Holder | None:
+    h = plan.root
+    for p in parts:
+        c = h.children.get(p) if isinstance(h, Holder) else None
+        if not isinstance(c, Holder):
+            return None
+        h = c
+    return h
+
+
+def find_blocks(graph: Graph, plan: ModulePlan) -> tuple[list[Block], dict[Node, Block]]:
+    """The blocks of ``graph`` (the top level ones, each with its children) and the innermost
+    block of every top-level node in one."""
+    owner = _owners(graph)
+    types = _type_names(graph)
+    index = {n: i for i, n in enumerate(graph.nodes)}
+    paths: set[str] = set()
+    for m in set(owner.values()):
+        parts = m.split(".") if m else []
+        for k in range(1, len(parts) + 1):
+            paths.add(".".join(parts[:k]))
+    found: dict[str, Block] = {}
+    for path in sorted(paths, key=lambda p: (p.count("."), p)):
+        parts = path.split(".")
+        h = _holder(plan, parts)
+        if h is None or h is plan.root or h.is_list or types.get(path) in _CONTAINERS:
+            continue
+        if any(k.isdigit() for k in h.children):  # a Sequential with gaps: its items inline
+            continue
+        nodes = [n for n in graph.nodes if owner[n] == path or owner[n].startswith(path + ".")]
+        if not nodes or index[nodes[-1]] - index[nodes[0]] + 1 != len(nodes):
+            continue
+        if sum(n.op != "constant" for n in nodes) < 2:  # one op: a class would only hide it
+            continue
+        if not _reads_inside(nodes, plan, parts):
+            continue
+        t = types.get(path) or _camel(parts)
+        found[path] = Block(path, parts, t, h, nodes)
+    top: list[Block] = []
+    for b in found.values():  # parents first (sorted by depth)
+        parts = b.parts
+        parent = None
+        for k in range(len(parts) - 1, 0, -1):
+            parent = found.get(".".join(parts[:k]))
+            if parent is not None:
+                break
+        b.parent = parent
+        (parent.children if parent is not None else top).append(b)
+    node_block: dict[Node, Block] = {}
+    for b in found.values():  # deeper blocks later: they win
+        for n in b.nodes:
+            node_block[n] = b
+    return top, node_block
+
+
+def _reads_inside(nodes: list[Node], plan: ModulePlan, parts: list[str]) -> bool:
+    k = len(parts)
+    for n in nodes:
+        leaf = plan.node_leaf.get(n)
+        if leaf is not None and leaf.prefix.split(".")[:k] != parts:
+            return False
+        for w in _weights_read(n):
+            p = plan.paths.get(w.name)
+            if p is not None and p[:k] != parts:
+                return False
+    return True
+
+
+def _camel(parts: list[str]) -> str:
+    """A class name from a module path: ``encoder.layer.0`` -> ``EncoderLayer``."""
+    words = [p for p in parts if not p.isdigit()][-2:] or ["block"]
+    out = "".join(w[:1].upper() + w[1:] for x in words for w in re.split(r"[^0-9A-Za-z]+", x))
+    return out if out[:1].isalpha() else "Block"
+
+
+def _names(stmts: list[ast.stmt], ctx: type) -> list[str]:
+    out: dict[str, None] = {}
+    for st in stmts:
+        for n in ast.walk(st):
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ctx):
+                out.setdefault(n.id)
+    return list(out)
+
+
+def split_body(
+    body: list[ast.stmt], stmt_block: dict[int, Block], top: list[Block], values: set[str]
+) -> tuple[list[ast.stmt], dict[int, Block]]:
+    """Cut ``body`` (the flat forward) into the blocks' bodies. Returns the root's body, in
+    which each block's statements are one placeholder statement, and placeholder id -> block.
+    ``values``: the identifiers that name values (a block's parameters are among them)."""
+    calls: dict[int, Block] = {}
+
+    def child_of(b: Block | None, within: Block | None) -> Block | None:
+        while b is not None and b.parent is not within:
+            b = b.parent
+        return b
+
+    def split(stmts: list[ast.stmt], within: Block | None) -> list[ast.stmt]:
+        out: list[ast.stmt] = []
+        i = 0
+        while i < len(stmts):
+            b = stmt_block.get(id(stmts[i]))
+            child = child_of(b, within) if b is not None and b is not within else None
+            if child is None or (within is not None and not within.contains(b)):
+                out.append(stmts[i])
+                i += 1
+                continue
+            j = i
+            while j < len(stmts) and child.contains(stmt_block.get(id(stmts[j]))):
+                j += 1
+            child.flat = stmts[i:j]
+            child.body = split(stmts[i:j], child)
+            mark = ast.Pass()
+            calls[id(mark)] = child
+            out.append(mark)
+            i = j
+        return out
+
+    root = split(body, None)
+    everything = body
+    for b in calls.values():
+        inside = {id(s) for s in b.flat}
+        stored = set(_names(b.flat, ast.Store))
+        b.params = [n for n in _names(b.flat, ast.Load) if n in values and n not in stored]
+        rest = [s for s in everything if id(s) not in inside]
+        read_after = set(_names(rest, ast.Load))
+        b.outputs = [n for n in _names(b.flat, ast.Store) if n in read_after]
+    return root, calls
+
+
+class _Canon(ast.NodeTransformer):
+    def __init__(self, local: set[str]) -> None:
+        self.local = local
+        self.map: dict[str, str] = {}
+
+    def _n(self, ident: str) -> str:
+        if ident not in self.local:
+            return ident
+        return self.map.setdefault(ident, f"_v{len(self.map)}")
+
+    def visit_Name(self, node: ast.Name) -> ast.Name:
+        return ast.Name(self._n(node.id), node.ctx)
+
+    def visit_arg(self, node: ast.arg) -> ast.arg:
+        return ast.arg(self._n(node.arg))
+
+
+def canonical(cls_body: list[ast.stmt], local: set[str]) -> str:
+    """The class body up to the names of its locals (``local``), as a comparable string."""
+    canon = _Canon(local)
+    return ast.dump(ast.Module([canon.visit(copy.deepcopy(s)) for s in cls_body], []))
+
+
+def loops(
+    body: list[ast.stmt],
+    calls: dict[int, tuple[Block, ast.expr]],
+    plan: ModulePlan,
+    base: list[str],
+    new_name,
+    looped: list[tuple[str, list[int]]] | None = None,
+) -> list[ast.stmt]:
+    """``body`` with each run of calls over a whole ModuleList, each call's outputs the next
+    one's inputs at the same places, as ``for layer in self.layers: ...``; ``looped`` gets
+    (class, the positions of the parameters the loop carries) of each."""
+    out: list[ast.stmt] = []
+    i = 0
+    while i < len(body):
+        run = _run(body, i, calls, plan)
+        if run is None:
+            out.append(body[i])
+            i += 1
+            continue
+        blocks = [calls[id(s)][0] for s in body[i : i + run]]
+        loop = _loop(blocks, body, i, run, plan, base, new_name)
+        if loop is None:
+            out.append(body[i])
+            i += 1
+            continue
+        out.extend(loop[0])
+        if looped is not None:
+            looped.append((blocks[0].cls, loop[1]))
+        i += run
+    return out
+
+
+def carried_names(cls: ast.ClassDef, pos: list[int]) -> None:
+    """Name the parameters a loop carries through the class ``hidden_states`` (``x`` when it
+    takes no other), unless the class already uses the name."""
+    forward = next(f for f in cls.body if isinstance(f, ast.FunctionDef) and f.name == "forward")
+    params = forward.args.args[1:]
+    if len(pos) != 1:
+        return
+    new = "x" if len(params) == 1 else "hidden_states"
+    used = {n.id for n in ast.walk(forward) if isinstance(n, ast.Name)} | {a.arg for a in params}
+    if new in used:
+        return
+    old = params[pos[0]].arg
+    params[pos[0]].arg = new
+    for n in ast.walk(forward):
+        if isinstance(n, ast.Name) and n.id == old:
+            n.id = new
+
+
+def _run(body, i, calls, plan) -> int | None:
+    first = calls.get(id(body[i]))
+    if first is None:
+        return None
+    b0 = first[0]
+    if b0.parts[-1] != "0":
+        return None
+    holder = _holder(plan, b0.parts[:-1])
+    if holder is None or not holder.is_list:
+        return None
+    n = len(holder.children)
+    if n < 2 or i + n > len(body):
+        return None
+    for k in range(n):
+        c = calls.get(id(body[i + k]))
+        if c is None or c[0].parts != [*b0.parts[:-1], str(k)] or c[0].cls != b0.cls:
+            return None
+    return n
+
+
+def _loop(blocks, body, i, n, plan, base, new_name) -> tuple[list[ast.stmt], list[int]] | None:
+    k = len(blocks[0].outputs)
+    if k == 0 or any(len(b.outputs) != k or len(b.params) != len(blocks[0].params) for b in blocks):
+        return None
+    pos = None
+    for prev, b in zip(blocks, blocks[1:]):
+        p = []
+        for o in prev.outputs:
+            if b.params.count(o) != 1:
+                return None
+            p.append(b.params.index(o))
+        if pos is None:
+            pos = p
+        elif p != pos:
+            return None
+    assert pos is not None
+    fixed = [j for j in range(len(blocks[0].params)) if j not in pos]
+    for b in blocks:
+        if [b.params[j] for j in fixed] != [blocks[0].params[j] for j in fixed]:
+            return None
+    # The outputs of all but the last call are read only by the next call.
+    rest = body[:i] + body[i + n :]
+    loads = _names(rest, ast.Load)
+    for b in blocks[:-1]:
+        if any(o in loads for o in b.outputs):
+            return None
+    carried = blocks[-1].outputs
+    if any(c in blocks[0].params for c in carried):
+        return None
+    pre: list[ast.stmt] = []
+    for t, j in enumerate(pos):
+        src = blocks[0].params[j]
+        if src != carried[t]:
+            pre.append(ast.Assign([ast.Name(carried[t], ast.Store())], code.name(src)))
+    args = list(blocks[0].params)
+    for t, j in enumerate(pos):
+        args[j] = carried[t]
+    holder_parts = blocks[0].parts[:-1]
+    var = new_name(holder_parts[-1])
+    call = ast.Call(code.name(var), [code.name(a) for a in args], [])
+    if k == 1:
+        target: ast.expr = ast.Name(carried[0], ast.Store())
+    else:
+        target = ast.Tuple([ast.Name(c, ast.Store()) for c in carried], ast.Store())
+    saved, plan.base = plan.base, base
+    try:
+        it = plan.access(holder_parts)
+    finally:
+        plan.base = saved
+    loop = ast.For(ast.Name(var, ast.Store()), it, [ast.Assign([target], call)], [])
+    return [*pre, loop], pos

@@ -1,0 +1,220 @@
+"""Generated PyTorch code follows the source's module hierarchy (issue 30).
+
+For a tiny Llama, a tiny BERT and a small ResNet-style CNN: one class per block type, a ``for``
+loop over the layers, short forwards, outputs equal to eager, the source's state_dict keys and
+submodule types, and the generated module exports and converts again, to the same shape. Every
+structural check is also run on ``flat=True`` output, where it must fail.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+
+import pytest
+
+torch = pytest.importorskip("torch")
+nn = torch.nn
+
+import codegen.torch as ct  # noqa: E402
+import msc  # noqa: E402
+
+transformers = pytest.importorskip("transformers", reason="tiny Llama / BERT configs")
+
+
+class BasicBlock(nn.Module):
+    def __init__(self, c: int) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(c, c, 3, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(c)
+        self.conv2 = nn.Conv2d(c, c, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(c)
+
+    def forward(self, x):
+        y = torch.relu(self.bn1(self.conv1(x)))
+        return torch.relu(self.bn2(self.conv2(y)) + x)
+
+
+class SmallResNet(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = nn.Conv2d(3, 8, 3, padding=1)
+        self.layers = nn.ModuleList([BasicBlock(8) for _ in range(6)])
+        self.head = nn.Linear(8, 10)
+
+    def forward(self, x):
+        x = torch.relu(self.stem(x))
+        for layer in self.layers:
+            x = layer(x)
+        return self.head(x.mean((2, 3)))
+
+
+def _seeded(m):
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for p in m.parameters():
+            p.copy_(torch.randn(p.shape) * 0.1)
+        for name, b in m.named_buffers():
+            if name.endswith("running_var"):
+                b.copy_(torch.rand(b.shape) + 0.5)
+            elif name.endswith("running_mean"):
+                b.copy_(torch.randn(b.shape) * 0.1)
+    return m.eval()
+
+
+def _llama():
+    cfg = transformers.LlamaConfig(
+        vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=3,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+        use_cache=False,
+    )  # fmt: skip
+    ids = torch.randint(0, 128, (1, 8), generator=torch.Generator().manual_seed(0))
+    return _seeded(transformers.LlamaForCausalLM(cfg)), (ids,)
+
+
+def _bert():
+    cfg = transformers.BertConfig(
+        vocab_size=64, hidden_size=64, num_hidden_layers=3, num_attention_heads=4,
+        intermediate_size=128, max_position_embeddings=64,
+    )  # fmt: skip
+    ids = torch.randint(0, 64, (1, 8), generator=torch.Generator().manual_seed(1))
+    return _seeded(transformers.BertModel(cfg)), (ids,)
+
+
+def _cnn():
+    x = torch.randn(1, 3, 16, 16, generator=torch.Generator().manual_seed(2))
+    return _seeded(SmallResNet()), (x,)
+
+
+# model, the block classes the source has (class name, a path of one instance), the list looped
+CASES = {
+    "llama": (_llama, [("LlamaDecoderLayer", "model.layers.0"), ("LlamaAttention",
+              "model.layers.0.self_attn"), ("LlamaMLP", "model.layers.1.mlp")], "layers"),
+    "bert": (_bert, [("BertLayer", "encoder.layer.0"), ("BertSelfAttention",
+             "encoder.layer.2.attention.self"), ("BertEmbeddings", "embeddings")], "layer"),
+    "cnn": (_cnn, [("BasicBlock", "layers.0"), ("BasicBlock", "layers.5")], "layers"),
+}  # fmt: skip
+
+
+def _forwards(src: str) -> dict[str, int]:
+    """Class name -> line count of its forward."""
+    out = {}
+    for node in ast.parse(src).body:
+        if isinstance(node, ast.ClassDef):
+            for f in node.body:
+                if isinstance(f, ast.FunctionDef) and f.name == "forward":
+                    out[node.name] = f.end_lineno - f.lineno + 1  # type: ignore[operator]
+    return out
+
+
+def _top_class(src: str) -> str:
+    return [n.name for n in ast.parse(src).body if isinstance(n, ast.ClassDef)][-1]
+
+
+def _structure_problems(src: str, blocks, looped: str) -> list[str]:
+    """What keeps ``src`` from following the source's structure (empty: nothing)."""
+    problems = []
+    classes = set(_forwards(src))
+    for cls, _ in blocks:
+        if cls not in classes:
+            problems.append(f"no class {cls}")
+    if not re.search(rf"^\s+for \w+ in self(\.\w+)*\.{looped}:$", src, re.M):
+        problems.append(f"no loop over {looped}")
+    lines = _forwards(src)
+    if lines.get(_top_class(src), 0) > 40:
+        problems.append(f"top-level forward of {lines[_top_class(src)]} lines")
+    if max(lines.values()) > 80:
+        problems.append(f"a forward of {max(lines.values())} lines")
+    if any(len(line) > 100 for line in src.splitlines()):
+        problems.append("a line over 100 characters")
+    return problems
+
+
+def _leaves(out):
+    import torch.utils._pytree as pytree
+
+    return [t for t in pytree.tree_leaves(out) if isinstance(t, torch.Tensor)]
+
+
+@pytest.fixture(scope="module", params=sorted(CASES))
+def case(request):
+    make, blocks, looped = CASES[request.param]
+    model, args = make()
+    return model, args, msc.from_torch(model, args), blocks, looped
+
+
+def test_generated_code_follows_the_module_hierarchy(case):
+    model, args, g, blocks, looped = case
+    src = ct.generate(g)
+    assert _structure_problems(src, blocks, looped) == []
+    flat = ct.generate(g, flat=True)
+    assert len(_structure_problems(flat, blocks, looped)) >= 2  # each check fails on flat code
+
+
+def test_hierarchical_module_is_the_source_model(case):
+    model, args, g, blocks, looped = case
+    gen = ct.to_module(g)
+    flat = ct.to_module(g, flat=True)
+    with torch.no_grad():
+        want, got = _leaves(model(*args)), _leaves(gen(*args))
+    assert len(want) == len(got)
+    for a, b in zip(want, got):
+        torch.testing.assert_close(b, a, atol=1e-5, rtol=1e-5)
+    assert sorted(gen.state_dict()) == sorted(model.state_dict())
+    for cls, path in blocks:  # the source's submodule types, where flat code has nn.Module
+        assert type(gen.get_submodule(path)).__name__ == cls
+        assert type(flat.get_submodule(path)).__name__ != cls
+
+
+def test_generated_module_exports_and_converts_again(case):
+    model, args, g, blocks, looped = case
+    gen = ct.to_module(g)
+    g2 = msc.from_torch(gen, args)
+    again = ct.generate(g2)
+    assert _structure_problems(again, blocks, looped) == []
+    gen2 = ct.to_module(g2)
+    with torch.no_grad():
+        for a, b in zip(_leaves(model(*args)), _leaves(gen2(*args))):
+            torch.testing.assert_close(b, a, atol=1e-5, rtol=1e-5)
+    flat2 = ct.generate(msc.from_torch(ct.to_module(g, flat=True), args))
+    assert _structure_problems(flat2, blocks, looped) != []
+
+
+def test_float_literals_are_the_shortest_that_round_trip():
+    model, args = _llama()
+    src = ct.generate(msc.from_torch(model, args))
+    assert "1e-06" in src and "9.99999997" not in src
+
+
+@pytest.mark.parametrize("dynamo", [False, True], ids=["legacy", "dynamo"])
+def test_onnx_scopes_give_the_hierarchy(dynamo, tmp_path):
+    # torch.onnx's files carry the module paths (the legacy exporter's scope-style node names,
+    # the dynamo exporter's name_scopes and class_hierarchy): the same classes and loop.
+    pytest.importorskip("onnx")
+    if dynamo:
+        pytest.importorskip("onnxscript", reason="torch.onnx's dynamo exporter")
+    model, args = _cnn()
+    path = tmp_path / "m.onnx"
+    torch.onnx.export(model, args, str(path), dynamo=dynamo, input_names=["x"])
+    g = msc.from_onnx(str(path))
+    src = ct.generate(g)
+    # Class names: the source's types where the file has them (dynamo), else from the path.
+    blocks = [("BasicBlock" if dynamo else "Layers", "layers.0")]
+    assert _structure_problems(src, blocks, "layers") == []
+    assert _structure_problems(ct.generate(g, flat=True), blocks, "layers") != []
+    with torch.no_grad():
+        torch.testing.assert_close(ct.to_module(g)(*args), model(*args), atol=1e-5, rtol=1e-5)
+
+
+def test_convert_flat_flag(tmp_path):
+    from msc.cli import main
+
+    model, args = _cnn()
+    pt2 = tmp_path / "cnn.pt2"
+    torch.export.save(torch.export.export(model, args), str(pt2))
+    for flag, want in (([], True), (["--flat"], False)):
+        out = tmp_path / ("flat" if flag else "hier")
+        assert main(["convert", str(pt2), "-o", str(out), "--no-check", "-q", *flag]) == 0
+        src = (out / "model.py").read_text()
+        assert ("class BasicBlock(nn.Module)" in src) is want
+        assert bool(re.search(r"for \w+ in self\.layers:", src)) is want
