@@ -17,27 +17,13 @@ from msc.ir.registry import Registry
 __all__ = ["EMITTERS", "EmitterRegistry", "emitter"]
 
 
-class EmitterRegistry:
-    def __init__(self) -> None:
-        self._by_op: Registry[str, Callable[..., object]] = Registry("JAX emitter")
+class EmitterRegistry(Registry[str, Callable[..., object]]):
+    """JAX emitters by canonical op name;
+    ``@emitter("op")`` registers one (``Registry.__call__``)."""
 
-    def emitter(self, *ops: str) -> Callable[[Callable[..., object]], Callable[..., object]]:
-        def deco(fn: Callable[..., object]) -> Callable[..., object]:
-            for op in ops:
-                self._by_op.register(op, fn)
-            return fn
-
-        return deco
-
-    def get(self, op: str) -> Callable[..., object] | None:
-        return self._by_op.get(op)
-
-    def __contains__(self, op: object) -> bool:
-        return op in self._by_op
-
-    def ops(self) -> list[str]:
-        return sorted(self._by_op)
+    def __init__(self, what: str = "JAX emitter") -> None:
+        super().__init__(what)
 
 
 EMITTERS = EmitterRegistry()
-emitter = EMITTERS.emitter
+emitter = EMITTERS

@@ -11,36 +11,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 from msc.ir.registry import Registry
 
 __all__ = ["EmitterRegistry", "EMITTERS", "emitter"]
 
 
-class EmitterRegistry:
-    """Emitters by canonical op name."""
+class EmitterRegistry(Registry[str, Callable[..., object]]):
+    """Keras emitters by canonical op name;
+    ``@emitter("op")`` registers one (``Registry.__call__``)."""
 
-    def __init__(self) -> None:
-        self._by_op: Registry[str, Callable[..., str]] = Registry("Keras emitter")
-
-    def emitter(self, *ops: str) -> Callable[[Callable[..., str]], Callable[..., str]]:
-        def deco(fn: Callable[..., str]) -> Callable[..., str]:
-            for op in ops:
-                self._by_op.register(op, fn)
-            return fn
-
-        return deco
-
-    def get(self, op: str) -> Callable[..., str] | None:
-        return self._by_op.get(op)
-
-    def __contains__(self, op: object) -> bool:
-        return op in self._by_op
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._by_op)
+    def __init__(self, what: str = "Keras emitter") -> None:
+        super().__init__(what)
 
 
 EMITTERS = EmitterRegistry()
-emitter = EMITTERS.emitter
+emitter = EMITTERS

@@ -198,6 +198,27 @@ LAYOUT_ATTR = {
 KERNEL_ATTR = {"kernel_layout": Attr.str("OIHW", doc="OIHW | OHWI | IHWO", quiet=True)}
 
 
+def same_pads(sizes, kernel, strides, dilations, what: str = "SAME padding") -> list[int]:
+    """TensorFlow's SAME padding (the extra pixel at the end), as [begins..., ends...], for the
+    frontends of formats that write it (TFLite, Keras). A symbolic size is padded only when the
+    stride is 1 (the total is then the kernel's span less one)."""
+    from msc.errors import Unsupported
+
+    begins, ends = [], []
+    for size, k, s, d in zip(sizes, kernel, strides, dilations):
+        span = (k - 1) * d + 1
+        if not isinstance(size, int):
+            if s != 1:
+                raise Unsupported(f"{what} with stride {s} needs a static size")
+            total = span - 1
+        else:
+            out = -(-size // s)
+            total = max((out - 1) * s + span - size, 0)
+        begins.append(total // 2)
+        ends.append(total - total // 2)
+    return begins + ends
+
+
 def layout_perm(layout: str, rank: int) -> list[int]:
     """The permutation taking a channels-first tensor of ``rank`` to ``layout``."""
     if layout == "NCHW":

@@ -149,7 +149,7 @@ def _path_name(path: Any) -> str:
 
 
 def supported_ops() -> list[str]:
-    return CONVERTERS.ops()
+    return list(CONVERTERS)
 
 
 # One module per op family, named as in msc.ops; importing one registers its converters.

@@ -29,7 +29,7 @@ NOT_READ = {
 def supported_ops() -> list[str]:
     from msc.frontend.jax.registry import CONVERTERS
 
-    return CONVERTERS.ops()
+    return list(CONVERTERS)
 
 
 def unsupported_ops() -> dict[str, str]:

@@ -21,29 +21,13 @@ REASONS = {
 }
 
 
-class ConverterRegistry:
-    """Converters by StableHLO / CHLO op name."""
+class ConverterRegistry(Registry[str, Callable[..., object]]):
+    """Converters by StableHLO / CHLO op name;
+    ``@converter("op")`` registers one (``Registry.__call__``)."""
 
-    def __init__(self) -> None:
-        self._by_op: Registry[str, Callable[..., object]] = Registry("StableHLO converter")
-
-    def converter(self, *ops: str) -> Callable[[Callable[..., object]], Callable[..., object]]:
-        def deco(fn: Callable[..., object]) -> Callable[..., object]:
-            for op in ops:
-                self._by_op.register(op, fn)
-            return fn
-
-        return deco
-
-    def get(self, op: str) -> Callable[..., object] | None:
-        return self._by_op.get(op)
-
-    def __contains__(self, op: object) -> bool:
-        return op in self._by_op
-
-    def ops(self) -> list[str]:
-        return sorted(self._by_op)
+    def __init__(self, what: str = "StableHLO converter") -> None:
+        super().__init__(what)
 
 
 CONVERTERS = ConverterRegistry()
-converter = CONVERTERS.converter
+converter = CONVERTERS

@@ -16,6 +16,7 @@ from msc.frontend.keras.elementwise import activate
 from msc.frontend.keras.importer import Ctx
 from msc.frontend.keras.registry import converter
 from msc.ir import Value
+from msc.ops.nn import same_pads
 
 
 def first(ctx: Ctx, x: Value) -> Value:
@@ -49,30 +50,13 @@ def _spatial(ctx: Ctx, x: Value) -> list:
     return list(x.type.shape[2:] if _cf(ctx) else x.type.shape[1:-1])
 
 
-def same_pads(sizes, kernel, strides, dilations) -> list[int]:
-    """Keras' (TensorFlow's) "same" padding, the extra pixel at the end, as [begins, ends]."""
-    begins, ends = [], []
-    for size, k, s, d in zip(sizes, kernel, strides, dilations):
-        span = (k - 1) * d + 1
-        if not isinstance(size, int):
-            if s != 1:
-                raise Unsupported(f'padding="same" with stride {s} needs a static size')
-            total = span - 1
-        else:
-            out = -(-size // s)
-            total = max((out - 1) * s + span - size, 0)
-        begins.append(total // 2)
-        ends.append(total - total // 2)
-    return begins + ends
-
-
 def _pads(ctx: Ctx, layer, x: Value, kernel, strides, dilations) -> list[int]:
     padding = layer.padding
     n = len(kernel)
     if padding == "valid":
         return [0] * (2 * n)
     if padding == "same":
-        pads = same_pads(_spatial(ctx, x), kernel, strides, dilations)
+        pads = same_pads(_spatial(ctx, x), kernel, strides, dilations, 'padding="same"')
     elif padding == "causal" and n == 1:
         pads = [(kernel[0] - 1) * dilations[0], 0]
     else:

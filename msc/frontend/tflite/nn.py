@@ -17,6 +17,9 @@ from msc.errors import Unsupported
 from msc.frontend.tflite.importer import Ctx
 from msc.frontend.tflite.registry import converter, not_read
 from msc.ir import DType, Value
+from msc.ops.nn import same_pads
+
+_CONV_SAME, _POOL_SAME = "convolution: SAME padding", "pooling: SAME padding"
 
 SAME, VALID = 0, 1
 
@@ -29,25 +32,6 @@ def nchw(ctx: Ctx, x: Value) -> Value:
 def nhwc(ctx: Ctx, y: Value) -> Value:
     r = y.type.rank
     return ctx.op("transpose", y, perm=[0, *range(2, r), 1])
-
-
-def same_pads(
-    sizes, kernel: list[int], strides: list[int], dilations: list[int], what: str
-) -> list[int]:
-    """TensorFlow's SAME padding (the extra pixel at the end), as [begins..., ends...]."""
-    begins, ends = [], []
-    for size, k, s, d in zip(sizes, kernel, strides, dilations):
-        span = (k - 1) * d + 1
-        if not isinstance(size, int):
-            if s != 1:
-                raise Unsupported(f"{what}: SAME padding with stride {s} needs a static size")
-            total = span - 1
-        else:
-            out = -(-size // s)
-            total = max((out - 1) * s + span - size, 0)
-        begins.append(total // 2)
-        ends.append(total - total // 2)
-    return begins + ends
 
 
 def _spatial(x: Value) -> list:
@@ -99,14 +83,14 @@ def _conv(
     if layout != "OIHW" and (padding != SAME or _static_same(_spatial(xv), strides)):
         pads = []
         if padding == SAME:
-            pads = same_pads(_spatial(xv), kernel, strides, dilations, "convolution")
+            pads = same_pads(_spatial(xv), kernel, strides, dilations, _CONV_SAME)
             pads = pads if any(pads) else []
         return ctx.op("conv", xv, w, b, stride=strides, padding=pads, dilation=dilations,
                       groups=groups, data_layout="NHWC", **lay)  # fmt: skip
     xc = nchw(ctx, xv)
     pads: list[int] = []
     if padding == SAME and _static_same(_spatial(xv), strides):
-        pads = same_pads(_spatial(xv), kernel, strides, dilations, "convolution")
+        pads = same_pads(_spatial(xv), kernel, strides, dilations, _CONV_SAME)
         pads = pads if any(pads) else []
     elif padding == SAME:
         xc = runtime_same_pad(ctx, xc, kernel, strides, dilations, 0.0)
@@ -274,7 +258,7 @@ def _pool(ctx: Ctx, x, op: str, padding, stride_w, stride_h, filter_width, filte
     kernel, strides = [filter_height, filter_width], [stride_h, stride_w]
     if padding != SAME or _static_same(_spatial(xv), strides):  # NHWC as it is
         pads = (
-            same_pads(_spatial(xv), kernel, strides, [1, 1], "pooling") if padding == SAME else []
+            same_pads(_spatial(xv), kernel, strides, [1, 1], _POOL_SAME) if padding == SAME else []
         )
         attrs = {"kernel": kernel, "stride": strides, "padding": pads if any(pads) else []}
         if op == "avg_pool":
@@ -283,7 +267,7 @@ def _pool(ctx: Ctx, x, op: str, padding, stride_w, stride_h, filter_width, filte
     xc = nchw(ctx, xv)
     pads: list[int] = []
     if padding == SAME and _static_same(_spatial(xv), strides):
-        pads = same_pads(_spatial(xv), kernel, strides, [1, 1], "pooling")
+        pads = same_pads(_spatial(xv), kernel, strides, [1, 1], _POOL_SAME)
         pads = pads if any(pads) else []
     elif padding == SAME:
         if op != "max_pool":
@@ -315,7 +299,7 @@ def l2_pool_2d(
 ):
     xv = ctx.value(x)
     kernel, strides = [filter_height, filter_width], [stride_h, stride_w]
-    pads = same_pads(_spatial(xv), kernel, strides, [1, 1], "pooling") if padding == SAME else []
+    pads = same_pads(_spatial(xv), kernel, strides, [1, 1], _POOL_SAME) if padding == SAME else []
     sq = ctx.op("mul", xv, xv)
     avg = ctx.op(
         "avg_pool",
