@@ -30,7 +30,7 @@ import numpy as np
 from msc.ir.graph import Graph, Node, Value, Weight
 from msc.ir.types import TensorType
 from msc.ops.nn import DATA_LAYOUTS, KERNEL_LAYOUTS, kernel_perm, layout_perm
-from msc.ops.rewrite import copy_graph
+from msc.ops.rewrite import constant_value, copy_graph
 
 __all__ = [
     "to_layout",
@@ -85,17 +85,6 @@ class _Names:
             name = f"{stem}{k}"
         self.taken.add(name)
         return name
-
-
-def _const_array(v: Value | None) -> np.ndarray | None:
-    if v is None:
-        return None
-    if isinstance(v, Weight):
-        return v.numpy() if v.has_data else None
-    p = v.producer
-    if p is not None and p.op == "constant":
-        return np.asarray(p.attrs["value"])
-    return None
 
 
 # ---------------------------------------------------------------- to_layout
@@ -198,7 +187,7 @@ def _rename_output(g: Graph, old: Value, new: Value) -> None:
 
 
 def _permuted_weight(g: Graph, w: Value, perm: list[int], names: _Names, tag: str) -> Value:
-    arr = _const_array(w)
+    arr = constant_value(w)
     if isinstance(w, Weight) and arr is not None:
         data = np.ascontiguousarray(np.transpose(arr, perm))
         t = TensorType(w.type.dtype, data.shape)
@@ -239,7 +228,7 @@ def fold_batch_norm(graph: Graph) -> Graph:
         if node.op != "batch_norm" or x is None or x.type.shape is None or len(x.type.shape) < 2:
             g.nodes.append(node)
             continue
-        arrs = [_const_array(v) if v is not None else None for v in node.inputs[1:]]
+        arrs = [constant_value(v) if v is not None else None for v in node.inputs[1:]]
         w, b, mean, var = arrs
         if mean is None or var is None or (node.inputs[1] is not None and w is None):
             g.nodes.append(node)
@@ -387,7 +376,7 @@ class _Sinker:
             elif shape is not None and all(d == 1 for d in shape) and len(shape) <= r:
                 ins.append(self.value(v))  # a scalar broadcasts the same in any order
             else:
-                c = _const_array(s) if h is None else None
+                c = constant_value(s) if h is None else None
                 if c is None or c.ndim > r:
                     return False
                 c = np.ascontiguousarray(np.transpose(c.reshape((1,) * (r - c.ndim) + c.shape),
