@@ -89,7 +89,8 @@ def test_onnx_frontend_recovers_module_paths_and_weight_names(files, how):
     assert "layer3.0.conv2.weight" in g.weights
     assert "layer2.0.downsample.0.weight" in g.weights
     assert not [k for k in g.weights if k.startswith("onnx::") or k.startswith("val_")]
-    src = codegen.torch.generate(g)
+    # The flat form names every module call by its path (the default writes a class per block).
+    src = codegen.torch.generate(g, flat=True)
     assert "self.layer3[0].conv2(" in src and "onnx::" not in src
     # Values named after their module, not the exporter's names for them
     # (layer1_layer1_0_conv1_Conv_output_0, getitem_27).
@@ -301,8 +302,8 @@ def test_convert_fails_on_a_real_change_unless_allowed(files, tmp_path, monkeypa
     conv = importlib.import_module("msc.analysis.convert")  # the module, not msc.convert
     write = conv._write
 
-    def corrupting(g, target, dest, opset, report, optimize=True):
-        write(g, target, dest, opset, report, optimize)
+    def corrupting(g, target, dest, opset, report, *args):
+        write(g, target, dest, opset, report, *args)
         m = onnx.load(dest)
         relu = next(n for n in m.graph.node if n.op_type == "Relu")
         relu.op_type = "LeakyRelu"
