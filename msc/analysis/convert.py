@@ -50,7 +50,7 @@ from msc.errors import ConversionError, MscError, UnsupportedOpsError
 from msc.io import files, marker, replace_dir
 from msc.ir import symexpr
 from msc.ir.graph import Graph
-from msc.ir.types import TensorType, map_tensor, tensor_of
+from msc.ir.types import SymDim, TensorType, map_tensor, tensor_of
 
 __all__ = ["convert", "ConvertReport", "TARGETS", "target_for"]
 
@@ -442,19 +442,59 @@ def _reread_jax(staged: Path, g: Graph) -> Model:
     ns: dict[str, Any] = {"__name__": "msc_generated_jax_check"}
     exec(compile(src, str(staged / MODEL_FILE), "exec"), ns)
     params = ns["load_params"](str(staged / WEIGHTS_FILE))
-    specs = []
+    shapes = []
     for v in g.inputs:
         t = v.type
-        if not isinstance(t, TensorType) or t.shape is None:
+        if not isinstance(t, TensorType) or t.shape is None or None in t.shape:
             raise MscError(f"input {v.name!r}: the jax check needs a tensor of known shape")
-        if not all(isinstance(d, int) for d in t.shape):
-            raise MscError(f"input {v.name!r}: the jax check needs static shapes (--no-check)")
-        specs.append(jax.ShapeDtypeStruct(tuple(t.shape), t.dtype.to_numpy()))
+        shapes.append(t)
+    dims = _jax_symbolic_dims([t.shape for t in shapes])
+    specs = [
+        jax.ShapeDtypeStruct(tuple(dims.pop(0) for _ in t.shape), t.dtype.to_numpy())
+        for t in shapes
+    ]
     fn = ns["forward"]
-    exp = export.export(jax.jit(lambda *a: fn(params, *a)))(*specs)
+    try:
+        exp = export.export(jax.jit(lambda *a: fn(params, *a)))(*specs)
+    except Exception as e:  # noqa: BLE001 - JAX's shape-polymorphism errors have many types
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise MscError(
+            f"the generated JAX code does not export at the graph's symbolic input shapes "
+            f"({first}); --no-check writes it unchecked"
+        ) from None
     data = bytes(exp.serialize())
     graph = msc.from_stablehlo(data, name=g.name)
     return Model(graph, "jax", str(staged / MODEL_FILE), data)
+
+
+def _jax_symbolic_dims(shapes: list[tuple]) -> list:
+    """Every dim of ``shapes`` in order, symbolic ones as jax.export symbolic dims of one
+    scope (symbol names made identifiers, msc's ranges as constraints), so the generated code
+    is exported as polymorphic as the graph it came from."""
+    from jax import export
+
+    from msc.ir.symexpr import spell, subs, symbols
+
+    syms = {s.name: s for shape in shapes for d in shape for s in symbols(d)}
+    safe: dict[str, SymDim] = {}
+    for i, (name, s) in enumerate(sorted(syms.items())):
+        ident = name if name.isidentifier() and name.isascii() else f"d{i}"
+        safe[name] = SymDim(ident, s.min, s.max)
+    constraints = [
+        c
+        for s in safe.values()
+        for c in (
+            f"{s.name} >= {s.min}" if s.min is not None and s.min > 1 else None,
+            f"{s.name} <= {s.max}" if s.max is not None else None,
+        )
+        if c is not None
+    ]
+    scope = export.SymbolicScope(constraints)
+    out: list = []
+    for shape in shapes:
+        spelled = [spell(subs(d, safe), ranges=False) for d in shape]
+        out.extend(export.symbolic_shape(", ".join(spelled), scope=scope) if spelled else ())
+    return out
 
 
 def _reread_relax(staged: Path, g: Graph, report: ConvertReport) -> Model:

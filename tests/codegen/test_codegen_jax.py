@@ -100,3 +100,31 @@ def test_save_loads_and_names_stay_data(tmp_path):
     params = ns["load_params"](str(out / "weights.safetensors"))
     y = ns["forward"](params, np.arange(2, dtype=np.float32))
     assert np.allclose(np.asarray(y), [1.0, 2.0])
+
+
+def test_convert_checks_a_dynamic_batch_model_at_its_symbolic_shape(tmp_path):
+    """An ONNX file with a symbolic batch converts to JAX with the check on: the generated code
+    is re-exported with the batch symbolic (stablehlo.dynamic_reshape and friends read back),
+    and the written code runs at batch sizes other than the one checked, as onnxruntime does."""
+    ort = pytest.importorskip("onnxruntime", reason="onnxruntime is not installed")
+    import onnx
+
+    from msc.analysis.convert import convert
+    from msc.examples import onnx_example
+
+    src = tmp_path / "cnn.onnx"
+    onnx.save(onnx_example(), src)
+    r = convert(src, tmp_path / "cnn_jax", to="jax")
+    assert r.ok and r.numeric is not None and r.numeric.ok
+    ns: dict = {}
+    code = (tmp_path / "cnn_jax" / "model.py").read_text()
+    exec(compile(code, "model.py", "exec"), ns)
+    params = ns["load_params"](str(tmp_path / "cnn_jax" / "weights.safetensors"))
+    sess = ort.InferenceSession(str(src), providers=["CPUExecutionProvider"])
+    name = sess.get_inputs()[0].name
+    for n in (1, 3):
+        x = np.random.default_rng(n).standard_normal((n, 3, 16, 16)).astype(np.float32)
+        got = ns["forward"](params, x)
+        got = list(got) if isinstance(got, tuple | list) else [got]
+        ref = sess.run(None, {name: x})
+        assert not close([np.asarray(a) for a in got], ref, 1e-5, 1e-4), n

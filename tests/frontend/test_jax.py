@@ -337,3 +337,29 @@ def test_symbolic_batch_kept():
         x = f32(n, 3)
         for run in (run_torch, run_onnx):
             assert not close(run(g, [x]), [np.asarray(fn(x))], 1e-5, 1e-5), run.__name__
+
+
+def test_symbolic_reshape_reads_as_a_reshape():
+    """A flatten under a symbolic batch is stablehlo.dynamic_reshape; two run-time sizes in
+    one result take the shape operand."""
+    from jax import export
+
+    b, s = export.symbolic_shape("b, s")
+
+    def flat(x):
+        return x.reshape(x.shape[0], -1) * 2.0
+
+    def merge(x):
+        return x.reshape(x.shape[0] * x.shape[1], 4).reshape(x.shape[0], x.shape[1] * 4)
+
+    for fn, spec, sizes in (
+        (flat, (b, 3, 4), [(1, 3, 4), (5, 3, 4)]),
+        (merge, (b, s, 4), [(2, 3, 4), (1, 7, 4)]),
+    ):
+        exp = export.export(jax.jit(fn))(jax.ShapeDtypeStruct(spec, jnp.float32))
+        assert "dynamic_reshape" in exp.mlir_module()
+        g = msc.from_stablehlo(exp.serialize())
+        assert "reshape" in {n.op for n in g.nodes}
+        for shape in sizes:
+            x = f32(*shape)
+            assert not close(run_torch(g, [x]), [np.asarray(fn(x))], 1e-6, 1e-6), shape

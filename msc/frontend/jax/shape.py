@@ -1,5 +1,5 @@
-"""StableHLO shape ops: reshape, transpose, broadcast_in_dim, slice, concatenate, pad,
-reverse, iota."""
+"""StableHLO shape ops: reshape (static and dynamic), transpose, broadcast_in_dim, slice,
+concatenate, pad, reverse, iota."""
 
 from __future__ import annotations
 
@@ -22,6 +22,16 @@ def reshape(ctx: Ctx, sop: ShloOp, x):
     if shape is not None and sum(not isinstance(d, int) for d in shape) == 1:
         shape = [d if isinstance(d, int) else -1 for d in shape]  # one run-time size
     return ctx.op("reshape", x, shape=_static(shape, "reshape"))
+
+
+@converter("stablehlo.dynamic_reshape")
+def dynamic_reshape(ctx: Ctx, sop: ShloOp, x, shape):
+    """A reshape to a run-time shape (what jax.export writes under symbolic dims): the static
+    form when the result has at most one run-time size, else the shape operand itself."""
+    out = ctx.out_type().shape
+    if out is not None and sum(not isinstance(d, int) for d in out) <= 1:
+        return ctx.op("reshape", x, shape=[d if isinstance(d, int) else -1 for d in out])
+    return ctx.op("reshape", x, ctx.cast(shape, DType.INT64))
 
 
 @converter("stablehlo.get_dimension_size")
