@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 BASE := $(VENV)/.installed-base
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test wheel lint docs bench clean
+.PHONY: demo test test-slow wheel lint docs bench clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -26,7 +26,11 @@ demo: $(BASE)
 	$(PY) -m msc demo
 
 test: $(STAMP)
-	MSC_CHECK=1 $(PY) -m pytest -n 2 --dist loadgroup -q
+	MSC_CHECK=1 $(PY) -m pytest -n 2 --dist loadgroup -q -m "not slow"
+
+# The sweeps marked slow (each a minute or more on 2 cores): CI runs them after `make test`.
+test-slow: $(STAMP)
+	MSC_CHECK=1 $(PY) -m pytest -n 2 --dist loadgroup -q -m slow
 
 # The sdist and wheel, installed into a fresh venv outside the checkout: `msc demo` and a
 # conversion run from there (what CI checks).

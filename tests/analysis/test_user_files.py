@@ -49,6 +49,11 @@ DIFFERENT_MODELS: dict[tuple[str, str], str] = {
     ),
 }
 
+# (model, format, target) cells that take a minute or more on 2 cores: `make test-slow` runs
+# them (``-m slow``), `make test` leaves them out. Relax compiles the transformers' ONNX files
+# (dynamo and legacy) with every op spelled out; the .pt2 relax cells stay in `make test`.
+SLOW_CELLS = {(m, h, "relax") for m in ("bert", "llama") for h in ("dynamo", "legacy")}
+
 pytestmark = pytest.mark.xdist_group("user_files")
 
 
@@ -122,6 +127,8 @@ def _cells(name: str, params: list[tuple]) -> list:
         cid = f"{name}[{'-'.join(p)}]"
         reason = EXPECTED_FAILURES.get(cid)
         marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
+        if p in SLOW_CELLS:
+            marks.append(pytest.mark.slow)
         out.append(pytest.param(*p, id="-".join(p), marks=marks))
     return out
 
