@@ -367,31 +367,43 @@ def resize(
             empty = e.const(np.zeros((0,), np.float32)) if e.opset < 13 else None
             return e.op("Resize", x, full_roi(), empty, sizes_in, **attrs)
         return e.op("Resize", x, full_roi(), scales_in, **attrs)
-    n_sp = len(sizes or scales)
-    if e.opset >= 18 and roi_in is None:
-        if antialias:
-            attrs["antialias"] = 1
-        attrs["axes"] = list(range(2, 2 + n_sp))
-        box = None if roi is None else e.const(np.asarray(roi, np.float32))
-        if sizes is not None:
-            return e.op("Resize", x, box, None, e.ints(sizes), **attrs)
-        return e.op("Resize", x, box, e.const(np.asarray(scales, np.float32)), **attrs)
-    e.require(not antialias, "Resize antialias needs opset 18")
+    # NOTE: Resize is written full-rank, never with opset 18's ``axes``: onnxruntime's layout
+    # transformer (ORT_ENABLE_EXTENDED and up, 1.32) moves the Transposes of a channels-last
+    # model through a Resize and drops its ``sizes`` when ``axes`` is set, then refuses the
+    # session ("Number of elements of input 'sizes' (0) does not match the number of axes").
+    if antialias:
+        e.require(e.opset >= 18, "Resize antialias needs opset 18")
+        attrs["antialias"] = 1
+    empty = e.const(np.zeros((0,), np.float32)) if e.opset < 13 else None
     roi_ref = full_roi()
     if sizes is not None:
         lead = x.shape[:2]
-        e.require(all(isinstance(d, int) for d in lead), "Resize sizes before opset 18 need N, C")
-        empty = e.const(np.zeros((0,), np.float32))
-        return e.op(
-            "Resize",
-            x,
-            roi_ref if roi_ref is not None else empty,
-            empty,
-            e.ints([*lead, *sizes]),
-            **attrs,
-        )
+        if all(isinstance(d, int) for d in lead):
+            return e.op("Resize", x, roi_ref, empty, e.ints([*lead, *sizes]), **attrs)
+        exact = _exact_scales(x.shape[2:], sizes)
+        if exact is None:  # N or C known only at run time: Shape(x)[:2] ++ sizes
+            e.require(e.opset >= 15, "Resize to sizes with a run-time N or C needs opset 15")
+            lead_ref = e.op("Shape", x, start=0, end=2)
+            full_sizes = e.op("Concat", lead_ref, e.ints(list(sizes)), axis=0)
+            return e.op("Resize", x, roi_ref, empty, full_sizes, **attrs)
+        scales = exact
     full = np.asarray([1.0, 1.0, *scales], np.float32)
-    return e.op("Resize", x, roi_ref if roi_ref is not None else "", e.const(full), **attrs)
+    return e.op("Resize", x, roi_ref, e.const(full), **attrs)
+
+
+def _exact_scales(spatial, sizes) -> list[float] | None:
+    """The float32 scales that give exactly ``sizes`` from the static ``spatial`` dims and
+    map coordinates as the sizes do (onnxruntime takes the output size as in * scale, and
+    the scale as out / in when sizes are given), or None."""
+    if not all(isinstance(d, int) and d > 0 for d in spatial):
+        return None
+    out = []
+    for d, n in zip(spatial, sizes, strict=True):
+        scale = np.float32(n) / np.float32(d)
+        if np.float32(d) * scale != np.float32(n):
+            return None
+        out.append(float(scale))
+    return out
 
 
 @emitter("pixel_shuffle", since=11)

@@ -19,7 +19,8 @@ Rules (``msc.rewrite`` matchers, each exact; a rule's label is what ``diff`` cou
   torch's scaled_dot_product_attention and ONNX Attention give 0 for a query row the mask
   hides everywhere, which is what the guard spells out;
 - a resize's attributes its mode ignores at their defaults, pytorch_half_pixel as
-  half_pixel where every resized dim is more than 1.
+  half_pixel where every resized dim is more than 1, constant scales as the sizes they give
+  where that is exact.
 
 Graph passes: ``merge_duplicates`` (one node for computations that are the same op of the
 same inputs: torch.export repeats an ``arange`` that torch.onnx computes once) and
@@ -40,6 +41,7 @@ from msc.ir import symexpr
 from msc.ir.builder import Builder
 from msc.ir.dtype import DType
 from msc.ir.graph import Graph, Node, Value, Weight, dead_nodes
+from msc.ir.types import TensorType
 from msc.ops import registry
 from msc.ops.infer import broadcast
 from msc.ops.rewrite import Match, constant_value
@@ -530,6 +532,9 @@ def _resize_spelling(n: Node) -> dict:
         a["cubic_coeff_a"] = default["cubic_coeff_a"]
     if a["coordinate_transformation_mode"] != "tf_crop_and_resize":
         a["extrapolation_value"] = default["extrapolation_value"]
+    sizes = _exact_sizes(n)
+    if sizes is not None:
+        a["sizes"], a["scales"] = sizes, None
     out = n.outputs[0].type.shape
     if (
         a["coordinate_transformation_mode"] == "pytorch_half_pixel"
@@ -538,6 +543,30 @@ def _resize_spelling(n: Node) -> dict:
     ):
         a["coordinate_transformation_mode"] = "half_pixel"
     return a
+
+
+def _exact_sizes(n: Node) -> list[int] | None:
+    """A resize by constant ``scales`` as the ``sizes`` it gives, where each static spatial
+    dim times its scale is an integer n whose n / dim rounds (float32) to the scale: ONNX
+    then maps coordinates by the same scale either way (codegen.onnx writes sizes so when N
+    or C is known only at run time)."""
+    scales = n.attrs.get("scales")
+    x = n.inputs[0].type if n.inputs else None
+    if scales is None or n.attrs.get("sizes") is not None or not isinstance(x, TensorType):
+        return None
+    spatial = x.shape[2:] if x.shape is not None else None
+    if spatial is None or len(spatial) != len(scales):
+        return None
+    out = []
+    for d, s in zip(spatial, scales, strict=True):
+        if not isinstance(d, int) or d <= 0:
+            return None
+        scale = np.float32(s)
+        size = np.float32(d) * scale
+        if size != np.floor(size) or np.float32(size) / np.float32(d) != scale:
+            return None
+        out.append(int(size))
+    return out
 
 
 def _find_resize_spelling(n: Node) -> Match | None:

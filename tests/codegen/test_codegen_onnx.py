@@ -359,3 +359,44 @@ def test_signed_shifts_before_opset_28(op, dtype):
     got = ort.InferenceSession(model.SerializeToString()).run(None, {"a": x, "b": y})[0]
     want = (x.astype(np.int64) << y) if op == "bitshift_left" else (x >> y)
     np.testing.assert_array_equal(got, want.astype(npdt))
+
+
+@pytest.mark.parametrize(
+    "batch,sizes,mode",
+    [
+        (SymDim("batch"), [8, 15], "nearest"),  # exact ratios: full-rank scales
+        (SymDim("batch"), [6, 7], "linear"),  # 4 -> 6, 5 -> 7: Shape(x)[:2] ++ sizes
+        (2, [6, 7], "nearest"),  # static N, C: full-rank sizes
+    ],
+)
+def test_channels_last_resize_runs_with_onnxruntimes_layout_transformer(batch, sizes, mode):
+    """transpose -> resize -> transpose (a channels-last model's upsampling) is written as a
+    full-rank Resize: onnxruntime's layout transformer, which runs at its default level, drops
+    the sizes of a Resize with opset 18's ``axes`` and refuses the session."""
+    ort = pytest.importorskip("onnxruntime", reason="onnxruntime is not installed")
+    g = Graph("up")
+    x = g.add_input("x", TensorType(DType.FLOAT32, [batch, 4, 5, 3]))
+    y = g.op("transpose", x, perm=[0, 3, 1, 2])
+    y = g.op(
+        "resize",
+        y,
+        sizes=sizes,
+        mode=mode,
+        coordinate_transformation_mode="half_pixel",
+        nearest_mode="round_prefer_ceil",  # torch's nearest-exact
+    )
+    g.set_outputs([g.op("transpose", y, perm=[0, 2, 3, 1])])
+    model = conx.to_model(g)
+    assert not any(a.name == "axes" for n in model.graph.node for a in n.attribute)
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    xs = np.random.default_rng(0).standard_normal((2, 4, 5, 3)).astype(np.float32)
+    got = sess.run(None, {"x": xs})[0]
+    assert got.shape == (2, *sizes, 3)
+    torch = pytest.importorskip("torch")
+    ref = torch.nn.functional.interpolate(
+        torch.from_numpy(xs).permute(0, 3, 1, 2),
+        size=sizes,
+        mode="nearest-exact" if mode == "nearest" else "bilinear",
+        align_corners=None if mode == "nearest" else False,
+    )
+    np.testing.assert_allclose(got, ref.permute(0, 2, 3, 1).numpy(), rtol=1e-5, atol=1e-5)

@@ -359,11 +359,6 @@ CASES = [
 # Rows the ONNX path does not run yet, each with its reason; a row that starts passing fails
 # (strict), so the list stays true.
 ONNX_EXPECTED_FAILURES = {
-    "RESIZE_BILINEAR": "codegen.onnx writes the Resize of a spatial-only sizes attribute with "
-    "an empty sizes input",
-    "RESIZE_BILINEAR-align": "as RESIZE_BILINEAR",
-    "RESIZE_NEAREST_NEIGHBOR": "as RESIZE_BILINEAR",
-    "RESIZE_NEAREST_NEIGHBOR-half": "as RESIZE_BILINEAR",
     "CONV_2D-int8": "codegen.onnx gives an int8 quantize a uint8 zero point",
 }
 # Rows whose round trip writes some ops another way (a reduction as MUL + SUM, a constant

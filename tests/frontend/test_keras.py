@@ -142,13 +142,6 @@ CASES = [
 ]
 
 
-# Rows whose ONNX file onnxruntime refuses, with why (a codegen.onnx issue, not the reader's).
-ONNX_XFAIL = {
-    "upsampling2d": "codegen.onnx's Resize of the spatial axes is refused by onnxruntime",
-    "upsampling2d_bilinear": "codegen.onnx's Resize of the spatial axes is refused by onnxruntime",
-}
-
-
 def _model(make, shapes):
     layer = make()
     keras.utils.set_random_seed(0)
@@ -171,13 +164,6 @@ def test_layer(name, make, shapes):
     msc.from_text(msc.to_text(g))
     why = close(run_torch(g, arrays), ref, ATOL, 1e-5)
     assert not why, f"{name} via torch: {why}"
-    if name in ONNX_XFAIL:
-        try:
-            why = close(run_onnx(g, arrays), ref, ATOL, 1e-5)
-        except Exception as e:  # noqa: BLE001 - onnxruntime's own exception types
-            why = f"{type(e).__name__}: {str(e).splitlines()[0]}"
-        assert why, f"{name} via onnx now agrees: take it off ONNX_XFAIL"
-        pytest.xfail(f"{ONNX_XFAIL[name]} ({why[:150]})")
     why = close(run_onnx(g, arrays), ref, ATOL, 1e-5)
     assert not why, f"{name} via onnx: {why}"
 
