@@ -196,13 +196,21 @@ class Writer:
             self.refs[id(v)] = r
             inputs.append(r.index)
         failed: set[int] = set()
+        fused: set[int] = set()  # quantize nodes written by the quantized kernel before them
+        graph_outputs = {id(v) for v in g.outputs}
         for node in g.nodes:
+            if id(node) in fused:
+                continue
             if any(id(v) in failed for v in node.inputs if v is not None):
                 failed.update(id(v) for v in node.outputs)  # downstream of a refused node
                 continue
             if any(isinstance(sub, Graph) for sub in node.attrs.values()):
                 failed.update(id(v) for v in node.outputs)
                 self._refuse(node, "control flow (subgraphs) is not written yet")
+                continue
+            q = self._quantized(node, graph_outputs)
+            if q is not None:
+                fused.add(id(q))
                 continue
             try:
                 ins = [None if v is None else self.ref(v) for v in node.inputs]
@@ -233,6 +241,32 @@ class Writer:
         if len({n for n, _ in sig.outputs}) != len(sig.outputs):
             sig.outputs = [(f"output_{k}", i) for k, (_, i) in enumerate(sig.outputs)]
         return flatbuf.Model([sub], self.buffers, [sig])
+
+    def _quantized(self, node: Node, outputs: set[int]) -> Node | None:
+        """Write ``node`` as a quantized kernel when it sits between dequantize and quantize
+        (``codegen.tflite.quant.plan``); the quantize node it wrote, else None."""
+        from codegen.tflite import quant
+
+        try:
+            f = quant.plan(self, node, outputs)
+        except (Unsupported, InferError, OpError):
+            return None
+        if f is None:
+            return None
+        mark = (len(self.ops), len(self.tensors))
+        try:
+            out = quant.emit_fused(self, f)
+        except (Unsupported, InferError, OpError):
+            self._rollback(mark)
+            return None
+        v = f.q.output
+        self.refs[id(v)] = out
+        if out.index in self.unnamed and v.name:
+            t = self.tensors[out.index]
+            self._names.discard(t.name)
+            t.name = self._name(v.name)
+            self.unnamed.discard(out.index)
+        return f.q
 
     def _output(self, v: Value) -> int:
         r = self.ref(v)
