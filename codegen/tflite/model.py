@@ -208,9 +208,9 @@ class Writer:
                 failed.update(id(v) for v in node.outputs)
                 self._refuse(node, "control flow (subgraphs) is not written yet")
                 continue
-            q = self._quantized(node, graph_outputs)
-            if q is not None:
-                fused.add(id(q))
+            skipped = self._quantized(node, graph_outputs)
+            if skipped:
+                fused.update(id(n) for n in skipped)
                 continue
             try:
                 ins = [None if v is None else self.ref(v) for v in node.inputs]
@@ -242,23 +242,24 @@ class Writer:
             sig.outputs = [(f"output_{k}", i) for k, (_, i) in enumerate(sig.outputs)]
         return flatbuf.Model([sub], self.buffers, [sig])
 
-    def _quantized(self, node: Node, outputs: set[int]) -> Node | None:
+    def _quantized(self, node: Node, outputs: set[int]) -> list[Node]:
         """Write ``node`` as a quantized kernel when it sits between dequantize and quantize
-        (``codegen.tflite.quant.plan``); the quantize node it wrote, else None."""
+        (``codegen.tflite.quant.plan``); the nodes after it the kernel wrote (a fused
+        activation, the quantize), else []."""
         from codegen.tflite import quant
 
         try:
             f = quant.plan(self, node, outputs)
         except (Unsupported, InferError, OpError):
-            return None
+            return []
         if f is None:
-            return None
+            return []
         mark = (len(self.ops), len(self.tensors))
         try:
             out = quant.emit_fused(self, f)
         except (Unsupported, InferError, OpError):
             self._rollback(mark)
-            return None
+            return []
         v = f.q.output
         self.refs[id(v)] = out
         if out.index in self.unnamed and v.name:
@@ -266,7 +267,7 @@ class Writer:
             self._names.discard(t.name)
             t.name = self._name(v.name)
             self.unnamed.discard(out.index)
-        return f.q
+        return f.skipped
 
     def _output(self, v: Value) -> int:
         r = self.ref(v)

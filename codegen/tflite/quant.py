@@ -96,6 +96,7 @@ class Fused:
     q: Node
     scale: np.ndarray
     zero_point: np.ndarray
+    skipped: list[Node]  # the activation and the quantize, written by the kernel
 
 
 def _activation(node: Node) -> int:
@@ -136,9 +137,10 @@ def plan(w, node: Node, outputs: set[int]) -> Fused | None:
     if node.op not in KERNELS or len(node.outputs) != 1:
         return None
     user = _only_use(node.output, outputs)
-    act = 0
+    act, skipped = 0, []
     if user is not None and _activation(user):
         act = _activation(user)
+        skipped.append(user)
         user = _only_use(user.output, outputs)
     if user is None or user.op != "quantize" or user.output.dtype not in ACTIVATIONS:
         return None
@@ -147,12 +149,10 @@ def plan(w, node: Node, outputs: set[int]) -> Fused | None:
         return None
     ins: list = []
     for k, v in enumerate(node.inputs):
-        p = v.producer if v is not None else None
         if v is None or not v.dtype.is_floating:
             ins.append(v)
-        elif p is not None and p.op == "dequantize" and _node_params(w, p) is not None:
-            s, zp = _node_params(w, p)
-            ins.append((p.inputs[0], s, zp, p.attrs["axis"] % max(v.type.rank, 1)))
+        elif _dequantized(w, v) is not None:
+            ins.append(_dequantized(w, v))
         elif node.op in ("conv", "linear") and k == 2 and constant_value(v) is not None:
             ins.append(v)  # a float bias: quantized at write time
         else:
@@ -162,7 +162,21 @@ def plan(w, node: Node, outputs: set[int]) -> Fused | None:
         return None
     if act and node.op not in ("conv", "linear", "add", "sub", "mul"):
         return None
-    return Fused(node, ins, act, user, *out)
+    return Fused(node, ins, act, user, *out, [*skipped, user])
+
+
+def _dequantized(w, v: Value) -> tuple | None:
+    """(integer value, scale, zero point, axis, permutation or None) when ``v`` is a
+    dequantize (a layout change's transpose after it included), else None."""
+    p, perm = v.producer, None
+    if p is not None and p.op == "transpose" and p.inputs[0].producer is not None:
+        perm, p = list(p.attrs["perm"]), p.inputs[0].producer
+    if p is None or p.op != "dequantize":
+        return None
+    got = _node_params(w, p)
+    if got is None:
+        return None
+    return (p.inputs[0], *got, p.attrs["axis"] % max(p.output.type.rank, 1), perm)
 
 
 class _QEmit(Emit):
@@ -194,10 +208,12 @@ def emit_fused(w, f: Fused) -> Ref:
         if v is None:
             refs.append(None)
         elif isinstance(v, tuple):
-            x, s, zp, axis = v
+            x, s, zp, axis, perm = v
             r = w.ref(x)
             if x.dtype in ACTIVATIONS:
                 w.set_quant(r, s, zp, axis)
+            if perm is not None:
+                r = _QEmit(w, node, node.output.type).transpose(r, perm)
             refs.append(r)
         else:
             refs.append(w.ref(v))
@@ -214,7 +230,7 @@ def emit_fused(w, f: Fused) -> Ref:
         want = FIXED[node.op].get(qdt)
         if want is None or not np.isclose(s_out, want[0], rtol=1e-5) or zp_out != want[1]:
             raise Unsupported(f"quantized {node.op} with another output scale than LiteRT's")
-    for v in f.inputs[1:]:
+    for v in f.inputs[1:] if node.op not in ("conv", "linear") else ():
         if isinstance(v, tuple) and v[0].dtype in ACTIVATIONS and v[0].dtype is not qdt:
             raise Unsupported("operands quantized to different types")
     if node.op in ("conv", "linear"):
@@ -260,21 +276,20 @@ def _spread(w, ops) -> None:
 def _weighted(w, f: Fused, refs: list, s_in: float) -> list:
     """conv / linear: the filter's scales per output channel, the bias as int32 (int64 for
     int16 activations) quantized by input scale x filter scale, as LiteRT requires."""
-    wt = f.inputs[1]
-    if not isinstance(wt, tuple) or wt[0].dtype not in (DType.INT8, DType.UINT8, DType.INT16):
+    wt, t = refs[1], w.tensors[refs[1].index]
+    if wt.dtype not in (DType.INT8, DType.UINT8, DType.INT16) or t.scale is None:
         raise Unsupported("a quantized kernel with a filter that is not quantized")
-    if wt[0].dtype is DType.INT8 and np.any(wt[2]):
+    if wt.dtype is DType.INT8 and any(t.zero_point or ()):
         raise Unsupported("an int8 filter with a zero point other than 0")
-    if w.const_value(refs[1].index) is None:
+    if w.const_value(wt.index) is None:
         raise Unsupported("a quantized kernel with a run-time filter")
-    s_w = wt[1]
-    cout = int(wt[0].type.shape[0])
-    if s_w.size not in (1, cout):
-        raise Unsupported("filter scales along another axis than the output channels")
-    if s_w.size > 1 and wt[3] != 0:
+    s_w = np.asarray(t.scale, np.float32)
+    o = f.node.attrs.get("kernel_layout", "OIHW").index("O") if f.node.op == "conv" else 0
+    cout = int(wt.shape[o])
+    if s_w.size not in (1, cout) or s_w.size > 1 and t.quantized_dimension != o:
         raise Unsupported("filter scales along another axis than the output channels")
     prod = (np.float64(s_in) * s_w.astype(np.float64)).astype(np.float32)
-    prod = np.broadcast_to(prod, (cout,)) if s_w.size == 1 else prod
+    zeros = np.zeros(prod.size, np.int64)  # the bias's scales: per tensor as the filter's
     bdt = np.int64 if f.inputs[0][0].dtype is DType.INT16 else np.int32
     b = f.inputs[2] if len(f.inputs) > 2 else None
     if b is None:
@@ -284,8 +299,9 @@ def _weighted(w, f: Fused, refs: list, s_in: float) -> list:
         if raw is None:
             raise Unsupported("a run-time bias")
         real = (raw.astype(np.float64) - b[2]) * b[1].astype(np.float64)
-        if raw.dtype == bdt and not np.any(b[2]) and np.allclose(b[1], prod, rtol=1e-6, atol=0):
-            w.set_quant(refs[2], prod, np.zeros(cout, np.int64), 0)
+        same = b[1].size == prod.size and np.allclose(b[1], prod, rtol=1e-6, atol=0)
+        if raw.dtype == bdt and not np.any(b[2]) and same:
+            w.set_quant(refs[2], prod, zeros, 0)
             return refs
     else:
         real = np.asarray(w.const_value(refs[2].index), np.float64).reshape(-1)
@@ -293,11 +309,11 @@ def _weighted(w, f: Fused, refs: list, s_in: float) -> list:
         return refs
     if real.size != cout:
         raise Unsupported("a bias of another size than the output channels")
-    q = np.round(real / prod.astype(np.float64))
+    q = np.round(real / np.broadcast_to(prod.astype(np.float64), (cout,)))
     info = np.iinfo(bdt)
     q = np.clip(q, info.min, info.max).astype(bdt)
     r = w.const_tensor(q)
-    w.set_quant(r, prod, np.zeros(cout, np.int64), 0)
+    w.set_quant(r, prod, zeros, 0)
     refs = list(refs) + [None] * (3 - len(refs))
     refs[2] = r
     return refs
