@@ -364,8 +364,6 @@ ONNX_EXPECTED_FAILURES = {
     "RESIZE_BILINEAR-align": "as RESIZE_BILINEAR",
     "RESIZE_NEAREST_NEIGHBOR": "as RESIZE_BILINEAR",
     "RESIZE_NEAREST_NEIGHBOR-half": "as RESIZE_BILINEAR",
-    "CONV_2D-int8": "onnxruntime's transpose optimizer gives the QuantizeLinear it inserts "
-    "after an int8 DequantizeLinear a uint8 zero point (opset >= 21)",
 }
 # Rows whose round trip writes some ops another way (a reduction as MUL + SUM, a constant
 # folded, an int32 bias dequantized at write time), so only the numbers are compared.

@@ -189,13 +189,7 @@ FLOAT_KERNEL = {
     "FULLY_CONNECTED-hybrid-asymmetric": "as CONV_2D-hybrid-int8",
 }
 # a row that starts passing fails (strict), so the list stays true
-ONNX_EXPECTED_FAILURES = {
-    "CONV_2D-int8-tensor-relu6": "onnxruntime >= 1.2x's transpose optimizer gives the Q it "
-    "inserts after an int8 DequantizeLinear (opset >= 21) a uint8 zero point",
-    "CONV_2D-int8-channel": "as CONV_2D-int8-tensor-relu6",
-    "DEPTHWISE_CONV_2D-int8-channel": "as CONV_2D-int8-tensor-relu6",
-    "AVERAGE_POOL_2D-int8": "as CONV_2D-int8-tensor-relu6",
-}
+ONNX_EXPECTED_FAILURES: dict[str, str] = {}
 
 
 def ops_of(data: bytes) -> dict[str, int]:
@@ -346,10 +340,7 @@ def test_small_models(name):
 
 
 @pytest.mark.parametrize("name", list(SMALL))
-def test_small_models_through_onnx(name, request):
-    if name == "int8-classifier":
-        why = ONNX_EXPECTED_FAILURES["CONV_2D-int8-tensor-relu6"]
-        request.applymarker(pytest.mark.xfail(strict=True, reason=why))
+def test_small_models_through_onnx(name):
     make, arrays, atol, _ = SMALL[name]
     data = make()
     g = msc.from_tflite(data)
