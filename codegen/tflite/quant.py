@@ -64,7 +64,7 @@ def quantize(
 
 # canonical ops whose TFLite kernel has a quantized form LiteRT runs
 KERNELS = frozenset(
-    """conv linear add sub mul max_pool avg_pool reshape flatten squeeze unsqueeze softmax
+    """conv linear gemm add sub mul max_pool avg_pool reshape flatten squeeze unsqueeze softmax
     sigmoid tanh concat transpose""".split()
 )
 # kernels that copy integers through unchanged: input and output quantized alike
@@ -78,6 +78,7 @@ FIXED = {
     "sigmoid": _UNIT,
     "tanh": {DType.INT8: (1 / 128, 0), DType.UINT8: (1 / 128, 128), DType.INT16: (1 / 32768, 0)},
 }
+WEIGHTED = frozenset({"conv", "linear", "gemm"})  # a filter and a bias quantized by its scales
 ACTIVATION_OF = frozenset("CONV_2D DEPTHWISE_CONV_2D FULLY_CONNECTED ADD SUB MUL".split())
 # the TFLite ops that only move integers (their output carries their input's quantization)
 MOVERS = frozenset("PAD TRANSPOSE RESHAPE EXPAND_DIMS SQUEEZE".split())
@@ -100,12 +101,20 @@ class Fused:
 
 
 def _activation(node: Node) -> int:
+    """The fused_activation_function code of relu, relu6 or relu_n1_to_1 (as hardtanh, or a
+    clamp between constants as ONNX's Clip reads), else 0."""
     if node.op == "relu":
         return 1
     if node.op == "hardtanh":
         lo, hi = node.attrs["min"], node.attrs["max"]
-        return {(-1.0, 1.0): 2, (0.0, 6.0): 3}.get((lo, hi), 0)
-    return 0
+    elif node.op == "clamp" and len(node.inputs) == 3:
+        lo_v, hi_v = (constant_value(v) for v in node.inputs[1:])
+        if lo_v is None or hi_v is None or lo_v.size != 1 or hi_v.size != 1:
+            return 0
+        lo, hi = float(lo_v.reshape(-1)[0]), float(hi_v.reshape(-1)[0])
+    else:
+        return 0
+    return {(-1.0, 1.0): 2, (0.0, 6.0): 3}.get((lo, hi), 0)
 
 
 def _node_params(w, node: Node) -> tuple[np.ndarray, np.ndarray] | None:
@@ -153,14 +162,14 @@ def plan(w, node: Node, outputs: set[int]) -> Fused | None:
             ins.append(v)
         elif _dequantized(w, v) is not None:
             ins.append(_dequantized(w, v))
-        elif node.op in ("conv", "linear") and k == 2 and constant_value(v) is not None:
+        elif node.op in WEIGHTED and k == 2 and constant_value(v) is not None:
             ins.append(v)  # a float bias: quantized at write time
         else:
             return None
     first = ins[0]
     if not isinstance(first, tuple) or first[0].dtype not in ACTIVATIONS or first[1].size != 1:
         return None
-    if act and node.op not in ("conv", "linear", "add", "sub", "mul"):
+    if act and node.op not in ("conv", "linear", "gemm", "add", "sub", "mul"):
         return None
     return Fused(node, ins, act, user, *out, [*skipped, user])
 
@@ -230,18 +239,25 @@ def emit_fused(w, f: Fused) -> Ref:
         want = FIXED[node.op].get(qdt)
         if want is None or not np.isclose(s_out, want[0], rtol=1e-5) or zp_out != want[1]:
             raise Unsupported(f"quantized {node.op} with another output scale than LiteRT's")
-    for v in f.inputs[1:] if node.op not in ("conv", "linear") else ():
+    for v in f.inputs[1:] if node.op not in WEIGHTED else ():
         if isinstance(v, tuple) and v[0].dtype in ACTIVATIONS and v[0].dtype is not qdt:
             raise Unsupported("operands quantized to different types")
-    if node.op in ("conv", "linear"):
-        refs = _weighted(w, f, refs, s_in)
     out_t = TensorType(qdt, node.output.type.shape)
     e = _QEmit(w, node, out_t)
+    op, attrs = node.op, dict(node.attrs)
+    if op == "gemm":  # ONNX's Gemm: a linear when unscaled, b the filter
+        if attrs["alpha"] != 1.0 or attrs["beta"] != 1.0 or attrs["trans_a"]:
+            raise Unsupported("a quantized gemm with scaling or a transposed a")
+        if refs[1] is not None and not attrs["trans_b"]:
+            refs[1] = e.transpose(refs[1], [1, 0])
+        op, attrs = "linear", {}
+    if op in WEIGHTED:
+        refs = _weighted(w, f, refs, s_in)
     mark = len(w.ops)
-    em = w.emitters.get(node.op)
+    em = w.emitters.get(op)
     if em is None:
-        raise Unsupported(f"no emitter for {node.op}")
-    y = em.fn(e, *refs, **node.attrs)
+        raise Unsupported(f"no emitter for {op}")
+    y = em.fn(e, *refs, **attrs)
     w.set_quant(y, f.scale, f.zero_point, 0)
     new = w.ops[mark:]
     _spread(w, new)
@@ -298,9 +314,9 @@ def _weighted(w, f: Fused, refs: list, s_in: float) -> list:
         raw = w.const_value(refs[2].index)
         if raw is None:
             raise Unsupported("a run-time bias")
-        real = (raw.astype(np.float64) - b[2]) * b[1].astype(np.float64)
+        real = ((raw.astype(np.float64) - b[2]) * b[1].astype(np.float64)).reshape(-1)
         same = b[1].size == prod.size and np.allclose(b[1], prod, rtol=1e-6, atol=0)
-        if raw.dtype == bdt and not np.any(b[2]) and same:
+        if raw.dtype == bdt and raw.ndim == 1 and not np.any(b[2]) and same:
             w.set_quant(refs[2], prod, zeros, 0)
             return refs
     else:
