@@ -149,6 +149,33 @@ CASES = [
         id="LOGISTIC-int8",
     ),
     Case(
+        "SUB",
+        [In(i8(2, 6), scale=[0.05], zero_point=[2]), In(i8(1, 6), scale=[0.03], zero_point=[-1])],
+        out_quant=([0.08], [1]),
+        atol=1,
+        id="SUB-int8-broadcast",
+    ),
+    Case(
+        "TANH",
+        [In(i8(2, 7), scale=[0.03], zero_point=[0])],
+        out_quant=([1 / 128], [0]),
+        atol=1,
+        id="TANH-int8",
+    ),
+    Case(
+        "CONCATENATION",
+        [In(i8(2, 3), scale=[0.05], zero_point=[3]), In(i8(2, 4), scale=[0.05], zero_point=[3])],
+        {"axis": 1},
+        out_quant=([0.05], [3]),
+        id="CONCATENATION-int8",
+    ),
+    Case(
+        "TRANSPOSE",
+        [X8, In(i32([0, 3, 1, 2]), const=True)],
+        out_quant=([0.05], [3]),
+        id="TRANSPOSE-int8",
+    ),
+    Case(
         "ADD",
         [In(i16(2, 6), scale=[0.001], zero_point=[0]), In(i16(2, 6), scale=[0.002])],
         out_quant=([0.003], [0]),
@@ -255,6 +282,32 @@ def test_kept_through_onnx_and_back_to_tflite(case):
         return
     assert ops_of(again) == {c.op: 1}
     assert close(run_litert(again, feeds(c)), ref, 0, 0) == ""
+
+
+REQUANTIZING_RESHAPE = """msc format 1, ops 1
+graph main {
+  input %x: i8[2, 6]
+  %s_in: f32[] = constant() {value = tensor(f32[], [0.05])}
+  %z_in: i8[] = constant() {value = tensor(i8[], [3])}
+  %s_out: f32[] = constant() {value = tensor(f32[], [0.07])}
+  %z_out: i8[] = constant() {value = tensor(i8[], [0])}
+  %f: f32[2, 6] = dequantize(%x, %s_in, %z_in) {axis = 1, block_size = 0}
+  %r: f32[3, 4] = reshape(%f, _) {shape = [3, 4]}
+  %y: i8[3, 4] = quantize(%r, %s_out, %z_out) {axis = 1, dtype = i8}
+  output %y
+}
+"""
+
+
+def test_a_requantizing_move_is_written_around_the_float_op():
+    """dequantize -> reshape -> quantize to another scale: LiteRT's RESHAPE copies integers
+    (no rescaling kernel), so it is written as DEQUANTIZE -> RESHAPE -> QUANTIZE, and agrees
+    with the generated PyTorch within one step."""
+    g = msc.from_text(REQUANTIZING_RESHAPE)
+    again = codegen.tflite.to_bytes(g)
+    assert ops_of(again) == {"DEQUANTIZE": 1, "RESHAPE": 1, "QUANTIZE": 1}
+    x = [i8(2, 6)]
+    assert close(run_litert(again, x), run_torch(g, x), 1, 0) == ""
 
 
 # ---------------------------------------------------------------- small models
