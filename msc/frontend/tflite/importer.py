@@ -140,6 +140,21 @@ class Ctx(Builder):
         """The tensor's value for float computation: dequantized when it is quantized."""
         return self.imp.float_view(t)
 
+    def moved(self, t: TfTensor) -> Value:
+        """What a kernel that only moves data (RESHAPE, SQUEEZE, EXPAND_DIMS) reads: LiteRT
+        copies the integers, so when its output is quantized to the same type with other
+        parameters than ``t`` they are moved as integers (the output reinterprets them);
+        otherwise the float view."""
+        o = self.out()
+        qi, qo = t.quant, o.quant
+        if qi is None or qo is None or self.dtype(t) is not self.dtype(o):
+            return self.value(t)
+        same = qi.scale.size == qo.scale.size and bool(np.all(qi.scale == qo.scale))
+        zi = qi.zero_point if qi.zero_point.size else np.zeros(qi.scale.size, np.int64)
+        zo = qo.zero_point if qo.zero_point.size else np.zeros(qo.scale.size, np.int64)
+        same = same and zi.size == zo.size and bool(np.all(zi == zo))
+        return self.value(t) if same else self.raw(t)
+
     def out(self, i: int = 0) -> TfTensor:
         """The operator's output tensor ``i`` as declared."""
         assert self.operator is not None
