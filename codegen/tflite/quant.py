@@ -242,6 +242,8 @@ def emit_fused(w, f: Fused) -> Ref:
     for v in f.inputs[1:] if node.op not in WEIGHTED else ():
         if isinstance(v, tuple) and v[0].dtype in ACTIVATIONS and v[0].dtype is not qdt:
             raise Unsupported("operands quantized to different types")
+        if isinstance(v, tuple) and v[1].size != 1:
+            raise Unsupported(f"a per-channel operand of {node.op}")
     out_t = TensorType(qdt, node.output.type.shape)
     e = _QEmit(w, node, out_t)
     op, attrs = node.op, dict(node.attrs)

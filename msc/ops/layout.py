@@ -388,7 +388,7 @@ class _Sinker:
         p = next((h for h in held if not _identity(h)), None)
         if p is None:
             return False
-        if _elementwise(self.src, node.op):
+        if _elementwise(self.src, node.op) or _per_tensor_quant(node):
             return self.elementwise(node, p)
         if node.op == "concat":
             return self.concat(node, p)
@@ -495,6 +495,16 @@ class _Sinker:
             stored[qi] = out[i]
         self.emit(_as_reshape(node), [s], {"shape": stored}, q)
         return True
+
+
+def _per_tensor_quant(node: Node) -> bool:
+    """A quantize with one scale: elementwise, so a transpose passes it and a quantized
+    kernel's dequantize -> op -> quantize stays together. A dequantize keeps the transpose
+    in front of it (``to_layout`` put it there, on the integers, for the same reason)."""
+    if node.op != "quantize" or node.attrs.get("block_size"):
+        return False
+    shape = node.inputs[1].type.shape
+    return shape is not None and all(d == 1 for d in shape)
 
 
 class _Renamed:

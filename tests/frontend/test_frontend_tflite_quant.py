@@ -319,6 +319,48 @@ def test_a_requantizing_move_is_written_around_the_float_op():
     assert close(run_litert(again, x), run_torch(g, x), 1, 0) == ""
 
 
+NCHW_QDQ = """msc format 1, ops 1
+graph main {
+  input %x: f32[1, 3, 8, 8]
+  weight @w: i8[4, 3, 3, 3]
+  %sx: f32[] = constant() {value = tensor(f32[], [0.02])}
+  %zx: i8[] = constant() {value = tensor(i8[], [0])}
+  %sw: f32[4] = constant() {value = tensor(f32[4], [0.004, 0.006, 0.005, 0.007])}
+  %sy: f32[] = constant() {value = tensor(f32[], [0.03])}
+  %zy: i8[] = constant() {value = tensor(i8[], [-128])}
+  %q: i8[1, 3, 8, 8] = quantize(%x, %sx, %zx) {axis = 1, dtype = i8}
+  %d: f32[1, 3, 8, 8] = dequantize(%q, %sx, %zx) {axis = 1}
+  %wd: f32[4, 3, 3, 3] = dequantize(@w, %sw, _) {axis = 0}
+  %c: f32[1, 4, 8, 8] = conv(%d, %wd, _) {stride = [1, 1], padding = [1, 1, 1, 1]}
+  %r: f32[1, 4, 8, 8] = relu(%c)
+  %cq: i8[1, 4, 8, 8] = quantize(%r, %sy, %zy) {axis = 1, dtype = i8}
+  %cd: f32[1, 4, 8, 8] = dequantize(%cq, %sy, %zy) {axis = 1}
+  %m: f32[1, 4, 4, 4] = max_pool(%cd) {kernel = [2, 2], stride = [2, 2]}
+  %mq: i8[1, 4, 4, 4] = quantize(%m, %sy, %zy) {axis = 1, dtype = i8}
+  %y: f32[1, 4, 4, 4] = dequantize(%mq, %sy, %zy) {axis = 1}
+  output %y
+}
+"""
+
+
+def test_a_channels_first_qdq_graph_is_written_as_quantized_kernels():
+    """A QDQ graph in NCHW (what PT2E and ONNX QDQ models read as): the layout change moves
+    its transposes onto the integers at the graph's edges, so the conv (relu fused) and the
+    pool are LiteRT's int8 kernels, within one output step of the generated PyTorch."""
+    g = msc.from_text(NCHW_QDQ)
+    g.weights["w"].set_data(weights(4, 3, 3, 3))
+    data = codegen.tflite.to_bytes(g)
+    assert ops_of(data) == {
+        "QUANTIZE": 1,
+        "TRANSPOSE": 2,
+        "CONV_2D": 1,
+        "MAX_POOL_2D": 1,
+        "DEQUANTIZE": 1,
+    }
+    x = [f32(1, 3, 8, 8, lo=-1, hi=1)]
+    assert close(run_litert(data, x), run_torch(g, x), 0.03 + 1e-6, 0) == ""
+
+
 # ---------------------------------------------------------------- small models
 def _small(tensors, ops, buffers, inputs, outputs) -> bytes:
     for op in ops:
