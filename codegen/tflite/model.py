@@ -6,8 +6,9 @@
 #   buffers are deduplicated by content.
 # - A symbolic dim is written as 1 in ``shape`` and -1 in ``shape_signature``.
 # - Quantization: the tensor a ``dequantize`` reads and the tensor a ``quantize`` writes carry
-#   that node's scale and zero point (so an int8 weight is a quantized constant tensor behind
-#   DEQUANTIZE, as converters write it).
+#   that node's scale and zero point. A float op between dequantize and quantize is written as
+#   LiteRT's quantized kernel on those integer tensors (``codegen.tflite.quant.plan``); where
+#   it does not fit, the DEQUANTIZE / QUANTIZE stay around the float op.
 # - Each operator's version is the lowest whose kernel has the features the node uses
 #   (``codegen.tflite.versions``).
 # - Every node no emitter nor decomposition can write is reported at once.

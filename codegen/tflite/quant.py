@@ -1,6 +1,18 @@
 """TFLite emitters for quantize and dequantize: the quantized tensor carries the node's scale
 and zero point (per tensor, or per channel along ``axis``), written as TFLite's QUANTIZE and
-DEQUANTIZE ops."""
+DEQUANTIZE ops; and the quantized kernels: a float op between dequantize and quantize written
+as LiteRT's integer kernel (``plan`` / ``emit_fused``, called by the writer before emitters).
+
+# NOTE: invariants
+# - A kernel is fused only when its every float input is a constant-parameter dequantize (a
+#   bias may be a float constant), its one use (through a relu / relu6 / relu_n1_to_1) is a
+#   per-tensor quantize, and LiteRT has the kernel: kernels that only move integers need the
+#   same quantization in and out, softmax / logistic / tanh LiteRT's fixed output scales.
+# - conv / linear biases are int32 (int64 for int16 activations) with scale input x filter,
+#   per channel when the filter is.
+# - Anything else raises Unsupported inside ``emit_fused``; the writer rolls back and writes
+#   DEQUANTIZE -> float op -> QUANTIZE, which LiteRT runs too.
+"""
 
 from __future__ import annotations
 
@@ -92,7 +104,9 @@ class Fused:
     output the kernel writes."""
 
     node: Node
-    inputs: list[tuple[Value, np.ndarray, np.ndarray, int] | Value | None]
+    # per input: (integer value, scale, zero point, axis, transpose after it or None), or
+    # the value itself (a float bias, an integer operand), or None
+    inputs: list[tuple[Value, np.ndarray, np.ndarray, int, list[int] | None] | Value | None]
     act: int
     q: Node
     scale: np.ndarray
@@ -168,6 +182,8 @@ def plan(w, node: Node, outputs: set[int]) -> Fused | None:
             return None
     first = ins[0]
     if not isinstance(first, tuple) or first[0].dtype not in ACTIVATIONS or first[1].size != 1:
+        return None
+    if first[0].dtype is not user.output.dtype:  # LiteRT's kernels keep the activation type
         return None
     if act and node.op not in ("conv", "linear", "gemm", "add", "sub", "mul"):
         return None
