@@ -172,6 +172,8 @@ class Writer:
             self.consts.pop(i, None)
         del self.tensors[tensors:]
         del self.types[tensors:]
+        # a weight first written by what is rolled back is written again when next read
+        self.refs = {k: r for k, r in self.refs.items() if r.index < tensors}
 
     def _decompose(self, node: Node, ins: list[Ref | None], why: str) -> list[Ref]:
         if node.op not in DECOMPOSITIONS:

@@ -315,6 +315,13 @@ def _weighted(w, f: Fused, refs: list, s_in: float) -> list:
         raise Unsupported("a quantized kernel with a filter that is not quantized")
     if wt.dtype is DType.INT8 and any(t.zero_point or ()):
         raise Unsupported("an int8 filter with a zero point other than 0")
+    # LiteRT's kernels: uint8 activations with a uint8 filter quantized per tensor, int8 and
+    # int16 activations with an int8 filter (per tensor or per channel)
+    x_dt = f.inputs[0][0].dtype
+    if x_dt is DType.UINT8 and (wt.dtype is not DType.UINT8 or len(t.scale) != 1):
+        raise Unsupported("uint8 activations with an int8 or per-channel filter")
+    if x_dt is not DType.UINT8 and wt.dtype is not DType.INT8:
+        raise Unsupported(f"{x_dt.short} activations with a {wt.dtype.short} filter")
     if w.const_value(wt.index) is None:
         raise Unsupported("a quantized kernel with a run-time filter")
     s_w = np.asarray(t.scale, np.float32)

@@ -493,3 +493,22 @@ def test_malformed_quantization_is_one_clear_error(scale, match):
     with pytest.raises(BadModelError, match=match) as e:
         msc.from_tflite(data)
     assert "in1" in str(e.value)
+
+
+@pytest.mark.parametrize("model", ["small_cnn", "mlp"])
+def test_pt2e_quantized_model_to_tflite(model):
+    """torchao's PT2E (x86 quantizer: uint8 activations, int8 per-channel filters, which no
+    LiteRT kernel takes together) written as DEQUANTIZE -> float op -> QUANTIZE: LiteRT agrees
+    with the quantized module's eager outputs."""
+    import torch
+
+    from tests.frontend.test_pt2e_quant import _Mlp, _quantized, _small_cnn
+
+    module, args = _small_cnn() if model == "small_cnn" else (_Mlp(), (torch.randn(2, 16),))
+    ep = _quantized(module, args, False)
+    with torch.no_grad():
+        ref = ep.module()(*args)
+    ref = ref[0] if isinstance(ref, tuple) else ref
+    data = codegen.tflite.to_bytes(msc.from_exported_program(ep))
+    got = run_litert(data, [a.numpy() for a in args])
+    assert close(got, [ref.numpy()], 1e-5, 1e-5) == ""
