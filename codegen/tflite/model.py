@@ -6,8 +6,9 @@
 #   buffers are deduplicated by content.
 # - A symbolic dim is written as 1 in ``shape`` and -1 in ``shape_signature``.
 # - Quantization: the tensor a ``dequantize`` reads and the tensor a ``quantize`` writes carry
-#   that node's scale and zero point (so an int8 weight is a quantized constant tensor behind
-#   DEQUANTIZE, as converters write it).
+#   that node's scale and zero point. A float op between dequantize and quantize is written as
+#   LiteRT's quantized kernel on those integer tensors (``codegen.tflite.quant.plan``); where
+#   it does not fit, the DEQUANTIZE / QUANTIZE stay around the float op.
 # - Each operator's version is the lowest whose kernel has the features the node uses
 #   (``codegen.tflite.versions``).
 # - Every node no emitter nor decomposition can write is reported at once.
@@ -171,6 +172,8 @@ class Writer:
             self.consts.pop(i, None)
         del self.tensors[tensors:]
         del self.types[tensors:]
+        # a weight first written by what is rolled back is written again when next read
+        self.refs = {k: r for k, r in self.refs.items() if r.index < tensors}
 
     def _decompose(self, node: Node, ins: list[Ref | None], why: str) -> list[Ref]:
         if node.op not in DECOMPOSITIONS:
@@ -196,13 +199,21 @@ class Writer:
             self.refs[id(v)] = r
             inputs.append(r.index)
         failed: set[int] = set()
+        fused: set[int] = set()  # quantize nodes written by the quantized kernel before them
+        graph_outputs = {id(v) for v in g.outputs}
         for node in g.nodes:
+            if id(node) in fused:
+                continue
             if any(id(v) in failed for v in node.inputs if v is not None):
                 failed.update(id(v) for v in node.outputs)  # downstream of a refused node
                 continue
             if any(isinstance(sub, Graph) for sub in node.attrs.values()):
                 failed.update(id(v) for v in node.outputs)
                 self._refuse(node, "control flow (subgraphs) is not written yet")
+                continue
+            skipped = self._quantized(node, graph_outputs)
+            if skipped:
+                fused.update(id(n) for n in skipped)
                 continue
             try:
                 ins = [None if v is None else self.ref(v) for v in node.inputs]
@@ -233,6 +244,33 @@ class Writer:
         if len({n for n, _ in sig.outputs}) != len(sig.outputs):
             sig.outputs = [(f"output_{k}", i) for k, (_, i) in enumerate(sig.outputs)]
         return flatbuf.Model([sub], self.buffers, [sig])
+
+    def _quantized(self, node: Node, outputs: set[int]) -> list[Node]:
+        """Write ``node`` as a quantized kernel when it sits between dequantize and quantize
+        (``codegen.tflite.quant.plan``); the nodes after it the kernel wrote (a fused
+        activation, the quantize), else []."""
+        from codegen.tflite import quant
+
+        try:
+            f = quant.plan(self, node, outputs)
+        except (Unsupported, InferError, OpError):
+            return []
+        if f is None:
+            return []
+        mark = (len(self.ops), len(self.tensors))
+        try:
+            out = quant.emit_fused(self, f)
+        except (Unsupported, InferError, OpError):
+            self._rollback(mark)
+            return []
+        v = f.q.output
+        self.refs[id(v)] = out
+        if out.index in self.unnamed and v.name:
+            t = self.tensors[out.index]
+            self._names.discard(t.name)
+            t.name = self._name(v.name)
+            self.unnamed.discard(out.index)
+        return f.skipped
 
     def _output(self, v: Value) -> int:
         r = self.ref(v)

@@ -221,8 +221,10 @@ def matmul(e: Emit, a: Ref, b: Ref) -> Ref:
 def gemm(e: Emit, a: Ref, b: Ref, c: Ref | None = None, *, alpha, beta, trans_a, trans_b):
     e.require(alpha == 1.0 and beta == 1.0 and not trans_a, "gemm with scaling or a transposed a")
     w = e.const_value(b)
-    e.require(w is not None, "gemm with a run-time b")
-    weight = e.const(np.ascontiguousarray(w if trans_b else w.T))
+    if w is None:  # FULLY_CONNECTED reads a run-time filter too (a dequantized one)
+        weight = b if trans_b else e.transpose(b, [1, 0])
+    else:
+        weight = e.const(np.ascontiguousarray(w if trans_b else w.T))
     bias = c
     if c is not None:
         cv = e.const_value(c)

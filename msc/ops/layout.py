@@ -147,8 +147,11 @@ def _relayout(g: Graph, node: Node, layout: str, kl: str, names: _Names) -> None
     # old -> channels first -> new
     to_new = _compose(_inverse(layout_perm(old, r)), layout_perm(layout, r))
     ins = list(node.inputs)
+    dropped: list[Node] = []
     if not _identity(to_new):
-        ins[0] = _transpose(g, x, to_new, names.fresh(x.name, layout.lower()))
+        ins[0] = _through_dequantize(g, x, to_new, names, layout.lower(), dropped)
+        if ins[0] is None:
+            ins[0] = _transpose(g, x, to_new, names.fresh(x.name, layout.lower()))
     attrs = dict(node.attrs)
     attrs["data_layout"] = layout
     if LAYOUT_OPS[node.op]:
@@ -157,7 +160,9 @@ def _relayout(g: Graph, node: Node, layout: str, kl: str, names: _Names) -> None
         kl = _kernel_for(node, kl)
         kp = _compose(_inverse(kernel_perm(node.attrs["kernel_layout"], wr)), kernel_perm(kl, wr))
         if not _identity(kp):
-            ins[1] = _permuted_weight(g, w, kp, names, kl)
+            ins[1] = _through_dequantize(g, w, kp, names, kl, dropped)
+            if ins[1] is None:
+                ins[1] = _permuted_weight(g, w, kp, names, kl)
         attrs["kernel_layout"] = kl
     back = _inverse(to_new)
     outs = node.outputs
@@ -178,6 +183,39 @@ def _relayout(g: Graph, node: Node, layout: str, kl: str, names: _Names) -> None
         g._taken.add(o.name)  # noqa: SLF001
         o.replace_all_uses_with(t.output)
         g.outputs = [t.output if v is o else v for v in g.outputs]
+    for dq in dropped:
+        if not dq.output.uses and dq.output not in g.outputs:
+            g.remove_node(dq)
+
+
+def _through_dequantize(
+    g: Graph, v: Value, perm: list[int], names: _Names, tag: str, dropped: list[Node]
+) -> Value | None:
+    """``v`` permuted as dequantize(permuted integers) when ``v`` is a dequantize only the
+    layout op reads (a quantized filter is so stored permuted, and the QDQ pattern
+    dequantize -> conv stays adjacent for the runtimes that fuse it), else None."""
+    p = v.producer
+    if p is None or p.op != "dequantize" or p.attrs["block_size"] or len(v.uses) != 1:
+        return None
+    if v in g.outputs:
+        return None
+    q = p.inputs[0]
+    scale = p.inputs[1]
+    if scale.type.shape is None or q.type.shape is None or len(q.type.shape) != len(perm):
+        return None
+    per_axis = any(d != 1 for d in scale.type.shape)
+    axis = p.attrs["axis"] % len(perm)
+    qt = _permuted_weight(g, q, perm, names, tag)
+    new = g.add_node(
+        "dequantize",
+        [qt, *p.inputs[1:]],
+        {**p.attrs, "axis": perm.index(axis) if per_axis else p.attrs["axis"]},
+        name=p.name,
+        provenance=p.provenance,
+        output_names=[names.fresh(v.name, tag.lower())],
+    )
+    dropped.append(p)
+    return new.output
 
 
 def _rename_output(g: Graph, old: Value, new: Value) -> None:
@@ -350,7 +388,7 @@ class _Sinker:
         p = next((h for h in held if not _identity(h)), None)
         if p is None:
             return False
-        if _elementwise(self.src, node.op):
+        if _elementwise(self.src, node.op) or _per_tensor_quant(node):
             return self.elementwise(node, p)
         if node.op == "concat":
             return self.concat(node, p)
@@ -457,6 +495,16 @@ class _Sinker:
             stored[qi] = out[i]
         self.emit(_as_reshape(node), [s], {"shape": stored}, q)
         return True
+
+
+def _per_tensor_quant(node: Node) -> bool:
+    """A quantize with one scale: elementwise, so a transpose passes it and a quantized
+    kernel's dequantize -> op -> quantize stays together. A dequantize keeps the transpose
+    in front of it (``to_layout`` put it there, on the integers, for the same reason)."""
+    if node.op != "quantize" or node.attrs.get("block_size"):
+        return False
+    shape = node.inputs[1].type.shape
+    return shape is not None and all(d == 1 for d in shape)
 
 
 class _Renamed:

@@ -359,11 +359,10 @@ CASES = [
 # Rows the ONNX path does not run yet, each with its reason; a row that starts passing fails
 # (strict), so the list stays true.
 ONNX_EXPECTED_FAILURES = {
-    "CONV_2D-int8": "codegen.onnx gives an int8 quantize a uint8 zero point",
 }
 # Rows whose round trip writes some ops another way (a reduction as MUL + SUM, a constant
 # folded, an int32 bias dequantized at write time), so only the numbers are compared.
-REWRITTEN = {"L2_NORMALIZATION", "FILL", "CONV_2D-int8"}
+REWRITTEN = {"L2_NORMALIZATION", "FILL"}
 
 
 @pytest.fixture(scope="module", params=CASES, ids=[c.id for c in CASES])

@@ -140,6 +140,21 @@ class Ctx(Builder):
         """The tensor's value for float computation: dequantized when it is quantized."""
         return self.imp.float_view(t)
 
+    def moved(self, t: TfTensor) -> Value:
+        """What a kernel that only moves data (RESHAPE, SQUEEZE, EXPAND_DIMS) reads: LiteRT
+        copies the integers, so when its output is quantized to the same type with other
+        parameters than ``t`` they are moved as integers (the output reinterprets them);
+        otherwise the float view."""
+        o = self.out()
+        qi, qo = t.quant, o.quant
+        if qi is None or qo is None or self.dtype(t) is not self.dtype(o):
+            return self.value(t)
+        same = qi.scale.size == qo.scale.size and bool(np.all(qi.scale == qo.scale))
+        zi = qi.zero_point if qi.zero_point.size else np.zeros(qi.scale.size, np.int64)
+        zo = qo.zero_point if qo.zero_point.size else np.zeros(qo.scale.size, np.int64)
+        same = same and zi.size == zo.size and bool(np.all(zi == zo))
+        return self.value(t) if same else self.raw(t)
+
     def out(self, i: int = 0) -> TfTensor:
         """The operator's output tensor ``i`` as declared."""
         assert self.operator is not None
@@ -268,9 +283,12 @@ class Importer:
             return v
         raw = self.raw(t)
         q = t.quant
-        if q is None or raw.dtype not in _QUANTIZED:
+        if q is not None and raw.dtype is DType.INT64 and q.scale.size and self.has_data(t):
+            v = self._dequantize_int64(t)  # an int16 kernel's bias: no int64 dequantize
+        elif q is None or raw.dtype not in _QUANTIZED:
             return raw
-        v = self._dequantize(raw, t)
+        else:
+            v = self._dequantize(raw, t)
         self.floats[t.index] = v
         return v
 
@@ -292,6 +310,23 @@ class Importer:
         if per_channel and t.has_rank and not 0 <= axis < max(len(t.shape), 1):
             raise BadModelError(f"tensor {t.name!r}: quantized dimension {axis} out of range")
         return self.ctx.const(scale.astype(np.float32), DType.FLOAT32), zpv, axis
+
+    def _dequantize_int64(self, t: TfTensor) -> Value:
+        q = t.quant
+        assert q is not None
+        arr = self.array(t).astype(np.float64)
+        zp = q.zero_point if q.zero_point.size else np.zeros(q.scale.size, np.int64)
+        if q.scale.size > 1:
+            if not 0 <= q.axis < arr.ndim or arr.shape[q.axis] != q.scale.size:
+                raise BadModelError(
+                    f"tensor {t.name!r}: {q.scale.size} scales for its quantized dimension"
+                )
+            shape = [1] * arr.ndim
+            shape[q.axis] = q.scale.size
+            real = (arr - zp.reshape(shape)) * q.scale.astype(np.float64).reshape(shape)
+        else:
+            real = (arr - float(zp.reshape(-1)[0])) * float(q.scale.reshape(-1)[0])
+        return self.ctx.const(real.astype(np.float32), DType.FLOAT32)
 
     def _dequantize(self, raw: Value, t: TfTensor) -> Value:
         scale, zp, axis = self._qparams(t)

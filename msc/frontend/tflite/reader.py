@@ -401,7 +401,8 @@ class _Reader:
         tensor.has_rank = bool(t.HasRank()) or bool(shape)
         q = t.Quantization()
         if q is not None:
-            tensor.quant = self.quant(q, w)
+            tensor.quant = self.quant(q, f"{w} ({name!r})")
+            self._check_quant(tensor, f"{w} ({name!r})")
         sp = t.Sparsity()
         if sp is not None:
             tensor.sparsity = self.sparsity(sp, w)
@@ -425,6 +426,26 @@ class _Reader:
             maxs,
             custom,
         )
+
+    @staticmethod
+    def _check_quant(t: TfTensor, w: str) -> None:
+        """A quantization block that fits its tensor: one scale, or one per element of the
+        quantized dimension; every scale finite and positive (LiteRT divides by them)."""
+        q = t.quant
+        if q is None or q.custom:
+            return
+        bad = ~np.isfinite(q.scale) | (q.scale <= 0)
+        if np.any(bad):
+            raise _Bad(f"{w}: quantization scale {float(q.scale[bad][0])!r} is not positive")
+        n = q.scale.size
+        if n > 1:
+            if not 0 <= q.axis < len(t.shape):
+                raise _Bad(f"{w}: quantized dimension {q.axis} of a rank-{len(t.shape)} tensor")
+            if t.shape[q.axis] != n:
+                raise _Bad(
+                    f"{w}: {n} scales for the {t.shape[q.axis]} elements of its quantized "
+                    f"dimension {q.axis}"
+                )
 
     def sparsity(self, sp: Any, w: str) -> TfSparsity:
         order = tuple(self._ints(sp, 0, f"{w} traversal order"))

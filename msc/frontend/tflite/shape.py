@@ -27,7 +27,7 @@ def _axis(ctx: Ctx, t, what: str) -> int:
 
 @converter("RESHAPE")
 def reshape(ctx: Ctx, x, shape=None, *, new_shape=None):
-    xv = ctx.value(x)
+    xv = ctx.moved(x)
     if shape is not None and ctx.is_const(shape):
         target = _ints(ctx, shape, "the shape")
     elif shape is not None:
@@ -52,7 +52,7 @@ def concatenation(ctx: Ctx, *xs, axis=0):
 
 @converter("SQUEEZE")
 def squeeze(ctx: Ctx, x, *, squeeze_dims=()):
-    xv = ctx.value(x)
+    xv = ctx.moved(x)
     axes = [int(a) for a in squeeze_dims or ()]
     if not axes:
         if xv.type.shape is None or not all(isinstance(d, int) for d in xv.type.shape):
@@ -63,7 +63,7 @@ def squeeze(ctx: Ctx, x, *, squeeze_dims=()):
 
 @converter("EXPAND_DIMS")
 def expand_dims(ctx: Ctx, x, axis):
-    xv = ctx.value(x)
+    xv = ctx.moved(x)
     a = _axis(ctx, axis, "the axis")
     if a < 0:
         a += xv.type.rank + 1
