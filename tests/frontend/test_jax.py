@@ -43,6 +43,9 @@ Y = f32(2, 3, 4)
 POS = f32(2, 3, 4, lo=0.1, hi=3.0)
 IMG = f32(2, 6, 6, 3)
 KER = f32(3, 3, 3, 4, lo=-0.5, hi=0.5)
+IDX2 = np.array([1, 0], np.int32)
+IDX3 = np.array([2, 0, 1], np.int32)
+IDX_ALONG = RNG.integers(0, 4, (2, 3, 2)).astype(np.int32)
 
 UNARY = {
     "exp": jnp.exp,
@@ -184,6 +187,37 @@ CASES = [
             jax.lax.reduce_window(x, 0.0, jax.lax.add, (1, 3, 3, 1), (1, 1, 1, 1), "SAME") / 9.0
         ),
         [IMG],
+    ),
+    # gather / scatter / dynamic slices (indices in range: out of range, StableHLO clamps a
+    # gather and drops a scatter update)
+    Case("take", lambda a, i: jnp.take(a, i, axis=1), [X, IDX3]),
+    Case("getitem", lambda a, i: a[i], [X, IDX2]),
+    Case("getitem_2d", lambda a, i, j: a[i, j], [X, IDX2, np.array([2, 1], np.int32)]),
+    Case("getitem_cols", lambda a, i, j: a[:, i, j], [X, np.array([2, 0], np.int32), IDX2]),
+    Case("getitem_const", lambda a: a[:, jnp.array([2, 0, 2])], [X]),
+    Case("take_along_axis", lambda a, i: jnp.take_along_axis(a, i, axis=2), [X, IDX_ALONG]),
+    Case("at_set", lambda a, i: jnp.asarray(a).at[i].set(0.0), [X, IDX2]),
+    Case("at_add", lambda a, i, u: jnp.asarray(a).at[:, i].add(u), [X, IDX2, f32(2, 2, 4)]),
+    Case("at_set_2d", lambda a, i, u: jnp.asarray(a).at[i, :, 3].set(u), [X, IDX2, f32(2, 3)]),
+    Case(
+        "dynamic_slice",
+        lambda a, s: jax.lax.dynamic_slice(a, (0, s, 1), (2, 2, 2)),
+        [X, np.int32(1)],
+    ),
+    Case(
+        "dynamic_slice_clamped",
+        lambda a, s: jax.lax.dynamic_slice(a, (s, s, 0), (1, 2, 4)),
+        [X, np.int32(5)],
+    ),
+    Case(
+        "dynamic_update_slice",
+        lambda a, u, s: jax.lax.dynamic_update_slice(a, u, (0, s, 1)),
+        [X, f32(2, 2, 2), np.int32(1)],
+    ),
+    Case(
+        "dynamic_update_slice_clamped",
+        lambda a, u, s: jax.lax.dynamic_update_slice(a, u, (0, s, 0)),
+        [X, f32(2, 2, 4), np.int32(7)],
     ),
 ]
 

@@ -230,6 +230,7 @@ class Importer:
         for r, v in zip(results, values):
             want = tensor_type(r.type)
             _check_type(v, want)
+            _refine(v, want)
             env[r] = v
         for node in self.ctx.nodes:
             for o in node.outputs:
@@ -317,3 +318,15 @@ def _check_type(v: Value, want: TensorType) -> None:
             for a, b in zip(got.shape, want.shape)
         ):
             raise Unsupported(f"the converter gave shape {got.shape}, the op says {want.shape}")
+
+
+def _refine(v: Value, want: TensorType) -> None:
+    """Give ``v`` the sizes the op states where msc's inference left them unknown (a slice at
+    run-time offsets has the static size StableHLO says)."""
+    got = v.type
+    if not isinstance(got, TensorType) or got.shape is None or want.shape is None:
+        return
+    if any(d is None and isinstance(w, int) for d, w in zip(got.shape, want.shape)):
+        pairs = zip(got.shape, want.shape)
+        shape = [w if d is None and isinstance(w, int) else d for d, w in pairs]
+        v.type = TensorType(got.dtype, shape)
