@@ -43,6 +43,7 @@ Y = f32(2, 3, 4)
 POS = f32(2, 3, 4, lo=0.1, hi=3.0)
 IMG = f32(2, 6, 6, 3)
 KER = f32(3, 3, 3, 4, lo=-0.5, hi=0.5)
+TIES = RNG.integers(0, 3, (2, 3, 4)).astype(np.float32)
 IDX2 = np.array([1, 0], np.int32)
 IDX3 = np.array([2, 0, 1], np.int32)
 IDX_ALONG = RNG.integers(0, 4, (2, 3, 2)).astype(np.int32)
@@ -219,6 +220,17 @@ CASES = [
         lambda a, u, s: jax.lax.dynamic_update_slice(a, u, (0, s, 0)),
         [X, f32(2, 2, 4), np.int32(7)],
     ),
+    # sort (the comparator JAX writes for floats: -0 as 0, NaN last), top_k
+    Case("sort", lambda a: jnp.sort(a, axis=1), [X]),
+    Case("sort_int", lambda a: jnp.sort(a, axis=0), [RNG.integers(-5, 5, (4, 3)).astype(np.int32)]),
+    Case("sort_descending", lambda a: jnp.sort(a, axis=-1, descending=True), [X]),
+    Case("argsort", lambda a: jnp.argsort(a, axis=-1), [X]),
+    Case("argsort_ties", lambda a: jnp.argsort(a, axis=-1, stable=True), [TIES]),
+    Case("argsort_descending", lambda a: jnp.argsort(a, axis=1, descending=True), [TIES]),
+    Case("sort_pair", lambda a, b: jax.lax.sort((a, b), dimension=1, num_keys=1), [X, Y]),
+    Case("sort_by_second", lambda a, b: jax.lax.sort((b, a), dimension=2)[1], [X, Y]),
+    Case("top_k", lambda a: jax.lax.top_k(a, 2), [X]),
+    Case("top_k_ties", lambda a: jax.lax.top_k(a, 3), [TIES]),
 ]
 
 # Rows that do not convert yet, each with why (checked both ways: a listed row that starts
