@@ -77,6 +77,7 @@ UNARY = {
     "isfinite": jnp.isfinite,
     "erf": jax.lax.erf,
     "clip": lambda x: jnp.clip(x, -1.0, 0.5),
+    "lax_clamp": lambda x: jax.lax.clamp(-0.5, x, 1.0),
 }
 POSITIVE = {
     "log": jnp.log,
@@ -109,6 +110,7 @@ CASES = [
     Case("logical_not", lambda a: jnp.logical_not(a > 0), [X]),
     Case("astype_int", lambda a: (a * 3).astype(jnp.int32), [X]),
     Case("broadcast_add", lambda a, b: a + b, [X, f32(4)]),
+    Case("lax_clamp_arrays", lambda a, b: jax.lax.clamp(b - 1.0, a, b), [X, Y]),
     Case("scalar_mul", lambda a: a * 2.5 + 1.0, [X]),
     # shape
     Case("reshape", lambda a: a.reshape(6, 4), [X]),
@@ -231,6 +233,41 @@ CASES = [
     Case("sort_by_second", lambda a, b: jax.lax.sort((b, a), dimension=2)[1], [X, Y]),
     Case("top_k", lambda a: jax.lax.top_k(a, 2), [X]),
     Case("top_k_ties", lambda a: jax.lax.top_k(a, 3), [TIES]),
+    # control flow
+    Case("fori_loop", lambda a: jax.lax.fori_loop(0, 3, lambda i, c: c * 1.5 + i, a), [X]),
+    Case(
+        "fori_loop_two",
+        lambda a, b: jax.lax.fori_loop(1, 4, lambda i, c: (c[0] + c[1], c[1] * 0.5), (a, b)),
+        [X, Y],
+    ),
+    Case(
+        "while_loop",
+        lambda a: jax.lax.while_loop(lambda c: jnp.sum(c) < 50.0, lambda c: c * 1.5 + 1.0, a),
+        [POS],
+        atol=1e-4,
+    ),
+    Case(
+        "while_loop_counter",
+        lambda a, n: jax.lax.while_loop(
+            lambda c: c[0] < n, lambda c: (c[0] + 1, jnp.sin(c[1])), (0, a)
+        )[1],
+        [X, np.int32(4)],
+    ),
+    Case("cond", lambda a: jax.lax.cond(a.sum() > 0, lambda v: v * 2, lambda v: v - 1, a), [X]),
+    Case("cond_false", lambda a: jax.lax.cond(a.sum() < 0, jnp.sin, jnp.cos, a), [POS]),
+    Case(
+        "cond_two_outputs",
+        lambda a, b: jax.lax.cond(a[0, 0, 0] > b[0, 0, 0], lambda: (a, b + 1), lambda: (b, a)),
+        [X, Y],
+    ),
+    *[
+        Case(
+            f"switch_{k}",
+            lambda a, i: jax.lax.switch(i, [lambda v: v * 2, lambda v: v - 1, jnp.sin], a),
+            [X, np.int32(k)],
+        )
+        for k in (0, 1, 2, 7)
+    ],
 ]
 
 # Rows that do not convert yet, each with why (checked both ways: a listed row that starts

@@ -58,6 +58,9 @@ def drop_broadcasts(graph: Graph) -> Graph:
     """``graph`` (changed in place) with broadcasts its elementwise users do themselves
     bypassed."""
     changed = False
+    for node in graph.nodes:  # loop bodies and branches (they broadcast alike)
+        for sub in node.subgraphs():
+            drop_broadcasts(sub)
     for node in list(graph.nodes):
         if node.op != "expand" or node.inputs[0] is None:
             continue
