@@ -100,6 +100,12 @@ BINARY = {
     "arctan2": jnp.arctan2,
 }
 
+
+def _scan_step(c, x):
+    c = c * 0.5 + x
+    return c, c * 2.0
+
+
 CASES = [
     *[Case(k, f, [X]) for k, f in UNARY.items()],
     *[Case(k, f, [POS], atol=1e-5, rtol=1e-5) for k, f in POSITIVE.items()],
@@ -260,6 +266,7 @@ CASES = [
         lambda a, b: jax.lax.cond(a[0, 0, 0] > b[0, 0, 0], lambda: (a, b + 1), lambda: (b, a)),
         [X, Y],
     ),
+    Case("scan", lambda a: jax.lax.scan(_scan_step, jnp.zeros((3, 4), jnp.float32), a), [X]),
     *[
         Case(
             f"switch_{k}",
@@ -446,3 +453,36 @@ def test_symbolic_reshape_reads_as_a_reshape():
         for shape in sizes:
             x = f32(*shape)
             assert not close(run_torch(g, [x]), [np.asarray(fn(x))], 1e-6, 1e-6), shape
+
+
+def test_unmapped_gather_and_sort_reported_at_once():
+    """A gather of windows (a vmapped dynamic_slice) and a two-key sort map onto no canonical
+    op: both are reported in one error, each with why."""
+
+    def fn(a, s, k):
+        w = jax.vmap(lambda r, i: jax.lax.dynamic_slice(r, (i, 0), (2, 4)))(a, s)
+        return w, jax.lax.sort((k, a), dimension=0, num_keys=2)[1]
+
+    with pytest.raises(UnsupportedOpsError) as e:
+        msc.from_jax(fn, X, np.array([0, 1], np.int32), Y)
+    msg = str(e.value)
+    assert "stablehlo.gather" in msg and "vmapped dynamic_slice" in msg
+    assert "stablehlo.sort" in msg and "comparator" in msg
+
+
+def test_control_flow_reads_as_loop_and_if():
+    """fori_loop is a counted loop, while_loop a loop on its condition, cond an if on the
+    predicate itself (no index compare), switch a chain of ifs."""
+    fori = msc.from_jax(lambda a: jax.lax.fori_loop(0, 3, lambda i, c: c * 2.0, a), X)
+    (node,) = [n for n in fori.nodes if n.op == "loop"]
+    trips = node.inputs[0].producer
+    assert trips.op == "constant" and int(trips.attrs["value"]) == 3 and node.inputs[1] is None
+    cond = msc.from_jax(lambda a: jax.lax.cond(a.sum() > 0, jnp.sin, jnp.cos, a), X)
+    (node,) = [n for n in cond.nodes if n.op == "if"]
+    assert node.inputs[0].producer.op == "gt"
+    assert "sin" in {n.op for n in node.attrs["then_branch"].nodes}
+    switch = msc.from_jax(
+        lambda a, i: jax.lax.switch(i, [jnp.sin, jnp.cos, jnp.tanh], a), X, np.int32(0)
+    )
+    assert [n.op for n in switch.nodes].count("if") == 1
+    assert msc.structural_equal(msc.from_text(msc.to_text(switch)), switch, names=True)

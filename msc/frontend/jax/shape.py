@@ -224,7 +224,11 @@ def gather(ctx: Ctx, sop: ShloOp, x, idx):
     for a in range(r):
         if a in smap or a in ob:
             if sizes[a] != 1:
-                raise Unsupported(f"a gather of windows of {sizes[a]} along an indexed dim")
+                raise Unsupported(
+                    f"a gather of windows of {sizes[a]} along indexed dim {a} (a slice at "
+                    "run-time offsets per index, as a vmapped dynamic_slice gives: msc's gather "
+                    "and index take one element along an indexed dim)"
+                )
         elif sizes[a] != shape[a]:
             raise Unsupported(
                 f"a gather of windows {sizes} smaller than the operand {shape} (a sliding "
