@@ -79,20 +79,23 @@ emitter("argmax")(_arg("jnp.argmax"))
 emitter("argmin")(_arg("jnp.argmin"))
 
 
-def _cum(fn: str):
+def _cum(fn: str, lax_fn: str):
     def emit(e: JaxCodegen, node, x, axis=None):
         need(node, "axis")
-        if node.attrs.get("exclusive") or node.attrs.get("reverse"):
+        if node.attrs.get("exclusive"):
             from msc.errors import Unsupported
 
-            raise Unsupported("an exclusive or reversed running sum")
+            raise Unsupported("an exclusive running sum")
+        a = node.attrs["axis"] % node.inputs[0].type.rank
+        if node.attrs.get("reverse"):
+            return f"{lax_fn}({x}, axis={a}, reverse=True)"
         return f"{fn}({x}, axis={node.attrs['axis']})"
 
     return emit
 
 
-emitter("cumsum")(_cum("jnp.cumsum"))
-emitter("cumprod")(_cum("jnp.cumprod"))
+emitter("cumsum")(_cum("jnp.cumsum", "lax.cumsum"))
+emitter("cumprod")(_cum("jnp.cumprod", "lax.cumprod"))
 
 
 def _sort_kw(node) -> str:

@@ -148,6 +148,9 @@ CASES = [
     Case("argmax", lambda a: jnp.argmax(a, axis=1), [X]),
     Case("argmin", lambda a: jnp.argmin(a, axis=0), [X]),
     Case("cumsum", lambda a: jnp.cumsum(a, axis=1), [X]),
+    Case("cumsum_reverse", lambda a: jax.lax.cumsum(a, axis=2, reverse=True), [X]),
+    Case("cumprod", lambda a: jnp.cumprod(a, axis=0), [X]),
+    Case("cummax", lambda a: jax.lax.cummax(a, axis=1), [X]),
     # linear
     Case("matmul", jnp.matmul, [f32(3, 4), f32(4, 5)]),
     Case("matmul_batched", jnp.matmul, [f32(2, 3, 4), f32(2, 4, 5)]),
@@ -486,3 +489,15 @@ def test_control_flow_reads_as_loop_and_if():
     )
     assert [n.op for n in switch.nodes].count("if") == 1
     assert msc.structural_equal(msc.from_text(msc.to_text(switch)), switch, names=True)
+
+
+def test_running_sums_read_as_cumsum():
+    """jnp.cumsum (a reduce_window as long as the axis) is a cumsum, not a pool."""
+    for fn, op, reverse in (
+        (lambda a: jnp.cumsum(a, axis=1), "cumsum", False),
+        (lambda a: jax.lax.cumsum(a, axis=2, reverse=True), "cumsum", True),
+        (lambda a: jnp.cumprod(a, axis=0), "cumprod", False),
+    ):
+        g = msc.from_jax(fn, X)
+        (node,) = [n for n in g.nodes if n.op == op]
+        assert node.attrs["reverse"] is reverse
