@@ -101,6 +101,19 @@ BINARY = {
 }
 
 
+LN_W, LN_B = f32(4), f32(4)
+
+
+def _layer_norm(x, w, b):
+    m = x.mean(-1, keepdims=True)
+    v = ((x - m) ** 2).mean(-1, keepdims=True)
+    return (x - m) / jnp.sqrt(v + 1e-5) * w + b
+
+
+def _rms_norm(x, w):
+    return x * jax.lax.rsqrt((x * x).mean(-1, keepdims=True) + 1e-6) * w
+
+
 def _scan_step(c, x):
     c = c * 0.5 + x
     return c, c * 2.0
@@ -200,6 +213,9 @@ CASES = [
         ),
         [IMG],
     ),
+    # spelled-out norms (fused back into layer_norm / rms_norm)
+    Case("layer_norm", lambda a: _layer_norm(a, LN_W, LN_B), [X], atol=1e-5),
+    Case("rms_norm", lambda a: _rms_norm(a, LN_W), [X], atol=1e-5),
     # gather / scatter / dynamic slices (indices in range: out of range, StableHLO clamps a
     # gather and drops a scatter update)
     Case("take", lambda a, i: jnp.take(a, i, axis=1), [X, IDX3]),
@@ -501,3 +517,36 @@ def test_running_sums_read_as_cumsum():
         g = msc.from_jax(fn, X)
         (node,) = [n for n in g.nodes if n.op == op]
         assert node.attrs["reverse"] is reverse
+
+
+@pytest.mark.parametrize(
+    "fn, op",
+    [
+        (jax.nn.softmax, "softmax"),
+        (lambda a: jax.nn.softmax(a, axis=1), "softmax"),
+        (jax.nn.log_softmax, "log_softmax"),
+        (jax.nn.sigmoid, "sigmoid"),
+        (jax.nn.silu, "silu"),
+        (lambda a: jax.nn.gelu(a, approximate=True), "gelu"),
+        (lambda a: _layer_norm(a, LN_W, LN_B), "layer_norm"),
+        (lambda a: _rms_norm(a, LN_W), "rms_norm"),
+        (lambda a: jnp.mean(a, axis=(1, 2), keepdims=True), "reduce_mean"),
+    ],
+    ids=[
+        "softmax",
+        "softmax_axis1",
+        "log_softmax",
+        "sigmoid",
+        "silu",
+        "gelu_tanh",
+        "layer_norm",
+        "rms_norm",
+        "mean",
+    ],
+)
+def test_jax_spellings_read_as_the_op(fn, op):
+    """What JAX spells out (softmax as exp over a sum, logistic as 1 / (1 + exp(-x)), a mean as
+    a sum over the count, keepdims as a reshape, x - mean computed twice) reads as one op."""
+    g = msc.from_jax(fn, X)
+    ops = [n.op for n in g.nodes if n.op != "constant"]
+    assert ops == [op], ops
