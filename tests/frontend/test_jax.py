@@ -167,6 +167,7 @@ CASES = [
     # linear
     Case("matmul", jnp.matmul, [f32(3, 4), f32(4, 5)]),
     Case("matmul_batched", jnp.matmul, [f32(2, 3, 4), f32(2, 4, 5)]),
+    Case("matmul_3d_2d", jnp.matmul, [f32(2, 3, 4), f32(4, 5)]),
     Case("matvec", jnp.matmul, [f32(3, 4), f32(4)]),
     Case("dot_vectors", jnp.dot, [f32(4), f32(4)]),
     Case("einsum", lambda a, b: jnp.einsum("bij,bkj->bik", a, b), [X, Y]),

@@ -41,6 +41,8 @@ def dot_general(ctx: Ctx, sop: ShloOp, a, b):
         and ((rr == nb + 2 and rc == [nb]) or (nb == 0 and rr == 1 and rc == [0]))
     ):
         return ctx.op("matmul", a, b)
+    if nb == 0 and ra >= 2 and rr == 2 and lc == [ra - 1] and rc == [0]:
+        return ctx.op("matmul", a, b)  # x @ w with x's leading dims kept (a dense layer)
     if (
         ra == nb + 1
         and lc == [ra - 1]
