@@ -11,6 +11,10 @@
 #   is refused by its target name unless ``custom_ops="keep"`` keeps it as a custom node
 #   ``stablehlo::<target>``; JAX's ``shape_assertion`` checks are dropped (msc's symbolic
 #   dims carry the constraints).
+# - A region (a loop body, a branch) is converted into its own subgraph (``scope``), reading
+#   the enclosing values by reference; constants it reads are copied in, weights stay in the
+#   top-level graph. A result whose sizes msc's inference leaves unknown takes the sizes the
+#   StableHLO op states.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""StableHLO reduce with its body recognized (add, max, min, multiply, and, or)."""
+"""StableHLO reduce with its body recognized (add, max, min, multiply, and, or; JAX's argmax /
+argmin), and sort with its comparator recognized (jnp.sort, argsort, lax.sort, lax.top_k)."""
 
 from __future__ import annotations
 

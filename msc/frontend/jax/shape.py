@@ -1,5 +1,6 @@
 """StableHLO shape ops: reshape (static and dynamic), transpose, broadcast_in_dim, slice,
-concatenate, pad, reverse, iota."""
+concatenate, pad, reverse, iota; and indexing: gather (jnp indexing, take, take_along_axis),
+scatter (``.at[].set / .add``), dynamic_slice, dynamic_update_slice."""
 
 from __future__ import annotations
 
