@@ -75,6 +75,7 @@ class JaxCodegen:
         self._taken = set(RESERVED) | set(keyword.kwlist) | set(dir(builtins))
         self.names: dict[Value, str] = {}
         self.lines: list[str] = []
+        self.pre: list[str] = []  # statements an emitter puts before its node's assignment
 
     def _lower(self, graph: Graph) -> Graph:
         from msc.ops.decompose import decompose
@@ -153,9 +154,15 @@ class JaxCodegen:
 
     def _node(self, node: Node) -> list[str]:
         fn = self.emitters.get(node.op)
-        assert fn is not None
+        if fn is None:  # in a subgraph, which _lower does not reach
+            raise Unsupported("no JAX emitter")
         args = [self.ref(v) for v in node.inputs]
-        expr = fn(self, node, *args)
+        saved, self.pre = self.pre, []
+        try:
+            expr = fn(self, node, *args)
+            pre = self.pre
+        finally:
+            self.pre = saved
         outs = node.outputs
         names = [self.fresh(o.name) for o in outs]
         for o, n in zip(outs, names):
@@ -163,7 +170,17 @@ class JaxCodegen:
         if len(outs) == 1:
             if isinstance(expr, tuple):
                 expr = expr[0]
-            return [f"{names[0]} = {expr}"]
+            return [*pre, f"{names[0]} = {expr}"]
         if isinstance(expr, tuple):
-            return [f"{n} = {e}" for n, e in zip(names, expr)]
-        return [f"{', '.join(names)} = {expr}"]
+            return [*pre, *[f"{n} = {e}" for n, e in zip(names, expr)]]
+        return [*pre, f"{', '.join(names)} = {expr}"]
+
+    def body(self, graph: Graph, params: list[str]) -> tuple[list[str], list[str]]:
+        """The lines computing a subgraph (its inputs bound to ``params``), and its outputs'
+        expressions; it reads the enclosing function's values by name (a closure)."""
+        for v, p in zip(graph.inputs, params):
+            self.names[v] = p
+        lines: list[str] = []
+        for node in graph.nodes:
+            lines.extend(self._node(node))
+        return lines, [self.ref(v) for v in graph.outputs]  # type: ignore[misc]

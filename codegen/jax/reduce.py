@@ -1,4 +1,5 @@
-"""JAX emitters of reductions: reduce_*, argmax/argmin, cumsum/cumprod, var."""
+"""JAX emitters of reductions: reduce_*, argmax/argmin, cumsum/cumprod, var, sort / argsort /
+topk."""
 
 from __future__ import annotations
 
@@ -78,17 +79,58 @@ emitter("argmax")(_arg("jnp.argmax"))
 emitter("argmin")(_arg("jnp.argmin"))
 
 
-def _cum(fn: str):
+def _cum(fn: str, lax_fn: str):
     def emit(e: JaxCodegen, node, x, axis=None):
         need(node, "axis")
-        if node.attrs.get("exclusive") or node.attrs.get("reverse"):
+        if node.attrs.get("exclusive"):
             from msc.errors import Unsupported
 
-            raise Unsupported("an exclusive or reversed running sum")
+            raise Unsupported("an exclusive running sum")
+        a = node.attrs["axis"] % node.inputs[0].type.rank
+        if node.attrs.get("reverse"):
+            return f"{lax_fn}({x}, axis={a}, reverse=True)"
         return f"{fn}({x}, axis={node.attrs['axis']})"
 
     return emit
 
 
-emitter("cumsum")(_cum("jnp.cumsum"))
-emitter("cumprod")(_cum("jnp.cumprod"))
+emitter("cumsum")(_cum("jnp.cumsum", "lax.cumsum"))
+emitter("cumprod")(_cum("jnp.cumprod", "lax.cumprod"))
+
+
+def _sort_kw(node) -> str:
+    a = node.attrs
+    return f"axis={a['axis']}, descending={bool(a['descending'])!r}, stable={bool(a['stable'])!r}"
+
+
+@emitter("sort")
+def sort(e: JaxCodegen, node, x):
+    return f"jnp.sort({x}, {_sort_kw(node)})", f"jnp.argsort({x}, {_sort_kw(node)})"
+
+
+@emitter("argsort")
+def argsort(e: JaxCodegen, node, x):
+    return f"jnp.argsort({x}, {_sort_kw(node)})"
+
+
+@emitter("topk")
+def topk(e: JaxCodegen, node, x, k=None):
+    """``lax.top_k`` (the largest along the last axis, ties in index order); another axis is
+    moved last and back, the smallest are the largest of ``-x``."""
+    need(node, "k")
+    a = node.attrs
+    rank = node.inputs[0].type.rank
+    axis = a["axis"] % rank
+    src = x if axis == rank - 1 else f"jnp.moveaxis({x}, {axis}, -1)"
+    if not a["largest"]:
+        src = f"-{src}"
+    call = f"lax.top_k({src}, {int(a['k'])})"
+    values, idx = f"{call}[0]", f"{call}[1]"
+    if not a["largest"]:
+        values = f"-{values}"
+    if axis != rank - 1:
+        values = f"jnp.moveaxis({values}, -1, {axis})"
+        idx = f"jnp.moveaxis({idx}, -1, {axis})"
+    if axis == rank - 1 and a["largest"]:
+        return call
+    return values, idx

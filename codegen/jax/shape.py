@@ -1,5 +1,6 @@
-"""JAX emitters of shape ops: reshape, transpose, expand, slice, concat, pad, split, squeeze,
-flatten, gather, arange, tile, flip."""
+"""JAX emitters of shape ops: reshape, transpose, expand, slice (static and at run-time
+starts), concat, pad, split, squeeze, flatten, gather, index, index_put, gather_elements,
+arange, tile, flip."""
 
 from __future__ import annotations
 
@@ -48,8 +49,51 @@ def unsqueeze(e: JaxCodegen, node, x, axes=None):
     return f"jnp.expand_dims({x}, {tuple(node.attrs['axes'])!r})"
 
 
+def _nonneg(v) -> bool:
+    """``v`` is known to hold no negative number (a clamp from 0, sums and reshapes of such)."""
+    p = v.producer
+    if p is None:
+        return False
+    if p.op == "constant":
+        return bool((p.attrs["value"] >= 0).all())
+    if p.op == "clamp":
+        lo = p.inputs[1] if len(p.inputs) > 1 else None
+        return lo is not None and _nonneg(lo)
+    if p.op in ("reshape", "concat", "add", "cast", "squeeze", "unsqueeze"):
+        return all(i is not None and _nonneg(i) for i in p.inputs)
+    return False
+
+
+def _dynamic_slice(e: JaxCodegen, node, x, starts):
+    """A slice at run-time starts whose result has a static size: ``lax.dynamic_slice`` (a
+    negative start counts from the end, as in a Python slice)."""
+    from msc.errors import Unsupported
+
+    out = node.outputs[0].type.shape
+    shape = node.inputs[0].type.shape
+    axes = node.attrs.get("axes")
+    if node.attrs.get("steps") or len(node.inputs) > 3 and any(node.inputs[3:]):
+        raise Unsupported("a run-time slice with steps or run-time axes")
+    if axes is None or not all(isinstance(d, int) for d in out):
+        raise Unsupported("a run-time slice of a size JAX does not know statically")
+    rank = len(out)
+    axes = [a % rank for a in axes]
+    at = []
+    for a in range(rank):
+        if a not in axes:
+            at.append("0")
+            continue
+        s = f"{starts}[{axes.index(a)}]"
+        if not _nonneg(node.inputs[1]):
+            s = f"jnp.where({s} < 0, {s} + {shape[a]}, {s})"
+        at.append(s)
+    return f"lax.dynamic_slice({x}, ({', '.join(at)},), {tuple(out)!r})"
+
+
 @emitter("slice")
 def slice_(e: JaxCodegen, node, x, *rest):
+    if node.attrs.get("starts") is None and rest and rest[0] is not None:
+        return _dynamic_slice(e, node, x, rest[0])
     for k in ("starts", "ends"):
         need(node, k)
     starts, ends = node.attrs["starts"], node.attrs["ends"]
@@ -150,3 +194,28 @@ def trilu(e: JaxCodegen, node, x, k=None):
 def shape(e: JaxCodegen, node, x):
     s, t = node.attrs.get("start", 0), node.attrs.get("end")
     return f"jnp.asarray({x}.shape[{s}:{'' if t is None else t}], dtype=jnp.int64)"
+
+
+def _at(node, indices: list, axes_of: list[int]) -> str:
+    """The subscript ``:, i, j`` putting each index tensor at its axis."""
+    rank = node.inputs[0].type.rank
+    at = {a % rank: i for a, i in zip(axes_of, indices)}
+    return ", ".join(at.get(a, ":") for a in range(max(at) + 1))
+
+
+@emitter("index")
+def index(e: JaxCodegen, node, x, *indices):
+    return f"{x}[{_at(node, list(indices), node.attrs['axes'])}]"
+
+
+@emitter("index_put")
+def index_put(e: JaxCodegen, node, x, values, *indices):
+    how = "add" if node.attrs["accumulate"] else "set"
+    if node.inputs[0].producer is None and node.inputs[0].name not in e.graph.weights:
+        x = f"jnp.asarray({x})"  # an input may come as a numpy array, which has no .at
+    return f"{x}.at[{_at(node, list(indices), node.attrs['axes'])}].{how}({values})"
+
+
+@emitter("gather_elements")
+def gather_elements(e: JaxCodegen, node, x, indices):
+    return f"jnp.take_along_axis({x}, {indices}, axis={node.attrs['axis']})"

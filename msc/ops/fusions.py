@@ -1,7 +1,8 @@
 """Fusions: the spelled-out forms of high-level ops, found and put back together.
 
 ONNX files (and other lowered sources) spell linear as MatMul + Add, GELU as its erf or tanh
-formula, LayerNorm and RMSNorm as reductions, attention as two matmuls around a softmax (with the
+formula, LayerNorm and RMSNorm as reductions, softmax as exp over a sum (after the max is taken
+off), attention as two matmuls around a softmax (with the
 key and value heads copied to the query's count for grouped-query attention). These
 patterns (``msc.rewrite`` patterns) find them and put the canonical op back, so the code
 generated from such a file reads, and runs, like the model it came from.
@@ -666,6 +667,68 @@ def _gqa_replace(b: Builder, m: Match) -> Value:
     )
 
 
+# ---------------------------------------------------------------------- softmax
+def _reduced(w: _Walk, v: Value, op: str) -> tuple[Value, int] | None:
+    """(x, axis) when ``v`` is ``op(x, [axis], keepdims=True)`` of one axis."""
+    n = w.node(v, op)
+    if n is None or not n.attrs.get("keepdims") or len(n.inputs) > 1 and n.inputs[1] is not None:
+        return None
+    axes = n.attrs.get("axes") or []
+    r = n.inputs[0].type.rank
+    if len(axes) != 1 or r is None:
+        return None
+    return n.inputs[0], axes[0] % r
+
+
+def _shifted(w: _Walk, v: Value) -> tuple[Value, int] | None:
+    """(x, axis) when ``v`` is ``x - max(x, axis, keepdims)`` (the stable softmax's shift)."""
+    sub = w.node(v, "sub")
+    if sub is None:
+        return None
+    x, m = sub.inputs
+    found = _reduced(w, m, "reduce_max")
+    if found is None or found[0] is not x:
+        return None
+    return x, found[1]
+
+
+def _softmax(w: _Walk) -> dict[str, Value] | None:
+    """exp(x - max(x)) / sum(exp(x - max(x))) along one axis."""
+    if w.root.op != "div":
+        return None
+    e, total = w.root.inputs
+    ex = w.node(e, "exp")
+    found = _reduced(w, total, "reduce_sum")
+    if ex is None or found is None or found[0] is not e:
+        return None
+    shifted = _shifted(w, ex.inputs[0])
+    if shifted is None or shifted[1] != found[1]:
+        return None
+    w.info["axis"] = found[1]
+    return {"x": shifted[0]}
+
+
+def _log_softmax(w: _Walk) -> dict[str, Value] | None:
+    """(x - max(x)) - log(sum(exp(x - max(x)))) along one axis."""
+    if w.root.op != "sub":
+        return None
+    s, lg = w.root.inputs
+    log = w.node(lg, "log")
+    if log is None:
+        return None
+    found = _reduced(w, log.inputs[0], "reduce_sum")
+    if found is None:
+        return None
+    ex = w.node(found[0], "exp")
+    if ex is None or ex.inputs[0] is not s:
+        return None
+    shifted = _shifted(w, s)
+    if shifted is None or shifted[1] != found[1]:
+        return None
+    w.info["axis"] = found[1]
+    return {"x": shifted[0]}
+
+
 def _silu_pattern() -> Pattern:
     b = Builder()
     x = Value("x", TensorType(DType.FLOAT32, None))
@@ -685,6 +748,12 @@ FUSIONS: list[Pattern] = [
     _affine("layer_norm", 2),
     _affine("rms_norm", 1),
     _silu_pattern(),
+    _walking("softmax", _softmax, lambda b, m: b.op("softmax", m["x"], axis=m.info["axis"])),
+    _walking(
+        "log_softmax",
+        _log_softmax,
+        lambda b, m: b.op("log_softmax", m["x"], axis=m.info["axis"]),
+    ),
     _walking("attention", _attention, _attention_replace),
     _walking("attention_gqa", _gqa, _gqa_replace),
 ]

@@ -43,6 +43,10 @@ Y = f32(2, 3, 4)
 POS = f32(2, 3, 4, lo=0.1, hi=3.0)
 IMG = f32(2, 6, 6, 3)
 KER = f32(3, 3, 3, 4, lo=-0.5, hi=0.5)
+TIES = RNG.integers(0, 3, (2, 3, 4)).astype(np.float32)
+IDX2 = np.array([1, 0], np.int32)
+IDX3 = np.array([2, 0, 1], np.int32)
+IDX_ALONG = RNG.integers(0, 4, (2, 3, 2)).astype(np.int32)
 
 UNARY = {
     "exp": jnp.exp,
@@ -73,6 +77,7 @@ UNARY = {
     "isfinite": jnp.isfinite,
     "erf": jax.lax.erf,
     "clip": lambda x: jnp.clip(x, -1.0, 0.5),
+    "lax_clamp": lambda x: jax.lax.clamp(-0.5, x, 1.0),
 }
 POSITIVE = {
     "log": jnp.log,
@@ -95,6 +100,25 @@ BINARY = {
     "arctan2": jnp.arctan2,
 }
 
+
+LN_W, LN_B = f32(4), f32(4)
+
+
+def _layer_norm(x, w, b):
+    m = x.mean(-1, keepdims=True)
+    v = ((x - m) ** 2).mean(-1, keepdims=True)
+    return (x - m) / jnp.sqrt(v + 1e-5) * w + b
+
+
+def _rms_norm(x, w):
+    return x * jax.lax.rsqrt((x * x).mean(-1, keepdims=True) + 1e-6) * w
+
+
+def _scan_step(c, x):
+    c = c * 0.5 + x
+    return c, c * 2.0
+
+
 CASES = [
     *[Case(k, f, [X]) for k, f in UNARY.items()],
     *[Case(k, f, [POS], atol=1e-5, rtol=1e-5) for k, f in POSITIVE.items()],
@@ -105,6 +129,7 @@ CASES = [
     Case("logical_not", lambda a: jnp.logical_not(a > 0), [X]),
     Case("astype_int", lambda a: (a * 3).astype(jnp.int32), [X]),
     Case("broadcast_add", lambda a, b: a + b, [X, f32(4)]),
+    Case("lax_clamp_arrays", lambda a, b: jax.lax.clamp(b - 1.0, a, b), [X, Y]),
     Case("scalar_mul", lambda a: a * 2.5 + 1.0, [X]),
     # shape
     Case("reshape", lambda a: a.reshape(6, 4), [X]),
@@ -136,9 +161,13 @@ CASES = [
     Case("argmax", lambda a: jnp.argmax(a, axis=1), [X]),
     Case("argmin", lambda a: jnp.argmin(a, axis=0), [X]),
     Case("cumsum", lambda a: jnp.cumsum(a, axis=1), [X]),
+    Case("cumsum_reverse", lambda a: jax.lax.cumsum(a, axis=2, reverse=True), [X]),
+    Case("cumprod", lambda a: jnp.cumprod(a, axis=0), [X]),
+    Case("cummax", lambda a: jax.lax.cummax(a, axis=1), [X]),
     # linear
     Case("matmul", jnp.matmul, [f32(3, 4), f32(4, 5)]),
     Case("matmul_batched", jnp.matmul, [f32(2, 3, 4), f32(2, 4, 5)]),
+    Case("matmul_3d_2d", jnp.matmul, [f32(2, 3, 4), f32(4, 5)]),
     Case("matvec", jnp.matmul, [f32(3, 4), f32(4)]),
     Case("dot_vectors", jnp.dot, [f32(4), f32(4)]),
     Case("einsum", lambda a, b: jnp.einsum("bij,bkj->bik", a, b), [X, Y]),
@@ -185,6 +214,87 @@ CASES = [
         ),
         [IMG],
     ),
+    # spelled-out norms (fused back into layer_norm / rms_norm)
+    Case("layer_norm", lambda a: _layer_norm(a, LN_W, LN_B), [X], atol=1e-5),
+    Case("rms_norm", lambda a: _rms_norm(a, LN_W), [X], atol=1e-5),
+    # gather / scatter / dynamic slices (indices in range: out of range, StableHLO clamps a
+    # gather and drops a scatter update)
+    Case("take", lambda a, i: jnp.take(a, i, axis=1), [X, IDX3]),
+    Case("getitem", lambda a, i: a[i], [X, IDX2]),
+    Case("getitem_2d", lambda a, i, j: a[i, j], [X, IDX2, np.array([2, 1], np.int32)]),
+    Case("getitem_cols", lambda a, i, j: a[:, i, j], [X, np.array([2, 0], np.int32), IDX2]),
+    Case("getitem_const", lambda a: a[:, jnp.array([2, 0, 2])], [X]),
+    Case("take_along_axis", lambda a, i: jnp.take_along_axis(a, i, axis=2), [X, IDX_ALONG]),
+    Case("at_set", lambda a, i: jnp.asarray(a).at[i].set(0.0), [X, IDX2]),
+    Case("at_add", lambda a, i, u: jnp.asarray(a).at[:, i].add(u), [X, IDX2, f32(2, 2, 4)]),
+    Case("at_set_2d", lambda a, i, u: jnp.asarray(a).at[i, :, 3].set(u), [X, IDX2, f32(2, 3)]),
+    Case(
+        "dynamic_slice",
+        lambda a, s: jax.lax.dynamic_slice(a, (0, s, 1), (2, 2, 2)),
+        [X, np.int32(1)],
+    ),
+    Case(
+        "dynamic_slice_clamped",
+        lambda a, s: jax.lax.dynamic_slice(a, (s, s, 0), (1, 2, 4)),
+        [X, np.int32(5)],
+    ),
+    Case(
+        "dynamic_update_slice",
+        lambda a, u, s: jax.lax.dynamic_update_slice(a, u, (0, s, 1)),
+        [X, f32(2, 2, 2), np.int32(1)],
+    ),
+    Case(
+        "dynamic_update_slice_clamped",
+        lambda a, u, s: jax.lax.dynamic_update_slice(a, u, (0, s, 0)),
+        [X, f32(2, 2, 4), np.int32(7)],
+    ),
+    # sort (the comparator JAX writes for floats: -0 as 0, NaN last), top_k
+    Case("sort", lambda a: jnp.sort(a, axis=1), [X]),
+    Case("sort_int", lambda a: jnp.sort(a, axis=0), [RNG.integers(-5, 5, (4, 3)).astype(np.int32)]),
+    Case("sort_descending", lambda a: jnp.sort(a, axis=-1, descending=True), [X]),
+    Case("argsort", lambda a: jnp.argsort(a, axis=-1), [X]),
+    Case("argsort_ties", lambda a: jnp.argsort(a, axis=-1, stable=True), [TIES]),
+    Case("argsort_descending", lambda a: jnp.argsort(a, axis=1, descending=True), [TIES]),
+    Case("sort_pair", lambda a, b: jax.lax.sort((a, b), dimension=1, num_keys=1), [X, Y]),
+    Case("sort_by_second", lambda a, b: jax.lax.sort((b, a), dimension=2)[1], [X, Y]),
+    Case("top_k", lambda a: jax.lax.top_k(a, 2), [X]),
+    Case("top_k_ties", lambda a: jax.lax.top_k(a, 3), [TIES]),
+    # control flow
+    Case("fori_loop", lambda a: jax.lax.fori_loop(0, 3, lambda i, c: c * 1.5 + i, a), [X]),
+    Case(
+        "fori_loop_two",
+        lambda a, b: jax.lax.fori_loop(1, 4, lambda i, c: (c[0] + c[1], c[1] * 0.5), (a, b)),
+        [X, Y],
+    ),
+    Case(
+        "while_loop",
+        lambda a: jax.lax.while_loop(lambda c: jnp.sum(c) < 50.0, lambda c: c * 1.5 + 1.0, a),
+        [POS],
+        atol=1e-4,
+    ),
+    Case(
+        "while_loop_counter",
+        lambda a, n: jax.lax.while_loop(
+            lambda c: c[0] < n, lambda c: (c[0] + 1, jnp.sin(c[1])), (0, a)
+        )[1],
+        [X, np.int32(4)],
+    ),
+    Case("cond", lambda a: jax.lax.cond(a.sum() > 0, lambda v: v * 2, lambda v: v - 1, a), [X]),
+    Case("cond_false", lambda a: jax.lax.cond(a.sum() < 0, jnp.sin, jnp.cos, a), [POS]),
+    Case(
+        "cond_two_outputs",
+        lambda a, b: jax.lax.cond(a[0, 0, 0] > b[0, 0, 0], lambda: (a, b + 1), lambda: (b, a)),
+        [X, Y],
+    ),
+    Case("scan", lambda a: jax.lax.scan(_scan_step, jnp.zeros((3, 4), jnp.float32), a), [X]),
+    *[
+        Case(
+            f"switch_{k}",
+            lambda a, i: jax.lax.switch(i, [lambda v: v * 2, lambda v: v - 1, jnp.sin], a),
+            [X, np.int32(k)],
+        )
+        for k in (0, 1, 2, 7)
+    ],
 ]
 
 # Rows that do not convert yet, each with why (checked both ways: a listed row that starts
@@ -363,3 +473,81 @@ def test_symbolic_reshape_reads_as_a_reshape():
         for shape in sizes:
             x = f32(*shape)
             assert not close(run_torch(g, [x]), [np.asarray(fn(x))], 1e-6, 1e-6), shape
+
+
+def test_unmapped_gather_and_sort_reported_at_once():
+    """A gather of windows (a vmapped dynamic_slice) and a two-key sort map onto no canonical
+    op: both are reported in one error, each with why."""
+
+    def fn(a, s, k):
+        w = jax.vmap(lambda r, i: jax.lax.dynamic_slice(r, (i, 0), (2, 4)))(a, s)
+        return w, jax.lax.sort((k, a), dimension=0, num_keys=2)[1]
+
+    with pytest.raises(UnsupportedOpsError) as e:
+        msc.from_jax(fn, X, np.array([0, 1], np.int32), Y)
+    msg = str(e.value)
+    assert "stablehlo.gather" in msg and "vmapped dynamic_slice" in msg
+    assert "stablehlo.sort" in msg and "comparator" in msg
+
+
+def test_control_flow_reads_as_loop_and_if():
+    """fori_loop is a counted loop, while_loop a loop on its condition, cond an if on the
+    predicate itself (no index compare), switch a chain of ifs."""
+    fori = msc.from_jax(lambda a: jax.lax.fori_loop(0, 3, lambda i, c: c * 2.0, a), X)
+    (node,) = [n for n in fori.nodes if n.op == "loop"]
+    trips = node.inputs[0].producer
+    assert trips.op == "constant" and int(trips.attrs["value"]) == 3 and node.inputs[1] is None
+    cond = msc.from_jax(lambda a: jax.lax.cond(a.sum() > 0, jnp.sin, jnp.cos, a), X)
+    (node,) = [n for n in cond.nodes if n.op == "if"]
+    assert node.inputs[0].producer.op == "gt"
+    assert "sin" in {n.op for n in node.attrs["then_branch"].nodes}
+    switch = msc.from_jax(
+        lambda a, i: jax.lax.switch(i, [jnp.sin, jnp.cos, jnp.tanh], a), X, np.int32(0)
+    )
+    assert [n.op for n in switch.nodes].count("if") == 1
+    assert msc.structural_equal(msc.from_text(msc.to_text(switch)), switch, names=True)
+
+
+def test_running_sums_read_as_cumsum():
+    """jnp.cumsum (a reduce_window as long as the axis) is a cumsum, not a pool."""
+    for fn, op, reverse in (
+        (lambda a: jnp.cumsum(a, axis=1), "cumsum", False),
+        (lambda a: jax.lax.cumsum(a, axis=2, reverse=True), "cumsum", True),
+        (lambda a: jnp.cumprod(a, axis=0), "cumprod", False),
+    ):
+        g = msc.from_jax(fn, X)
+        (node,) = [n for n in g.nodes if n.op == op]
+        assert node.attrs["reverse"] is reverse
+
+
+@pytest.mark.parametrize(
+    "fn, op",
+    [
+        (jax.nn.softmax, "softmax"),
+        (lambda a: jax.nn.softmax(a, axis=1), "softmax"),
+        (jax.nn.log_softmax, "log_softmax"),
+        (jax.nn.sigmoid, "sigmoid"),
+        (jax.nn.silu, "silu"),
+        (lambda a: jax.nn.gelu(a, approximate=True), "gelu"),
+        (lambda a: _layer_norm(a, LN_W, LN_B), "layer_norm"),
+        (lambda a: _rms_norm(a, LN_W), "rms_norm"),
+        (lambda a: jnp.mean(a, axis=(1, 2), keepdims=True), "reduce_mean"),
+    ],
+    ids=[
+        "softmax",
+        "softmax_axis1",
+        "log_softmax",
+        "sigmoid",
+        "silu",
+        "gelu_tanh",
+        "layer_norm",
+        "rms_norm",
+        "mean",
+    ],
+)
+def test_jax_spellings_read_as_the_op(fn, op):
+    """What JAX spells out (softmax as exp over a sum, logistic as 1 / (1 + exp(-x)), a mean as
+    a sum over the count, keepdims as a reshape, x - mean computed twice) reads as one op."""
+    g = msc.from_jax(fn, X)
+    ops = [n.op for n in g.nodes if n.op != "constant"]
+    assert ops == [op], ops

@@ -21,10 +21,11 @@ import numpy as np
 
 from msc.frontend.jax.coverage import coverage_markdown
 from msc.frontend.jax.importer import Importer
-from msc.frontend.jax.passes import drop_broadcasts
+from msc.frontend.jax.passes import drop_broadcasts, jax_spellings
 from msc.frontend.jax.reader import JAX_VERSION, parse_module
 from msc.frontend.jax.registry import CONVERTERS, REASONS, ConverterRegistry, converter
 from msc.ir import Graph
+from msc.ir.graph import dead_nodes
 from msc.ops import import_families
 
 __all__ = [
@@ -84,7 +85,8 @@ def from_stablehlo(
     if fuse:
         from msc.ops.fusions import fuse as fuse_patterns
 
-        graph = fuse_patterns(graph)
+        graph = fuse_patterns(jax_spellings(graph))
+        graph.remove_nodes(dead_nodes(graph))  # constants only the fused formulas read
     return checked(graph)
 
 

@@ -7,14 +7,13 @@ __all__ = ["coverage_markdown", "supported_ops", "unsupported_ops"]
 
 # StableHLO ops JAX commonly lowers to that msc does not read yet, with why.
 NOT_READ = {
-    "stablehlo.gather": "the general gather (jnp indexing, take) is not mapped yet",
-    "stablehlo.scatter": "the general scatter (.at[].set/add) is not mapped yet",
-    "stablehlo.dynamic_slice": "a slice at run-time offsets is not mapped yet",
-    "stablehlo.dynamic_update_slice": "an update at run-time offsets is not mapped yet",
-    "stablehlo.while": "loops (lax.while_loop, fori_loop, scan) are not mapped onto loop yet",
-    "stablehlo.case": "lax.switch / cond are not mapped onto if yet",
-    "stablehlo.if": "lax.cond is not mapped onto if yet",
-    "stablehlo.sort": "sort with its comparator is not recognized yet",
+    "stablehlo.gather (windows)": "a gather of windows wider than one element along an indexed "
+    "dim (a vmapped dynamic_slice), or batched other than take_along_axis: msc's gather / index "
+    "take one element per index",
+    "stablehlo.scatter (windows, mul / min / max)": "only x.at[idx].set / .add of whole "
+    "slices "
+    "(onto index_put) are read; updates out of range are dropped by StableHLO, not by msc",
+    "stablehlo.sort (several keys)": "only a comparator of one key (< or >) is recognized",
     "stablehlo.select_and_scatter": "the gradient of max pooling; not an inference op",
     "stablehlo.reduce (2+ operands)": "only JAX's argmax / argmin body is recognized",
     "stablehlo.dynamic_reshape / real_dynamic_slice / dynamic_iota": "symbolic shapes beyond "

@@ -141,7 +141,7 @@ def select(ctx: Ctx, sop: ShloOp, pred, on_true, on_false):
 
 @converter("stablehlo.clamp")
 def clamp(ctx: Ctx, sop: ShloOp, lo, x, hi):
-    return ctx.op("minimum", ctx.op("maximum", x, lo), hi)
+    return ctx.op("clamp", x, lo, hi)
 
 
 @converter("stablehlo.convert")

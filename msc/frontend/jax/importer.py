@@ -11,11 +11,17 @@
 #   is refused by its target name unless ``custom_ops="keep"`` keeps it as a custom node
 #   ``stablehlo::<target>``; JAX's ``shape_assertion`` checks are dropped (msc's symbolic
 #   dims carry the constraints).
+# - A region (a loop body, a branch) is converted into its own subgraph (``scope``), reading
+#   the enclosing values by reference; constants it reads are copied in, weights stay in the
+#   top-level graph. A result whose sizes msc's inference leaves unknown takes the sizes the
+#   StableHLO op states.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -79,6 +85,11 @@ class Importer:
         if "main" not in self.funcs:
             raise BadModelError("the module has no func.func @main")
         self.graph = Graph(name or "main")
+        self.root = self.graph  # weights live here, also those a region's ops make
+        self.env: dict[Any, Value | None] = {}  # the values the op being converted sees
+        # in a region: the ids of the values it defines, and its copies of outer constants
+        self._here: set[int] = set()
+        self._copies: dict[int, Value] = {}
         self.ctx = Ctx(self)
         self.weights = weights or {}
         self.input_names = input_names
@@ -110,7 +121,7 @@ class Importer:
         self._n_const += 1
         dt = DType.from_numpy(array.dtype)
         name = self._unique(f"const_{self._n_const}")
-        return self.graph.add_weight(name, array, TensorType(dt, list(array.shape)))
+        return self.root.add_weight(name, array, TensorType(dt, list(array.shape)))
 
     # ------------------------------------------------------------ the walk
     def run(self) -> Graph:
@@ -189,6 +200,8 @@ class Importer:
             for r in results:
                 env[r] = None
             return
+        if self.graph is not self.root:
+            ins = [self._localize(v) for v in ins]  # type: ignore[misc]
         if op.name == "func.call":
             self._call(op, ins, env, op.attr("callee"))
             return
@@ -200,12 +213,15 @@ class Importer:
         ctx = self.ctx
         ctx.current = op
         ctx.nodes = []
+        outer, self.env = self.env, env
         try:
             values = self._apply(op, ins)
             self._finish(op, values, env)
         except (Unsupported, InferError, OpError, GraphError) as e:
             ctx.nodes = []
             self._refused(op, ins, env, str(e))
+        finally:
+            self.env = outer
         ctx.current = None
 
     def _apply(self, op: ShloOp, ins: list[Value]) -> list[Value]:
@@ -230,11 +246,13 @@ class Importer:
         for r, v in zip(results, values):
             want = tensor_type(r.type)
             _check_type(v, want)
+            _refine(v, want)
             env[r] = v
         for node in self.ctx.nodes:
             for o in node.outputs:
                 if o.name is None:
                     o.name = self._fresh()
+                self._here.add(id(o))
             self.graph.add_node(node)
         self.ctx.nodes = []
 
@@ -275,6 +293,65 @@ class Importer:
         self._depth -= 1
         for r, v in zip(op.op.results, outs):
             env[r] = v
+
+    # ------------------------------------------------------------ regions
+    @contextmanager
+    def scope(self, name: str) -> Iterator[Graph]:
+        """Convert into a new (sub)graph while inside; the converter's state is kept."""
+        saved = (self.graph, self.ctx.current, self.ctx.nodes, self._here, self._copies)
+        self.graph = Graph(name)
+        self._here, self._copies = set(), {}
+        try:
+            yield self.graph
+        finally:
+            self.graph, self.ctx.current, self.ctx.nodes, self._here, self._copies = saved
+
+    def _localize(self, v: Value) -> Value:
+        """An outer constant a region reads, as a constant of the region's own (as the ONNX
+        frontend does; a codegen may write an outer constant inline where it is used)."""
+        p = v.producer
+        if p is None or p.op != "constant" or id(v) in self._here:
+            return v
+        if id(v) not in self._copies:
+            b = Builder(provenance=p.provenance)
+            self._copies[id(v)] = b.op("constant", value=p.attrs["value"])
+            self.add(b)
+        return self._copies[id(v)]
+
+    def region(self, block: Any, args: list[Value]) -> list[Value | None]:
+        """Convert a region's block into the current graph, its arguments bound to ``args``;
+        it reads the enclosing values by reference. Returns what it returns (None where an
+        unsupported op is upstream)."""
+        inner = dict(self.env)
+        inner.update(zip(block.arguments, args))
+        saved = (self.ctx.current, self.ctx.nodes)
+        try:
+            return self._block(block, inner)
+        finally:
+            self.ctx.current, self.ctx.nodes = saved
+
+    def add(self, builder: Builder) -> None:
+        """Put nodes a converter built outside ``ctx`` into the current graph."""
+        for node in builder.nodes:
+            for o in node.outputs:
+                if o.name is None:
+                    o.name = self._fresh()
+                self._here.add(id(o))
+            self.graph.add_node(node)
+        builder.nodes = []
+
+    def close(self, graph: Graph, outs: list[Value | None]) -> Graph:
+        """Give ``graph`` (the current one) its outputs: a value it does not compute (its
+        input, an outer value) through an identity, so each output is the graph's own."""
+        if any(v is None for v in outs):
+            raise Unsupported("a region reads or computes a value msc could not translate")
+        outs = [self._localize(v) for v in outs]  # type: ignore[arg-type]
+        own = {id(o) for n in graph.nodes for o in n.outputs}
+        b = Builder(provenance=self.ctx._current_provenance())
+        final = [v if id(v) in own else b.op("identity", v) for v in outs]  # type: ignore[misc]
+        self.add(b)
+        graph.set_outputs(final)  # type: ignore[arg-type]
+        return graph
 
 
 def _arg_names(block: Any) -> list[str]:
@@ -317,3 +394,15 @@ def _check_type(v: Value, want: TensorType) -> None:
             for a, b in zip(got.shape, want.shape)
         ):
             raise Unsupported(f"the converter gave shape {got.shape}, the op says {want.shape}")
+
+
+def _refine(v: Value, want: TensorType) -> None:
+    """Give ``v`` the sizes the op states where msc's inference left them unknown (a slice at
+    run-time offsets has the static size StableHLO says)."""
+    got = v.type
+    if not isinstance(got, TensorType) or got.shape is None or want.shape is None:
+        return
+    if any(d is None and isinstance(w, int) for d, w in zip(got.shape, want.shape)):
+        pairs = zip(got.shape, want.shape)
+        shape = [w if d is None and isinstance(w, int) else d for d, w in pairs]
+        v.type = TensorType(got.dtype, shape)

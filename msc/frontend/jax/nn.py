@@ -41,6 +41,8 @@ def dot_general(ctx: Ctx, sop: ShloOp, a, b):
         and ((rr == nb + 2 and rc == [nb]) or (nb == 0 and rr == 1 and rc == [0]))
     ):
         return ctx.op("matmul", a, b)
+    if nb == 0 and ra >= 2 and rr == 2 and lc == [ra - 1] and rc == [0]:
+        return ctx.op("matmul", a, b)  # x @ w with x's leading dims kept (a dense layer)
     if (
         ra == nb + 1
         and lc == [ra - 1]
@@ -124,9 +126,41 @@ def body_op(sop: ShloOp) -> str | None:
     return op.name
 
 
+def _cumulative(ctx: Ctx, sop: ShloOp, x, init, kind: str | None):
+    """A running sum / product (jnp.cumsum, lax.cumprod): a window as long as one axis,
+    padded by all but one before it (after it, reversed), stride 1; else None."""
+    if kind not in ("stablehlo.add", "stablehlo.multiply") or x.type.shape is None:
+        return None
+    shape, r = x.type.shape, x.type.rank
+    win = sop.attr("window_dimensions")
+    pad = sop.attr("padding")
+    pad = np.zeros((r, 2), np.int64) if pad is None else np.asarray(pad).reshape(r, 2)
+    for key in ("window_strides", "base_dilations", "window_dilations"):
+        if any(v != 1 for v in (sop.attr(key) or [1] * r)):
+            return None
+    axes = [i for i in range(r) if win[i] != 1 or pad[i].any()]
+    if len(axes) != 1 or not isinstance(shape[axes[0]], int):
+        return None
+    a = axes[0]
+    n = shape[a]
+    if win[a] != n or sorted(pad[a].tolist()) != [0, n - 1]:
+        return None
+    ident = 0.0 if kind == "stablehlo.add" else 1.0
+    p = init.producer
+    while p is not None and p.op == "identity":  # a broadcast of the scalar to itself
+        p = p.inputs[0].producer
+    if p is None or p.op != "constant" or float(p.attrs["value"].reshape(-1)[0]) != ident:
+        return None
+    op = "cumsum" if kind == "stablehlo.add" else "cumprod"
+    return ctx.op(op, x, axis=a, reverse=bool(pad[a, 1] and n > 1))
+
+
 @converter("stablehlo.reduce_window")
 def reduce_window(ctx: Ctx, sop: ShloOp, x, init):
     kind = body_op(sop)
+    running = _cumulative(ctx, sop, x, init, kind)
+    if running is not None:
+        return running
     if kind not in ("stablehlo.maximum", "stablehlo.add"):
         raise Unsupported(f"reduce_window applying {kind or 'a body msc does not recognize'}")
     r = x.type.rank

@@ -11,10 +11,12 @@ msc.ops.fusions recognize softmax, GELU, layer norm and linear.
 
 from __future__ import annotations
 
+import numpy as np
+
 from msc.ir import Graph, TensorType
 from msc.ir.graph import dead_nodes
 
-__all__ = ["drop_broadcasts"]
+__all__ = ["drop_broadcasts", "jax_spellings"]
 
 BROADCASTING = {
     "add",
@@ -58,6 +60,9 @@ def drop_broadcasts(graph: Graph) -> Graph:
     """``graph`` (changed in place) with broadcasts its elementwise users do themselves
     bypassed."""
     changed = False
+    for node in graph.nodes:  # loop bodies and branches (they broadcast alike)
+        for sub in node.subgraphs():
+            drop_broadcasts(sub)
     for node in list(graph.nodes):
         if node.op != "expand" or node.inputs[0] is None:
             continue
@@ -80,6 +85,9 @@ def drop_broadcasts(graph: Graph) -> Graph:
             src = p.inputs[0]
         out.replace_all_uses_with(src)
         changed = True
+    if changed:  # the bypassed expands would still count as users below
+        graph.remove_nodes(dead_nodes(graph))
+        changed = False
     # a reshape that only puts size-1 dims in front (a bias made [1, n]): broadcasting does it
     for node in list(graph.nodes):
         if node.op != "reshape" or node.inputs[0] is None:
@@ -104,3 +112,173 @@ def drop_broadcasts(graph: Graph) -> Graph:
     if changed:
         graph.remove_nodes(dead_nodes(graph))
     return graph
+
+
+# ---------------------------------------------------------------- JAX's spellings
+# jax.numpy writes keepdims as a reshape after the reduction, a mean as a sum over the count,
+# and max(x, initial=-inf) as a maximum with -inf. These patterns put the canonical forms back
+# (each computes the same function), so msc.ops.fusions finds softmax, layer norm and RMS norm.
+_REDUCTIONS = ("reduce_sum", "reduce_max", "reduce_min", "reduce_mean", "reduce_prod")
+
+
+def _keepdims(node):
+    """reshape(reduce(x, axes)) that puts the reduced axes back as 1s -> reduce keepdims."""
+    from msc.ops.rewrite import Match
+
+    if node.op != "reshape" or node.inputs[0] is None:
+        return None
+    red = node.inputs[0].producer
+    if red is None or red.op not in _REDUCTIONS or red.attrs.get("keepdims"):
+        return None
+    if len(red.inputs) > 1 and red.inputs[1] is not None or not red.attrs.get("axes"):
+        return None
+    x = red.inputs[0]
+    shape, out = _shape(x), _shape(node.outputs[0])
+    if shape is None or out is None:
+        return None
+    axes = {a % len(shape) for a in red.attrs["axes"]}
+    if out != tuple(1 if i in axes else d for i, d in enumerate(shape)):
+        return None
+    return Match(node, [node, red], {"x": x}, info={"op": red.op, "attrs": dict(red.attrs)})
+
+
+def _keepdims_replace(b, m):
+    return b.op(m.info["op"], m["x"], **{**m.info["attrs"], "keepdims": True})
+
+
+def _mean(node):
+    """reduce_sum(x, axes) / (the count of the reduced elements) -> reduce_mean."""
+    from msc.ops.rewrite import Match, constant_value
+
+    if node.op != "div":
+        return None
+    s, n = node.inputs
+    red = s.producer if s is not None else None
+    c = constant_value(n)
+    if red is None or red.op != "reduce_sum" or c is None or c.size != 1:
+        return None
+    if len(red.inputs) > 1 and red.inputs[1] is not None or not red.attrs.get("axes"):
+        return None
+    shape = _shape(red.inputs[0])
+    if shape is None or _shape(node.outputs[0]) != _shape(s):
+        return None
+    dims = [shape[a % len(shape)] for a in red.attrs["axes"]]
+    if not all(isinstance(d, int) for d in dims) or float(c.reshape(-1)[0]) != float(np.prod(dims)):
+        return None
+    return Match(node, [node, red], {"x": red.inputs[0]}, info={"attrs": dict(red.attrs)})
+
+
+def _no_op_bound(node):
+    """maximum(x, -inf) / minimum(x, inf) of a float x -> x."""
+    from msc.ops.rewrite import Match, constant_value
+
+    if node.op not in ("maximum", "minimum"):
+        return None
+    bound = -np.inf if node.op == "maximum" else np.inf
+    for x, c in (node.inputs, reversed(node.inputs)):
+        v = constant_value(c)
+        if (
+            v is not None
+            and v.size == 1
+            and v.dtype.kind == "f"
+            and float(v.reshape(-1)[0]) == bound
+            and _shape(x) == _shape(node.outputs[0])
+        ):
+            return Match(node, [node], {"x": x})
+    return None
+
+
+def _sigmoid(node):
+    """1 / (1 + exp(-x)) (how JAX lowers logistic) -> sigmoid(x)."""
+    from msc.ops.rewrite import Match, constant_value
+
+    def one(v) -> bool:
+        c = constant_value(v)
+        return c is not None and c.size == 1 and float(c.reshape(-1)[0]) == 1.0
+
+    if node.op != "div" or not one(node.inputs[0]):
+        return None
+    add = node.inputs[1].producer
+    if add is None or add.op != "add" or _shape(add.outputs[0]) != _shape(node.outputs[0]):
+        return None
+    for c, e in (add.inputs, reversed(add.inputs)):
+        ex = e.producer if one(c) else None
+        neg = ex.inputs[0].producer if ex is not None and ex.op == "exp" else None
+        if neg is not None and neg.op == "neg" and _shape(neg.inputs[0]) == _shape(e):
+            return Match(node, [node, add, ex, neg], {"x": neg.inputs[0]})
+    return None
+
+
+def _freeze(v):
+    if isinstance(v, np.ndarray):
+        return (v.dtype.str, v.shape, v.tobytes())
+    if isinstance(v, list | tuple):
+        return tuple(_freeze(x) for x in v)
+    if isinstance(v, Graph):
+        raise TypeError("a subgraph")
+    return v
+
+
+_STATEFUL = ("random", "dropout", "bernoulli", "multinomial")
+
+
+def _cse(graph: Graph) -> None:
+    """One node for each computation JAX wrote twice (``x - mean`` in a layer norm), so the
+    fusions see one value where the formula has one (in place)."""
+    seen: dict = {}
+    changed = False
+    for node in graph.nodes:
+        if not isinstance(node.op, str) or any(s in node.op for s in _STATEFUL):
+            continue
+        try:
+            key = (
+                node.op,
+                tuple(id(v) for v in node.inputs),
+                tuple(sorted((k, _freeze(v)) for k, v in node.attrs.items())),
+            )
+            hash(key)
+        except TypeError:
+            continue
+        first = seen.setdefault(key, node)
+        if first is node:
+            continue
+        if any(b in graph.outputs for b in node.outputs):
+            continue
+        for a, b in zip(first.outputs, node.outputs):
+            b.replace_all_uses_with(a)
+        changed = True
+    if changed:
+        graph.remove_nodes(dead_nodes(graph))
+
+
+def _bypass_identities(graph: Graph) -> None:
+    changed = False
+    for node in graph.nodes:
+        if node.op == "identity" and node.outputs[0] not in graph.outputs:
+            node.outputs[0].replace_all_uses_with(node.inputs[0])
+            changed = True
+    if changed:
+        graph.remove_nodes(dead_nodes(graph))
+
+
+def jax_spellings(graph: Graph) -> Graph:
+    """``graph`` with JAX's spellings of keepdims, mean, logistic and ``initial=-inf`` put
+    back into canonical ops, and repeated computations made one (a new graph)."""
+    from msc.ops.rewrite import Pattern, rewrite
+
+    _cse(graph)
+    identity = Pattern(
+        "no_op_bound", matcher=_no_op_bound, replace=lambda b, m: b.op("identity", m["x"])
+    )
+    sigmoid = Pattern("sigmoid", matcher=_sigmoid, replace=lambda b, m: b.op("sigmoid", m["x"]))
+    graph = rewrite(graph, [identity, sigmoid])
+    _bypass_identities(graph)
+    patterns = [
+        Pattern("keepdims", matcher=_keepdims, replace=_keepdims_replace),
+        Pattern(
+            "mean",
+            matcher=_mean,
+            replace=lambda b, m: b.op("reduce_mean", m["x"], **m.info["attrs"]),
+        ),
+    ]
+    return rewrite(graph, patterns)

@@ -1,4 +1,5 @@
-"""StableHLO reduce with its body recognized (add, max, min, multiply, and, or)."""
+"""StableHLO reduce with its body recognized (add, max, min, multiply, and, or; JAX's argmax /
+argmin), and sort with its comparator recognized (jnp.sort, argsort, lax.sort, lax.top_k)."""
 
 from __future__ import annotations
 
@@ -90,3 +91,97 @@ def reduce(ctx: Ctx, sop: ShloOp, *args):
             if bool(v.reshape(-1)[0]) == want:
                 return y
     return ctx.op(fold, y, init)
+
+
+# ---------------------------------------------------------------- sort, top_k
+def _direction(op) -> str:
+    return str(op.attributes["comparison_direction"]).split()[-1].rstrip(">")
+
+
+def _sort_source(v, args: list) -> int | None:
+    """Which comparator argument ``v`` is, read through JAX's float canonicalization
+    (``select(x == 0, 0, x)``, ``select(x != x, nan, x)``: -0 as 0, one NaN), else None."""
+    for i, a in enumerate(args):
+        if v == a:
+            return i
+    op = getattr(v.owner, "operation", None)
+    if op is None or op.name != "stablehlo.select":
+        return None
+    pred, on_true, on_false = list(op.operands)
+    if getattr(on_true.owner, "name", "") != "stablehlo.constant":
+        return None
+    src = _sort_source(on_false, args)
+    p = pred.owner.operation if hasattr(pred.owner, "operation") else None
+    if p is None or p.name != "stablehlo.compare":
+        return None
+    if any(_sort_source(o, args) not in (src, None) for o in p.operands):
+        return None
+    return src
+
+
+def _comparator(sop: ShloOp) -> tuple[int, bool]:
+    """(the operand sorted by, descending) of a one-key comparator: a ``<`` or ``>`` of one
+    operand's two elements."""
+    block = sop.op.regions[0].blocks[0]
+    args = list(block.arguments)
+    ops = [o.operation for o in block.operations]
+    allowed = {"stablehlo.compare", "stablehlo.select", "stablehlo.constant", "stablehlo.return"}
+    if any(o.name not in allowed for o in ops):
+        raise Unsupported("a sort comparator that is not one key's < or > (lexicographic?)")
+    last = ops[-2] if len(ops) >= 2 else None
+    if last is None or last.name != "stablehlo.compare":
+        raise Unsupported("a sort comparator that is not one key's < or >")
+    if list(ops[-1].operands) != list(last.results):
+        raise Unsupported("a sort comparator that is not one key's < or >")
+    for o in ops[:-2]:  # the other compares only pick canonical values
+        if o.name == "stablehlo.compare" and any(
+            u.owner.name != "stablehlo.select" for u in o.results[0].uses
+        ):
+            raise Unsupported("a sort comparator of more than one comparison")
+    i, j = (_sort_source(v, args) for v in last.operands)
+    d = _direction(last)
+    if i is None or j is None or i // 2 != j // 2 or i == j or d not in ("LT", "GT"):
+        raise Unsupported("a sort comparator that is not one key's < or >")
+    descending = (d == "GT") == (i < j)
+    return i // 2, descending
+
+
+def _is_iota(sop: ShloOp, k: int, axis: int) -> bool:
+    src = sop.op.operands[k].owner
+    return (
+        getattr(src, "name", "") == "stablehlo.iota" and ShloOp(src).attr("iota_dimension") == axis
+    )
+
+
+@converter("stablehlo.sort")
+def sort(ctx: Ctx, sop: ShloOp, *xs):
+    """jnp.sort / argsort / lax.sort with one key: sort (or argsort when only the order is
+    used); every other operand is reordered by the indices (an iota along the axis is them)."""
+    key, descending = _comparator(sop)
+    axis = sop.attr("dimension")
+    stable = bool(sop.attr("is_stable", False))
+    x = xs[key]
+    key_used = bool(list(sop.op.results[key].uses))
+    if key_used or len(xs) == 1:
+        values, idx = ctx.multi("sort", x, axis=axis, descending=descending, stable=stable)
+    else:
+        values, idx = None, ctx.op("argsort", x, axis=axis, descending=descending, stable=stable)
+    outs = []
+    for k, v in enumerate(xs):
+        if k == key:
+            outs.append(values if values is not None else ctx.op("identity", x))
+        elif _is_iota(sop, k, axis):
+            outs.append(ctx.cast(idx, v.dtype))
+        else:
+            outs.append(ctx.op("gather_elements", v, idx, axis=axis))
+    return tuple(outs)
+
+
+@converter("composite:chlo.top_k")
+def top_k(ctx: Ctx, sop: ShloOp, x):
+    """lax.top_k: the k largest along the last axis, ties in index order."""
+    from jax._src.lib.mlir import ir
+
+    k = int(ir.IntegerAttr(sop.raw("composite_attributes")["k"]).value)
+    values, idx = ctx.multi("topk", x, k=k, axis=-1, largest=True, sorted=True, stable=True)
+    return values, ctx.cast(idx, ctx.out_type(1).dtype)

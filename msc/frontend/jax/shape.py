@@ -1,7 +1,10 @@
 """StableHLO shape ops: reshape (static and dynamic), transpose, broadcast_in_dim, slice,
-concatenate, pad, reverse, iota."""
+concatenate, pad, reverse, iota; and indexing: gather (jnp indexing, take, take_along_axis),
+scatter (``.at[].set / .add``), dynamic_slice, dynamic_update_slice."""
 
 from __future__ import annotations
+
+import numpy as np
 
 from msc.errors import Unsupported
 from msc.frontend.jax.importer import Ctx
@@ -138,3 +141,240 @@ def iota(ctx: Ctx, sop: ShloOp):
         r = ctx.op("cast", r, to=dt)
     y = broadcast(ctx, r, [axis], shape)
     return y
+
+
+# ---------------------------------------------------------------- gather, scatter, dynamic slices
+# StableHLO clamps a gather's (and a dynamic slice's) start indices into the operand; msc's
+# index ops take in-range indices, so each index is clamped where it is not a constant known
+# to be in range. A scatter skips updates whose index is out of range; msc's index_put has no
+# such rule, so only in-range updates read the same (JAX wraps negative indices first).
+
+
+def _in_range(v, n: int) -> bool:
+    p = v.producer
+    if p is not None and p.op == "constant":
+        a = p.attrs["value"]
+        return bool(a.size) and bool((a >= 0).all() and (a < n).all())
+    return False
+
+
+def _clamp_index(ctx: Ctx, v, n: int):
+    if _in_range(v, n):
+        return v
+    lo, hi = ctx.const(0, v.dtype), ctx.const(max(n - 1, 0), v.dtype)
+    return ctx.op("clamp", v, lo, hi)
+
+
+def _index_parts(ctx: Ctx, idx, ivd: int) -> list:
+    """The index tensor split into one tensor per index component (the index vector dim
+    ``ivd`` taken out); reads through the reshape / concat JAX builds the vector with."""
+    r = idx.type.rank
+    if ivd == r:
+        return [idx]
+    k = idx.type.shape[ivd]
+    if not isinstance(k, int):
+        raise Unsupported("an index vector of run-time length")
+    p = idx.producer
+    want = [d for i, d in enumerate(idx.type.shape) if i != ivd]
+    if k == 1 and p is not None and p.op in ("reshape", "unsqueeze"):
+        if list(p.inputs[0].type.shape) == want:
+            return [p.inputs[0]]
+    if p is not None and p.op == "concat" and p.attrs["axis"] % r == ivd and len(p.inputs) == k:
+        parts = [_index_parts(ctx, v, ivd) for v in p.inputs]
+        if all(len(q) == 1 for q in parts):
+            return [q[0] for q in parts]
+    if k == 1:
+        return [ctx.op("squeeze", idx, axes=[ivd])]
+    pieces = ctx.multi("split", idx, axis=ivd, sizes=[1] * k)
+    return [ctx.op("squeeze", q, axes=[ivd]) for q in pieces]
+
+
+def _layout(rank: int, axes: list[int], nb: int) -> list:
+    """The dims of x[..., idx on axes, ...] (msc's ``index`` / numpy's rule), as labels:
+    ("x", d) for an operand dim kept, ("b", j) for index batch dim j."""
+    kept = [("x", d) for d in range(rank) if d not in axes]
+    batch = [("b", j) for j in range(nb)]
+    if axes == list(range(axes[0], axes[0] + len(axes))):
+        head = [("x", d) for d in range(axes[0])]
+        return head + batch + [("x", d) for d in range(axes[-1] + 1, rank)]
+    return batch + kept
+
+
+def _indexed(ctx: Ctx, x, parts: list, axes: list[int]):
+    order = sorted(range(len(axes)), key=lambda i: axes[i])
+    axes, parts = [axes[i] for i in order], [parts[i] for i in order]
+    if len(axes) == 1:
+        return ctx.op("gather", x, parts[0], axis=axes[0]), axes
+    return ctx.op("index", x, *parts, axes=axes), axes
+
+
+@converter("stablehlo.gather")
+def gather(ctx: Ctx, sop: ShloOp, x, idx):
+    """Indexing (``x[i]``, ``jnp.take``, ``x[i, j]``) onto gather / index, and
+    ``take_along_axis`` onto gather_elements; a gather of windows smaller than the operand
+    (what a vmapped dynamic_slice gives) maps to neither."""
+    from jaxlib.mlir.dialects import stablehlo as sh
+
+    d = sh.GatherDimensionNumbers(sop.raw("dimension_numbers"))
+    offset, collapsed = list(d.offset_dims), list(d.collapsed_slice_dims)
+    smap, ivd = list(d.start_index_map), d.index_vector_dim
+    ob, ib = list(d.operand_batching_dims), list(d.start_indices_batching_dims)
+    sizes = sop.attr("slice_sizes")
+    shape = _static(x.type.shape, "gather")
+    r = len(shape)
+    for a in range(r):
+        if a in smap or a in ob:
+            if sizes[a] != 1:
+                raise Unsupported(
+                    f"a gather of windows of {sizes[a]} along indexed dim {a} (a slice at "
+                    "run-time offsets per index, as a vmapped dynamic_slice gives: msc's gather "
+                    "and index take one element along an indexed dim)"
+                )
+        elif sizes[a] != shape[a]:
+            raise Unsupported(
+                f"a gather of windows {sizes} smaller than the operand {shape} (a sliding "
+                "window, not an indexing)"
+            )
+    parts = _index_parts(ctx, idx, ivd)
+    if len(parts) > 1:  # msc's index takes i64 (torch's advanced indexing, ONNX GatherND)
+        parts = [ctx.cast(p, DType.INT64) for p in parts]
+    parts = [_clamp_index(ctx, p, shape[a]) for p, a in zip(parts, smap)]
+    out = ctx.out_type().shape
+    if ob:  # take_along_axis: every other dim is a batch dim of both
+        if len(smap) != 1 or collapsed != smap or offset or sorted(ob + smap) != list(range(r)):
+            raise Unsupported("a batched gather that is not take_along_axis")
+        nb_dims = [i for i in range(idx.type.rank) if i != ivd]
+        if [nb_dims.index(i) for i in ib] != ob:
+            raise Unsupported("a batched gather whose batch dims are not the operand's")
+        return ctx.op("gather_elements", x, parts[0], axis=smap[0])
+    if sorted(smap) != sorted(set(smap)) or not set(collapsed) <= set(smap):
+        raise Unsupported("a gather that collapses dims it does not index")
+    y, axes = _indexed(ctx, x, parts, smap)
+    nb = parts[0].type.rank
+    have = _layout(r, axes, nb)
+    offs = [a for a in range(r) if a not in collapsed]  # the offset dims, in operand order
+    want: list = [None] * len(out)
+    for pos, a in zip(offset, offs):
+        want[pos] = ("x", a)
+    rest = iter(range(nb))
+    want = [w if w is not None else ("b", next(rest)) for w in want]
+    want_kept = [w for w in want if w in have]
+    if want_kept != have:
+        y = ctx.op("transpose", y, perm=[have.index(w) for w in want_kept])
+    if len(want_kept) != len(want):  # indexed dims kept as size-1 offset dims
+        y = ctx.op("reshape", y, shape=_static(out, "gather"))
+    return y
+
+
+def _scatter_body(sop: ShloOp) -> bool:
+    """True for an add (``.at[].add``), False for a set (``.at[].set``)."""
+    block = sop.op.regions[0].blocks[0]
+    ops = [o.operation for o in block.operations]
+    args = list(block.arguments)
+    if len(args) == 2 and len(ops) == 1 and list(ops[0].operands) == [args[1]]:
+        return False
+    from msc.frontend.jax.nn import body_op
+
+    kind = body_op(sop)
+    if kind == "stablehlo.add":
+        return True
+    raise Unsupported(f"a scatter applying {kind or 'a body msc does not recognize'}")
+
+
+@converter("stablehlo.scatter")
+def scatter(ctx: Ctx, sop: ShloOp, *args):
+    """``x.at[idx].set(v)`` / ``.add(v)`` onto index_put."""
+    from jaxlib.mlir.dialects import stablehlo as sh
+
+    if len(args) != 3:
+        raise Unsupported(f"a scatter of {len(args) // 2} operands together")
+    x, idx, upd = args
+    d = sh.ScatterDimensionNumbers(sop.raw("scatter_dimension_numbers"))
+    uw, inserted = list(d.update_window_dims), list(d.inserted_window_dims)
+    smap, ivd = list(d.scattered_dims_to_operand_dims), d.index_vector_dim
+    if list(d.input_batching_dims):
+        raise Unsupported("a batched scatter")
+    accumulate = _scatter_body(sop)
+    shape = _static(x.type.shape, "scatter")
+    ushape = _static(upd.type.shape, "scatter")
+    r = len(shape)
+    if sorted(inserted) != sorted(smap) or len(set(smap)) != len(smap):
+        raise Unsupported("a scatter of windows into dims it indexes (not x.at[idx])")
+    window = [a for a in range(r) if a not in inserted]
+    if [ushape[p] for p in uw] != [shape[a] for a in window]:
+        raise Unsupported(
+            f"a scatter of windows {[ushape[p] for p in uw]} smaller than the operand {shape}"
+        )
+    parts = [ctx.cast(p, DType.INT64) for p in _index_parts(ctx, idx, ivd)]
+    order = sorted(range(len(smap)), key=lambda i: smap[i])
+    axes, parts = [smap[i] for i in order], [parts[i] for i in order]
+    nb = parts[0].type.rank
+    # the updates' dims as labels, put into the layout of x[idx]
+    have: list = [None] * len(ushape)
+    for p, a in zip(uw, window):
+        have[p] = ("x", a)
+    rest = iter(range(nb))
+    have = [h if h is not None else ("b", next(rest)) for h in have]
+    want = _layout(r, axes, nb)
+    if have != want:
+        upd = ctx.op("transpose", upd, perm=[have.index(w) for w in want])
+    return ctx.op("index_put", x, upd, *parts, axes=axes, accumulate=accumulate)
+
+
+def _start(ctx: Ctx, s, n: int):
+    """A run-time start clamped into [0, n] as a 1-element i64 tensor."""
+    s = _clamp_index(ctx, ctx.cast(s, DType.INT64), n + 1)
+    return ctx.op("reshape", s, shape=[1])
+
+
+def _const_int(v) -> int | None:
+    p = v.producer
+    if p is not None and p.op == "constant" and p.attrs["value"].size == 1:
+        return int(p.attrs["value"].reshape(-1)[0])
+    return None
+
+
+@converter("stablehlo.dynamic_slice")
+def dynamic_slice(ctx: Ctx, sop: ShloOp, x, *starts):
+    """``lax.dynamic_slice``: a slice whose starts are clamped so the window fits."""
+    sizes = sop.attr("slice_sizes")
+    shape = _static(x.type.shape, "dynamic_slice")
+    axes = [a for a in range(len(shape)) if sizes[a] != shape[a]]
+    if not axes:
+        return ctx.op("identity", x)
+    known = [_const_int(starts[a]) for a in axes]
+    if all(k is not None for k in known):
+        lo = [min(max(k, 0), shape[a] - sizes[a]) for k, a in zip(known, axes)]  # type: ignore
+        ends = [s + sizes[a] for s, a in zip(lo, axes)]
+        return ctx.op("slice", x, starts=lo, ends=ends, axes=axes)
+    lo = [_start(ctx, starts[a], shape[a] - sizes[a]) for a in axes]
+    begin = lo[0] if len(lo) == 1 else ctx.op("concat", *lo, axis=0)
+    end = ctx.op("add", begin, ctx.const(np.array([sizes[a] for a in axes]), DType.INT64))
+    return ctx.op("slice", x, begin, end, axes=axes)
+
+
+@converter("stablehlo.dynamic_update_slice")
+def dynamic_update_slice(ctx: Ctx, sop: ShloOp, x, upd, *starts):
+    """``lax.dynamic_update_slice`` onto index_put: x[s0:s0+n0, ...] = update, each index a
+    range from its (clamped) start."""
+    shape = _static(x.type.shape, "dynamic_update_slice")
+    ushape = _static(upd.type.shape, "dynamic_update_slice")
+    cut = [a for a in range(len(shape)) if ushape[a] != shape[a]]
+    if not cut:
+        return ctx.op("identity", upd)
+    axes = list(range(cut[0], cut[-1] + 1))
+    parts = []
+    for j, a in enumerate(axes):
+        n = ushape[a]
+        ar = ctx.op("arange", start=0.0, end=float(n), step=1.0, dtype=DType.INT64)
+        if a in cut:
+            s = _const_int(starts[a])
+            if s is None:
+                lo = _clamp_index(ctx, ctx.cast(starts[a], DType.INT64), shape[a] - n + 1)
+                ar = ctx.op("add", ar, lo)
+            elif min(max(s, 0), shape[a] - n):
+                ar = ctx.op("add", ar, ctx.const(min(max(s, 0), shape[a] - n), DType.INT64))
+        view = [1] * len(axes)
+        view[j] = n
+        parts.append(ctx.op("reshape", ar, shape=view) if len(axes) > 1 else ar)
+    return ctx.op("index_put", x, upd, *parts, axes=axes, accumulate=False)
