@@ -358,8 +358,7 @@ CASES = [
 
 # Rows the ONNX path does not run yet, each with its reason; a row that starts passing fails
 # (strict), so the list stays true.
-ONNX_EXPECTED_FAILURES = {
-}
+ONNX_EXPECTED_FAILURES = {}
 # Rows whose round trip writes some ops another way (a reduction as MUL + SUM, a constant
 # folded, an int32 bias dequantized at write time), so only the numbers are compared.
 REWRITTEN = {"L2_NORMALIZATION", "FILL"}
