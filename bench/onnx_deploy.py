@@ -1,11 +1,13 @@
 """msc's ONNX files against torch.onnx's, as a deployment engineer sees them (issue 34).
 
-    python bench/onnx_deploy.py [--quick] [--models resnet50 bert-base gpt2 llama-100m]
+    python bench/onnx_deploy.py [--quick] [--models resnet50 bert-base gpt2 llama-100m vit-b16]
                                 [--iters 20] [--loads 5]
 
-Per model (bench/models.py), three files of one export: msc's optimized file (the default),
-msc's written node for node (``optimize=False``), torch.onnx's (dynamo, its own opset). For
-each, in one process, one onnxruntime thread, CPU provider:
+Per model (bench/models.py), the files of one export: msc's optimized file (the default),
+msc's written node for node (``optimize=False``), for transformers msc's with attention as
+MatMul/Softmax (``decompose=("attention",)``: the file for onnxruntime's transformer optimizer,
+whose shape inference reads ONNX ``Attention`` as com.microsoft's and gives up), torch.onnx's
+(dynamo, its own opset). For each, in one process, one onnxruntime thread, CPU provider:
 
 - nodes: the file's node count, ``Constant`` nodes among them, initializers;
 - ort nodes: the node count after onnxruntime's own optimizations (ORT_ENABLE_ALL), read from
@@ -13,7 +15,8 @@ each, in one process, one onnxruntime thread, CPU provider:
 - load: median session-creation time (``--loads`` sessions each, interleaved);
 - run: median ``session.run`` time (calls interleaved across the files, as bench/measure.race);
 - fusions: onnxruntime.transformers.optimizer's fused-op statistics (model type bert for BERT,
-  gpt2 for GPT-2 and Llama; not run for CNNs), or the error it raised.
+  vit for ViT, gpt2 for GPT-2 and Llama; not run for CNNs), or the error it raised. Its
+  "Attention" count includes ONNX's own ``Attention`` op, which it does not fuse but counts.
 
 Outputs are checked against the eager model first (bench/measure.compare). Prints one line per
 file and model; nothing is written outside a temporary directory.
@@ -34,7 +37,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
-MODEL_TYPES = {"bert-base": "bert", "gpt2": "gpt2", "llama-100m": "gpt2"}
+MODEL_TYPES = {"bert-base": "bert", "gpt2": "gpt2", "llama-100m": "gpt2", "vit-b16": "vit"}
 
 
 def _options(level=None):
@@ -92,7 +95,9 @@ def _counts(path: Path) -> tuple[int, int, int]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="small configurations of each model")
-    ap.add_argument("--models", nargs="*", default=["resnet50", "bert-base", "gpt2", "llama-100m"])
+    ap.add_argument(
+        "--models", nargs="*", default=["resnet50", "bert-base", "gpt2", "llama-100m", "vit-b16"]
+    )
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--loads", type=int, default=5)
     a = ap.parse_args()
@@ -115,6 +120,10 @@ def main() -> None:
                 "msc": codegen.onnx.save(g, tmp / "msc.onnx"),
                 "msc-plain": codegen.onnx.save(g, tmp / "msc_plain.onnx", optimize=False),
             }
+            if name in MODEL_TYPES:
+                files["msc-ortopt"] = codegen.onnx.save(
+                    g, tmp / "msc_ortopt.onnx", decompose=("attention",)
+                )
             try:
                 torch.onnx.export(b.model, b.args, str(tmp / "torch.onnx"), dynamo=True)
                 files["torch.onnx"] = tmp / "torch.onnx"
