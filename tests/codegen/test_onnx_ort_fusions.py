@@ -120,3 +120,30 @@ def test_decompose_names_an_op_with_a_decomposition():
     g = msc.from_torch(torch.nn.ReLU(), (torch.randn(2, 3),))
     with pytest.raises(ConversionError, match="no_such_op"):
         conx.to_model(g, decompose=("no_such_op",))
+
+
+class _SDPA(torch.nn.Module):
+    def forward(self, q, k, v):
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+
+def test_convert_decompose_flag_writes_and_checks_matmul_softmax(tmp_path):
+    import contextlib
+    import io
+
+    from msc.cli import main
+
+    args = tuple(torch.randn(1, 2, 8, 4) for _ in range(3))
+    src = msc.save(msc.from_torch(_SDPA(), args), tmp_path / "sdpa.msc")
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(
+            ["convert", str(src), "-o", str(tmp_path / "a.onnx"), "--decompose", "attention"]
+        )
+    assert code == 0, out.getvalue()
+    ops = Counter(n.op_type for n in onnx.load(str(tmp_path / "a.onnx")).graph.node)
+    assert ops["Attention"] == 0 and ops["Softmax"] == 1, ops
+    r = msc.convert(src, tmp_path / "b.onnx")  # the default: ONNX Attention where it has a kernel
+    assert r.ok
+    with pytest.raises(msc.errors.MscError, match="onnx target only"):
+        msc.convert(src, tmp_path / "t", to="torch", decompose=("attention",))
