@@ -82,11 +82,24 @@ def _llama(quick: bool) -> tuple[torch.nn.Module, tuple, str]:
     return LlamaModel(cfg), (ids,), f"LlamaModel ~100M (768 wide, 12 layers, GQA 12/4), 1x{SEQ}"
 
 
+def _vit(quick: bool) -> tuple[torch.nn.Module, tuple, str]:
+    from transformers import ViTConfig, ViTModel
+
+    kw = dict(num_hidden_layers=2, hidden_size=128, num_attention_heads=4, intermediate_size=512)
+    cfg = ViTConfig(**kw) if quick else ViTConfig()
+    return (
+        ViTModel(cfg, add_pooling_layer=False),
+        (torch.randn(1, 3, cfg.image_size, cfg.image_size),),
+        "ViTModel(ViTConfig()) B/16, 1x3x224x224",
+    )
+
+
 MODELS: dict[str, Callable[[bool], tuple[torch.nn.Module, tuple, str]]] = {
     "resnet50": _resnet,
     "bert-base": _bert,
     "gpt2": _gpt2,
     "llama-100m": _llama,
+    "vit-b16": _vit,
 }
 
 

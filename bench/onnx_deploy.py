@@ -1,11 +1,13 @@
 """msc's ONNX files against torch.onnx's, as a deployment engineer sees them (issue 34).
 
-    python bench/onnx_deploy.py [--quick] [--models resnet50 bert-base gpt2 llama-100m]
+    python bench/onnx_deploy.py [--quick] [--models resnet50 bert-base gpt2 llama-100m vit-b16]
                                 [--iters 20] [--loads 5]
 
-Per model (bench/models.py), three files of one export: msc's optimized file (the default),
-msc's written node for node (``optimize=False``), torch.onnx's (dynamo, its own opset). For
-each, in one process, one onnxruntime thread, CPU provider:
+Per model (bench/models.py), the files of one export: msc's optimized file (the default),
+msc's written node for node (``optimize=False``), for transformers msc's with attention as
+MatMul/Softmax (``decompose=("attention",)``: the file for onnxruntime's transformer optimizer,
+whose shape inference reads ONNX ``Attention`` as com.microsoft's and gives up), torch.onnx's
+(dynamo, its own opset). For each, in one process, one onnxruntime thread, CPU provider:
 
 - nodes: the file's node count, ``Constant`` nodes among them, initializers;
 - ort nodes: the node count after onnxruntime's own optimizations (ORT_ENABLE_ALL), read from
@@ -13,16 +15,20 @@ each, in one process, one onnxruntime thread, CPU provider:
 - load: median session-creation time (``--loads`` sessions each, interleaved);
 - run: median ``session.run`` time (calls interleaved across the files, as bench/measure.race);
 - fusions: onnxruntime.transformers.optimizer's fused-op statistics (model type bert for BERT,
-  gpt2 for GPT-2 and Llama; not run for CNNs), or the error it raised.
+  vit for ViT, gpt2 for GPT-2 and Llama; not run for CNNs), or the error it raised. Its
+  "Attention" count includes ONNX's own ``Attention`` op, which it does not fuse but counts.
 
 Outputs are checked against the eager model first (bench/measure.compare). Prints one line per
-file and model; nothing is written outside a temporary directory.
+file and model; ``--json PATH`` also writes the figures there (bench/results/onnx_deploy.json
+is what bench/report.py puts in docs/performance.md); nothing else is written outside a
+temporary directory.
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import json
 import statistics
 import sys
 import tempfile
@@ -34,7 +40,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
-MODEL_TYPES = {"bert-base": "bert", "gpt2": "gpt2", "llama-100m": "gpt2"}
+MODEL_TYPES = {"bert-base": "bert", "gpt2": "gpt2", "llama-100m": "gpt2", "vit-b16": "vit"}
 
 
 def _options(level=None):
@@ -66,9 +72,10 @@ def _ort_nodes(path: Path, tmp: Path) -> int:
     return len(onnx.load(str(out), load_external_data=False).graph.node)
 
 
-def _fusions(path: Path, model_type: str | None) -> str:
+def _fusions(path: Path, model_type: str | None) -> dict[str, int] | str | None:
+    """The optimizer's fused-op counts (non-zero ones), its error as a string, or None."""
     if model_type is None:
-        return "-"
+        return None
     try:
         from onnxruntime.transformers.optimizer import optimize_model
 
@@ -78,7 +85,15 @@ def _fusions(path: Path, model_type: str | None) -> str:
         stats = m.get_fused_operator_statistics()
     except Exception as e:  # noqa: BLE001 - the optimizer's own failure is a result here
         return f"error: {type(e).__name__}: {str(e)[:80]}"
-    return ", ".join(f"{k} {v}" for k, v in sorted(stats.items()) if v) or "none"
+    return {k: v for k, v in sorted(stats.items()) if v}
+
+
+def _said(fusions: dict[str, int] | str | None) -> str:
+    if fusions is None:
+        return "-"
+    if isinstance(fusions, str):
+        return fusions
+    return ", ".join(f"{k} {v}" for k, v in fusions.items()) or "none"
 
 
 def _counts(path: Path) -> tuple[int, int, int]:
@@ -92,9 +107,12 @@ def _counts(path: Path) -> tuple[int, int, int]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="small configurations of each model")
-    ap.add_argument("--models", nargs="*", default=["resnet50", "bert-base", "gpt2", "llama-100m"])
+    ap.add_argument(
+        "--models", nargs="*", default=["resnet50", "bert-base", "gpt2", "llama-100m", "vit-b16"]
+    )
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--loads", type=int, default=5)
+    ap.add_argument("--json", help="also write the figures to this file")
     a = ap.parse_args()
 
     import measure
@@ -105,6 +123,20 @@ def main() -> None:
     import msc
 
     torch.set_num_threads(1)
+    import onnxruntime
+
+    out: dict = {
+        "environment": {
+            "date": time.strftime("%Y-%m-%d"),
+            "commit": _commit(),
+            "torch": torch.__version__,
+            "onnxruntime": onnxruntime.__version__,
+            "quick": a.quick,
+            "iters": a.iters,
+            "loads": a.loads,
+        },
+        "models": {},
+    }
     for name in a.models:
         b = models.build(name, a.quick)
         tmp = Path(tempfile.mkdtemp())
@@ -115,6 +147,10 @@ def main() -> None:
                 "msc": codegen.onnx.save(g, tmp / "msc.onnx"),
                 "msc-plain": codegen.onnx.save(g, tmp / "msc_plain.onnx", optimize=False),
             }
+            if name in MODEL_TYPES:
+                files["msc-ortopt"] = codegen.onnx.save(
+                    g, tmp / "msc_ortopt.onnx", decompose=("attention",)
+                )
             try:
                 torch.onnx.export(b.model, b.args, str(tmp / "torch.onnx"), dynamo=True)
                 files["torch.onnx"] = tmp / "torch.onnx"
@@ -141,16 +177,43 @@ def main() -> None:
             {k: (lambda s=s, f=feeds[k]: s.run(None, f)) for k, s in sessions.items()}, a.iters
         )
         print(f"{name}: {b.description}{' (quick)' if a.quick else ''}", flush=True)
+        rows = out["models"][name] = {"description": b.description, "files": {}}
         for key, path in files.items():
             nodes, consts, inits = _counts(path)
+            row = rows["files"][key] = {
+                "nodes": nodes,
+                "constants": consts,
+                "initializers": inits,
+                "ort_nodes": _ort_nodes(path, tmp),
+                "load_s": statistics.median(loads[key]),
+                "run_s": runs[key],
+                "fusions": _fusions(path, MODEL_TYPES.get(name)),
+            }
             print(
                 f"  {key:10s} nodes {nodes:5d} (Constant {consts:3d}, initializers {inits:4d}), "
-                f"ort nodes {_ort_nodes(path, tmp):5d}, "
-                f"load {statistics.median(loads[key]) * 1e3:8.1f} ms, "
-                f"run {runs[key] * 1e3:8.2f} ms, "
-                f"fusions: {_fusions(path, MODEL_TYPES.get(name))}",
+                f"ort nodes {row['ort_nodes']:5d}, "
+                f"load {row['load_s'] * 1e3:8.1f} ms, "
+                f"run {row['run_s'] * 1e3:8.2f} ms, "
+                f"fusions: {_said(row['fusions'])}",
                 flush=True,
             )
+        if a.json:
+            Path(a.json).write_text(json.dumps(out, indent=1) + "\n")
+
+
+def _commit() -> str:
+    import subprocess
+
+    try:
+        return subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=HERE,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
 
 
 if __name__ == "__main__":

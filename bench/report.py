@@ -8,8 +8,8 @@ The page is only ever generated: tests/docs/test_generated.py fails when the com
 differs from what this script makes of the committed JSON, so the figures cannot drift from
 the run they came from.
 
-# NOTE: reads JSON only (bench/results/bench.json, llama13b.json, relax.json); imports neither
-# torch nor msc, so the page can be checked anywhere.
+# NOTE: reads JSON only (bench/results/bench.json, llama13b.json, relax.json,
+# onnx_deploy.json); imports neither torch nor msc, so the page can be checked anywhere.
 """
 
 from __future__ import annotations
@@ -157,7 +157,50 @@ def _relax_section(rows: list[dict]) -> list[str]:
     return lines
 
 
-def page(results: dict, relax: list[dict] | None = None) -> str:
+def _deploy_section(d: dict) -> list[str]:
+    """msc's ONNX files against torch.onnx's as a deployment engineer sees them
+    (bench/onnx_deploy.py)."""
+    env = d["environment"]
+    lines = [
+        "## ONNX files for deployment",
+        "",
+        "Generated from `bench/results/onnx_deploy.json`, written by",
+        "`python bench/onnx_deploy.py --json bench/results/onnx_deploy.json`",
+        f"({env['date']}, commit {env['commit']}, torch {env['torch']}, onnxruntime "
+        f"{env['onnxruntime']}{', quick sizes' if env['quick'] else ''}).",
+        "Per model: msc's default file; msc's written node for node (`optimize=False`); msc's",
+        'with attention as MatMul/Softmax (`decompose=("attention",)`, the file for',
+        "onnxruntime's transformer optimizer); torch.onnx's (dynamo).",
+        f"One onnxruntime thread, CPU. Load: median session creation of {env['loads']}. Run:",
+        f"median `session.run` of {env['iters']}, calls interleaved across the files. (x): the",
+        "ratio to torch.onnx's file. ort nodes: after onnxruntime's own optimizations.",
+        "Fusions: `onnxruntime.transformers.optimizer`'s fused-op counts (its `Attention` count",
+        "includes ONNX's own `Attention` op, which it counts but does not fuse).",
+        "",
+        "| model | file | nodes | ort nodes | load ms | run ms | optimizer fusions |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for model, r in d["models"].items():
+        ref = r["files"].get("torch.onnx")
+        for key, f in r["files"].items():
+            load, run = f"{f['load_s'] * 1e3:.1f}", f"{f['run_s'] * 1e3:.2f}"
+            if ref and key != "torch.onnx":
+                load += f" ({f['load_s'] / ref['load_s']:.2f}x)"
+                run += f" ({f['run_s'] / ref['run_s']:.2f}x)"
+            fu = f["fusions"]
+            if fu is None:
+                fused = "-"
+            elif isinstance(fu, str):
+                fused = fu.replace("|", "/")
+            else:
+                fused = ", ".join(f"{k} {v}" for k, v in fu.items()) or "none"
+            lines.append(
+                f"| {model} | {key} | {f['nodes']} | {f['ort_nodes']} | {load} | {run} | {fused} |"
+            )
+    return lines
+
+
+def page(results: dict, relax: list[dict] | None = None, deploy: dict | None = None) -> str:
     """docs/performance.md, generated from one bench run (and the last Relax timings): how to
     reproduce it, the machine and commit, every target with its figure, and the tables."""
     env = results["environment"]
@@ -190,6 +233,8 @@ def page(results: dict, relax: list[dict] | None = None) -> str:
     lines += ["", "## Tables", "", "```", results["table"].rstrip(), "```"]
     if relax:
         lines += ["", *_relax_section(relax)]
+    if deploy:
+        lines += ["", *_deploy_section(deploy)]
     return "\n".join(lines) + "\n"
 
 
@@ -197,17 +242,22 @@ def _load(path: Path) -> dict | list | None:
     return json.loads(path.read_text()) if path.is_file() else None
 
 
+def _extra() -> tuple:
+    """The sections from the other benches' saved results (None where there are none)."""
+    return _load(RESULTS / "relax.json"), _load(RESULTS / "onnx_deploy.json")
+
+
 def build(bench: Path = RESULTS / "bench.json") -> str:
     """The page from the committed results (what the test compares docs/performance.md with)."""
     results = _load(bench)
     if results is None:
         raise SystemExit(f"{bench}: no bench results; run bench/run.py first")
-    return page(results, _load(RESULTS / "relax.json"))  # type: ignore[arg-type]
+    return page(results, *_extra())
 
 
 def write_page(results: dict, path: Path = PAGE) -> None:
     """Rewrite docs/performance.md from a run's results."""
-    path.write_text(page(results, _load(RESULTS / "relax.json")))  # type: ignore[arg-type]
+    path.write_text(page(results, *_extra()))
     print(f"rewrote {path}")
 
 

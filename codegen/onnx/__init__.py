@@ -12,6 +12,7 @@ at once in one ``msc.errors.UnsupportedOpsError``.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import onnx
@@ -63,7 +64,9 @@ def to_model(
             ``Constant`` nodes, weights pre-transposed, BatchNorm folded into its Conv/Gemm,
             squares as ``Pow``, identical constants shared); False writes the graph node
             for node.
-        **kwargs: passed to ``ModelBuilder`` (``emitters``, ``decompositions``, ``value_infos``).
+        **kwargs: passed to ``ModelBuilder`` (``emitters``, ``decompositions``, ``value_infos``,
+            ``decompose``: ops written through their decompositions, e.g. ``("attention",)``
+            for onnxruntime's transformer optimizer).
 
     Returns:
         The ModelProto; ``onnx.checker.check_model(m, full_check=True)`` accepts it.
@@ -76,20 +79,20 @@ def to_model(
     return ModelBuilder(graph, opset, optimize=optimize, **kwargs).run()
 
 
-def as_written(graph: Graph, opset: int | None = None) -> Graph:
+def as_written(graph: Graph, opset: int | None = None, decompose: Iterable[str] = ()) -> Graph:
     """``graph`` as the ONNX model written at ``opset`` (None: ``choose_opset(graph)``'s)
     holds it, to compare a re-import of the model with: the nodes written through their
     decompositions (floor division, ``ne``: ops ONNX does not have) lowered by the same rules,
-    the weights no node reads left out (``written_weights``). ``graph`` itself is not
-    changed. This is the model written node for node (``optimize=False``); the optimized
-    one's re-import is equivalent to it up to the rewrites ``msc diff`` knows (constants
-    folded, a transposed weight absorbed into ``linear``, batch_norm folded into conv /
-    linear), which is how ``msc convert`` checks it."""
+    the weights no node reads left out (``written_weights``); ``decompose`` as for
+    ``to_model``. ``graph`` itself is not changed. This is the model written node for node
+    (``optimize=False``); the optimized one's re-import is equivalent to it up to the
+    rewrites ``msc diff`` knows (constants folded, a transposed weight absorbed into
+    ``linear``, batch_norm folded into conv / linear), which is how ``msc convert`` checks it."""
     from msc.ops.rewrite import copy_graph
 
     if opset is None:
-        opset, _ = choose_opset(graph)
-    out = ModelBuilder(graph, opset, value_infos=False).lowered(opset)
+        opset, _ = choose_opset(graph, decompose=decompose)
+    out = ModelBuilder(graph, opset, value_infos=False, decompose=decompose).lowered(opset)
     keep = {w.name for w in written_weights(out)}
     if len(keep) == len(out.weights):
         return out

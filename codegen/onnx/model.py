@@ -26,7 +26,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import onnx
@@ -121,6 +121,10 @@ class ModelBuilder:
         optimize: run ``codegen.onnx.optimize.optimize_model`` on the written model (constants
             as initializers, constant subgraphs folded, BatchNorm folded into its Conv/Gemm,
             squares as Pow, identical constants shared); False writes node for node.
+        decompose: canonical ops written through their decompositions even where the opset
+            has an op for them: ``("attention",)`` writes MatMul/Softmax instead of ONNX
+            ``Attention``, the form onnxruntime's transformer optimizer fuses around (its
+            shape inference takes ONNX ``Attention`` for com.microsoft's and gives up).
     """
 
     def __init__(
@@ -133,6 +137,7 @@ class ModelBuilder:
         external: Callable[[Weight], onnx.TensorProto | None] | None = None,
         value_infos: bool = True,
         optimize: bool = False,
+        decompose: Iterable[str] = (),
     ) -> None:
         self.graph = channels_first(graph)  # ONNX's Conv and pools are channels first
         self.optimize = optimize
@@ -147,6 +152,10 @@ class ModelBuilder:
             )
         self.emitters = emitters or default_emitters
         self.decompositions = decompositions or default_decompositions
+        self.decompose = frozenset(decompose)
+        lacking = sorted(op for op in self.decompose if op not in self.decompositions)
+        if lacking:
+            raise ConversionError(f"no decomposition to write {', '.join(lacking)} through")
         self.external = external
         self.value_infos = value_infos
         self._start(self._asked or 0)
@@ -214,7 +223,7 @@ class ModelBuilder:
             return self._custom(node, custom, ins, outs)
         reasons: list[str] = []
         ins = _pad(node.op, ins)
-        em = self.emitters.lookup(node.op, self.opset)
+        em = None if node.op in self.decompose else self.emitters.lookup(node.op, self.opset)
         if em is not None:
             base = node.name or outs[0]
             e = Emit(self.opset, self._fresh_name, base, node, self.subgraph)
@@ -224,6 +233,8 @@ class ModelBuilder:
                 reasons.append(f"emitter (opset {em.since}+): {u}")
             else:
                 return self._bind(e.nodes, result, outs, node, base)
+        elif node.op in self.decompose:
+            reasons.append("written through its decomposition as asked")
         else:
             vs = self.emitters.versions(node.op)
             reasons.append(f"no emitter before opset {vs[0]}" if vs else "no ONNX emitter")
@@ -483,7 +494,8 @@ class ModelBuilder:
             if id(n) in own:
                 return id(n) in picked
             # a node a rule built: lowered again where emission finds no emitter for it
-            return self.emitters.lookup(n.op, opset) is None and n.op in self.decompositions
+            emitted = n.op not in self.decompose and self.emitters.lookup(n.op, opset) is not None
+            return not emitted and n.op in self.decompositions
 
         return decompose(self.graph, want, rules=self.decompositions)
 

@@ -213,8 +213,8 @@ def choose_opset(graph: Any, **kwargs: Any) -> tuple[int, str]:
 
     Args:
         graph: the msc Graph.
-        **kwargs: ``emitters`` / ``decompositions`` for the trial emissions, as for
-            ``ModelBuilder``.
+        **kwargs: ``emitters`` / ``decompositions`` / ``decompose`` for the trial emissions,
+            as for ``ModelBuilder``.
 
     Raises:
         UnsupportedOpsError: the graph cannot be written at the newest opset either (the
@@ -222,7 +222,7 @@ def choose_opset(graph: Any, **kwargs: Any) -> tuple[int, str]:
     """
     from codegen.onnx.model import ModelBuilder
 
-    kw = {k: v for k, v in kwargs.items() if k in ("emitters", "decompositions")}
+    kw = {k: v for k, v in kwargs.items() if k in ("emitters", "decompositions", "decompose")}
     builder = ModelBuilder(graph, None, external=_no_data, value_infos=False, **kw)
     opset, why, _ = pick_opset(graph, builder.emit_nodes, builder.sample_nodes)
     return opset, why

@@ -8,8 +8,9 @@
   ``onnx.reference``) and its outputs become initializers, when each is at most
   ``FOLD_LIMIT`` elements (the budget ``msc diff`` folds under) or the fold frees at least as
   many bytes as it adds (a ``Transpose`` of a Linear weight read nowhere else: the weight is
-  stored pre-transposed); never when it would store a copy of a weight that something else
-  still reads (a tied embedding's transpose stays, so the embedding is stored once);
+  stored pre-transposed, as ``<weight>~T``); never when it would store a copy of a weight
+  that something else still reads (a tied embedding's transpose stays, so the embedding is
+  stored once);
 - ``BatchNormalization`` (inference: no ``training_mode``) folded into the ``Conv`` or
   ``Gemm`` before it when that node's output feeds only the BatchNorm and every parameter is
   an initializer;
@@ -23,7 +24,8 @@
 #   is left as written, and the names it reads from outside are kept.
 # - Graph inputs, graph outputs, initializers that are also graph inputs and what a
 #   control-flow node (If, Loop, Scan) reads are never folded, renamed or dropped. A folded
-#   value keeps its name (the initializer is named as the value it replaces); a conv that
+#   value keeps its name (the initializer is named as the value it replaces), except a
+#   weight's folded Transpose, named ``<weight>~T`` after the weight it holds; a conv that
 #   absorbed a BatchNorm keeps its weight's and bias's names and takes the BatchNorm's
 #   output name, so names the model's metadata and ``verify`` read stay.
 # - Every rewrite is exact up to float rounding of the folded arithmetic (BatchNorm's scale
@@ -148,6 +150,27 @@ def _uses(graph: onnx.GraphProto) -> Counter[str]:
     return used
 
 
+def _names(graph: onnx.GraphProto) -> set[str]:
+    """Every value name of ``graph`` and of its subgraphs."""
+    out = {v.name for v in [*graph.input, *graph.output, *graph.initializer, *graph.value_info]}
+    for n in graph.node:
+        out.update(n.input)
+        out.update(n.output)
+        for a in n.attribute:
+            for sub in [a.g] if a.HasField("g") else list(a.graphs):
+                out |= _names(sub)
+    return out
+
+
+def _fresh(name: str, taken: set[str]) -> str:
+    k, out = 0, name
+    while out in taken:
+        k += 1
+        out = f"{name}__{k}"
+    taken.add(out)
+    return out
+
+
 def _rename_inputs(graph: onnx.GraphProto, renames: dict[str, str]) -> None:
     for n in graph.node:
         for i, name in enumerate(n.input):
@@ -195,6 +218,12 @@ def optimize_model(
         if any(a.HasField("g") or a.graphs for a in n.attribute):
             pinned.update(i for i in n.input if i)
 
+    taken = _names(g)
+    renames: dict[str, str] = {}  # a folded Transpose's output -> its weight, then its name
+    # Constants are shared, the graph's weights are not: two parameters equal today (zero
+    # biases of a fresh model) are two parameters (a quantizer or an editor treats them so).
+    weights = set(data.protos)
+
     # Constants and constant subgraphs, in topological order.
     for k, n in enumerate(g.node):
         if (
@@ -231,7 +260,22 @@ def optimize_model(
             for name, o in zip(n.output, outs):
                 if name:
                     new[name] = o
+            source = n.input[0] if n.op_type == "Transpose" else ""
+            if source in data.protos and not uses[source]:
+                renames[n.output[0]] = source
             done["constants as initializers" if n.op_type == "Constant" else "nodes folded"] += 1
+    # A weight stored pre-transposed is named after the weight it is (``<weight>~T``), not
+    # after the Transpose's output.
+    for old, source in list(renames.items()):
+        if uses[old] and old in new:
+            name = renames[old] = _fresh(f"{source}~T", taken)
+            new[name] = new.pop(old)
+            uses[name] = uses.pop(old)
+            weights.add(name)
+        else:
+            del renames[old]
+    if renames:
+        _rename_inputs(g, renames)
 
     producer = {o: k for k, n in enumerate(g.node) if k not in removed for o in n.output}
     done["batch norms folded"] += _fold_batch_norms(g, producer, removed, uses, const, value, new)
@@ -240,9 +284,7 @@ def optimize_model(
     keep = [n for k, n in enumerate(g.node) if k not in removed]
     del g.node[:]
     g.node.extend(keep)
-    # Constants are shared, the graph's weights are not: two parameters equal today (zero
-    # biases of a fresh model) are two parameters (a quantizer or an editor treats them so).
-    weights = set(data.protos) | {n for n in new if n.endswith(("~bn", "~bias"))}  # BN-folded
+    weights |= {n for n in new if n.endswith(("~bn", "~bias"))}  # BN-folded
     shareable = {n for n in new if n not in weights}
     _write_initializers(g, new, shareable, pinned, done)
     made = {o for n in g.node for o in n.output}

@@ -23,6 +23,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
@@ -87,6 +88,7 @@ def save(
     size_threshold: int = 1024,
     optimize: bool = True,
     done: dict[str, int] | None = None,
+    decompose: Iterable[str] = (),
 ) -> Path:
     """Write ``graph`` as an ONNX model file.
 
@@ -103,6 +105,9 @@ def save(
         optimize: fold what is constant before writing (see ``codegen.onnx.to_model``);
             False writes the graph node for node.
         done: a dict to fill with what the optimization did (rewrite -> count).
+        decompose: canonical ops written through their decompositions even where the opset
+            has an op for them (``("attention",)``: MatMul/Softmax for onnxruntime's
+            transformer optimizer; see ``ModelBuilder``).
 
     Returns:
         The path of the model file.
@@ -169,7 +174,9 @@ def save(
                 data_f.write(b"\0" * pad)  # type: ignore[union-attr]
                 offset += pad
 
-        builder = ModelBuilder(graph, opset, external=external, optimize=optimize)
+        builder = ModelBuilder(
+            graph, opset, external=external, optimize=optimize, decompose=decompose
+        )
         model = builder.run()
         if done is not None:
             done.update(builder.optimized)

@@ -204,6 +204,7 @@ def _write(
     report: ConvertReport,
     optimize: bool = True,
     flat: bool = False,
+    decompose: Sequence[str] = (),
 ) -> None:
     if target == "msc":
         import msc
@@ -247,8 +248,15 @@ def _write(
         if opset is not None:
             report.opset, report.opset_reason = opset, "--opset"
         else:  # the API's default, and why
-            report.opset, report.opset_reason = choose_opset(g)
-        save(g, dest, opset=report.opset, optimize=optimize, done=report.optimized)
+            report.opset, report.opset_reason = choose_opset(g, decompose=decompose)
+        save(
+            g,
+            dest,
+            opset=report.opset,
+            optimize=optimize,
+            done=report.optimized,
+            decompose=decompose,
+        )
 
 
 def _stage(out: Path, target: str) -> tuple[Path, Path]:
@@ -298,6 +306,7 @@ def convert(
     allow_changes: bool = False,
     optimize: bool = True,
     flat: bool = False,
+    decompose: Sequence[str] = (),
 ) -> ConvertReport:
     """Convert ``src`` to ``out`` (see the module docstring). Raises MscError for user errors;
     a failed check is reported (``ok`` False) and nothing is written. The output read back
@@ -306,7 +315,9 @@ def convert(
     weights and fold BatchNorm before writing (``codegen.onnx.to_model``); False writes the
     graph node for node. The check compares the re-import with the graph before these
     rewrites, as equivalent up to them. ``flat``: a torch target's model.py is one flat forward,
-    not one class per block of the source's module hierarchy."""
+    not one class per block of the source's module hierarchy. ``decompose`` (the onnx
+    target): ops written through their decompositions (``("attention",)``: MatMul/Softmax,
+    what onnxruntime's transformer optimizer fuses around)."""
     if flat and target_for(Path(out), to) != "torch":
         raise MscError("--flat applies to the torch target only")
     say = progress or (lambda s: None)
@@ -318,6 +329,8 @@ def convert(
         raise MscError("--opset applies to the onnx target only")
     if not optimize and target != "onnx":
         raise MscError("--no-optimize applies to the onnx target only")
+    if decompose and target != "onnx":
+        raise MscError("--decompose applies to the onnx target only")
     if (
         not force
         and Path(src).exists()
@@ -350,7 +363,7 @@ def convert(
         with files.uninterrupted():
             tmp, staged = _stage(out_p, target)
         say(f"writing {target}")
-        _write(g, target, staged, opset, report, optimize, flat)
+        _write(g, target, staged, opset, report, optimize, flat, decompose)
         if check:
             say("re-importing the output")
             if target == "torch":
@@ -405,7 +418,7 @@ def convert(
                 if target == "onnx":
                     from codegen.onnx import as_written
 
-                    written = as_written(g, report.opset)
+                    written = as_written(g, report.opset, decompose)
                 report.structural, report.changes, report.verdict, report.equivalent = _structural(
                     written, again.graph
                 )

@@ -273,6 +273,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
             allow_changes=args.allow_changes,
             optimize=not args.no_optimize,
             flat=args.flat,
+            decompose=args.decompose or (),
         )
     lines: list[str] = []
     if r.ok:
@@ -531,6 +532,14 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="onnx: write the graph node for node (default: constants folded into "
         "initializers, weights pre-transposed, BatchNorm folded into its Conv/Gemm)",
+    )
+    c.add_argument(
+        "--decompose",
+        action="append",
+        metavar="OP",
+        help="onnx: write OP through its decomposition where the opset has it (repeatable; "
+        "'attention': MatMul/Softmax, the form onnxruntime's transformer optimizer fuses "
+        "around, instead of ONNX Attention)",
     )
     _shape_opts(c)
     c.add_argument(

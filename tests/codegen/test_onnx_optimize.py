@@ -245,3 +245,15 @@ def test_convert_checks_the_optimized_file_and_no_optimize_flag(tmp_path) -> Non
     assert _ops(onnx.load(str(tmp_path / "plain.onnx")))["BatchNormalization"] == 3
     with pytest.raises(msc.errors.MscError, match="onnx target only"):
         msc.convert(src, tmp_path / "t", to="torch", optimize=False)
+
+
+def test_pretransposed_weight_is_named_after_its_weight() -> None:
+    m, args = _llama()
+    g = _graph(m, args)
+    opt = conx.to_model(g)
+    names = {t.name for t in opt.graph.initializer}
+    assert "model.layers.0.self_attn.q_proj.weight~T" in names, sorted(names)
+    assert "model.layers.0.self_attn.q_proj.weight" not in names  # stored once, transposed
+    read = {i for n in opt.graph.node for i in n.input}
+    assert {n for n in names if n.endswith("~T")} <= read
+    np.testing.assert_allclose(_run(opt, args), _eager(m, args), rtol=1e-5, atol=1e-5)

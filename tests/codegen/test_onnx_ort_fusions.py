@@ -1,0 +1,149 @@
+"""onnxruntime's transformer optimizer on msc's ONNX files against torch.onnx's (issue 34).
+
+``onnxruntime.transformers.optimizer.optimize_model`` fuses Add + LayerNorm into
+SkipLayerNormalization (RMSNorm: SkipSimplifiedLayerNormalization) only when its symbolic
+shape inference succeeds, and that inference reads any node named ``Attention`` as
+com.microsoft's Attention and aborts on ONNX's. The file written with
+``decompose=("attention",)`` (MatMul/Softmax) is the one for it: per fused op, at least as many
+as in torch.onnx's file of the same model. The default file keeps ONNX ``Attention`` (one
+kernel in the plain onnxruntime session).
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections import Counter
+
+import numpy as np
+import onnx
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("onnxruntime")
+transformers = pytest.importorskip("transformers")
+ort_optimizer = pytest.importorskip(
+    "onnxruntime.transformers.optimizer",
+    reason="onnxruntime.transformers (the transformer optimizer) is not installed",
+)
+
+import codegen.onnx as conx  # noqa: E402
+import msc  # noqa: E402
+from msc.errors import ConversionError  # noqa: E402
+
+SEQ = 16
+
+
+def _bert():
+    cfg = transformers.BertConfig(
+        vocab_size=100,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=SEQ,
+    )
+    return transformers.BertModel(cfg, add_pooling_layer=False), "bert"
+
+
+def _llama():
+    cfg = transformers.LlamaConfig(
+        vocab_size=100,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=SEQ,
+        use_cache=False,
+    )
+    return transformers.LlamaModel(cfg), "gpt2"
+
+
+def _fused(path, model_type: str) -> Counter[str]:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m = ort_optimizer.optimize_model(str(path), model_type=model_type, opt_level=0)
+    return Counter({k: v for k, v in m.get_fused_operator_statistics().items() if v})
+
+
+@pytest.fixture(scope="module", params=[_bert, _llama], ids=["bert", "llama"])
+def files(request, tmp_path_factory):
+    transformers.logging.set_verbosity_error()
+    torch.manual_seed(0)
+    model, model_type = request.param()
+    model.eval()
+    args = (torch.randint(0, 100, (1, SEQ)),)
+    tmp = tmp_path_factory.mktemp(request.param.__name__.strip("_"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        g = msc.from_torch(model, args)
+        out = {
+            "msc": conx.save(g, tmp / "msc.onnx"),
+            "ortopt": conx.save(g, tmp / "ortopt.onnx", decompose=("attention",)),
+        }
+        try:
+            torch.onnx.export(model, args, str(tmp / "torch.onnx"), dynamo=True)
+        except Exception as e:  # noqa: BLE001 - the comparison needs torch.onnx's file
+            pytest.skip(f"torch.onnx.export failed: {type(e).__name__}: {e}")
+    out["torch"] = tmp / "torch.onnx"
+    with torch.inference_mode():
+        ref = model(*args).last_hidden_state.numpy()
+    return out, model_type, args, ref
+
+
+def test_optimizer_fuses_at_least_what_it_fuses_in_torch_onnx(files):
+    paths, model_type, _, _ = files
+    ours, theirs = _fused(paths["ortopt"], model_type), _fused(paths["torch"], model_type)
+    short = {op: (ours[op], n) for op, n in theirs.items() if ours[op] < n}
+    assert not short, f"msc {dict(ours)} vs torch.onnx {dict(theirs)}"
+    assert ours["SkipLayerNormalization"] + ours["SkipSimplifiedLayerNormalization"] > 0
+
+
+def test_default_file_keeps_onnx_attention_and_the_option_writes_matmul_softmax(files):
+    paths, _, args, ref = files
+    import onnxruntime as ort
+
+    native = Counter(n.op_type for n in onnx.load(str(paths["msc"])).graph.node)
+    spelled = Counter(n.op_type for n in onnx.load(str(paths["ortopt"])).graph.node)
+    if conx.has_kernel("Attention", 23):
+        assert native["Attention"] == 2
+    assert spelled["Attention"] == 0 and spelled["Softmax"] == 2
+    torch_nodes = len(onnx.load(str(paths["torch"]), load_external_data=False).graph.node)
+    assert sum(spelled.values()) <= torch_nodes
+    for key in ("msc", "ortopt"):
+        s = ort.InferenceSession(str(paths[key]), providers=["CPUExecutionProvider"])
+        got = s.run(None, {s.get_inputs()[0].name: args[0].numpy()})[0]
+        np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-5)
+
+
+def test_decompose_names_an_op_with_a_decomposition():
+    g = msc.from_torch(torch.nn.ReLU(), (torch.randn(2, 3),))
+    with pytest.raises(ConversionError, match="no_such_op"):
+        conx.to_model(g, decompose=("no_such_op",))
+
+
+class _SDPA(torch.nn.Module):
+    def forward(self, q, k, v):
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+
+def test_convert_decompose_flag_writes_and_checks_matmul_softmax(tmp_path):
+    import contextlib
+    import io
+
+    from msc.cli import main
+
+    args = tuple(torch.randn(1, 2, 8, 4) for _ in range(3))
+    src = msc.save(msc.from_torch(_SDPA(), args), tmp_path / "sdpa.msc")
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(
+            ["convert", str(src), "-o", str(tmp_path / "a.onnx"), "--decompose", "attention"]
+        )
+    assert code == 0, out.getvalue()
+    ops = Counter(n.op_type for n in onnx.load(str(tmp_path / "a.onnx")).graph.node)
+    assert ops["Attention"] == 0 and ops["Softmax"] == 1, ops
+    r = msc.convert(src, tmp_path / "b.onnx")  # the default: ONNX Attention where it has a kernel
+    assert r.ok
+    with pytest.raises(msc.errors.MscError, match="onnx target only"):
+        msc.convert(src, tmp_path / "t", to="torch", decompose=("attention",))
