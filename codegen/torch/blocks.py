@@ -26,7 +26,7 @@ from codegen.torch import code
 from codegen.torch.modules import Holder, ModulePlan
 from msc.ir.graph import Graph, Node, Weight
 
-__all__ = ["Block", "find_blocks", "split_body", "canonical", "loops", "carried_names"]
+__all__ = ["Block", "find_blocks", "outside_weights", "split_body", "canonical", "loops", "carried_names"]
 
 
 @dataclass(eq=False)
@@ -57,7 +57,9 @@ _CONTAINERS = frozenset({"Sequential", "ModuleList", "ModuleDict"})
 
 
 def _owners(graph: Graph) -> dict[Node, str]:
-    """The module of each top-level node; a constant belongs where all its users are."""
+    """The module of each top-level node; a constant belongs where all its users are, and a
+    node with no module (one a frontend or a rewrite made, e.g. an ONNX Split the optimizer
+    rebuilt) where its producers and users all are."""
     owner = {n: n.provenance.module for n in graph.nodes}
     for n in reversed(graph.nodes):
         if n.op != "constant":
@@ -65,6 +67,13 @@ def _owners(graph: Graph) -> dict[Node, str]:
         users = {owner.get(u, u.provenance.module) for v in n.outputs for u, _ in v.uses}
         if users:
             owner[n] = _common(list(users))
+    for n in graph.nodes:
+        if n.op == "constant" or n.provenance.module or n.provenance.stack:
+            continue
+        users = [owner.get(u, u.provenance.module) for v in n.outputs for u, _ in v.uses]
+        made = [owner[v.producer] for v in n.inputs if v is not None and v.producer in owner]
+        if users and made:
+            owner[n] = _common(users + made)
     return owner
 
 
@@ -151,16 +160,28 @@ def find_blocks(graph: Graph, plan: ModulePlan) -> tuple[list[Block], dict[Node,
 
 
 def _reads_inside(nodes: list[Node], plan: ModulePlan, parts: list[str]) -> bool:
+    """Whether the nodes call only modules under ``parts``. Weights from elsewhere are handed
+    in (``outside_weights``)."""
     k = len(parts)
     for n in nodes:
         leaf = plan.node_leaf.get(n)
         if leaf is not None and leaf.prefix.split(".")[:k] != parts:
             return False
+    return True
+
+
+def outside_weights(node_block: dict[Node, Block], plan: ModulePlan) -> list[Weight]:
+    """The weights some block reads from outside its own path (an ONNX file's folded constants,
+    such as the rotary tables every layer reads; a tied weight): the root forward binds each
+    to a local, and the blocks take it as a parameter."""
+    out: dict[str, Weight] = {}
+    for n, b in node_block.items():
+        k = len(b.parts)
         for w in _weights_read(n):
             p = plan.paths.get(w.name)
-            if p is not None and p[:k] != parts:
-                return False
-    return True
+            if p is not None and p[:k] != b.parts:
+                out.setdefault(w.name, w)
+    return list(out.values())
 
 
 def _camel(parts: list[str]) -> str:

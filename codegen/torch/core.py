@@ -34,6 +34,7 @@ from codegen.torch import code, custom, unsigned
 from codegen.torch.blocks import (
     Block,
     canonical,
+    outside_weights,
     carried_names,
     find_blocks,
     loops,
@@ -239,6 +240,8 @@ class TorchCodegen:
         self.top_blocks_: list[Block] = []
         self.node_block_: dict[Node, Block] = {}
         self._base_of: dict[Node, list[str]] = {}  # module path of the class emitting a node
+        # Weights a block reads from outside its path: weight name -> the root's local for it.
+        self._handed: dict[str, ast.expr] = {}
         self.block_classes_: list[ast.ClassDef] = []
         self.ns = Namespace(set(HELPERS) | set(self.base_reserved))
         self._helpers: list[str] = []
@@ -355,6 +358,10 @@ class TorchCodegen:
             self._refs[id(v)] = code.name(ident)
             args.append(ident)
         body: list[ast.stmt] = []
+        for w in outside_weights(self.node_block_, self.plan_):  # type: ignore[arg-type]
+            ident = self.ns.create(w.name, "w")
+            body.append(ast.Assign([ast.Name(ident, ast.Store())], self.plan_.weight_expr(w)))  # type: ignore[union-attr]
+            self._handed[w.name] = code.name(ident)
         for node in self.graph.nodes:
             block = self.node_block_.get(node)
             self.plan_.base = block.parts if block is not None else []  # type: ignore[union-attr]
@@ -514,7 +521,8 @@ class TorchCodegen:
 
     def tensor_expr(self, v: Value) -> ast.expr:
         if isinstance(v, Weight):
-            return self.plan_.weight_expr(v)  # type: ignore[union-attr]
+            handed = self._handed.get(v.name)
+            return handed if handed is not None else self.plan_.weight_expr(v)  # type: ignore[union-attr]
         e = self.py_expr(v)
         if id(v) in self.py_values:
             return code.call("torch.tensor", e, dtype=v.dtype)
