@@ -125,6 +125,10 @@ def find_blocks(graph: Graph, plan: ModulePlan) -> tuple[list[Block], dict[Node,
         parts = m.split(".") if m else []
         for k in range(1, len(parts) + 1):
             paths.add(".".join(parts[:k]))
+    for path, t in types.items():
+        h = _holder(plan, path.split(".")) if t == "Sequential" else None
+        if h is not None and h.is_list:
+            h.sequential = True
     found: dict[str, Block] = {}
     for path in sorted(paths, key=lambda p: (p.count("."), p)):
         parts = path.split(".")
@@ -283,6 +287,11 @@ def loops(
     out: list[ast.stmt] = []
     i = 0
     while i < len(body):
+        chain = _sequential(body, i, calls, plan, base)
+        if chain is not None:
+            out.append(chain[0])
+            i += chain[1]
+            continue
         run = _run(body, i, calls, plan)
         if run is None:
             out.append(body[i])
@@ -317,6 +326,40 @@ def carried_names(cls: ast.ClassDef, pos: list[int]) -> None:
     for n in ast.walk(forward):
         if isinstance(n, ast.Name) and n.id == old:
             n.id = new
+
+
+def _sequential(body, i, calls, plan, base) -> tuple[ast.stmt, int] | None:
+    """``y = self.layer1(x)`` for the calls of all the items of a source nn.Sequential in
+    order, each taking the previous one's only output as its only input; and how many
+    statements it replaces."""
+    first = calls.get(id(body[i]))
+    if first is None or first[0].parts[-1] != "0":
+        return None
+    parts = first[0].parts[:-1]
+    holder = _holder(plan, parts)
+    if holder is None or not holder.sequential or not holder.is_list:
+        return None
+    n = len(holder.children)
+    blocks = []
+    for k in range(n):
+        c = calls.get(id(body[i + k])) if i + k < len(body) else None
+        if c is None or c[0].parts != [*parts, str(k)]:
+            return None
+        blocks.append(c[0])
+    if any(len(b.params) != 1 or len(b.outputs) != 1 for b in blocks):
+        return None
+    if any(b.params[0] != a.outputs[0] for a, b in zip(blocks, blocks[1:])):
+        return None
+    loads = _names(body[:i] + body[i + n :], ast.Load)
+    if any(b.outputs[0] in loads for b in blocks[:-1]):
+        return None
+    saved, plan.base = plan.base, base
+    try:
+        fn = plan.access(parts)
+    finally:
+        plan.base = saved
+    call = ast.Call(fn, [code.name(blocks[0].params[0])], [])
+    return ast.Assign([ast.Name(blocks[-1].outputs[0], ast.Store())], call), n
 
 
 def _run(body, i, calls, plan) -> int | None:

@@ -68,6 +68,9 @@ class Alias:
 @dataclass
 class Holder:
     children: dict[str, Holder | Leaf | Param | Alias] = field(default_factory=dict)
+    # A list the source made an nn.Sequential (its module stack says so): rendered as one, so
+    # the parent's forward can call it whole.
+    sequential: bool = field(default=False, compare=False)
 
     @property
     def is_list(self) -> bool:
@@ -427,10 +430,17 @@ def _value_expr(child: Holder | Leaf | Param | Alias, classes: dict[int, str]) -
         names = {classes.get(id(c)) for c in kids}
         if len(kids) > 1 and len(names) == 1 and None not in names:
             (cls,) = names
+            if child.sequential:
+                return code.expr(
+                    "nn.Sequential(*[C() for _ in range(n)])", C=code.name(cls), n=len(kids)
+                )
             return code.expr(
                 "nn.ModuleList([C() for _ in range(n)])", C=code.name(cls), n=len(kids)
             )
-        return code.call("nn.ModuleList", [_value_expr(c, classes) for c in kids])
+        items = [_value_expr(c, classes) for c in kids]
+        if child.sequential:
+            return code.call("nn.Sequential", *items)
+        return code.call("nn.ModuleList", items)
     return code.call("nn.Module")
 
 
