@@ -26,7 +26,17 @@ from codegen.torch import code
 from codegen.torch.modules import Holder, ModulePlan
 from msc.ir.graph import Graph, Node, Weight
 
-__all__ = ["Block", "find_blocks", "outside_weights", "split_body", "canonical", "loops", "carried_names"]
+__all__ = [
+    "Block",
+    "find_blocks",
+    "outside_weights",
+    "split_body",
+    "canonical",
+    "loops",
+    "carried_names",
+    "height",
+    "Sizes",
+]
 
 
 @dataclass(eq=False)
@@ -433,3 +443,76 @@ def _loop(blocks, body, i, n, plan, base, new_name) -> tuple[list[ast.stmt], lis
         plan.base = saved
     loop = ast.For(ast.Name(var, ast.Store()), it, [ast.Assign([target], call)], [])
     return [*pre, loop], pos
+
+
+def height(b: Block) -> int:
+    """0 for a block without child blocks, else one more than its highest child."""
+    return 1 + max(map(height, b.children)) if b.children else 0
+
+
+# Names of constructor arguments by position, for the parameters of a generated __init__.
+_POSITIONAL = {
+    "Linear": ("in_features", "out_features"),
+    "Embedding": ("num_embeddings", "embedding_dim"),
+    "LayerNorm": ("normalized_shape",),
+    "RMSNorm": ("normalized_shape",),
+    "GroupNorm": ("num_groups", "num_channels"),
+    "empty": ("size",),
+}
+for _c in ("Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d"):
+    _POSITIONAL[_c] = ("in_channels", "out_channels", "kernel_size")
+for _c in ("BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "InstanceNorm1d", "InstanceNorm2d"):
+    _POSITIONAL[_c] = ("num_features",)
+
+
+def _is_size(e: ast.expr) -> bool:
+    if isinstance(e, ast.Constant):
+        return type(e.value) in (int, float)
+    if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.USub):
+        return _is_size(e.operand)
+    if isinstance(e, ast.Tuple):
+        return 0 < len(e.elts) <= 4 and all(
+            isinstance(x, ast.Constant) and type(x.value) is int for x in e.elts
+        )
+    return False
+
+
+class Sizes:
+    """The size arguments (numbers, tuples of ints) of the constructor calls in a block
+    class's ``__init__``: blocks whose classes differ only in them (a ResNet's Bottlenecks in
+    different stages) share one class that takes the sizes that differ as parameters."""
+
+    def __init__(self, init: ast.FunctionDef, params: dict[str, list[str]]) -> None:
+        # (the list or keyword holding it, index or None, name hint)
+        self.slots: list[tuple[object, int | None, str]] = []
+        for call in ast.walk(init):
+            if not isinstance(call, ast.Call):
+                continue
+            f = call.func
+            fname = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
+            if fname in ("tensor", "register_buffer"):
+                continue
+            names = params.get(fname) or _POSITIONAL.get(fname, ())
+            for i, a in enumerate(call.args):
+                if _is_size(a):
+                    self.slots.append((call.args, i, names[i] if i < len(names) else "size"))
+            for kw in call.keywords:
+                if kw.arg and _is_size(kw.value):
+                    self.slots.append((kw, None, kw.arg))
+
+    def get(self, k: int) -> ast.expr:
+        holder, i, _ = self.slots[k]
+        return holder[i] if i is not None else holder.value  # type: ignore[index,attr-defined]
+
+    def set(self, k: int, e: ast.expr) -> None:
+        holder, i, _ = self.slots[k]
+        if i is not None:
+            holder[i] = e  # type: ignore[index]
+        else:
+            holder.value = e  # type: ignore[attr-defined]
+
+    def values(self) -> list[str]:
+        return [ast.dump(self.get(k)) for k in range(len(self.slots))]
+
+    def hint(self, k: int) -> str:
+        return self.slots[k][2]

@@ -24,7 +24,9 @@
 from __future__ import annotations
 
 import ast
+import copy
 import inspect
+import keyword
 from collections.abc import Sequence
 from typing import Any
 
@@ -33,11 +35,13 @@ import numpy as np
 from codegen.torch import code, custom, unsigned
 from codegen.torch.blocks import (
     Block,
+    Sizes,
     canonical,
-    outside_weights,
     carried_names,
     find_blocks,
+    height,
     loops,
+    outside_weights,
     split_body,
 )
 from codegen.torch.helpers import HELPERS
@@ -708,13 +712,11 @@ class TorchCodegen:
                 out.append(new)
             return loops(out, calls, plan, base, self._loop_name, looped)
 
-        classes: dict[str, str] = {}  # canonical form -> class name
         looped: list[tuple[str, list[int]]] = []
         size_names, small = self._size_names(), self._small_values()
+        params_of: dict[str, list[str]] = {}  # generated class -> its __init__'s parameters
 
-        def build(b: Block) -> None:
-            for c in b.children:
-                build(c)
+        def functions(b: Block) -> tuple[ast.FunctionDef, ast.FunctionDef]:
             fbody = inline_sizes(with_calls(b.body, b.parts), size_names)
             if b.outputs:
                 outs = [code.name(o) for o in b.outputs]
@@ -722,32 +724,85 @@ class TorchCodegen:
             fbody = release_after_last_use(fbody, small)
             forward = _func("forward", ["self", *b.params], fbody)
             init = _func("__init__", ["self"], block_init(plan, b.holder, b.path + "."))
-            local = set(b.params) | {
-                n.id for n in ast.walk(forward) if isinstance(n, ast.Name)
-                and isinstance(n.ctx, ast.Store)
-            }  # fmt: skip
-            key = b.type_name + "\0" + canonical([init, forward], local)
-            if key not in classes:
-                classes[key] = self.ns.create(b.type_name, "Block")
-                self.block_classes_.append(
-                    ast.ClassDef(
-                        name=classes[key],
-                        bases=[code.expr("nn.Module")],
-                        keywords=[],
-                        body=[init, forward],
-                        decorator_list=[],
-                        **({"type_params": []} if "type_params" in ast.ClassDef._fields else {}),
-                    )
-                )
-            b.cls = classes[key]
-            plan.classes[id(b.holder)] = b.cls
+            return init, forward
 
-        for b in self.top_blocks_:
-            build(b)
+        # By height (children first, and every instance of a class before any parent's
+        # __init__ constructs one): blocks equal up to their locals' names and their sizes
+        # share a class; the sizes that differ become its __init__'s parameters.
+        every: list[Block] = []
+        stack = list(self.top_blocks_)
+        while stack:
+            b = stack.pop()
+            every.append(b)
+            stack.extend(b.children)
+        levels: dict[int, list[Block]] = {}
+        order = {n: i for i, n in enumerate(self.graph.nodes)}
+        for b in every:
+            levels.setdefault(height(b), []).append(b)
+        for h in sorted(levels):
+            groups: dict[str, list[tuple[Block, ast.FunctionDef, ast.FunctionDef, Sizes]]] = {}
+            for b in sorted(levels[h], key=lambda b: order[b.nodes[0]]):
+                init, forward = functions(b)
+                local = set(b.params) | {
+                    n.id for n in ast.walk(forward) if isinstance(n, ast.Name)
+                    and isinstance(n.ctx, ast.Store)
+                }  # fmt: skip
+                shape = copy.deepcopy(init)
+                blank = Sizes(shape, params_of)
+                for k in range(len(blank.slots)):
+                    blank.set(k, ast.Name("_size", ast.Load()))
+                key = b.type_name + "\0" + canonical([shape, forward], local)
+                groups.setdefault(key, []).append((b, init, forward, Sizes(init, params_of)))
+            for members in sorted(groups.values(), key=lambda m: -len(m)):
+                self._block_class(members, params_of)
         root = with_calls(root, [])
         for name, pos in dict(looped).items():
             carried_names(next(c for c in self.block_classes_ if c.name == name), pos)
         return root
+
+    def _block_class(self, members, params_of: dict[str, list[str]]) -> None:
+        """One class for ``members`` (block, __init__, forward, its sizes), equal but for
+        their sizes: the sizes that differ are parameters (one per distinct column of values,
+        named after the constructor argument), each instance is constructed with its own."""
+        plan = self.plan_
+        assert plan is not None
+        b0, init, forward, sizes = members[0]
+        table = [m[3].values() for m in members]
+        columns: dict[tuple[str, ...], list[int]] = {}
+        for k in range(len(sizes.slots)):
+            column = tuple(v[k] for v in table)
+            if len(set(column)) > 1:
+                columns.setdefault(column, []).append(k)
+        params: list[tuple[str, list[int]]] = []
+        taken = {"self"}
+        for ks in columns.values():
+            base = sizes.hint(ks[0])
+            name, j = base, 2
+            while name in taken or keyword.iskeyword(name):
+                name, j = f"{base}_{j}", j + 1
+            taken.add(name)
+            params.append((name, ks))
+        for b, _, _, own in members:
+            b.holder.ctor_args = [copy.deepcopy(own.get(ks[0])) for _, ks in params]
+        for name, ks in params:
+            for k in ks:
+                sizes.set(k, ast.Name(name, ast.Load()))
+        init = _func("__init__", ["self", *(n for n, _ in params)], init.body)
+        cls = self.ns.create(b0.type_name, "Block")
+        self.block_classes_.append(
+            ast.ClassDef(
+                name=cls,
+                bases=[code.expr("nn.Module")],
+                keywords=[],
+                body=[init, forward],
+                decorator_list=[],
+                **({"type_params": []} if "type_params" in ast.ClassDef._fields else {}),
+            )
+        )
+        params_of[cls] = [n for n, _ in params]
+        for b, _, _, _ in members:
+            b.cls = cls
+            plan.classes[id(b.holder)] = cls
 
     def _loop_name(self, holder: str) -> str:
         base = holder[:-1] if holder.endswith("s") and len(holder) > 1 else holder
@@ -899,8 +954,8 @@ def _helper_deps(name: str) -> list[str]:
 
 _LOADER = '''
 def load(path=None, device="cpu"):
-    """MODEL_CLASS with its weights from ``path`` (default: model.safetensors next to this
-    file), in eval mode. Needs the safetensors package."""
+    """MODEL_CLASS with its weights from ``path`` (default: model.safetensors
+    next to this file), in eval mode. Needs the safetensors package."""
     import os
 
     from safetensors.torch import load_file
