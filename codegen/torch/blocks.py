@@ -4,15 +4,19 @@
 # - A block is a module path ``P`` of the source (a node's provenance: torch.export's
 #   nn_module_stack, torch.onnx's scope names) whose nodes are contiguous at the top level of the
 #   graph, whose state is a plain holder in the module plan (not a library module, not a list),
-#   and whose nodes read only weights under ``P``. Anything else stays inline in its parent:
+#   and whose nodes call only modules under ``P``. A weight it reads from elsewhere is bound to
+#   a local by the root forward and handed in. Anything else stays inline in its parent:
 #   falling back is always right, a wrong call never is.
 # - A block's forward takes the values its statements read and defines nowhere else (in the
 #   order first read) and returns the values it defines that any other statement reads (in the
 #   order defined). Identifiers come from the one namespace of the emission, so a call binds the
 #   same names the flat code had: splitting changes no statement.
 # - Blocks whose classes are equal up to the names of their locals (same ``__init__``, same
-#   ``forward``) share one class; a run of calls of one class over a whole ``ModuleList``, each
-#   feeding the next, becomes a ``for`` loop.
+#   ``forward``) share one class, and so do blocks that differ only in the sizes their
+#   ``__init__`` passes to constructors (``Sizes``: those become the class's parameters); a
+#   run of calls of one class over a whole ``ModuleList``, each feeding the next, becomes a
+#   ``for`` loop, and the calls of all the items of a source ``nn.Sequential`` in a chain one
+#   call of it.
 """
 
 from __future__ import annotations

@@ -233,7 +233,7 @@ class TorchCodegen:
 
         if bad := non_numeric_values(graph):  # torch has no str, sequence or optional tensors
             raise NonNumericValuesError(bad, "codegen.torch", graph.name)
-        self.graph = self.simplified(self.lowered(channels_first(graph)))
+        self.graph = self.simplified(self.lowered(self.library_ops(channels_first(graph))))
         if keep_unused and drop_unused:
             raise ValueError("keep_unused and drop_unused exclude each other")
         self.keep_unused = keep_unused
@@ -260,6 +260,25 @@ class TorchCodegen:
         self.constants_: dict[str, np.ndarray] = {}
         self.dropped_: list[str] = []  # unused weights left out of the module
         self.scratch_values: list[Value] = []  # values made during emission (unsigned.py)
+
+    # The spelled-out norms fused back (msc.ops.fusions: only where the op computes the same
+    # function), so a source's own RMSNorm class (LlamaRMSNorm) is written as nn.RMSNorm.
+    LIBRARY_FUSIONS = ("layer_norm", "rms_norm", "layer_norm_mul", "layer_norm_add", "rms_norm_mul")
+
+    def library_ops(self, graph: Graph) -> Graph:
+        """``graph`` with the norms torch has a module for, spelled out in it, fused back
+        (``LIBRARY_FUSIONS``); the graph itself when there are none."""
+        from msc.ops.fusions import FUSIONS, fuse
+
+        ops = {n.op for n in graph.nodes}
+        if not {"rsqrt", "sqrt", "reduce_mean"} & ops or "reduce_mean" not in ops:
+            return graph
+        fused = fuse(graph, [p for p in FUSIONS if p.name in self.LIBRARY_FUSIONS])
+        for n in fused.nodes:  # the axis as torch's modules give it (from the end)
+            rank = n.inputs[0].type.rank if n.inputs and n.inputs[0] is not None else None
+            if n.op in ("layer_norm", "rms_norm") and rank and n.attrs.get("axis", -1) >= 0:
+                n.attrs = {**n.attrs, "axis": n.attrs["axis"] - rank}
+        return fused
 
     def lowered(self, graph: Graph) -> Graph:
         """``graph`` with every op that has no emitter but a decomposition lowered through it
@@ -388,17 +407,23 @@ class TorchCodegen:
 
     def _small_values(self) -> dict[str, int]:
         """Identifiers of intermediates too small for a ``del`` of their own, with their bytes:
-        a static size under ``RELEASE_BYTES``. Symbolic sizes may be large, and are released
-        after their last read."""
+        a size under ``RELEASE_BYTES``, counting a symbolic dim at its upper bound. Sizes
+        without a bound may be large, and are released after their last read."""
         small: dict[str, int] = {}
         for n in self.graph.nodes:
             for v in n.outputs:
                 t = v.type
-                if t.shape is None or not t.is_static:
+                if t.shape is None:
                     continue
-                size = 1
+                size: int | None = 1
                 for d in t.shape:
-                    size *= int(d)
+                    bound = d if isinstance(d, int) else getattr(d, "max", None)
+                    if not isinstance(bound, int) or size is None:
+                        size = None
+                        break
+                    size *= bound
+                if size is None:
+                    continue
                 nbytes = size * max(1, t.dtype.bits // 8)
                 if nbytes < RELEASE_BYTES:
                     small[self.ns_name(v)] = nbytes
