@@ -40,6 +40,7 @@ __all__ = [
     "carried_names",
     "height",
     "Sizes",
+    "sequential_leaves",
 ]
 
 
@@ -327,10 +328,14 @@ def loops(
 def carried_names(cls: ast.ClassDef, pos: list[int]) -> None:
     """Name the parameters a loop carries through the class ``hidden_states`` (``x`` when it
     takes no other), unless the class already uses the name."""
-    forward = next(f for f in cls.body if isinstance(f, ast.FunctionDef) and f.name == "forward")
-    params = forward.args.args[1:]
+    k = next(i for i, f in enumerate(cls.body) if getattr(f, "name", "") == "forward")
     if len(pos) != 1:
         return
+    # A copy: the emitted expressions share their ast.Name objects (a value's one reference)
+    # with the other classes that read the value, which must keep their names.
+    forward = cls.body[k] = copy.deepcopy(cls.body[k])
+    assert isinstance(forward, ast.FunctionDef)
+    params = forward.args.args[1:]
     new = "x" if len(params) == 1 else "hidden_states"
     used = {n.id for n in ast.walk(forward) if isinstance(n, ast.Name)} | {a.arg for a in params}
     if new in used:
@@ -520,3 +525,56 @@ class Sizes:
 
     def hint(self, k: int) -> str:
         return self.slots[k][2]
+
+
+def _item_call(st: ast.stmt) -> tuple[list[str], int, str, str] | None:
+    """``y = self.a.b[k](x)`` -> (["a", "b"], k, "x", "y"), else None."""
+    if not (isinstance(st, ast.Assign) and len(st.targets) == 1):
+        return None
+    t, v = st.targets[0], st.value
+    if not (isinstance(t, ast.Name) and isinstance(v, ast.Call) and len(v.args) == 1):
+        return None
+    f, arg = v.func, v.args[0]
+    if v.keywords or not isinstance(arg, ast.Name) or not isinstance(f, ast.Subscript):
+        return None
+    if not (isinstance(f.slice, ast.Constant) and type(f.slice.value) is int):
+        return None
+    parts: list[str] = []
+    e = f.value
+    while isinstance(e, ast.Attribute):
+        parts.insert(0, e.attr)
+        e = e.value
+    if not (isinstance(e, ast.Name) and e.id == "self" and parts):
+        return None
+    return parts, f.slice.value, arg.id, t.id
+
+
+def sequential_leaves(body: list[ast.stmt], plan: ModulePlan, base: list[str]) -> list[ast.stmt]:
+    """``body`` with the calls of all the items of a source nn.Sequential of torch modules in
+    a chain (``d0 = self.downsample[0](x); d1 = self.downsample[1](d0)``) as one call of it
+    (``d1 = self.downsample(x)``), where nothing else reads the intermediates."""
+    out: list[ast.stmt] = []
+    i = 0
+    while i < len(body):
+        first = _item_call(body[i])
+        holder = _holder(plan, [*base, *first[0]]) if first is not None and first[1] == 0 else None
+        if first is None or holder is None or not holder.sequential:
+            out.append(body[i])
+            i += 1
+            continue
+        n = len(holder.children)
+        chain = [_item_call(st) for st in body[i : i + n]]
+        ok = len(chain) == n and all(
+            c is not None and c[0] == first[0] and c[1] == k for k, c in enumerate(chain)
+        )
+        ok = ok and all(b[2] == a[3] for a, b in zip(chain, chain[1:]))  # type: ignore[index]
+        loads = _names(body[:i] + body[i + n :], ast.Load)
+        if not ok or any(c[3] in loads for c in chain[:-1]):  # type: ignore[index]
+            out.append(body[i])
+            i += 1
+            continue
+        fn = body[i].value.func.value  # type: ignore[attr-defined]
+        call = ast.Call(fn, [code.name(first[2])], [])
+        out.append(ast.Assign([ast.Name(chain[-1][3], ast.Store())], call))  # type: ignore[index]
+        i += n
+    return out

@@ -42,6 +42,7 @@ from codegen.torch.blocks import (
     height,
     loops,
     outside_weights,
+    sequential_leaves,
     split_body,
 )
 from codegen.torch.helpers import HELPERS
@@ -650,10 +651,13 @@ class TorchCodegen:
             self.top_blocks_, self.node_block_ = find_blocks(self.graph, self.plan_)
         forward = self.emit_forward()
         body = self._constants_to_buffers(prune(forward.body, self._dead_statements()))
+        # Read before the block classes rename their parameters (carried_names renames the
+        # identifiers in place).
+        size_names, small = self._size_names(), self._small_values()
         if self.top_blocks_:
             body = self._assemble_blocks(body, [a.arg for a in forward.args.args])
-        body = inline_sizes(body, self._size_names())
-        forward.body = release_after_last_use(body, self._small_values())
+        body = inline_sizes(body, size_names)
+        forward.body = release_after_last_use(body, small)
         cls = ast.ClassDef(
             name=self.class_name_,
             bases=[code.expr("nn.Module")],
@@ -735,7 +739,8 @@ class TorchCodegen:
                     new = ast.Expr(call)
                 calls[id(new)] = (b, call)
                 out.append(new)
-            return loops(out, calls, plan, base, self._loop_name, looped)
+            out = loops(out, calls, plan, base, self._loop_name, looped)
+            return sequential_leaves(out, plan, base)
 
         looped: list[tuple[str, list[int]]] = []
         size_names, small = self._size_names(), self._small_values()
@@ -781,8 +786,11 @@ class TorchCodegen:
             for members in sorted(groups.values(), key=lambda m: -len(m)):
                 self._block_class(members, params_of)
         root = with_calls(root, [])
-        for name, pos in dict(looped).items():
-            carried_names(next(c for c in self.block_classes_ if c.name == name), pos)
+        carried = dict(looped)
+        for c in self.block_classes_:  # a loop's carried value, or a block's only input
+            forward = next(f for f in c.body if getattr(f, "name", "") == "forward")
+            if c.name in carried or len(forward.args.args) == 2:
+                carried_names(c, carried.get(c.name, [0]))
         return root
 
     def _block_class(self, members, params_of: dict[str, list[str]]) -> None:
