@@ -4,15 +4,19 @@
 # - A block is a module path ``P`` of the source (a node's provenance: torch.export's
 #   nn_module_stack, torch.onnx's scope names) whose nodes are contiguous at the top level of the
 #   graph, whose state is a plain holder in the module plan (not a library module, not a list),
-#   and whose nodes read only weights under ``P``. Anything else stays inline in its parent:
+#   and whose nodes call only modules under ``P``. A weight it reads from elsewhere is bound to
+#   a local by the root forward and handed in. Anything else stays inline in its parent:
 #   falling back is always right, a wrong call never is.
 # - A block's forward takes the values its statements read and defines nowhere else (in the
 #   order first read) and returns the values it defines that any other statement reads (in the
 #   order defined). Identifiers come from the one namespace of the emission, so a call binds the
 #   same names the flat code had: splitting changes no statement.
 # - Blocks whose classes are equal up to the names of their locals (same ``__init__``, same
-#   ``forward``) share one class; a run of calls of one class over a whole ``ModuleList``, each
-#   feeding the next, becomes a ``for`` loop.
+#   ``forward``) share one class, and so do blocks that differ only in the sizes their
+#   ``__init__`` passes to constructors (``Sizes``: those become the class's parameters); a
+#   run of calls of one class over a whole ``ModuleList``, each feeding the next, becomes a
+#   ``for`` loop, and the calls of all the items of a source ``nn.Sequential`` in a chain one
+#   call of it.
 """
 
 from __future__ import annotations
@@ -26,7 +30,18 @@ from codegen.torch import code
 from codegen.torch.modules import Holder, ModulePlan
 from msc.ir.graph import Graph, Node, Weight
 
-__all__ = ["Block", "find_blocks", "split_body", "canonical", "loops", "carried_names"]
+__all__ = [
+    "Block",
+    "find_blocks",
+    "outside_weights",
+    "split_body",
+    "canonical",
+    "loops",
+    "carried_names",
+    "height",
+    "Sizes",
+    "sequential_leaves",
+]
 
 
 @dataclass(eq=False)
@@ -57,7 +72,9 @@ _CONTAINERS = frozenset({"Sequential", "ModuleList", "ModuleDict"})
 
 
 def _owners(graph: Graph) -> dict[Node, str]:
-    """The module of each top-level node; a constant belongs where all its users are."""
+    """The module of each top-level node; a constant belongs where all its users are, and a
+    node with no module (one a frontend or a rewrite made, e.g. an ONNX Split the optimizer
+    rebuilt) where its producers and users all are."""
     owner = {n: n.provenance.module for n in graph.nodes}
     for n in reversed(graph.nodes):
         if n.op != "constant":
@@ -65,6 +82,13 @@ def _owners(graph: Graph) -> dict[Node, str]:
         users = {owner.get(u, u.provenance.module) for v in n.outputs for u, _ in v.uses}
         if users:
             owner[n] = _common(list(users))
+    for n in graph.nodes:
+        if n.op == "constant" or n.provenance.module or n.provenance.stack:
+            continue
+        users = [owner.get(u, u.provenance.module) for v in n.outputs for u, _ in v.uses]
+        made = [owner[v.producer] for v in n.inputs if v is not None and v.producer in owner]
+        if users and made:
+            owner[n] = _common(users + made)
     return owner
 
 
@@ -116,6 +140,10 @@ def find_blocks(graph: Graph, plan: ModulePlan) -> tuple[list[Block], dict[Node,
         parts = m.split(".") if m else []
         for k in range(1, len(parts) + 1):
             paths.add(".".join(parts[:k]))
+    for path, t in types.items():
+        h = _holder(plan, path.split(".")) if t == "Sequential" else None
+        if h is not None and h.is_list:
+            h.sequential = True
     found: dict[str, Block] = {}
     for path in sorted(paths, key=lambda p: (p.count("."), p)):
         parts = path.split(".")
@@ -151,16 +179,28 @@ def find_blocks(graph: Graph, plan: ModulePlan) -> tuple[list[Block], dict[Node,
 
 
 def _reads_inside(nodes: list[Node], plan: ModulePlan, parts: list[str]) -> bool:
+    """Whether the nodes call only modules under ``parts``. Weights from elsewhere are handed
+    in (``outside_weights``)."""
     k = len(parts)
     for n in nodes:
         leaf = plan.node_leaf.get(n)
         if leaf is not None and leaf.prefix.split(".")[:k] != parts:
             return False
+    return True
+
+
+def outside_weights(node_block: dict[Node, Block], plan: ModulePlan) -> list[Weight]:
+    """The weights some block reads from outside its own path (an ONNX file's folded constants,
+    such as the rotary tables every layer reads; a tied weight): the root forward binds each
+    to a local, and the blocks take it as a parameter."""
+    out: dict[str, Weight] = {}
+    for n, b in node_block.items():
+        k = len(b.parts)
         for w in _weights_read(n):
             p = plan.paths.get(w.name)
-            if p is not None and p[:k] != parts:
-                return False
-    return True
+            if p is not None and p[:k] != b.parts:
+                out.setdefault(w.name, w)
+    return list(out.values())
 
 
 def _camel(parts: list[str]) -> str:
@@ -262,6 +302,11 @@ def loops(
     out: list[ast.stmt] = []
     i = 0
     while i < len(body):
+        chain = _sequential(body, i, calls, plan, base)
+        if chain is not None:
+            out.append(chain[0])
+            i += chain[1]
+            continue
         run = _run(body, i, calls, plan)
         if run is None:
             out.append(body[i])
@@ -283,10 +328,14 @@ def loops(
 def carried_names(cls: ast.ClassDef, pos: list[int]) -> None:
     """Name the parameters a loop carries through the class ``hidden_states`` (``x`` when it
     takes no other), unless the class already uses the name."""
-    forward = next(f for f in cls.body if isinstance(f, ast.FunctionDef) and f.name == "forward")
-    params = forward.args.args[1:]
+    k = next(i for i, f in enumerate(cls.body) if getattr(f, "name", "") == "forward")
     if len(pos) != 1:
         return
+    # A copy: the emitted expressions share their ast.Name objects (a value's one reference)
+    # with the other classes that read the value, which must keep their names.
+    forward = cls.body[k] = copy.deepcopy(cls.body[k])
+    assert isinstance(forward, ast.FunctionDef)
+    params = forward.args.args[1:]
     new = "x" if len(params) == 1 else "hidden_states"
     used = {n.id for n in ast.walk(forward) if isinstance(n, ast.Name)} | {a.arg for a in params}
     if new in used:
@@ -296,6 +345,40 @@ def carried_names(cls: ast.ClassDef, pos: list[int]) -> None:
     for n in ast.walk(forward):
         if isinstance(n, ast.Name) and n.id == old:
             n.id = new
+
+
+def _sequential(body, i, calls, plan, base) -> tuple[ast.stmt, int] | None:
+    """``y = self.layer1(x)`` for the calls of all the items of a source nn.Sequential in
+    order, each taking the previous one's only output as its only input; and how many
+    statements it replaces."""
+    first = calls.get(id(body[i]))
+    if first is None or first[0].parts[-1] != "0":
+        return None
+    parts = first[0].parts[:-1]
+    holder = _holder(plan, parts)
+    if holder is None or not holder.sequential or not holder.is_list:
+        return None
+    n = len(holder.children)
+    blocks = []
+    for k in range(n):
+        c = calls.get(id(body[i + k])) if i + k < len(body) else None
+        if c is None or c[0].parts != [*parts, str(k)]:
+            return None
+        blocks.append(c[0])
+    if any(len(b.params) != 1 or len(b.outputs) != 1 for b in blocks):
+        return None
+    if any(b.params[0] != a.outputs[0] for a, b in zip(blocks, blocks[1:])):
+        return None
+    loads = _names(body[:i] + body[i + n :], ast.Load)
+    if any(b.outputs[0] in loads for b in blocks[:-1]):
+        return None
+    saved, plan.base = plan.base, base
+    try:
+        fn = plan.access(parts)
+    finally:
+        plan.base = saved
+    call = ast.Call(fn, [code.name(blocks[0].params[0])], [])
+    return ast.Assign([ast.Name(blocks[-1].outputs[0], ast.Store())], call), n
 
 
 def _run(body, i, calls, plan) -> int | None:
@@ -369,3 +452,129 @@ def _loop(blocks, body, i, n, plan, base, new_name) -> tuple[list[ast.stmt], lis
         plan.base = saved
     loop = ast.For(ast.Name(var, ast.Store()), it, [ast.Assign([target], call)], [])
     return [*pre, loop], pos
+
+
+def height(b: Block) -> int:
+    """0 for a block without child blocks, else one more than its highest child."""
+    return 1 + max(map(height, b.children)) if b.children else 0
+
+
+# Names of constructor arguments by position, for the parameters of a generated __init__.
+_POSITIONAL = {
+    "Linear": ("in_features", "out_features"),
+    "Embedding": ("num_embeddings", "embedding_dim"),
+    "LayerNorm": ("normalized_shape",),
+    "RMSNorm": ("normalized_shape",),
+    "GroupNorm": ("num_groups", "num_channels"),
+    "empty": ("size",),
+}
+for _c in ("Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d"):
+    _POSITIONAL[_c] = ("in_channels", "out_channels", "kernel_size")
+for _c in ("BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "InstanceNorm1d", "InstanceNorm2d"):
+    _POSITIONAL[_c] = ("num_features",)
+
+
+def _is_size(e: ast.expr) -> bool:
+    if isinstance(e, ast.Constant):
+        return type(e.value) in (int, float)
+    if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.USub):
+        return _is_size(e.operand)
+    if isinstance(e, ast.Tuple):
+        return 0 < len(e.elts) <= 4 and all(
+            isinstance(x, ast.Constant) and type(x.value) is int for x in e.elts
+        )
+    return False
+
+
+class Sizes:
+    """The size arguments (numbers, tuples of ints) of the constructor calls in a block
+    class's ``__init__``: blocks whose classes differ only in them (a ResNet's Bottlenecks in
+    different stages) share one class that takes the sizes that differ as parameters."""
+
+    def __init__(self, init: ast.FunctionDef, params: dict[str, list[str]]) -> None:
+        # (the list or keyword holding it, index or None, name hint)
+        self.slots: list[tuple[object, int | None, str]] = []
+        for call in ast.walk(init):
+            if not isinstance(call, ast.Call):
+                continue
+            f = call.func
+            fname = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
+            if fname in ("tensor", "register_buffer"):
+                continue
+            names = params.get(fname) or _POSITIONAL.get(fname, ())
+            for i, a in enumerate(call.args):
+                if _is_size(a):
+                    self.slots.append((call.args, i, names[i] if i < len(names) else "size"))
+            for kw in call.keywords:
+                if kw.arg and _is_size(kw.value):
+                    self.slots.append((kw, None, kw.arg))
+
+    def get(self, k: int) -> ast.expr:
+        holder, i, _ = self.slots[k]
+        return holder[i] if i is not None else holder.value  # type: ignore[index,attr-defined]
+
+    def set(self, k: int, e: ast.expr) -> None:
+        holder, i, _ = self.slots[k]
+        if i is not None:
+            holder[i] = e  # type: ignore[index]
+        else:
+            holder.value = e  # type: ignore[attr-defined]
+
+    def values(self) -> list[str]:
+        return [ast.dump(self.get(k)) for k in range(len(self.slots))]
+
+    def hint(self, k: int) -> str:
+        return self.slots[k][2]
+
+
+def _item_call(st: ast.stmt) -> tuple[list[str], int, str, str] | None:
+    """``y = self.a.b[k](x)`` -> (["a", "b"], k, "x", "y"), else None."""
+    if not (isinstance(st, ast.Assign) and len(st.targets) == 1):
+        return None
+    t, v = st.targets[0], st.value
+    if not (isinstance(t, ast.Name) and isinstance(v, ast.Call) and len(v.args) == 1):
+        return None
+    f, arg = v.func, v.args[0]
+    if v.keywords or not isinstance(arg, ast.Name) or not isinstance(f, ast.Subscript):
+        return None
+    if not (isinstance(f.slice, ast.Constant) and type(f.slice.value) is int):
+        return None
+    parts: list[str] = []
+    e = f.value
+    while isinstance(e, ast.Attribute):
+        parts.insert(0, e.attr)
+        e = e.value
+    if not (isinstance(e, ast.Name) and e.id == "self" and parts):
+        return None
+    return parts, f.slice.value, arg.id, t.id
+
+
+def sequential_leaves(body: list[ast.stmt], plan: ModulePlan, base: list[str]) -> list[ast.stmt]:
+    """``body`` with the calls of all the items of a source nn.Sequential of torch modules in
+    a chain (``d0 = self.downsample[0](x); d1 = self.downsample[1](d0)``) as one call of it
+    (``d1 = self.downsample(x)``), where nothing else reads the intermediates."""
+    out: list[ast.stmt] = []
+    i = 0
+    while i < len(body):
+        first = _item_call(body[i])
+        holder = _holder(plan, [*base, *first[0]]) if first is not None and first[1] == 0 else None
+        if first is None or holder is None or not holder.sequential:
+            out.append(body[i])
+            i += 1
+            continue
+        n = len(holder.children)
+        chain = [_item_call(st) for st in body[i : i + n]]
+        ok = len(chain) == n and all(
+            c is not None and c[0] == first[0] and c[1] == k for k, c in enumerate(chain)
+        )
+        ok = ok and all(b[2] == a[3] for a, b in zip(chain, chain[1:]))  # type: ignore[index]
+        loads = _names(body[:i] + body[i + n :], ast.Load)
+        if not ok or any(c[3] in loads for c in chain[:-1]):  # type: ignore[index]
+            out.append(body[i])
+            i += 1
+            continue
+        fn = body[i].value.func.value  # type: ignore[attr-defined]
+        call = ast.Call(fn, [code.name(first[2])], [])
+        out.append(ast.Assign([ast.Name(chain[-1][3], ast.Store())], call))  # type: ignore[index]
+        i += n
+    return out

@@ -24,7 +24,9 @@
 from __future__ import annotations
 
 import ast
+import copy
 import inspect
+import keyword
 from collections.abc import Sequence
 from typing import Any
 
@@ -33,10 +35,14 @@ import numpy as np
 from codegen.torch import code, custom, unsigned
 from codegen.torch.blocks import (
     Block,
+    Sizes,
     canonical,
     carried_names,
     find_blocks,
+    height,
     loops,
+    outside_weights,
+    sequential_leaves,
     split_body,
 )
 from codegen.torch.helpers import HELPERS
@@ -228,7 +234,7 @@ class TorchCodegen:
 
         if bad := non_numeric_values(graph):  # torch has no str, sequence or optional tensors
             raise NonNumericValuesError(bad, "codegen.torch", graph.name)
-        self.graph = self.simplified(self.lowered(channels_first(graph)))
+        self.graph = self.simplified(self.lowered(self.library_ops(channels_first(graph))))
         if keep_unused and drop_unused:
             raise ValueError("keep_unused and drop_unused exclude each other")
         self.keep_unused = keep_unused
@@ -239,6 +245,8 @@ class TorchCodegen:
         self.top_blocks_: list[Block] = []
         self.node_block_: dict[Node, Block] = {}
         self._base_of: dict[Node, list[str]] = {}  # module path of the class emitting a node
+        # Weights a block reads from outside its path: weight name -> the root's local for it.
+        self._handed: dict[str, ast.expr] = {}
         self.block_classes_: list[ast.ClassDef] = []
         self.ns = Namespace(set(HELPERS) | set(self.base_reserved))
         self._helpers: list[str] = []
@@ -253,6 +261,25 @@ class TorchCodegen:
         self.constants_: dict[str, np.ndarray] = {}
         self.dropped_: list[str] = []  # unused weights left out of the module
         self.scratch_values: list[Value] = []  # values made during emission (unsigned.py)
+
+    # The spelled-out norms fused back (msc.ops.fusions: only where the op computes the same
+    # function), so a source's own RMSNorm class (LlamaRMSNorm) is written as nn.RMSNorm.
+    LIBRARY_FUSIONS = ("layer_norm", "rms_norm", "layer_norm_mul", "layer_norm_add", "rms_norm_mul")
+
+    def library_ops(self, graph: Graph) -> Graph:
+        """``graph`` with the norms torch has a module for, spelled out in it, fused back
+        (``LIBRARY_FUSIONS``); the graph itself when there are none."""
+        from msc.ops.fusions import FUSIONS, fuse
+
+        ops = {n.op for n in graph.nodes}
+        if not {"rsqrt", "sqrt", "reduce_mean"} & ops or "reduce_mean" not in ops:
+            return graph
+        fused = fuse(graph, [p for p in FUSIONS if p.name in self.LIBRARY_FUSIONS])
+        for n in fused.nodes:  # the axis as torch's modules give it (from the end)
+            rank = n.inputs[0].type.rank if n.inputs and n.inputs[0] is not None else None
+            if n.op in ("layer_norm", "rms_norm") and rank and n.attrs.get("axis", -1) >= 0:
+                n.attrs = {**n.attrs, "axis": n.attrs["axis"] - rank}
+        return fused
 
     def lowered(self, graph: Graph) -> Graph:
         """``graph`` with every op that has no emitter but a decomposition lowered through it
@@ -355,6 +382,10 @@ class TorchCodegen:
             self._refs[id(v)] = code.name(ident)
             args.append(ident)
         body: list[ast.stmt] = []
+        for w in outside_weights(self.node_block_, self.plan_):  # type: ignore[arg-type]
+            ident = self.ns.create(w.name, "w")
+            body.append(ast.Assign([ast.Name(ident, ast.Store())], self.plan_.weight_expr(w)))  # type: ignore[union-attr]
+            self._handed[w.name] = code.name(ident)
         for node in self.graph.nodes:
             block = self.node_block_.get(node)
             self.plan_.base = block.parts if block is not None else []  # type: ignore[union-attr]
@@ -377,17 +408,23 @@ class TorchCodegen:
 
     def _small_values(self) -> dict[str, int]:
         """Identifiers of intermediates too small for a ``del`` of their own, with their bytes:
-        a static size under ``RELEASE_BYTES``. Symbolic sizes may be large, and are released
-        after their last read."""
+        a size under ``RELEASE_BYTES``, counting a symbolic dim at its upper bound. Sizes
+        without a bound may be large, and are released after their last read."""
         small: dict[str, int] = {}
         for n in self.graph.nodes:
             for v in n.outputs:
                 t = v.type
-                if t.shape is None or not t.is_static:
+                if t.shape is None:
                     continue
-                size = 1
+                size: int | None = 1
                 for d in t.shape:
-                    size *= int(d)
+                    bound = d if isinstance(d, int) else getattr(d, "max", None)
+                    if not isinstance(bound, int) or size is None:
+                        size = None
+                        break
+                    size *= bound
+                if size is None:
+                    continue
                 nbytes = size * max(1, t.dtype.bits // 8)
                 if nbytes < RELEASE_BYTES:
                     small[self.ns_name(v)] = nbytes
@@ -514,7 +551,8 @@ class TorchCodegen:
 
     def tensor_expr(self, v: Value) -> ast.expr:
         if isinstance(v, Weight):
-            return self.plan_.weight_expr(v)  # type: ignore[union-attr]
+            handed = self._handed.get(v.name)
+            return handed if handed is not None else self.plan_.weight_expr(v)  # type: ignore[union-attr]
         e = self.py_expr(v)
         if id(v) in self.py_values:
             return code.call("torch.tensor", e, dtype=v.dtype)
@@ -613,10 +651,13 @@ class TorchCodegen:
             self.top_blocks_, self.node_block_ = find_blocks(self.graph, self.plan_)
         forward = self.emit_forward()
         body = self._constants_to_buffers(prune(forward.body, self._dead_statements()))
+        # Read before the block classes rename their parameters (carried_names renames the
+        # identifiers in place).
+        size_names, small = self._size_names(), self._small_values()
         if self.top_blocks_:
             body = self._assemble_blocks(body, [a.arg for a in forward.args.args])
-        body = inline_sizes(body, self._size_names())
-        forward.body = release_after_last_use(body, self._small_values())
+        body = inline_sizes(body, size_names)
+        forward.body = release_after_last_use(body, small)
         cls = ast.ClassDef(
             name=self.class_name_,
             bases=[code.expr("nn.Module")],
@@ -698,15 +739,14 @@ class TorchCodegen:
                     new = ast.Expr(call)
                 calls[id(new)] = (b, call)
                 out.append(new)
-            return loops(out, calls, plan, base, self._loop_name, looped)
+            out = loops(out, calls, plan, base, self._loop_name, looped)
+            return sequential_leaves(out, plan, base)
 
-        classes: dict[str, str] = {}  # canonical form -> class name
         looped: list[tuple[str, list[int]]] = []
         size_names, small = self._size_names(), self._small_values()
+        params_of: dict[str, list[str]] = {}  # generated class -> its __init__'s parameters
 
-        def build(b: Block) -> None:
-            for c in b.children:
-                build(c)
+        def functions(b: Block) -> tuple[ast.FunctionDef, ast.FunctionDef]:
             fbody = inline_sizes(with_calls(b.body, b.parts), size_names)
             if b.outputs:
                 outs = [code.name(o) for o in b.outputs]
@@ -714,32 +754,88 @@ class TorchCodegen:
             fbody = release_after_last_use(fbody, small)
             forward = _func("forward", ["self", *b.params], fbody)
             init = _func("__init__", ["self"], block_init(plan, b.holder, b.path + "."))
-            local = set(b.params) | {
-                n.id for n in ast.walk(forward) if isinstance(n, ast.Name)
-                and isinstance(n.ctx, ast.Store)
-            }  # fmt: skip
-            key = b.type_name + "\0" + canonical([init, forward], local)
-            if key not in classes:
-                classes[key] = self.ns.create(b.type_name, "Block")
-                self.block_classes_.append(
-                    ast.ClassDef(
-                        name=classes[key],
-                        bases=[code.expr("nn.Module")],
-                        keywords=[],
-                        body=[init, forward],
-                        decorator_list=[],
-                        **({"type_params": []} if "type_params" in ast.ClassDef._fields else {}),
-                    )
-                )
-            b.cls = classes[key]
-            plan.classes[id(b.holder)] = b.cls
+            return init, forward
 
-        for b in self.top_blocks_:
-            build(b)
+        # By height (children first, and every instance of a class before any parent's
+        # __init__ constructs one): blocks equal up to their locals' names and their sizes
+        # share a class; the sizes that differ become its __init__'s parameters.
+        every: list[Block] = []
+        stack = list(self.top_blocks_)
+        while stack:
+            b = stack.pop()
+            every.append(b)
+            stack.extend(b.children)
+        levels: dict[int, list[Block]] = {}
+        order = {n: i for i, n in enumerate(self.graph.nodes)}
+        for b in every:
+            levels.setdefault(height(b), []).append(b)
+        for h in sorted(levels):
+            groups: dict[str, list[tuple[Block, ast.FunctionDef, ast.FunctionDef, Sizes]]] = {}
+            for b in sorted(levels[h], key=lambda b: order[b.nodes[0]]):
+                init, forward = functions(b)
+                local = set(b.params) | {
+                    n.id for n in ast.walk(forward) if isinstance(n, ast.Name)
+                    and isinstance(n.ctx, ast.Store)
+                }  # fmt: skip
+                shape = copy.deepcopy(init)
+                blank = Sizes(shape, params_of)
+                for k in range(len(blank.slots)):
+                    blank.set(k, ast.Name("_size", ast.Load()))
+                key = b.type_name + "\0" + canonical([shape, forward], local)
+                groups.setdefault(key, []).append((b, init, forward, Sizes(init, params_of)))
+            for members in sorted(groups.values(), key=lambda m: -len(m)):
+                self._block_class(members, params_of)
         root = with_calls(root, [])
-        for name, pos in dict(looped).items():
-            carried_names(next(c for c in self.block_classes_ if c.name == name), pos)
+        carried = dict(looped)
+        for c in self.block_classes_:  # a loop's carried value, or a block's only input
+            forward = next(f for f in c.body if getattr(f, "name", "") == "forward")
+            if c.name in carried or len(forward.args.args) == 2:
+                carried_names(c, carried.get(c.name, [0]))
         return root
+
+    def _block_class(self, members, params_of: dict[str, list[str]]) -> None:
+        """One class for ``members`` (block, __init__, forward, its sizes), equal but for
+        their sizes: the sizes that differ are parameters (one per distinct column of values,
+        named after the constructor argument), each instance is constructed with its own."""
+        plan = self.plan_
+        assert plan is not None
+        b0, init, forward, sizes = members[0]
+        table = [m[3].values() for m in members]
+        columns: dict[tuple[str, ...], list[int]] = {}
+        for k in range(len(sizes.slots)):
+            column = tuple(v[k] for v in table)
+            if len(set(column)) > 1:
+                columns.setdefault(column, []).append(k)
+        params: list[tuple[str, list[int]]] = []
+        taken = {"self"}
+        for ks in columns.values():
+            base = sizes.hint(ks[0])
+            name, j = base, 2
+            while name in taken or keyword.iskeyword(name):
+                name, j = f"{base}_{j}", j + 1
+            taken.add(name)
+            params.append((name, ks))
+        for b, _, _, own in members:
+            b.holder.ctor_args = [copy.deepcopy(own.get(ks[0])) for _, ks in params]
+        for name, ks in params:
+            for k in ks:
+                sizes.set(k, ast.Name(name, ast.Load()))
+        init = _func("__init__", ["self", *(n for n, _ in params)], init.body)
+        cls = self.ns.create(b0.type_name, "Block")
+        self.block_classes_.append(
+            ast.ClassDef(
+                name=cls,
+                bases=[code.expr("nn.Module")],
+                keywords=[],
+                body=[init, forward],
+                decorator_list=[],
+                **({"type_params": []} if "type_params" in ast.ClassDef._fields else {}),
+            )
+        )
+        params_of[cls] = [n for n, _ in params]
+        for b, _, _, _ in members:
+            b.cls = cls
+            plan.classes[id(b.holder)] = cls
 
     def _loop_name(self, holder: str) -> str:
         base = holder[:-1] if holder.endswith("s") and len(holder) > 1 else holder
@@ -891,8 +987,8 @@ def _helper_deps(name: str) -> list[str]:
 
 _LOADER = '''
 def load(path=None, device="cpu"):
-    """MODEL_CLASS with its weights from ``path`` (default: model.safetensors next to this
-    file), in eval mode. Needs the safetensors package."""
+    """MODEL_CLASS with its weights from ``path`` (default: model.safetensors
+    next to this file), in eval mode. Needs the safetensors package."""
     import os
 
     from safetensors.torch import load_file

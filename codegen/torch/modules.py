@@ -68,6 +68,12 @@ class Alias:
 @dataclass
 class Holder:
     children: dict[str, Holder | Leaf | Param | Alias] = field(default_factory=dict)
+    # A list the source made an nn.Sequential (its module stack says so): rendered as one, so
+    # the parent's forward can call it whole.
+    sequential: bool = field(default=False, compare=False)
+    # The arguments of its generated class's constructor (sizes that differ between the
+    # instances of one class, e.g. a ResNet stage's channels).
+    ctor_args: list[ast.expr] = field(default_factory=list, compare=False)
 
     @property
     def is_list(self) -> bool:
@@ -421,16 +427,20 @@ def _value_expr(child: Holder | Leaf | Param | Alias, classes: dict[int, str]) -
     if isinstance(child, Param):
         return code.call("nn.Parameter", _tensor_ctor(child.weight))
     if id(child) in classes:
-        return code.call(classes[id(child)])
+        return code.call(classes[id(child)], *child.ctor_args)
     if child.is_list:
         kids = list(child.children.values())
         names = {classes.get(id(c)) for c in kids}
-        if len(kids) > 1 and len(names) == 1 and None not in names:
-            (cls,) = names
-            return code.expr(
-                "nn.ModuleList([C() for _ in range(n)])", C=code.name(cls), n=len(kids)
-            )
-        return code.call("nn.ModuleList", [_value_expr(c, classes) for c in kids])
+        args = {ast.dump(ast.List(c.ctor_args)) for c in kids if isinstance(c, Holder)}
+        if len(kids) > 1 and len(names) == 1 and None not in names and len(args) == 1:
+            cls = code.call(next(iter(names)), *kids[0].ctor_args)  # type: ignore[union-attr]
+            if child.sequential:
+                return code.expr("nn.Sequential(*[C for _ in range(n)])", C=cls, n=len(kids))
+            return code.expr("nn.ModuleList([C for _ in range(n)])", C=cls, n=len(kids))
+        items = [_value_expr(c, classes) for c in kids]
+        if child.sequential:
+            return code.call("nn.Sequential", *items)
+        return code.call("nn.ModuleList", items)
     return code.call("nn.Module")
 
 
