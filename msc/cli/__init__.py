@@ -280,8 +280,8 @@ def _cmd_convert(args: argparse.Namespace) -> int:
         lines.append(f"wrote {r.out} ({r.target}): " + ", ".join(r.files))
         if r.opset is not None:
             lines.append(f"onnx opset {r.opset} ({r.opset_reason})")
-        if r.optimized:
-            did = ", ".join(f"{k} x{v}" for k, v in sorted(r.optimized.items()) if v)
+        did = ", ".join(f"{k} x{v}" for k, v in sorted(r.optimized.items()) if v)
+        if did:  # nothing to fold: no line
             lines.append(f"onnx optimized: {did}")
     if r.checked:
         if r.uncaptured:

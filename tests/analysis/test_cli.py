@@ -181,6 +181,19 @@ def test_convert_pt2_to_onnx_checks_and_writes(models, tmp_path):
     assert "check: outputs match" in p.stdout and "wrote" in p.stdout
 
 
+def test_convert_says_what_the_onnx_optimization_did_and_nothing_when_it_did_nothing(
+    models, tmp_path
+):
+    folded = run("convert", models["foreign.onnx"], "-o", tmp_path / "a.onnx").stdout
+    assert "onnx optimized: constants as initializers x1" in folded, folded
+    g = msc.Graph("plain")
+    x = g.add_input("x", msc.TensorType(msc.DType.FLOAT32, [2, 3]))
+    g.set_outputs([g.op("relu", x)])
+    msc.save(g, tmp_path / "plain")
+    plain = run("convert", tmp_path / "plain", "-o", tmp_path / "plain.onnx").stdout
+    assert "wrote" in plain and "onnx optimized" not in plain, plain
+
+
 @needs_torch_frontend
 @needs_torch_codegen
 def test_convert_to_torch_source_and_module_source(models, tmp_path):

@@ -247,6 +247,20 @@ def test_save_inline_by_default_and_named_data_file(tmp_path) -> None:
         conx.save(g, tmp_path / "c.onnx", external_data="../escape.bin")
 
 
+def test_save_goes_external_above_the_size_where_onnxruntime_loads_it_faster(tmp_path) -> None:
+    """Over 64 MiB of weights, the default writes them to a data file beside the model."""
+    g = Graph("m")
+    x = g.add_input("x", TensorType(DType.FLOAT32, [1, 2048]))
+    w = np.zeros((2048, 8192 + 1), np.float32)  # 64 MiB and one column
+    y = g.op("matmul", x, g.add_weight("w", w, TensorType(DType.FLOAT32, list(w.shape))))
+    g.set_outputs([y])
+    conx.save(g, tmp_path / "big.onnx")
+    assert sorted(os.listdir(tmp_path)) == ["big.onnx", "big.onnx.data"]
+    assert os.path.getsize(tmp_path / "big.onnx") < 1 << 20
+    conx.save(g, tmp_path / "inline.onnx", external_data=False)
+    assert os.path.getsize(tmp_path / "inline.onnx") > 1 << 26
+
+
 def test_save_goes_external_above_the_protobuf_limit(tmp_path, monkeypatch) -> None:
     g = big_graph(2)
     monkeypatch.setattr(save_mod, "PROTO_LIMIT", 10_000)  # stands in for 2 GB
