@@ -386,3 +386,23 @@ def test_symbolic_sizes_keep_their_source_names():
     with torch.no_grad():
         got = ct.to_module(g)(other)["logits"]
         torch.testing.assert_close(got, model(other).logits, atol=1e-4, rtol=1e-4)
+
+
+def test_module_types_survive_the_text_format(tmp_path):
+    # The module stack (paths and types) is printed: a graph read back from text names its
+    # classes after the source's types, as the graph it was printed from does. A file of
+    # format 1 (no stacks) still loads, its classes named after their paths.
+    model, inputs = _llama()
+    g = msc.from_torch(model, (), example_kwargs=inputs)
+    text = msc.to_text(g)
+    back = msc.from_text(text)
+    classes = re.compile(r"^class (\w+)", re.M)
+    want = classes.findall(ct.generate(g))
+    assert "LlamaDecoderLayer" in want and "LlamaMLP" in want
+    assert classes.findall(ct.generate(back)) == want
+    msc.save(g, tmp_path / "llama.msc")
+    assert classes.findall(ct.generate(msc.load(tmp_path / "llama.msc"))) == want
+    old = re.sub(r', stack = "[^"]*"', "", text).replace("msc format 2,", "msc format 1,", 1)
+    older = msc.from_text(old)
+    msc.assert_structural_equal(older, g, names=True, weights="types")
+    assert "LlamaDecoderLayer" not in classes.findall(ct.generate(older))
