@@ -461,7 +461,7 @@ class TorchCodegen:
         names = [self._ident(node, v, leaf is not None) for v in node.outputs]
         e = NodeEmit(self, node, names, out)
         if leaf is not None:
-            callee = self.plan_.access(self.plan_.paths[next(iter(leaf.roles.values())).name][:-1])  # type: ignore[union-attr]
+            callee = self.plan_.access(leaf.prefix.split("."))  # type: ignore[union-attr]
             value = ast.Call(callee, [code.to_ast(a) for a in leaf.calls[node]], [])
         elif is_custom(node.op):
             value = custom.call(node, [None if v is None else self.ref(v) for v in node.inputs])

@@ -12,7 +12,11 @@
 #   kept at the root under a sanitized name; ``keys`` maps it back to the source name.
 # - A tied name (a weight's ``aliases``: alias -> weight) is the same tensor registered again
 #   at its own path, at the end of ``__init__``, so ``state_dict()`` has both keys as the
-#   source module had.
+#   source module had. A node the source ran in the module at an alias's path (its provenance
+#   module: GPT-2's lm_head reading transformer.wte.weight) becomes that module there when
+#   the rule fits, owning no weight: ``__init__`` ties its parameter
+#   (``self.lm_head.weight = self.transformer.wte.weight``), and the weight's own module
+#   (``nn.Embedding``) may be a library module although the head reads its weight too.
 """
 
 from __future__ import annotations
@@ -187,26 +191,51 @@ def plan_modules(
     tied name in ``aliases``: alias -> weight name, where its path fits). ``weights``: the
     weights the module holds, by name (default: all of the graph's)."""
     weights = graph.weights if weights is None else weights
+    aliases = aliases or {}
+    # The tied names of each weight (alias -> weight): a node the source ran in the module at
+    # an alias's path (GPT-2's lm_head reading transformer.wte.weight) is that module.
+    tied_names: dict[str, set[str]] = {}
+    for alias, name in aliases.items():
+        tied_names.setdefault(name, set()).add(alias)
     groups: dict[str, list[tuple[Node, dict[str, Weight]]]] = {}
+    tied_prefixes: set[str] = set()  # leaves at an alias's path: they own no weight
     for node in _all_nodes(graph):
         rule = rules(node.op)
         if rule is None:
             continue
         found = _role_weights(node, rule)
-        if found is not None:
-            groups.setdefault(found[0], []).append((node, found[1]))
+        if found is None:
+            continue
+        prefix, roles = found
+        at = node.provenance.module
+        names = [f"{at}.{r}" in tied_names.get(w.name, ()) for r, w in roles.items()]
+        if at and at != prefix and all(names):
+            prefix = at
+            tied_prefixes.add(at)
+        groups.setdefault(prefix, []).append((node, roles))
+    # Nodes that read a tied weight as a module's parameter, wherever their module is: a
+    # leaf's weight may be read by the leaves at its other names too.
+    sharing: dict[str, set[int]] = {}
+    for members in groups.values():
+        for node, roles in members:
+            for w in roles.values():
+                if w.name in tied_names:
+                    sharing.setdefault(w.name, set()).add(id(node))
 
     leaves: dict[str, Leaf] = {}
     owner: dict[str, str] = {}  # weight name -> leaf prefix
     for prefix, members in groups.items():
-        leaf = _make_leaf(graph, weights, prefix, members, rules, call_rule)
-        if leaf is not None:
-            leaves[prefix] = leaf
-            for w in leaf.roles.values():
-                owner[w.name] = prefix
-            for extra in rules(members[0][0].op).extras:  # type: ignore[union-attr]
-                if f"{prefix}.{extra}" in weights:
-                    owner[f"{prefix}.{extra}"] = prefix
+        leaf = _make_leaf(graph, weights, prefix, members, rules, call_rule, sharing)
+        if leaf is None:
+            continue
+        leaves[prefix] = leaf
+        if prefix in tied_prefixes:
+            continue  # its parameters are tied in at the end of __init__
+        for w in leaf.roles.values():
+            owner[w.name] = prefix
+        for extra in rules(members[0][0].op).extras:  # type: ignore[union-attr]
+            if f"{prefix}.{extra}" in weights:
+                owner[f"{prefix}.{extra}"] = prefix
 
     root = Holder()
     paths: dict[str, list[str]] = {}
@@ -247,13 +276,22 @@ def plan_modules(
         root.children[key] = Param(w, const or is_buffer(w), not const)
         paths[w.name] = [key]
         keys[key] = w.name
+    for prefix in tied_prefixes:  # after the weights' own places: nn.Linear(bias=False)
+        leaf = leaves.get(prefix)
+        parts = _parts(prefix)
+        if leaf is not None and (parts is None or not _insert(root, parts, leaf)):
+            del leaves[prefix]  # the path does not fit: the nodes read the weight itself
     tied: list[tuple[list[str], Weight]] = []
-    for alias, name in (aliases or {}).items():
+    for alias, name in aliases.items():
         w = weights.get(name)
         parts = _parts(alias)
-        if w is not None and alias not in graph.weights and parts is not None:
-            if _insert(root, parts, Alias(w)):
-                tied.append((parts, w))
+        if w is None or alias in graph.weights or parts is None:
+            continue
+        leaf = leaves.get(".".join(parts[:-1]))
+        if leaf is not None and leaf.roles.get(parts[-1]) is w:
+            tied.append((parts, w))  # the leaf's parameter, tied: ``lm_head.weight = ...``
+        elif _insert(root, parts, Alias(w)):
+            tied.append((parts, w))
     node_leaf = {n: leaf for leaf in leaves.values() for n in leaf.calls}
     return ModulePlan(root, leaves, node_leaf, keys, paths, tied)
 
@@ -289,7 +327,7 @@ def _role_weights(node: Node, rule: ModuleRule) -> tuple[str, dict[str, Weight]]
     return prefix, found
 
 
-def _make_leaf(graph, weights, prefix, members, rules, call_rule) -> Leaf | None:
+def _make_leaf(graph, weights, prefix, members, rules, call_rule, sharing) -> Leaf | None:
     first_node, roles = members[0]
     rule = rules(first_node.op)
     for node, r in members:
@@ -297,7 +335,8 @@ def _make_leaf(graph, weights, prefix, members, rules, call_rule) -> Leaf | None
             return None
     users = {id(n) for n, _ in members}
     for w in roles.values():
-        if any(id(n) not in users for n, _ in w.uses) or w in graph.outputs:
+        ok = users | sharing.get(w.name, set())
+        if any(id(n) not in ok for n, _ in w.uses) or w in graph.outputs:
             return None
     allowed = {f"{prefix}.{r}" for r in roles} | {f"{prefix}.{e}" for e in rule.extras}
     for name, w in weights.items():

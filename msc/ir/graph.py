@@ -83,12 +83,13 @@ class Provenance:
     name: str = ""
     module: str = ""
     # The module stack, outermost first: (module path, module type name) per module call the
-    # node is inside (torch.export's nn_module_stack). In memory only: the text format does not
-    # print it (codegens fall back to names made from ``module``), and equality ignores it.
+    # node is inside (torch.export's nn_module_stack). The text format prints it (``stack``,
+    # format 2); equality ignores it (it says how the source was organised, not what it
+    # computes, and files from before format 2 have none).
     stack: tuple[tuple[str, str], ...] = field(default=(), compare=False)
 
     def __bool__(self) -> bool:
-        return bool(self.framework or self.op or self.name or self.module)
+        return bool(self.framework or self.op or self.name or self.module or self.stack)
 
 
 # Shared by every node with no provenance (it is frozen): one object, not one per node.

@@ -208,6 +208,8 @@ class _Parser:
         self.lines: dict[int, re.Match[str]] = {}  # placeholder token index -> its line match
         # (op, attribute text) -> the op's schema and its normalized attributes
         self.attr_cache: dict[tuple[str, str], tuple[Any, dict[str, Any], str]] = {}
+        # One tuple per distinct module stack (a model's nodes share a few dozen).
+        self.stacks: dict[str, tuple[tuple[str, str], ...]] = {}
         self.texts = _lex_fast(src, self.lines) if fast else _lex(src)
         self.i = 0
         self.depth = 0  # nesting of lists, graphs and output structures
@@ -587,12 +589,21 @@ class _Parser:
                 return out
             self.expect(",")
 
+    def stack(self, text: str) -> tuple[tuple[str, str], ...]:
+        """A ``stack`` metadata value, parsed once per distinct spelling."""
+        if not text:
+            return ()
+        got = self.stacks.get(text)
+        if got is None:
+            got = self.stacks[text] = parse_stack(text)
+        return got
+
     def meta_items(self) -> dict[str, str]:
         """``key = "string", ... }`` after ``!{``."""
         meta: dict[str, str] = {}
         if not self.accept("}"):
             while True:
-                key = self.name("name, framework, op, source or module")
+                key = self.name("name, framework, op, source, module or stack")
                 self.expect("=")
                 meta[key] = self.string()
                 if self.accept("}"):
@@ -845,6 +856,7 @@ class _Parser:
                     meta.get("op", ""),
                     meta.get("source", ""),
                     meta.get("module", ""),
+                    self.stack(meta.get("stack", "")),
                 )
         node = Node._assemble(op, schema, inputs, attrs, values, name, provenance)
         table = scope.values
@@ -896,6 +908,11 @@ class _Parser:
             raise ParseError(f"unknown node metadata {sorted(bad)}", t.line, t.col)
         values = [Value(n, ty) for _, n, ty in outs]
         try:
+            stack = self.stack(meta.get("stack", ""))
+        except ParseError as e:
+            t = self.toks_at(start)
+            raise ParseError(e.args[0].split(": ", 1)[1], t.line, t.col) from None
+        try:
             node = Node(
                 op,
                 inputs,
@@ -907,6 +924,7 @@ class _Parser:
                     meta.get("op", ""),
                     meta.get("source", ""),
                     meta.get("module", ""),
+                    stack,
                 )
                 if meta
                 else None,
@@ -936,7 +954,44 @@ _META_FULL = re.compile(
 )
 _DTYPES = {d.short: d for d in DType}
 _SIMPLE = {"none": None, "true": True, "false": False, "inf": float("inf"), "nan": float("nan")}
-_META_KEYS = frozenset({"name", "framework", "op", "source", "module"})
+_META_KEYS = frozenset({"name", "framework", "op", "source", "module", "stack"})
+_STACK_ENTRY = re.compile(r"([^ ;]+) ([^ ;]+)")
+_PERCENT = re.compile(r"%([0-9A-F]{2})?")
+
+
+def _unesc(s: str) -> str:
+    """A field of a ``stack`` (printer.format_stack): ``%`` alone is empty, ``%XX`` a char."""
+    if s == "%":
+        return ""
+    if "%" not in s:
+        return s
+
+    def one(m: re.Match[str]) -> str:
+        if m.group(1) is None:
+            raise ParseError("a bare '%' in a module stack", 0, 0)
+        return chr(int(m.group(1), 16))
+
+    return _PERCENT.sub(one, s)
+
+
+def parse_stack(text: str) -> tuple[tuple[str, str], ...]:
+    """A node's module stack from its ``stack`` metadata (the inverse of format_stack)."""
+    out: list[tuple[str, str]] = []
+    prev = None
+    for item in text.split("; ") if text else ():
+        m = _STACK_ENTRY.fullmatch(item)
+        if m is None:
+            raise ParseError(f"a module stack entry is 'path Type', got {item!r}", 0, 0)
+        path, t = m.groups()
+        if path[0] == ".":
+            if prev is None:
+                raise ParseError("a module stack starts with a relative path", 0, 0)
+            path = prev + "." + _unesc(path[1:])
+        else:
+            path = _unesc(path)
+        out.append((path, _unesc(t)))
+        prev = path
+    return tuple(out)
 
 
 def from_text(text: str) -> Graph:

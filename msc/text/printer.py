@@ -17,6 +17,13 @@
 #     %y: f32[...], %z: i64[...] = op(%x, @"conv.weight", _) {attr = value} !{name = "...", ...}
 #     output %y
 #   }
+#
+# A node's module stack (Provenance.stack, format 2) prints as its ``stack`` metadata: one
+# ``path Type`` entry per module, outermost first, separated by "; "; a path that extends the
+# one before it is written from its "." on (``stack = "model LlamaModel; .layers.0
+# LlamaDecoderLayer; .mlp LlamaMLP"``: the last path is ``model.layers.0.mlp``). Fields are
+# percent-encoded for "%", " ", ";" and a leading "." (``%25``, ``%20``, ``%3B``, ``%2E``);
+# an empty field is ``%``.
 """
 
 from __future__ import annotations
@@ -40,6 +47,7 @@ __all__ = [
     "quote_name",
     "quote_ref",
     "format_attr",
+    "format_stack",
     "FORMAT_VERSION",
     "OPS_VERSION",
 ]
@@ -47,10 +55,31 @@ __all__ = [
 # The version of the text format this printer writes (files without the header line are
 # version 0: the format before versions, which is still read). Bump it when a change makes
 # files that an older parser would misread; the op set has its own version (msc.ops).
-FORMAT_VERSION = 1
+# 2: node metadata may hold ``stack`` (a format-1 parser refuses the key).
+FORMAT_VERSION = 2
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _SMALL_TENSOR = 64  # elements; larger tensor attributes print as base64 bytes
+
+
+_FIELD_ESC = re.compile(r"[% ;]|^\.")
+
+
+def _esc(s: str) -> str:
+    return _FIELD_ESC.sub(lambda m: f"%{ord(m.group()):02X}", s)
+
+
+def format_stack(stack: tuple[tuple[str, str], ...]) -> str:
+    """A module stack ((path, type name), ...) in its ``stack`` metadata spelling."""
+    out, prev = [], None
+    for path, t in stack:
+        if prev is not None and path.startswith(prev + "."):
+            p = "." + _esc(path[len(prev) + 1 :])
+        else:
+            p = _esc(path) or "%"
+        out.append(f"{p} {_esc(t) or '%'}")
+        prev = path
+    return "; ".join(out)
 
 
 def _tensor(a: np.ndarray) -> str:
@@ -121,7 +150,7 @@ class _Printer:
         if attrs:
             s += " " + _attrs(attrs, ind)
         p = n.provenance
-        if n.name or p:
+        if n.name or p or p.stack:
             meta = [
                 f"{k} = {escape(v)}"
                 for k, v in (
@@ -130,6 +159,7 @@ class _Printer:
                     ("op", p.op),
                     ("source", p.name),
                     ("module", p.module),
+                    ("stack", format_stack(p.stack) if p.stack else ""),
                 )
                 if v
             ]

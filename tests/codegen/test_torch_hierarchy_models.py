@@ -386,3 +386,63 @@ def test_symbolic_sizes_keep_their_source_names():
     with torch.no_grad():
         got = ct.to_module(g)(other)["logits"]
         torch.testing.assert_close(got, model(other).logits, atol=1e-4, rtol=1e-4)
+
+
+def test_module_types_survive_the_text_format(tmp_path):
+    # The module stack (paths and types) is printed: a graph read back from text names its
+    # classes after the source's types, as the graph it was printed from does. A file of
+    # format 1 (no stacks) still loads, its classes named after their paths.
+    model, inputs = _llama()
+    g = msc.from_torch(model, (), example_kwargs=inputs)
+    text = msc.to_text(g)
+    back = msc.from_text(text)
+    classes = re.compile(r"^class (\w+)", re.M)
+    want = classes.findall(ct.generate(g))
+    assert "LlamaDecoderLayer" in want and "LlamaMLP" in want
+    assert classes.findall(ct.generate(back)) == want
+    msc.save(g, tmp_path / "llama.msc")
+    assert classes.findall(ct.generate(msc.load(tmp_path / "llama.msc"))) == want
+    old = re.sub(r', stack = "[^"]*"', "", text).replace("msc format 2,", "msc format 1,", 1)
+    older = msc.from_text(old)
+    msc.assert_structural_equal(older, g, names=True, weights="types")
+    assert "LlamaDecoderLayer" not in classes.findall(ct.generate(older))
+
+
+# model: (the embedding's path, its class there, the tied head's path)
+TIED = {
+    "gpt2": ("transformer.wte", "wte", "lm_head"),
+    "whisper": ("model.decoder.embed_tokens", "embed_tokens", "proj_out"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(TIED))
+def test_tied_weights_are_an_embedding_and_a_linear_head(name, tmp_path):
+    # What a person writes: the embedding an nn.Embedding, the head an nn.Linear(bias=False)
+    # whose weight is the embedding's, tied in __init__; both keys in state_dict, as the
+    # source's; one tensor in the weights file, loaded into both.
+    import importlib.util
+
+    emb, attr, head = TIED[name]
+    model, inputs = MODELS[name][0]()
+    g = msc.from_torch(model, (), example_kwargs=inputs)
+    src = ct.generate(g)
+    if name == "gpt2":  # whisper's positional embedding is a plain module (a sliced weight)
+        assert "nn.Module()" not in src
+    assert re.search(rf"^        self\.{attr} = nn\.Embedding\(64, 32\b", src, re.M)
+    assert f"        self.{head} = nn.Linear(32, 64, bias=False)\n" in src
+    assert f"        self.{head}.weight = self.{emb}.weight\n" in src
+    assert re.search(rf"= self\.{head}\(\w+\)$", src, re.M)
+    gen = ct.to_module(g)
+    assert list(gen.state_dict()) == list(model.state_dict())
+    assert gen.get_parameter(f"{head}.weight") is gen.get_parameter(f"{emb}.weight")
+    ct.save(g, tmp_path / "gen")
+    spec = importlib.util.spec_from_file_location(f"tied_{name}", tmp_path / "gen" / "model.py")
+    mod = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(mod)  # type: ignore[union-attr]
+    loaded = mod.load()
+    assert loaded.get_parameter(f"{head}.weight") is loaded.get_parameter(f"{emb}.weight")
+    with torch.no_grad():
+        want = model(**inputs).logits
+        for m in (gen, loaded):
+            torch.testing.assert_close(m(**inputs)["logits"], want, atol=1e-4, rtol=1e-4)
+    assert ct.generate(g, flat=True).count(f"self.{head}.weight = self.{emb}.weight") == 1

@@ -166,9 +166,49 @@ def test_files_from_before_versions_still_load(name):
     msc.assert_structural_equal(msc.from_text(old), graphs.ALL[name](), names=True, weights="types")
 
 
+@pytest.mark.parametrize("name", sorted(graphs.ALL))
+def test_files_of_format_1_still_load(name):
+    """Text written by format 1 (no module stacks) reads as the same graph."""
+    old = (GOLDEN / "v1" / f"{name}.msc").read_text(encoding="utf-8")
+    assert old.startswith("msc format 1, ops 1\n")
+    g = msc.from_text(old)
+    msc.assert_structural_equal(g, graphs.ALL[name](), names=True, weights="types")
+    assert all(not n.provenance.stack for n in g.nodes)
+
+
+def test_module_stacks_round_trip():
+    """A node's module stack (path, type) prints compactly (a path under the one before it
+    from its "."), and any path or type survives, spaces, ';', '%' and leading dots too."""
+    from msc.ir.graph import Provenance
+
+    llama = (("model", "LlamaModel"), ("model.layers.0", "LlamaDecoderLayer"))
+    stacks = [
+        (*llama, ("model.layers.0.mlp", "LlamaMLP")),
+        (("a b;%", ""), (".x", ".T"), (".x.", "%"), ("", "q"), ("z..y", "T"), ("z..y..", "U")),
+        (("enc", "T5Stack"), ("shared", "Embedding")),
+    ]
+    g = Graph("g")
+    x = g.add_input("x", TensorType(DType.FLOAT32, (2,)))
+    for st in stacks:
+        x = g.op("relu", x)
+        x.producer.provenance = Provenance("torch", module=st[-1][0], stack=st)
+    x.producer.provenance = Provenance(stack=stacks[-1])  # a stack and nothing else
+    g.set_outputs([x])
+    text = msc.to_text(g)
+    assert text.startswith("msc format 2, ")
+    assert 'stack = "model LlamaModel; .layers.0 LlamaDecoderLayer; .mlp LlamaMLP"' in text
+    back = msc.from_text(text)
+    assert [n.provenance.stack for n in back.nodes] == stacks
+    assert msc.to_text(back) == text
+    first = 'stack = "model LlamaModel; .layers.0 LlamaDecoderLayer; .mlp LlamaMLP"'
+    for bad in ('"x"', '"x T; .y"', '"%zz T"', '".x T"', '"x T;y U"'):
+        with pytest.raises(ParseError, match="module stack"):
+            msc.from_text(text.replace(first, f"stack = {bad}"))
+
+
 def test_newer_format_or_op_set_is_refused_by_name():
     body = msc.to_text(graphs.mlp()).split("\n", 1)[1]
-    for header in ("msc format 2, ops 1", "msc format 1, ops 9"):
+    for header in ("msc format 3, ops 1", "msc format 2, ops 9"):
         with pytest.raises(msc.ParseError, match=r"newer msc \(text format \d, op set \d\).*"):
             msc.from_text(header + "\n" + body)
 
