@@ -97,6 +97,21 @@ def mask(*shape: int, seed: int = 0) -> torch.Tensor:
     return torch.rand(shape, generator=_g(seed)) > 0.5
 
 
+def seeded(m: nn.Module) -> nn.Module:
+    """``m`` in eval mode with small seeded parameters and BatchNorm statistics that are not
+    the identity (running mean near 0, running variance in [0.5, 1.5])."""
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for p in m.parameters():
+            p.copy_(torch.randn(p.shape) * 0.1)
+        for name, b in m.named_buffers():
+            if name.endswith("running_var"):
+                b.copy_(torch.rand(b.shape) + 0.5)
+            elif name.endswith("running_mean"):
+                b.copy_(torch.randn(b.shape) * 0.1)
+    return m.eval()
+
+
 def _seed(m: nn.Module) -> nn.Module:
     torch.manual_seed(0)
     for p in m.parameters():

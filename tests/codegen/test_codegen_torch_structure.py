@@ -18,6 +18,7 @@ nn = torch.nn
 
 import codegen.torch as ct  # noqa: E402
 import msc  # noqa: E402
+from tests.torch_cases import seeded  # noqa: E402
 
 transformers = pytest.importorskip("transformers", reason="tiny Llama / BERT configs")
 
@@ -49,19 +50,6 @@ class SmallResNet(nn.Module):
         return self.head(x.mean((2, 3)))
 
 
-def _seeded(m):
-    torch.manual_seed(0)
-    with torch.no_grad():
-        for p in m.parameters():
-            p.copy_(torch.randn(p.shape) * 0.1)
-        for name, b in m.named_buffers():
-            if name.endswith("running_var"):
-                b.copy_(torch.rand(b.shape) + 0.5)
-            elif name.endswith("running_mean"):
-                b.copy_(torch.randn(b.shape) * 0.1)
-    return m.eval()
-
-
 def _llama():
     cfg = transformers.LlamaConfig(
         vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=3,
@@ -69,7 +57,7 @@ def _llama():
         use_cache=False,
     )  # fmt: skip
     ids = torch.randint(0, 128, (1, 8), generator=torch.Generator().manual_seed(0))
-    return _seeded(transformers.LlamaForCausalLM(cfg)), (ids,)
+    return seeded(transformers.LlamaForCausalLM(cfg)), (ids,)
 
 
 def _bert():
@@ -78,12 +66,12 @@ def _bert():
         intermediate_size=128, max_position_embeddings=64,
     )  # fmt: skip
     ids = torch.randint(0, 64, (1, 8), generator=torch.Generator().manual_seed(1))
-    return _seeded(transformers.BertModel(cfg)), (ids,)
+    return seeded(transformers.BertModel(cfg)), (ids,)
 
 
 def _cnn():
     x = torch.randn(1, 3, 16, 16, generator=torch.Generator().manual_seed(2))
-    return _seeded(SmallResNet()), (x,)
+    return seeded(SmallResNet()), (x,)
 
 
 # model, the block classes the source has (class name, a path of one instance), the list looped

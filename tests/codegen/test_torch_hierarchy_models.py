@@ -31,6 +31,7 @@ nn = torch.nn
 
 import codegen.torch as ct  # noqa: E402
 import msc  # noqa: E402
+from tests.torch_cases import seeded  # noqa: E402
 
 # ---------------------------------------------------------------------- the models
 
@@ -88,19 +89,6 @@ class ResNet(nn.Module):
         return self.fc(torch.flatten(self.avgpool(x), 1))
 
 
-def _seeded(m):
-    torch.manual_seed(0)
-    with torch.no_grad():
-        for p in m.parameters():
-            p.copy_(torch.randn(p.shape) * 0.1)
-        for name, b in m.named_buffers():
-            if name.endswith("running_var"):
-                b.copy_(torch.rand(b.shape) + 0.5)
-            elif name.endswith("running_mean"):
-                b.copy_(torch.randn(b.shape) * 0.1)
-    return m.eval()
-
-
 def _ids(vocab: int, n: int, seed: int):
     return torch.randint(0, vocab, (1, n), generator=torch.Generator().manual_seed(seed))
 
@@ -110,7 +98,7 @@ def _image(seed: int):
 
 
 def _resnet():
-    return _seeded(ResNet()), {"x": _image(0)}
+    return seeded(ResNet()), {"x": _image(0)}
 
 
 def _bert():
@@ -118,7 +106,7 @@ def _bert():
         vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
         intermediate_size=64, max_position_embeddings=32,
     )  # fmt: skip
-    return _seeded(transformers.BertModel(cfg)), {"input_ids": _ids(64, 8, 1)}
+    return seeded(transformers.BertModel(cfg)), {"input_ids": _ids(64, 8, 1)}
 
 
 def _gpt2():
@@ -126,7 +114,7 @@ def _gpt2():
         vocab_size=64, n_embd=32, n_layer=2, n_head=2, n_positions=32, use_cache=False,
         bos_token_id=0, eos_token_id=0,
     )  # fmt: skip
-    return _seeded(transformers.GPT2LMHeadModel(cfg)), {"input_ids": _ids(64, 8, 2)}
+    return seeded(transformers.GPT2LMHeadModel(cfg)), {"input_ids": _ids(64, 8, 2)}
 
 
 def _llama():
@@ -135,7 +123,7 @@ def _llama():
         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32,
         use_cache=False,
     )  # fmt: skip
-    return _seeded(transformers.LlamaForCausalLM(cfg)), {"input_ids": _ids(64, 8, 3)}
+    return seeded(transformers.LlamaForCausalLM(cfg)), {"input_ids": _ids(64, 8, 3)}
 
 
 def _vit():
@@ -143,7 +131,7 @@ def _vit():
         image_size=16, patch_size=4, num_channels=3, hidden_size=32, num_hidden_layers=2,
         num_attention_heads=2, intermediate_size=64, num_labels=5,
     )  # fmt: skip
-    return _seeded(transformers.ViTForImageClassification(cfg)), {"pixel_values": _image(4)}
+    return seeded(transformers.ViTForImageClassification(cfg)), {"pixel_values": _image(4)}
 
 
 def _whisper():
@@ -154,7 +142,7 @@ def _whisper():
         pad_token_id=0, bos_token_id=1, eos_token_id=2, decoder_start_token_id=1,
     )  # fmt: skip
     feats = torch.randn(1, 8, 16, generator=torch.Generator().manual_seed(5))
-    model = _seeded(transformers.WhisperForConditionalGeneration(cfg))
+    model = seeded(transformers.WhisperForConditionalGeneration(cfg))
     return model, {"input_features": feats, "decoder_input_ids": _ids(64, 4, 6)}
 
 
@@ -167,7 +155,7 @@ def _moe():
         num_experts_per_tok=2, max_position_embeddings=32, use_cache=False,
         experts_implementation="batched_mm",
     )  # fmt: skip
-    return _seeded(transformers.MixtralForCausalLM(cfg)), {"input_ids": _ids(64, 8, 7)}
+    return seeded(transformers.MixtralForCausalLM(cfg)), {"input_ids": _ids(64, 8, 7)}
 
 
 # name: (build, {class: how many instances at least}, the loop: ModuleList of a for / Sequential)
