@@ -210,11 +210,12 @@ class _Advanced:
         ]
         parts = []
         for i in indices:
+            shape = list(i.shape)  # the cast below has no recorded type
             if i.dtype is not DType.INT64:
                 i = e.cast(i, DType.INT64)
             if zero is not None:
                 i = e.op("Add", i, zero)
-            elif list(i.shape) != self.b:
+            elif shape != self.b:
                 i = e.op("Expand", i, e.ints(self.b))  # static here (see above)
             parts.append(
                 e.op("Unsqueeze", i, e.ints([-1]))

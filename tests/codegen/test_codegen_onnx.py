@@ -414,3 +414,37 @@ def test_channels_last_resize_runs_with_onnxruntimes_layout_transformer(batch, s
         align_corners=None if mode == "nearest" else False,
     )
     np.testing.assert_allclose(got, ref.permute(0, 2, 3, 1).numpy(), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [DType.INT32, DType.INT64])
+@pytest.mark.parametrize("shapes", [([3], [3]), ([3, 1], [2])], ids=["same", "broadcast"])
+def test_advanced_indexing_with_int32_indices(dtype, shapes):
+    """index / index_put on two axes with indices of either integer type (a JAX or TFLite
+    source gives int32): the indices are cast to int64 for GatherND / ScatterND."""
+    ort = pytest.importorskip("onnxruntime", reason="onnxruntime is not installed")
+    rng = np.random.default_rng(0)
+    xs = rng.standard_normal((5, 4)).astype(np.float32)
+    iv = rng.integers(0, 5, shapes[0]).astype(dtype.to_numpy())
+    jv = rng.integers(0, 4, shapes[1]).astype(dtype.to_numpy())
+    b = np.broadcast_shapes(iv.shape, jv.shape)
+    vv = rng.standard_normal(b).astype(np.float32)
+    want_index = xs[iv, jv]
+    want_put = xs.copy()
+    want_put[iv, jv] = vv
+    for op in ("index", "index_put"):
+        g = Graph(op)
+        x = g.add_input("x", TensorType(DType.FLOAT32, [5, 4]))
+        i = g.add_input("i", TensorType(dtype, list(iv.shape)))
+        j = g.add_input("j", TensorType(dtype, list(jv.shape)))
+        feeds = {"x": xs, "i": iv, "j": jv}
+        if op == "index":
+            y, want = g.op("index", x, i, j, axes=[0, 1]), want_index
+        else:
+            v = g.add_input("v", TensorType(DType.FLOAT32, list(b)))
+            y, want = g.op("index_put", x, v, i, j, axes=[0, 1]), want_put
+            feeds["v"] = vv
+        g.set_outputs([y])
+        sess = ort.InferenceSession(
+            conx.to_model(g).SerializeToString(), providers=["CPUExecutionProvider"]
+        )
+        np.testing.assert_array_equal(sess.run(None, feeds)[0], want, err_msg=op)
