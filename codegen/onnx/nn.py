@@ -12,6 +12,7 @@ import numpy as np
 
 from codegen.onnx.registry import Emit, Ref, Unsupported, emitter
 from msc.ir.dtype import DType
+from msc.ops.nn import exact_resize_scale
 
 
 @emitter("matmul", since=9)
@@ -392,17 +393,16 @@ def resize(
 
 
 def _exact_scales(spatial, sizes) -> list[float] | None:
-    """The float32 scales that give exactly ``sizes`` from the static ``spatial`` dims and
-    map coordinates as the sizes do (onnxruntime takes the output size as in * scale, and
-    the scale as out / in when sizes are given), or None."""
+    """The float32 scales that give exactly ``sizes`` from the static ``spatial`` dims (see
+    msc.ops.nn.exact_resize_scale), or None."""
     if not all(isinstance(d, int) and d > 0 for d in spatial):
         return None
     out = []
     for d, n in zip(spatial, sizes, strict=True):
-        scale = np.float32(n) / np.float32(d)
-        if np.float32(d) * scale != np.float32(n):
+        scale = exact_resize_scale(d, n)
+        if scale is None:
             return None
-        out.append(float(scale))
+        out.append(scale)
     return out
 
 

@@ -44,6 +44,7 @@ from msc.ir.graph import Graph, Node, Value, Weight, dead_nodes
 from msc.ir.types import TensorType
 from msc.ops import registry
 from msc.ops.infer import broadcast
+from msc.ops.nn import exact_resize_scale
 from msc.ops.rewrite import Match, constant_value
 
 __all__ = ["RULES", "merge_duplicates", "drop_dead"]
@@ -561,9 +562,8 @@ def _exact_sizes(n: Node) -> list[int] | None:
     for d, s in zip(spatial, scales, strict=True):
         if not isinstance(d, int) or d <= 0:
             return None
-        scale = np.float32(s)
-        size = np.float32(d) * scale
-        if size != np.floor(size) or np.float32(size) / np.float32(d) != scale:
+        size = np.float32(d) * np.float32(s)
+        if size != np.floor(size) or exact_resize_scale(d, int(size)) != float(np.float32(s)):
             return None
         out.append(int(size))
     return out

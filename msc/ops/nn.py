@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
+
 from msc.ir.dtype import DType
 from msc.ir.types import Dim, TensorType
 from msc.ops import registry
@@ -196,6 +198,14 @@ LAYOUT_ATTR = {
     "data_layout": Attr.str("NCHW", doc="NCHW | NHWC (channels first or last)", quiet=True)
 }
 KERNEL_ATTR = {"kernel_layout": Attr.str("OIHW", doc="OIHW | OHWI | IHWO", quiet=True)}
+
+
+def exact_resize_scale(size: int, out: int) -> float | None:
+    """The float32 scale that resizes ``size`` to exactly ``out`` and maps coordinates as the
+    sizes do (ONNX takes the output size as size * scale, and the scale as out / size when
+    sizes are given): out / size in float32 when size * it is exactly out, else None."""
+    scale = np.float32(out) / np.float32(size)
+    return float(scale) if np.float32(size) * scale == np.float32(out) else None
 
 
 def same_pads(sizes, kernel, strides, dilations, what: str = "SAME padding") -> list[int]:
