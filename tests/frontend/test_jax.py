@@ -131,6 +131,9 @@ CASES = [
     Case("broadcast_add", lambda a, b: a + b, [X, f32(4)]),
     Case("lax_clamp_arrays", lambda a, b: jax.lax.clamp(b - 1.0, a, b), [X, Y]),
     Case("scalar_mul", lambda a: a * 2.5 + 1.0, [X]),
+    # a [n] -> [1, 1, n] reshape whose first user makes nothing bigger (Flax's batch norm:
+    # rsqrt(var + eps) on the reshaped variance) keeps its reshape
+    Case("reshaped_then_scalar", lambda a, v: a * jax.lax.rsqrt(v.reshape(1, 1, 4) + 1.0), [X, POS[0, 0]]),
     # shape
     Case("reshape", lambda a: a.reshape(6, 4), [X]),
     Case("transpose", lambda a: jnp.transpose(a, (2, 0, 1)), [X]),

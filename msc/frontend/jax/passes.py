@@ -99,12 +99,13 @@ def drop_broadcasts(graph: Graph) -> Graph:
         k = len(b) - len(a)
         if b[k:] != a or any(d != 1 for d in b[:k]) or not out.uses:
             continue
+        # each user broadcasts it against another input of the user's full shape (a user
+        # whose only full-shape input is this reshape, var + eps, would change type)
         if not all(
-            u.op in BROADCASTING
-            and _shape(u.outputs[0]) is not None
+            _shape(u.outputs[0]) is not None
             and len(_shape(u.outputs[0])) >= len(b)
-            and any(_shape(x) == _shape(u.outputs[0]) for x in u.inputs if x is not None)
-            for u, _ in out.uses
+            and _full_other(u, i, _shape(u.outputs[0]))
+            for u, i in out.uses
         ):
             continue
         out.replace_all_uses_with(src)
