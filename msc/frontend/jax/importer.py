@@ -5,7 +5,8 @@
 #   caller's values (JAX spells activations and ``where`` as private functions).
 # - Input names come from the arguments' locations (``jax.export`` writes the signature's
 #   names there), else ``arg<i>``; outputs from ``jax.result_info`` when it is a name.
-# - Arguments listed in ``weights`` (position -> (name, array)) become weights, not inputs.
+# - Arguments listed in ``weights`` (position -> (name, array[, role])) become weights, not
+#   inputs.
 # - Every unsupported op is collected (with the op it feeds into poisoned); one
 #   ``UnsupportedOpsError`` is raised after the whole function was walked. A ``custom_call``
 #   is refused by its target name unless ``custom_ops="keep"`` keeps it as a custom node
@@ -20,7 +21,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -74,6 +75,7 @@ class Importer:
         weights: dict[int, tuple[str, np.ndarray]] | None = None,
         input_names: list[str] | None = None,
         input_dims: list | None = None,
+        symbols: Mapping[str, SymDim] | None = None,
     ) -> None:
         self.module = module
         self.registry = registry
@@ -94,6 +96,7 @@ class Importer:
         self.weights = weights or {}
         self.input_names = input_names
         self.input_dims = input_dims
+        self.symbols = dict(symbols or {})
         self.unsupported: list[UnsupportedOp] = []
         self._taken: set[str] = set()
         self._counter = 0
@@ -143,8 +146,9 @@ class Importer:
                 raise BadModelError(f"argument {i}: {e}") from None
             ty = self._symbolic(i, ty)
             if i in self.weights:
-                wname, data = self.weights[i]
-                env[arg] = self.graph.add_weight(self._unique(wname), data, ty)
+                wname, data, *role = self.weights[i]
+                w = self.graph.add_weight(self._unique(wname), data, ty, role=role[0] if role else "")
+                env[arg] = w
                 continue
             name = None
             if self.input_names and i < len(self.input_names):
@@ -180,7 +184,7 @@ class Importer:
         shape: list[Any] = []
         for d, have in zip(dims, ty.shape):
             if have is None and isinstance(d, str) and d.isidentifier():
-                shape.append(SymDim(d))
+                shape.append(self.symbols.get(d) or SymDim(d))
             else:
                 shape.append(have)
         return TensorType(ty.dtype, shape)
