@@ -133,7 +133,11 @@ CASES = [
     Case("scalar_mul", lambda a: a * 2.5 + 1.0, [X]),
     # a [n] -> [1, 1, n] reshape whose first user makes nothing bigger (Flax's batch norm:
     # rsqrt(var + eps) on the reshaped variance) keeps its reshape
-    Case("reshaped_then_scalar", lambda a, v: a * jax.lax.rsqrt(v.reshape(1, 1, 4) + 1.0), [X, POS[0, 0]]),
+    Case(
+        "reshaped_then_scalar",
+        lambda a, v: a * jax.lax.rsqrt(v.reshape(1, 1, 4) + 1.0),
+        [X, POS[0, 0]],
+    ),
     # shape
     Case("reshape", lambda a: a.reshape(6, 4), [X]),
     Case("transpose", lambda a: jnp.transpose(a, (2, 0, 1)), [X]),
@@ -554,3 +558,24 @@ def test_jax_spellings_read_as_the_op(fn, op):
     g = msc.from_jax(fn, X)
     ops = [n.op for n in g.nodes if n.op != "constant"]
     assert ops == [op], ops
+
+
+def test_symbolic_slice_reads_as_a_slice():
+    """``pos[a : a + n]`` with ``n`` a symbolic dim is a stablehlo.dynamic_gather (the window's
+    length a run-time value): read as a slice; from_jax's dynamic= makes ``n`` symbolic."""
+    pos = f32(16, 4)
+
+    def head(p, t):
+        return t + p[: t.shape[1]]
+
+    def shifted(p, t):
+        return t * p[3 : t.shape[1] + 3]
+
+    for fn in (head, shifted):
+        g = msc.from_jax(fn, f32(2, 5, 4), params=pos, dynamic={"t": {1: msc.SymDim("n", 1, 12)}})
+        assert "slice" in {n.op for n in g.nodes}
+        assert str(g.inputs[0].type.shape[1]) == "n"
+        for n in (1, 7, 12):
+            t = f32(2, n, 4)
+            for run in (run_torch, run_onnx):
+                assert not close(run(g, [t]), [np.asarray(fn(pos, t))], 1e-6, 1e-6), (n, run)

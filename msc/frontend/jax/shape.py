@@ -353,6 +353,41 @@ def dynamic_slice(ctx: Ctx, sop: ShloOp, x, *starts):
     return ctx.op("slice", x, begin, end, axes=axes)
 
 
+@converter("stablehlo.dynamic_gather")
+def dynamic_gather(ctx: Ctx, sop: ShloOp, x, idx, sizes):
+    """A gather whose window sizes are run-time values: jax.export writes ``x[:n]`` with a
+    symbolic ``n`` so (one start vector, nothing collapsed). That is a slice from the start
+    (clamped, as StableHLO does, so the window fits) as long as the window."""
+    from jaxlib.mlir.dialects import stablehlo as sh
+
+    d = sh.GatherDimensionNumbers(sop.raw("dimension_numbers"))
+    smap, r = list(d.start_index_map), x.type.rank
+    if (
+        list(d.collapsed_slice_dims)
+        or list(d.operand_batching_dims)
+        or idx.type.rank != 1
+        or list(d.offset_dims) != list(range(r))
+    ):
+        raise Unsupported("a dynamic_gather that is not one window (a slice of run-time length)")
+    shape, out = x.type.shape, ctx.out_type().shape
+    for a in range(r):  # a dim not indexed is taken whole
+        if a not in smap and not (isinstance(out[a], int) and out[a] == shape[a]):
+            raise Unsupported(f"a dynamic_gather of a run-time window along unindexed dim {a}")
+    order = sorted(range(len(smap)), key=lambda j: smap[j])
+    axes = [smap[j] for j in order]
+    along = ctx.const(np.array(axes), DType.INT64)
+    begin = ctx.cast(idx, DType.INT64)
+    if order != list(range(len(order))):
+        begin = ctx.op("gather", begin, ctx.const(np.array(order), DType.INT64), axis=0)
+    length = ctx.op("gather", ctx.cast(sizes, DType.INT64), along, axis=0)
+    p = idx.producer
+    if not (p is not None and p.op == "constant" and not p.attrs["value"].any()):
+        room = ctx.op("sub", ctx.op("gather", ctx.op("shape", x), along, axis=0), length)
+        begin = ctx.op("minimum", ctx.op("maximum", begin, ctx.const(0, DType.INT64)), room)
+    end = ctx.op("add", begin, length)
+    return ctx.op("slice", x, begin, end, axes=axes)
+
+
 @converter("stablehlo.dynamic_update_slice")
 def dynamic_update_slice(ctx: Ctx, sop: ShloOp, x, upd, *starts):
     """``lax.dynamic_update_slice`` onto index_put: x[s0:s0+n0, ...] = update, each index a
