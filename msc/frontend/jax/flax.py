@@ -81,9 +81,7 @@ def from_flax(
             return getattr(model, meth)(*xs, **call_kwargs)
 
         leaves = _leaves(state, is_leaf=lambda x: isinstance(x, nnx.Variable))
-        roles = [
-            "parameter" if isinstance(v, nnx.Param) else "buffer" for _, v in leaves
-        ]
+        roles = ["parameter" if isinstance(v, nnx.Param) else "buffer" for _, v in leaves]
     weights = [
         (_path_name(_strip_value(path), SEP) or f"param_{i}", np.asarray(_array(leaf)), role)
         for i, ((path, leaf), role) in enumerate(zip(leaves, roles))
@@ -101,7 +99,7 @@ def from_flax(
 
 
 def flax_kind(module: Any) -> str:
-    """"linen" or "nnx" (a TypeError for anything else)."""
+    """ "linen" or "nnx" (a TypeError for anything else)."""
     try:
         import flax.linen as linen
         from flax import nnx

@@ -147,7 +147,9 @@ class Importer:
             ty = self._symbolic(i, ty)
             if i in self.weights:
                 wname, data, *role = self.weights[i]
-                w = self.graph.add_weight(self._unique(wname), data, ty, role=role[0] if role else "")
+                w = self.graph.add_weight(
+                    self._unique(wname), data, ty, role=role[0] if role else ""
+                )
                 env[arg] = w
                 continue
             name = None
