@@ -56,23 +56,23 @@ def errors(g: msc.Graph, ref: Any, inputs: list[np.ndarray]) -> dict[str, float]
 
 
 def flax_paths(tree: Any) -> dict[str, str]:
-    """Flax's own names for the leaves of a variables pytree (linen) or a state (nnx)."""
+    """Flax's own names for the leaves of a linen variables pytree or an nnx state, each with
+    the role msc should give it: linen's ``params`` and nnx ``Param`` are parameters, the rest
+    (batch statistics) buffers."""
     out = {}
-    for path, _ in jax.tree_util.tree_flatten_with_path(tree)[0]:
+    def is_var(x: Any) -> bool:
+        return isinstance(x, nnx.Variable)
+
+    for path, leaf in jax.tree_util.tree_flatten_with_path(tree, is_leaf=is_var)[0]:
         keys = [str(getattr(k, "key", getattr(k, "name", ""))) for k in path]
-        keys = keys[:-1] if keys[-1] == "value" else keys
-        out["/".join(keys)] = keys[0]
+        param = isinstance(leaf, nnx.Param) if is_var(leaf) else keys[0] == "params"
+        out["/".join(keys)] = "parameter" if param else "buffer"
     return out
 
 
 def check(g: msc.Graph, paths: dict[str, str], ref: Any, inputs: list[np.ndarray]) -> dict:
-    named = {n: w for n, w in g.weights.items() if w.role}
-    assert sorted(named) == sorted(paths)
-    for n, w in named.items():  # linen: by collection; nnx: BatchStat variables
-        want = "parameter" if paths[n] == "params" or "batch_stats" not in n else "buffer"
-        if n.rsplit("/", 1)[-1] in ("mean", "var") and paths[n] != "params":
-            want = "buffer"
-        assert w.role == want, (n, w.role)
+    named = {n: w.role for n, w in g.weights.items() if w.role}
+    assert named == paths
     assert msc.structural_equal(msc.from_text(msc.to_text(g)), g, names=True, weights="types")
     errs = errors(g, ref, inputs)
     assert max(errs.values()) <= TOL, errs
