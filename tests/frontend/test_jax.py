@@ -579,3 +579,18 @@ def test_symbolic_slice_reads_as_a_slice():
             t = f32(2, n, 4)
             for run in (run_torch, run_onnx):
                 assert not close(run(g, [t]), [np.asarray(fn(pos, t))], 1e-6, 1e-6), (n, run)
+
+
+def test_unused_params_keep_their_positions():
+    """A params leaf the function does not read (a head another method uses) stays a weight,
+    and the weights after it keep their names (jax.jit drops unused arguments by default)."""
+    params = {"a": f32(4), "b": f32(3, 4), "c": f32(4)}
+    g = msc.from_jax(lambda p, x: x * p["a"] + p["c"], X, params=params)
+    assert {n: tuple(w.type.shape) for n, w in g.weights.items()} == {
+        "a": (4,),
+        "b": (3, 4),
+        "c": (4,),
+    }
+    assert not g.weights["b"].uses
+    ref = X * params["a"] + params["c"]
+    assert not close(run_torch(g, [X]), [ref], 1e-6, 1e-6)

@@ -159,7 +159,9 @@ def export_and_read(
         names += [base] if n == 1 else [f"{base}_{k}" for k in range(n)]
     specs, symbols = _symbolic_args(example_args, names, dynamic or {})
     args = specs if state is None else (state, *specs)
-    exported = export.export(jax.jit(fn))(*args)
+    # keep_unused: an argument the function does not read stays one of main's, so weights
+    # and inputs keep their positions
+    exported = export.export(jax.jit(fn, keep_unused=True))(*args)
     return from_stablehlo(
         exported,
         custom_ops=custom_ops,
