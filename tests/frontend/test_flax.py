@@ -407,3 +407,53 @@ def test_whisper_style_linen():
     g = msc.from_flax(model, variables, mel, tokens)
     assert [v.name for v in g.inputs] == ["mel", "tokens"]
     check(g, flax_paths(variables), model.apply(variables, mel, tokens), [mel, tokens])
+
+
+# ---------------------------------------------------------------- call options
+class DropoutNet(nn.Module):
+    @nn.compact
+    def __call__(self, x, train: bool = True):
+        x = nn.Dense(8)(x)
+        x = nn.BatchNorm(use_running_average=not train)(x)
+        return nn.Dense(3)(nn.Dropout(0.5, deterministic=not train)(nn.relu(x)))
+
+
+class NnxDropoutNet(nnx.Module):
+    def __init__(self, rngs: nnx.Rngs):
+        self.fc = nnx.Linear(4, 8, rngs=rngs)
+        self.drop = nnx.Dropout(0.5, rngs=rngs)
+        self.out = nnx.Linear(8, 3, rngs=rngs)
+
+    def __call__(self, x):
+        return self.out(self.drop(nnx.relu(self.fc(x))))
+
+    def logits(self, x):
+        return self.fc(x)
+
+
+def test_linen_call_kwargs_and_method():
+    """kwargs= passes what is not an input (train=False: running statistics, no dropout)."""
+    x = f32(3, 4)
+    model = DropoutNet()
+    variables = randomize_stats(model.init(jax.random.key(6), x, train=False))
+    g = msc.from_flax(model, variables, x, kwargs={"train": False})
+    assert [v.name for v in g.inputs] == ["x"]
+    check(g, flax_paths(variables), model.apply(variables, x, train=False), [x])
+
+
+def test_nnx_rng_state_is_no_weight():
+    """An nnx model in eval mode: its dropout's random state is closed over, not a weight;
+    method= reads another method."""
+    x = f32(3, 4)
+    model = NnxDropoutNet(nnx.Rngs(7))
+    model.eval()
+    g = msc.from_flax(model, x)
+    assert sorted(g.weights) == ["fc/bias", "fc/kernel", "out/bias", "out/kernel"]
+    check(g, flax_paths(nnx.state(model, nnx.Param)), model(x), [x])
+    g = msc.from_flax(model, x, method="logits")
+    assert sorted(n for n, w in g.weights.items() if w.uses) == ["fc/bias", "fc/kernel"]
+
+
+def test_not_a_flax_module():
+    with pytest.raises(TypeError, match="flax.linen or flax.nnx"):
+        msc.from_flax(lambda x: x, f32(2))
