@@ -594,3 +594,13 @@ def test_unused_params_keep_their_positions():
     assert not g.weights["b"].uses
     ref = X * params["a"] + params["c"]
     assert not close(run_torch(g, [X]), [ref], 1e-6, 1e-6)
+
+
+def test_dynamic_names_inputs():
+    """dynamic= takes the inputs by their signature names (a ShapeDtypeStruct too); a name
+    that is no input is an error listing the inputs."""
+    spec = jax.ShapeDtypeStruct((2, 3, 4), jnp.float32)
+    g = msc.from_jax(lambda a, b: a * b, spec, Y, dynamic={"a": {0: "n"}, "b": {0: "n"}})
+    assert [str(v.type.shape[0]) for v in g.inputs] == ["n", "n"]
+    with pytest.raises(ValueError, match=r"\['a', 'b'\]"):
+        msc.from_jax(lambda a, b: a * b, X, Y, dynamic={"x": {0: "n"}})

@@ -213,7 +213,8 @@ def _symbolic_args(
             shape[axis] = s.name if isinstance(s, SymDim) else str(s)
         spelled = ", ".join(str(d) for d in shape)
         dims = export.symbolic_shape(spelled, scope=scope) if shape else ()
-        out.append(jax.ShapeDtypeStruct(dims, np.asarray(leaf).dtype))
+        dtype = leaf.dtype if hasattr(leaf, "dtype") else np.asarray(leaf).dtype
+        out.append(jax.ShapeDtypeStruct(dims, dtype))
     return tuple(jax.tree_util.tree_unflatten(tree, out)), symbols
 
 
