@@ -264,6 +264,9 @@ def test_encoder_linen():
     g = msc.from_flax(model, variables, tokens)
     assert [v.name for v in g.inputs] == ["tokens"]
     assert "params/layer1/attn/query/kernel" in g.weights
+    # nodes sit in their linen scope, under the root as the weights name it
+    modules = {n.provenance.module for n in g.nodes}
+    assert {"layer0/attn/query", "layer1/fc2", "final_norm"} <= modules
     check(g, flax_paths(variables), model.apply(variables, tokens), [tokens])
 
 

@@ -604,3 +604,20 @@ def test_dynamic_names_inputs():
     assert [str(v.type.shape[0]) for v in g.inputs] == ["n", "n"]
     with pytest.raises(ValueError, match=r"\['a', 'b'\]"):
         msc.from_jax(lambda a, b: a * b, X, Y, dynamic={"x": {0: "n"}})
+
+
+def test_name_scopes_are_module_paths():
+    """JAX's name stack (jax.named_scope, Flax linen's module names) is each node's module
+    path; jit / vmap / einsum specs in it are not."""
+
+    def fn(a, b):
+        with jax.named_scope("block"):
+            with jax.named_scope("inner"):
+                c = jnp.einsum("bij,bkj->bik", a, b)
+            return jax.vmap(jnp.tanh)(c)
+
+    g = msc.from_jax(fn, X, Y)
+    assert {n.op: n.provenance.module for n in g.nodes} == {
+        "einsum": "block/inner",
+        "tanh": "block",
+    }

@@ -12,6 +12,8 @@ as Flax spells them (``params/Dense_0/kernel``, nnx ``layers/0/linear/kernel``).
 #   reads as what it computes with dropout deterministic. A model that draws random numbers
 #   in its forward is refused by the StableHLO reader (the random bits ops), not run.
 # - Input names come from the module's ``__call__`` signature (after ``self``).
+# - A node's module path is its linen scope under the root (``layer0/attn``, the path its
+#   weights have after the collection), from JAX's name stack; nnx records no scopes.
 """
 
 from __future__ import annotations
@@ -86,7 +88,7 @@ def from_flax(
         (_path_name(_strip_value(path), SEP) or f"param_{i}", np.asarray(_array(leaf)), role)
         for i, ((path, leaf), role) in enumerate(zip(leaves, roles))
     ]
-    return export_and_read(
+    graph = export_and_read(
         fn,
         state,
         inputs,
@@ -96,6 +98,22 @@ def from_flax(
         custom_ops=custom_ops,
         name=name or type(module).__name__,
     )
+    if kind == "linen":  # module paths under the root, as the variables name them
+        _strip_root(graph, type(module).__name__)
+    return graph
+
+
+def _strip_root(graph: Graph, root: str) -> None:
+    """Each node's module path without the root module's name, which linen's name stack puts
+    first (``CNN/BatchNorm_0`` -> ``BatchNorm_0``, as ``params/BatchNorm_0/scale``)."""
+    from dataclasses import replace
+
+    for node in graph.nodes:
+        mod = node.provenance.module
+        if mod == root or mod.startswith(root + "/"):
+            node.provenance = replace(node.provenance, module=mod[len(root) + 1 :])
+        for sub in node.subgraphs():
+            _strip_root(sub, root)
 
 
 def flax_kind(module: Any) -> str:

@@ -37,7 +37,7 @@ from msc.ops.custom import custom_op
 from msc.ops.infer import InferError
 from msc.ops.schema import OpError
 
-__all__ = ["Importer", "Ctx", "CONST_LIMIT"]
+__all__ = ["Importer", "Ctx", "CONST_LIMIT", "scope_of"]
 
 # Constants up to this many elements stay constant nodes; larger ones become weights.
 CONST_LIMIT = 64
@@ -55,7 +55,7 @@ class Ctx(Builder):
     def _current_provenance(self) -> Provenance | None:
         if self.current is None:
             return None
-        return Provenance("stablehlo", self.current.name, "", "")
+        return Provenance("stablehlo", self.current.name, "", scope_of(self.current))
 
     def out_type(self, i: int = 0) -> TensorType:
         assert self.current is not None
@@ -373,6 +373,16 @@ def _where(op: ShloOp) -> str:
     """The source location JAX wrote for an op (``jit(f)/dot_general``), else ""."""
     m = re.search(r'loc\("([^"]*)"', str(op.op.location))
     return m.group(1) if m else ""
+
+
+def scope_of(op: ShloOp) -> str:
+    """The scope JAX's name stack puts an op in, as a module path: the identifiers between
+    ``jit(f)`` and the primitive (``jit(f)/Encoder/layer0/attn/dot_general`` ->
+    ``Encoder/layer0/attn``: Flax linen's module names, ``jax.named_scope``'s names); the
+    transformations JAX records there (``jit(_take)``, ``vmap()``, an einsum's spec) are left
+    out. "" when the op is at the top."""
+    parts = _where(op).split("/")[1:-1]
+    return "/".join(p for p in parts if p.isidentifier() and p != "jit")
 
 
 def _result_names(main: Any) -> list[str]:
