@@ -267,6 +267,8 @@ def test_encoder_linen():
     # nodes sit in their linen scope, under the root as the weights name it
     modules = {n.provenance.module for n in g.nodes}
     assert {"layer0/attn/query", "layer1/fc2", "final_norm"} <= modules
+    # Flax's LayerNorm (a one-pass variance, the scale on the inverse deviation) is one op
+    assert [n.op for n in g.nodes].count("layer_norm") == 5
     check(g, flax_paths(variables), model.apply(variables, tokens), [tokens])
 
 
@@ -349,6 +351,7 @@ def test_decoder_rotary_linen():
     model = Decoder()
     variables = model.init(jax.random.key(4), tokens)
     g = msc.from_flax(model, variables, tokens)
+    assert [n.op for n in g.nodes].count("rms_norm") == 5  # Flax's RMSNorm, one op each
     check(g, flax_paths(variables), model.apply(variables, tokens), [tokens])
 
 

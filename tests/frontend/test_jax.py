@@ -114,6 +114,21 @@ def _rms_norm(x, w):
     return x * jax.lax.rsqrt((x * x).mean(-1, keepdims=True) + 1e-6) * w
 
 
+def _flax_layer_norm(x, w, b):
+    """As flax.linen.LayerNorm spells it: a one-pass variance guarded at 0, the scale on the
+    inverse deviation."""
+    m = x.mean(-1)
+    var = jnp.maximum(0.0, (x * x).mean(-1) - m * m)
+    return (x - m[..., None]) * (jax.lax.rsqrt(var[..., None] + 1e-6) * w) + b
+
+
+def _flax_rms_norm(x, w):
+    """As flax.linen.RMSNorm spells it: a zero mean subtracted, the scale on the inverse
+    deviation."""
+    var = (x * x).mean(-1, keepdims=True)
+    return (x - jnp.zeros(x.shape[:-1])[..., None]) * (jax.lax.rsqrt(var + 1e-6) * w)
+
+
 def _scan_step(c, x):
     c = c * 0.5 + x
     return c, c * 2.0
@@ -224,6 +239,8 @@ CASES = [
     # spelled-out norms (fused back into layer_norm / rms_norm)
     Case("layer_norm", lambda a: _layer_norm(a, LN_W, LN_B), [X], atol=1e-5),
     Case("rms_norm", lambda a: _rms_norm(a, LN_W), [X], atol=1e-5),
+    Case("flax_layer_norm", lambda a: _flax_layer_norm(a, LN_W, LN_B), [X], atol=1e-5),
+    Case("flax_rms_norm", lambda a: _flax_rms_norm(a, LN_W), [X], atol=1e-5),
     # gather / scatter / dynamic slices (indices in range: out of range, StableHLO clamps a
     # gather and drops a scatter update)
     Case("take", lambda a, i: jnp.take(a, i, axis=1), [X, IDX3]),
@@ -538,6 +555,8 @@ def test_running_sums_read_as_cumsum():
         (lambda a: jax.nn.gelu(a, approximate=True), "gelu"),
         (lambda a: _layer_norm(a, LN_W, LN_B), "layer_norm"),
         (lambda a: _rms_norm(a, LN_W), "rms_norm"),
+        (lambda a: _flax_layer_norm(a, LN_W, LN_B), "layer_norm"),
+        (lambda a: _flax_rms_norm(a, LN_W), "rms_norm"),
         (lambda a: jnp.mean(a, axis=(1, 2), keepdims=True), "reduce_mean"),
     ],
     ids=[
@@ -549,6 +568,8 @@ def test_running_sums_read_as_cumsum():
         "gelu_tanh",
         "layer_norm",
         "rms_norm",
+        "flax_layer_norm",
+        "flax_rms_norm",
         "mean",
     ],
 )
