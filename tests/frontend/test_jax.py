@@ -642,3 +642,32 @@ def test_name_scopes_are_module_paths():
         "einsum": "block/inner",
         "tanh": "block",
     }
+
+
+def test_outputs_keep_their_pytree_structure():
+    """A dict / nested output is the graph's output_tree (the generated PyTorch returns the
+    same structure), its leaves named by their keys; one array or a flat tuple needs none."""
+    import torch
+
+    import codegen.torch
+
+    def fn(a, b):
+        return {"logits": a * 2.0, "aux": (b + 1.0, None, [a - b])}
+
+    g = msc.from_jax(fn, X, Y)
+    assert g.output_tree == {
+        "dict": [
+            ["aux", {"tuple": [{"leaf": 0}, {"const": None}, {"list": [{"leaf": 1}]}]}],
+            ["logits", {"leaf": 2}],
+        ]
+    }
+    assert g.outputs[2].name == "logits"
+    assert msc.structural_equal(msc.from_text(msc.to_text(g)), g, names=True)
+    out = codegen.torch.to_module(g)(torch.from_numpy(X), torch.from_numpy(Y))
+    ref = fn(X, Y)
+    assert sorted(out) == ["aux", "logits"] and out["aux"][1] is None
+    np.testing.assert_allclose(out["aux"][2][0].numpy(), ref["aux"][2][0], rtol=1e-6)
+    np.testing.assert_allclose(out["logits"].numpy(), ref["logits"], rtol=1e-6)
+    assert msc.from_jax(lambda a: a + 1.0, X).output_tree is None
+    assert msc.from_jax(lambda a: (a, a * 2.0), X).output_tree is None
+    assert msc.from_jax(lambda a: (a,), X).output_tree == {"tuple": [{"leaf": 0}]}

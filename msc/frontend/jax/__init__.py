@@ -6,7 +6,8 @@ per StableHLO / CHLO op (``@converter("stablehlo.add")``), grouped by op family 
 
 # NOTE: invariants
 # - ``func.call`` is inlined; input names come from the signature (jax.export's argument
-#   locations), weight names from the pytree paths of ``params`` (``dense1.kernel``).
+#   locations), weight names from the pytree paths of ``params`` (``dense1.kernel``), output
+#   names from dict keys (``logits``); the outputs' pytree structure is ``output_tree``.
 # - Every unsupported op is reported at once (UnsupportedOpsError); a ``custom_call`` is refused
 #   by its target name unless ``custom_ops="keep"`` keeps it as ``stablehlo::<target>``.
 # - JAX's layouts stay what the source wrote at the interface (NHWC in, NHWC out); convolutions
@@ -162,7 +163,7 @@ def export_and_read(
     # keep_unused: an argument the function does not read stays one of main's, so weights
     # and inputs keep their positions
     exported = export.export(jax.jit(fn, keep_unused=True))(*args)
-    return from_stablehlo(
+    graph = from_stablehlo(
         exported,
         custom_ops=custom_ops,
         name=name,
@@ -170,6 +171,40 @@ def export_and_read(
         input_names=[""] * len(weights) + names,
         symbols=symbols,
     )
+    graph.output_tree = output_tree(exported.out_tree)
+    return graph
+
+
+def output_tree(out_tree: Any) -> Any:
+    """The msc output_tree spec (msc.ir.structure) of a JAX output PyTreeDef: tuples, lists,
+    dicts and None around the flat outputs; None where the outputs are one bare array or a
+    flat tuple (the default), or where a pytree node has no spec (a custom class)."""
+    import jax
+
+    n = out_tree.num_leaves
+    skeleton = jax.tree_util.tree_unflatten(out_tree, list(range(n)))
+
+    def spec(node: Any) -> Any:
+        if isinstance(node, int) and not isinstance(node, bool):
+            return {"leaf": node}
+        if node is None:
+            return {"const": None}
+        if isinstance(node, tuple):  # a namedtuple too (its field names are not kept)
+            return {"tuple": [spec(v) for v in node]}
+        if isinstance(node, list):
+            return {"list": [spec(v) for v in node]}
+        if isinstance(node, Mapping) and all(isinstance(k, str | int) for k in node):
+            return {"dict": [[k, spec(v)] for k, v in node.items()]}
+        raise TypeError(type(node).__name__)
+
+    try:
+        tree = spec(skeleton)
+    except TypeError:
+        return None
+    flat = {"tuple": [{"leaf": i} for i in range(n)]}
+    if (n == 1 and tree == {"leaf": 0}) or (n > 1 and tree == flat):
+        return None
+    return tree
 
 
 def _symbolic_args(

@@ -395,6 +395,8 @@ def _result_names(main: Any) -> list[str]:
             info = str(d["jax.result_info"]).strip('"')
             if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", info) and info != "result":
                 names[i] = info
+            elif re.fullmatch(r"(result)?(\['[A-Za-z_][A-Za-z0-9_]*'\])+", info):  # dict keys
+                names[i] = ".".join(re.findall(r"\['([^']*)'\]", info))
     return names
 
 
