@@ -142,6 +142,7 @@ CASES = [
     Case("logical_and", lambda a, b: jnp.logical_and(a > 0, b > 0), [X, Y]),
     Case("logical_or", lambda a, b: jnp.logical_or(a > 0, b > 0), [X, Y]),
     Case("logical_not", lambda a: jnp.logical_not(a > 0), [X]),
+    Case("where_bool", lambda a, b: jnp.where(a > 0, a > b, b > 0), [X, Y]),
     Case("astype_int", lambda a: (a * 3).astype(jnp.int32), [X]),
     Case("broadcast_add", lambda a, b: a + b, [X, f32(4)]),
     Case("lax_clamp_arrays", lambda a, b: jax.lax.clamp(b - 1.0, a, b), [X, Y]),
@@ -582,8 +583,9 @@ def test_jax_spellings_read_as_the_op(fn, op):
 
 
 def test_symbolic_slice_reads_as_a_slice():
-    """``pos[a : a + n]`` with ``n`` a symbolic dim is a stablehlo.dynamic_gather (the window's
-    length a run-time value): read as a slice; from_jax's dynamic= makes ``n`` symbolic."""
+    """``pos[a : a + n]`` and ``x[:, :, 0]`` with ``n`` a symbolic dim are stablehlo.dynamic_gather
+    (the window's length a run-time value): read as a slice; ``jnp.arange(n)`` is a
+    dynamic_iota; from_jax's dynamic= makes ``n`` symbolic."""
     pos = f32(16, 4)
 
     def head(p, t):
@@ -592,9 +594,15 @@ def test_symbolic_slice_reads_as_a_slice():
     def shifted(p, t):
         return t * p[3 : t.shape[1] + 3]
 
-    for fn in (head, shifted):
+    def column(p, t):  # x[:, :, 0] under a symbolic dim: a window with a collapsed dim
+        return t[:, :, 0] + p[1 : t.shape[1] + 1, 2]
+
+    def positions(p, t):  # jnp.arange of a symbolic size: stablehlo.dynamic_iota
+        return t + jnp.arange(t.shape[1], dtype=jnp.float32)[None, :, None]
+
+    for fn in (head, shifted, column, positions):
         g = msc.from_jax(fn, f32(2, 5, 4), params=pos, dynamic={"t": {1: msc.SymDim("n", 1, 12)}})
-        assert "slice" in {n.op for n in g.nodes}
+        assert "slice" in {n.op for n in g.nodes} or fn is positions
         assert str(g.inputs[0].type.shape[1]) == "n"
         for n in (1, 7, 12):
             t = f32(2, n, 4)

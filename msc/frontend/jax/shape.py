@@ -355,37 +355,49 @@ def dynamic_slice(ctx: Ctx, sop: ShloOp, x, *starts):
 
 @converter("stablehlo.dynamic_gather")
 def dynamic_gather(ctx: Ctx, sop: ShloOp, x, idx, sizes):
-    """A gather whose window sizes are run-time values: jax.export writes ``x[:n]`` with a
-    symbolic ``n`` so (one start vector, nothing collapsed). That is a slice from the start
-    (clamped, as StableHLO does, so the window fits) as long as the window."""
+    """A gather whose window sizes are run-time values: jax.export writes ``x[:n]`` and
+    ``x[:, 0]`` under symbolic dims so (one start vector). That is a slice of every dim from
+    its start (the indexed dims' starts clamped, as StableHLO does, so the window fits; the
+    others from 0) as long as the window, with the collapsed dims squeezed out."""
     from jaxlib.mlir.dialects import stablehlo as sh
 
     d = sh.GatherDimensionNumbers(sop.raw("dimension_numbers"))
-    smap, r = list(d.start_index_map), x.type.rank
+    smap, collapsed, r = list(d.start_index_map), list(d.collapsed_slice_dims), x.type.rank
     if (
-        list(d.collapsed_slice_dims)
-        or list(d.operand_batching_dims)
+        list(d.operand_batching_dims)
         or idx.type.rank != 1
-        or list(d.offset_dims) != list(range(r))
+        or not set(collapsed) <= set(smap)
+        or list(d.offset_dims) != list(range(r - len(collapsed)))
     ):
         raise Unsupported("a dynamic_gather that is not one window (a slice of run-time length)")
-    shape, out = x.type.shape, ctx.out_type().shape
-    for a in range(r):  # a dim not indexed is taken whole
-        if a not in smap and not (isinstance(out[a], int) and out[a] == shape[a]):
-            raise Unsupported(f"a dynamic_gather of a run-time window along unindexed dim {a}")
-    order = sorted(range(len(smap)), key=lambda j: smap[j])
-    axes = [smap[j] for j in order]
-    along = ctx.const(np.array(axes), DType.INT64)
-    begin = ctx.cast(idx, DType.INT64)
-    if order != list(range(len(order))):
-        begin = ctx.op("gather", begin, ctx.const(np.array(order), DType.INT64), axis=0)
-    length = ctx.op("gather", ctx.cast(sizes, DType.INT64), along, axis=0)
+    start = ctx.cast(idx, DType.INT64)
+    zero = ctx.const(np.zeros(1, np.int64), DType.INT64)
+    parts = [
+        ctx.op("slice", start, starts=[smap.index(a)], ends=[smap.index(a) + 1], axes=[0])
+        if a in smap
+        else zero
+        for a in range(r)
+    ]
+    begin = parts[0] if r == 1 else ctx.op("concat", *parts, axis=0)
+    length = ctx.cast(sizes, DType.INT64)
     p = idx.producer
     if not (p is not None and p.op == "constant" and not p.attrs["value"].any()):
-        room = ctx.op("sub", ctx.op("gather", ctx.op("shape", x), along, axis=0), length)
+        room = ctx.op("sub", ctx.op("shape", x), length)  # 0 <= it for the dims not indexed
         begin = ctx.op("minimum", ctx.op("maximum", begin, ctx.const(0, DType.INT64)), room)
     end = ctx.op("add", begin, length)
-    return ctx.op("slice", x, begin, end, axes=axes)
+    y = ctx.op("slice", x, begin, end, axes=list(range(r)))
+    return ctx.op("squeeze", y, axes=collapsed) if collapsed else y
+
+
+@converter("stablehlo.dynamic_iota")
+def dynamic_iota(ctx: Ctx, sop: ShloOp, shape):
+    """An iota of a run-time shape (``jnp.arange(n)`` with a symbolic ``n``): a running count
+    of ones along the axis, less one."""
+    out = ctx.out_type()
+    axis = sop.attr("iota_dimension")
+    ones = ctx.op("full", ctx.cast(shape, DType.INT64), value=1.0, dtype=DType.INT64)
+    r = ctx.op("sub", ctx.op("cumsum", ones, axis=axis), ctx.const(1, DType.INT64))
+    return ctx.cast(r, out.dtype)
 
 
 @converter("stablehlo.dynamic_update_slice")
