@@ -463,3 +463,26 @@ def test_nnx_rng_state_is_no_weight():
 def test_not_a_flax_module():
     with pytest.raises(TypeError, match="flax.linen or flax.nnx"):
         msc.from_flax(lambda x: x, f32(2))
+
+
+def test_decoder_and_whisper_dynamic_sequence():
+    """A symbolic batch and sequence through rotary positions (jnp.arange of the length), a
+    causal mask (jnp.tril) and a position table sliced to the length; run at other sizes."""
+    seq = msc.SymDim("seq", 1, 16)
+    model = Decoder()
+    variables = model.init(jax.random.key(4), ids(2, 8))
+    g = msc.from_flax(model, variables, ids(2, 8), dynamic={"tokens": {0: "batch", 1: seq}})
+    for shape in ((1, 3), (3, 11)):
+        t = ids(*shape)
+        errs = errors(g, model.apply(variables, t), [t])
+        assert max(errs.values()) <= TOL, (shape, errs)
+    model = Whisper()
+    mel, tokens = f32(2, 20, 8), ids(2, 6)
+    variables = model.init(jax.random.key(5), mel, tokens)
+    dyn = {"mel": {0: "batch"}, "tokens": {0: "batch", 1: seq}}
+    g = msc.from_flax(model, variables, mel, tokens, dynamic=dyn)
+    assert [str(v.type) for v in g.inputs] == ["f32[batch, 20, 8]", "i32[batch, seq{1..16}]"]
+    for b, s in ((1, 2), (3, 9)):
+        mel, tokens = f32(b, 20, 8), ids(b, s)
+        errs = errors(g, model.apply(variables, mel, tokens), [mel, tokens])
+        assert max(errs.values()) <= TOL, ((b, s), errs)
