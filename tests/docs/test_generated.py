@@ -68,6 +68,16 @@ def test_readme_performance_section_has_every_model_of_the_run():
         assert f"| {model} | " in section
 
 
+def test_jax_op_table_page_matches_its_results():
+    import json
+
+    cov = _script("bench/jax_op_coverage.py")
+    results = json.loads((ROOT / "bench" / "results" / "jax_op_coverage.json").read_text())
+    assert (ROOT / "docs" / "jax_op_coverage.md").read_text(encoding="utf-8") == cov.markdown(
+        results
+    ), "docs/jax_op_coverage.md is stale: run python bench/jax_op_coverage.py --markdown ..."
+
+
 def test_performance_page_reports_every_target():
     import json
 

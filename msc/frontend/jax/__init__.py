@@ -130,7 +130,9 @@ def from_jax(
         n = len(jax.tree_util.tree_leaves(a))
         base = sig[i] if i < len(sig) else f"arg{i}"
         names += [base] if n == 1 else [f"{base}_{k}" for k in range(n)]
-    exported = export.export(jax.jit(fn))(*args)
+    # keep_unused: every argument stays an input of main (jit drops unused ones by default,
+    # and then the names above would land on the wrong arguments).
+    exported = export.export(jax.jit(fn, keep_unused=True))(*args)
     return from_stablehlo(
         exported,
         custom_ops=custom_ops,

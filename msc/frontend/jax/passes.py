@@ -103,7 +103,11 @@ def drop_broadcasts(graph: Graph) -> Graph:
             u.op in BROADCASTING
             and _shape(u.outputs[0]) is not None
             and len(_shape(u.outputs[0])) >= len(b)
-            and any(_shape(x) == _shape(u.outputs[0]) for x in u.inputs if x is not None)
+            and any(
+                _shape(x) == _shape(u.outputs[0])
+                for x in u.inputs
+                if x is not None and x is not out
+            )
             for u, _ in out.uses
         ):
             continue
