@@ -161,7 +161,7 @@ def _invoke(it: Any, arrays: list[np.ndarray]) -> list[np.ndarray]:
 
 
 def _check(got: list, ref: list, steps: list[bool]) -> str:
-    """"ok", or how the outputs differ: floats within ``TOL``; a quantized integer output
+    """ "ok", or how the outputs differ: floats within ``TOL``; a quantized integer output
     (``steps``) within one quantization step, any other integer output exactly."""
     got = [np.asarray(g) for g in got]
     if len(got) != len(ref):
@@ -210,7 +210,9 @@ def run_one(path: str, inputs: Inputs) -> dict[str, Any]:
         steps = [bool(d["quantization"][0]) for d in it.get_output_details()]
         ref = _invoke(it, arrays)
         res["litert"] = "ok"
-        res["outputs"] = {d["name"]: list(np.shape(r)) for d, r in zip(it.get_output_details(), ref)}
+        res["outputs"] = {
+            d["name"]: list(np.shape(r)) for d, r in zip(it.get_output_details(), ref)
+        }
     except Exception as e:  # noqa: BLE001 - recorded as this model's result
         res["litert"] = f"{type(e).__name__}: {str(e)[:300]}"
     t = time.perf_counter()

@@ -436,6 +436,22 @@ def test_custom_ops_kept_with_their_options():
     assert msc.structural_equal(msc.from_text(msc.to_text(g)), g)
 
 
+def test_an_op_that_cannot_be_kept_is_reported_with_the_others():
+    # CALL_ONCE (a resource variable's initializer) has no outputs: no custom node can hold
+    # it, so custom_ops="keep" reports it with every other op msc cannot keep, never a crash
+    from codegen.tflite import flatbuf
+
+    t = [flatbuf.Tensor("x", 0, [2, 3]), flatbuf.Tensor("y", 0, [2, 3])]
+    init = flatbuf.Op("CALL_ONCE", [], [])
+    ops = [init, flatbuf.Op("MyOp", [0], [1], custom=True)]
+    sgs = [flatbuf.Subgraph(t, [0], [1], ops), flatbuf.Subgraph([], [], [], [], "init")]
+    data = flatbuf.write(flatbuf.Model(sgs))
+    with pytest.raises(UnsupportedOpsError, match="CALL_ONCE") as e:
+        msc.from_tflite(data, custom_ops="keep")
+    assert "cannot keep it as a custom node" in str(e.value)
+    assert "MyOp" not in str(e.value)  # kept
+
+
 def test_names_signature_and_dynamic_dims():
     from codegen.tflite import flatbuf
 

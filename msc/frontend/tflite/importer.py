@@ -476,7 +476,7 @@ class Importer:
             try:
                 self._keep(op, ins, outs)
                 return
-            except Unsupported as e:
+            except (Unsupported, OpError, GraphError) as e:  # e.g. an op with no outputs
                 why = f"{why}; cannot keep it as a custom node: {e}"
         self.poisoned.update(t.index for t in outs)
         name = outs[0].name if outs else f"operator {op.index}"
