@@ -436,6 +436,34 @@ def test_custom_ops_kept_with_their_options():
     assert msc.structural_equal(msc.from_text(msc.to_text(g)), g)
 
 
+@pytest.mark.parametrize("padding, out_hw", [(1, 8), (2, 9)], ids=["same", "valid"])
+def test_mediapipe_transposed_convolution_with_bias(padding, out_hw):
+    # MediaPipe's custom op (its selfie / hair segmentation models): TRANSPOSE_CONV's options
+    # as a TfLiteTransposeConvParams struct (padding 1 SAME / 2 VALID, stride w, stride h)
+    from codegen.tflite import flatbuf
+
+    x, w, b = f32(1, 4, 4, 3), f32(2, 3, 3, 3, lo=-0.5, hi=0.5), f32(2)
+    t = [
+        flatbuf.Tensor("x", 0, [1, 4, 4, 3]),
+        flatbuf.Tensor("w", 0, [2, 3, 3, 3], buffer=1),
+        flatbuf.Tensor("b", 0, [2], buffer=2),
+        flatbuf.Tensor("y", 0, [1, out_hw, out_hw, 2]),
+    ]
+    params = np.array([padding, 2, 2], "<i4").tobytes()
+    op = flatbuf.Op(
+        "Convolution2DTransposeBias", [0, 1, 2], [3], custom=True, custom_options=params
+    )
+    data = flatbuf.write(
+        flatbuf.Model([flatbuf.Subgraph(t, [0], [3], [op])], [b"", w.tobytes(), b.tobytes()])
+    )
+    ref = run_litert(data, [x])
+    g = msc.from_tflite(data)
+    assert "conv_transpose" in [n.op for n in g.nodes]
+    assert close(run_torch(g, [x]), ref, 1e-5, 1e-5) == ""
+    assert close(run_onnx(g, [x]), ref, 1e-5, 1e-5) == ""
+    assert close(run_litert(codegen.tflite.to_bytes(g), [x]), ref, 1e-5, 1e-5) == ""
+
+
 def test_an_op_that_cannot_be_kept_is_reported_with_the_others():
     # CALL_ONCE (a resource variable's initializer) has no outputs: no custom node can hold
     # it, so custom_ops="keep" reports it with every other op msc cannot keep, never a crash

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["coverage_markdown", "supported_ops", "unsupported_ops"]
+__all__ = ["coverage_markdown", "custom_ops", "supported_ops", "unsupported_ops"]
 
 _NOT_OPS = {
     "CUSTOM": "a custom op: kept as `tflite::<code>@<version>` with custom_ops keep",
@@ -21,6 +21,14 @@ def supported_ops() -> list[str]:
     from msc.frontend.tflite.registry import CONVERTERS
 
     return [op for op in _builtins() if op in CONVERTERS]
+
+
+def custom_ops() -> list[str]:
+    """Custom codes (not builtin ops) msc reads, such as MediaPipe's."""
+    from msc.frontend.tflite.registry import CONVERTERS
+
+    builtins = set(_builtins())
+    return sorted(op for op in CONVERTERS if op not in builtins)
 
 
 def unsupported_ops() -> dict[str, str]:
@@ -56,6 +64,10 @@ def coverage_markdown() -> str:
         "converters in `msc/frontend/tflite/<family>.py`.",
         "",
         "Read: " + ", ".join(f"`{op}`" for op in ok) + ".",
+        "",
+        "Custom ops read (by their custom code): "
+        + (", ".join(f"`{op}`" for op in custom_ops()) or "none")
+        + '; any other is kept opaque with `custom_ops="keep"`.',
         "",
         "| builtin op | why it is not read |",
         "|---|---|",
