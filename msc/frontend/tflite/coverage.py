@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["coverage_markdown", "custom_ops", "supported_ops", "unsupported_ops"]
+__all__ = ["coverage_markdown", "custom_ops", "reason", "supported_ops", "unsupported_ops"]
 
 _NOT_OPS = {
     "CUSTOM": "a custom op: kept as `tflite::<code>@<version>` with custom_ops keep",
@@ -31,27 +31,28 @@ def custom_ops() -> list[str]:
     return sorted(op for op in CONVERTERS if op not in builtins)
 
 
+def reason(op: str) -> str:
+    """Why msc does not read builtin ``op`` (what docs/ops.md and the import error say)."""
+    from msc.frontend.tflite.registry import REASONS
+
+    if op in _NOT_OPS:
+        return _NOT_OPS[op]
+    if op in REASONS:
+        return REASONS[op]
+    if op.startswith("STABLEHLO_"):
+        return "StableHLO ops (litert-torch's) are not read yet"
+    if op in ("WHILE", "IF", "CALL_ONCE", "CALL"):
+        return "control flow across subgraphs is not read yet"
+    if op in ("VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE"):
+        return "resource variables (state kept between runs) are not read yet"
+    return "not read yet"
+
+
 def unsupported_ops() -> dict[str, str]:
     """Builtin op -> why msc does not read it."""
-    from msc.frontend.tflite.registry import CONVERTERS, REASONS
+    from msc.frontend.tflite.registry import CONVERTERS
 
-    out = {}
-    for op in _builtins():
-        if op in CONVERTERS:
-            continue
-        if op in _NOT_OPS:
-            out[op] = _NOT_OPS[op]
-        elif op in REASONS:
-            out[op] = REASONS[op]
-        elif op.startswith("STABLEHLO_"):
-            out[op] = "StableHLO ops (litert-torch's) are not read yet"
-        elif op in ("WHILE", "IF", "CALL_ONCE", "CALL"):
-            out[op] = "control flow across subgraphs is not read yet"
-        elif op in ("VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE"):
-            out[op] = "resource variables (state kept between runs) are not read yet"
-        else:
-            out[op] = "not read yet"
-    return out
+    return {op: reason(op) for op in _builtins() if op not in CONVERTERS}
 
 
 def coverage_markdown() -> str:

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from msc.errors import BadModelError, Unsupported, UnsupportedOp, UnsupportedOpsError
+from msc.frontend.tflite.coverage import reason
 from msc.frontend.tflite.reader import (
     TfModel,
     TfOperator,
@@ -32,7 +33,7 @@ from msc.frontend.tflite.reader import (
     TfTensor,
     option_defaults,
 )
-from msc.frontend.tflite.registry import CONVERTERS, HANDLED, REASONS, ConverterRegistry
+from msc.frontend.tflite.registry import CONVERTERS, HANDLED, ConverterRegistry
 from msc.ir import DType, Graph, Node, Provenance, SymDim, TensorType, Value, Weight
 from msc.ir.builder import Builder
 from msc.ir.graph import GraphError
@@ -408,7 +409,7 @@ class Importer:
             conv = self.registry.get(op.op) if op.op in self.registry else None
         try:
             if conv is None:
-                raise Unsupported(REASONS.get(op.op, "no converter"))
+                raise Unsupported("no converter" if op.custom else reason(op.op))
             results = self._call(conv, op, ins)
             self._finish(op, outs, results)
         except (Unsupported, InferError, OpError, GraphError) as e:
