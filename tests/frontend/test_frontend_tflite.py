@@ -476,6 +476,61 @@ def test_mediapipe_transposed_convolution_with_bias(padding, out_hw):
     assert close(run_litert(codegen.tflite.to_bytes(g), [x]), ref, 1e-5, 1e-5) == ""
 
 
+@pytest.mark.parametrize(
+    "shape, lengths, then",
+    [
+        ([1, 1, 16], [1, 16], "COMPLEX_ABS"),  # an STFT frame, as tf.signal.stft writes it
+        ([2, 4, 8], [4, 8], "COMPLEX_ABS"),  # 2-D
+        ([2, 3, 6], [4, 8], "REAL"),  # zero-padded to the FFT lengths
+        ([2, 4, 8], [2, 4], "IMAG"),  # cut to them
+        ([1, 1, 16], [1, 16], "CAST"),  # the real part, as TensorFlow's cast
+    ],
+    ids=["frame-abs", "2d-abs", "padded-real", "cut-imag", "cast"],
+)
+def test_rfft2d_and_its_complex_consumers(shape, lengths, then):
+    # RFFT2D's complex64 output is msc's real layout (a trailing pair of floats) in between
+    from codegen.tflite import flatbuf
+
+    x = f32(*shape)
+    out = [*shape[:-2], lengths[0], lengths[1] // 2 + 1]
+    t = [
+        flatbuf.Tensor("x", 0, shape),
+        flatbuf.Tensor("fft_length", 2, [2], buffer=1),
+        flatbuf.Tensor("spectrum", 8, out),
+        flatbuf.Tensor("y", 0, out),
+    ]
+    ops = [flatbuf.Op("RFFT2D", [0, 1], [2])]
+    if then == "CAST":
+        ops.append(flatbuf.Op("CAST", [2], [3]))
+    else:
+        ops.append(flatbuf.Op(then, [2], [3]))
+    data = flatbuf.write(
+        flatbuf.Model([flatbuf.Subgraph(t, [0], [3], ops)], [b"", i32(lengths).tobytes()])
+    )
+    ref = run_litert(data, [x])
+    g = msc.from_tflite(data)
+    assert "dft" in [n.op for n in g.nodes]
+    assert close(run_torch(g, [x]), ref, 1e-4, 1e-4) == ""
+    assert close(run_onnx(g, [x]), ref, 1e-4, 1e-4) == ""
+
+
+def test_a_complex_input_is_read_only_by_the_ops_that_know_its_layout():
+    from codegen.tflite import flatbuf
+
+    t = [
+        flatbuf.Tensor("x", 0, [1, 8]),
+        flatbuf.Tensor("fft_length", 2, [2], buffer=1),
+        flatbuf.Tensor("spectrum", 8, [1, 5]),
+        flatbuf.Tensor("y", 8, [1, 5]),
+    ]
+    ops = [flatbuf.Op("RFFT2D", [0, 1], [2]), flatbuf.Op("NEG", [2], [3])]
+    data = flatbuf.write(
+        flatbuf.Model([flatbuf.Subgraph(t, [0], [3], ops)], [b"", i32([1, 8]).tobytes()])
+    )
+    with pytest.raises(UnsupportedOpsError, match="NEG.*a complex input"):
+        msc.from_tflite(data)
+
+
 def test_an_op_that_cannot_be_kept_is_reported_with_the_others():
     # CALL_ONCE (a resource variable's initializer) has no outputs: no custom node can hold
     # it, so custom_ops="keep" reports it with every other op msc cannot keep, never a crash

@@ -33,7 +33,12 @@ from msc.frontend.tflite.reader import (
     TfTensor,
     option_defaults,
 )
-from msc.frontend.tflite.registry import CONVERTERS, HANDLED, ConverterRegistry
+from msc.frontend.tflite.registry import (
+    COMPLEX_READERS,
+    CONVERTERS,
+    HANDLED,
+    ConverterRegistry,
+)
 from msc.ir import DType, Graph, Node, Provenance, SymDim, TensorType, Value, Weight
 from msc.ir.builder import Builder
 from msc.ir.graph import GraphError
@@ -43,7 +48,16 @@ from msc.ops.custom import custom_op
 from msc.ops.infer import InferError
 from msc.ops.schema import OpError
 
-__all__ = ["Importer", "Ctx", "DTYPES", "ACTIVATIONS", "IMPORT_ARRAY_LIMIT"]
+__all__ = [
+    "Importer",
+    "Ctx",
+    "DTYPES",
+    "ACTIVATIONS",
+    "IMPORT_ARRAY_LIMIT",
+    "complex_part",
+    "is_complex",
+    "value_type",
+]
 
 # The schema's TensorType codes msc holds (RESOURCE and VARIANT are handles, not data).
 DTYPES = {
@@ -97,6 +111,29 @@ def tensor_type(t: TfTensor, symbols: dict[tuple[int, int], SymDim] | None = Non
         else:
             dims.append(int(d))
     return TensorType(dt, dims)
+
+
+_COMPLEX = {DType.COMPLEX64: DType.FLOAT32, DType.COMPLEX128: DType.FLOAT64}
+
+
+def value_type(t: TfTensor, symbols: dict[tuple[int, int], SymDim] | None = None) -> TensorType:
+    """The type of the msc value that holds tensor ``t``: its ``tensor_type``, but a complex
+    tensor as msc's real layout, floats with a trailing (real, imaginary) dim of 2."""
+    ty = tensor_type(t, symbols)
+    if ty.dtype not in _COMPLEX:
+        return ty
+    return TensorType(_COMPLEX[ty.dtype], None if ty.shape is None else [*ty.shape, 2])
+
+
+def is_complex(t: TfTensor | None) -> bool:
+    return t is not None and DTYPES.get(t.type) in _COMPLEX
+
+
+def complex_part(ctx: Builder, v: Value, i: int) -> Value:
+    """The real (``i`` 0) or imaginary (1) part of a complex value in msc's real layout."""
+    r = v.type.rank
+    part = ctx.op("slice", v, starts=[i], ends=[i + 1], axes=[r - 1], steps=[1])
+    return ctx.op("squeeze", part, axes=[r - 1])
 
 
 class Ctx(Builder):
@@ -438,6 +475,10 @@ class Importer:
             if any(t is not None for t in ins[conv.n_inputs :]):
                 raise Unsupported(f"{n} inputs; msc reads {conv.n_inputs}")
             ins = ins[: conv.n_inputs]
+        if conv.op not in COMPLEX_READERS and any(is_complex(t) for t in ins):
+            raise Unsupported(
+                "a complex input (msc reads complex tensors only in RFFT2D's consumers)"
+            )
         result = conv.fn(self.ctx, *ins, **kw)
         values = list(result) if isinstance(result, tuple | list) else [result]
         if act:
@@ -454,7 +495,7 @@ class Importer:
         for t, v in zip(outs, values):
             if t.quant is not None and tensor_type(t).dtype in _QUANTIZED and v.dtype.is_floating:
                 v = self._quantize(v, t)
-            want = tensor_type(t, self.symbols)
+            want = value_type(t, self.symbols)
             _check_type(v, want, t)
             final.append(v)
         # names: each output tensor's value is named after it (when it is a new value)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from msc.errors import Unsupported
-from msc.frontend.tflite.importer import Ctx
+from msc.frontend.tflite.importer import Ctx, is_complex
 from msc.frontend.tflite.nn import nchw, nhwc
 from msc.frontend.tflite.registry import converter, not_read
 from msc.ir import DType
@@ -54,6 +54,10 @@ def concatenation(ctx: Ctx, *xs, axis=0):
 def squeeze(ctx: Ctx, x, *, squeeze_dims=()):
     xv = ctx.moved(x)
     axes = [int(a) for a in squeeze_dims or ()]
+    if is_complex(x):  # msc's real layout: the axes count the complex dims only
+        axes = [a + xv.type.rank - 1 if a < 0 else a for a in axes]
+        if not axes:
+            raise Unsupported("SQUEEZE of every size-1 dim of a complex tensor")
     if not axes:
         if xv.type.shape is None or not all(isinstance(d, int) for d in xv.type.shape):
             raise Unsupported("SQUEEZE of every size-1 dim needs a static shape")
