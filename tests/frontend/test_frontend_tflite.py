@@ -431,6 +431,7 @@ def test_every_unsupported_op_is_reported_at_once():
     with pytest.raises(UnsupportedOpsError) as e:
         msc.from_tflite(data)
     assert "SPACE_TO_BATCH_ND" in str(e.value) and "out0" in str(e.value)
+    assert "space <-> batch rearrangements" in str(e.value)  # the reason docs/ops.md gives
 
 
 def test_custom_ops_kept_with_their_options():
@@ -534,20 +535,77 @@ def test_a_complex_input_is_read_only_by_the_ops_that_know_its_layout():
         msc.from_tflite(data)
 
 
+def _stateful_model(c: np.ndarray) -> bytes:
+    """y = state + x, then state = y: a variable that CALL_ONCE's init subgraph sets to c."""
+    from codegen.tflite import flatbuf
+
+    main = [
+        flatbuf.Tensor("x", 0, [1, 3]),
+        flatbuf.Tensor("acc", 13, []),
+        flatbuf.Tensor("acc/read", 0, [1, 3]),
+        flatbuf.Tensor("y", 0, [1, 3]),
+    ]
+    handle = ({"container": "", "shared_name": "acc"}, "VarHandleOptions")
+    ops = [
+        flatbuf.Op("CALL_ONCE", [], [], {"init_subgraph_index": 1}, "CallOnceOptions"),
+        flatbuf.Op("VAR_HANDLE", [], [1], *handle),
+        flatbuf.Op("READ_VARIABLE", [1], [2], {}, "ReadVariableOptions"),
+        flatbuf.Op("ADD", [2, 0], [3], {}, "AddOptions"),
+        flatbuf.Op("ASSIGN_VARIABLE", [1, 3], [], {}, "AssignVariableOptions"),
+    ]
+    init_t = [flatbuf.Tensor("acc_1", 13, []), flatbuf.Tensor("zeros", 0, [1, 3], buffer=1)]
+    init_ops = [
+        flatbuf.Op("VAR_HANDLE", [], [0], *handle),
+        flatbuf.Op("ASSIGN_VARIABLE", [0, 1], [], {}, "AssignVariableOptions"),
+    ]
+    sgs = [
+        flatbuf.Subgraph(main, [0], [3], ops, "main"),
+        flatbuf.Subgraph(init_t, [], [], init_ops, "init"),
+    ]
+    return flatbuf.write(flatbuf.Model(sgs, [b"", c.tobytes()]))
+
+
+def test_resource_variables_are_state_inputs_and_outputs():
+    # a streaming model's state (microWakeWord's ring buffers): the variable's value before
+    # the run is a graph input, after it a graph output, its first value initial_state's
+    from msc.frontend.tflite import initial_state
+
+    c = f32(1, 3)
+    data = _stateful_model(c)
+    g = msc.from_tflite(data)
+    assert [v.name for v in g.inputs] == ["x", "acc"]
+    assert len(g.outputs) == 2 and [n.op for n in g.nodes] == ["add"]
+    init = initial_state(data)
+    assert list(init) == ["acc"] and np.array_equal(init["acc"], c)
+    xs = [f32(1, 3) for _ in range(3)]
+    from ai_edge_litert.interpreter import Interpreter
+
+    it = Interpreter(model_content=data)
+    it.allocate_tensors()
+    ref = []
+    for x in xs:  # LiteRT keeps the variable between runs
+        it.set_tensor(it.get_input_details()[0]["index"], x)
+        it.invoke()
+        ref.append(np.array(it.get_tensor(it.get_output_details()[0]["index"])))
+    again = codegen.tflite.to_bytes(g)
+    for run in (run_torch, run_onnx, lambda g_, a: run_litert(again, a)):
+        state = init["acc"]
+        for x, want in zip(xs, ref):
+            y, state = run(g, [x, state])
+            assert close([y], [want], 1e-6, 1e-6) == ""
+
+
 def test_an_op_that_cannot_be_kept_is_reported_with_the_others():
-    # CALL_ONCE (a resource variable's initializer) has no outputs: no custom node can hold
-    # it, so custom_ops="keep" reports it with every other op msc cannot keep, never a crash
+    # an op without outputs (a custom op run for its side effect) cannot be a custom node, so
+    # custom_ops="keep" reports it with every other op msc cannot keep, never a crash
     from codegen.tflite import flatbuf
 
     t = [flatbuf.Tensor("x", 0, [2, 3]), flatbuf.Tensor("y", 0, [2, 3])]
-    init = flatbuf.Op("CALL_ONCE", [], [])
-    ops = [init, flatbuf.Op("MyOp", [0], [1], custom=True)]
-    sgs = [flatbuf.Subgraph(t, [0], [1], ops), flatbuf.Subgraph([], [], [], [], "init")]
-    data = flatbuf.write(flatbuf.Model(sgs))
-    with pytest.raises(UnsupportedOpsError, match="CALL_ONCE") as e:
+    ops = [flatbuf.Op("MyInit", [], [], custom=True), flatbuf.Op("MyOp", [0], [1], custom=True)]
+    data = flatbuf.write(flatbuf.Model([flatbuf.Subgraph(t, [0], [1], ops)]))
+    with pytest.raises(UnsupportedOpsError, match="MyInit") as e:
         msc.from_tflite(data, custom_ops="keep")
     assert "cannot keep it as a custom node" in str(e.value)
-    assert "control flow across subgraphs is not read yet" in str(e.value)  # as docs/ops.md
     assert "MyOp" not in str(e.value)  # kept
 
 

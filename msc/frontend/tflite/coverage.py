@@ -17,10 +17,16 @@ def _builtins() -> list[str]:
     return [builtin_name(c) for c in range(210)]
 
 
-def supported_ops() -> list[str]:
+def _read(op: str) -> bool:
+    """Read by a converter, or by the importer itself (resource variables)."""
+    from msc.frontend.tflite.importer import STATE_OPS
     from msc.frontend.tflite.registry import CONVERTERS
 
-    return [op for op in _builtins() if op in CONVERTERS]
+    return op in CONVERTERS or op in STATE_OPS
+
+
+def supported_ops() -> list[str]:
+    return [op for op in _builtins() if _read(op)]
 
 
 def custom_ops() -> list[str]:
@@ -41,18 +47,14 @@ def reason(op: str) -> str:
         return REASONS[op]
     if op.startswith("STABLEHLO_"):
         return "StableHLO ops (litert-torch's) are not read yet"
-    if op in ("WHILE", "IF", "CALL_ONCE", "CALL"):
+    if op in ("WHILE", "IF", "CALL"):
         return "control flow across subgraphs is not read yet"
-    if op in ("VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE"):
-        return "resource variables (state kept between runs) are not read yet"
     return "not read yet"
 
 
 def unsupported_ops() -> dict[str, str]:
     """Builtin op -> why msc does not read it."""
-    from msc.frontend.tflite.registry import CONVERTERS
-
-    return {op: reason(op) for op in _builtins() if op not in CONVERTERS}
+    return {op: reason(op) for op in _builtins() if not _read(op)}
 
 
 def coverage_markdown() -> str:
@@ -64,7 +66,9 @@ def coverage_markdown() -> str:
         f"`msc.from_tflite` reads {len(ok)} of the schema's {len(ok) + len(bad)} builtin ops; "
         "converters in `msc/frontend/tflite/<family>.py`.",
         "",
-        "Read: " + ", ".join(f"`{op}`" for op in ok) + ".",
+        "Read: " + ", ".join(f"`{op}`" for op in ok) + ". Resource variables (VAR_HANDLE, "
+        "READ_VARIABLE, ASSIGN_VARIABLE; CALL_ONCE's init subgraph) are state: a graph input "
+        "and output each, their first values `msc.frontend.tflite.initial_state`'s.",
         "",
         "Custom ops read (by their custom code): "
         + (", ".join(f"`{op}`" for op in custom_ops()) or "none")

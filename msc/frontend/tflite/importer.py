@@ -14,6 +14,12 @@ operator.
 #   amounts) reads them with ``ctx.array``.
 # - Every unsupported op is collected with its tensor names; ``UnsupportedOpsError`` is raised
 #   once after the whole subgraph was walked. Ops downstream of one are not converted.
+# - A resource variable (VAR_HANDLE, named by its shared_name) is state kept between runs: a
+#   graph input holds its value before the run (after the model's own inputs, named after the
+#   variable) when the subgraph reads it before assigning it, and a graph output its value
+#   after (after the model's own outputs, in the state inputs' order). READ_VARIABLE and
+#   ASSIGN_VARIABLE make no nodes; CALL_ONCE's init subgraph gives the first run's values
+#   (``initial_state``).
 """
 
 from __future__ import annotations
@@ -88,6 +94,9 @@ ACTIVATIONS: dict[int, tuple[str, dict[str, Any]] | None] = {
     3: ("hardtanh", {"min": 0.0, "max": 6.0}),
     4: ("tanh", {}),
 }
+
+# Ops of resource variables, read by the importer itself (their tensors are handles).
+STATE_OPS = frozenset({"CALL_ONCE", "VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE"})
 
 # Arrays built at import (a densified sparse weight) hold at most this many elements.
 IMPORT_ARRAY_LIMIT = 1 << 28
@@ -246,6 +255,10 @@ class Importer:
         self._counter = 0
         self._weight_names: set[str] = set()
         self.signature = next((s for s in model.signatures if s.subgraph == subgraph), None)
+        self.variables: dict[int, str] = {}  # resource tensor index -> variable name
+        self.state: dict[str, Value] = {}  # variable -> its value at this point of the run
+        self.assigned: dict[str, TfTensor] = {}  # variable -> the tensor last assigned to it
+        self.state_inputs: list[str] = []  # the variables read before they are assigned
 
     # ------------------------------------------------------------ data
     def has_data(self, t: TfTensor) -> bool:
@@ -400,6 +413,51 @@ class Importer:
             self._taken.add(name)
             v = self.graph.add_input(name, ty)
             self.values[i] = v
+        self._state_inputs()
+
+    def _state_inputs(self) -> None:
+        """A graph input for each resource variable the subgraph reads before assigning it."""
+        written: set[str] = set()
+        for op in self.sg.operators:
+            if op.op == "VAR_HANDLE" and op.outputs and op.outputs[0] >= 0:
+                t = self.sg.tensors[op.outputs[0]]
+                key = op.options.get("shared_name") or t.name
+                self.variables[op.outputs[0]] = f"{op.options.get('container') or ''}{key}"
+            elif op.op in ("READ_VARIABLE", "ASSIGN_VARIABLE") and op.inputs:
+                var = self.variables.get(op.inputs[0])
+                if var is None or var in written or var in self.state:
+                    continue
+                if op.op == "ASSIGN_VARIABLE":
+                    written.add(var)
+                    continue
+                t = self.sg.tensors[op.outputs[0]]
+                try:
+                    ty = tensor_type(t, self.symbols)
+                except Unsupported as e:
+                    raise BadModelError(f"variable {var!r}: {e}") from None
+                name = self._unique(var)
+                self._taken.add(name)
+                self.state[var] = self.graph.add_input(name, ty)
+                self.state_inputs.append(var)
+
+    def _state_op(self, op: TfOperator) -> None:
+        """CALL_ONCE, VAR_HANDLE, READ_VARIABLE, ASSIGN_VARIABLE: no nodes (see the NOTE)."""
+        if op.op in ("CALL_ONCE", "VAR_HANDLE"):
+            return
+        var = self.variables.get(op.inputs[0]) if op.inputs else None
+        if var is None:
+            raise Unsupported("a resource that no VAR_HANDLE of the subgraph made")
+        if op.op == "READ_VARIABLE":
+            if var not in self.state:
+                raise Unsupported(f"variable {var!r} is read before it has a value")
+            t = self.sg.tensors[op.outputs[0]]
+            v = self.state[var]
+            _check_type(v, tensor_type(t, self.symbols), t)
+            self.values[t.index] = v
+            return
+        t = self.sg.tensors[op.inputs[1]]
+        self.state[var] = self.raw(t)
+        self.assigned[var] = t
 
     def run(self) -> Graph:
         self._inputs()
@@ -429,6 +487,11 @@ class Importer:
                 self._taken.add(want)
                 self.graph._taken.add(want)
             outs.append(v)
+        # the state after the run: the read variables in their inputs' order, then the others
+        order = [k for k in self.state_inputs if k in self.assigned]
+        order += [k for k in self.assigned if k not in self.state_inputs]
+        for k in order:
+            outs.append(self.raw(self.assigned[k]))
         self.graph.set_outputs(outs)
 
     def _convert(self, op: TfOperator) -> None:
@@ -437,6 +500,14 @@ class Importer:
         outs = [sg.tensors[i] for i in op.outputs if i >= 0]
         if any(t is not None and t.index in self.poisoned for t in ins):
             self.poisoned.update(t.index for t in outs)
+            return
+        if not op.custom and op.op in STATE_OPS:
+            try:
+                self._state_op(op)
+            except Unsupported as e:
+                self.poisoned.update(t.index for t in outs)
+                name = outs[0].name if outs else f"operator {op.index}"
+                self.unsupported.append(UnsupportedOp(op.op, name, _module_of(name), str(e)))
             return
         ctx = self.ctx
         ctx.operator = op
