@@ -595,6 +595,21 @@ def test_resource_variables_are_state_inputs_and_outputs():
             assert close([y], [want], 1e-6, 1e-6) == ""
 
 
+def test_a_malformed_variable_op_is_reported():
+    from codegen.tflite import flatbuf
+
+    t = [flatbuf.Tensor("x", 0, [1, 3]), flatbuf.Tensor("acc", 13, [])]
+    handle = ({"container": "", "shared_name": "acc"}, "VarHandleOptions")
+    ops = [
+        flatbuf.Op("VAR_HANDLE", [], [1], *handle),
+        flatbuf.Op("ASSIGN_VARIABLE", [1, -1], [], {}, "AssignVariableOptions"),
+        flatbuf.Op("READ_VARIABLE", [1], [], {}, "ReadVariableOptions"),
+    ]
+    data = flatbuf.write(flatbuf.Model([flatbuf.Subgraph(t, [0], [0], ops)]))
+    with pytest.raises(UnsupportedOpsError, match="ASSIGN_VARIABLE.*READ_VARIABLE"):
+        msc.from_tflite(data)
+
+
 def test_an_op_that_cannot_be_kept_is_reported_with_the_others():
     # an op without outputs (a custom op run for its side effect) cannot be a custom node, so
     # custom_ops="keep" reports it with every other op msc cannot keep, never a crash

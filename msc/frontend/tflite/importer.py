@@ -419,11 +419,13 @@ class Importer:
         """A graph input for each resource variable the subgraph reads before assigning it."""
         written: set[str] = set()
         for op in self.sg.operators:
-            if op.op == "VAR_HANDLE" and op.outputs and op.outputs[0] >= 0:
+            if op.op not in STATE_OPS or not _state_op_shape(op):
+                continue  # another op, or a malformed one _state_op reports
+            if op.op == "VAR_HANDLE":
                 t = self.sg.tensors[op.outputs[0]]
                 key = op.options.get("shared_name") or t.name
                 self.variables[op.outputs[0]] = f"{op.options.get('container') or ''}{key}"
-            elif op.op in ("READ_VARIABLE", "ASSIGN_VARIABLE") and op.inputs:
+            elif op.op in ("READ_VARIABLE", "ASSIGN_VARIABLE"):
                 var = self.variables.get(op.inputs[0])
                 if var is None or var in written or var in self.state:
                     continue
@@ -442,9 +444,11 @@ class Importer:
 
     def _state_op(self, op: TfOperator) -> None:
         """CALL_ONCE, VAR_HANDLE, READ_VARIABLE, ASSIGN_VARIABLE: no nodes (see the NOTE)."""
+        if not _state_op_shape(op):
+            raise Unsupported(f"{len(op.inputs)} inputs and {len(op.outputs)} outputs")
         if op.op in ("CALL_ONCE", "VAR_HANDLE"):
             return
-        var = self.variables.get(op.inputs[0]) if op.inputs else None
+        var = self.variables.get(op.inputs[0])
         if var is None:
             raise Unsupported("a resource that no VAR_HANDLE of the subgraph made")
         if op.op == "READ_VARIABLE":
@@ -620,6 +624,18 @@ class Importer:
         )
         ctx.nodes.append(node)
         self._finish(op, outs, list(node.outputs))
+
+
+def _state_op_shape(op: TfOperator) -> bool:
+    """The inputs and outputs a resource variable op has (none absent)."""
+    n_in, n_out = {
+        "CALL_ONCE": (0, 0),
+        "VAR_HANDLE": (0, 1),
+        "READ_VARIABLE": (1, 1),
+        "ASSIGN_VARIABLE": (2, 0),
+    }[op.op]
+    ok = len(op.inputs) == n_in and len(op.outputs) == n_out
+    return ok and all(i >= 0 for i in (*op.inputs, *op.outputs))
 
 
 def _symbol(name: str) -> str:
