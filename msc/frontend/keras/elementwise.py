@@ -202,6 +202,22 @@ _BINARY_OPS = {
 }
 
 
+# comparisons and logic: what Keras' compute_mask functions record (Embedding's
+# ``not_equal(ids, 0)``, Masking's ``any(not_equal(x, value), axis=-1)``, merged masks)
+_BINARY_OPS.update(
+    {
+        "ops.Equal": "eq",
+        "ops.NotEqual": "ne",
+        "ops.Greater": "gt",
+        "ops.GreaterEqual": "ge",
+        "ops.Less": "lt",
+        "ops.LessEqual": "le",
+        "ops.LogicalAnd": "logical_and",
+        "ops.LogicalOr": "logical_or",
+    }
+)
+
+
 @converter(*_BINARY_OPS)
 def binary_op(ctx: Ctx, op, a, b):
     like = a if isinstance(a, Value) else b
@@ -227,6 +243,7 @@ _UNARY_OPS = {
     "ops.Tanh": "tanh",
     "ops.Sigmoid": "sigmoid",
     "ops.Relu": "relu",
+    "ops.LogicalNot": "logical_not",
 }
 
 

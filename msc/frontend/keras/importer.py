@@ -293,6 +293,32 @@ class Importer:
             k: value(v) for k, v in arguments.kwargs.items()
         }
 
+    def _layer_arguments(self, node_args: Any, ins: list) -> tuple[list, dict]:
+        """A layer call's tensors: those of its positional arguments in order (a list
+        argument flattened, as ``Add()([a, b])``), and its keyword arguments that hold
+        tensors by name (``mask=``, ``query_mask=``, ``initial_state=``: Keras records a
+        mask as an argument, computed by the graph's own nodes)."""
+        if node_args is None:
+            return [self.values[id(t)] for t in ins], {}
+
+        def flat(a: Any) -> list:
+            if id(a) in self.values:
+                return [self.values[id(a)]]
+            if isinstance(a, list | tuple):
+                return [v for b in a for v in flat(b)]
+            return []
+
+        def value(a: Any) -> Any:
+            if id(a) in self.values:
+                return self.values[id(a)]
+            if isinstance(a, list | tuple):
+                return [value(b) for b in a]
+            return None
+
+        xs = [v for a in node_args.args for v in flat(a)]
+        kw = {k: value(v) for k, v in node_args.kwargs.items() if flat(v)}
+        return xs, kw
+
     def _convert(
         self, layer: Any, ins: list, outs: list, prefix: str, node_args: Any = None
     ) -> None:
@@ -309,8 +335,9 @@ class Importer:
                 args, kwargs = self._arguments(node_args)
                 result = conv(ctx, layer, *args, **kwargs)
             else:
-                xs = [self.values[id(t)] for t in ins]
-                result = conv(ctx, layer, *xs)
+                xs, kw = self._layer_arguments(node_args, ins)
+                _takes(conv, kw)
+                result = conv(ctx, layer, *xs, **kw)
             values = list(result) if isinstance(result, tuple | list) else [result]
             if len(values) != len(outs):
                 raise Unsupported(f"the converter gave {len(values)} outputs for {len(outs)}")
@@ -345,6 +372,19 @@ class Importer:
         path = prefix + layer.name
         module = prefix.rstrip("/").replace("/", ".")
         self.unsupported.append(UnsupportedOp(_kind(layer), path, module, why))
+
+
+def _takes(conv: Any, kw: dict) -> None:
+    """The converter reads every tensor keyword the call had: a mask or an initial state it
+    does not take is refused by name, never dropped."""
+    import inspect
+
+    params = inspect.signature(conv).parameters
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return
+    extra = sorted(k for k in kw if k not in params)
+    if extra:
+        raise Unsupported(", ".join(f"{k}=" for k in extra) + " (not read for this layer)")
 
 
 def _kind(op: Any) -> str:

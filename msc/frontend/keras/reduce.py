@@ -11,6 +11,8 @@ _OPS = {
     "ops.Max": "reduce_max",
     "ops.Min": "reduce_min",
     "ops.Sum": "reduce_sum",
+    "ops.Any": "reduce_any",
+    "ops.All": "reduce_all",
 }
 
 
