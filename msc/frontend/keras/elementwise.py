@@ -101,8 +101,13 @@ def elu(ctx: Ctx, layer, x):
 
 @converter("Softmax")
 def softmax(ctx: Ctx, layer, x, mask=None):
-    if mask is not None:
-        raise Unsupported("a mask")
+    if mask is not None:  # Keras: masked positions (False, or <= 0.5) become -1e9
+        from msc.ir import DType
+
+        if mask.dtype is not DType.BOOL:
+            mask = ctx.op("gt", mask, ctx.f32(0.5, mask))
+        big = -3e4 if x.dtype is DType.FLOAT16 else -1e9
+        x = ctx.op("where", mask, x, ctx.f32(big, x))
     axis = layer.axis
     if isinstance(axis, list | tuple):
         if len(axis) != 1:
@@ -157,6 +162,20 @@ def rescaling(ctx: Ctx, layer, x):
     offset = np.asarray(layer.offset, x.dtype.to_numpy())
     y = x if np.all(scale == 1) else ctx.op("mul", x, ctx.f32(scale, x))
     return y if np.all(offset == 0) else ctx.op("add", y, ctx.f32(offset, x))
+
+
+@converter("Masking")
+def masking(ctx: Ctx, layer, x):
+    """Steps whose every feature equals ``mask_value`` become zeros (the mask itself is
+    recorded by Keras as the graph's own any(not_equal) nodes)."""
+    keep = ctx.op("ne", x, ctx.f32(float(layer.mask_value), x))
+    keep = ctx.op("reduce_any", keep, axes=[-1], keepdims=True)
+    return ctx.op("where", keep, x, ctx.f32(0.0, x))
+
+
+@converter("PReLU")
+def prelu(ctx: Ctx, layer, x):
+    return ctx.op("prelu", x, ctx.weight(layer.alpha))
 
 
 @converter(

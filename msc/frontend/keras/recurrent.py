@@ -241,3 +241,16 @@ def bidirectional(ctx: Ctx, layer, x, mask=None):
         raise Unsupported(f"merge_mode={mode!r}")
     out = out + (fwd[1:] + bwd[1:] if layer.return_state else [])
     return tuple(out) if len(out) > 1 else out[0]
+
+
+@converter("LSTMCell", "GRUCell", "SimpleRNNCell")
+def cell_step(ctx: Ctx, cell, x, *states):
+    """A cell called on its own: one step, ``cell(x, states)`` -> (output, new states), as
+    a one-step sequence through the cell's op."""
+    fn = _cell_fn(cell)
+    if x.type.rank != 2:
+        raise Unsupported(f"an input of rank {x.type.rank} (a cell takes [batch, features])")
+    init = [ctx.op("unsqueeze", s, axes=[1]) for s in states] or None
+    y, new = fn(ctx, cell, ctx.op("unsqueeze", x, axes=[1]), None, init)
+    new = [ctx.op("squeeze", s, axes=[1]) for s in new]
+    return (new[0], *new)

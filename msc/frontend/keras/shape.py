@@ -152,3 +152,35 @@ def squeeze_op(ctx: Ctx, op, x):
         return ctx.op("squeeze", x)
     axes = [int(a) for a in (axis if isinstance(axis, list | tuple) else [axis])]
     return ctx.op("squeeze", x, axes=axes)
+
+
+@converter("RepeatVector")
+def repeat_vector(ctx: Ctx, layer, x):
+    """[batch, features] -> [batch, n, features]."""
+    y = ctx.op("unsqueeze", x, axes=[1])
+    return ctx.op("expand", y, shape=[-1, int(layer.n), -1])
+
+
+@converter("TimeDistributed")
+def time_distributed(ctx: Ctx, layer, x, mask=None):
+    """The inner layer on [batch * steps, ...] (its own converter), reshaped back to
+    [batch, steps, ...]. A mask does not change Keras' result (it applies the layer to every
+    step), so it is only passed on to an inner layer that reads one."""
+    shape = list(x.type.shape)
+    if not all(isinstance(d, int) for d in shape[1:]):
+        raise Unsupported("a symbolic step or feature size")
+    steps = shape[1]
+    flat = ctx.op("reshape", x, shape=[-1, *shape[2:]])
+    inner = layer.layer
+    if mask is not None and "mask" in _call_args(inner):
+        raise Unsupported(f"a mask for its {type(inner).__name__} (msc does not pass it on)")
+    y = ctx.sublayer(inner, flat)
+    if not isinstance(y, Value):
+        raise Unsupported(f"its {type(inner).__name__} gives several outputs")
+    return ctx.op("reshape", y, shape=[-1, steps, *y.type.shape[1:]])
+
+
+def _call_args(layer) -> set[str]:
+    import inspect
+
+    return set(inspect.signature(layer.call).parameters)
