@@ -219,7 +219,10 @@ def adaptive_avg_pool(e: Emit, node):
         layer = e.layer(f"GlobalAveragePooling{n}D", data_format=e.data_format, keepdims=True)
         return f"{layer}({e.x()})"
     if not all(isinstance(d, int) and s > 0 and d % s == 0 for d, s in zip(spatial, size)):
-        raise Unsupported(f"output size {size} that does not divide {spatial}")
+        if not 1 <= n <= 3 or any(s <= 0 for s in size):
+            raise Unsupported(f"output size {size}")
+        layer = e.layer(f"AdaptiveAveragePooling{n}D", tuple(size), data_format=e.data_format)
+        return f"{layer}({e.x()})"
     k = tuple(d // s for d, s in zip(spatial, size))
     layer = e.layer(f"AveragePooling{n}D", k, strides=k, padding="valid", data_format=e.data_format)
     return f"{layer}({e.x()})"
@@ -306,10 +309,18 @@ def resize(e: Emit, node):
     out = list(node.outputs[0].type.shape[2:])
     if not all(isinstance(d, int) for d in spatial + out):
         raise Unsupported("symbolic sizes")
+    mode, ctm = a.get("mode", "nearest"), a.get("coordinate_transformation_mode")
+    resizing = {
+        ("nearest", "half_pixel", "round_prefer_ceil"): "nearest",
+        ("linear", "pytorch_half_pixel", None): "bilinear",
+    }.get((mode, ctm, a.get("nearest_mode") if mode == "nearest" else None))
+    if n == 2 and resizing is not None and not a.get("antialias"):
+        # layers.Resizing on Keras' torch backend: torch's nearest-exact / bilinear
+        layer = e.layer("Resizing", *out, interpolation=resizing, data_format=e.data_format)
+        return f"{layer}({e.x()})"
     if any(o % i for o, i in zip(out, spatial)):
         raise Unsupported("a size that is not a whole multiple")
     size = tuple(o // i for o, i in zip(out, spatial))
-    mode, ctm = a.get("mode", "nearest"), a.get("coordinate_transformation_mode")
     if mode == "nearest" and ctm == "asymmetric" and a.get("nearest_mode") == "floor":
         interp = "nearest"
     elif mode == "linear" and ctm == "half_pixel" and n == 2:
@@ -321,4 +332,24 @@ def resize(e: Emit, node):
     if n == 2:
         layer = e.layer("UpSampling2D", size, data_format=e.data_format, interpolation=interp)
         return f"{layer}({e.x()})"
+    if n == 3 and interp == "nearest":
+        return f"{e.layer('UpSampling3D', size, data_format=e.data_format)}({e.x()})"
     raise Unsupported(f"a {n}-d resize")
+
+
+@emitter("einsum")
+def einsum(e: Emit, node):
+    args = ", ".join(e.arg(i) for i in range(len(node.inputs)))
+    return f"ops.einsum({node.attrs['equation']!r}, {args})"
+
+
+@emitter("adaptive_max_pool")
+def adaptive_max_pool(e: Emit, node):
+    n = e.type(0).rank - 2
+    if node.attrs.get("return_indices") or not 1 <= n <= 3:
+        raise Unsupported("return_indices=True" if n in (1, 2, 3) else f"a {n}-d pooling")
+    size = tuple(int(s) for s in node.attrs["output_size"])
+    if any(s <= 0 for s in size):
+        raise Unsupported(f"output size {size}")
+    layer = e.layer(f"AdaptiveMaxPooling{n}D", size, data_format=e.data_format)
+    return f"{layer}({e.x()})"

@@ -19,7 +19,12 @@ def transpose(e: Emit, node):
 def _batch_kept(e: Emit, shape: list) -> bool:
     t = e.type(0)
     b = t.shape[0] if t.shape else None
-    return bool(shape) and (shape[0] == -1 or (isinstance(b, int) and shape[0] == b))
+    if not shape:
+        return False
+    out = e.node.outputs[0].type.shape
+    if shape[0] == -1:  # -1 keeps the batch only when the output's first dim is the input's
+        return out is not None and len(out) > 0 and out[0] == b
+    return isinstance(b, int) and shape[0] == b
 
 
 @emitter("reshape")
@@ -146,3 +151,44 @@ def unsqueeze(e: Emit, node):
         raise Unsupported("axes computed at run time")
     axes = tuple(int(a) for a in node.attrs["axes"])
     return f"ops.expand_dims({e.arg(0)}, {axes[0] if len(axes) == 1 else axes!r})"
+
+
+@emitter("flip")
+def flip(e: Emit, node):
+    axes = tuple(int(a) for a in node.attrs["axes"])
+    return f"ops.flip({e.arg(0)}, axis={axes if len(axes) > 1 else axes[0]!r})"
+
+
+@emitter("expand")
+def expand(e: Emit, node):
+    """Each axis that grows from 1 as ``ops.repeat`` (a symbolic batch stays as it is)."""
+    if len(node.inputs) > 1 and node.inputs[1] is not None:
+        raise Unsupported("a shape computed at run time")
+    src = list(e.type(0).shape)
+    out = list(node.outputs[0].type.shape)
+    if len(src) != len(out):
+        raise Unsupported("an expand that adds axes")
+    y = e.arg(0)
+    for ax, (a, b) in enumerate(zip(src, out)):
+        if a == b:
+            continue
+        if a != 1 or not isinstance(b, int):
+            raise Unsupported(f"axis {ax} from {a} to {b}")
+        y = f"ops.repeat({y}, {b}, axis={ax})"
+    return y
+
+
+@emitter("one_hot")
+def one_hot(e: Emit, node):
+    from codegen.keras.model import dtype_name
+
+    a = node.attrs
+    if len(node.inputs) > 1 and node.inputs[1] is not None or a.get("depth") is None:
+        raise Unsupported("a depth computed at run time")
+    dt = dtype_name(a["dtype"])
+    return f"ops.one_hot({e.arg(0)}, {int(a['depth'])}, axis={int(a['axis'])}, dtype={dt!r})"
+
+
+@emitter("gather_elements")
+def gather_elements(e: Emit, node):
+    return f"ops.take_along_axis({e.arg(0)}, {e.arg(1)}, axis={int(node.attrs['axis'])})"

@@ -707,18 +707,35 @@ def test_nested_and_shared():
 def test_unsupported_layers_reported_at_once():
     inp = keras.Input(batch_shape=(2, 4, 5))
     a = L.LSTM(3, stateful=True, name="lstm_a")(inp)
-    b = L.Flatten()(L.UnitNormalization(name="unit")(inp))
+    b = L.Flatten()(L.LayerNormalization(rms_scaling=True, name="unit")(inp))
     with pytest.raises(UnsupportedOpsError) as e:  # two branches: both reported
         msc.from_keras(keras.Model(inp, L.Concatenate()([a, b])))
     text = str(e.value)
     assert "lstm_a" in text and "LSTM" in text and "stateful=True" in text
-    assert "unit" in text and "UnitNormalization" in text
+    assert "unit" in text and "LayerNormalization" in text and "rms_scaling" in text
 
 
 # ---------------------------------------------------------------- Keras -> msc -> Keras
 # Table rows that codegen.keras does not write back yet, each with why: strict xfails, so a
 # row that starts passing must leave this list.
-ROUND_TRIP_GAPS: dict[str, str] = {}
+_INT32 = (
+    "the mask's packing (argsort, cumsum, gather) is written with int64 constants that "
+    "Keras' torch backend computes in int32, its default int, so the re-import refuses "
+    "the dtypes Keras gives"
+)
+ROUND_TRIP_GAPS: dict[str, str] = {
+    "mha_cross": "Keras 3.15 declares ops.dot_product_attention's output with the query's "
+    "last dim (3), not the value's (2): the re-import refuses the shape Keras states",
+    "masking_lstm": _INT32,
+    "mask_lstm": _INT32,
+    "mask_lstm_seq": _INT32,
+    "mask_dense_gru_state": _INT32,
+    "mask_rnn_backwards": _INT32,
+    "mask_bidirectional": "codegen.keras writes no slice of a tensor with a symbolic batch "
+    "(keras.ops.slice needs sizes)",
+    "mask_mha": "codegen.keras writes attention without a mask operand",
+    "mask_mha_causal": "codegen.keras writes attention without a mask operand",
+}
 
 ROUND_TRIP = [
     ("small_cnn", small_cnn, [(16, 16, 3)]),

@@ -271,6 +271,24 @@ def unary_op(ctx: Ctx, op, x):
     return ctx.op(_UNARY_OPS[f"ops.{type(op).__name__}"], x)
 
 
+@converter("ops.Where")
+def where_op(ctx: Ctx, op, condition, x=None, y=None):
+    if x is None or y is None:
+        raise Unsupported("where(condition) alone (the indices of its true elements)")
+    like = x if isinstance(x, Value) else y
+    if not isinstance(like, Value):  # two constants: each keeps its own dtype
+        from msc.ir import DType
+
+        x, y = (np.asarray(a) for a in (x, y))
+        return ctx.op(
+            "where",
+            condition,
+            ctx.const(x, DType.from_numpy(x.dtype)),
+            ctx.const(y, DType.from_numpy(y.dtype)),
+        )
+    return ctx.op("where", condition, _operand(ctx, x, like), _operand(ctx, y, like))
+
+
 @converter("ops.Clip")
 def clip_op(ctx: Ctx, op, x):
     return ctx.op("clamp", x, _operand(ctx, op.x_min, x), _operand(ctx, op.x_max, x))

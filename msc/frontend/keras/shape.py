@@ -184,3 +184,46 @@ def _call_args(layer) -> set[str]:
     import inspect
 
     return set(inspect.signature(layer.call).parameters)
+
+
+@converter("ops.Flip")
+def flip_op(ctx: Ctx, op, x):
+    axis = op.axis
+    axes = list(range(x.type.rank)) if axis is None else _ints(axis)
+    return ctx.op("flip", x, axes=axes)
+
+
+@converter("ops.Repeat")
+def repeat_op(ctx: Ctx, op, x):
+    """``ops.repeat`` of a length-1 axis: a broadcast (other repeats are not read)."""
+    if op.axis is None or not isinstance(op.repeats, int):
+        raise Unsupported("repeats other than one count along one axis")
+    axis = int(op.axis) % x.type.rank
+    if x.type.shape[axis] != 1:
+        raise Unsupported("repeating an axis longer than 1")
+    shape = [-1] * x.type.rank
+    shape[axis] = int(op.repeats)
+    return ctx.op("expand", x, shape=shape)
+
+
+@converter("ops.TakeAlongAxis")
+def take_along_axis_op(ctx: Ctx, op, x, indices):
+    if op.axis is None:
+        raise Unsupported("axis=None")
+    return ctx.op("gather_elements", x, indices, axis=int(op.axis))
+
+
+@converter("ops.OneHot")
+def one_hot_op(ctx: Ctx, op, x):
+    from msc.frontend.keras.importer import DTYPES
+
+    if op.sparse:
+        raise Unsupported("sparse=True")
+    dt = DTYPES.get(str(op.dtype or "float32"))
+    if dt is None:
+        raise Unsupported(f"dtype {op.dtype}")
+    return ctx.op("one_hot", x, depth=int(op.num_classes), axis=int(op.axis), dtype=dt)
+
+
+def _ints(axis) -> list[int]:
+    return [int(a) for a in (axis if isinstance(axis, list | tuple) else [axis])]
