@@ -686,3 +686,60 @@ def dot(ctx: Ctx, layer, a, b):
     if len(out) == 1:
         y = ctx.op("unsqueeze", y, axes=[1])
     return y
+
+
+@converter("GroupedQueryAttention")
+def grouped_query_attention(
+    ctx: Ctx,
+    layer,
+    query,
+    value,
+    key=None,
+    query_mask=None,
+    value_mask=None,
+    key_mask=None,
+    attention_mask=None,
+):
+    """Keras' GroupedQueryAttention: its EinsumDense projections (their own converter), each
+    key/value head repeated for its group of query heads (``ops.repeat`` on axis 2), scaled
+    dot-product attention with the masks merged as MultiHeadAttention merges them, the
+    optional sigmoid gate, and the output projection."""
+    flags = ctx.call_kwargs
+    if flags.get("return_attention_scores"):
+        raise Unsupported("return_attention_scores=True")
+    if getattr(layer, "sliding_window", None) is not None:
+        raise Unsupported("sliding_window")
+    causal = bool(flags.get("use_causal_mask", False))
+    if key is None:
+        key, key_mask = value, None
+    q = ctx.sublayer(layer._query_dense, query)  # [B, T, heads, dim]
+    k = ctx.sublayer(layer._key_dense, key)  # [B, S, kv heads, dim]
+    v = ctx.sublayer(layer._value_dense, value)
+    n = int(layer.num_repeats)
+    if n > 1:
+        k, v = (_repeat_heads(ctx, t, n) for t in (k, v))
+    perm = [0, 2, 1, 3]
+    q, k, v = (ctx.op("transpose", t, perm=perm) for t in (q, k, v))
+    scale = float(1.0 / np.sqrt(int(layer.head_dim)))
+    tq, ts = query.type.shape[1], value.type.shape[1]
+    m = merged_mask(ctx, query_mask, value_mask, key_mask, attention_mask, False, tq, ts)
+    if m is None:
+        a = ctx.op("attention", q, k, v, is_causal=causal, scale=scale)
+    else:
+        if causal:
+            m = merged_mask(ctx, None, None, None, m, True, tq, ts)
+        bias = additive_mask(ctx, ctx.op("unsqueeze", m, axes=[1]), q)
+        a = ctx.op("attention", q, k, v, bias, scale=scale)
+    a = ctx.op("transpose", a, perm=perm)  # [B, T, heads, dim]
+    if getattr(layer, "use_gate", False):
+        a = ctx.op("mul", a, ctx.sublayer(layer._gate_dense, query))
+    return ctx.sublayer(layer._output_dense, a)
+
+
+def _repeat_heads(ctx: Ctx, t: Value, n: int) -> Value:
+    """[B, S, kv, d] -> [B, S, kv * n, d], each head n times in a row (``ops.repeat``)."""
+    b, s, kv, d = t.type.shape
+    if not isinstance(s, int):
+        raise Unsupported("a symbolic sequence length")
+    y = ctx.op("expand", ctx.op("unsqueeze", t, axes=[3]), shape=[-1, -1, -1, n, -1])
+    return ctx.op("reshape", y, shape=[b if isinstance(b, int) else -1, s, int(kv) * n, int(d)])

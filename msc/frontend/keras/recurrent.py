@@ -144,26 +144,32 @@ def run(ctx: Ctx, layer, x: Value, mask: Value | None = None, initial_state=None
     carries the previous output and state over a masked step.
     """
     _check(layer)
-    cell = layer.cell
-    fn = _cell_fn(cell)
+    cells = [layer.cell]
+    if type(layer.cell).__name__ == "StackedRNNCells":  # each cell's sequence feeds the next
+        cells = list(layer.cell.cells)
+        if layer.return_state or initial_state is not None:
+            raise Unsupported("states (initial or returned) of StackedRNNCells")
     init = _initial(ctx, initial_state)
     if layer.go_backwards:
         x = ctx.op("flip", x, axes=[1])
         mask = None if mask is None else ctx.op("flip", mask, axes=[1])
-    if mask is None:
-        y, states = fn(ctx, cell, x, None, init)
-        seq = ctx.op("squeeze", y, axes=[2])
-        states = [ctx.op("squeeze", s, axes=[1]) for s in states]
-        last = states[0]
-    else:
-        seq, last, states = _masked(ctx, layer, fn, x, mask, init)
+    for cell in cells:
+        fn = _cell_fn(cell)
+        if mask is None:
+            y, states = fn(ctx, cell, x, None, init)
+            seq = ctx.op("squeeze", y, axes=[2])
+            states = [ctx.op("squeeze", s, axes=[1]) for s in states]
+            last = states[0]
+        else:
+            seq, last, states = _masked(ctx, layer, cell, fn, x, mask, init)
+        x = seq
     out = seq if layer.return_sequences else last
     if not layer.return_state:
         return out
     return (out, *states)
 
 
-def _masked(ctx: Ctx, layer, fn, x: Value, mask: Value, init):
+def _masked(ctx: Ctx, layer, cell, fn, x: Value, mask: Value, init):
     from msc.ir import DType
 
     steps = x.type.shape[1]
@@ -180,7 +186,7 @@ def _masked(ctx: Ctx, layer, fn, x: Value, mask: Value, init):
     packed = ctx.op("gather_elements", x, idx, axis=1)
     count = ctx.op("reduce_sum", ctx.op("cast", m, to=DType.INT32), axes=[1], keepdims=False)
     one = ctx.const(np.int32(1), DType.INT32)
-    y, states = fn(ctx, layer.cell, packed, ctx.op("maximum", count, one), init)
+    y, states = fn(ctx, cell, packed, ctx.op("maximum", count, one), init)
     y = ctx.op("squeeze", y, axes=[2])  # [batch, steps, units], zeros past each count
     units = int(y.type.shape[2])
     seen = ctx.op("cumsum", ctx.op("cast", m, to=DType.INT64), axis=1)
