@@ -127,6 +127,7 @@ _UNARY_OPS = {
     "cos": "cos",
     "reciprocal": "reciprocal",
     "rsqrt": "rsqrt",
+    "isnan": "isnan",
 }
 
 

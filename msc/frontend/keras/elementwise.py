@@ -263,6 +263,7 @@ _UNARY_OPS = {
     "ops.Sigmoid": "sigmoid",
     "ops.Relu": "relu",
     "ops.LogicalNot": "logical_not",
+    "ops.Isnan": "isnan",
 }
 
 

@@ -743,3 +743,10 @@ def _repeat_heads(ctx: Ctx, t: Value, n: int) -> Value:
         raise Unsupported("a symbolic sequence length")
     y = ctx.op("expand", ctx.op("unsqueeze", t, axes=[3]), shape=[-1, -1, -1, n, -1])
     return ctx.op("reshape", y, shape=[b if isinstance(b, int) else -1, s, int(kv) * n, int(d)])
+
+
+@converter("SpectralNormalization")
+def spectral_normalization(ctx: Ctx, layer, x):
+    """At inference the wrapped layer as it is (its kernel is renormalized only in
+    training), through its own converter."""
+    return ctx.sublayer(layer.layer, x)

@@ -120,3 +120,30 @@ def pipeline(ctx: Ctx, layer, x):
     for inner in layer.layers:
         x = ctx.sublayer(inner, x)
     return x
+
+
+def _to_range(ctx: Ctx, x, src, dst):
+    """Keras' ``_transform_value_range``: (x - src_lo) / (src_hi - src_lo) * span + dst_lo."""
+    if tuple(src) == tuple(dst):
+        return x
+    y = ctx.op("div", ctx.op("sub", x, ctx.f32(src[0], x)), ctx.f32(src[1] - src[0], x))
+    return ctx.op("add", ctx.op("mul", y, ctx.f32(dst[1] - dst[0], x)), ctx.f32(dst[0], x))
+
+
+@converter("AutoContrast")
+def auto_contrast(ctx: Ctx, layer, x):
+    """Each image's channels stretched to the full range (also at inference): in 0..255,
+    (x - min) * 255 / (max - min) over the spatial axes, clipped; a flat channel (NaN) keeps
+    its input, as Keras."""
+    if x.type.rank != 4 or getattr(layer, "data_format", "channels_last") != "channels_last":
+        raise Unsupported("an image batch other than channels_last [batch, h, w, c]")
+    rng = [float(v) for v in layer.value_range]
+    y = _to_range(ctx, x, rng, (0.0, 255.0))
+    low = ctx.op("reduce_min", y, axes=[1, 2], keepdims=True)
+    high = ctx.op("reduce_max", y, axes=[1, 2], keepdims=True)
+    scale = ctx.op("div", ctx.f32(255.0, y), ctx.op("sub", high, low))
+    offset = ctx.op("mul", ctx.op("neg", low), scale)
+    y = ctx.op("add", ctx.op("mul", y, scale), offset)
+    y = ctx.op("clamp", y, ctx.f32(0.0, y), ctx.f32(255.0, y))
+    y = _to_range(ctx, y, (0.0, 255.0), rng)
+    return ctx.op("where", ctx.op("isnan", y), x, y)
