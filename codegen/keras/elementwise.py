@@ -103,6 +103,7 @@ _OPS = {
     "minimum": "minimum",
     "div": "divide",
     "pow": "power",
+    "atan2": "arctan2",
 }
 
 

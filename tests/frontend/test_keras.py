@@ -398,6 +398,24 @@ CASES = [
     ("auto_contrast_255", lambda: L.AutoContrast(), [X4]),
     ("spectral_normalization", lambda: L.SpectralNormalization(L.Dense(3)), [(4,)]),
     ("spectral_normalization_conv", lambda: L.SpectralNormalization(L.Conv2D(2, 3)), [X4]),
+    ("stft_log", lambda: L.STFTSpectrogram(frame_length=8, frame_step=4, fft_length=8), [(32, 2)]),
+    (
+        "stft_psd_same",
+        lambda: L.STFTSpectrogram(
+            mode="psd", frame_length=6, frame_step=3, fft_length=8, padding="same"
+        ),
+        [(30, 1)],
+    ),
+    (
+        "stft_stft_expand",
+        lambda: L.STFTSpectrogram(mode="stft", frame_length=8, fft_length=8, expand_dims=True),
+        [(32, 2)],
+    ),
+    (
+        "stft_angle",
+        lambda: L.STFTSpectrogram(mode="angle", frame_length=8, frame_step=4, fft_length=8),
+        [(32, 1)],
+    ),
     # meaningful layers msc does not read yet: each fails by name, strictly
     pytest.param(
         "conv_lstm2d",
@@ -437,13 +455,6 @@ CASES = [
         [X4],
         marks=gap("CLAHE needs per-tile histograms: no canonical op for them"),
         id="clahe",
-    ),
-    pytest.param(
-        "stft_spectrogram",
-        lambda: L.STFTSpectrogram(frame_length=8, frame_step=4, fft_length=8),
-        [(32, 1)],
-        marks=gap("STFTSpectrogram is not read yet (the canonical stft op exists)"),
-        id="stft_spectrogram",
     ),
     pytest.param(
         "mel_spectrogram",

@@ -218,6 +218,7 @@ _BINARY_OPS = {
     "ops.Maximum": "maximum",
     "ops.Minimum": "minimum",
     "ops.Power": "pow",
+    "ops.Arctan2": "atan2",
 }
 
 
