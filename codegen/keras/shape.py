@@ -70,11 +70,16 @@ def pad(e: Emit, node):
     a = node.attrs
     if a.get("pads") is None or len(node.inputs) > 1 and node.inputs[1] is not None:
         raise Unsupported("pads computed at run time")
-    if a.get("mode", "constant") != "constant":
-        raise Unsupported(f"mode={a['mode']!r}")
+    mode = a.get("mode", "constant")
     pads = [int(p) for p in a["pads"]]
     n = len(pads) // 2
     width = [[pads[i], pads[n + i]] for i in range(n)]
+    if mode in ("reflect", "edge", "wrap"):  # numpy's names, as keras.ops.pad takes them
+        if min(pads) < 0:
+            raise Unsupported(f"a crop with mode={mode!r}")
+        return f"ops.pad({e.arg(0)}, {width!r}, mode={mode!r})"
+    if mode != "constant":
+        raise Unsupported(f"mode={mode!r}")
     if 3 <= n <= 5 and float(a.get("value", 0.0)) == 0.0 and min(pads) >= 0:
         # zeros around the spatial dims only: Keras' ZeroPadding layer
         for fmt, outer in (("channels_last", (0, n - 1)), ("channels_first", (0, 1))):

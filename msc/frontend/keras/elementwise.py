@@ -196,7 +196,7 @@ def identity(ctx: Ctx, layer, x):
 
 
 # ---------------------------------------------------------------- keras.ops calls
-def _operand(ctx: Ctx, a, like: Value) -> Value:
+def operand(ctx: Ctx, a, like: Value) -> Value:
     """A keras.ops operand: a graph value, or a Python / numpy constant (as ``like``'s dtype,
     Keras' promotion of a weak scalar)."""
     if isinstance(a, Value):
@@ -244,7 +244,7 @@ def binary_op(ctx: Ctx, op, a, b):
     if not isinstance(like, Value):
         raise Unsupported("no tensor operand")
     name = _BINARY_OPS[f"ops.{type(op).__name__}"]
-    return ctx.op(name, _operand(ctx, a, like), _operand(ctx, b, like))
+    return ctx.op(name, operand(ctx, a, like), operand(ctx, b, like))
 
 
 _UNARY_OPS = {
@@ -288,12 +288,12 @@ def where_op(ctx: Ctx, op, condition, x=None, y=None):
             ctx.const(x, DType.from_numpy(x.dtype)),
             ctx.const(y, DType.from_numpy(y.dtype)),
         )
-    return ctx.op("where", condition, _operand(ctx, x, like), _operand(ctx, y, like))
+    return ctx.op("where", condition, operand(ctx, x, like), operand(ctx, y, like))
 
 
 @converter("ops.Clip")
 def clip_op(ctx: Ctx, op, x):
-    return ctx.op("clamp", x, _operand(ctx, op.x_min, x), _operand(ctx, op.x_max, x))
+    return ctx.op("clamp", x, operand(ctx, op.x_min, x), operand(ctx, op.x_max, x))
 
 
 @converter("ops.Gelu")

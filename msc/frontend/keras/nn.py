@@ -415,7 +415,12 @@ def einsum_op(ctx: Ctx, op, *xs):
 
 @converter("ops.Matmul")
 def matmul_op(ctx: Ctx, op, a, b):
-    return ctx.op("matmul", a, b)
+    from msc.frontend.keras.elementwise import operand
+
+    like = a if isinstance(a, Value) else b
+    if not isinstance(like, Value):
+        raise Unsupported("no tensor operand")
+    return ctx.op("matmul", operand(ctx, a, like), operand(ctx, b, like))
 
 
 @converter("Conv1DTranspose", "Conv2DTranspose", "Conv3DTranspose")

@@ -95,10 +95,12 @@ def reshape_op(ctx: Ctx, op, x):
 
 @converter("ops.Pad")
 def pad_op(ctx: Ctx, op, x, constant_values=None):
-    if op.mode != "constant":
-        raise Unsupported(f"mode={op.mode!r}")
     width = [(int(a), int(b)) for a, b in op.pad_width]
     pads = [a for a, _ in width] + [b for _, b in width]
+    if op.mode in ("reflect", "edge", "wrap"):
+        return ctx.op("pad", x, pads=pads, mode=op.mode)
+    if op.mode != "constant":
+        raise Unsupported(f"mode={op.mode!r}")
     value = 0.0 if constant_values is None else float(constant_values)
     return ctx.op("pad", x, pads=pads, mode="constant", value=value)
 
