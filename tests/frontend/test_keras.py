@@ -742,22 +742,11 @@ def test_unsupported_layers_reported_at_once():
 # ---------------------------------------------------------------- Keras -> msc -> Keras
 # Table rows that codegen.keras does not write back yet, each with why: strict xfails, so a
 # row that starts passing must leave this list.
-_INT32 = (
-    "the mask's packing (argsort, cumsum, gather) is written with int64 constants that "
-    "Keras' torch backend computes in int32, its default int, so the re-import refuses "
-    "the dtypes Keras gives"
-)
 ROUND_TRIP_GAPS: dict[str, str] = {
     "mha_cross": "Keras 3.15 declares ops.dot_product_attention's output with the query's "
     "last dim (3), not the value's (2): the re-import refuses the shape Keras states",
-    "masking_lstm": _INT32,
-    "mask_lstm": _INT32,
-    "mask_lstm_seq": _INT32,
-    "mask_dense_gru_state": _INT32,
-    "mask_rnn_backwards": _INT32,
     "mask_bidirectional": "codegen.keras writes no slice of a tensor with a symbolic batch "
     "(keras.ops.slice needs sizes)",
-    "mask_rnn_stacked_cells": _INT32,
     "mask_grouped_query_attention": "codegen.keras writes attention without a mask operand",
     "mask_mha": "codegen.keras writes attention without a mask operand",
     "mask_mha_causal": "codegen.keras writes attention without a mask operand",
