@@ -9,6 +9,7 @@ import numpy as np
 from codegen.keras.model import Emit
 from codegen.keras.registry import emitter
 from msc.errors import Unsupported
+from msc.ir import DType
 
 
 @emitter("linear")
@@ -233,15 +234,21 @@ def attention(e: Emit, node):
     """keras.ops.dot_product_attention, which takes [batch, length, heads, dim]: the
     canonical [batch, heads, length, dim] operands are transposed around it."""
     a = node.attrs
-    if e.has(3):
-        raise Unsupported("a mask")
+    extra = ""
+    if e.has(3):  # [batch, heads, length, source] in both: a bool mask keeps, a float one adds
+        m = node.inputs[3]
+        if m.type.rank != 4:
+            raise Unsupported(f"a mask of rank {m.type.rank}")
+        extra = f"{'mask' if m.dtype is DType.BOOL else 'bias'}={e.arg(3)}, "
     if a.get("enable_gqa"):
         raise Unsupported("enable_gqa=True")
     if any(e.type(i).rank != 4 for i in range(3)):
         raise Unsupported("operands of rank other than 4")
+    if e.type(2).shape[-1] != e.type(0).shape[-1]:
+        return _attention_explicit(e, node)
     scale = a.get("scale")
     kw = f"scale={float(scale)!r}, " if scale is not None else ""
-    kw += f"is_causal={bool(a.get('is_causal', False))!r}"
+    kw = extra + kw + f"is_causal={bool(a.get('is_causal', False))!r}"
     if e.channels_last:  # the operands were [batch, length, heads, dim] before a transpose
         q, k, v = (e.x(i) for i in range(3))
         return f"ops.dot_product_attention({q}, {k}, {v}, {kw})"
@@ -251,6 +258,46 @@ def attention(e: Emit, node):
     )
     pre = e.stmt(f"ops.dot_product_attention({q}, {k}, {v}, {kw})", f"{node.name or 'attn'}_blhd")
     return f"layers.Permute((2, 1, 3))({pre})"
+
+
+def _attention_explicit(e: Emit, node) -> str:
+    """softmax(q k^T * scale (+ bias)) v on the canonical [batch, heads, length, dim]
+    operands: Keras' dot_product_attention declares its output with the query's last dim,
+    which is wrong when the value's differs."""
+    a = node.attrs
+    if a.get("is_causal"):
+        raise Unsupported("is_causal with a value dim other than the query's")
+    hint = node.name or "attn"
+    if e.channels_last:  # the operands as the source had them, [batch, length, heads, dim]
+        q, k, v = (
+            e.stmt(f"ops.transpose({e.x(i)}, (0, 2, 1, 3))", f"{hint}_{role}")
+            for i, role in enumerate(("q", "k", "v"))
+        )
+    else:
+        q, k, v = (e.arg(i) for i in range(3))
+    d = e.type(0).shape[-1]
+    scale = a.get("scale")
+    if scale is None:
+        if not isinstance(d, int):
+            raise Unsupported("a symbolic head dim")
+        scale = 1.0 / float(np.sqrt(d))
+    kt = e.stmt(f"ops.transpose({k}, (0, 1, 3, 2))", f"{hint}_kt")
+    scores = e.stmt(
+        f"ops.multiply(ops.matmul({q}, {kt}), {float(scale)!r})",
+        f"{hint}_scores",
+    )
+    if e.has(3):
+        m = node.inputs[3]
+        if m.dtype is DType.BOOL:
+            low = float(np.finfo(np.float32).min) * 0.7
+            scores = e.stmt(f"ops.where({e.arg(3)}, {scores}, {low!r})", f"{hint}_masked")
+        else:
+            scores = e.stmt(f"ops.add({scores}, {e.arg(3)})", f"{hint}_masked")
+    weights = e.stmt(f"ops.softmax({scores}, axis=-1)", f"{hint}_weights")
+    out = f"ops.matmul({weights}, {v})"
+    if e.channels_last:
+        out = f"ops.transpose({e.stmt(out, f'{hint}_bhld')}, (0, 2, 1, 3))"
+    return out
 
 
 @emitter("matmul")

@@ -137,7 +137,11 @@ def slice_(e: Emit, node):
         return f"{e.layer(f'Cropping{r - 2}D', crop)}({e.arg(0)})"
     full = [shape[ax] if size[ax] == -1 else size[ax] for ax in range(r)]
     if not all(isinstance(d, int) for d in full):
-        raise Unsupported("a slice of a tensor with symbolic dims (keras.ops.slice needs sizes)")
+        if len(cut) != 1:
+            raise Unsupported("a slice of several axes of a tensor with symbolic dims")
+        ax = cut[0]  # one axis: the indices it keeps (keras.ops.slice needs every size)
+        idx = f"np.arange({begin[ax]}, {begin[ax] + size[ax]})"
+        return f"ops.take({e.arg(0)}, {idx}, axis={ax})"
     return f"ops.slice({e.arg(0)}, {tuple(begin)!r}, {tuple(full)!r})"
 
 

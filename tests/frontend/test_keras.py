@@ -742,15 +742,7 @@ def test_unsupported_layers_reported_at_once():
 # ---------------------------------------------------------------- Keras -> msc -> Keras
 # Table rows that codegen.keras does not write back yet, each with why: strict xfails, so a
 # row that starts passing must leave this list.
-ROUND_TRIP_GAPS: dict[str, str] = {
-    "mha_cross": "Keras 3.15 declares ops.dot_product_attention's output with the query's "
-    "last dim (3), not the value's (2): the re-import refuses the shape Keras states",
-    "mask_bidirectional": "codegen.keras writes no slice of a tensor with a symbolic batch "
-    "(keras.ops.slice needs sizes)",
-    "mask_grouped_query_attention": "codegen.keras writes attention without a mask operand",
-    "mask_mha": "codegen.keras writes attention without a mask operand",
-    "mask_mha_causal": "codegen.keras writes attention without a mask operand",
-}
+ROUND_TRIP_GAPS: dict[str, str] = {}
 
 ROUND_TRIP = [
     ("small_cnn", small_cnn, [(16, 16, 3)]),

@@ -394,9 +394,13 @@ def _split(ctx: Ctx, y: Value, heads: int, d: int) -> Value:
 
 @converter("ops.DotProductAttention")
 def dot_product_attention_op(ctx: Ctx, op, q, k, v, bias=None, mask=None, scale=None):
-    """[batch, length, heads, dim] operands: transposed to the canonical heads-first form."""
-    if bias is not None or mask is not None:
-        raise Unsupported("a bias or mask")
+    """[batch, length, heads, dim] operands: transposed to the canonical heads-first form;
+    a bias (added to the scores) or a bool mask, both [batch, heads, length, source]."""
+    if bias is not None and mask is not None:
+        raise Unsupported("both a bias and a mask")
+    extra = bias if bias is not None else mask
+    if extra is not None and not isinstance(extra, Value):
+        raise Unsupported("a bias or mask that is not a tensor of the graph")
     if getattr(op, "attn_logits_soft_cap", None) is not None:
         raise Unsupported("attn_logits_soft_cap")
     if any(t.type.rank != 4 for t in (q, k, v)):
@@ -404,7 +408,7 @@ def dot_product_attention_op(ctx: Ctx, op, q, k, v, bias=None, mask=None, scale=
     perm = [0, 2, 1, 3]
     q, k, v = (ctx.op("transpose", t, perm=perm) for t in (q, k, v))
     kw = {} if scale is None else {"scale": float(scale)}
-    y = ctx.op("attention", q, k, v, is_causal=bool(op.is_causal), **kw)
+    y = ctx.op("attention", q, k, v, extra, is_causal=bool(op.is_causal), **kw)
     return ctx.op("transpose", y, perm=perm)
 
 

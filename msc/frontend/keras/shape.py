@@ -229,3 +229,19 @@ def one_hot_op(ctx: Ctx, op, x):
 
 def _ints(axis) -> list[int]:
     return [int(a) for a in (axis if isinstance(axis, list | tuple) else [axis])]
+
+
+@converter("ops.Take")
+def take_op(ctx: Ctx, op, x, indices):
+    """``ops.take`` along one axis: a run of constant indices is a slice, any other a gather."""
+    if op.axis is None:
+        raise Unsupported("axis=None (a take from the flattened tensor)")
+    axis = int(op.axis) % x.type.rank
+    if isinstance(indices, Value):
+        return ctx.op("gather", x, indices, axis=axis)
+    idx = np.asarray(indices).astype(np.int64)
+    if idx.ndim == 1 and idx.size and np.all(idx >= 0) and np.all(np.diff(idx) == 1):
+        return ctx.op("slice", x, starts=[int(idx[0])], ends=[int(idx[-1]) + 1], axes=[axis])
+    from msc.ir import DType
+
+    return ctx.op("gather", x, ctx.const(idx, DType.INT64), axis=axis)
