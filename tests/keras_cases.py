@@ -288,6 +288,16 @@ CASES = [
         [Ints((6,), 4)],
     ),
     (
+        "mask_mha_dropout",  # Keras' Softmax path: a query masked whole gives zeros
+        lambda: [L.Embedding(5, 4, mask_zero=True), L.MultiHeadAttention(2, 3, dropout=0.1)],
+        [Ints((6,), 4)],
+    ),
+    (
+        "mask_gqa_dropout",
+        lambda: [L.Embedding(5, 4, mask_zero=True), L.GroupQueryAttention(2, 4, 2, dropout=0.1)],
+        [Ints((6,), 4)],
+    ),
+    (
         "mask_mha_causal",
         lambda: [
             L.Embedding(5, 4, mask_zero=True),

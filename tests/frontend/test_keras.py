@@ -324,3 +324,17 @@ def test_subclassed_model_goes_through_torch():
         msc.from_keras(model)
     g = msc.from_keras(model, [x])
     assert not close(run_torch(g, [x]), ref, ATOL, 1e-5)
+
+
+def test_softmax_with_an_explicit_mask():
+    """Softmax(x, mask=m): masked positions get Keras' -1e9 before the softmax."""
+    x = keras.Input((3, 5), name="x")
+    m = keras.Input((3, 5), dtype="bool", name="m")
+    model = keras.Model([x, m], L.Softmax(name="sm")(x, mask=m))
+    mask = RNG.uniform(size=(2, 3, 5)) < 0.6
+    mask[0, 0] = False  # a row masked whole
+    arrays = [f32(2, 3, 5), mask]
+    ref = keras_run(model, arrays)
+    g = msc.from_keras(model)
+    for run in (run_torch, run_onnx):
+        assert not close(run(g, arrays), ref, ATOL, 1e-5)

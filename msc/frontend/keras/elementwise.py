@@ -113,7 +113,10 @@ def softmax(ctx: Ctx, layer, x, mask=None):
         if len(axis) != 1:
             raise Unsupported(f"softmax over axes {list(axis)}")
         axis = axis[0]
-    return ctx.op("softmax", x, axis=int(axis))
+    y = ctx.op("softmax", x, axis=int(axis))
+    if mask is not None:  # Keras zeroes the masked positions (a row masked whole gives zeros)
+        y = ctx.op("where", mask, y, ctx.f32(0.0, y))
+    return y
 
 
 def _fold(ctx: Ctx, op: str, xs: tuple[Value, ...]) -> Value:

@@ -322,6 +322,16 @@ def additive_mask(ctx: Ctx, mask: Value, like: Value) -> Value:
     return ctx.op("where", mask, ctx.f32(0.0, like), ctx.f32(big, like))
 
 
+def softmax_path_zeros(ctx: Ctx, dropout: float, a: Value, mask: Value) -> Value:
+    """With dropout > 0 Keras computes attention through its Softmax layer, not
+    dot_product_attention, and that layer zeroes a query row whose keys are all masked
+    (dot_product_attention gives it a uniform average); the same here, at inference."""
+    if float(dropout) <= 0.0:
+        return a
+    keep = ctx.op("reduce_any", mask, axes=[-1], keepdims=True)  # [B, 1, T, 1]
+    return ctx.op("where", keep, a, ctx.f32(0.0, a))
+
+
 @converter("MultiHeadAttention")
 def multi_head_attention(
     ctx: Ctx,
@@ -370,8 +380,9 @@ def multi_head_attention(
     else:
         if causal:  # Keras merges the causal mask into the others
             m = merged_mask(ctx, None, None, None, m, True, tq, ts)
-        bias = additive_mask(ctx, ctx.op("unsqueeze", m, axes=[1]), q)
-        a = ctx.op("attention", q, k, v, bias, scale=scale)
+        m = ctx.op("unsqueeze", m, axes=[1])
+        a = ctx.op("attention", q, k, v, additive_mask(ctx, m, q), scale=scale)
+        a = softmax_path_zeros(ctx, layer._dropout, a, m)
     a = ctx.op("transpose", a, perm=[0, 2, 1, 3])
     a = ctx.op("flatten", a, start_axis=2, end_axis=3)
     out = layer._output_dense
@@ -737,8 +748,9 @@ def grouped_query_attention(
     else:
         if causal:
             m = merged_mask(ctx, None, None, None, m, True, tq, ts)
-        bias = additive_mask(ctx, ctx.op("unsqueeze", m, axes=[1]), q)
-        a = ctx.op("attention", q, k, v, bias, scale=scale)
+        m = ctx.op("unsqueeze", m, axes=[1])
+        a = ctx.op("attention", q, k, v, additive_mask(ctx, m, q), scale=scale)
+        a = softmax_path_zeros(ctx, layer.dropout, a, m)
     a = ctx.op("transpose", a, perm=perm)  # [B, T, heads, dim]
     if getattr(layer, "use_gate", False):
         a = ctx.op("mul", a, ctx.sublayer(layer._gate_dense, query))
