@@ -91,7 +91,6 @@ TOOLS = {"msc": _msc, "jax2onnx": _jax2onnx}
 
 def bench_model(name: str, build: Callable, repeat: int, iters: int) -> dict[str, Any]:
     import jax
-
     import measure
 
     fn, args, description = build()
