@@ -291,12 +291,15 @@ MODELS: dict[str, tuple[str, str, Inputs]] = {
 TOL = (1e-4, 1e-3)  # atol (scaled by max |ref|), rtol
 
 
-def fetch(cache: Path, wheels: set[str]) -> dict[str, Path]:
-    """Download (once) and open each wheel; returns wheel key -> its directory of files."""
+def fetch(cache: Path, wheels: set[str], table: dict[str, str] | None = None) -> dict[str, Path]:
+    """Download (once) and open each wheel; returns wheel key -> its directory of files.
+
+    ``table`` maps a wheel key to its pinned requirement (default ``WHEELS``)."""
+    table = WHEELS if table is None else table
     cache.mkdir(parents=True, exist_ok=True)
     out = {}
     for key in sorted(wheels):
-        req = WHEELS[key]
+        req = table[key]
         dest = cache / req.replace("==", "-")
         if not dest.is_dir():
             dl = cache / "downloads"
@@ -336,7 +339,7 @@ def _close(a: np.ndarray, ref: np.ndarray) -> tuple[bool, float]:
     return ok, float(err.max(initial=0.0))
 
 
-def _compare(outs: list, ref: list) -> tuple[bool, float]:
+def compare(outs: list, ref: list) -> tuple[bool, float]:
     if len(outs) != len(ref):
         return False, float("inf")
     worst, ok = 0.0, True
@@ -384,7 +387,7 @@ def run_one(path: str, inputs: dict[str, np.ndarray]) -> dict[str, Any]:
             got = m(*[torch.from_numpy(np.array(inputs[n])) for n in order])
         got = list(got) if isinstance(got, tuple | list) else [got]
         got = [x.numpy() for x in got]
-        ok, err = _compare(got, ref)
+        ok, err = compare(got, ref)
         res["torch"] = "ok" if ok else f"outputs differ (max abs err {err:.3g})"
         res["torch_err"] = err
         if not ok:
@@ -399,7 +402,7 @@ def run_one(path: str, inputs: dict[str, np.ndarray]) -> dict[str, Any]:
             with torch.no_grad():
                 exact = m.double()(*wide)
             exact = [x.numpy() for x in (exact if isinstance(exact, tuple | list) else [exact])]
-            e_ort, e_msc = _compare(ref, exact)[1], _compare(got, exact)[1]
+            e_ort, e_msc = compare(ref, exact)[1], compare(got, exact)[1]
             res["torch"] += f"; from float64: onnxruntime {e_ort:.2g}, msc {e_msc:.2g}"
     except Exception as e:  # noqa: BLE001
         res["torch"] = f"{type(e).__name__}: {str(e)[:400]}"
@@ -414,7 +417,7 @@ def run_one(path: str, inputs: dict[str, np.ndarray]) -> dict[str, Any]:
             f = codegen.relax.build(g)
             got = f(*[np.array(inputs[n]) for n in order])
             got = list(got) if isinstance(got, tuple | list) else [got]
-            ok, err = _compare([np.asarray(x) for x in got], ref)
+            ok, err = compare([np.asarray(x) for x in got], ref)
             res["relax"] = "ok" if ok else f"outputs differ (max abs err {err:.3g})"
         except Exception as e:  # noqa: BLE001
             res["relax"] = f"{type(e).__name__}: {str(e)[:400]}"
@@ -425,7 +428,7 @@ def run_one(path: str, inputs: dict[str, np.ndarray]) -> dict[str, Any]:
             s2 = ort.InferenceSession(str(out), so, providers=["CPUExecutionProvider"])
             feeds2 = {i.name: inputs[i.name] for i in s2.get_inputs()}
             got = s2.run(None, feeds2)
-        ok, err = _compare(got, ref)
+        ok, err = compare(got, ref)
         res["onnx"] = "ok" if ok else f"outputs differ (max abs err {err:.3g})"
         res["onnx_err"] = err
     except Exception as e:  # noqa: BLE001
@@ -441,10 +444,12 @@ def _worker(path: str, name: str, q) -> None:
         q.put({"error": f"{type(e).__name__}: {e}", "trace": traceback.format_exc()[-2000:]})
 
 
-def run(name: str, path: Path, timeout: float) -> dict[str, Any]:
+def run(name: str, path: Path, timeout: float, worker: Callable = _worker) -> dict[str, Any]:
+    """``worker(path, name, queue)`` in a fresh process; what it put on the queue, or why it
+    gave nothing (a time limit, a crash)."""
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
-    p = ctx.Process(target=_worker, args=(str(path), name, q))
+    p = ctx.Process(target=worker, args=(str(path), name, q))
     p.start()
     p.join(timeout)
     if p.is_alive():
@@ -457,7 +462,7 @@ def run(name: str, path: Path, timeout: float) -> dict[str, Any]:
         return {"error": f"worker exited with code {p.exitcode}"}
 
 
-def _cell(v: Any) -> str:
+def cell(v: Any) -> str:
     if v is None:
         return "-"
     s = str(v)
@@ -467,31 +472,53 @@ def _cell(v: Any) -> str:
     return s[:300].replace("|", "\\|")
 
 
-def main() -> None:
+def parse_args(json_path: Path) -> argparse.Namespace:
+    """The wheel benches' options: --only, --cache, --timeout, --markdown, --json."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--only", nargs="*", default=[], help="models whose name contains these")
     ap.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "msc-bench-wheels")
     ap.add_argument("--timeout", type=float, default=600)
     ap.add_argument("--markdown", type=Path)
-    ap.add_argument("--json", type=Path, default=HERE / "results" / "pip_models.json")
-    a = ap.parse_args()
-    names = [n for n in MODELS if not a.only or any(w in n for w in a.only)]
-    dirs = fetch(a.cache, {MODELS[n][0] for n in names})
+    ap.add_argument("--json", type=Path, default=json_path)
+    return ap.parse_args()
+
+
+def run_models(
+    a: argparse.Namespace,
+    models: dict[str, tuple],
+    wheels: dict[str, str],
+    worker: Callable,
+    line: Callable[[str, dict[str, Any]], str],
+) -> dict[str, dict[str, Any]]:
+    """Each model (name -> (wheel key, path inside the wheel, ...)) whose name contains a word
+    of ``a.only``, fetched and run in its own process; ``line(name, result)`` printed for
+    each. Returns the results by name, with their wheel, file and seconds."""
+    names = [n for n in models if not a.only or any(w in n for w in a.only)]
+    dirs = fetch(a.cache, {models[n][0] for n in names}, wheels)
     results = {}
     for name in names:
-        wheel, inner, _ = MODELS[name]
+        wheel, inner = models[name][:2]
         t = time.perf_counter()
-        r = run(name, dirs[wheel] / inner, a.timeout)
-        r["wheel"] = WHEELS[wheel]
+        r = run(name, dirs[wheel] / inner, a.timeout, worker)
+        r["wheel"] = wheels[wheel]
         r["file"] = inner
         r["seconds"] = round(time.perf_counter() - t, 1)
         results[name] = r
-        print(
-            f"{name:34s} import {_cell(r.get('import', r.get('error')))[:60]:60s} "
-            f"torch {_cell(r.get('torch'))[:40]:40s} onnx {_cell(r.get('onnx'))[:30]:30s} "
-            f"relax {_cell(r.get('relax'))[:40]}",
-            flush=True,
-        )
+        print(line(name, r), flush=True)
+    return results
+
+
+def _line(name: str, r: dict[str, Any]) -> str:
+    return (
+        f"{name:34s} import {cell(r.get('import', r.get('error')))[:60]:60s} "
+        f"torch {cell(r.get('torch'))[:40]:40s} onnx {cell(r.get('onnx'))[:30]:30s} "
+        f"relax {cell(r.get('relax'))[:40]}"
+    )
+
+
+def main() -> None:
+    a = parse_args(HERE / "results" / "pip_models.json")
+    results = run_models(a, MODELS, WHEELS, _worker, _line)
     n = len(results)
     counts = {
         s: sum(results[k].get(s) == "ok" for k in results)
@@ -523,8 +550,8 @@ def main() -> None:
         for k, r in results.items():
             lines.append(
                 f"| {k} | {r['wheel']} | {r['file'].rsplit('/', 1)[-1]} | "
-                f"{_cell(r.get('import', r.get('error')))} | {_cell(r.get('torch'))} | "
-                f"{_cell(r.get('onnx'))} | {_cell(r.get('relax'))} |"
+                f"{cell(r.get('import', r.get('error')))} | {cell(r.get('torch'))} | "
+                f"{cell(r.get('onnx'))} | {cell(r.get('relax'))} |"
             )
         a.markdown.write_text("\n".join(lines) + "\n")
 

@@ -103,6 +103,7 @@ _OPS = {
     "minimum": "minimum",
     "div": "divide",
     "pow": "power",
+    "atan2": "arctan2",
 }
 
 
@@ -127,6 +128,7 @@ _UNARY_OPS = {
     "cos": "cos",
     "reciprocal": "reciprocal",
     "rsqrt": "rsqrt",
+    "isnan": "isnan",
 }
 
 
@@ -138,3 +140,46 @@ def unary(e: Emit, node):
 @emitter("cast")
 def cast(e: Emit, node):
     return f"ops.cast({e.arg(0)}, {node.attrs['to'].to_numpy().name!r})"
+
+
+_COMPARE = {
+    "eq": "equal",
+    "ne": "not_equal",
+    "gt": "greater",
+    "ge": "greater_equal",
+    "lt": "less",
+    "le": "less_equal",
+    "logical_and": "logical_and",
+    "logical_or": "logical_or",
+}
+
+
+@emitter(*_COMPARE)
+def compare(e: Emit, node):
+    return f"ops.{_COMPARE[node.op]}({e.arg(0)}, {e.arg(1)})"
+
+
+@emitter("logical_not")
+def logical_not(e: Emit, node):
+    return f"ops.logical_not({e.arg(0)})"
+
+
+@emitter("where")
+def where(e: Emit, node):
+    return f"ops.where({e.arg(0)}, {e.arg(1)}, {e.arg(2)})"
+
+
+@emitter("prelu")
+def prelu(e: Emit, node):
+    """``layers.PReLU`` when the slope is a weight of Keras' own shape (the input's dims after
+    the batch, 1 on shared axes), else ``where(x >= 0, x, slope * x)``."""
+    t = e.type(0)
+    slope = e.const(1)
+    dims = list(t.shape[1:])
+    if slope is not None and slope.ndim == len(dims) and all(isinstance(d, int) for d in dims):
+        shared = [i + 1 for i, (s, d) in enumerate(zip(slope.shape, dims)) if s == 1 and d != 1]
+        if all(s in (1, d) for s, d in zip(slope.shape, dims)):
+            kw = {"shared_axes": shared} if shared else {}
+            return f"{e.layer('PReLU', weights=[slope], **kw)}({e.arg(0)})"
+    x = e.arg(0)
+    return f"ops.where(ops.greater_equal({x}, 0), {x}, ops.multiply({e.arg(1)}, {x}))"

@@ -193,7 +193,9 @@ class Emit:
         parts += [f"{k}={v!r}" for k, v in kw.items()]
         parts.append(f"name={self.layer_name!r}")
         if weights:
-            self.cg.weights[self.layer_name] = [np.ascontiguousarray(w) for w in weights]
+            self.cg.weights[self.layer_name] = [
+                np.array(w, order="C") for w in weights
+            ]  # 0-d stays 0-d
         text = f"layers.{cls}({', '.join(parts)})"
         self.parts = (text, [f"layers.{cls}(", *parts])
         return text
@@ -298,12 +300,16 @@ class KerasCodegen:
         self.uses_weight_layer = True
         name = self.values.fresh(v.name or "weight")
         lname = self.layers.fresh(v.name or "weight")
-        self.weights[lname] = [np.ascontiguousarray(a)]
+        self.weights[lname] = [np.array(a, order="C")]  # 0-d stays 0-d
         shape = tuple(int(d) for d in a.shape)
-        self.lines.append(
+        line = (
             f"    {name} = SourceWeight({shape!r}, {a.dtype.name!r}, name={lname!r})"
             f"({self.inputs[0]})"
         )
+        if len(line) >= 100:  # its arguments on their own line
+            args = f"{shape!r}, {a.dtype.name!r}, name={lname!r}"
+            line = f"    {name} = SourceWeight(\n        {args}\n    )({self.inputs[0]})"
+        self.lines.append(line)
         self.var[id(v)] = name
         return name
 
@@ -505,8 +511,13 @@ class KerasCodegen:
                 "        return ops.convert_to_tensor(self.value)",
                 "",
             ]
+        ret = f"    return keras.Model({i}, {o}, name={_layer_name(self.source.name)!r})"
+        if len(ret) >= 100:  # one argument a line
+            name = _layer_name(self.source.name)
+            ret = "\n".join(["    return keras.Model(", f"        {i},", f"        {o},",
+                             f"        name={name!r},", "    )"])  # fmt: skip
         tail = [
-            f"    return keras.Model({i}, {o}, name={_layer_name(self.source.name)!r})",
+            ret,
             "",
             "",
             "def set_weights(model, arrays):",

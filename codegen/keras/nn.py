@@ -9,6 +9,7 @@ import numpy as np
 from codegen.keras.model import Emit
 from codegen.keras.registry import emitter
 from msc.errors import Unsupported
+from msc.ir import DType
 
 
 @emitter("linear")
@@ -219,7 +220,10 @@ def adaptive_avg_pool(e: Emit, node):
         layer = e.layer(f"GlobalAveragePooling{n}D", data_format=e.data_format, keepdims=True)
         return f"{layer}({e.x()})"
     if not all(isinstance(d, int) and s > 0 and d % s == 0 for d, s in zip(spatial, size)):
-        raise Unsupported(f"output size {size} that does not divide {spatial}")
+        if not 1 <= n <= 3 or any(s <= 0 for s in size):
+            raise Unsupported(f"output size {size}")
+        layer = e.layer(f"AdaptiveAveragePooling{n}D", tuple(size), data_format=e.data_format)
+        return f"{layer}({e.x()})"
     k = tuple(d // s for d, s in zip(spatial, size))
     layer = e.layer(f"AveragePooling{n}D", k, strides=k, padding="valid", data_format=e.data_format)
     return f"{layer}({e.x()})"
@@ -230,15 +234,21 @@ def attention(e: Emit, node):
     """keras.ops.dot_product_attention, which takes [batch, length, heads, dim]: the
     canonical [batch, heads, length, dim] operands are transposed around it."""
     a = node.attrs
-    if e.has(3):
-        raise Unsupported("a mask")
+    extra = ""
+    if e.has(3):  # [batch, heads, length, source] in both: a bool mask keeps, a float one adds
+        m = node.inputs[3]
+        if m.type.rank != 4:
+            raise Unsupported(f"a mask of rank {m.type.rank}")
+        extra = f"{'mask' if m.dtype is DType.BOOL else 'bias'}={e.arg(3)}, "
     if a.get("enable_gqa"):
         raise Unsupported("enable_gqa=True")
     if any(e.type(i).rank != 4 for i in range(3)):
         raise Unsupported("operands of rank other than 4")
+    if e.type(2).shape[-1] != e.type(0).shape[-1]:
+        return _attention_explicit(e, node)
     scale = a.get("scale")
     kw = f"scale={float(scale)!r}, " if scale is not None else ""
-    kw += f"is_causal={bool(a.get('is_causal', False))!r}"
+    kw = extra + kw + f"is_causal={bool(a.get('is_causal', False))!r}"
     if e.channels_last:  # the operands were [batch, length, heads, dim] before a transpose
         q, k, v = (e.x(i) for i in range(3))
         return f"ops.dot_product_attention({q}, {k}, {v}, {kw})"
@@ -248,6 +258,46 @@ def attention(e: Emit, node):
     )
     pre = e.stmt(f"ops.dot_product_attention({q}, {k}, {v}, {kw})", f"{node.name or 'attn'}_blhd")
     return f"layers.Permute((2, 1, 3))({pre})"
+
+
+def _attention_explicit(e: Emit, node) -> str:
+    """softmax(q k^T * scale (+ bias)) v on the canonical [batch, heads, length, dim]
+    operands: Keras' dot_product_attention declares its output with the query's last dim,
+    which is wrong when the value's differs."""
+    a = node.attrs
+    if a.get("is_causal"):
+        raise Unsupported("is_causal with a value dim other than the query's")
+    hint = node.name or "attn"
+    if e.channels_last:  # the operands as the source had them, [batch, length, heads, dim]
+        q, k, v = (
+            e.stmt(f"ops.transpose({e.x(i)}, (0, 2, 1, 3))", f"{hint}_{role}")
+            for i, role in enumerate(("q", "k", "v"))
+        )
+    else:
+        q, k, v = (e.arg(i) for i in range(3))
+    d = e.type(0).shape[-1]
+    scale = a.get("scale")
+    if scale is None:
+        if not isinstance(d, int):
+            raise Unsupported("a symbolic head dim")
+        scale = 1.0 / float(np.sqrt(d))
+    kt = e.stmt(f"ops.transpose({k}, (0, 1, 3, 2))", f"{hint}_kt")
+    scores = e.stmt(
+        f"ops.multiply(ops.matmul({q}, {kt}), {float(scale)!r})",
+        f"{hint}_scores",
+    )
+    if e.has(3):
+        m = node.inputs[3]
+        if m.dtype is DType.BOOL:
+            low = float(np.finfo(np.float32).min) * 0.7
+            scores = e.stmt(f"ops.where({e.arg(3)}, {scores}, {low!r})", f"{hint}_masked")
+        else:
+            scores = e.stmt(f"ops.add({scores}, {e.arg(3)})", f"{hint}_masked")
+    weights = e.stmt(f"ops.softmax({scores}, axis=-1)", f"{hint}_weights")
+    out = f"ops.matmul({weights}, {v})"
+    if e.channels_last:
+        out = f"ops.transpose({e.stmt(out, f'{hint}_bhld')}, (0, 2, 1, 3))"
+    return out
 
 
 @emitter("matmul")
@@ -306,10 +356,18 @@ def resize(e: Emit, node):
     out = list(node.outputs[0].type.shape[2:])
     if not all(isinstance(d, int) for d in spatial + out):
         raise Unsupported("symbolic sizes")
+    mode, ctm = a.get("mode", "nearest"), a.get("coordinate_transformation_mode")
+    resizing = {
+        ("nearest", "half_pixel", "round_prefer_ceil"): "nearest",
+        ("linear", "pytorch_half_pixel", None): "bilinear",
+    }.get((mode, ctm, a.get("nearest_mode") if mode == "nearest" else None))
+    if n == 2 and resizing is not None and not a.get("antialias"):
+        # layers.Resizing on Keras' torch backend: torch's nearest-exact / bilinear
+        layer = e.layer("Resizing", *out, interpolation=resizing, data_format=e.data_format)
+        return f"{layer}({e.x()})"
     if any(o % i for o, i in zip(out, spatial)):
         raise Unsupported("a size that is not a whole multiple")
     size = tuple(o // i for o, i in zip(out, spatial))
-    mode, ctm = a.get("mode", "nearest"), a.get("coordinate_transformation_mode")
     if mode == "nearest" and ctm == "asymmetric" and a.get("nearest_mode") == "floor":
         interp = "nearest"
     elif mode == "linear" and ctm == "half_pixel" and n == 2:
@@ -321,4 +379,24 @@ def resize(e: Emit, node):
     if n == 2:
         layer = e.layer("UpSampling2D", size, data_format=e.data_format, interpolation=interp)
         return f"{layer}({e.x()})"
+    if n == 3 and interp == "nearest":
+        return f"{e.layer('UpSampling3D', size, data_format=e.data_format)}({e.x()})"
     raise Unsupported(f"a {n}-d resize")
+
+
+@emitter("einsum")
+def einsum(e: Emit, node):
+    args = ", ".join(e.arg(i) for i in range(len(node.inputs)))
+    return f"ops.einsum({node.attrs['equation']!r}, {args})"
+
+
+@emitter("adaptive_max_pool")
+def adaptive_max_pool(e: Emit, node):
+    n = e.type(0).rank - 2
+    if node.attrs.get("return_indices") or not 1 <= n <= 3:
+        raise Unsupported("return_indices=True" if n in (1, 2, 3) else f"a {n}-d pooling")
+    size = tuple(int(s) for s in node.attrs["output_size"])
+    if any(s <= 0 for s in size):
+        raise Unsupported(f"output size {size}")
+    layer = e.layer(f"AdaptiveMaxPooling{n}D", size, data_format=e.data_format)
+    return f"{layer}({e.x()})"

@@ -15,8 +15,8 @@ _ACTS = {"tanh": "tanh", "sigmoid": "sigmoid", "relu": "relu"}
 
 def _check(e: Emit, node, n_inputs: int) -> list[str]:
     a = node.attrs
-    if any(e.has(i) for i in range(4, len(node.inputs))):
-        raise Unsupported("sequence lengths, initial states or peepholes")
+    if any(e.has(i) for i in range(7, len(node.inputs))):
+        raise Unsupported("peepholes")
     if a.get("direction", "forward") != "forward":
         raise Unsupported(f"direction={a['direction']!r}")
     if int(a.get("layout", 0)) != 1:
@@ -52,11 +52,27 @@ def _emit(e: Emit, node, cls: str, n: int, order: list[int], bias_fn, **kw) -> l
         kw.update(recurrent_activation=acts[0], activation=acts[1])
     else:
         kw.update(activation=acts[0])
+    call = [e.arg(0)]
+    hint = node.name or cls.lower()
+    states = [e.arg(i) for i in range(5, len(node.inputs)) if e.has(i)]
+    if states:  # [batch, 1, units] (layout 1) -> Keras' [batch, units]
+        squeezed = ", ".join(f"ops.squeeze({s}, 1)" for s in states)
+        call.append(f"initial_state={e.stmt(f'[{squeezed}]', f'{hint}_initial')}")
+    if e.has(4):
+        # sequence lengths as Keras' mask of the steps before each length; the op's outputs
+        # past a length are zeros (zero_output_for_mask) and its states those at the length
+        steps = e.type(0).shape[1]
+        if not isinstance(steps, int):
+            raise Unsupported("sequence lengths over a symbolic number of steps")
+        lens = f"ops.expand_dims({e.arg(4)}, 1)"
+        mask = f"ops.less(ops.expand_dims(ops.arange({steps}), 0), {lens})"
+        call.append(f"mask={e.stmt(mask, f'{hint}_mask')}")
+        kw["zero_output_for_mask"] = True
     layer = e.layer(
         cls, units, use_bias=b is not None, return_sequences=True, return_state=True,
         weights=ws, **kw,
     )  # fmt: skip
-    outs = e.stmt(f"{layer}({e.arg(0)})", f"{node.name or cls.lower()}_outputs")
+    outs = e.stmt(f"{layer}({', '.join(call)})", f"{hint}_outputs")
     # Keras gives [batch, time, units] and [batch, units] states; the op has a direction axis
     y = f"ops.expand_dims({outs}[0], 2)"
     states = [f"ops.expand_dims({outs}[{k}], 1)" for k in range(1, len(node.outputs))]

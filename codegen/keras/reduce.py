@@ -24,3 +24,36 @@ def reduce(e: Emit, node):
     axis = "None" if axes is None else repr(tuple(int(x) for x in axes))
     keep = bool(a.get("keepdims", False))
     return f"ops.{_OPS[node.op]}({e.arg(0)}, axis={axis}, keepdims={keep!r})"
+
+
+_LOGICAL = {"reduce_any": "any", "reduce_all": "all"}
+
+
+@emitter(*_LOGICAL)
+def reduce_logical(e: Emit, node):
+    if len(node.inputs) > 1 and node.inputs[1] is not None:
+        raise Unsupported("axes computed at run time")
+    axes = node.attrs.get("axes")
+    axis = "None" if axes is None else repr(tuple(int(x) for x in axes))
+    keep = bool(node.attrs.get("keepdims", False))
+    return f"ops.{_LOGICAL[node.op]}({e.arg(0)}, axis={axis}, keepdims={keep!r})"
+
+
+@emitter("cumsum")
+def cumsum(e: Emit, node):
+    a = node.attrs
+    if (len(node.inputs) > 1 and node.inputs[1] is not None) or a.get("axis") is None:
+        raise Unsupported("an axis computed at run time")
+    if a.get("exclusive") or a.get("reverse"):
+        raise Unsupported("exclusive or reverse")
+    return f"ops.cumsum({e.arg(0)}, axis={int(a['axis'])})"
+
+
+@emitter("argsort")
+def argsort(e: Emit, node):
+    """``ops.argsort`` (ascending; Keras promises no order among equal keys, so a node that
+    asks for a stable sort is refused)."""
+    a = node.attrs
+    if a.get("descending") or a.get("stable"):
+        raise Unsupported("descending or stable")
+    return f"ops.cast(ops.argsort({e.arg(0)}, axis={int(a.get('axis', -1))}), 'int64')"

@@ -19,7 +19,12 @@ def transpose(e: Emit, node):
 def _batch_kept(e: Emit, shape: list) -> bool:
     t = e.type(0)
     b = t.shape[0] if t.shape else None
-    return bool(shape) and (shape[0] == -1 or (isinstance(b, int) and shape[0] == b))
+    if not shape:
+        return False
+    out = e.node.outputs[0].type.shape
+    if shape[0] == -1:  # -1 keeps the batch only when the output's first dim is the input's
+        return out is not None and len(out) > 0 and out[0] == b
+    return isinstance(b, int) and shape[0] == b
 
 
 @emitter("reshape")
@@ -65,11 +70,16 @@ def pad(e: Emit, node):
     a = node.attrs
     if a.get("pads") is None or len(node.inputs) > 1 and node.inputs[1] is not None:
         raise Unsupported("pads computed at run time")
-    if a.get("mode", "constant") != "constant":
-        raise Unsupported(f"mode={a['mode']!r}")
+    mode = a.get("mode", "constant")
     pads = [int(p) for p in a["pads"]]
     n = len(pads) // 2
     width = [[pads[i], pads[n + i]] for i in range(n)]
+    if mode in ("reflect", "edge", "wrap"):  # numpy's names, as keras.ops.pad takes them
+        if min(pads) < 0:
+            raise Unsupported(f"a crop with mode={mode!r}")
+        return f"ops.pad({e.arg(0)}, {width!r}, mode={mode!r})"
+    if mode != "constant":
+        raise Unsupported(f"mode={mode!r}")
     if 3 <= n <= 5 and float(a.get("value", 0.0)) == 0.0 and min(pads) >= 0:
         # zeros around the spatial dims only: Keras' ZeroPadding layer
         for fmt, outer in (("channels_last", (0, n - 1)), ("channels_first", (0, 1))):
@@ -127,7 +137,11 @@ def slice_(e: Emit, node):
         return f"{e.layer(f'Cropping{r - 2}D', crop)}({e.arg(0)})"
     full = [shape[ax] if size[ax] == -1 else size[ax] for ax in range(r)]
     if not all(isinstance(d, int) for d in full):
-        raise Unsupported("a slice of a tensor with symbolic dims (keras.ops.slice needs sizes)")
+        if len(cut) != 1:
+            raise Unsupported("a slice of several axes of a tensor with symbolic dims")
+        ax = cut[0]  # one axis: the indices it keeps (keras.ops.slice needs every size)
+        idx = f"np.arange({begin[ax]}, {begin[ax] + size[ax]})"
+        return f"ops.take({e.arg(0)}, {idx}, axis={ax})"
     return f"ops.slice({e.arg(0)}, {tuple(begin)!r}, {tuple(full)!r})"
 
 
@@ -146,3 +160,44 @@ def unsqueeze(e: Emit, node):
         raise Unsupported("axes computed at run time")
     axes = tuple(int(a) for a in node.attrs["axes"])
     return f"ops.expand_dims({e.arg(0)}, {axes[0] if len(axes) == 1 else axes!r})"
+
+
+@emitter("flip")
+def flip(e: Emit, node):
+    axes = tuple(int(a) for a in node.attrs["axes"])
+    return f"ops.flip({e.arg(0)}, axis={axes if len(axes) > 1 else axes[0]!r})"
+
+
+@emitter("expand")
+def expand(e: Emit, node):
+    """Each axis that grows from 1 as ``ops.repeat`` (a symbolic batch stays as it is)."""
+    if len(node.inputs) > 1 and node.inputs[1] is not None:
+        raise Unsupported("a shape computed at run time")
+    src = list(e.type(0).shape)
+    out = list(node.outputs[0].type.shape)
+    if len(src) != len(out):
+        raise Unsupported("an expand that adds axes")
+    y = e.arg(0)
+    for ax, (a, b) in enumerate(zip(src, out)):
+        if a == b:
+            continue
+        if a != 1 or not isinstance(b, int):
+            raise Unsupported(f"axis {ax} from {a} to {b}")
+        y = f"ops.repeat({y}, {b}, axis={ax})"
+    return y
+
+
+@emitter("one_hot")
+def one_hot(e: Emit, node):
+    from codegen.keras.model import dtype_name
+
+    a = node.attrs
+    if len(node.inputs) > 1 and node.inputs[1] is not None or a.get("depth") is None:
+        raise Unsupported("a depth computed at run time")
+    dt = dtype_name(a["dtype"])
+    return f"ops.one_hot({e.arg(0)}, {int(a['depth'])}, axis={int(a['axis'])}, dtype={dt!r})"
+
+
+@emitter("gather_elements")
+def gather_elements(e: Emit, node):
+    return f"ops.take_along_axis({e.arg(0)}, {e.arg(1)}, axis={int(node.attrs['axis'])})"

@@ -270,6 +270,8 @@ TABLES: dict[str, list[tuple[str, str, object]]] = {
     ],
     "ShapeOptions": [("out_type", "i8", 0)],
     "PackOptions": [("values_count", "i32", 0), ("axis", "i32", 0)],
+    "CallOnceOptions": [("init_subgraph_index", "i32", 0)],
+    "VarHandleOptions": [("container", "str", None), ("shared_name", "str", None)],
     "UnpackOptions": [("num", "i32", 0), ("axis", "i32", 0)],
     "OneHotOptions": [("axis", "i32", 0)],
     "LeakyReluOptions": [("alpha", "f32", 0.0)],
@@ -292,7 +294,7 @@ for _name in """PadOptions PadV2Options TransposeOptions ExpOptions TopKV2Option
     RangeOptions SquaredDifferenceOptions AbsOptions ReverseV2Options AddNOptions GatherNdOptions
     CosOptions WhereOptions RankOptions HardSwishOptions ScatterNdOptions DensifyOptions
     BroadcastToOptions Rfft2dOptions ATan2Options SignOptions BitwiseXorOptions
-    RightShiftOptions""".split():
+    RightShiftOptions ReadVariableOptions AssignVariableOptions""".split():
     TABLES.setdefault(_name, [])
 
 

@@ -74,7 +74,8 @@ def slice_(
     axes,
     steps,
 ) -> Ref:
-    e.require(starts_in is None and ends_in is None, "a slice with run-time bounds")
+    if starts_in is not None or ends_in is not None:
+        return _runtime_slice(e, x, starts_in, ends_in, axes_in, steps_in, axes, steps)
     r = x.rank
     begin, end, stride = [0] * r, [0] * r, [1] * r
     begin_mask = end_mask = (1 << r) - 1
@@ -94,6 +95,35 @@ def slice_(
         e.out_type(),
         begin_mask=begin_mask,
         end_mask=end_mask,
+    )
+
+
+def _runtime_slice(e: Emit, x: Ref, starts_in, ends_in, axes_in, steps_in, axes, steps) -> Ref:
+    """Bounds computed at run time on the leading axes: STRIDED_SLICE with them as its begin
+    and end (clamped to int32, which STRIDED_SLICE reads; it clamps to the dim as msc does)."""
+    n = starts_in.shape[0] if starts_in.shape else None
+    e.require(
+        isinstance(n, int) and axes_in is None and steps_in is None,
+        "a slice with run-time bounds of unknown length, axes or steps",
+    )
+    e.require(
+        axes is None or [int(a) % x.rank for a in axes] == list(range(n)),
+        "a slice with run-time bounds on axes other than the leading ones",
+    )
+
+    def bound(v: Ref) -> Ref:
+        if v.dtype is not I32:
+            lo, hi = (
+                e.const(np.array(-BIG, v.dtype.to_numpy())),
+                e.const(np.array(BIG, v.dtype.to_numpy())),
+            )
+            v = e.op("MINIMUM", [v, hi], v.type)
+            v = e.op("MAXIMUM", [v, lo], v.type)
+        return e.cast(v, I32)
+
+    stride = [int(d) for d in steps] if steps else [1] * n
+    return e.op(
+        "STRIDED_SLICE", [x, bound(starts_in), bound(ends_in), e.ints(stride)], e.out_type()
     )
 
 

@@ -75,6 +75,21 @@ def test_pytorch_cnn_runs_in_litert_like_eager():
     np.testing.assert_allclose(out[0], ref, atol=1e-5, rtol=1e-5)
 
 
+def test_a_real_fft_is_written_as_rfft2d():
+    # torch.fft.rfft along a middle axis: msc's dft of a real signal, written as RFFT2D on the
+    # innermost axis with REAL / IMAG / PACK into msc's (real, imaginary) pair
+    class Spectrum(torch.nn.Module):
+        def forward(self, x):
+            return torch.view_as_real(torch.fft.rfft(x, n=16, dim=1)) * 2.0
+
+    m, x = Spectrum().eval(), torch.randn(2, 12, 3)
+    g = msc.from_torch(m, (x,))
+    out = run_litert(codegen.tflite.to_bytes(g), [x.numpy()])
+    with torch.no_grad():
+        ref = m(x).numpy()
+    np.testing.assert_allclose(out[0], ref, atol=1e-4, rtol=1e-4)
+
+
 def test_save_replaces_only_what_msc_wrote(tmp_path):
     from msc.examples import small_cnn_graph
 

@@ -8,7 +8,8 @@ block may use what an earlier one made, as a reader does):
   in-process (``msc.cli.main``) and compares what it prints with the lines under it: a line
   ``...`` stands for any number of lines, ``...`` inside a line for any text; the exit code
   must be 0 or 1, or 2 where the expected output shows ``msc: error:``;
-- a block marked ``<!-- docs: output -->`` is what the Python block before it prints.
+- a block marked ``<!-- docs: output -->`` is what the Python block before it prints (in any
+  fence language: generated code shows as ```python, and is compared, not run).
 
 A block that cannot run says so on the line above it, with its reason:
 ``<!-- docs: skip REASON -->``; a block that needs an optional extra:
@@ -193,16 +194,16 @@ def _run_page(page: Page, workdir: Path, example_files) -> list[str]:
         if verb == "needs" and importlib.util.find_spec(arg) is None:
             skipped.append(f"{b.where} needs {arg}")
             continue
-        if b.info == "python":
+        if verb == "output":  # whatever its language (generated code is shown as python)
+            assert printed is not None, f"{b.where}: an output block with no python block above"
+            assert _matches(b.text, printed), f"{b.where}: the example printed\n{printed}"
+        elif b.info == "python":
             out = io.StringIO()
             with contextlib.redirect_stdout(out):
                 # padded so a traceback names the page's own line numbers
                 code = compile("\n" * b.line + b.text, str(b.page), "exec")
                 exec(code, namespace)  # noqa: S102
             printed = out.getvalue()
-        elif verb == "output":
-            assert printed is not None, f"{b.where}: an output block with no python block above"
-            assert _matches(b.text, printed), f"{b.where}: the example printed\n{printed}"
         elif verb in ("run", "needs") and b.has_msc_commands:
             for command, expected in _commands(b):
                 code, out = _run_msc(command)

@@ -1,6 +1,6 @@
 """The generated docs pages must say what their sources say: docs/cli.md what msc.cli's parser
-defines, docs/performance.md what the committed bench results hold. (docs/ops.md has its own
-check in tests/ops/test_docs.py.)"""
+defines, docs/performance.md and README's Performance section what the committed bench results
+hold. (docs/ops.md has its own check in tests/ops/test_docs.py.)"""
 
 from __future__ import annotations
 
@@ -45,6 +45,37 @@ def test_performance_page_matches_the_bench_results():
     assert (ROOT / "docs" / "performance.md").read_text(encoding="utf-8") == report.build(), (
         "docs/performance.md is stale: run `python bench/report.py`"
     )
+
+
+def test_readme_performance_section_matches_the_bench_results():
+    report = _script("bench/report.py")
+    assert (ROOT / "README.md").read_text(encoding="utf-8") == report.build_readme(), (
+        "README.md's Performance section is stale: run `python bench/report.py`"
+    )
+
+
+def test_readme_performance_section_has_every_model_of_the_run():
+    import json
+
+    report = _script("bench/report.py")
+    results = json.loads((ROOT / "bench" / "results" / "bench.json").read_text())
+    deploy = json.loads((ROOT / "bench" / "results" / "onnx_deploy.json").read_text())
+    section = report.readme_section(results, deploy)
+    assert section.startswith(report.README_BEGIN) and section.endswith(report.README_END + "\n")
+    for r in results["summary"]["to_onnx"]:
+        assert f"| {r['model']} | {r['msc_s']:.2f} | {r['torch_onnx_s']:.2f} |" in section
+    for model in deploy["models"]:
+        assert f"| {model} | " in section
+
+
+def test_jax_op_table_page_matches_its_results():
+    import json
+
+    cov = _script("bench/jax_op_coverage.py")
+    results = json.loads((ROOT / "bench" / "results" / "jax_op_coverage.json").read_text())
+    assert (ROOT / "docs" / "jax_op_coverage.md").read_text(encoding="utf-8") == cov.markdown(
+        results
+    ), "docs/jax_op_coverage.md is stale: run python bench/jax_op_coverage.py --markdown ..."
 
 
 def test_performance_page_reports_every_target():

@@ -244,6 +244,17 @@ CASES = [
         {"shrink_axis_mask": 1, "new_axis_mask": 0},
         id="STRIDED_SLICE-shrink",
     ),
+    Case(  # bounds computed at run time (tf.signal.frame's ends, from a SHAPE)
+        "STRIDED_SLICE",
+        [
+            In(f32(4, 6, 5)),
+            In(i32([1, 0, 4])),
+            In(i32([3, 6, 0])),
+            In(i32([1, 2, -1]), const=True),
+        ],
+        {"begin_mask": 2, "end_mask": 4},
+        id="STRIDED_SLICE-run-time-bounds",
+    ),
     Case("PAD", [In(f32(2, 3)), In(i32([[1, 0], [2, 1]]), const=True)]),
     Case(
         "PADV2",
@@ -360,8 +371,9 @@ CASES = [
 # (strict), so the list stays true.
 ONNX_EXPECTED_FAILURES = {}
 # Rows whose round trip writes some ops another way (a reduction as MUL + SUM, a constant
-# folded, an int32 bias dequantized at write time), so only the numbers are compared.
-REWRITTEN = {"L2_NORMALIZATION", "FILL"}
+# folded, an int32 bias dequantized at write time, run-time slice bounds clamped to int32),
+# so only the numbers are compared.
+REWRITTEN = {"L2_NORMALIZATION", "FILL", "STRIDED_SLICE-run-time-bounds"}
 
 
 @pytest.fixture(scope="module", params=CASES, ids=[c.id for c in CASES])
@@ -419,6 +431,7 @@ def test_every_unsupported_op_is_reported_at_once():
     with pytest.raises(UnsupportedOpsError) as e:
         msc.from_tflite(data)
     assert "SPACE_TO_BATCH_ND" in str(e.value) and "out0" in str(e.value)
+    assert "space <-> batch rearrangements" in str(e.value)  # the reason docs/ops.md gives
 
 
 def test_custom_ops_kept_with_their_options():
@@ -434,6 +447,181 @@ def test_custom_ops_kept_with_their_options():
     assert node.op == "tflite::MyOp@1"
     assert node.attrs["custom_options"] == b"\x01\x02opaque"
     assert msc.structural_equal(msc.from_text(msc.to_text(g)), g)
+
+
+@pytest.mark.parametrize("padding, out_hw", [(1, 8), (2, 9)], ids=["same", "valid"])
+def test_mediapipe_transposed_convolution_with_bias(padding, out_hw):
+    # MediaPipe's custom op (its selfie / hair segmentation models): TRANSPOSE_CONV's options
+    # as a TfLiteTransposeConvParams struct (padding 1 SAME / 2 VALID, stride w, stride h)
+    from codegen.tflite import flatbuf
+
+    x, w, b = f32(1, 4, 4, 3), f32(2, 3, 3, 3, lo=-0.5, hi=0.5), f32(2)
+    t = [
+        flatbuf.Tensor("x", 0, [1, 4, 4, 3]),
+        flatbuf.Tensor("w", 0, [2, 3, 3, 3], buffer=1),
+        flatbuf.Tensor("b", 0, [2], buffer=2),
+        flatbuf.Tensor("y", 0, [1, out_hw, out_hw, 2]),
+    ]
+    params = np.array([padding, 2, 2], "<i4").tobytes()
+    op = flatbuf.Op(
+        "Convolution2DTransposeBias", [0, 1, 2], [3], custom=True, custom_options=params
+    )
+    data = flatbuf.write(
+        flatbuf.Model([flatbuf.Subgraph(t, [0], [3], [op])], [b"", w.tobytes(), b.tobytes()])
+    )
+    ref = run_litert(data, [x])
+    g = msc.from_tflite(data)
+    assert "conv_transpose" in [n.op for n in g.nodes]
+    assert close(run_torch(g, [x]), ref, 1e-5, 1e-5) == ""
+    assert close(run_onnx(g, [x]), ref, 1e-5, 1e-5) == ""
+    assert close(run_litert(codegen.tflite.to_bytes(g), [x]), ref, 1e-5, 1e-5) == ""
+
+
+@pytest.mark.parametrize(
+    "shape, lengths, then",
+    [
+        ([1, 1, 16], [1, 16], "COMPLEX_ABS"),  # an STFT frame, as tf.signal.stft writes it
+        ([2, 4, 8], [4, 8], "COMPLEX_ABS"),  # 2-D
+        ([2, 3, 6], [4, 8], "REAL"),  # zero-padded to the FFT lengths
+        ([2, 4, 8], [2, 4], "IMAG"),  # cut to them
+        ([1, 1, 16], [1, 16], "CAST"),  # the real part, as TensorFlow's cast
+    ],
+    ids=["frame-abs", "2d-abs", "padded-real", "cut-imag", "cast"],
+)
+def test_rfft2d_and_its_complex_consumers(shape, lengths, then):
+    # RFFT2D's complex64 output is msc's real layout (a trailing pair of floats) in between
+    from codegen.tflite import flatbuf
+
+    x = f32(*shape)
+    out = [*shape[:-2], lengths[0], lengths[1] // 2 + 1]
+    t = [
+        flatbuf.Tensor("x", 0, shape),
+        flatbuf.Tensor("fft_length", 2, [2], buffer=1),
+        flatbuf.Tensor("spectrum", 8, out),
+        flatbuf.Tensor("y", 0, out),
+    ]
+    ops = [flatbuf.Op("RFFT2D", [0, 1], [2])]
+    if then == "CAST":
+        ops.append(flatbuf.Op("CAST", [2], [3]))
+    else:
+        ops.append(flatbuf.Op(then, [2], [3]))
+    data = flatbuf.write(
+        flatbuf.Model([flatbuf.Subgraph(t, [0], [3], ops)], [b"", i32(lengths).tobytes()])
+    )
+    ref = run_litert(data, [x])
+    g = msc.from_tflite(data)
+    assert "dft" in [n.op for n in g.nodes]
+    assert close(run_torch(g, [x]), ref, 1e-4, 1e-4) == ""
+    assert close(run_onnx(g, [x]), ref, 1e-4, 1e-4) == ""
+    if lengths[0] == 1:  # one real DFT: written back as RFFT2D (a DFT of a complex input not)
+        again = codegen.tflite.to_bytes(g)
+        assert close(run_litert(again, [x]), ref, 1e-4, 1e-4) == ""
+
+
+def test_a_complex_input_is_read_only_by_the_ops_that_know_its_layout():
+    from codegen.tflite import flatbuf
+
+    t = [
+        flatbuf.Tensor("x", 0, [1, 8]),
+        flatbuf.Tensor("fft_length", 2, [2], buffer=1),
+        flatbuf.Tensor("spectrum", 8, [1, 5]),
+        flatbuf.Tensor("y", 8, [1, 5]),
+    ]
+    ops = [flatbuf.Op("RFFT2D", [0, 1], [2]), flatbuf.Op("NEG", [2], [3])]
+    data = flatbuf.write(
+        flatbuf.Model([flatbuf.Subgraph(t, [0], [3], ops)], [b"", i32([1, 8]).tobytes()])
+    )
+    with pytest.raises(UnsupportedOpsError, match="NEG.*a complex input"):
+        msc.from_tflite(data)
+
+
+def _stateful_model(c: np.ndarray) -> bytes:
+    """y = state + x, then state = y: a variable that CALL_ONCE's init subgraph sets to c."""
+    from codegen.tflite import flatbuf
+
+    main = [
+        flatbuf.Tensor("x", 0, [1, 3]),
+        flatbuf.Tensor("acc", 13, []),
+        flatbuf.Tensor("acc/read", 0, [1, 3]),
+        flatbuf.Tensor("y", 0, [1, 3]),
+    ]
+    handle = ({"container": "", "shared_name": "acc"}, "VarHandleOptions")
+    ops = [
+        flatbuf.Op("CALL_ONCE", [], [], {"init_subgraph_index": 1}, "CallOnceOptions"),
+        flatbuf.Op("VAR_HANDLE", [], [1], *handle),
+        flatbuf.Op("READ_VARIABLE", [1], [2], {}, "ReadVariableOptions"),
+        flatbuf.Op("ADD", [2, 0], [3], {}, "AddOptions"),
+        flatbuf.Op("ASSIGN_VARIABLE", [1, 3], [], {}, "AssignVariableOptions"),
+    ]
+    init_t = [flatbuf.Tensor("acc_1", 13, []), flatbuf.Tensor("zeros", 0, [1, 3], buffer=1)]
+    init_ops = [
+        flatbuf.Op("VAR_HANDLE", [], [0], *handle),
+        flatbuf.Op("ASSIGN_VARIABLE", [0, 1], [], {}, "AssignVariableOptions"),
+    ]
+    sgs = [
+        flatbuf.Subgraph(main, [0], [3], ops, "main"),
+        flatbuf.Subgraph(init_t, [], [], init_ops, "init"),
+    ]
+    return flatbuf.write(flatbuf.Model(sgs, [b"", c.tobytes()]))
+
+
+def test_resource_variables_are_state_inputs_and_outputs():
+    # a streaming model's state (microWakeWord's ring buffers): the variable's value before
+    # the run is a graph input, after it a graph output, its first value initial_state's
+    from msc.frontend.tflite import initial_state
+
+    c = f32(1, 3)
+    data = _stateful_model(c)
+    g = msc.from_tflite(data)
+    assert [v.name for v in g.inputs] == ["x", "acc"]
+    assert len(g.outputs) == 2 and [n.op for n in g.nodes] == ["add"]
+    init = initial_state(data)
+    assert list(init) == ["acc"] and np.array_equal(init["acc"], c)
+    xs = [f32(1, 3) for _ in range(3)]
+    from ai_edge_litert.interpreter import Interpreter
+
+    it = Interpreter(model_content=data)
+    it.allocate_tensors()
+    ref = []
+    for x in xs:  # LiteRT keeps the variable between runs
+        it.set_tensor(it.get_input_details()[0]["index"], x)
+        it.invoke()
+        ref.append(np.array(it.get_tensor(it.get_output_details()[0]["index"])))
+    again = codegen.tflite.to_bytes(g)
+    for run in (run_torch, run_onnx, lambda g_, a: run_litert(again, a)):
+        state = init["acc"]
+        for x, want in zip(xs, ref):
+            y, state = run(g, [x, state])
+            assert close([y], [want], 1e-6, 1e-6) == ""
+
+
+def test_a_malformed_variable_op_is_reported():
+    from codegen.tflite import flatbuf
+
+    t = [flatbuf.Tensor("x", 0, [1, 3]), flatbuf.Tensor("acc", 13, [])]
+    handle = ({"container": "", "shared_name": "acc"}, "VarHandleOptions")
+    ops = [
+        flatbuf.Op("VAR_HANDLE", [], [1], *handle),
+        flatbuf.Op("ASSIGN_VARIABLE", [1, -1], [], {}, "AssignVariableOptions"),
+        flatbuf.Op("READ_VARIABLE", [1], [], {}, "ReadVariableOptions"),
+    ]
+    data = flatbuf.write(flatbuf.Model([flatbuf.Subgraph(t, [0], [0], ops)]))
+    with pytest.raises(UnsupportedOpsError, match="ASSIGN_VARIABLE.*READ_VARIABLE"):
+        msc.from_tflite(data)
+
+
+def test_an_op_that_cannot_be_kept_is_reported_with_the_others():
+    # an op without outputs (a custom op run for its side effect) cannot be a custom node, so
+    # custom_ops="keep" reports it with every other op msc cannot keep, never a crash
+    from codegen.tflite import flatbuf
+
+    t = [flatbuf.Tensor("x", 0, [2, 3]), flatbuf.Tensor("y", 0, [2, 3])]
+    ops = [flatbuf.Op("MyInit", [], [], custom=True), flatbuf.Op("MyOp", [0], [1], custom=True)]
+    data = flatbuf.write(flatbuf.Model([flatbuf.Subgraph(t, [0], [1], ops)]))
+    with pytest.raises(UnsupportedOpsError, match="MyInit") as e:
+        msc.from_tflite(data, custom_ops="keep")
+    assert "cannot keep it as a custom node" in str(e.value)
+    assert "MyOp" not in str(e.value)  # kept
 
 
 def test_names_signature_and_dynamic_dims():

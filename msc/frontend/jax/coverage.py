@@ -11,8 +11,7 @@ NOT_READ = {
     "dim (a vmapped dynamic_slice), or batched other than take_along_axis: msc's gather / index "
     "take one element per index",
     "stablehlo.scatter (windows, mul / min / max)": "only x.at[idx].set / .add of whole "
-    "slices "
-    "(onto index_put) are read; updates out of range are dropped by StableHLO, not by msc",
+    "slices (onto index_put) are read (updates out of range dropped, as StableHLO drops them)",
     "stablehlo.sort (several keys)": "only a comparator of one key (< or >) is recognized",
     "stablehlo.select_and_scatter": "the gradient of max pooling; not an inference op",
     "stablehlo.reduce (2+ operands)": "only JAX's argmax / argmin body is recognized",

@@ -124,6 +124,31 @@ def cbrt(ctx: Ctx, sop: ShloOp, x):
     return ctx.op("mul", ctx.op("sign", x), ctx.op("pow", ctx.op("abs", x), third))
 
 
+@converter("stablehlo.round_nearest_afz")
+def round_half_away(ctx: Ctx, sop: ShloOp, x):
+    """Round half away from zero (jnp.round's cousin that floor_divide and divmod use): the
+    integer part plus the sign where the fraction (exact: x - trunc(x)) is at least one half."""
+    t = ctx.op("trunc", x)
+    frac = ctx.op("sub", x, t)
+    half = ctx.op("ge", ctx.op("abs", frac), ctx.const(0.5, x.dtype))
+    step = ctx.op("where", half, ctx.op("sign", x), ctx.const(0.0, x.dtype))
+    return ctx.op("add", t, step)
+
+
+def _shift_right(kind: str):
+    def convert(ctx: Ctx, sop: ShloOp, a, b):
+        # msc's bitshift_right is arithmetic for signed and logical for unsigned integers
+        if a.dtype.is_signed != (kind == "arithmetic"):
+            raise Unsupported(f"a {kind} right shift of {a.dtype} integers")
+        return ctx.op("bitshift_right", a, b)
+
+    return convert
+
+
+converter("stablehlo.shift_right_arithmetic")(_shift_right("arithmetic"))
+converter("stablehlo.shift_right_logical")(_shift_right("logical"))
+
+
 @converter("stablehlo.compare")
 def compare(ctx: Ctx, sop: ShloOp, a, b):
     direction = str(sop.raw("comparison_direction")).split()[-1].rstrip(">")

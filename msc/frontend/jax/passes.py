@@ -102,10 +102,15 @@ def drop_broadcasts(graph: Graph) -> Graph:
         # each user broadcasts it against another input of the user's full shape (a user
         # whose only full-shape input is this reshape, var + eps, would change type)
         if not all(
-            _shape(u.outputs[0]) is not None
+            u.op in BROADCASTING
+            and _shape(u.outputs[0]) is not None
             and len(_shape(u.outputs[0])) >= len(b)
-            and _full_other(u, i, _shape(u.outputs[0]))
-            for u, i in out.uses
+            and any(
+                _shape(x) == _shape(u.outputs[0])
+                for x in u.inputs
+                if x is not None and x is not out
+            )
+            for u, _ in out.uses
         ):
             continue
         out.replace_all_uses_with(src)

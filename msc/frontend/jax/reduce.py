@@ -56,8 +56,13 @@ def _arg_reduce(ctx: Ctx, sop: ShloOp, x, idx) -> tuple:
     if list(first.operands) != [a[0], a[2]] or tie != "LT" or direction not in ("GT", "LT"):
         raise Unsupported("a reduce of two operands with a body msc does not recognize")
     kind = "argmax" if direction == "GT" else "argmin"
+    bool_in = x.dtype is DType.BOOL  # jnp.argmax of a mask: torch and ONNX order uint8 only
+    if bool_in:
+        x = ctx.cast(x, DType.UINT8)
     value = ctx.op("reduce_max" if kind == "argmax" else "reduce_min", x, None, axes=axes)
     index = ctx.op(kind, x, axis=axes[0], keepdims=False)
+    if bool_in:
+        value = ctx.cast(value, DType.BOOL)
     return value, ctx.cast(index, ctx.out_type(1).dtype)
 
 

@@ -146,8 +146,10 @@ def iota(ctx: Ctx, sop: ShloOp):
 # ---------------------------------------------------------------- gather, scatter, dynamic slices
 # StableHLO clamps a gather's (and a dynamic slice's) start indices into the operand; msc's
 # index ops take in-range indices, so each index is clamped where it is not a constant known
-# to be in range. A scatter skips updates whose index is out of range; msc's index_put has no
-# such rule, so only in-range updates read the same (JAX wraps negative indices first).
+# to be in range. A scatter skips updates whose index is out of range (JAX wraps negative
+# indices first, and its size= fills index with the size itself); msc's index_put takes
+# in-range indices, so an update that may be out of range goes to one extra slot at the end of
+# each indexed axis, which is sliced off again (``_dropping_out_of_range``).
 
 
 def _in_range(v, n: int) -> bool:
@@ -238,6 +240,10 @@ def gather(ctx: Ctx, sop: ShloOp, x, idx):
     parts = _index_parts(ctx, idx, ivd)
     if len(parts) > 1:  # msc's index takes i64 (torch's advanced indexing, ONNX GatherND)
         parts = [ctx.cast(p, DType.INT64) for p in parts]
+    # msc's gathers take i32 / i64 (jnp.searchsorted's indices are u32)
+    parts = [
+        p if p.dtype in (DType.INT32, DType.INT64) else ctx.cast(p, DType.INT64) for p in parts
+    ]
     parts = [_clamp_index(ctx, p, shape[a]) for p, a in zip(parts, smap)]
     out = ctx.out_type().shape
     if ob:  # take_along_axis: every other dim is a batch dim of both
@@ -318,7 +324,27 @@ def scatter(ctx: Ctx, sop: ShloOp, *args):
     want = _layout(r, axes, nb)
     if have != want:
         upd = ctx.op("transpose", upd, perm=[have.index(w) for w in want])
-    return ctx.op("index_put", x, upd, *parts, axes=axes, accumulate=accumulate)
+    if all(_in_range(q, shape[a]) for q, a in zip(parts, axes)):
+        return ctx.op("index_put", x, upd, *parts, axes=axes, accumulate=accumulate)
+    return _dropping_out_of_range(ctx, x, upd, parts, axes, shape, accumulate)
+
+
+def _dropping_out_of_range(ctx: Ctx, x, upd, parts: list, axes: list[int], shape, accumulate):
+    """index_put that skips the updates whose index is out of range, as StableHLO's scatter
+    does: ``x`` padded by one slot at the end of each indexed axis, every component of an
+    out-of-range index sent to that slot, and the slot sliced off again."""
+    r = len(shape)
+    pads = [0] * r + [1 if a in axes else 0 for a in range(r)]
+    zero = ctx.const(0, x.dtype)
+    padded = ctx.op("pad", x, None, zero, pads=pads, mode="constant")
+    ok = None
+    for q, a in zip(parts, axes):
+        lo, hi = ctx.const(0, q.dtype), ctx.const(shape[a], q.dtype)
+        here = ctx.op("logical_and", ctx.op("ge", q, lo), ctx.op("lt", q, hi))
+        ok = here if ok is None else ctx.op("logical_and", ok, here)
+    slots = [ctx.op("where", ok, q, ctx.const(shape[a], q.dtype)) for q, a in zip(parts, axes)]
+    out = ctx.op("index_put", padded, upd, *slots, axes=axes, accumulate=accumulate)
+    return ctx.op("slice", out, starts=[0] * len(axes), ends=[shape[a] for a in axes], axes=axes)
 
 
 def _start(ctx: Ctx, s, n: int):

@@ -101,14 +101,22 @@ def elu(ctx: Ctx, layer, x):
 
 @converter("Softmax")
 def softmax(ctx: Ctx, layer, x, mask=None):
-    if mask is not None:
-        raise Unsupported("a mask")
+    if mask is not None:  # Keras: masked positions (False, or <= 0.5) become -1e9
+        from msc.ir import DType
+
+        if mask.dtype is not DType.BOOL:
+            mask = ctx.op("gt", mask, ctx.f32(0.5, mask))
+        big = -3e4 if x.dtype is DType.FLOAT16 else -1e9
+        x = ctx.op("where", mask, x, ctx.f32(big, x))
     axis = layer.axis
     if isinstance(axis, list | tuple):
         if len(axis) != 1:
             raise Unsupported(f"softmax over axes {list(axis)}")
         axis = axis[0]
-    return ctx.op("softmax", x, axis=int(axis))
+    y = ctx.op("softmax", x, axis=int(axis))
+    if mask is not None:  # Keras zeroes the masked positions (a row masked whole gives zeros)
+        y = ctx.op("where", mask, y, ctx.f32(0.0, y))
+    return y
 
 
 def _fold(ctx: Ctx, op: str, xs: tuple[Value, ...]) -> Value:
@@ -159,6 +167,20 @@ def rescaling(ctx: Ctx, layer, x):
     return y if np.all(offset == 0) else ctx.op("add", y, ctx.f32(offset, x))
 
 
+@converter("Masking")
+def masking(ctx: Ctx, layer, x):
+    """Steps whose every feature equals ``mask_value`` become zeros (the mask itself is
+    recorded by Keras as the graph's own any(not_equal) nodes)."""
+    keep = ctx.op("ne", x, ctx.f32(float(layer.mask_value), x))
+    keep = ctx.op("reduce_any", keep, axes=[-1], keepdims=True)
+    return ctx.op("where", keep, x, ctx.f32(0.0, x))
+
+
+@converter("PReLU")
+def prelu(ctx: Ctx, layer, x):
+    return ctx.op("prelu", x, ctx.weight(layer.alpha))
+
+
 @converter(
     "Dropout",
     "SpatialDropout1D",
@@ -177,7 +199,7 @@ def identity(ctx: Ctx, layer, x):
 
 
 # ---------------------------------------------------------------- keras.ops calls
-def _operand(ctx: Ctx, a, like: Value) -> Value:
+def operand(ctx: Ctx, a, like: Value) -> Value:
     """A keras.ops operand: a graph value, or a Python / numpy constant (as ``like``'s dtype,
     Keras' promotion of a weak scalar)."""
     if isinstance(a, Value):
@@ -199,7 +221,24 @@ _BINARY_OPS = {
     "ops.Maximum": "maximum",
     "ops.Minimum": "minimum",
     "ops.Power": "pow",
+    "ops.Arctan2": "atan2",
 }
+
+
+# comparisons and logic: what Keras' compute_mask functions record (Embedding's
+# ``not_equal(ids, 0)``, Masking's ``any(not_equal(x, value), axis=-1)``, merged masks)
+_BINARY_OPS.update(
+    {
+        "ops.Equal": "eq",
+        "ops.NotEqual": "ne",
+        "ops.Greater": "gt",
+        "ops.GreaterEqual": "ge",
+        "ops.Less": "lt",
+        "ops.LessEqual": "le",
+        "ops.LogicalAnd": "logical_and",
+        "ops.LogicalOr": "logical_or",
+    }
+)
 
 
 @converter(*_BINARY_OPS)
@@ -208,7 +247,7 @@ def binary_op(ctx: Ctx, op, a, b):
     if not isinstance(like, Value):
         raise Unsupported("no tensor operand")
     name = _BINARY_OPS[f"ops.{type(op).__name__}"]
-    return ctx.op(name, _operand(ctx, a, like), _operand(ctx, b, like))
+    return ctx.op(name, operand(ctx, a, like), operand(ctx, b, like))
 
 
 _UNARY_OPS = {
@@ -227,6 +266,8 @@ _UNARY_OPS = {
     "ops.Tanh": "tanh",
     "ops.Sigmoid": "sigmoid",
     "ops.Relu": "relu",
+    "ops.LogicalNot": "logical_not",
+    "ops.Isnan": "isnan",
 }
 
 
@@ -235,9 +276,27 @@ def unary_op(ctx: Ctx, op, x):
     return ctx.op(_UNARY_OPS[f"ops.{type(op).__name__}"], x)
 
 
+@converter("ops.Where")
+def where_op(ctx: Ctx, op, condition, x=None, y=None):
+    if x is None or y is None:
+        raise Unsupported("where(condition) alone (the indices of its true elements)")
+    like = x if isinstance(x, Value) else y
+    if not isinstance(like, Value):  # two constants: each keeps its own dtype
+        from msc.ir import DType
+
+        x, y = (np.asarray(a) for a in (x, y))
+        return ctx.op(
+            "where",
+            condition,
+            ctx.const(x, DType.from_numpy(x.dtype)),
+            ctx.const(y, DType.from_numpy(y.dtype)),
+        )
+    return ctx.op("where", condition, operand(ctx, x, like), operand(ctx, y, like))
+
+
 @converter("ops.Clip")
 def clip_op(ctx: Ctx, op, x):
-    return ctx.op("clamp", x, _operand(ctx, op.x_min, x), _operand(ctx, op.x_max, x))
+    return ctx.op("clamp", x, operand(ctx, op.x_min, x), operand(ctx, op.x_max, x))
 
 
 @converter("ops.Gelu")

@@ -152,6 +152,20 @@ class Ctx(Builder):
         self.imp = imp
         self.layer: Any = None
         self.path = ""
+        self.call_kwargs: dict[str, Any] = {}  # the call's keyword arguments as Keras got them
+
+    def sublayer(self, layer: Any, *xs: Value, **kw: Any) -> Any:
+        """A layer held by the one being converted (a wrapper's inner layer, a pipeline's
+        steps) through its own converter; refused with its class when there is none."""
+        conv = self.imp.registry.get(_kind(layer))
+        if conv is None:
+            raise Unsupported(f"its {_kind(layer)} {layer.name!r} (no converter)")
+        _takes(conv, kw)
+        outer, self.layer = self.layer, layer
+        try:
+            return conv(self, layer, *xs, **kw)
+        finally:
+            self.layer = outer
 
     def _current_name(self) -> str:
         return self.path
@@ -186,6 +200,7 @@ class Importer:
         self._taken: set[str] = set()
         self._counter = 0
         self._keep: list[Any] = []  # keeps walked tensors alive (their ids are the keys)
+        self._done: set[int] = set()  # ids of the Keras nodes converted
 
     # ------------------------------------------------------------ names and weights
     def _unique(self, name: str) -> str:
@@ -258,10 +273,16 @@ class Importer:
                 if any(id(t) in self.poisoned for t in ins):
                     self.poisoned.update(id(t) for t in outs)
                     continue
+                if id(node) in self._done:  # a mask computed ahead of a layer reading it
+                    continue
                 if _is_model(op):
                     self._nested(op, ins, outs, prefix)
                     continue
-                self._convert(op, ins, outs, prefix, node.arguments)
+                masks = self._implicit_masks(op, node.arguments, outs, prefix)
+                if any(id(t) in self.poisoned for t in outs):
+                    continue
+                self._done.add(id(node))
+                self._convert(op, ins, outs, prefix, node.arguments, masks)
 
     def _nested(self, model: Any, ins: list, outs: list, prefix: str) -> None:
         inner = _functional(model)
@@ -293,13 +314,105 @@ class Importer:
             k: value(v) for k, v in arguments.kwargs.items()
         }
 
+    def _implicit_masks(self, op: Any, node_args: Any, outs: list, prefix: str) -> dict:
+        """The masks Keras gives a layer at run time that its recorded call does not hold.
+
+        Keras passes a layer whose ``call`` takes ``mask`` (or ``<arg>_mask``) the mask its
+        input tensors carry when the call did not give one; some layers record it as an
+        argument (LSTM, GlobalAveragePooling1D), others do not (Attention,
+        MultiHeadAttention), and their output still depends on it. Each such mask is added
+        to the call's keyword arguments, its value converted from the nodes that compute it
+        (Embedding's not_equal, Masking's any) if the walk has not reached them.
+        """
+        keras = keras_module()
+        if not isinstance(op, keras.layers.Layer) or node_args is None:
+            return {}
+        import inspect
+
+        try:
+            params = inspect.signature(op.call).parameters
+            bound = inspect.signature(op.call).bind_partial(*node_args.args, **node_args.kwargs)
+        except (TypeError, ValueError):
+            return {}
+        given = bound.arguments
+        found: dict[str, Any] = {}
+        first = next(iter(given.values()), None)
+        if "mask" in params and given.get("mask") is None and first is not None:
+            masks = [getattr(t, "_keras_mask", None) for t in _flat(first)]
+            if any(m is not None for m in masks):
+                found["mask"] = masks if isinstance(first, list | tuple) else masks[0]
+        for name, arg in given.items():
+            if _is_keras_tensor(arg) and f"{name}_mask" in params:
+                m = getattr(arg, "_keras_mask", None)
+                if m is not None and given.get(f"{name}_mask") is None:
+                    found[f"{name}_mask"] = m
+        for k, m in found.items():
+            for t in _flat(m):
+                if t is not None and not self._compute(t, prefix):
+                    self._refused(op, outs, prefix, f"its {k} comes from a layer msc did not read")
+                    return {}
+        return found  # passed as Keras passes them at run time
+
+    def _compute(self, t: Any, prefix: str) -> bool:
+        """Convert the nodes that compute tensor ``t`` (all of whose inputs are converted
+        or computable); False when one of them is refused."""
+        if id(t) in self.values:
+            return True
+        if id(t) in self.poisoned:
+            return False
+        history = getattr(t, "_keras_history", None)
+        if history is None:
+            return False
+        op = history.operation
+        node = op._inbound_nodes[history.node_index]
+        for u in node.arguments.keras_tensors:
+            if not self._compute(u, prefix):
+                return False
+        self._done.add(id(node))
+        self._convert(op, list(node.arguments.keras_tensors), list(node.outputs), prefix,
+                      node.arguments)  # fmt: skip
+        return id(t) in self.values
+
+    def _layer_arguments(self, node_args: Any, ins: list, masks: dict) -> tuple[list, dict]:
+        """A layer call's tensors: those of its positional arguments in order (a list
+        argument flattened, as ``Add()([a, b])``), and its keyword arguments that hold
+        tensors by name (``mask=``, ``query_mask=``, ``initial_state=``: Keras records a
+        mask as an argument, computed by the graph's own nodes)."""
+        if node_args is None:
+            return [self.values[id(t)] for t in ins], {}
+
+        def flat(a: Any) -> list:
+            if id(a) in self.values:
+                return [self.values[id(a)]]
+            if isinstance(a, list | tuple):
+                return [v for b in a for v in flat(b)]
+            return []
+
+        def value(a: Any) -> Any:
+            if id(a) in self.values:
+                return self.values[id(a)]
+            if isinstance(a, list | tuple):
+                return [value(b) for b in a]
+            return None
+
+        xs = [v for a in node_args.args for v in flat(a)]
+        kw = {k: value(v) for k, v in {**node_args.kwargs, **masks}.items() if flat(v)}
+        return xs, kw
+
     def _convert(
-        self, layer: Any, ins: list, outs: list, prefix: str, node_args: Any = None
+        self,
+        layer: Any,
+        ins: list,
+        outs: list,
+        prefix: str,
+        node_args: Any = None,
+        masks: dict | None = None,
     ) -> None:
         ctx = self.ctx
         ctx.layer = layer
         ctx.path = prefix + layer.name
         ctx.nodes = []
+        ctx.call_kwargs = dict(node_args.kwargs) if node_args is not None else {}
         cls = _kind(layer)
         conv = self.registry.get(cls)
         try:
@@ -309,8 +422,9 @@ class Importer:
                 args, kwargs = self._arguments(node_args)
                 result = conv(ctx, layer, *args, **kwargs)
             else:
-                xs = [self.values[id(t)] for t in ins]
-                result = conv(ctx, layer, *xs)
+                xs, kw = self._layer_arguments(node_args, ins, masks or {})
+                _takes(conv, kw)
+                result = conv(ctx, layer, *xs, **kw)
             values = list(result) if isinstance(result, tuple | list) else [result]
             if len(values) != len(outs):
                 raise Unsupported(f"the converter gave {len(values)} outputs for {len(outs)}")
@@ -345,6 +459,27 @@ class Importer:
         path = prefix + layer.name
         module = prefix.rstrip("/").replace("/", ".")
         self.unsupported.append(UnsupportedOp(_kind(layer), path, module, why))
+
+
+def _flat(a: Any) -> list:
+    return [b for x in a for b in _flat(x)] if isinstance(a, list | tuple) else [a]
+
+
+def _is_keras_tensor(a: Any) -> bool:
+    return type(a).__name__ == "KerasTensor"
+
+
+def _takes(conv: Any, kw: dict) -> None:
+    """The converter reads every tensor keyword the call had: a mask or an initial state it
+    does not take is refused by name, never dropped."""
+    import inspect
+
+    params = inspect.signature(conv).parameters
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return
+    extra = sorted(k for k in kw if k not in params)
+    if extra:
+        raise Unsupported(", ".join(f"{k}=" for k in extra) + " (not read for this layer)")
 
 
 def _kind(op: Any) -> str:

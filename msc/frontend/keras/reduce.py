@@ -11,6 +11,8 @@ _OPS = {
     "ops.Max": "reduce_max",
     "ops.Min": "reduce_min",
     "ops.Sum": "reduce_sum",
+    "ops.Any": "reduce_any",
+    "ops.All": "reduce_all",
 }
 
 
@@ -24,3 +26,21 @@ def reduce(ctx: Ctx, op, x, *rest, **kw):
     else:
         axes = [int(a) for a in (axis if isinstance(axis, list | tuple) else [axis])]
     return ctx.op(_OPS[f"ops.{type(op).__name__}"], x, axes=axes, keepdims=bool(op.keepdims))
+
+
+@converter("ops.Cumsum")
+def cumsum_op(ctx: Ctx, op, x):
+    if op.axis is None:
+        raise Unsupported("axis=None (a flattened sum)")
+    if op.dtype is not None:
+        raise Unsupported(f"dtype={op.dtype}")
+    return ctx.op("cumsum", x, axis=int(op.axis))
+
+
+@converter("ops.Argsort")
+def argsort_op(ctx: Ctx, op, x):
+    if op.axis is None:
+        raise Unsupported("axis=None")
+    from msc.ir import DType
+
+    return ctx.op("cast", ctx.op("argsort", x, axis=int(op.axis)), to=DType.INT32)

@@ -95,10 +95,12 @@ def reshape_op(ctx: Ctx, op, x):
 
 @converter("ops.Pad")
 def pad_op(ctx: Ctx, op, x, constant_values=None):
-    if op.mode != "constant":
-        raise Unsupported(f"mode={op.mode!r}")
     width = [(int(a), int(b)) for a, b in op.pad_width]
     pads = [a for a, _ in width] + [b for _, b in width]
+    if op.mode in ("reflect", "edge", "wrap"):
+        return ctx.op("pad", x, pads=pads, mode=op.mode)
+    if op.mode != "constant":
+        raise Unsupported(f"mode={op.mode!r}")
     value = 0.0 if constant_values is None else float(constant_values)
     return ctx.op("pad", x, pads=pads, mode="constant", value=value)
 
@@ -152,3 +154,94 @@ def squeeze_op(ctx: Ctx, op, x):
         return ctx.op("squeeze", x)
     axes = [int(a) for a in (axis if isinstance(axis, list | tuple) else [axis])]
     return ctx.op("squeeze", x, axes=axes)
+
+
+@converter("RepeatVector")
+def repeat_vector(ctx: Ctx, layer, x):
+    """[batch, features] -> [batch, n, features]."""
+    y = ctx.op("unsqueeze", x, axes=[1])
+    return ctx.op("expand", y, shape=[-1, int(layer.n), -1])
+
+
+@converter("TimeDistributed")
+def time_distributed(ctx: Ctx, layer, x, mask=None):
+    """The inner layer on [batch * steps, ...] (its own converter), reshaped back to
+    [batch, steps, ...]. A mask does not change Keras' result (it applies the layer to every
+    step), so it is only passed on to an inner layer that reads one."""
+    shape = list(x.type.shape)
+    if not all(isinstance(d, int) for d in shape[1:]):
+        raise Unsupported("a symbolic step or feature size")
+    steps = shape[1]
+    flat = ctx.op("reshape", x, shape=[-1, *shape[2:]])
+    inner = layer.layer
+    if mask is not None and "mask" in _call_args(inner):
+        raise Unsupported(f"a mask for its {type(inner).__name__} (msc does not pass it on)")
+    y = ctx.sublayer(inner, flat)
+    if not isinstance(y, Value):
+        raise Unsupported(f"its {type(inner).__name__} gives several outputs")
+    return ctx.op("reshape", y, shape=[-1, steps, *y.type.shape[1:]])
+
+
+def _call_args(layer) -> set[str]:
+    import inspect
+
+    return set(inspect.signature(layer.call).parameters)
+
+
+@converter("ops.Flip")
+def flip_op(ctx: Ctx, op, x):
+    axis = op.axis
+    axes = list(range(x.type.rank)) if axis is None else _ints(axis)
+    return ctx.op("flip", x, axes=axes)
+
+
+@converter("ops.Repeat")
+def repeat_op(ctx: Ctx, op, x):
+    """``ops.repeat`` of a length-1 axis: a broadcast (other repeats are not read)."""
+    if op.axis is None or not isinstance(op.repeats, int):
+        raise Unsupported("repeats other than one count along one axis")
+    axis = int(op.axis) % x.type.rank
+    if x.type.shape[axis] != 1:
+        raise Unsupported("repeating an axis longer than 1")
+    shape = [-1] * x.type.rank
+    shape[axis] = int(op.repeats)
+    return ctx.op("expand", x, shape=shape)
+
+
+@converter("ops.TakeAlongAxis")
+def take_along_axis_op(ctx: Ctx, op, x, indices):
+    if op.axis is None:
+        raise Unsupported("axis=None")
+    return ctx.op("gather_elements", x, indices, axis=int(op.axis))
+
+
+@converter("ops.OneHot")
+def one_hot_op(ctx: Ctx, op, x):
+    from msc.frontend.keras.importer import DTYPES
+
+    if op.sparse:
+        raise Unsupported("sparse=True")
+    dt = DTYPES.get(str(op.dtype or "float32"))
+    if dt is None:
+        raise Unsupported(f"dtype {op.dtype}")
+    return ctx.op("one_hot", x, depth=int(op.num_classes), axis=int(op.axis), dtype=dt)
+
+
+def _ints(axis) -> list[int]:
+    return [int(a) for a in (axis if isinstance(axis, list | tuple) else [axis])]
+
+
+@converter("ops.Take")
+def take_op(ctx: Ctx, op, x, indices):
+    """``ops.take`` along one axis: a run of constant indices is a slice, any other a gather."""
+    if op.axis is None:
+        raise Unsupported("axis=None (a take from the flattened tensor)")
+    axis = int(op.axis) % x.type.rank
+    if isinstance(indices, Value):
+        return ctx.op("gather", x, indices, axis=axis)
+    idx = np.asarray(indices).astype(np.int64)
+    if idx.ndim == 1 and idx.size and np.all(idx >= 0) and np.all(np.diff(idx) == 1):
+        return ctx.op("slice", x, starts=[int(idx[0])], ends=[int(idx[-1]) + 1], axes=[axis])
+    from msc.ir import DType
+
+    return ctx.op("gather", x, ctx.const(idx, DType.INT64), axis=axis)

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import os
 
+import numpy as np
+
 from msc.errors import ConversionError
 from msc.frontend.tflite.coverage import coverage_markdown, supported_ops, unsupported_ops
 from msc.frontend.tflite.importer import Importer
@@ -29,6 +31,7 @@ from msc.ops import import_families
 
 __all__ = [
     "from_tflite",
+    "initial_state",
     "read_model",
     "converter",
     "CONVERTERS",
@@ -79,6 +82,44 @@ def from_tflite(
         from msc.text.check import checked
 
         return checked(Importer(m, index, registry, custom_ops, name).run())
+    finally:
+        if not isinstance(model, TfModel):
+            m.close()
+
+
+def initial_state(
+    model: str | os.PathLike | bytes | TfModel, *, subgraph: int | None = None
+) -> dict[str, np.ndarray]:
+    """The first run's values of a model's resource variables: what the init subgraphs its
+    CALL_ONCE ops run assign, by variable name (the names of ``from_tflite``'s state inputs),
+    as stored (a quantized variable as its integers). Empty for a model without variables.
+
+    Raises:
+        Unsupported: an init subgraph assigns a value it computes (only constants are read).
+    """
+    from msc.errors import Unsupported
+
+    m = model if isinstance(model, TfModel) else read_model(model)
+    try:
+        index = subgraph
+        if index is None:
+            index = m.signatures[0].subgraph if m.signatures else 0
+        out: dict[str, np.ndarray] = {}
+        for op in m.subgraphs[index].operators:
+            init = op.options.get("init_subgraph_index") if op.op == "CALL_ONCE" else None
+            if init is None or not 0 <= init < len(m.subgraphs):
+                continue
+            imp = Importer(m, init)
+            imp._state_inputs()  # names the init subgraph's variables
+            for o in imp.sg.operators:
+                if o.op != "ASSIGN_VARIABLE":
+                    continue
+                var = imp.variables.get(o.inputs[0])
+                t = imp.sg.tensors[o.inputs[1]]
+                if var is None or not imp.has_data(t):
+                    raise Unsupported(f"an init subgraph assigns {t.name!r}, not a constant")
+                out[var] = imp.array(t)
+        return out
     finally:
         if not isinstance(model, TfModel):
             m.close()

@@ -4,7 +4,7 @@ comparisons, logical ops, select, cast."""
 from __future__ import annotations
 
 from msc.errors import Unsupported
-from msc.frontend.tflite.importer import DTYPES, Ctx
+from msc.frontend.tflite.importer import DTYPES, Ctx, complex_part, is_complex
 from msc.frontend.tflite.registry import converter, not_read
 
 # TFLite op -> canonical unary op.
@@ -133,6 +133,10 @@ def cast(ctx: Ctx, x, *, in_data_type=0, out_data_type=0):
     to = ctx.out_type().dtype
     if out_data_type and DTYPES.get(out_data_type) not in (None, to):
         raise Unsupported("CAST's out_data_type differs from its output tensor's type")
+    if is_complex(x):  # to a real type: the real part, as TensorFlow's cast
+        if is_complex(ctx.out()):
+            raise Unsupported("a CAST between complex types")
+        return ctx.op("cast", complex_part(ctx, ctx.value(x), 0), to=to)
     return ctx.op("cast", ctx.value(x), to=to)
 
 
@@ -155,9 +159,3 @@ def ones_like(ctx: Ctx, x):
 
 
 not_read("a bit view between types of different widths has no canonical op", "BITCAST")
-not_read(
-    "complex parts and magnitudes have no canonical op (RFFT2D's consumers)",
-    "REAL",
-    "IMAG",
-    "COMPLEX_ABS",
-)

@@ -14,6 +14,12 @@ operator.
 #   amounts) reads them with ``ctx.array``.
 # - Every unsupported op is collected with its tensor names; ``UnsupportedOpsError`` is raised
 #   once after the whole subgraph was walked. Ops downstream of one are not converted.
+# - A resource variable (VAR_HANDLE, named by its shared_name) is state kept between runs: a
+#   graph input holds its value before the run (after the model's own inputs, named after the
+#   variable) when the subgraph reads it before assigning it, and a graph output its value
+#   after (after the model's own outputs, in the state inputs' order). READ_VARIABLE and
+#   ASSIGN_VARIABLE make no nodes; CALL_ONCE's init subgraph gives the first run's values
+#   (``initial_state``).
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from msc.errors import BadModelError, Unsupported, UnsupportedOp, UnsupportedOpsError
+from msc.frontend.tflite.coverage import reason
 from msc.frontend.tflite.reader import (
     TfModel,
     TfOperator,
@@ -32,7 +39,12 @@ from msc.frontend.tflite.reader import (
     TfTensor,
     option_defaults,
 )
-from msc.frontend.tflite.registry import CONVERTERS, HANDLED, REASONS, ConverterRegistry
+from msc.frontend.tflite.registry import (
+    COMPLEX_READERS,
+    CONVERTERS,
+    HANDLED,
+    ConverterRegistry,
+)
 from msc.ir import DType, Graph, Node, Provenance, SymDim, TensorType, Value, Weight
 from msc.ir.builder import Builder
 from msc.ir.graph import GraphError
@@ -42,7 +54,16 @@ from msc.ops.custom import custom_op
 from msc.ops.infer import InferError
 from msc.ops.schema import OpError
 
-__all__ = ["Importer", "Ctx", "DTYPES", "ACTIVATIONS", "IMPORT_ARRAY_LIMIT"]
+__all__ = [
+    "Importer",
+    "Ctx",
+    "DTYPES",
+    "ACTIVATIONS",
+    "IMPORT_ARRAY_LIMIT",
+    "complex_part",
+    "is_complex",
+    "value_type",
+]
 
 # The schema's TensorType codes msc holds (RESOURCE and VARIANT are handles, not data).
 DTYPES = {
@@ -74,6 +95,9 @@ ACTIVATIONS: dict[int, tuple[str, dict[str, Any]] | None] = {
     4: ("tanh", {}),
 }
 
+# Ops of resource variables, read by the importer itself (their tensors are handles).
+STATE_OPS = frozenset({"CALL_ONCE", "VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE"})
+
 # Arrays built at import (a densified sparse weight) hold at most this many elements.
 IMPORT_ARRAY_LIMIT = 1 << 28
 _QUANTIZED = (DType.INT8, DType.UINT8, DType.INT16, DType.INT32, DType.INT4, DType.UINT16)
@@ -96,6 +120,29 @@ def tensor_type(t: TfTensor, symbols: dict[tuple[int, int], SymDim] | None = Non
         else:
             dims.append(int(d))
     return TensorType(dt, dims)
+
+
+_COMPLEX = {DType.COMPLEX64: DType.FLOAT32, DType.COMPLEX128: DType.FLOAT64}
+
+
+def value_type(t: TfTensor, symbols: dict[tuple[int, int], SymDim] | None = None) -> TensorType:
+    """The type of the msc value that holds tensor ``t``: its ``tensor_type``, but a complex
+    tensor as msc's real layout, floats with a trailing (real, imaginary) dim of 2."""
+    ty = tensor_type(t, symbols)
+    if ty.dtype not in _COMPLEX:
+        return ty
+    return TensorType(_COMPLEX[ty.dtype], None if ty.shape is None else [*ty.shape, 2])
+
+
+def is_complex(t: TfTensor | None) -> bool:
+    return t is not None and DTYPES.get(t.type) in _COMPLEX
+
+
+def complex_part(ctx: Builder, v: Value, i: int) -> Value:
+    """The real (``i`` 0) or imaginary (1) part of a complex value in msc's real layout."""
+    r = v.type.rank
+    part = ctx.op("slice", v, starts=[i], ends=[i + 1], axes=[r - 1], steps=[1])
+    return ctx.op("squeeze", part, axes=[r - 1])
 
 
 class Ctx(Builder):
@@ -208,6 +255,10 @@ class Importer:
         self._counter = 0
         self._weight_names: set[str] = set()
         self.signature = next((s for s in model.signatures if s.subgraph == subgraph), None)
+        self.variables: dict[int, str] = {}  # resource tensor index -> variable name
+        self.state: dict[str, Value] = {}  # variable -> its value at this point of the run
+        self.assigned: dict[str, TfTensor] = {}  # variable -> the tensor last assigned to it
+        self.state_inputs: list[str] = []  # the variables read before they are assigned
 
     # ------------------------------------------------------------ data
     def has_data(self, t: TfTensor) -> bool:
@@ -362,6 +413,55 @@ class Importer:
             self._taken.add(name)
             v = self.graph.add_input(name, ty)
             self.values[i] = v
+        self._state_inputs()
+
+    def _state_inputs(self) -> None:
+        """A graph input for each resource variable the subgraph reads before assigning it."""
+        written: set[str] = set()
+        for op in self.sg.operators:
+            if op.op not in STATE_OPS or not _state_op_shape(op):
+                continue  # another op, or a malformed one _state_op reports
+            if op.op == "VAR_HANDLE":
+                t = self.sg.tensors[op.outputs[0]]
+                key = op.options.get("shared_name") or t.name
+                self.variables[op.outputs[0]] = f"{op.options.get('container') or ''}{key}"
+            elif op.op in ("READ_VARIABLE", "ASSIGN_VARIABLE"):
+                var = self.variables.get(op.inputs[0])
+                if var is None or var in written or var in self.state:
+                    continue
+                if op.op == "ASSIGN_VARIABLE":
+                    written.add(var)
+                    continue
+                t = self.sg.tensors[op.outputs[0]]
+                try:
+                    ty = tensor_type(t, self.symbols)
+                except Unsupported as e:
+                    raise BadModelError(f"variable {var!r}: {e}") from None
+                name = self._unique(var)
+                self._taken.add(name)
+                self.state[var] = self.graph.add_input(name, ty)
+                self.state_inputs.append(var)
+
+    def _state_op(self, op: TfOperator) -> None:
+        """CALL_ONCE, VAR_HANDLE, READ_VARIABLE, ASSIGN_VARIABLE: no nodes (see the NOTE)."""
+        if not _state_op_shape(op):
+            raise Unsupported(f"{len(op.inputs)} inputs and {len(op.outputs)} outputs")
+        if op.op in ("CALL_ONCE", "VAR_HANDLE"):
+            return
+        var = self.variables.get(op.inputs[0])
+        if var is None:
+            raise Unsupported("a resource that no VAR_HANDLE of the subgraph made")
+        if op.op == "READ_VARIABLE":
+            if var not in self.state:
+                raise Unsupported(f"variable {var!r} is read before it has a value")
+            t = self.sg.tensors[op.outputs[0]]
+            v = self.state[var]
+            _check_type(v, tensor_type(t, self.symbols), t)
+            self.values[t.index] = v
+            return
+        t = self.sg.tensors[op.inputs[1]]
+        self.state[var] = self.raw(t)
+        self.assigned[var] = t
 
     def run(self) -> Graph:
         self._inputs()
@@ -391,6 +491,11 @@ class Importer:
                 self._taken.add(want)
                 self.graph._taken.add(want)
             outs.append(v)
+        # the state after the run: the read variables in their inputs' order, then the others
+        order = [k for k in self.state_inputs if k in self.assigned]
+        order += [k for k in self.assigned if k not in self.state_inputs]
+        for k in order:
+            outs.append(self.raw(self.assigned[k]))
         self.graph.set_outputs(outs)
 
     def _convert(self, op: TfOperator) -> None:
@@ -400,6 +505,14 @@ class Importer:
         if any(t is not None and t.index in self.poisoned for t in ins):
             self.poisoned.update(t.index for t in outs)
             return
+        if not op.custom and op.op in STATE_OPS:
+            try:
+                self._state_op(op)
+            except Unsupported as e:
+                self.poisoned.update(t.index for t in outs)
+                name = outs[0].name if outs else f"operator {op.index}"
+                self.unsupported.append(UnsupportedOp(op.op, name, _module_of(name), str(e)))
+            return
         ctx = self.ctx
         ctx.operator = op
         ctx.nodes = []
@@ -408,7 +521,7 @@ class Importer:
             conv = self.registry.get(op.op) if op.op in self.registry else None
         try:
             if conv is None:
-                raise Unsupported(REASONS.get(op.op, "no converter"))
+                raise Unsupported("no converter" if op.custom else reason(op.op))
             results = self._call(conv, op, ins)
             self._finish(op, outs, results)
         except (Unsupported, InferError, OpError, GraphError) as e:
@@ -437,6 +550,10 @@ class Importer:
             if any(t is not None for t in ins[conv.n_inputs :]):
                 raise Unsupported(f"{n} inputs; msc reads {conv.n_inputs}")
             ins = ins[: conv.n_inputs]
+        if conv.op not in COMPLEX_READERS and any(is_complex(t) for t in ins):
+            raise Unsupported(
+                "a complex input (msc reads complex tensors only in RFFT2D's consumers)"
+            )
         result = conv.fn(self.ctx, *ins, **kw)
         values = list(result) if isinstance(result, tuple | list) else [result]
         if act:
@@ -453,7 +570,7 @@ class Importer:
         for t, v in zip(outs, values):
             if t.quant is not None and tensor_type(t).dtype in _QUANTIZED and v.dtype.is_floating:
                 v = self._quantize(v, t)
-            want = tensor_type(t, self.symbols)
+            want = value_type(t, self.symbols)
             _check_type(v, want, t)
             final.append(v)
         # names: each output tensor's value is named after it (when it is a new value)
@@ -476,7 +593,7 @@ class Importer:
             try:
                 self._keep(op, ins, outs)
                 return
-            except Unsupported as e:
+            except (Unsupported, OpError, GraphError) as e:  # e.g. an op with no outputs
                 why = f"{why}; cannot keep it as a custom node: {e}"
         self.poisoned.update(t.index for t in outs)
         name = outs[0].name if outs else f"operator {op.index}"
@@ -507,6 +624,18 @@ class Importer:
         )
         ctx.nodes.append(node)
         self._finish(op, outs, list(node.outputs))
+
+
+def _state_op_shape(op: TfOperator) -> bool:
+    """The inputs and outputs a resource variable op has (none absent)."""
+    n_in, n_out = {
+        "CALL_ONCE": (0, 0),
+        "VAR_HANDLE": (0, 1),
+        "READ_VARIABLE": (1, 1),
+        "ASSIGN_VARIABLE": (2, 0),
+    }[op.op]
+    ok = len(op.inputs) == n_in and len(op.outputs) == n_out
+    return ok and all(i >= 0 for i in (*op.inputs, *op.outputs))
 
 
 def _symbol(name: str) -> str:

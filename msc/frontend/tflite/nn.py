@@ -199,6 +199,33 @@ def transpose_conv(
     ctx: Ctx, output_shape, filter, x, bias=None, *, padding=SAME, stride_w=1, stride_h=1
 ):
     shape = [int(d) for d in ctx.array(output_shape, "TRANSPOSE_CONV's output shape")]
+    return _transpose_conv(ctx, shape, filter, x, bias, padding, stride_w, stride_h)
+
+
+# MediaPipe's TfLitePadding codes in a custom op's options (kTfLitePaddingSame, ...Valid)
+_TFLITE_PADDING = {1: SAME, 2: VALID}
+
+
+@converter("Convolution2DTransposeBias")
+def convolution_2d_transpose_bias(ctx: Ctx, x, filter, bias):
+    """MediaPipe's transposed convolution with a bias (a custom op of its segmentation
+    models): TRANSPOSE_CONV with its input first, its options as a C struct
+    TfLiteTransposeConvParams in the custom options (int32 padding, stride_width,
+    stride_height) and its output's shape declared on the output tensor."""
+    raw = ctx.operator.custom_options or b""
+    if len(raw) < 12:
+        raise Unsupported(f"custom options of {len(raw)} bytes, not TfLiteTransposeConvParams")
+    code, stride_w, stride_h = (int(v) for v in np.frombuffer(raw[:12], "<i4"))
+    if code not in _TFLITE_PADDING or stride_w < 1 or stride_h < 1:
+        raise Unsupported(f"padding {code}, strides {stride_w} x {stride_h}")
+    out = ctx.out(0)
+    if not out.has_rank:
+        raise Unsupported("the output's shape is not declared")
+    shape = [int(d) for d in out.shape]
+    return _transpose_conv(ctx, shape, filter, x, bias, _TFLITE_PADDING[code], stride_w, stride_h)
+
+
+def _transpose_conv(ctx: Ctx, shape, filter, x, bias, padding, stride_w, stride_h):
     xv = ctx.value(x)
     w = ctx.value(filter)  # [O, kh, kw, I]
     kernel = [int(d) for d in w.type.shape[1:3]]

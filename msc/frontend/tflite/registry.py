@@ -20,7 +20,15 @@ from dataclasses import dataclass, field
 
 from msc.ir.registry import Registry
 
-__all__ = ["Converter", "ConverterRegistry", "CONVERTERS", "converter", "HANDLED", "REASONS"]
+__all__ = [
+    "Converter",
+    "ConverterRegistry",
+    "CONVERTERS",
+    "COMPLEX_READERS",
+    "converter",
+    "HANDLED",
+    "REASONS",
+]
 
 # Options fields handled by the importer for every op, with why they need no converter.
 HANDLED = {
@@ -82,6 +90,10 @@ class ConverterRegistry:
     def __iter__(self) -> Iterator[str]:
         return iter(self._by_op)
 
+
+# Ops whose converters read a complex input in msc's real layout (a trailing dim of 2); any
+# other op with a complex input is unsupported, since its axes and shapes would be off by it.
+COMPLEX_READERS = frozenset({"CAST", "SQUEEZE", "REAL", "IMAG", "COMPLEX_ABS"})
 
 CONVERTERS = ConverterRegistry()
 converter = CONVERTERS.converter

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from msc.errors import Unsupported
-from msc.frontend.tflite.importer import Ctx
+from msc.frontend.tflite.importer import Ctx, is_complex
 from msc.frontend.tflite.nn import nchw, nhwc
 from msc.frontend.tflite.registry import converter, not_read
 from msc.ir import DType
@@ -54,6 +54,10 @@ def concatenation(ctx: Ctx, *xs, axis=0):
 def squeeze(ctx: Ctx, x, *, squeeze_dims=()):
     xv = ctx.moved(x)
     axes = [int(a) for a in squeeze_dims or ()]
+    if is_complex(x):  # msc's real layout: the axes count the complex dims only
+        axes = [a + xv.type.rank - 1 if a < 0 else a for a in axes]
+        if not axes:
+            raise Unsupported("SQUEEZE of every size-1 dim of a complex tensor")
     if not axes:
         if xv.type.shape is None or not all(isinstance(d, int) for d in xv.type.shape):
             raise Unsupported("SQUEEZE of every size-1 dim needs a static shape")
@@ -136,6 +140,19 @@ def strided_slice(
     offset=False,
 ):
     xv = ctx.value(x)
+    if not (ctx.is_const(begin) and ctx.is_const(end)):
+        return _runtime_strided_slice(
+            ctx,
+            xv,
+            begin,
+            end,
+            strides,
+            begin_mask,
+            end_mask,
+            ellipsis_mask | new_axis_mask,
+            shrink_axis_mask,
+            offset,
+        )
     b = _ints(ctx, begin, "the begins")
     e = _ints(ctx, end, "the ends")
     s = _ints(ctx, strides, "the strides") if strides is not None else [1] * len(b)
@@ -187,6 +204,37 @@ def strided_slice(
     if new_at:
         y = ctx.op("unsqueeze", y, axes=new_at)
     return y
+
+
+def _runtime_strided_slice(
+    ctx, xv, begin, end, strides, begin_mask, end_mask, other, shrink, offset
+):
+    """STRIDED_SLICE whose begins or ends are computed at run time (tf.signal.frame's, from
+    a SHAPE): a slice with run-time bounds on the first len(begin) axes, the masked entries
+    replaced by their full-range values. Strides must be constants; ellipsis, new and shrunk
+    axes and offset bounds need the values and are not read."""
+    s = _ints(ctx, strides, "the strides") if strides is not None else None
+    if s is None:
+        n = ctx.value(begin).type.shape[0] if ctx.value(begin).type.shape else None
+        if not isinstance(n, int):
+            raise Unsupported("run-time bounds of unknown length")
+        s = [1] * n
+    n = len(s)
+    if other or shrink or offset:
+        raise Unsupported("run-time bounds with ellipsis, new, shrunk axes or offset bounds")
+    if 0 in s:
+        raise Unsupported("a stride of 0")
+
+    def bound(t, mask: int, full: list[int]):
+        v = ctx.op("cast", ctx.value(t), to=DType.INT64)
+        if mask & ((1 << n) - 1):
+            bits = np.array([bool(mask >> j & 1) for j in range(n)])
+            v = ctx.op("where", ctx.const(bits, DType.BOOL), ctx.const(full, DType.INT64), v)
+        return v
+
+    starts = bound(begin, begin_mask, [0 if d > 0 else -1 for d in s])
+    ends = bound(end, end_mask, [BIG if d > 0 else -BIG for d in s])
+    return ctx.op("slice", xv, starts, ends, axes=list(range(n)), steps=s)
 
 
 def _pads(ctx: Ctx, paddings) -> list[int]:
