@@ -7,6 +7,7 @@ codegens (the ``codegen`` package) regenerate the model for a target. The public
     g = msc.from_relax(ir_module, function="main")   g = msc.from_tflite(path_or_bytes)
     g = msc.from_keras(model_or_path)             (a Keras 3 model or a .keras file)
     g = msc.from_jax(fn, *example_args, params=None)  g = msc.from_stablehlo(text_bytes_or_exported)
+    g = msc.from_flax(linen_module, variables, *example_args)  g = msc.from_flax(nnx_module, *args)
     text = msc.to_text(g);  g2 = msc.from_text(text)
     msc.save(g, directory);  g = msc.load(directory)
     msc.structural_equal(a, b);  msc.assert_structural_equal(a, b);  msc.structural_hash(g)
@@ -62,6 +63,7 @@ __all__ = [
     "convert",
     "diff",
     "from_exported_program",
+    "from_flax",
     "from_fx",
     "from_jax",
     "from_keras",
@@ -148,6 +150,15 @@ def from_jax(fn: Any, *example_args: Any, **kwargs: Any) -> Graph:
     from msc.frontend.jax import from_jax as impl
 
     return impl(fn, *example_args, **kwargs)
+
+
+def from_flax(module: Any, *args: Any, **kwargs: Any) -> Graph:
+    """Translate a Flax model: ``from_flax(linen_module, variables, *example_args)`` or
+    ``from_flax(nnx_module, *example_args)``; weights named by their pytree paths
+    (``params/Dense_0/kernel``; see msc.frontend.jax.flax)."""
+    from msc.frontend.jax.flax import from_flax as impl
+
+    return impl(module, *args, **kwargs)
 
 
 def from_relax(module: Any, function: str = "main") -> Graph:

@@ -256,6 +256,9 @@ def bitshift(e: Emit, a: Ref, b: Ref) -> Ref:
 
 @emitter("where", since=9)
 def where(e: Emit, condition: Ref, x: Ref, y: Ref) -> Ref:
+    if x.dtype is DType.BOOL:  # onnxruntime has no bool Where kernel: the same in logic ops
+        keep = e.op("And", condition, x)
+        return e.op("Or", keep, e.op("And", e.op("Not", condition), y))
     return e.op("Where", condition, x, y)
 
 

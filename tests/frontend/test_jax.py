@@ -114,6 +114,21 @@ def _rms_norm(x, w):
     return x * jax.lax.rsqrt((x * x).mean(-1, keepdims=True) + 1e-6) * w
 
 
+def _flax_layer_norm(x, w, b):
+    """As flax.linen.LayerNorm spells it: a one-pass variance guarded at 0, the scale on the
+    inverse deviation."""
+    m = x.mean(-1)
+    var = jnp.maximum(0.0, (x * x).mean(-1) - m * m)
+    return (x - m[..., None]) * (jax.lax.rsqrt(var[..., None] + 1e-6) * w) + b
+
+
+def _flax_rms_norm(x, w):
+    """As flax.linen.RMSNorm spells it: a zero mean subtracted, the scale on the inverse
+    deviation."""
+    var = (x * x).mean(-1, keepdims=True)
+    return (x - jnp.zeros(x.shape[:-1])[..., None]) * (jax.lax.rsqrt(var + 1e-6) * w)
+
+
 def _scan_step(c, x):
     c = c * 0.5 + x
     return c, c * 2.0
@@ -127,10 +142,18 @@ CASES = [
     Case("logical_and", lambda a, b: jnp.logical_and(a > 0, b > 0), [X, Y]),
     Case("logical_or", lambda a, b: jnp.logical_or(a > 0, b > 0), [X, Y]),
     Case("logical_not", lambda a: jnp.logical_not(a > 0), [X]),
+    Case("where_bool", lambda a, b: jnp.where(a > 0, a > b, b > 0), [X, Y]),
     Case("astype_int", lambda a: (a * 3).astype(jnp.int32), [X]),
     Case("broadcast_add", lambda a, b: a + b, [X, f32(4)]),
     Case("lax_clamp_arrays", lambda a, b: jax.lax.clamp(b - 1.0, a, b), [X, Y]),
     Case("scalar_mul", lambda a: a * 2.5 + 1.0, [X]),
+    # a [n] -> [1, 1, n] reshape whose first user makes nothing bigger (Flax's batch norm:
+    # rsqrt(var + eps) on the reshaped variance) keeps its reshape
+    Case(
+        "reshaped_then_scalar",
+        lambda a, v: a * jax.lax.rsqrt(v.reshape(1, 1, 4) + 1.0),
+        [X, POS[0, 0]],
+    ),
     # shape
     Case("reshape", lambda a: a.reshape(6, 4), [X]),
     Case("transpose", lambda a: jnp.transpose(a, (2, 0, 1)), [X]),
@@ -217,6 +240,8 @@ CASES = [
     # spelled-out norms (fused back into layer_norm / rms_norm)
     Case("layer_norm", lambda a: _layer_norm(a, LN_W, LN_B), [X], atol=1e-5),
     Case("rms_norm", lambda a: _rms_norm(a, LN_W), [X], atol=1e-5),
+    Case("flax_layer_norm", lambda a: _flax_layer_norm(a, LN_W, LN_B), [X], atol=1e-5),
+    Case("flax_rms_norm", lambda a: _flax_rms_norm(a, LN_W), [X], atol=1e-5),
     # gather / scatter / dynamic slices (indices in range: out of range, StableHLO clamps a
     # gather and drops a scatter update)
     Case("take", lambda a, i: jnp.take(a, i, axis=1), [X, IDX3]),
@@ -531,6 +556,8 @@ def test_running_sums_read_as_cumsum():
         (lambda a: jax.nn.gelu(a, approximate=True), "gelu"),
         (lambda a: _layer_norm(a, LN_W, LN_B), "layer_norm"),
         (lambda a: _rms_norm(a, LN_W), "rms_norm"),
+        (lambda a: _flax_layer_norm(a, LN_W, LN_B), "layer_norm"),
+        (lambda a: _flax_rms_norm(a, LN_W), "rms_norm"),
         (lambda a: jnp.mean(a, axis=(1, 2), keepdims=True), "reduce_mean"),
     ],
     ids=[
@@ -542,6 +569,8 @@ def test_running_sums_read_as_cumsum():
         "gelu_tanh",
         "layer_norm",
         "rms_norm",
+        "flax_layer_norm",
+        "flax_rms_norm",
         "mean",
     ],
 )
@@ -551,3 +580,102 @@ def test_jax_spellings_read_as_the_op(fn, op):
     g = msc.from_jax(fn, X)
     ops = [n.op for n in g.nodes if n.op != "constant"]
     assert ops == [op], ops
+
+
+def test_symbolic_slice_reads_as_a_slice():
+    """``pos[a : a + n]`` and ``x[:, :, 0]`` with ``n`` a symbolic dim are stablehlo.dynamic_gather
+    (the window's length a run-time value): read as a slice; ``jnp.arange(n)`` is a
+    dynamic_iota; from_jax's dynamic= makes ``n`` symbolic."""
+    pos = f32(16, 4)
+
+    def head(p, t):
+        return t + p[: t.shape[1]]
+
+    def shifted(p, t):
+        return t * p[3 : t.shape[1] + 3]
+
+    def column(p, t):  # x[:, :, 0] under a symbolic dim: a window with a collapsed dim
+        return t[:, :, 0] + p[1 : t.shape[1] + 1, 2]
+
+    def positions(p, t):  # jnp.arange of a symbolic size: stablehlo.dynamic_iota
+        return t + jnp.arange(t.shape[1], dtype=jnp.float32)[None, :, None]
+
+    for fn in (head, shifted, column, positions):
+        g = msc.from_jax(fn, f32(2, 5, 4), params=pos, dynamic={"t": {1: msc.SymDim("n", 1, 12)}})
+        assert "slice" in {n.op for n in g.nodes} or fn is positions
+        assert str(g.inputs[0].type.shape[1]) == "n"
+        for n in (1, 7, 12):
+            t = f32(2, n, 4)
+            for run in (run_torch, run_onnx):
+                assert not close(run(g, [t]), [np.asarray(fn(pos, t))], 1e-6, 1e-6), (n, run)
+
+
+def test_unused_params_keep_their_positions():
+    """A params leaf the function does not read (a head another method uses) stays a weight,
+    and the weights after it keep their names (jax.jit drops unused arguments by default)."""
+    params = {"a": f32(4), "b": f32(3, 4), "c": f32(4)}
+    g = msc.from_jax(lambda p, x: x * p["a"] + p["c"], X, params=params)
+    assert {n: tuple(w.type.shape) for n, w in g.weights.items()} == {
+        "a": (4,),
+        "b": (3, 4),
+        "c": (4,),
+    }
+    assert not g.weights["b"].uses
+    ref = X * params["a"] + params["c"]
+    assert not close(run_torch(g, [X]), [ref], 1e-6, 1e-6)
+
+
+def test_dynamic_names_inputs():
+    """dynamic= takes the inputs by their signature names (a ShapeDtypeStruct too); a name
+    that is no input is an error listing the inputs."""
+    spec = jax.ShapeDtypeStruct((2, 3, 4), jnp.float32)
+    g = msc.from_jax(lambda a, b: a * b, spec, Y, dynamic={"a": {0: "n"}, "b": {0: "n"}})
+    assert [str(v.type.shape[0]) for v in g.inputs] == ["n", "n"]
+    with pytest.raises(ValueError, match=r"\['a', 'b'\]"):
+        msc.from_jax(lambda a, b: a * b, X, Y, dynamic={"x": {0: "n"}})
+
+
+def test_name_scopes_are_module_paths():
+    """JAX's name stack (jax.named_scope, Flax linen's module names) is each node's module
+    path; jit / vmap / einsum specs in it are not."""
+
+    def fn(a, b):
+        with jax.named_scope("block"):
+            with jax.named_scope("inner"):
+                c = jnp.einsum("bij,bkj->bik", a, b)
+            return jax.vmap(jnp.tanh)(c)
+
+    g = msc.from_jax(fn, X, Y)
+    assert {n.op: n.provenance.module for n in g.nodes} == {
+        "einsum": "block/inner",
+        "tanh": "block",
+    }
+
+
+def test_outputs_keep_their_pytree_structure():
+    """A dict / nested output is the graph's output_tree (the generated PyTorch returns the
+    same structure), its leaves named by their keys; one array or a flat tuple needs none."""
+    import torch
+
+    import codegen.torch
+
+    def fn(a, b):
+        return {"logits": a * 2.0, "aux": (b + 1.0, None, [a - b])}
+
+    g = msc.from_jax(fn, X, Y)
+    assert g.output_tree == {
+        "dict": [
+            ["aux", {"tuple": [{"leaf": 0}, {"const": None}, {"list": [{"leaf": 1}]}]}],
+            ["logits", {"leaf": 2}],
+        ]
+    }
+    assert g.outputs[2].name == "logits"
+    assert msc.structural_equal(msc.from_text(msc.to_text(g)), g, names=True)
+    out = codegen.torch.to_module(g)(torch.from_numpy(X), torch.from_numpy(Y))
+    ref = fn(X, Y)
+    assert sorted(out) == ["aux", "logits"] and out["aux"][1] is None
+    np.testing.assert_allclose(out["aux"][2][0].numpy(), ref["aux"][2][0], rtol=1e-6)
+    np.testing.assert_allclose(out["logits"].numpy(), ref["logits"], rtol=1e-6)
+    assert msc.from_jax(lambda a: a + 1.0, X).output_tree is None
+    assert msc.from_jax(lambda a: (a, a * 2.0), X).output_tree is None
+    assert msc.from_jax(lambda a: (a,), X).output_tree == {"tuple": [{"leaf": 0}]}

@@ -5,7 +5,8 @@
 #   caller's values (JAX spells activations and ``where`` as private functions).
 # - Input names come from the arguments' locations (``jax.export`` writes the signature's
 #   names there), else ``arg<i>``; outputs from ``jax.result_info`` when it is a name.
-# - Arguments listed in ``weights`` (position -> (name, array)) become weights, not inputs.
+# - Arguments listed in ``weights`` (position -> (name, array[, role])) become weights, not
+#   inputs.
 # - Every unsupported op is collected (with the op it feeds into poisoned); one
 #   ``UnsupportedOpsError`` is raised after the whole function was walked. A ``custom_call``
 #   is refused by its target name unless ``custom_ops="keep"`` keeps it as a custom node
@@ -20,7 +21,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -36,7 +37,7 @@ from msc.ops.custom import custom_op
 from msc.ops.infer import InferError
 from msc.ops.schema import OpError
 
-__all__ = ["Importer", "Ctx", "CONST_LIMIT"]
+__all__ = ["Importer", "Ctx", "CONST_LIMIT", "scope_of"]
 
 # Constants up to this many elements stay constant nodes; larger ones become weights.
 CONST_LIMIT = 64
@@ -54,7 +55,7 @@ class Ctx(Builder):
     def _current_provenance(self) -> Provenance | None:
         if self.current is None:
             return None
-        return Provenance("stablehlo", self.current.name, "", "")
+        return Provenance("stablehlo", self.current.name, "", scope_of(self.current))
 
     def out_type(self, i: int = 0) -> TensorType:
         assert self.current is not None
@@ -74,6 +75,7 @@ class Importer:
         weights: dict[int, tuple[str, np.ndarray]] | None = None,
         input_names: list[str] | None = None,
         input_dims: list | None = None,
+        symbols: Mapping[str, SymDim] | None = None,
     ) -> None:
         self.module = module
         self.registry = registry
@@ -94,6 +96,7 @@ class Importer:
         self.weights = weights or {}
         self.input_names = input_names
         self.input_dims = input_dims
+        self.symbols = dict(symbols or {})
         self.unsupported: list[UnsupportedOp] = []
         self._taken: set[str] = set()
         self._counter = 0
@@ -143,8 +146,11 @@ class Importer:
                 raise BadModelError(f"argument {i}: {e}") from None
             ty = self._symbolic(i, ty)
             if i in self.weights:
-                wname, data = self.weights[i]
-                env[arg] = self.graph.add_weight(self._unique(wname), data, ty)
+                wname, data, *role = self.weights[i]
+                w = self.graph.add_weight(
+                    self._unique(wname), data, ty, role=role[0] if role else ""
+                )
+                env[arg] = w
                 continue
             name = None
             if self.input_names and i < len(self.input_names):
@@ -180,7 +186,7 @@ class Importer:
         shape: list[Any] = []
         for d, have in zip(dims, ty.shape):
             if have is None and isinstance(d, str) and d.isidentifier():
-                shape.append(SymDim(d))
+                shape.append(self.symbols.get(d) or SymDim(d))
             else:
                 shape.append(have)
         return TensorType(ty.dtype, shape)
@@ -369,6 +375,16 @@ def _where(op: ShloOp) -> str:
     return m.group(1) if m else ""
 
 
+def scope_of(op: ShloOp) -> str:
+    """The scope JAX's name stack puts an op in, as a module path: the identifiers between
+    ``jit(f)`` and the primitive (``jit(f)/Encoder/layer0/attn/dot_general`` ->
+    ``Encoder/layer0/attn``: Flax linen's module names, ``jax.named_scope``'s names); the
+    transformations JAX records there (``jit(_take)``, ``vmap()``, an einsum's spec) are left
+    out. "" when the op is at the top."""
+    parts = _where(op).split("/")[1:-1]
+    return "/".join(p for p in parts if p.isidentifier() and p != "jit")
+
+
 def _result_names(main: Any) -> list[str]:
     n = len(list(main.regions[0].blocks[0].operations)[-1].operands)
     names = [""] * n
@@ -379,6 +395,8 @@ def _result_names(main: Any) -> list[str]:
             info = str(d["jax.result_info"]).strip('"')
             if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", info) and info != "result":
                 names[i] = info
+            elif re.fullmatch(r"(result)?(\['[A-Za-z_][A-Za-z0-9_]*'\])+", info):  # dict keys
+                names[i] = ".".join(re.findall(r"\['([^']*)'\]", info))
     return names
 
 

@@ -99,6 +99,8 @@ def drop_broadcasts(graph: Graph) -> Graph:
         k = len(b) - len(a)
         if b[k:] != a or any(d != 1 for d in b[:k]) or not out.uses:
             continue
+        # each user broadcasts it against another input of the user's full shape (a user
+        # whose only full-shape input is this reshape, var + eps, would change type)
         if not all(
             u.op in BROADCASTING
             and _shape(u.outputs[0]) is not None
@@ -213,6 +215,96 @@ def _sigmoid(node):
     return None
 
 
+def _through_broadcasts(v):
+    """``v``'s constant value, read through the reshapes and expands JAX broadcasts it with."""
+    from msc.ops.rewrite import constant_value
+
+    while v is not None and v.producer is not None and v.producer.op in ("reshape", "expand"):
+        v = v.producer.inputs[0]
+    return constant_value(v)
+
+
+def _zero_sub(node):
+    """x - 0 (Flax's RMS norm subtracts a zero mean) -> x."""
+    from msc.ops.rewrite import Match
+
+    if node.op != "sub" or _shape(node.inputs[0]) != _shape(node.outputs[0]):
+        return None
+    c = _through_broadcasts(node.inputs[1])
+    if c is None or c.dtype.kind != "f" or c.size == 0 or np.any(c != 0):
+        return None
+    return Match(node, [node], {"x": node.inputs[0]})
+
+
+def _variance(node):
+    """max(0, mean(x * x) - mean(x) ** 2) (Flax's one-pass variance) -> mean((x - mean(x))
+    ** 2), the two-pass spelling msc.ops.fusions reads as a layer norm (the same function; the
+    guard against a negative rounding error is not needed there)."""
+    from msc.ops.rewrite import Match
+
+    if node.op != "maximum":
+        return None
+    for z, d in (node.inputs, reversed(node.inputs)):
+        c = _through_broadcasts(z)
+        sub = d.producer if d is not None else None
+        if c is not None and c.size == 1 and float(c.reshape(-1)[0]) == 0.0 and sub is not None:
+            break
+    else:
+        return None
+    if sub.op != "sub":
+        return None
+    msq, mm = (v.producer for v in sub.inputs)
+    if msq is None or mm is None or msq.op != "reduce_mean" or mm.op != "mul":
+        return None
+    m = mm.inputs[0]
+    sq = msq.inputs[0].producer
+    if mm.inputs[1] is not m or sq is None or sq.op != "mul" or sq.inputs[0] is not sq.inputs[1]:
+        return None
+    mean = m.producer
+    x = sq.inputs[0]
+    if mean is None or mean.op != "reduce_mean" or mean.inputs[0] is not x:
+        return None
+    if mean.attrs != msq.attrs or mean.attrs.get("keepdims") or any(mean.inputs[1:]):
+        return None
+    shape = _shape(x)
+    if shape is None:
+        return None
+    axes = {a % len(shape) for a in mean.attrs["axes"]}
+    kept = [1 if i in axes else d for i, d in enumerate(shape)]
+    info = {"attrs": dict(mean.attrs), "kept": kept}
+    return Match(node, [node, sub, msq, mm, sq], {"x": x, "m": m}, info=info)
+
+
+def _variance_replace(b, m):
+    d = b.op("sub", m["x"], b.op("reshape", m["m"], shape=m.info["kept"]))
+    return b.op("reduce_mean", b.op("mul", d, d), **m.info["attrs"])
+
+
+def _scaled_rsqrt(node):
+    """a * (rsqrt(v) * s) (Flax's norms scale the inverse deviation) -> (a * rsqrt(v)) * s, so
+    the normalization is one product msc.ops.fusions reads."""
+    from msc.ops.rewrite import Match
+
+    if node.op != "mul":
+        return None
+    for a, inner in (node.inputs, reversed(node.inputs)):
+        p = inner.producer if inner is not None else None
+        if p is None or p.op != "mul" or _shape(a) != _shape(node.outputs[0]) or _spread(a):
+            continue
+        for r, s in (p.inputs, reversed(p.inputs)):
+            if r is not None and r.producer is not None and r.producer.op == "rsqrt" and _spread(s):
+                return Match(node, [node, p], {"a": a, "r": r, "s": s})
+    return None
+
+
+def _spread(v) -> bool:
+    """``v`` is a weight, a constant, or one broadcast or reshaped (a scale, not the data)."""
+    from msc.ir import Weight
+
+    p = v.producer if v is not None else None
+    return isinstance(v, Weight) or (p is not None and p.op in ("constant", "expand", "reshape"))
+
+
 def _freeze(v):
     if isinstance(v, np.ndarray):
         return (v.dtype.str, v.shape, v.tobytes())
@@ -267,7 +359,9 @@ def _bypass_identities(graph: Graph) -> None:
 
 def jax_spellings(graph: Graph) -> Graph:
     """``graph`` with JAX's spellings of keepdims, mean, logistic and ``initial=-inf`` put
-    back into canonical ops, and repeated computations made one (a new graph)."""
+    back into canonical ops, Flax's norms (a one-pass variance, a zero mean, the scale on the
+    inverse deviation) into the spellings msc.ops.fusions reads, and repeated computations
+    made one (a new graph)."""
     from msc.ops.rewrite import Pattern, rewrite
 
     _cse(graph)
@@ -275,7 +369,8 @@ def jax_spellings(graph: Graph) -> Graph:
         "no_op_bound", matcher=_no_op_bound, replace=lambda b, m: b.op("identity", m["x"])
     )
     sigmoid = Pattern("sigmoid", matcher=_sigmoid, replace=lambda b, m: b.op("sigmoid", m["x"]))
-    graph = rewrite(graph, [identity, sigmoid])
+    zero_sub = Pattern("zero_sub", matcher=_zero_sub, replace=lambda b, m: b.op("identity", m["x"]))
+    graph = rewrite(graph, [identity, sigmoid, zero_sub])
     _bypass_identities(graph)
     patterns = [
         Pattern("keepdims", matcher=_keepdims, replace=_keepdims_replace),
@@ -285,4 +380,17 @@ def jax_spellings(graph: Graph) -> Graph:
             replace=lambda b, m: b.op("reduce_mean", m["x"], **m.info["attrs"]),
         ),
     ]
-    return rewrite(graph, patterns)
+    graph = rewrite(graph, patterns)
+    norms = [
+        Pattern("variance", matcher=_variance, replace=_variance_replace),
+        Pattern(
+            "scaled_rsqrt",
+            matcher=_scaled_rsqrt,
+            replace=lambda b, m: b.op("mul", b.op("mul", m["a"], m["r"]), m["s"]),
+        ),
+    ]
+    changed = rewrite(graph, norms)
+    _cse(changed)  # the variance's x - mean is the one the normalization already computes
+    # keepdims again (the mean the variance no longer squares), and a scale broadcast for
+    # the scaled inverse deviation that the product now does itself
+    return drop_broadcasts(rewrite(changed, patterns[:1]))

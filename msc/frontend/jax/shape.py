@@ -379,6 +379,53 @@ def dynamic_slice(ctx: Ctx, sop: ShloOp, x, *starts):
     return ctx.op("slice", x, begin, end, axes=axes)
 
 
+@converter("stablehlo.dynamic_gather")
+def dynamic_gather(ctx: Ctx, sop: ShloOp, x, idx, sizes):
+    """A gather whose window sizes are run-time values: jax.export writes ``x[:n]`` and
+    ``x[:, 0]`` under symbolic dims so (one start vector). That is a slice of every dim from
+    its start (the indexed dims' starts clamped, as StableHLO does, so the window fits; the
+    others from 0) as long as the window, with the collapsed dims squeezed out."""
+    from jaxlib.mlir.dialects import stablehlo as sh
+
+    d = sh.GatherDimensionNumbers(sop.raw("dimension_numbers"))
+    smap, collapsed, r = list(d.start_index_map), list(d.collapsed_slice_dims), x.type.rank
+    if (
+        list(d.operand_batching_dims)
+        or idx.type.rank != 1
+        or not set(collapsed) <= set(smap)
+        or list(d.offset_dims) != list(range(r - len(collapsed)))
+    ):
+        raise Unsupported("a dynamic_gather that is not one window (a slice of run-time length)")
+    start = ctx.cast(idx, DType.INT64)
+    zero = ctx.const(np.zeros(1, np.int64), DType.INT64)
+    parts = [
+        ctx.op("slice", start, starts=[smap.index(a)], ends=[smap.index(a) + 1], axes=[0])
+        if a in smap
+        else zero
+        for a in range(r)
+    ]
+    begin = parts[0] if r == 1 else ctx.op("concat", *parts, axis=0)
+    length = ctx.cast(sizes, DType.INT64)
+    p = idx.producer
+    if not (p is not None and p.op == "constant" and not p.attrs["value"].any()):
+        room = ctx.op("sub", ctx.op("shape", x), length)  # 0 <= it for the dims not indexed
+        begin = ctx.op("minimum", ctx.op("maximum", begin, ctx.const(0, DType.INT64)), room)
+    end = ctx.op("add", begin, length)
+    y = ctx.op("slice", x, begin, end, axes=list(range(r)))
+    return ctx.op("squeeze", y, axes=collapsed) if collapsed else y
+
+
+@converter("stablehlo.dynamic_iota")
+def dynamic_iota(ctx: Ctx, sop: ShloOp, shape):
+    """An iota of a run-time shape (``jnp.arange(n)`` with a symbolic ``n``): a running count
+    of ones along the axis, less one."""
+    out = ctx.out_type()
+    axis = sop.attr("iota_dimension")
+    ones = ctx.op("full", ctx.cast(shape, DType.INT64), value=1.0, dtype=DType.INT64)
+    r = ctx.op("sub", ctx.op("cumsum", ones, axis=axis), ctx.const(1, DType.INT64))
+    return ctx.cast(r, out.dtype)
+
+
 @converter("stablehlo.dynamic_update_slice")
 def dynamic_update_slice(ctx: Ctx, sop: ShloOp, x, upd, *starts):
     """``lax.dynamic_update_slice`` onto index_put: x[s0:s0+n0, ...] = update, each index a
