@@ -1,7 +1,7 @@
 """JAX -> ONNX: msc against jax2onnx on the same JAX models (issue 33).
 
     pip install jax2onnx            # its own extra dependencies (flax, equinox, orbax, ...)
-    python bench/jax2onnx_compare.py [--models mlp cnn ...] [--json PATH] [--markdown PATH]
+    python bench/jax2onnx_compare.py [--models mlp cnn ...] [--json bench/results/jax2onnx.json]
 
 Per model (a pure JAX function over a params pytree, or a Flax module with random weights,
 from the tests' own model builders): each tool converts it to an ONNX ModelProto (msc:
@@ -9,9 +9,9 @@ from the tests' own model builders): each tool converts it to an ONNX ModelProto
 each in this process after one warm-up conversion); the file's node count and initializers;
 onnxruntime (one thread) runs it and its outputs are compared with JAX's on CPU
 (|a - b| <= 1e-4 + 1e-3 max |ref|); run time is the median of interleaved calls. A tool
-that raises is recorded with its error. Prints a table; ``--json`` / ``--markdown`` write
-the figures (bench/results/jax2onnx.json, docs/performance.md's section is built from it by
-bench/report.py).
+that raises is recorded with its error. Prints a table; ``--json`` writes the figures
+(bench/results/jax2onnx.json, from which bench/report.py builds docs/performance.md's
+section).
 """
 
 from __future__ import annotations
@@ -56,11 +56,28 @@ def _models() -> dict[str, Callable[[], tuple[Callable, tuple, str]]]:
         "cnn": pure("cnn"),
     }
     try:
+        import jax
+
         import tests.frontend.test_flax as tf
-    except Exception:  # noqa: BLE001 - flax not installed, or its models not there
+    except Exception:  # noqa: BLE001 - flax not installed: the pure JAX models only
         return out
-    for name, build in getattr(tf, "BENCH_MODELS", {}).items():
-        out[f"flax-{name}"] = build
+
+    def flax(make: Callable, *inputs: np.ndarray, stats: bool = False, seed: int = 0):
+        def build():
+            model = make()
+            variables = model.init(jax.random.key(seed), *inputs)
+            if stats:
+                variables = tf.randomize_stats(variables)
+            fn = lambda *xs: model.apply(variables, *xs)  # noqa: E731 - weights as constants
+            return fn, inputs, f"Flax linen {type(model).__name__}, random init"
+
+        return build
+
+    out["flax-cnn"] = flax(tf.CNN, tf.f32(2, 16, 16, 3), stats=True)
+    out["flax-resnet"] = flax(tf.ResNet, tf.f32(2, 16, 16, 3), stats=True, seed=1)
+    out["flax-encoder"] = flax(tf.Encoder, tf.ids(2, 8), seed=2)
+    out["flax-decoder-rotary"] = flax(tf.Decoder, tf.ids(2, 8), seed=4)
+    out["flax-whisper-style"] = flax(tf.Whisper, tf.f32(2, 20, 8), tf.ids(2, 6), seed=5)
     return out
 
 
@@ -130,52 +147,22 @@ def bench_model(name: str, build: Callable, repeat: int, iters: int) -> dict[str
     return row
 
 
-def _cell(r: dict[str, Any]) -> list[str]:
-    if "error" in r:
-        return ["FAIL", "-", "-", "-", r["error"][:80]]
-    ok = r["check"]
-    return [
-        f"{r['convert_s'] * 1e3:.0f}",
-        str(r["nodes"]),
-        f"{r['run_s'] * 1e6:.0f}",
-        f"{'ok' if ok['ok'] else 'WRONG'} {ok['max_abs_err']:.0e}",
-        "",
-    ]
-
-
-def markdown(results: dict[str, Any]) -> str:
-    env = results["environment"]
-    lines = [
-        f"jax {env['jax']}, jax2onnx {env['jax2onnx']}, onnxruntime {env['onnxruntime']} "
-        f"({env['date']}, commit {env['commit']}); `python bench/jax2onnx_compare.py`.",
-        "Convert: median of 3 conversions to a ModelProto; run: onnxruntime, one thread, median "
-        "of interleaved calls; outputs against JAX on CPU.",
-        "",
-        "| model | tool | convert ms | nodes | run us | outputs | error |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
-    ]
-    for name, row in results["models"].items():
-        for tool, r in row["tools"].items():
-            lines.append(f"| {name} | {tool} | " + " | ".join(_cell(r)) + " |")
-    return "\n".join(lines) + "\n"
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--models", nargs="*", help="default: all")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--iters", type=int, default=50)
-    ap.add_argument("--json")
-    ap.add_argument("--markdown")
+    ap.add_argument("--json", help="write the figures here (bench/results/jax2onnx.json)")
     a = ap.parse_args(argv)
+    from importlib import metadata
+
     import jax
     import onnxruntime
+    import report
 
     try:
-        import jax2onnx
-
-        j2o = getattr(jax2onnx, "__version__", "installed")
-    except ImportError:
+        j2o = metadata.version("jax2onnx")
+    except metadata.PackageNotFoundError:
         j2o = "not installed"
     models = _models()
     names = a.models or list(models)
@@ -192,11 +179,9 @@ def main(argv: list[str] | None = None) -> int:
     for name in names:
         row = results["models"][name] = bench_model(name, models[name], a.repeat, a.iters)
         for tool, r in row["tools"].items():
-            print(f"{name:22s} {tool:9s} " + "  ".join(_cell(r)), flush=True)
+            print(f"{name:22s} {tool:9s} " + "  ".join(report.jax2onnx_cells(r)), flush=True)
     if a.json:
         Path(a.json).write_text(json.dumps(results, indent=1) + "\n")
-    if a.markdown:
-        Path(a.markdown).write_text(markdown(results))
     return 0
 
 

@@ -10,7 +10,8 @@ README section differs from what this script makes of the committed JSON, so the
 cannot drift from the run they came from.
 
 # NOTE: reads JSON only (bench/results/bench.json, llama13b.json, relax.json,
-# onnx_deploy.json); imports neither torch nor msc, so the page can be checked anywhere.
+# onnx_deploy.json, jax2onnx.json); imports neither torch nor msc, so the page can be checked
+# anywhere.
 """
 
 from __future__ import annotations
@@ -205,7 +206,50 @@ def _deploy_section(d: dict) -> list[str]:
     return lines
 
 
-def page(results: dict, relax: list[dict] | None = None, deploy: dict | None = None) -> str:
+def _jax2onnx_section(d: dict) -> list[str]:
+    """msc against jax2onnx on the same JAX models (bench/jax2onnx_compare.py)."""
+    env = d["environment"]
+    lines = [
+        "## JAX -> ONNX against jax2onnx",
+        "",
+        "Generated from `bench/results/jax2onnx.json`, written by",
+        "`python bench/jax2onnx_compare.py --json bench/results/jax2onnx.json`",
+        f"({env['date']}, commit {env['commit']}, jax {env['jax']}, jax2onnx {env['jax2onnx']}, "
+        f"onnxruntime {env['onnxruntime']}).",
+        "The same JAX function (a pure function over a params pytree, or a Flax module with",
+        "random weights from tests/frontend/test_flax.py) through each tool to an ONNX model.",
+        "Convert: median of 3 conversions, after one warm-up. Run: onnxruntime, one thread,",
+        "median of interleaved calls. Outputs against JAX on CPU.",
+        "",
+        "| model | tool | convert ms | nodes | run us | outputs | error |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for name, row in d["models"].items():
+        for tool, r in row["tools"].items():
+            lines.append(f"| {name} | {tool} | " + " | ".join(jax2onnx_cells(r)) + " |")
+    return lines
+
+
+def jax2onnx_cells(r: dict) -> list[str]:
+    """One tool's figures on one model: convert ms, nodes, run us, outputs, error."""
+    if "error" in r:
+        return ["FAIL", "-", "-", "-", r["error"][:80].replace("|", "/")]
+    ok = r["check"]
+    return [
+        f"{r['convert_s'] * 1e3:.0f}",
+        str(r["nodes"]),
+        f"{r['run_s'] * 1e6:.0f}",
+        f"{'ok' if ok['ok'] else 'WRONG'} {ok['max_abs_err']:.0e}",
+        "",
+    ]
+
+
+def page(
+    results: dict,
+    relax: list[dict] | None = None,
+    deploy: dict | None = None,
+    jax2onnx: dict | None = None,
+) -> str:
     """docs/performance.md, generated from one bench run (and the last Relax timings): how to
     reproduce it, the machine and commit, every target with its figure, and the tables."""
     env = results["environment"]
@@ -240,6 +284,8 @@ def page(results: dict, relax: list[dict] | None = None, deploy: dict | None = N
         lines += ["", *_relax_section(relax)]
     if deploy:
         lines += ["", *_deploy_section(deploy)]
+    if jax2onnx:
+        lines += ["", *_jax2onnx_section(jax2onnx)]
     return "\n".join(lines) + "\n"
 
 
@@ -337,7 +383,11 @@ def _load(path: Path) -> dict | list | None:
 
 def _extra() -> tuple:
     """The sections from the other benches' saved results (None where there are none)."""
-    return _load(RESULTS / "relax.json"), _load(RESULTS / "onnx_deploy.json")
+    return (
+        _load(RESULTS / "relax.json"),
+        _load(RESULTS / "onnx_deploy.json"),
+        _load(RESULTS / "jax2onnx.json"),
+    )
 
 
 def build(bench: Path = RESULTS / "bench.json") -> str:
