@@ -7,6 +7,8 @@ Rules (``msc.rewrite`` matchers, each exact; a rule's label is what ``diff`` cou
   ``logical_and`` with true) by a constant of any kind (a weight too), dropped;
 - ``unsqueeze(unsqueeze(x, a), b)`` as one unsqueeze (and squeezes alike): torch.export writes
   one dim at a time, torch.onnx several at once;
+- ``squeeze(slice(x, k, k + 1, axis), axis)`` -> ``gather(x, k, axis)`` of a 0-d ``k``:
+  torch.export's ``select`` against ONNX's Gather of a scalar index;
 - ``gather(x, range(0, n, 1), axis)`` -> ``slice(x, 0, n, axis)`` where ``n`` is at most the
   dim (torch.export's slice to a symbolic end, against ONNX's Slice);
 - gather-style ops' ``negative_indices`` where the indices are known not to be negative;
@@ -223,6 +225,31 @@ def _gather_range_to_slice(b: Builder, m: Match) -> Value:
     end = b.op("unsqueeze", m["limit"], axes=[0])  # a 1-d end, as Slice reads it
     start = b.const([0], DType.INT64)
     return b.op("slice", m["x"], start, end, axes=[m.info["axis"]], steps=[1])
+
+
+def _find_slice_squeezed(n: Node) -> Match | None:
+    """squeeze(slice(x, k, k + 1, axis), axis) is gather(x, k, axis) of a 0-d index: the one
+    element ``x[:, k]`` picks (torch.export's select, ONNX's Gather of a scalar)."""
+    s = n.inputs[0].producer if n.op == "squeeze" and n.inputs[0] is not None else None
+    if s is None or s.op != "slice" or len(s.inputs) != 1 or len(s.output.uses) != 1:
+        return None
+    x, a = s.inputs[0], s.attrs
+    rank = None if x is None else x.type.rank
+    if rank is None or _axes(n, rank) is None or len(a.get("axes") or ()) != 1:
+        return None
+    axis = a["axes"][0] % rank
+    k, end, step = a["starts"][0], a["ends"][0], (a.get("steps") or [1])[0]
+    dim = x.type.shape[axis]  # type: ignore[index]
+    if _axes(n, rank) != [axis] or step != 1 or k < 0 or end != k + 1:
+        return None
+    if not (isinstance(dim, int) and k < dim):  # past the end, slice clamps, gather fails
+        return None
+    return Match(n, [s, n], {"x": x}, info={"axis": axis, "k": k})  # type: ignore[dict-item]
+
+
+def _select(b: Builder, m: Match) -> Value:
+    index = b.const(np.array(m.info["k"], np.int64), DType.INT64)
+    return b.op("gather", m["x"], index, axis=m.info["axis"])
 
 
 def _integer_zeros(v: Value | None, depth: int = 0) -> bool:
@@ -600,6 +627,7 @@ RULES = [
         lambda b, m: b.op("squeeze", m["x"], axes=m.info["axes"]),
     ),
     ("gather of a range -> slice", _find_gather_range, _gather_range_to_slice),
+    ("slice of one element, squeezed -> gather", _find_slice_squeezed, _select),
     (
         "negative_indices of indices never negative dropped",
         _find_negative_indices,

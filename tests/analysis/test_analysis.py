@@ -407,6 +407,19 @@ def _weight_t(scale, spelled):
     return body
 
 
+def _select(k, spelled):
+    """x[:, k]: torch.export's select (slice + squeeze) or ONNX's Gather of a 0-d index."""
+
+    def body(g, x):
+        if spelled:
+            y = _op(g, "slice", x, starts=[k], ends=[k + 1], axes=[1], steps=[1])
+            return _op(g, "relu", _op(g, "squeeze", y, axes=[1]))
+        i = g.add_weight("i", np.array(1, np.int64))
+        return _op(g, "relu", _op(g, "gather", x, i, axis=1))
+
+    return body
+
+
 def _gelu(half):
     def body(g, x):
         if half is None:
@@ -467,6 +480,8 @@ CANONICAL_CASES = [
     ("weight_transposed", _weight_t(1.0, False), _weight_t(1.0, True), _weight_t(1.5, True),
      "transpose absorbed into linear"),
     ("gelu", _gelu(None), _gelu(0.5), _gelu(0.6), "spelled-out gelu_erf fused"),
+    ("select", _select(1, False), _select(1, True), _select(0, True),
+     "slice of one element, squeezed -> gather"),
 ]  # fmt: skip
 
 

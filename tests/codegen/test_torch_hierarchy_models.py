@@ -177,13 +177,6 @@ MODELS = {
 # (model, source) -> {check: why the ONNX file cannot give it}. A listed check that passes
 # fails the test: remove the entry.
 EXPECTED: dict[tuple[str, str], dict[str, str]] = {
-    **{
-        (m, "onnx"): {
-            "readback": "ONNX's Gather of one index (the first token) is written x[:, 0], "
-            "which torch.export reads back as select (slice + squeeze)",
-        }
-        for m in ("bert", "vit")
-    },
     ("moe", "onnx"): {
         "readback": "ONNX's TopK and GatherElements are written as torch.topk and indexing, "
         "which torch.export reads back as sort + slice and gather",
