@@ -176,12 +176,7 @@ MODELS = {
 
 # (model, source) -> {check: why the ONNX file cannot give it}. A listed check that passes
 # fails the test: remove the entry.
-EXPECTED: dict[tuple[str, str], dict[str, str]] = {
-    ("moe", "onnx"): {
-        "readback": "ONNX's TopK and GatherElements are written as torch.topk and indexing, "
-        "which torch.export reads back as sort + slice and gather",
-    },
-}
+EXPECTED: dict[tuple[str, str], dict[str, str]] = {}
 
 # (model, source) -> (why, the source's keys the file no longer holds, the keys of what it
 # holds instead), as fnmatch patterns: folds torch.onnx made, which no reader can undo (the
