@@ -200,12 +200,10 @@ def _from_uses(g: Graph, name: str, w: Weight, folded: bool) -> str:
 
 # ``p_model_norm_weight: PARAMETER target='model.norm.weight'`` (buffers add ``persistent=``).
 _SPEC = re.compile(
-    r"^(\w+): (PARAMETER|BUFFER|CONSTANT_TENSOR) target=(['\"])(.+?)\3"
+    r"^(\w+): (PARAMETER|BUFFER|CONSTANT_TENSOR) target=(['\"])([^'\"\n]+)\3"
     r"(?: persistent=(True|False))?$",
     re.M,
 )
-# The FX node's arguments: ``... = call_function[target=...](args = (%p_w, %x), kwargs = {})``.
-_FX_ARGS = re.compile(r"\]\((.*)\)\s*$", re.S)
 _PLACEHOLDER = re.compile(r"%(\w+)")
 _LINEAR = re.compile(r"^aten\.linear(\.|$)")
 
@@ -293,8 +291,11 @@ def read_signature(
         return None
     reads: dict[str, list[set[str]]] = {}
     for inputs, props in nodes:
-        m = _FX_ARGS.search(props.get("pkg.torch.onnx.fx_node", ""))
-        placeholders = set(_PLACEHOLDER.findall(m.group(1))) if m else set()
+        # The FX node's arguments: ``%x : [...] = call_function[target=...](args = ...)``
+        # (found by position, not by a pattern: the text is untrusted and may be long).
+        fx = props.get("pkg.torch.onnx.fx_node", "")
+        start = fx.find("](")
+        placeholders = set(_PLACEHOLDER.findall(fx, start)) if start >= 0 else set()
         for x in set(inputs) & initializers:
             reads.setdefault(x, []).append(placeholders)
     return Signature(specs, reads)
