@@ -4,8 +4,9 @@
 # - Each step returns a new graph (``copy_graph``), or the graph itself when it changes
 #   nothing; the caller's graph is never edited. ``as_generated`` applies the same steps, so a
 #   re-import of the generated module is compared with what the code really computes.
-# - Only weights whose source gave them no role (ONNX initializers) are touched: a torch
-#   model's parameters, buffers and constants are state and stay weights.
+# - Only weights that are not state are touched: those whose source gave them no role (ONNX
+#   initializers) or called them constants (tensor literals of the code, the shape pieces
+#   torch.onnx made); a model's parameters and buffers stay weights.
 # - What torch cannot say in one call is spelled as graph ops before emission (indices counted
 #   from the end, for torch.gather), so the re-import of the code is the graph as prepared.
 """
@@ -28,7 +29,7 @@ SHAPE_WEIGHT_ELEMENTS = 16
 def _is_shape_weight(w: Weight, outputs: set[int]) -> bool:
     t = w.type
     return (
-        w.role == ""
+        w.role in ("", "constant")
         and not w.aliases
         and w.uses
         and id(w) not in outputs

@@ -464,10 +464,18 @@ def _find_matmul_add(n: Node) -> Match | None:
 
 
 def _linear_weight(g: Graph, mm: Node, m: Match) -> Weight:
-    """A matmul's [in, out] weight as linear's [out, in]: ``x.weight_t`` -> ``x.weight``."""
+    """A matmul's [in, out] weight as linear's [out, in]: ``x.weight_t`` and ``x.weight~T``
+    (msc.ops.fusions.PRETRANSPOSED) -> ``x.weight``."""
+    from msc.ops.fusions import PRETRANSPOSED
+
     w = mm.inputs[1]
     name = w.name or "w"  # type: ignore[union-attr]
-    base = name.removesuffix(".weight_t") + ".weight" if name.endswith(".weight_t") else name + ".T"
+    if name.endswith(".weight_t"):
+        base = name.removesuffix(".weight_t") + ".weight"
+    elif name.endswith(PRETRANSPOSED):
+        base = name.removesuffix(PRETRANSPOSED)
+    else:
+        base = name + ".T"
     return _new_weight(g, base, np.ascontiguousarray(_const(w).T))  # type: ignore[union-attr]
 
 

@@ -7,6 +7,11 @@ Rules (``msc.rewrite`` matchers, each exact; a rule's label is what ``diff`` cou
   ``logical_and`` with true) by a constant of any kind (a weight too), dropped;
 - ``unsqueeze(unsqueeze(x, a), b)`` as one unsqueeze (and squeezes alike): torch.export writes
   one dim at a time, torch.onnx several at once;
+- ``squeeze(slice(x, k, k + 1, axis), axis)`` -> ``gather(x, k, axis)`` of a 0-d ``k``:
+  torch.export's ``select`` against ONNX's Gather of a scalar index;
+- ``index(x, i)`` on one axis -> ``gather(x, i, axis)`` (torch.export's ``x[i]``);
+- ``topk`` sorted and stable (ONNX's TopK) -> the first k of a stable ``sort`` (generated
+  PyTorch's spelling: torch.topk has no stable order);
 - ``gather(x, range(0, n, 1), axis)`` -> ``slice(x, 0, n, axis)`` where ``n`` is at most the
   dim (torch.export's slice to a symbolic end, against ONNX's Slice);
 - gather-style ops' ``negative_indices`` where the indices are known not to be negative;
@@ -223,6 +228,64 @@ def _gather_range_to_slice(b: Builder, m: Match) -> Value:
     end = b.op("unsqueeze", m["limit"], axes=[0])  # a 1-d end, as Slice reads it
     start = b.const([0], DType.INT64)
     return b.op("slice", m["x"], start, end, axes=[m.info["axis"]], steps=[1])
+
+
+def _find_slice_squeezed(n: Node) -> Match | None:
+    """squeeze(slice(x, k, k + 1, axis), axis) is gather(x, k, axis) of a 0-d index: the one
+    element ``x[:, k]`` picks (torch.export's select, ONNX's Gather of a scalar)."""
+    s = n.inputs[0].producer if n.op == "squeeze" and n.inputs[0] is not None else None
+    if s is None or s.op != "slice" or len(s.inputs) != 1 or len(s.output.uses) != 1:
+        return None
+    x, a = s.inputs[0], s.attrs
+    rank = None if x is None else x.type.rank
+    if rank is None or _axes(n, rank) is None or len(a.get("axes") or ()) != 1:
+        return None
+    axis = a["axes"][0] % rank
+    k, end, step = a["starts"][0], a["ends"][0], (a.get("steps") or [1])[0]
+    dim = x.type.shape[axis]  # type: ignore[index]
+    if _axes(n, rank) != [axis] or step != 1 or k < 0 or end != k + 1:
+        return None
+    if not (isinstance(dim, int) and k < dim):  # past the end, slice clamps, gather fails
+        return None
+    return Match(n, [s, n], {"x": x}, info={"axis": axis, "k": k})  # type: ignore[dict-item]
+
+
+def _select(b: Builder, m: Match) -> Value:
+    index = b.const(np.array(m.info["k"], np.int64), DType.INT64)
+    return b.op("gather", m["x"], index, axis=m.info["axis"])
+
+
+def _find_one_index(n: Node) -> Match | None:
+    """index(x, i) on one axis is gather(x, i, axis): numpy's take, the form torch.export
+    gives ``x[i]`` and index_select (both wrap negative indices alike)."""
+    if n.op != "index" or len(n.inputs) != 2 or len(n.attrs["axes"]) != 1:
+        return None
+    x, i = n.inputs
+    if x is None or i is None or x.type.rank is None:
+        return None
+    if i.type.dtype not in (DType.INT32, DType.INT64):
+        return None
+    axis = n.attrs["axes"][0] % x.type.rank
+    return Match(n, [n], {"x": x, "i": i}, info={"axis": axis})
+
+
+def _find_stable_topk(n: Node) -> Match | None:
+    """topk(x, k) that is sorted and stable (ties in index order, ONNX's TopK) is the first k
+    of a stable sort: what generated PyTorch writes, torch.topk having no stable order."""
+    a = n.attrs if n.op == "topk" else {}
+    x = n.inputs[0] if a else None
+    if x is None or x.type.rank is None or a["k"] is None:
+        return None
+    if not (a["sorted"] and a["stable"]) or (len(n.inputs) > 1 and n.inputs[1] is not None):
+        return None
+    return Match(n, [n], {"x": x}, info={"axis": a["axis"] % x.type.rank})
+
+
+def _sorted_first_k(b: Builder, m: Match) -> list[Value]:
+    a, axis = m.root.attrs, m.info["axis"]
+    out = b.multi("sort", m["x"], axis=a["axis"], descending=a["largest"], stable=True)
+    cut = {"starts": [0], "ends": [a["k"]], "axes": [axis], "steps": [1]}
+    return [b.op("slice", v, **cut) for v in out]
 
 
 def _integer_zeros(v: Value | None, depth: int = 0) -> bool:
@@ -600,6 +663,13 @@ RULES = [
         lambda b, m: b.op("squeeze", m["x"], axes=m.info["axes"]),
     ),
     ("gather of a range -> slice", _find_gather_range, _gather_range_to_slice),
+    ("slice of one element, squeezed -> gather", _find_slice_squeezed, _select),
+    (
+        "index of one axis -> gather",
+        _find_one_index,
+        lambda b, m: b.op("gather", m["x"], m["i"], axis=m.info["axis"]),
+    ),
+    ("stable topk -> sort + slice", _find_stable_topk, _sorted_first_k),
     (
         "negative_indices of indices never negative dropped",
         _find_negative_indices,

@@ -30,7 +30,7 @@ from msc.ir.graph import Graph, Node, Value, Weight
 from msc.ir.types import TensorType
 from msc.ops.rewrite import Match, Pattern, constant_value, rewrite
 
-__all__ = ["FUSIONS", "fuse", "transposed_weight"]
+__all__ = ["FUSIONS", "fuse", "transposed_weight", "PRETRANSPOSED"]
 
 
 def _near(v: Value | None, want: float, rtol: float = 1e-6) -> bool:
@@ -131,9 +131,40 @@ def _linear_pattern() -> Pattern:
     return Pattern("linear", [x, w, bias], [y], replace=replace, check=check, any_dtype=True)
 
 
+def _pretransposed_pattern() -> Pattern:
+    """``matmul(x, W~T)`` -> ``linear(x, W)``: a bias-free linear whose weight the file stores
+    transposed and says so by its name (``PRETRANSPOSED``)."""
+    b = Builder()
+    x, w = (Value(n, TensorType(DType.FLOAT32, None)) for n in ("x", "w"))
+    y = b.op("matmul", x, w)
+
+    def check(m: Match) -> bool:
+        w = m["w"]
+        if not isinstance(w, Weight) or not w.name.endswith(PRETRANSPOSED):
+            return False
+        if not w.has_data or w.type.rank != 2 or m["x"].type.rank in (None, 0):
+            return False
+        return isinstance(w.storage, np.ndarray) or w.nbytes <= TRANSPOSE_LIMIT
+
+    def replace(b: Builder, m: Match) -> Value:
+        return b.op("linear", m["x"], transposed_weight(m.graph, m["w"], m.nodes))
+
+    return Pattern(
+        "linear_pretransposed", [x, w], [y], replace=replace, check=check, any_dtype=True
+    )
+
+
+# The suffix of the name of a 2-d weight stored transposed: codegen.onnx's folded Transpose of
+# ``W`` is ``W~T``, and msc.frontend.onnx names torch.onnx's transposed linear weights so.
+# Transposed back (linear's layout) it is ``W`` again.
+PRETRANSPOSED = "~T"
+
+
 def transposed_weight(g: Graph, w: Weight, matched: list[Node]) -> Weight:
     """``w`` transposed as a weight: replacing ``w`` under its name when only the match uses
-    it, else a new weight ``<name>.T``."""
+    it, else a new weight ``<name>.T``. A 2-d ``W~T`` (``PRETRANSPOSED``) becomes ``W``, or
+    the graph's ``W`` itself when that holds the same values (a tied weight the file stored
+    twice: GPT-2's embedding and, transposed, its head)."""
     data = w.storage
     if isinstance(data, np.ndarray):
         new_data = np.ascontiguousarray(data.T)
@@ -142,6 +173,15 @@ def transposed_weight(g: Graph, w: Weight, matched: list[Node]) -> Weight:
     shape = tuple(reversed(w.type.shape))
     t = TensorType(w.type.dtype, shape)
     only_here = all(u in matched for u, _ in w.uses)
+    if only_here and w.name.endswith(PRETRANSPOSED) and len(shape) == 2:
+        name = w.name.removesuffix(PRETRANSPOSED)
+        same = g.weights.get(name)
+        if same is None:
+            del g.weights[w.name]
+            return g.add_weight(name, new_data, t, role=w.role, aliases=w.aliases)
+        if same.type == t and same.has_data and np.array_equal(same.numpy(), w.numpy().T):
+            del g.weights[w.name]
+            return same
     if only_here:
         del g.weights[w.name]
         return g.add_weight(w.name, new_data, t, role=w.role, aliases=w.aliases)
@@ -740,6 +780,7 @@ def _silu_pattern() -> Pattern:
 # affine folds, attention last, then its keys and values unrepeated.
 FUSIONS: list[Pattern] = [
     _linear_pattern(),
+    _pretransposed_pattern(),
     _walking("gelu_erf", _gelu_erf, lambda b, m: b.op("gelu", m["x"])),
     _walking("gelu_tanh", _gelu_tanh, lambda b, m: b.op("gelu", m["x"], approximate="tanh")),
     _norm_pattern("layer_norm", _layer_norm),

@@ -293,11 +293,12 @@ def rewrite(
             changed |= _apply(out, p)
         if not changed:
             break
-    # Weights the rewrites left unused go (a weight the source did not use stays).
+    # Weights the rewrites left unused go (a weight the source did not use stays; one a
+    # rewrite replaced under another name is gone already).
     used = {name for name, w in graph.weights.items() if w.uses or w in graph.outputs}
     for name in used:
-        w = out.weights[name]
-        if not w.uses and w not in out.outputs:
+        w = out.weights.get(name)
+        if w is not None and not w.uses and w not in out.outputs:
             del out.weights[name]
     return out.validate()
 

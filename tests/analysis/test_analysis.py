@@ -407,6 +407,48 @@ def _weight_t(scale, spelled):
     return body
 
 
+def _select(k, spelled):
+    """x[:, k]: torch.export's select (slice + squeeze) or ONNX's Gather of a 0-d index."""
+
+    def body(g, x):
+        if spelled:
+            y = _op(g, "slice", x, starts=[k], ends=[k + 1], axes=[1], steps=[1])
+            return _op(g, "relu", _op(g, "squeeze", y, axes=[1]))
+        i = g.add_weight("i", np.array(1, np.int64))
+        return _op(g, "relu", _op(g, "gather", x, i, axis=1))
+
+    return body
+
+
+def _take(k, spelled):
+    """x[:, [k, 0]]: ONNX's index (GatherND) or torch.export's gather of one index tensor."""
+
+    def body(g, x):
+        i = g.add_weight("i", np.array([k, 0], np.int64))
+        if spelled:
+            return _op(g, "relu", _op(g, "index", x, i, axes=[1]))
+        return _op(g, "relu", _op(g, "gather", x, i, axis=1))
+
+    return body
+
+
+def _topk(k, spelled):
+    """The k largest along the last axis, in a stable order: ONNX's TopK, or generated
+    PyTorch's stable sort and slice."""
+
+    def body(g, x):
+        if spelled:
+            values, _ = g.add_node(
+                "sort", [x], {"axis": -1, "descending": True, "stable": True}
+            ).outputs
+            y = _op(g, "slice", values, starts=[0], ends=[k], axes=[3], steps=[1])
+        else:
+            y = g.add_node("topk", [x], {"k": k, "axis": -1, "stable": True}).outputs[0]
+        return _op(g, "relu", y)
+
+    return body
+
+
 def _gelu(half):
     def body(g, x):
         if half is None:
@@ -467,6 +509,10 @@ CANONICAL_CASES = [
     ("weight_transposed", _weight_t(1.0, False), _weight_t(1.0, True), _weight_t(1.5, True),
      "transpose absorbed into linear"),
     ("gelu", _gelu(None), _gelu(0.5), _gelu(0.6), "spelled-out gelu_erf fused"),
+    ("select", _select(1, False), _select(1, True), _select(0, True),
+     "slice of one element, squeezed -> gather"),
+    ("index", _take(1, False), _take(1, True), _take(0, True), "index of one axis -> gather"),
+    ("topk", _topk(2, False), _topk(2, True), _topk(3, True), "stable topk -> sort + slice"),
 ]  # fmt: skip
 
 

@@ -662,9 +662,76 @@ def test_torch_exported_models_import(tmp_path, case, dynamo, opset):
     # its module and role (msc.frontend.onnx.scopes).
     renamed = set(g.weights) - inits
     assert len(g.weights) <= len(inits)
-    assert all(re.search(r"\.(weight|bias|weight_t)(_\d+)?$", k) for k in renamed), renamed
+    assert all(re.search(r"\.(weight|bias|weight~T)(_\d+)?$", k) for k in renamed), renamed
     with torch.no_grad():
         _check_numerics(g, module, x)
+
+
+def _fx_node(name, module, fx):
+    """A node as torch.onnx's dynamo exporter writes it: module scopes and its FX node."""
+    op, ins, outs = name
+    n = helper.make_node(op, ins, outs, name=outs[0])
+    scopes = ["", *([module] if module else []), outs[0]]
+    helper.set_metadata_props(
+        n, {"pkg.torch.onnx.name_scopes": repr(scopes), "pkg.torch.onnx.fx_node": fx}
+    )
+    return n
+
+
+def test_torch_onnx_signature_gives_source_names_roles_and_ties():
+    # torch.onnx's file renames what it rewrote (val_N) and keeps one name of a tied weight;
+    # its graph signature and each node's FX node say which source tensor each one is.
+    rng = np.random.default_rng(0)
+    head, fc, table, scale = (rng.standard_normal(s).astype(np.float32) for s in
+                              [(10, 4), (4, 4), (1, 3, 4), (10,)])  # fmt: skip
+    nodes = [
+        _fx_node(("Gather", ["head.weight", "ids"], ["embedding"]), "emb",
+                 "%embedding = call_function[target=torch.ops.aten.embedding.default]"
+                 "(args = (%p_head_weight, %ids), kwargs = {})"),
+        _fx_node(("MatMul", ["embedding", "val_3"], ["linear"]), "fc",
+                 "%linear = call_function[target=torch.ops.aten.linear.default]"
+                 "(args = (%embedding, %p_fc_weight), kwargs = {})"),
+        _fx_node(("Add", ["linear", "val_7"], ["add"]), "",
+                 "%add = call_function[target=torch.ops.aten.add.Tensor]"
+                 "(args = (%linear, %embedding_1), kwargs = {})"),
+        _fx_node(("MatMul", ["add", "val_9"], ["linear_1"]), "head",
+                 "%linear_1 = call_function[target=torch.ops.aten.linear.default]"
+                 "(args = (%add, %p_head_weight), kwargs = {})"),
+        _fx_node(("Mul", ["linear_1", "val_11"], ["mul"]), "",
+                 "%mul = call_function[target=torch.ops.aten.mul.Tensor]"
+                 "(args = (%linear_1, %p_scale), kwargs = {})"),
+    ]  # fmt: skip
+    inits = [init("head.weight", head), init("val_3", fc.T), init("val_7", table),
+             init("val_9", head.T), init("val_11", scale)]  # fmt: skip
+    m = model(nodes, [vi("ids", [1, 3], T.INT64)], [vi("mul", [1, 3, 10])], inits)
+    signature = """
+# inputs
+p_emb_weight: PARAMETER target='emb.weight'
+p_fc_weight: PARAMETER target='fc.weight'
+p_head_weight: PARAMETER target='head.weight'
+p_scale: PARAMETER target='scale'
+b_pos: BUFFER target='pos' persistent=False
+ids: USER_INPUT
+"""
+    helper.set_metadata_props(
+        m.graph, {"pkg.torch.export.ExportedProgram.graph_signature": signature}
+    )
+    g = from_onnx(m)
+    assert sorted(g.weights) == ["fc.weight", "head.weight", "scale", "val_7"]
+    # val_3 and val_9: the linear weights stored transposed, as linear's weights again (the
+    # head's is the embedding's, stored twice); val_11: the parameter under a new name.
+    np.testing.assert_array_equal(g.weights["fc.weight"].numpy(), fc)
+    assert [n.inputs[1].name for n in g.nodes if n.op == "linear"] == ["fc.weight", "head.weight"]
+    np.testing.assert_array_equal(g.weights["scale"].numpy(), scale)
+    roles = {k: w.role for k, w in g.weights.items()}
+    assert roles == {"fc.weight": "parameter", "head.weight": "parameter",
+                     "scale": "parameter", "val_7": "constant"}  # fmt: skip
+    assert g.weights["head.weight"].aliases == ("emb.weight",)
+    # Without the signature: names after their uses, no roles, no ties.
+    del m.graph.metadata_props[:]
+    g = from_onnx(m)
+    assert sorted(g.weights) == ["fc.weight", "head.weight", "val_11", "val_7"]
+    assert {w.role for w in g.weights.values()} == {""}
 
 
 def test_split_num_outputs_in_an_opset17_file():

@@ -157,6 +157,7 @@ CASES = [
          {**GQA_CONSTS, "ax": np.array([2], np.int64), "target": np.array([2, 2, 2, 5, 4])},
          "attention", ("Attention", 23), inputs=GQA_INPUTS),
     # Negative cases.
+    Case("matmul_weight", [("MatMul", ["x", "w"], ["y"])], {"w": W}, None),  # no ~T: stays
     Case("linear_runtime_weight", [("MatMul", ["x", "w"], ["mm"]), ("Add", ["mm", "b"], ["y"])],
          {"b": B}, None, inputs={"x": X, "w": W}),
     Case("gelu_other_constant", ERF_GELU, {**GELU_CONSTS, "half": c(0.6)}, None),
@@ -235,6 +236,26 @@ def test_fused_weight_keeps_its_name() -> None:
     g = msc.from_onnx(model(CASES[0]))
     assert g.weights["w"].type.shape == (6, 8)
     np.testing.assert_array_equal(g.weights["w"].numpy(), W.T)
+
+
+def test_a_pretransposed_weight_is_its_source_weight_again() -> None:
+    """``W~T`` transposed back is ``W`` (its name and linear's layout), or the graph's ``W``
+    itself when that holds the same values: a tied weight the file stored twice."""
+    case = Case("pretransposed", [("MatMul", ["x", "lin.weight~T"], ["y"])],
+                {"lin.weight~T": W}, "linear")  # fmt: skip
+    g = msc.from_onnx(model(case))
+    assert [n.op for n in g.nodes] == ["linear"] and sorted(g.weights) == ["lin.weight"]
+    np.testing.assert_array_equal(g.weights["lin.weight"].numpy(), W.T)
+    close(run_torch(g, case.inputs), run_ort(model(case), case.inputs))
+    z = rng.standard_normal((6, 8)).astype(np.float32)
+    tied = Case("tied", [("Add", ["z", "lin.weight"], ["s"]),
+                         ("MatMul", ["x", "lin.weight~T"], ["y"])],
+                {"lin.weight": W.T, "lin.weight~T": W}, "linear", inputs={"x": X, "z": z},
+                outputs=("y", "s"))  # fmt: skip
+    g = msc.from_onnx(model(tied))
+    assert sorted(g.weights) == ["lin.weight"]
+    assert len(g.weights["lin.weight"].uses) == 2
+    close(run_torch(g, tied.inputs), run_ort(model(tied), tied.inputs))
 
 
 def test_a_large_weight_in_its_file_is_not_transposed(tmp_path, monkeypatch) -> None:

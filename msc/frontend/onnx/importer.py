@@ -47,7 +47,7 @@ from msc.frontend.onnx.initializers import (
 )
 from msc.frontend.onnx.registry import CONVERTERS, ConverterRegistry, NoConverter
 from msc.frontend.onnx.runtime_types import runtime_types
-from msc.frontend.onnx.scopes import recover_weight_names, scope_provenance
+from msc.frontend.onnx.scopes import read_signature, recover_weight_names, scope_provenance
 from msc.ir import (
     DType,
     Graph,
@@ -106,6 +106,9 @@ FOLDABLE = frozenset(
     ReduceMax ReduceMin ReduceProd ReduceSum Reshape Shape Sign Size Slice Sqrt Squeeze Sub Sum
     Tile Transpose Unsqueeze Where Xor""".split()
 )
+
+# Where torch.onnx (dynamo) writes the ExportedProgram's graph signature.
+_SIGNATURE_KEY = "pkg.torch.export.ExportedProgram.graph_signature"
 
 
 class OnnxUnsupportedOpsError(UnsupportedOpsError):
@@ -650,13 +653,25 @@ class Importer:
                 self.problems, sorted(self.runtime_inputs), what=f"ONNX model {g.name!r}"
             )
         self._prune()
-        recover_weight_names(self.graph)
+        recover_weight_names(self.graph, self._signature(g))
         self._msc_metadata()
         self.graph.meta["source"] = "onnx"
         self.graph.meta["onnx_opset"] = self.opset
         if self.model.producer_name:
             self.graph.meta["producer"] = self.model.producer_name
         return checked(self.graph)
+
+    def _signature(self, g: onnx.GraphProto):
+        """torch.onnx's record of the ExportedProgram's graph signature, when it wrote one
+        (msc.frontend.onnx.scopes.read_signature)."""
+        text = next(
+            (p.value for p in g.metadata_props if p.key == _SIGNATURE_KEY),
+            next((p.value for p in self.model.metadata_props if p.key == _SIGNATURE_KEY), ""),
+        )
+        if not text:
+            return None
+        nodes = [(list(n.input), {p.key: p.value for p in n.metadata_props}) for n in g.node]
+        return read_signature(text, nodes, {t.name for t in g.initializer})
 
     def _msc_metadata(self) -> None:
         """Restore what msc's ONNX codegen recorded in metadata_props: symbolic dim ranges,
