@@ -586,7 +586,10 @@ class TorchCodegen:
         """Ask ``rule`` whether ``node`` is its module; call arguments resolve at emission."""
         schema = op_registry.get(node.op)
         ins = [None if v is None else Arg(None, v) for v in node.inputs]
-        got = rule.fn(*ins, *[None] * (len(schema.inputs) - len(ins)), **node.attrs)
+        kw = dict(node.attrs)
+        if rule.types:  # a module without parameters: the source's type picks its class
+            kw["module_type"] = node.provenance.stack[-1][1]
+        got = rule.fn(*ins, *[None] * (len(schema.inputs) - len(ins)), **kw)
         if got is None:
             return None
         ctor, call_args = got
