@@ -864,20 +864,39 @@ def test_names_map_has_no_identity_entries_and_is_absent_when_empty():
 def test_del_only_for_intermediates_large_enough_to_pay():
     # A del after nearly every statement, for tensors of a few hundred bytes.
     import msc
+    from codegen.torch.passes import SCOPE_STATEMENTS
 
-    def graph(n: int) -> Graph:
+    def graph(n: int) -> Graph:  # a forward long enough to release anything (passes.py)
+        chain = "".join(
+            f"  %c{i}: f32[{n}, 1024] = neg(%{'b' if i == 0 else f'c{i - 1}'})\n"
+            for i in range(SCOPE_STATEMENTS)
+        )
         return msc.from_text(
             f"msc format 1, ops 1\ngraph g {{\n  input %x: f32[{n}, 1024]\n"
             f"  %a: f32[{n}, 1024] = relu(%x)\n  %b: f32[{n}, 1024] = sigmoid(%a)\n"
-            f"  %y: f32[{n}, 1024] = neg(%b)\n  output %y\n}}\n"
+            f"{chain}  %y: f32[{n}, 1024] = neg(%c{SCOPE_STATEMENTS - 1})\n  output %y\n}}\n"
         )
 
     def forward(src: str) -> str:
         return src[src.index("def forward") : src.index("def load")]
 
-    assert "del " not in forward(ct.generate(graph(2)))  # 8 KiB each: not worth a line
+    assert "del " not in forward(ct.generate(graph(1)))  # 4 KiB each: not worth a line
     big = forward(ct.generate(graph(512)))  # 2 MiB each: released after last use
     assert "        del a\n" in big and "        del b\n" in big
+
+
+def test_a_short_forward_releases_nothing_itself():
+    # A block's class or a short top level: its locals die when it returns, as in code a
+    # person writes; a del there is noise.
+    import msc
+
+    g = msc.from_text(
+        "msc format 1, ops 1\ngraph g {\n  input %x: f32[512, 1024]\n"
+        "  %a: f32[512, 1024] = relu(%x)\n  %b: f32[512, 1024] = sigmoid(%a)\n"
+        "  %y: f32[512, 1024] = neg(%b)\n  output %y\n}\n"
+    )
+    src = ct.generate(g)
+    assert "del " not in src[src.index("def forward") : src.index("def load")]
 
 
 def test_small_intermediates_are_released_together_once_they_add_up():
@@ -886,7 +905,7 @@ def test_small_intermediates_are_released_together_once_they_add_up():
     import msc
     from codegen.torch.passes import RELEASE_BYTES
 
-    n, each = 24, 16 * 1024 * 4  # 64 KiB per value
+    n, each = 80, 16 * 1024 * 4  # 64 KiB per value; a forward longer than SCOPE_STATEMENTS
     lines = ["  %v0: f32[16, 1024] = relu(%x)"]
     lines += [f"  %v{i}: f32[16, 1024] = neg(%v{i - 1})" for i in range(1, n)]
     g = msc.from_text(
