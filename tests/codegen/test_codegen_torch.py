@@ -106,15 +106,11 @@ def test_generated_source_is_readable_and_imports_only_torch():
     assert "nn.Conv2d(3, 8, (3, 3), padding=(1, 1))" in src
     assert "nn.BatchNorm2d(8)" in src and "nn.Linear(8, 10)" in src
     assert "def forward(self, x):" in src
-    # One statement per node, each large intermediate released after its last use, then the
-    # return. The [batch, 8] mean (batch <= 64: at most 2 KiB) is too small for a del of its
-    # own and dies at the return.
+    # One statement per node, then the return; a forward this short releases nothing itself
+    # (its locals die at the return: codegen.torch.passes.SCOPE_STATEMENTS).
     fwd = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "forward")
-    body = [st for st in fwd.body if not isinstance(st, ast.Delete)]
-    assert len(body) == len(small_cnn_graph().nodes) + 1
-    freed = [t.id for st in fwd.body if isinstance(st, ast.Delete) for t in st.targets]
-    assigned = [t.id for st in body if isinstance(st, ast.Assign) for t in st.targets]
-    assert sorted(freed) == sorted(assigned[:-2])  # the [batch, 8, 16, 16] ones, once each
+    assert len(fwd.body) == len(small_cnn_graph().nodes) + 1
+    assert not any(isinstance(st, ast.Delete) for st in fwd.body)
 
 
 def test_module_matches_reference_and_state_dict_keys():
@@ -339,7 +335,7 @@ def test_module_rules_and_their_fallbacks():
     src = ct.generate(g)
     assert "self.c1 = nn.Conv2d(3, 4, (3, 3), padding=(1, 1))" in src
     assert "nn.GroupNorm(2, 4)" in src
-    assert "F.conv2d(F.pad(v0, (0, 1, 1, 0)), self.c2.weight)" in src
+    assert "F.conv2d(F.pad(c1, (0, 1, 1, 0)), self.c2.weight)" in src  # c1 = self.c1(x)
     assert "F.layer_norm(" in src and "eps=1e-12" in src
     xv = f32(2, 3, 8, 8)
     w = {k: torch.from_numpy(v.numpy()) for k, v in g.weights.items()}
