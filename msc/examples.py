@@ -47,29 +47,42 @@ class TinyCNN(nn.Module):
         return self.classifier(torch.flatten(x, 1))
 
 
-class TinyTransformer(nn.Module):
-    """Token embedding, one pre-norm self-attention block with a GELU MLP, a linear head."""
+class Block(nn.Module):
+    """Pre-norm causal self-attention and a GELU MLP, each added back to its input."""
 
-    def __init__(self, vocab: int = 100, dim: int = 32, heads: int = 4) -> None:
+    def __init__(self, dim: int, heads: int) -> None:
         super().__init__()
         self.heads = heads
-        self.embed = nn.Embedding(vocab, dim)
         self.norm1 = nn.LayerNorm(dim)
         self.qkv = nn.Linear(dim, 3 * dim)
         self.proj = nn.Linear(dim, dim)
         self.norm2 = nn.LayerNorm(dim)
         self.mlp = nn.Sequential(nn.Linear(dim, 4 * dim), nn.GELU(), nn.Linear(4 * dim, dim))
-        self.head = nn.Linear(dim, vocab)
 
-    def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        x = self.embed(ids)
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         b, t, d = x.shape
         q, k, v = self.qkv(self.norm1(x)).chunk(3, dim=-1)
         q, k, v = (z.reshape(b, t, self.heads, d // self.heads).transpose(1, 2) for z in (q, k, v))
         a = nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
         x = x + self.proj(a.transpose(1, 2).reshape(b, t, d))
-        x = x + self.mlp(self.norm2(x))
-        return self.head(x)
+        return x + self.mlp(self.norm2(x))
+
+
+class TinyTransformer(nn.Module):
+    """A small decoder: token embedding, ``layers`` Blocks, a final norm and a linear head."""
+
+    def __init__(self, vocab: int = 100, dim: int = 32, heads: int = 4, layers: int = 2) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(vocab, dim)
+        self.layers = nn.ModuleList([Block(dim, heads) for _ in range(layers)])
+        self.norm = nn.LayerNorm(dim)
+        self.head = nn.Linear(dim, vocab)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        x = self.embed(ids)
+        for layer in self.layers:
+            x = layer(x)
+        return self.head(self.norm(x))
 
 
 def example_module(name: str = "cnn", seed: int = 0) -> tuple[nn.Module, tuple, dict]:

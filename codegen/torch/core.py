@@ -436,9 +436,11 @@ class TorchCodegen:
         symbolic size read from a shape is named after its symbol (``batch``)."""
         nice = _symbol_of(node)
         base = self.plan_.base if self.plan_ is not None else []
-        leaf = self.plan_.node_leaf.get(node) if self.plan_ is not None and base else None
+        leaf = self.plan_.node_leaf.get(node) if self.plan_ is not None else None
+        if leaf is not None and not base and "." in leaf.prefix:
+            leaf = None  # at the top level only its own modules (self.norm) name their outputs
         if nice is None and leaf is not None and len(node.outputs) == 1:
-            # Inside a block, a module's output is named after the module (its role there).
+            # A module's output is named after the module (its role there).
             rel = leaf.prefix.split(".")[len(base) :]
             inside = rel and leaf.prefix.split(".")[: len(base)] == base
             nice = "_".join(rel).lower() if inside else None
@@ -586,7 +588,10 @@ class TorchCodegen:
         """Ask ``rule`` whether ``node`` is its module; call arguments resolve at emission."""
         schema = op_registry.get(node.op)
         ins = [None if v is None else Arg(None, v) for v in node.inputs]
-        got = rule.fn(*ins, *[None] * (len(schema.inputs) - len(ins)), **node.attrs)
+        kw = dict(node.attrs)
+        if rule.types:  # a module without parameters: the source's type picks its class
+            kw["module_type"] = node.provenance.stack[-1][1]
+        got = rule.fn(*ins, *[None] * (len(schema.inputs) - len(ins)), **kw)
         if got is None:
             return None
         ctor, call_args = got
@@ -675,10 +680,11 @@ class TorchCodegen:
         every = ast.Module([*self.block_classes_, cls], [])
         used = {n.id for n in ast.walk(every) if isinstance(n, ast.Name)}
         used |= {a.arg for n in ast.walk(every) if isinstance(n, ast.arguments) for a in n.args}
+        counters = _counter_names(self.graph)
         names = {
             k: v
             for k, v in self.ns.source.items()
-            if k != v and k in used and v and not v.isdigit()
+            if k != v and k in used and v and not v.isdigit() and v not in counters
         }
         body: list[ast.stmt] = []
         notes = []
@@ -922,6 +928,21 @@ def _wrap(text: str, width: int = 90) -> list[str]:
     import textwrap
 
     return textwrap.wrap(text, width, break_long_words=False, break_on_hyphens=False)
+
+
+def _counter_names(graph: Graph) -> set[str]:
+    """Names an exporter counted up from the op (torch.export's ``linear_3`` for the fourth
+    aten.linear): they name nothing a reader knows, so NAMES does not map them."""
+    import re
+
+    out: set[str] = set()
+    for node in _walk(graph):
+        op = node.provenance.op
+        if node.provenance.framework != "torch" or not op.startswith("aten."):
+            continue
+        base = re.escape(op.split(".")[1])
+        out |= {v.name for v in node.outputs if v.name and re.fullmatch(rf"{base}(_\d+)?", v.name)}
+    return out
 
 
 def _walk(g: Graph):

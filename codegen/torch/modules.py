@@ -276,6 +276,13 @@ def plan_modules(
         root.children[key] = Param(w, const or is_buffer(w), not const)
         paths[w.name] = [key]
         keys[key] = w.name
+    for prefix, leaf in list(leaves.items()):  # modules without parameters (nn.GELU)
+        if leaf.roles or prefix in tied_prefixes:
+            continue
+        parts = _parts(prefix)
+        if parts is None or not _insert(root, parts, leaf):
+            del leaves[prefix]
+    _items_in_order(root)
     for prefix in tied_prefixes:  # after the weights' own places: nn.Linear(bias=False)
         leaf = leaves.get(prefix)
         parts = _parts(prefix)
@@ -296,6 +303,16 @@ def plan_modules(
     return ModulePlan(root, leaves, node_leaf, keys, paths, tied)
 
 
+def _items_in_order(h: Holder) -> None:
+    """Children named 0..n-1 (a list's items) in their index order, whatever order they were
+    placed in (a parameterless item is placed after the weights' modules)."""
+    if h.children and all(k.isdigit() for k in h.children):
+        h.children = dict(sorted(h.children.items(), key=lambda kv: int(kv[0])))
+    for c in h.children.values():
+        if isinstance(c, Holder):
+            _items_in_order(c)
+
+
 def _all_nodes(graph: Graph):
     for n in graph.nodes:
         yield n
@@ -305,6 +322,9 @@ def _all_nodes(graph: Graph):
 
 def _role_weights(node: Node, rule: ModuleRule) -> tuple[str, dict[str, Weight]] | None:
     from msc.ops import registry
+
+    if not rule.roles:  # a module without parameters: where the source ran one
+        return (source_module(node, rule.types), {}) if source_module(node, rule.types) else None
 
     schema = registry.get(node.op)
     specs = [s for s in schema.inputs if not s.variadic]
@@ -325,6 +345,16 @@ def _role_weights(node: Node, rule: ModuleRule) -> tuple[str, dict[str, Weight]]
     if prefix is None:
         return None
     return prefix, found
+
+
+def source_module(node: Node, types: tuple[str, ...]) -> str:
+    """The path of the module the source ran ``node`` in when that module's type is one of
+    ``types`` (its innermost module, from the provenance stack), else ""."""
+    stack = node.provenance.stack
+    if not stack or not types:
+        return ""
+    path, t = stack[-1]
+    return path if path and path == node.provenance.module and t in types else ""
 
 
 def _make_leaf(graph, weights, prefix, members, rules, call_rule, sharing) -> Leaf | None:

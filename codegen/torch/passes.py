@@ -18,6 +18,7 @@ __all__ = [
     "walk_stmts",
     "prune",
     "RELEASE_BYTES",
+    "SCOPE_STATEMENTS",
     "release_after_last_use",
     "inline_sizes",
 ]
@@ -69,6 +70,11 @@ def prune(stmts: list[ast.stmt], drop: set[int]) -> list[ast.stmt]:
 # rest of the spread is glibc's heap trimming, which hits the eager model as well.
 RELEASE_BYTES = 1 << 18
 
+# A forward of at most this many statements (a block's class, the top level of a model whose
+# blocks are classes) releases nothing itself: its locals die when it returns, as in the code a
+# person writes. Longer forwards (flat code, a block spelled out at length) get the ``del``s.
+SCOPE_STATEMENTS = 60
+
 
 def release_after_last_use(
     body: list[ast.stmt], small: Mapping[str, int] | None = None
@@ -78,7 +84,10 @@ def release_after_last_use(
     and anything the return statement reads are left alone. ``small`` maps intermediates of
     known size under ``RELEASE_BYTES`` to their bytes: those wait after their last read and
     are released together, with the next large one or once the waiting bytes reach
-    ``RELEASE_BYTES``, so dead memory stays under that bound with few ``del`` lines."""
+    ``RELEASE_BYTES``, so dead memory stays under that bound with few ``del`` lines. A body of
+    at most ``SCOPE_STATEMENTS`` statements is returned as it is."""
+    if len(body) <= SCOPE_STATEMENTS:
+        return body
     small = small or {}
     assigned: set[str] = set()
     for st in body:

@@ -95,12 +95,18 @@ class ModuleRule:
 
     ``extras`` are state_dict entries the module has beyond its roles (``num_batches_tracked``);
     the graph may hold them as unused weights or not at all.
+
+    A rule with no roles is for a module without parameters (``nn.GELU``): a node becomes it
+    only where the source ran it in such a module, i.e. its innermost module (provenance
+    stack) has one of the type names ``types``, at that module's path; ``fn`` is then called
+    with that type name as ``module_type``.
     """
 
     op: str
     roles: tuple[str, ...]
     fn: Emit
     extras: tuple[str, ...] = ()
+    types: tuple[str, ...] = ()
 
 
 class ModuleRuleRegistry:
@@ -110,10 +116,17 @@ class ModuleRuleRegistry:
         self._rules: Registry[str, ModuleRule] = Registry("torch module rule")
 
     def __call__(
-        self, op: str, roles: tuple[str, ...] = ("weight", "bias"), extras: tuple[str, ...] = ()
+        self,
+        op: str,
+        roles: tuple[str, ...] = ("weight", "bias"),
+        extras: tuple[str, ...] = (),
+        types: tuple[str, ...] = (),
     ) -> Callable[[Emit], Emit]:
+        if bool(roles) == bool(types):
+            raise ValueError(f"module rule {op!r}: weight roles or source module types, not both")
+
         def deco(fn: Emit) -> Emit:
-            self._rules.register(op, ModuleRule(op, tuple(roles), fn, tuple(extras)))
+            self._rules.register(op, ModuleRule(op, tuple(roles), fn, tuple(extras), tuple(types)))
             return fn
 
         return deco

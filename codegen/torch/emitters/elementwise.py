@@ -17,7 +17,7 @@ from codegen.torch.code import call, const, expr
 from codegen.torch.core import Arg, NodeEmit
 from codegen.torch.emitters.common import operands, static_bools
 from codegen.torch.helpers import runtime_helpers
-from codegen.torch.registry import emitter
+from codegen.torch.registry import emitter, module_rule
 from msc.ir.dtype import DType
 
 # canonical op -> torch function. Those marked float may promote integer inputs to float.
@@ -137,6 +137,76 @@ def softplus(e: NodeEmit, x: Arg, *, beta: float, threshold: float) -> ast.expr:
     if beta == 1.0 and threshold == 20.0:
         return call("F.softplus", x)
     return call("F.softplus", x, beta=beta, threshold=threshold)
+
+
+# ---------------------------------------------------------------- activation modules
+# Where the source ran an activation as a module (``self.act = nn.GELU()``, an item of an
+# nn.Sequential), the generated code does too: op -> the module class for the source's type.
+_ACTIVATION_MODULES = {
+    "relu": ("ReLU",),
+    "sigmoid": ("Sigmoid",),
+    "tanh": ("Tanh",),
+    "silu": ("SiLU",),
+    "mish": ("Mish",),
+    "selu": ("SELU",),
+    "softsign": ("Softsign",),
+    "log_sigmoid": ("LogSigmoid",),
+    "hardswish": ("Hardswish",),
+}
+
+
+def _plain_module(op: str):
+    def rule(x: Arg, *, module_type: str):
+        return call(f"nn.{module_type}"), [x]
+
+    return rule
+
+
+for _op, _types in _ACTIVATION_MODULES.items():
+    module_rule(_op, roles=(), types=_types)(_plain_module(_op))
+
+
+@module_rule("gelu", roles=(), types=("GELU",))
+def gelu_module(x: Arg, *, approximate: str, module_type: str):
+    return (
+        call("nn.GELU") if approximate == "none" else call("nn.GELU", approximate=approximate)
+    ), [x]
+
+
+@module_rule("elu", roles=(), types=("ELU",))
+def elu_module(x: Arg, *, alpha: float, module_type: str):
+    return (call("nn.ELU") if alpha == 1.0 else call("nn.ELU", alpha=alpha)), [x]
+
+
+@module_rule("celu", roles=(), types=("CELU",))
+def celu_module(x: Arg, *, alpha: float, module_type: str):
+    return (call("nn.CELU") if alpha == 1.0 else call("nn.CELU", alpha=alpha)), [x]
+
+
+@module_rule("leaky_relu", roles=(), types=("LeakyReLU",))
+def leaky_relu_module(x: Arg, *, negative_slope: float, module_type: str):
+    return (
+        call("nn.LeakyReLU") if negative_slope == 0.01 else call("nn.LeakyReLU", negative_slope)
+    ), [x]
+
+
+@module_rule("hardsigmoid", roles=(), types=("Hardsigmoid",))
+def hardsigmoid_module(x: Arg, *, alpha: float, beta: float, module_type: str):
+    return (call("nn.Hardsigmoid"), [x]) if alpha == 1 / 6 and beta == 0.5 else None
+
+
+@module_rule("hardtanh", roles=(), types=("Hardtanh", "ReLU6"))
+def hardtanh_module(x: Arg, *, min: float, max: float, module_type: str):
+    if module_type == "ReLU6":
+        return (call("nn.ReLU6"), [x]) if (min, max) == (0.0, 6.0) else None
+    return call("nn.Hardtanh", min, max), [x]
+
+
+@module_rule("softplus", roles=(), types=("Softplus",))
+def softplus_module(x: Arg, *, beta: float, threshold: float, module_type: str):
+    if beta == 1.0 and threshold == 20.0:
+        return call("nn.Softplus"), [x]
+    return call("nn.Softplus", beta=beta, threshold=threshold), [x]
 
 
 @emitter("hardshrink")

@@ -234,6 +234,16 @@ def log_softmax(e: NodeEmit, x: Arg, *, axis: int) -> ast.expr:
     return call("F.log_softmax", x, dim=axis)
 
 
+@module_rule("softmax", roles=(), types=("Softmax",))
+def softmax_module(x: Arg, *, axis: int, module_type: str):
+    return call("nn.Softmax", dim=axis), [x]
+
+
+@module_rule("log_softmax", roles=(), types=("LogSoftmax",))
+def log_softmax_module(x: Arg, *, axis: int, module_type: str):
+    return call("nn.LogSoftmax", dim=axis), [x]
+
+
 @emitter("attention")
 def attention(e, query, key, value, mask=None, *, is_causal, scale, enable_gqa) -> ast.expr:
     kw: dict[str, Any] = {}
