@@ -157,6 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     from importlib import metadata
 
     import jax
+    import measure
     import onnxruntime
     import report
 
@@ -169,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, Any] = {
         "environment": {
             "date": time.strftime("%Y-%m-%d"),
-            "commit": _commit(),
+            "commit": measure.commit(),
             "jax": jax.__version__,
             "jax2onnx": j2o,
             "onnxruntime": onnxruntime.__version__,
@@ -183,21 +184,6 @@ def main(argv: list[str] | None = None) -> int:
     if a.json:
         Path(a.json).write_text(json.dumps(results, indent=1) + "\n")
     return 0
-
-
-def _commit() -> str:
-    import subprocess
-
-    try:
-        return subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"],
-            cwd=HERE,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 if __name__ == "__main__":

@@ -20,7 +20,6 @@ import argparse
 import json
 import os
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -30,19 +29,6 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 RESULTS = HERE / "results" / "jax_op_coverage.json"
 LIMIT_S = 120  # per function
-
-
-def _commit() -> str:
-    try:
-        return subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"],
-            cwd=HERE,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def _timeout(*_: Any) -> None:
@@ -135,9 +121,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--markdown", help="also write the docs table here")
     ap.add_argument("--json", default=str(RESULTS))
     a = ap.parse_args(argv)
-    sys.path.insert(0, str(ROOT))
+    sys.path[:0] = [str(ROOT), str(HERE)]
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
     import jax
+    import measure
     import onnxruntime
     import torch
 
@@ -151,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     results = {
         "environment": {
             "date": time.strftime("%Y-%m-%d"),
-            "commit": _commit(),
+            "commit": measure.commit(),
             "jax": jax.__version__,
             "torch": torch.__version__,
             "onnxruntime": onnxruntime.__version__,

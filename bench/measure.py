@@ -122,3 +122,20 @@ def compare(ref: list[np.ndarray], got: list[np.ndarray], rtol: float = 1e-3) ->
             res["ok"] = False
             res["note"] = res["note"] or f"output {i}: max abs err {err:.3g}"
     return res
+
+
+def commit() -> str:
+    """The short hash of the checkout's HEAD (the commit a bench result is from)."""
+    import subprocess
+    from pathlib import Path
+
+    try:
+        return subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=Path(__file__).resolve().parent,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"

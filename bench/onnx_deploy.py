@@ -128,7 +128,7 @@ def main() -> None:
     out: dict = {
         "environment": {
             "date": time.strftime("%Y-%m-%d"),
-            "commit": _commit(),
+            "commit": measure.commit(),
             "torch": torch.__version__,
             "onnxruntime": onnxruntime.__version__,
             "quick": a.quick,
@@ -199,21 +199,6 @@ def main() -> None:
             )
         if a.json:
             Path(a.json).write_text(json.dumps(out, indent=1) + "\n")
-
-
-def _commit() -> str:
-    import subprocess
-
-    try:
-        return subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"],
-            cwd=HERE,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 if __name__ == "__main__":
