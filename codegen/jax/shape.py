@@ -182,6 +182,20 @@ def arange(e: JaxCodegen, node):
     return f"jnp.arange({int(start)}, {int(end)}, {int(step)}, dtype={dt})"
 
 
+@emitter("full")
+def full(e: JaxCodegen, node, shape_in=None):
+    need(node, "shape")
+    a = node.attrs
+    return f"jnp.full({tuple(a['shape'])!r}, {_scalar(a['value'])}, dtype={dtype_expr(a['dtype'])})"
+
+
+@emitter("full_like")
+def full_like(e: JaxCodegen, node, x):
+    dt = node.attrs.get("dtype")
+    kw = "" if dt is None else f", dtype={dtype_expr(dt)}"
+    return f"jnp.full_like({x}, {_scalar(node.attrs['value'])}{kw})"
+
+
 @emitter("trilu")
 def trilu(e: JaxCodegen, node, x, k=None):
     if k is not None:
