@@ -46,7 +46,8 @@ LAYOUT_OPS = (
     "adaptive_avg_pool",
     "resize",
 )
-MULTI = ("split", "lstm", "gru", "rnn")  # ops written with several outputs (a tuple assignment)
+# ops written with several outputs (a tuple assignment)
+MULTI = ("split", "lstm", "gru", "rnn", "topk")
 _FOLDABLE = (
     "transpose",
     "reshape",

@@ -112,6 +112,12 @@ def _pool(e: Emit, node, cls: str, **extra):
                 f"layers.ZeroPadding{n}D({pad!r}, data_format={e.data_format!r})({x})",
                 f"{node.name or 'pool'}_pad",
             )
+        elif cls.startswith("Max"):  # padded with -inf, which no window's maximum is
+            widths = [(0, 0), *pairs, (0, 0)] if e.channels_last else [(0, 0), (0, 0), *pairs]
+            x = e.stmt(
+                f"ops.pad({x}, {[list(w) for w in widths]!r}, constant_values=float('-inf'))",
+                f"{node.name or 'pool'}_pad",
+            )
         else:
             raise Unsupported(f"padding {pairs} that is not Keras' 'same'")
     layer = e.layer(

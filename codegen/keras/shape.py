@@ -187,6 +187,110 @@ def expand(e: Emit, node):
     return y
 
 
+def _number(v: float, dt) -> str:
+    return repr(bool(v)) if dt.name == "BOOL" else repr(v if dt.is_floating else int(v))
+
+
+@emitter("arange")
+def arange(e: Emit, node):
+    from codegen.keras.model import dtype_name
+
+    a, dt = node.attrs, node.attrs["dtype"]
+    start, end, step = (_number(a[k], dt) for k in ("start", "end", "step"))
+    return f"ops.arange({start}, {end}, {step}, dtype={dtype_name(dt)!r})"
+
+
+@emitter("full")
+def full(e: Emit, node):
+    from codegen.keras.model import dtype_name
+
+    a = node.attrs
+    if a.get("shape") is None:
+        raise Unsupported("a shape computed at run time")
+    shape = tuple(int(d) for d in a["shape"])
+    value, dt = _number(a["value"], a["dtype"]), dtype_name(a["dtype"])
+    return f"ops.full({shape!r}, {value}, dtype={dt!r})"
+
+
+@emitter("full_like")
+def full_like(e: Emit, node):
+    from codegen.keras.model import dtype_name
+
+    dt = node.attrs.get("dtype") or node.inputs[0].dtype
+    value = _number(node.attrs["value"], dt)
+    return f"ops.full_like({e.arg(0)}, {value}, dtype={dtype_name(dt)!r})"
+
+
+@emitter("gather")
+def gather(e: Emit, node):
+    return f"ops.take({e.arg(0)}, {e.arg(1)}, axis={int(node.attrs['axis'])})"
+
+
+@emitter("topk")
+def topk(e: Emit, node):
+    """ops.top_k (the largest k along the last axis, sorted); the smallest as the largest of
+    the negation, another axis moved last and back. Values then int64 indices."""
+    a = node.attrs
+    if a.get("k") is None:
+        raise Unsupported("k computed at run time")
+    if not a.get("sorted", True):
+        raise Unsupported("an unsorted top-k")
+    r = e.type(0).rank
+    axis = int(a["axis"]) % r
+    x = e.arg(0)
+    perm = None
+    if axis != r - 1:
+        perm = [d for d in range(r) if d != axis] + [axis]
+        x = e.stmt(f"ops.transpose({x}, {tuple(perm)!r})", f"{node.name or 'topk'}_last")
+    if not a.get("largest", True):
+        x = e.stmt(f"ops.negative({x})", f"{node.name or 'topk'}_neg")
+    both = e.stmt(f"ops.top_k({x}, {int(a['k'])}, sorted=True)", f"{node.name or 'topk'}_both")
+    values, idx = f"{both}[0]", f"ops.cast({both}[1], 'int64')"
+    if not a.get("largest", True):
+        values = f"ops.negative({values})"
+    if perm is not None:
+        back = tuple(perm.index(d) for d in range(r))
+        values, idx = f"ops.transpose({values}, {back!r})", f"ops.transpose({idx}, {back!r})"
+    return f"({values}, {idx})"
+
+
+@emitter("tile")
+def tile(e: Emit, node):
+    repeats = node.attrs.get("repeats")
+    if repeats is None:
+        raise Unsupported("repeats computed at run time")
+    return f"ops.tile({e.arg(0)}, {tuple(int(r) for r in repeats)!r})"
+
+
+@emitter("index")
+def index(e: Emit, node):
+    """Advanced indexing as one take: the indexed dims (moved to the front first when they are
+    not adjacent, as numpy's result puts them) flattened into one, the index tensors combined
+    into a flat index (negative ones wrapped)."""
+    shape = e.type(0).shape
+    if shape is None or not all(isinstance(d, int) for d in shape):
+        raise Unsupported("indexing a tensor of symbolic shape")
+    r = len(shape)
+    axes = [int(a) % r for a in node.attrs["axes"]]
+    x = e.arg(0)
+    if axes != list(range(axes[0], axes[0] + len(axes))):
+        perm = axes + [d for d in range(r) if d not in axes]
+        x = e.stmt(f"ops.transpose({x}, {tuple(perm)!r})", f"{node.name or 'index'}_moved")
+        shape, axes = [shape[d] for d in perm], list(range(len(axes)))
+    first, dims = axes[0], [shape[a] for a in axes]
+    flat_shape = (*shape[:first], -1, *shape[axes[-1] + 1 :])
+    x = e.stmt(f"ops.reshape({x}, {flat_shape!r})", f"{node.name or 'index'}_flat")
+    terms = []
+    for k, d in enumerate(dims):
+        stride = 1
+        for later in dims[k + 1 :]:
+            stride *= later
+        i = f"ops.cast({e.arg(k + 1)}, 'int64') % {d}"
+        terms.append(i if stride == 1 else f"({i}) * {stride}")
+    flat = e.stmt(" + ".join(terms), f"{node.name or 'index'}_at")
+    return f"ops.take({x}, {flat}, axis={first})"
+
+
 @emitter("one_hot")
 def one_hot(e: Emit, node):
     from codegen.keras.model import dtype_name
