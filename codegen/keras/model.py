@@ -239,7 +239,12 @@ class KerasCodegen:
     def layer_name(self, node: Node) -> str:
         got = self._claimed.get(id(node))
         if got is None:
-            got = self.layers.fresh(node.name or node.op)
+            name = node.name or node.op
+            if node.provenance.counted(name):
+                # An exporter's counter (add_1) can be the very name Keras gives an op it
+                # builds itself (ops.add), and Keras refuses two: under its module's path.
+                name = f"{node.provenance.module or self.graph.name or 'model'}.{name}"
+            got = self.layers.fresh(name)
             self._claimed[id(node)] = got
         return got
 

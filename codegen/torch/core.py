@@ -931,18 +931,13 @@ def _wrap(text: str, width: int = 90) -> list[str]:
 
 
 def _counter_names(graph: Graph) -> set[str]:
-    """Names an exporter counted up from the op (torch.export's ``linear_3`` for the fourth
-    aten.linear): they name nothing a reader knows, so NAMES does not map them."""
-    import re
-
-    out: set[str] = set()
-    for node in _walk(graph):
-        op = node.provenance.op
-        if node.provenance.framework != "torch" or not op.startswith("aten."):
-            continue
-        base = re.escape(op.split(".")[1])
-        out |= {v.name for v in node.outputs if v.name and re.fullmatch(rf"{base}(_\d+)?", v.name)}
-    return out
+    """Names an exporter counted up from the op (Provenance.counted): NAMES does not map them."""
+    return {
+        v.name
+        for node in _walk(graph)
+        for v in node.outputs
+        if v.name and node.provenance.counted(v.name)
+    }
 
 
 def _walk(g: Graph):

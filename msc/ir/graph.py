@@ -91,6 +91,15 @@ class Provenance:
     def __bool__(self) -> bool:
         return bool(self.framework or self.op or self.name or self.module or self.stack)
 
+    def counted(self, name: str) -> bool:
+        """Whether ``name`` is one an exporter counted up from the op (torch.export's
+        ``linear_3`` for the fourth aten.linear): it names nothing a reader knows."""
+        if self.framework != "torch" or not self.op.startswith("aten."):
+            return False
+        base = self.op.split(".")[1]
+        rest = name[len(base) :]
+        return name.startswith(base) and (not rest or (rest[0] == "_" and rest[1:].isdigit()))
+
 
 # Shared by every node with no provenance (it is frozen): one object, not one per node.
 _NO_PROVENANCE = Provenance()

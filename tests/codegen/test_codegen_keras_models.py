@@ -22,11 +22,11 @@ from tests.codegen.test_torch_hierarchy_models import MODELS  # noqa: E402
 from tests.keras_cases import keras_run  # noqa: E402
 
 SLOW = {"whisper", "moe"}  # the largest exports
-# A layer named after its source node (add_1, permute) can take the name Keras gives an op it
-# builds itself (ops.add, ops.transpose count up from the same names): Keras then refuses the
-# model ("The name ... is used 2 times").
-_NAME_CLASH = "a layer named after its source node collides with a name Keras gives its own op"
-MISSES = {"gpt2": _NAME_CLASH, "llama": _NAME_CLASH, "whisper": _NAME_CLASH, "moe": _NAME_CLASH}
+MISSES = {
+    "gpt2": "the Keras model's logits differ from eager by ~0.08 (not yet found which op; the "
+    "tied head is not it: untied gives the same)",
+    "whisper": "the Keras model's outputs differ from eager by ~0.2 (not yet found which op)",
+}
 
 
 def _param(name: str):
