@@ -307,8 +307,8 @@ def readme_section(results: dict, deploy: dict | None = None) -> str:
         "",
         f"From one `python bench/run.py --million --check --docs` run ({env['date'][:10]}, "
         f"commit {env['commit']},",
-        f"{env['cpus']} CPUs, torch {env['torch']}, onnxruntime {env['onnxruntime']}): models "
-        "from `transformers` configs",
+        f"{env['cpus']} CPUs, load average {env['loadavg_start'][0]:.1f} at the start, torch "
+        f"{env['torch']}, onnxruntime {env['onnxruntime']}): models from `transformers` configs",
         "with random weights, every output checked against the eager model. Ratios below 1 "
         "favour msc.",
         "",
