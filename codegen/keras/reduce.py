@@ -57,3 +57,31 @@ def argsort(e: Emit, node):
     if a.get("descending") or a.get("stable"):
         raise Unsupported("descending or stable")
     return f"ops.cast(ops.argsort({e.arg(0)}, axis={int(a.get('axis', -1))}), 'int64')"
+
+
+@emitter("topk")
+def topk(e: Emit, node):
+    """ops.top_k (the largest k along the last axis, sorted); the smallest as the largest of
+    the negation, another axis moved last and back. Values then int64 indices."""
+    a = node.attrs
+    if a.get("k") is None:
+        raise Unsupported("k computed at run time")
+    if not a.get("sorted", True):
+        raise Unsupported("an unsorted top-k")
+    r = e.type(0).rank
+    axis = int(a["axis"]) % r
+    x = e.arg(0)
+    perm = None
+    if axis != r - 1:
+        perm = [d for d in range(r) if d != axis] + [axis]
+        x = e.stmt(f"ops.transpose({x}, {tuple(perm)!r})", f"{node.name or 'topk'}_last")
+    if not a.get("largest", True):
+        x = e.stmt(f"ops.negative({x})", f"{node.name or 'topk'}_neg")
+    both = e.stmt(f"ops.top_k({x}, {int(a['k'])}, sorted=True)", f"{node.name or 'topk'}_both")
+    values, idx = f"{both}[0]", f"ops.cast({both}[1], 'int64')"
+    if not a.get("largest", True):
+        values = f"ops.negative({values})"
+    if perm is not None:
+        back = tuple(perm.index(d) for d in range(r))
+        values, idx = f"ops.transpose({values}, {back!r})", f"ops.transpose({idx}, {back!r})"
+    return f"({values}, {idx})"
