@@ -315,6 +315,8 @@ class TorchCodegen:
         """CamelCase from the graph name, ``Model`` when it has none."""
         words = sanitize(self.graph.name, "").split("_")
         name = "".join(w[:1].upper() + w[1:] for w in words if w)
+        if name in _MODULE_NAMES:  # a graph named f would shadow ``torch.nn.functional as F``
+            return f"{name}Model"
         return name if name and name[0].isalpha() else "Model"
 
     def is_buffer(self, w: Weight) -> bool:
@@ -928,6 +930,10 @@ def _wrap(text: str, width: int = 90) -> list[str]:
     import textwrap
 
     return textwrap.wrap(text, width, break_long_words=False, break_on_hyphens=False)
+
+
+# Names the generated file binds at module level besides its classes.
+_MODULE_NAMES = frozenset({"torch", "nn", "F", "NAMES", "WEIGHT_KEYS", "load", "os"})
 
 
 def _counter_names(graph: Graph) -> set[str]:

@@ -1157,3 +1157,16 @@ def test_weight_loader_is_short_and_checks_what_it_loads():
         with pytest.raises(KeyError, match="do not fit") as err:
             load(fresh(), bad)
         assert what in str(err.value)
+
+
+def test_a_graph_named_like_a_module_level_name_gets_its_own_class_name():
+    # A jax.export file f.jaxexport gives a graph "f": a class F shadowed torch.nn.functional.
+    import msc
+
+    g = msc.from_text(
+        "msc format 1, ops 1\ngraph f {\n  input %x: f32[2, 3]\n"
+        '  %y: f32[2, 3] = gelu(%x) {approximate = "none"}\n  output %y\n}\n'
+    )
+    assert "class FModel(nn.Module):" in ct.generate(g)
+    x = torch.randn(2, 3)
+    assert torch.allclose(ct.to_module(g)(x), torch.nn.functional.gelu(x))
