@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import collections
 import sys
-import tempfile
 import warnings
 from pathlib import Path
 
@@ -40,7 +39,7 @@ def main() -> None:
     torch.set_num_threads(1)
     for name in a.models:
         b = models.build(name, a.quick)
-        path = Path(tempfile.mkdtemp()) / f"{name}.onnx"
+        path = measure.scratch("msc-fusion-") / f"{name}.onnx"
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             try:

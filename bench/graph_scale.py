@@ -14,9 +14,11 @@ Targets (issue 16): parse and load at most 8 µs a node, the rest at most 4 µs,
 from __future__ import annotations
 
 import argparse
+import atexit
 import gc
 import json
 import resource
+import shutil
 import statistics
 import sys
 import tempfile
@@ -161,7 +163,8 @@ def main() -> None:
     ap.add_argument("--no-peer", action="store_true", help="skip the ONNX comparison")
     ap.add_argument("--json", default="bench/results/graph_scale.json")
     args = ap.parse_args()
-    tmp = Path(tempfile.mkdtemp())
+    tmp = Path(tempfile.mkdtemp(prefix="msc-graph-scale-"))
+    atexit.register(shutil.rmtree, tmp, True)  # GBs of graphs at a million nodes
     sizes = list(args.sizes) + ([1_000_000] if args.million else [])
 
     print(f"graph machinery per node (median of {args.repeat}; wall and process CPU)")

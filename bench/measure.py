@@ -124,6 +124,19 @@ def compare(ref: list[np.ndarray], got: list[np.ndarray], rtol: float = 1e-3) ->
     return res
 
 
+def scratch(prefix: str = "msc-bench-"):
+    """A new temporary directory, removed when the process exits (however a bench script
+    ends short of a kill): a bench writes GBs of model files and must not leave them."""
+    import atexit
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    d = Path(tempfile.mkdtemp(prefix=prefix))
+    atexit.register(shutil.rmtree, d, True)
+    return d
+
+
 def commit() -> str:
     """The short hash of the checkout's HEAD (the commit a bench result is from)."""
     import subprocess

@@ -31,7 +31,6 @@ import collections
 import json
 import statistics
 import sys
-import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -139,7 +138,7 @@ def main() -> None:
     }
     for name in a.models:
         b = models.build(name, a.quick)
-        tmp = Path(tempfile.mkdtemp())
+        tmp = measure.scratch("msc-deploy-")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             g = msc.from_torch(b.model, b.args)

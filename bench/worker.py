@@ -24,7 +24,6 @@ import json
 import os
 import statistics
 import sys
-import tempfile
 import time
 import traceback
 import warnings
@@ -114,7 +113,7 @@ def task_export(a: argparse.Namespace) -> dict:
                 verbose=False,
             )
 
-    tmp = Path(tempfile.mkdtemp())
+    tmp = measure.scratch("msc-worker-")
     tm, targs = models.tiny()
     convert(tm, targs, str(tmp / "tiny.onnx"))  # warm-up
     path = out / f"{a.tool}.onnx"
@@ -247,7 +246,7 @@ def task_import(a: argparse.Namespace) -> dict:
         res["error"] = error(e)
         return res
 
-    tmp = Path(tempfile.mkdtemp())
+    tmp = measure.scratch("msc-worker-")
     _tiny_onnx(tmp / "tiny.onnx")
     try:
         convert(str(tmp / "tiny.onnx"))

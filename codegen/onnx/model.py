@@ -27,10 +27,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import onnx
 
+if TYPE_CHECKING:
+    from codegen.onnx.optimize import Store
 from codegen.onnx.opset import (
     MIN_OPSET,
     ir_version_for,
@@ -125,6 +127,8 @@ class ModelBuilder:
             has an op for them: ``("attention",)`` writes MatMul/Softmax instead of ONNX
             ``Attention``, the form onnxruntime's transformer optimizer fuses around (its
             shape inference takes ONNX ``Attention`` for com.microsoft's and gives up).
+        store: with ``optimize``, where the weights the pass makes go as they are made
+            (``optimize_model``'s ``store``); None keeps them inline.
     """
 
     def __init__(
@@ -138,6 +142,7 @@ class ModelBuilder:
         value_infos: bool = True,
         optimize: bool = False,
         decompose: Iterable[str] = (),
+        store: Store | None = None,
     ) -> None:
         self.graph = channels_first(graph)  # ONNX's Conv and pools are channels first
         self.optimize = optimize
@@ -157,6 +162,7 @@ class ModelBuilder:
         if lacking:
             raise ConversionError(f"no decomposition to write {', '.join(lacking)} through")
         self.external = external
+        self.store = store
         self.value_infos = value_infos
         self._start(self._asked or 0)
 
@@ -555,7 +561,9 @@ class ModelBuilder:
             from codegen.onnx.optimize import optimize_model
 
             by_name = {self._names[w]: w for w in g.weights.values() if w in self._names}
-            self.optimized = dict(optimize_model(model, lambda n: by_name[n].numpy()))
+            self.optimized = dict(
+                optimize_model(model, lambda n: by_name[n].numpy(), store=self.store)
+            )
         return model
 
     def _metadata(self, model: onnx.ModelProto) -> None:

@@ -32,8 +32,11 @@
 #   is computed in float64 and rounded once to the weight's dtype); ``msc diff`` knows each
 #   (constants folded, matmul of a transposed weight, batch_norm folded into conv/linear), so
 #   the re-import of an optimized file is equivalent to the graph it was written from.
-# - Data of external initializers is read through ``arrays`` only when a rewrite needs it;
-#   initializers the pass makes are inline (``codegen.onnx.save`` moves large ones out).
+# - Data of external initializers is read through ``arrays`` only when a rewrite needs it.
+#   A weight the pass makes (a pre-transposed or BatchNorm-scaled weight) goes to ``store``
+#   as soon as it is made, when one is given (``codegen.onnx.save`` writes it to the data file
+#   there and then), so the pass holds one such weight at a time, not all of them; a later
+#   rewrite that reads one computes it again. Other initializers the pass makes are inline.
 """
 
 from __future__ import annotations
@@ -181,14 +184,33 @@ def _rename_inputs(graph: onnx.GraphProto, renames: dict[str, str]) -> None:
                 _rename_inputs(sub, renames)
 
 
+class _Stored:
+    """A weight the pass made and handed to ``store``: its external-data TensorProto, and how
+    to compute it again should a later rewrite read it."""
+
+    def __init__(self, proto: onnx.TensorProto, arr: np.ndarray, remake: Callable[[], np.ndarray]):
+        self.proto = proto
+        self.dtype = arr.dtype
+        self.nbytes = int(arr.nbytes)
+        self.remake = remake
+
+
+Store = Callable[[np.ndarray], "onnx.TensorProto | None"]
+
+
 def optimize_model(
-    model: onnx.ModelProto, arrays: Callable[[str], np.ndarray] | None = None
+    model: onnx.ModelProto,
+    arrays: Callable[[str], np.ndarray] | None = None,
+    store: Store | None = None,
 ) -> Counter[str]:
     """Optimize ``model``'s main graph in place (see the module docstring).
 
     Args:
         model: a model ``ModelBuilder`` wrote.
         arrays: initializer name -> its data, for initializers stored as external data.
+        store: writes the data of a weight the pass makes (pre-transposed, BatchNorm-scaled)
+            somewhere outside the model and returns the external-data TensorProto that
+            refers to it (its name is set here), or None to keep it inline.
 
     Returns:
         What was done: a count per rewrite ("constants as initializers", "nodes folded",
@@ -200,17 +222,25 @@ def optimize_model(
     data = _Data(g, arrays)
     pinned = {i.name for i in g.input} | {o.name for o in g.output}
     uses = _uses(g)
-    new: dict[str, np.ndarray] = {}  # initializers this pass makes, by name
+    new: dict[str, np.ndarray | _Stored] = {}  # initializers this pass makes, by name
     removed: set[int] = set()
 
     def const(name: str) -> bool:
         return bool(name) and name not in pinned and (name in new or name in data)
 
     def value(name: str) -> np.ndarray | None:
-        return new[name] if name in new else data.get(name)
+        if name not in new:
+            return data.get(name)
+        v = new[name]
+        return v.remake() if isinstance(v, _Stored) else v
 
     def nbytes(name: str) -> int:
         return int(new[name].nbytes) if name in new else data.nbytes(name)
+
+    def made(arr: np.ndarray, remake: Callable[[], np.ndarray]) -> np.ndarray | _Stored:
+        """A weight the pass made: handed to ``store`` now where one takes it."""
+        proto = store(arr) if store is not None else None
+        return arr if proto is None else _Stored(proto, arr, remake)
 
     # A constant a control-flow node reads (a Loop's condition) stays a Constant node: msc's
     # ONNX frontend reads those as constants, not as weights.
@@ -224,15 +254,29 @@ def optimize_model(
     # biases of a fresh model) are two parameters (a quantizer or an editor treats them so).
     weights = set(data.protos)
 
-    # Constants and constant subgraphs, in topological order.
-    for k, n in enumerate(g.node):
-        if (
+    def foldable(n: onnx.NodeProto) -> bool:
+        return not (
             n.domain not in ("", "ai.onnx")
             or n.op_type in _NOT_FOLDED
             or any(a.HasField("g") or a.graphs for a in n.attribute)
-            or not all(i == "" or const(i) for i in n.input)
             or any(o in pinned for o in n.output)
-        ):
+        )
+
+    # The nodes that might fold (those whose inputs might all be constant): a fold's output
+    # that none of them reads is final, and can be stored as soon as it is made.
+    maybe: set[str] = set()
+    may_fold: set[int] = set()
+    readers: dict[str, list[int]] = {}
+    for k, n in enumerate(g.node):
+        for i in n.input:
+            readers.setdefault(i, []).append(k)
+        if foldable(n) and all(i == "" or i in maybe or const(i) for i in n.input):
+            may_fold.add(k)
+            maybe.update(n.output)
+
+    # Constants and constant subgraphs, in topological order.
+    for k, n in enumerate(g.node):
+        if not foldable(n) or not all(i == "" or const(i) for i in n.input):
             continue
         feeds = {}
         for i in n.input:
@@ -257,9 +301,16 @@ def optimize_model(
             for i in n.input:
                 if i:
                     uses[i] -= 1
-            for name, o in zip(n.output, outs):
-                if name:
-                    new[name] = o
+            # A large output computed from a weight is a weight (a Transpose of a Linear
+            # weight: the fold frees the weight's bytes); smaller ones and those computed
+            # from constants alone (masks, tables) stay here, where they can be shared.
+            weighty = store is not None and any(i in data.protos for i in feeds)
+            for j, (name, o) in enumerate(zip(n.output, outs)):
+                if not name:
+                    continue
+                final = not any(c in may_fold for c in readers.get(name, ()))
+                new[name] = made(o, _Again(n, feeds, opset, j)) if weighty and final else o
+            del outs
             source = n.input[0] if n.op_type == "Transpose" else ""
             if source in data.protos and not uses[source]:
                 renames[n.output[0]] = source
@@ -278,7 +329,9 @@ def optimize_model(
         _rename_inputs(g, renames)
 
     producer = {o: k for k, n in enumerate(g.node) if k not in removed for o in n.output}
-    done["batch norms folded"] += _fold_batch_norms(g, producer, removed, uses, const, value, new)
+    done["batch norms folded"] += _fold_batch_norms(
+        g, producer, removed, uses, const, value, new, made
+    )
     done["squares as Pow"] += _squares_as_pow(g, removed, new, value)
 
     keep = [n for k, n in enumerate(g.node) if k not in removed]
@@ -294,7 +347,32 @@ def optimize_model(
     return done
 
 
-def _fold_batch_norms(g, producer, removed, uses, const, value, new) -> int:
+class _Again:
+    """Output ``j`` of ``node`` computed again from the same inputs (a stored fold read later)."""
+
+    def __init__(self, node: onnx.NodeProto, feeds: dict[str, np.ndarray], opset: int, j: int):
+        self.node, self.feeds, self.opset, self.j = node, feeds, opset, j
+
+    def __call__(self) -> np.ndarray:
+        outs = _evaluate(self.node, self.feeds, self.opset)
+        assert outs is not None  # it computed the first time
+        return outs[self.j]
+
+
+def _scaled(w: np.ndarray, scale: np.ndarray, axis: int) -> np.ndarray:
+    """``w * scale`` along ``axis``, computed in float64 and rounded once to ``w``'s dtype, a
+    block of channels at a time (a float64 copy of a whole weight is four times its bytes)."""
+    out = np.empty(w.shape, w.dtype)
+    c = w.shape[axis]
+    step = max(1, (1 << 18) // max(1, w[:1].size if axis == 0 else w.shape[0]))
+    for i in range(0, c, step):
+        part = (slice(None),) * axis + (slice(i, i + step),)
+        s = scale[i : i + step].reshape((-1,) + (1,) * (w.ndim - 1 - axis))
+        out[part] = w[part].astype(np.float64) * s
+    return out
+
+
+def _fold_batch_norms(g, producer, removed, uses, const, value, new, made) -> int:
     """BatchNormalization(Conv|Gemm(...)) -> the Conv|Gemm with scaled weight and bias."""
     count = 0
     for k, bn in enumerate(g.node):
@@ -327,7 +405,7 @@ def _fold_batch_norms(g, producer, removed, uses, const, value, new) -> int:
         if prev.op_type == "Conv":
             if w.shape[0] != c:
                 continue
-            w2 = w.astype(np.float64) * scale.reshape((c,) + (1,) * (w.ndim - 1))
+            axis, wscale = 0, scale
             bias = np.zeros(c) if b is None else b.astype(np.float64)
             conv_attrs = {}
         else:
@@ -336,8 +414,7 @@ def _fold_batch_norms(g, producer, removed, uses, const, value, new) -> int:
             trans_b = int(ga.get("transB", 0))
             if w.ndim != 2 or w.shape[0 if trans_b else 1] != c:
                 continue
-            s = scale.reshape((c, 1)) if trans_b else scale.reshape((1, c))
-            w2 = w.astype(np.float64) * alpha * s
+            axis, wscale = (0 if trans_b else 1), scale * alpha
             if b is None:
                 bias = np.zeros(c)
             elif b.shape in ((), (1,), (c,), (1, 1), (1, c)):  # one bias per column
@@ -353,7 +430,8 @@ def _fold_batch_norms(g, producer, removed, uses, const, value, new) -> int:
         wname, bname = prev.input[1], prev.input[2] if len(prev.input) > 2 else ""
         wname = wname if not uses[wname] else f"{wname}~bn"
         bname = bname if bname and not uses[bname] else f"{bn.output[0]}~bias"
-        new[wname], new[bname] = w2.astype(w.dtype), bias.astype(w.dtype)
+        again = _ScaledAgain(value, prev.input[1], wscale, axis)
+        new[wname], new[bname] = made(again(w), again), bias.astype(w.dtype)
         uses[wname] = uses[bname] = 1
         del prev.input[1:]
         prev.input.extend([wname, bname])
@@ -365,6 +443,16 @@ def _fold_batch_norms(g, producer, removed, uses, const, value, new) -> int:
         removed.add(k)
         count += 1
     return count
+
+
+class _ScaledAgain:
+    """A BatchNorm-scaled weight: ``weight`` (read through ``value``) times ``scale``."""
+
+    def __init__(self, value, weight: str, scale: np.ndarray, axis: int):
+        self.value, self.weight, self.scale, self.axis = value, weight, scale, axis
+
+    def __call__(self, w: np.ndarray | None = None) -> np.ndarray:
+        return _scaled(self.value(self.weight) if w is None else w, self.scale, self.axis)
 
 
 def _squares_as_pow(g, removed, new, value) -> int:
@@ -429,6 +517,10 @@ def _write_initializers(g, new, shareable, pinned, done) -> None:
         if t.name not in new:
             add(t.name, t)
     for name, arr in new.items():
+        if isinstance(arr, _Stored):
+            arr.proto.name = name
+            add(name, arr.proto)
+            continue
         # (np.ascontiguousarray would make a 0-d array 1-d)
         add(name, numpy_helper.from_array(arr if arr.flags.c_contiguous else arr.copy(), name))
     if renames:

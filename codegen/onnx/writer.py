@@ -181,8 +181,21 @@ def save(
                 data_f.write(b"\0" * pad)  # type: ignore[union-attr]
                 offset += pad
 
+        def store(arr: np.ndarray) -> onnx.TensorProto | None:
+            # A weight the optimization made (pre-transposed, BatchNorm-scaled): written out
+            # as it is made, so they are not all in memory at once. Integer ones stay inline
+            # (axes, shapes and pads onnxruntime reads when it loads the model).
+            if data_f is None or arr.nbytes < size_threshold or arr.dtype.kind != "f":
+                return None
+            t = onnx.TensorProto()
+            t.data_type = onnx.helper.np_dtype_to_tensor_dtype(arr.dtype)
+            t.dims.extend(arr.shape)
+            align()
+            place(t, _write_array(data_f, arr))
+            return t
+
         builder = ModelBuilder(
-            graph, opset, external=external, optimize=optimize, decompose=decompose
+            graph, opset, external=external, optimize=optimize, decompose=decompose, store=store
         )
         model = builder.run()
         if done is not None:
@@ -202,8 +215,8 @@ def save(
                     and len(t.raw_data) >= size_threshold
                     and t.data_type in _FLOAT_TYPES
                 ):
-                    # One the optimization made (a pre-transposed weight). Integer ones stay
-                    # inline: axes, shapes and pads onnxruntime reads when it loads the model.
+                    # One the optimization made and kept inline (a fold of constants): large
+                    # float ones go out too.
                     align()
                     data_f.write(memoryview(t.raw_data))
                     length = len(t.raw_data)

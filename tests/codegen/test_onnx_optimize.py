@@ -257,3 +257,116 @@ def test_pretransposed_weight_is_named_after_its_weight() -> None:
     read = {i for n in opt.graph.node for i in n.input}
     assert {n for n in names if n.endswith("~T")} <= read
     np.testing.assert_allclose(_run(opt, args), _eager(m, args), rtol=1e-5, atol=1e-5)
+
+
+class _Wide(torch.nn.Module):
+    """Eight 1 MiB Linear weights and eight 1 MiB conv weights, each under a BatchNorm."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fcs = torch.nn.ModuleList(torch.nn.Linear(512, 512) for _ in range(8))
+        self.convs = torch.nn.ModuleList(torch.nn.Conv2d(256, 256, 2, padding=1) for _ in range(8))
+        self.bns = torch.nn.ModuleList(torch.nn.BatchNorm2d(256) for _ in range(8))
+
+    def forward(self, x, y):
+        for fc in self.fcs:
+            x = torch.relu(fc(x))
+        for conv, bn in zip(self.convs, self.bns):
+            y = bn(conv(y))
+        return x, y.mean((2, 3))
+
+
+def test_save_writes_each_made_weight_as_it_is_made(tmp_path) -> None:
+    # The pass hands each pre-transposed and BatchNorm-scaled weight to the data file as it
+    # makes it: the 16 MiB it makes are never in memory together (holding them all was
+    # stop 41's regression: BERT's save took 700 MB above the model).
+    import tracemalloc
+
+    torch.manual_seed(0)
+    m = _Wide().eval()
+    for b in m.bns:
+        b.running_var.uniform_(0.5, 2)
+    args = (torch.randn(1, 2, 512), torch.randn(1, 256, 3, 3))  # 3-d: MatMul, not Gemm
+    g = _graph(m, args)
+    conx.save(g, tmp_path / "warm.onnx", external_data=True)  # imports, caches
+    tracemalloc.start()
+    try:
+        p = conx.save(g, tmp_path / "opt.onnx", external_data=True)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 8 * 2**20, f"{peak / 2**20:.1f} MiB traced while saving"
+
+    model = onnx.load(str(p), load_external_data=False)
+    names = {t.name: t for t in model.graph.initializer}
+    made = [n for n in names if n.endswith("~T")] + [f"convs.{i}.weight" for i in range(8)]
+    assert len(made) == 16
+    for n in made:  # written out, not inline
+        assert names[n].data_location == onnx.TensorProto.EXTERNAL and not names[n].raw_data
+    assert _ops(model)["BatchNormalization"] == 0 and _transposed_initializers(model) == []
+    loaded = onnx.load(str(p))
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    s = ort.InferenceSession(loaded.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    got = s.run(None, {i.name: a.numpy() for i, a in zip(s.get_inputs(), args)})
+    with torch.no_grad():
+        want = m(*args)
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b.numpy(), rtol=1e-4, atol=1e-4)
+
+
+def test_a_stored_weight_read_by_a_later_fold_is_computed_again() -> None:
+    # optimize_model's store takes a weight the pass made; a later rewrite that reads it
+    # (here the BatchNorm fold of a Gemm whose weight was a folded Transpose) computes it
+    # again instead of keeping it.
+    from onnx import helper
+
+    from codegen.onnx.optimize import optimize_model
+
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((8, 4)).astype(np.float32)
+    gamma, beta = rng.uniform(0.5, 1.5, 8).astype(np.float32), np.zeros(8, np.float32)
+    mean, var = rng.standard_normal(8).astype(np.float32), rng.uniform(0.5, 2, 8).astype(np.float32)
+    inits = [
+        onnx.numpy_helper.from_array(a, n)
+        for a, n in ((w, "w"), (gamma, "g"), (beta, "b"), (mean, "m"), (var, "v"))
+    ]
+    nodes = [
+        helper.make_node("Transpose", ["w"], ["wt"], perm=[1, 0]),
+        helper.make_node("Gemm", ["x", "wt"], ["y"]),
+        helper.make_node("BatchNormalization", ["y", "g", "b", "m", "v"], ["z"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, 4])],
+        [helper.make_tensor_value_info("z", onnx.TensorProto.FLOAT, [2, 8])],
+        inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    plain = model.SerializeToString()
+    stored: list[np.ndarray] = []
+
+    def store(arr):
+        stored.append(np.array(arr))
+        t = onnx.TensorProto()
+        t.data_type = onnx.TensorProto.FLOAT
+        t.dims.extend(arr.shape)
+        t.data_location = onnx.TensorProto.EXTERNAL
+        e = t.external_data.add()
+        e.key, e.value = "location", f"{len(stored) - 1}"
+        return t
+
+    done = optimize_model(model, store=store)
+    assert done["nodes folded"] == 1 and done["batch norms folded"] == 1
+    np.testing.assert_array_equal(stored[0], w.T)  # the Transpose, stored as it was made
+    gemm = model.graph.node[0]
+    final = {t.name: t for t in model.graph.initializer}[gemm.input[1]]
+    k = int(final.external_data[0].value)
+    scale = gamma.astype(np.float64) / np.sqrt(var.astype(np.float64) + 1e-5)
+    np.testing.assert_allclose(stored[k], w.T * scale, rtol=1e-6)  # read back: w.T again
+    x = rng.standard_normal((2, 4)).astype(np.float32)
+    ref = ort.InferenceSession(plain, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    b = {t.name: t for t in model.graph.initializer}[gemm.input[2]]
+    got = x @ stored[k] + onnx.numpy_helper.to_array(b)
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
