@@ -2,9 +2,10 @@
 
 Nodes are paired in three passes, each only among nodes not yet paired:
 
-1. anchors: the same source name (provenance name, else node name), op and weight names; or
-   the same (module path, op, occurrence) -- each key unique on both sides. Positional names
-   alone (torch's ``relu_1``) are not trusted: they shift when a model changes;
+1. anchors: the same source name (provenance name, else node name), op and weight names, where
+   no other node of the op reads those weights; or the same (module path, op, occurrence) --
+   each key unique on both sides. Positional names alone (torch's ``relu_1``) are not
+   trusted: they shift when a model changes;
 2. by structure, repeated until nothing changes: walking A in topological order, a node of B
    with the same op whose inputs are the paired images of A's inputs (weights pair by name,
    else by type; a same-named candidate first); and walking back from paired consumers (and
@@ -152,11 +153,16 @@ def match(a: Graph, b: Graph) -> Match:
             _types_agree(ren, x.type, y.type)
     # Anchors: a source name plus the same op and weights (positional names like ``relu_1``
     # shift when a model changes, weight names do not), and module path + op + occurrence.
+    # The weights have to identify the node: a weight several nodes of the op read (rotary's
+    # cos table, read by each layer's attention) leaves only the name, which is positional.
+    reads_a = Counter((n.op, _weight_names(n)) for n in a.nodes)
+    reads_b = Counter((n.op, _weight_names(n)) for n in b.nodes)
     ka, kb = _unique_keys(a.nodes, _ident), _unique_keys(b.nodes, _ident)
     for k, n in ka.items():
         c = kb.get(k)
         if c is not None and id(c) not in m.rev and c.op == n.op:
-            if _weight_names(n) and _weight_names(n) == _weight_names(c):
+            w = _weight_names(n)
+            if w and w == _weight_names(c) and reads_a[n.op, w] == reads_b[c.op, w] == 1:
                 m.pair(n, c, "name")
     ka, kb = _module_keys(a.nodes), _module_keys(b.nodes)
     for k, n in ka.items():

@@ -346,6 +346,32 @@ def test_match_pairs_by_provenance_across_different_structure():
     assert by["features.0"] == "name" and by["classifier"] == "name"
 
 
+def _two_layers(names: tuple[str, str]) -> Graph:
+    """Two layers each multiplying by one shared table (rotary's cos, read by every layer's
+    attention); the layers' ``mul`` nodes named ``names`` (a re-export numbers them anew)."""
+    g = Graph("t")
+    x = g.add_input("x", TensorType(F32, (1, 2, 4, 4)))
+    table = g.add_weight("cos", np.ones((1, 2, 4, 4), np.float32))
+    for layer, name in enumerate(names):
+        x = g.add_node(
+            "relu", [x], {}, provenance=Provenance("torch", "aten.relu", f"relu_{layer}")
+        ).output
+        prov = Provenance("torch", "aten.mul", name, f"layers.{layer}.attn")
+        x = g.add_node("mul", [x, table], {}, name=name, provenance=prov).output
+    g.set_outputs([x])
+    return g
+
+
+def test_a_shared_weight_does_not_anchor_nodes_by_their_positional_names():
+    # A's layer 0 mul is named mul_5, B's layer 1 mul is: the name and the weight agree, but
+    # the weight is read by both layers, so it identifies neither; the nodes pair by module.
+    a, b = _two_layers(("mul_5", "mul_14")), _two_layers(("mul", "mul_5"))
+    m = match(a, b)
+    muls = [n for n in a.nodes if n.op == "mul"]
+    assert [m.nodes[id(n)].provenance.module for n in muls] == ["layers.0.attn", "layers.1.attn"]
+    assert msc.diff(a, b).equivalent
+
+
 # ---------------------------------------------------------------------------- canonical form
 # Each row: one computation spelled two ways (diff: equivalent, naming the known rewrite), and
 # a real difference that looks alike (diff: a real change, never explained away).
