@@ -189,6 +189,10 @@ def test_onnx_scopes_give_the_hierarchy(dynamo, tmp_path):
     # Class names: the source's types where the file has them (dynamo), else from the path.
     blocks = [("BasicBlock" if dynamo else "Layers", "layers.0")]
     assert _structure_problems(src, blocks, "layers") == []
+    # The top class: the exported module's own (dynamo's class_hierarchy), not torch.onnx's
+    # fixed graph name main_graph.
+    top = type(model).__name__ if dynamo else "MainGraph"
+    assert g.name == (top if dynamo else "main_graph") and f"class {top}(nn.Module)" in src
     assert _structure_problems(ct.generate(g, flat=True), blocks, "layers") != []
     with torch.no_grad():
         torch.testing.assert_close(ct.to_module(g)(*args), model(*args), atol=1e-5, rtol=1e-5)

@@ -47,7 +47,13 @@ from msc.frontend.onnx.initializers import (
 )
 from msc.frontend.onnx.registry import CONVERTERS, ConverterRegistry, NoConverter
 from msc.frontend.onnx.runtime_types import runtime_types
-from msc.frontend.onnx.scopes import read_signature, recover_weight_names, scope_provenance
+from msc.frontend.onnx.scopes import (
+    TORCH_ONNX_GRAPH,
+    read_signature,
+    recover_weight_names,
+    root_class,
+    scope_provenance,
+)
 from msc.ir import (
     DType,
     Graph,
@@ -301,6 +307,18 @@ def _all_graphs(g: onnx.GraphProto):
                 yield from _all_graphs(a.g)
             for sub in a.graphs:
                 yield from _all_graphs(sub)
+
+
+def _graph_name(g: onnx.GraphProto) -> str:
+    """The graph's name; for torch.onnx's fixed ``main_graph``, the exported module's class
+    where its nodes record it (``LlamaForCausalLM``), as ``msc.from_torch`` names a graph."""
+    if g.name == TORCH_ONNX_GRAPH:
+        for node in g.node[:64]:
+            props = {p.key: p.value for p in node.metadata_props}
+            cls = root_class(props)
+            if cls:
+                return cls
+    return g.name
 
 
 def _provenance(node: onnx.NodeProto) -> Provenance:
@@ -594,7 +612,7 @@ class Importer:
         if "ai.onnx" in self.opsets and "" not in self.opsets:
             self.opsets[""] = self.opsets["ai.onnx"]
         self.opset = self.opsets.get("", 0)
-        self.graph = Graph(model.graph.name)
+        self.graph = Graph(_graph_name(model.graph))
         self.env: dict[str, Slot] = {}
         self.problems: list[UnsupportedOp] = []
         # Graph inputs whose values a converter needed at import (see constant_inputs).

@@ -90,6 +90,25 @@ def _class_stack(scopes: list[str], text: str) -> tuple[tuple[str, str], ...]:
     )
 
 
+TORCH_ONNX_GRAPH = "main_graph"  # the name torch.onnx gives every graph it writes
+
+
+def root_class(props: dict[str, str]) -> str:
+    """The class of the exported module itself (the first entry of a node's
+    ``pkg.torch.onnx.class_hierarchy``, its scope ``''``), as a bare name; "" when not
+    recorded. Only data: a codegen sanitizes it."""
+    text = props.get("pkg.torch.onnx.class_hierarchy", "")
+    if not text.startswith("["):
+        return ""
+    try:
+        classes = ast.literal_eval(text)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return ""
+    if not isinstance(classes, list) or len(classes) < 2 or not isinstance(classes[0], str):
+        return ""
+    return classes[0].rpartition(".")[2]
+
+
 def scope_provenance(
     name: str, props: dict[str, str], op_label: str, inputs: Sequence[str] = ()
 ) -> Provenance | None:
