@@ -1,8 +1,9 @@
 """PyTorch models -> Keras source (issue 32): the seven model families of the hierarchy table
 (a ResNet-style CNN, BERT, GPT-2, Llama, ViT, Whisper, Mixtral; tiny transformers configs,
 random weights) exported by torch.export, written by codegen.keras and run by Keras on its
-torch backend against eager PyTorch (atol 1e-4). What does not convert yet is a strict xfail
-with its reason (it fails the day it passes)."""
+torch backend against eager PyTorch (atol 1e-4); the Keras model is then read back by
+msc.from_keras and run as generated PyTorch against eager too. What does not convert yet is a
+strict xfail with its reason (it fails the day it passes)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ import codegen.keras  # noqa: E402
 import msc  # noqa: E402
 from tests.codegen.test_torch_hierarchy_models import MODELS  # noqa: E402
 from tests.keras_cases import keras_run  # noqa: E402
+from tests.tflite_cases import run_torch  # noqa: E402
 
 SLOW = {"whisper", "moe"}  # the largest exports
 MISSES: dict[str, str] = {}
@@ -44,6 +46,11 @@ def test_model_to_keras_agrees_with_eager(name):
     assert len(got) == len(ref)
     for a, r in zip(got, ref):
         np.testing.assert_allclose(a, r.numpy(), atol=1e-4, rtol=1e-4)
+    # the Keras model read back by msc.from_keras and run as generated PyTorch
+    again = run_torch(msc.from_keras(back), [np.asarray(v) for v in inputs.values()])
+    assert len(again) == len(ref)
+    for a, r in zip(again, ref):
+        np.testing.assert_allclose(a, r.numpy(), atol=1e-4, rtol=1e-4)
 
 
 class _Fn(torch.nn.Module):
@@ -65,6 +72,10 @@ OPS = {
     "tile": lambda x: x.repeat(1, 2, 1),
     "full_and_arange": lambda x: x + torch.full((3, 4), 0.5) * torch.arange(4.0),
     "max_pool_padded": lambda x: torch.nn.functional.max_pool1d(x, 3, 2, 1),
+    # a causal mask computed without the input: a constant mask when read back from Keras
+    "attention_constant_mask": lambda x: torch.nn.functional.scaled_dot_product_attention(
+        x[None], x[None], x[None], torch.ones(1, 1, 3, 3, dtype=torch.bool).tril()
+    ),
 }
 
 
@@ -107,6 +118,8 @@ def test_op_to_keras_agrees_with_eager(name):
     with torch.no_grad():
         ref = m(x)
     np.testing.assert_allclose(got[0], ref.numpy(), atol=1e-5, rtol=1e-5)
+    again = run_torch(msc.from_keras(back), [x.numpy()])  # read back from Keras
+    np.testing.assert_allclose(again[0], ref.numpy(), atol=1e-5, rtol=1e-5)
 
 
 def test_weighted_layer_on_build_time_values_is_refused():
