@@ -11,6 +11,12 @@
 #   after sanitizing; layers that hold weights claim their names first. Python names come
 #   from the values' names through one namespace. Model strings reach the source only through
 #   ``repr()`` or a sanitized identifier.
+# - A value computed without the model's inputs (an ``ops.arange`` and what follows from it)
+#   is a tensor Keras computes once, when build() runs: a layer holding weights called on
+#   such values alone runs then, with its initial weights, and is not part of the model, so
+#   set_weights never reaches it. ``Emit.symbolic`` says which inputs are the model's run-time
+#   tensors; ``Emit.layer`` refuses a weighted layer without one, and an emitter that can write
+#   the same use from ``SourceWeight`` operands does so (embedding).
 # - Ops without an emitter are lowered through msc.ops' decompositions first; every node that
 #   can still not be written is reported at once.
 """
@@ -153,6 +159,12 @@ class Emit:
         v = self.node.inputs[i] if i < len(self.node.inputs) else None
         return None if v is None else self.cg.folded.get(id(v))
 
+    def symbolic(self, i: int) -> bool:
+        """Whether input ``i`` is a tensor of the functional graph (computed from the model's
+        inputs or a ``SourceWeight``), not a value Keras computes once when build() runs."""
+        v = self.node.inputs[i] if i < len(self.node.inputs) else None
+        return v is not None and id(v) in self.cg.symbolic
+
     def weight(self, i: int, what: str) -> np.ndarray:
         a = self.const(i)
         if a is None:
@@ -193,6 +205,11 @@ class Emit:
         parts = [repr(a) for a in args]
         parts += [f"{k}={v!r}" for k, v in kw.items()]
         parts.append(f"name={self.layer_name!r}")
+        if weights and not any(self.symbolic(i) for i in range(len(self.node.inputs))):
+            raise Unsupported(
+                f"layers.{cls} holding weights on values computed without the model's inputs "
+                "(Keras runs it once in build(), before its weights are set)"
+            )
         if weights:
             self.cg.weights[self.layer_name] = [
                 np.array(w, order="C") for w in weights
@@ -224,6 +241,7 @@ class KerasCodegen:
         self.values = Namespace(_identifier)
         self.layers = Namespace(_layer_name)
         self.var: dict[int, str] = {}
+        self.symbolic: set[int] = set()  # ids of values that are tensors of the functional graph
         self.folded: dict[int, np.ndarray] = {}
         self.weights: dict[str, list[np.ndarray]] = {}
         self.lines: list[str] = []
@@ -317,6 +335,7 @@ class KerasCodegen:
             line = f"    {name} = SourceWeight(\n        {args}\n    )({self.inputs[0]})"
         self.lines.append(line)
         self.var[id(v)] = name
+        self.symbolic.add(id(v))
         return name
 
     # ------------------------------------------------------------ layout
@@ -381,6 +400,7 @@ class KerasCodegen:
         for v in g.inputs:
             name = self.values.fresh(v.name or "input")
             self.var[id(v)] = name
+            self.symbolic.add(id(v))
             ins.append(name)
             self.inputs.append(name)
             self.lines.append(f"    {name} = {self._input(v)}")
@@ -430,6 +450,8 @@ class KerasCodegen:
             name = self.var.pop(id(x), None)
             if name is not None:
                 self.var[id(node.outputs[0])] = name
+        if x is not None and id(x) in self.symbolic:
+            self.symbolic.add(id(node.outputs[0]))
 
     def _emit(self, node: Node) -> None:
         if any(v is not None and id(v) in self.poisoned for v in node.inputs):
@@ -449,6 +471,8 @@ class KerasCodegen:
             self.poisoned.update(id(o) for o in node.outputs)
             self.unsupported.append(UnsupportedOp(node.op, node.name or "", "", str(e)))
             return
+        if any(v is not None and id(v) in self.symbolic for v in node.inputs):
+            self.symbolic.update(id(o) for o in node.outputs)
         if len(node.outputs) > 1:
             names = []
             for out in node.outputs:

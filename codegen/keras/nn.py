@@ -183,6 +183,11 @@ def embedding(e: Emit, node):
     table = e.weight(0, "the table")
     if table.ndim != 2:
         raise Unsupported(f"a table of rank {table.ndim}")
+    if not e.symbolic(1):
+        # indices computed without the inputs (positions from an arange): an Embedding layer
+        # on them would run once in build(), with its initial table; a SourceWeight holding
+        # the table is part of the model
+        return f"ops.take({e.arg(0)}, {e.arg(1)}, axis=0)"
     layer = e.layer("Embedding", int(table.shape[0]), int(table.shape[1]), weights=[table])
     return f"{layer}({e.arg(1)})"
 

@@ -406,12 +406,17 @@ def _split(ctx: Ctx, y: Value, heads: int, d: int) -> Value:
 @converter("ops.DotProductAttention")
 def dot_product_attention_op(ctx: Ctx, op, q, k, v, bias=None, mask=None, scale=None):
     """[batch, length, heads, dim] operands: transposed to the canonical heads-first form;
-    a bias (added to the scores) or a bool mask, both [batch, heads, length, source]."""
+    a bias (added to the scores) or a bool mask, both [batch, heads, length, source]; one
+    computed without the model's inputs (a causal mask) is a constant of the graph."""
     if bias is not None and mask is not None:
         raise Unsupported("both a bias and a mask")
     extra = bias if bias is not None else mask
     if extra is not None and not isinstance(extra, Value):
-        raise Unsupported("a bias or mask that is not a tensor of the graph")
+        from msc.frontend.keras.importer import to_numpy
+        from msc.ir import DType
+
+        a = to_numpy(extra)
+        extra = ctx.const(a, DType.from_numpy(a.dtype))
     if getattr(op, "attn_logits_soft_cap", None) is not None:
         raise Unsupported("attn_logits_soft_cap")
     if any(t.type.rank != 4 for t in (q, k, v)):

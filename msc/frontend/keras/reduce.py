@@ -44,3 +44,13 @@ def argsort_op(ctx: Ctx, op, x):
     from msc.ir import DType
 
     return ctx.op("cast", ctx.op("argsort", x, axis=int(op.axis)), to=DType.INT32)
+
+
+@converter("ops.TopK")
+def top_k_op(ctx: Ctx, op, x):
+    """(values, int32 indices) of the k largest along the last axis; unsorted means any order,
+    which the sorted result is one of."""
+    from msc.ir import DType
+
+    values, idx = ctx.multi("topk", x, k=int(op.k), axis=-1, largest=True, sorted=True)
+    return values, ctx.op("cast", idx, to=DType.INT32)

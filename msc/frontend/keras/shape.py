@@ -208,6 +208,18 @@ def repeat_op(ctx: Ctx, op, x):
     return ctx.op("expand", x, shape=shape)
 
 
+@converter("ops.Tile")
+def tile_op(ctx: Ctx, op, x):
+    """numpy.tile: a count per dim (fewer counts than dims repeat the trailing ones)."""
+    repeats = op.repeats
+    if not isinstance(repeats, int | list | tuple) or not all(
+        isinstance(r, int) for r in ([repeats] if isinstance(repeats, int) else repeats)
+    ):
+        raise Unsupported("repeats that are not integers known when the model is built")
+    reps = [repeats] if isinstance(repeats, int) else [int(r) for r in repeats]
+    return ctx.op("tile", x, repeats=reps)
+
+
 @converter("ops.TakeAlongAxis")
 def take_along_axis_op(ctx: Ctx, op, x, indices):
     if op.axis is None:
