@@ -87,7 +87,7 @@ class Held:
         self.bind = bind
 
 
-_FUNCS = {"floordiv": "({} // {})", "mod": "({} % {})", "min": "min({})", "max": "max({})"}
+_FUNCS = {"floordiv": "({} // {})", "mod": "({} % {})", "min": "min({}, {})", "max": "max({}, {})"}
 
 
 class JaxCodegen:
@@ -182,29 +182,20 @@ class JaxCodegen:
             return self.symbols.get(d.name)
         if isinstance(d, Func):
             args = [self.dim(a) for a in d.args]
-            if d.op not in _FUNCS or any(a is None for a in args):
+            if d.op not in _FUNCS or None in args or len(args) != 2:
                 return None
-            return _FUNCS[d.op].format(*args) if d.op in ("floordiv", "mod") else _FUNCS[
-                d.op
-            ].format(", ".join(args))  # type: ignore[arg-type]
+            args = [a if re.fullmatch(r"-?\w+", a) else f"({a})" for a in args]  # type: ignore[arg-type]
+            return _FUNCS[d.op].format(*args)
         if isinstance(d, SymExpr):
-            out = ""
-            const = 0
-            for mono, c in d.terms:
-                if not mono:
-                    const = c
-                    continue
+            text = ""
+            for mono, c in d.terms:  # the constant term last
                 atoms = [self.dim(a) for a in mono]
-                if any(a is None for a in atoms):
+                if None in atoms:
                     return None
-                body = "*".join(atoms)  # type: ignore[arg-type]
-                body = body if abs(c) == 1 else f"{abs(c)}*{body}"
-                out = (f"-{body}" if c < 0 else body) if not out else (
-                    f"{out} {'-' if c < 0 else '+'} {body}"
-                )
-            if const:
-                out = f"{out} {'-' if const < 0 else '+'} {abs(const)}" if out else str(const)
-            return out or "0"
+                term = "*".join([*([str(abs(c))] if abs(c) != 1 or not mono else []), *atoms])
+                sign = "-" if c < 0 else "+"
+                text = f"{text} {sign} {term}" if text else term if c > 0 else f"-{term}"
+            return text or "0"
         return None
 
     def shape_of(self, v: Value, unknown: str | None = None) -> str:
@@ -246,8 +237,9 @@ class JaxCodegen:
                     self.names[o] = "None"
                 continue
             used = all(o.uses for o in node.outputs) and not set(node.outputs) & set(g.outputs)
-            stmts.append((lines, [self.names[o] for o in node.outputs if o in self.names]
-                          if used else []))
+            stmts.append(
+                (lines, [self.names[o] for o in node.outputs if o in self.names] if used else [])
+            )
         if bad:
             raise UnsupportedOpsError(bad, what="graph (for JAX)")
         outs = [self.ref(v) for v in g.outputs]
