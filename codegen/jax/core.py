@@ -8,6 +8,12 @@ params dict keyed by the graph's weight names, in jax.numpy / jax.lax / jax.nn.
 #   namespace per emission, so ``a.b`` and ``a_b`` stay two names.
 # - Ops without an emitter are lowered through msc.ops' decompositions first; what can be
 #   written neither way is reported at once in one UnsupportedOpsError.
+# - Sizes are Python values: under jax.jit a traced array's shape is Python ints (one trace
+#   per shape), so a symbolic dim is read from an input's shape once (``batch =
+#   input_ids.shape[0]``), shape arithmetic is Python arithmetic on such names (``held``
+#   values: an expression, or a list of them for a 1-d size), and reshape / expand / full /
+#   arange take sizes written from the graph's symbolic types. Nothing depends on the example
+#   size of a symbolic dim. Statements only sizes read are dropped (``_drop_unread``).
 """
 
 from __future__ import annotations
@@ -24,8 +30,9 @@ from codegen.jax.registry import EMITTERS, EmitterRegistry
 from msc.errors import Unsupported, UnsupportedOp, UnsupportedOpsError
 from msc.ir import DType
 from msc.ir.graph import Graph, Node, Value
+from msc.ir.types import Func, SymDim, SymExpr
 
-__all__ = ["JaxCodegen", "literal", "dtype_expr", "need"]
+__all__ = ["JaxCodegen", "Held", "literal", "dtype_expr", "need"]
 
 RESERVED = {"jax", "jnp", "lax", "np", "params", "forward", "load_params", "WEIGHTS_FILE"}
 _INVALID = re.compile(r"[^0-9A-Za-z_]+")
@@ -68,6 +75,21 @@ def literal(arr: np.ndarray) -> str:
     return f"jnp.asarray({nested(arr)}, dtype={dtype_expr(dt)})"
 
 
+class Held:
+    """What an emitter returns for a node computing a size: its Python value (an expression,
+    or for a 1-d size the list of its elements' expressions); ``bind``: assign it to a name
+    (arithmetic, read more than once) rather than write it where it is used."""
+
+    __slots__ = ("value", "bind")
+
+    def __init__(self, value: str | list[str], bind: bool = False) -> None:
+        self.value = value
+        self.bind = bind
+
+
+_FUNCS = {"floordiv": "({} // {})", "mod": "({} % {})", "min": "min({}, {})", "max": "max({}, {})"}
+
+
 class JaxCodegen:
     def __init__(self, graph: Graph, emitters: EmitterRegistry = EMITTERS) -> None:
         self.emitters = emitters
@@ -76,6 +98,8 @@ class JaxCodegen:
         self.names: dict[Value, str] = {}
         self.lines: list[str] = []
         self.pre: list[str] = []  # statements an emitter puts before its node's assignment
+        self.held: dict[Value, str | list[str]] = {}  # sizes held as Python values
+        self.symbols: dict[str, str] = {}  # symbolic dim name -> the name it is read into
 
     def _lower(self, graph: Graph) -> Graph:
         from msc.ops.decompose import decompose
@@ -109,7 +133,91 @@ class JaxCodegen:
             return None
         if v.producer is None and v.name in self.graph.weights:
             return f"params[{v.name!r}]"
+        if v in self.held:  # a size used as an array
+            return f"jnp.asarray({self.py(v)}, dtype={dtype_expr(v.type.dtype)})"
         return self.names[v]
+
+    # ------------------------------------------------------------ sizes
+    def size(self, v: Value | None) -> str | list[str] | None:
+        """The Python value of ``v`` when the code knows it without running an array op: a
+        held size, or a small integer constant (its literal). None otherwise."""
+        if v is None:
+            return None
+        if v in self.held:
+            return self.held[v]
+        p = v.producer
+        if p is not None and p.op == "constant" and v.type.dtype.is_integer:
+            arr = np.asarray(p.attrs["value"])
+            if arr.ndim == 0:
+                return str(int(arr))
+            if arr.ndim == 1 and arr.size <= 16:
+                return [str(int(x)) for x in arr]
+        return None
+
+    def py(self, v: Value) -> str:
+        """``v``'s Python value as one expression (a tuple for a 1-d size)."""
+        s = self.size(v)
+        if isinstance(s, list):
+            return f"({s[0]},)" if len(s) == 1 else f"({', '.join(s)})"
+        assert s is not None
+        return s
+
+    def on_sizes(self, node: Node) -> bool:
+        """``node`` computes a size from sizes: integer, at most 1-d, every input a Python
+        value and one of them a held size."""
+        out = node.outputs
+        if len(out) != 1 or not out[0].type.dtype.is_integer or out[0].type.rank > 1:
+            return False
+        ins = [v for v in node.inputs if v is not None]
+        return any(v in self.held for v in ins) and all(self.size(v) is not None for v in ins)
+
+    def dim(self, d: Any) -> str | None:
+        """A dim of a graph type as a Python expression over the symbols the inputs' shapes
+        give (``batch``, ``seq_len + 1``); None if some symbol is none of theirs."""
+        if isinstance(d, bool) or d is None:
+            return None
+        if isinstance(d, int):
+            return str(d)
+        if isinstance(d, SymDim):
+            return self.symbols.get(d.name)
+        if isinstance(d, Func):
+            args = [self.dim(a) for a in d.args]
+            if d.op not in _FUNCS or None in args or len(args) != 2:
+                return None
+            args = [a if re.fullmatch(r"-?\w+", a) else f"({a})" for a in args]  # type: ignore[arg-type]
+            return _FUNCS[d.op].format(*args)
+        if isinstance(d, SymExpr):
+            text = ""
+            for mono, c in d.terms:  # the constant term last
+                atoms = [self.dim(a) for a in mono]
+                if None in atoms:
+                    return None
+                term = "*".join([*([str(abs(c))] if abs(c) != 1 or not mono else []), *atoms])
+                sign = "-" if c < 0 else "+"
+                text = f"{text} {sign} {term}" if text else term if c > 0 else f"-{term}"
+            return text or "0"
+        return None
+
+    def shape_of(self, v: Value, unknown: str | None = None) -> str:
+        """``v``'s shape as a Python tuple: static dims as ints, symbolic ones over the
+        symbols; a dim the types cannot say is ``unknown`` (``-1`` for a reshape), at most
+        one. Unsupported otherwise."""
+        dims = [self.dim(d) for d in (v.type.shape or ())]
+        if v.type.shape is None or dims.count(None) > (1 if unknown else 0):
+            raise Unsupported("a size the graph's types do not give in terms of the inputs")
+        items = [unknown if d is None else d for d in dims]
+        return f"({items[0]},)" if len(items) == 1 else f"({', '.join(items)})"  # type: ignore[arg-type]
+
+    def _bind_symbols(self) -> list[tuple[list[str], list[str]]]:
+        """``batch = input_ids.shape[0]`` for each symbol an input's shape holds first."""
+        out = []
+        for v in self.graph.inputs:
+            for i, d in enumerate(v.type.shape or ()):
+                if isinstance(d, SymDim) and d.name not in self.symbols:
+                    name = self.fresh(d.name, "n")
+                    self.symbols[d.name] = name
+                    out.append(([f"{name} = {self.names[v]}.shape[{i}]"], [name]))
+        return out
 
     # ------------------------------------------------------------ emission
     def generate(self) -> str:
@@ -117,18 +225,25 @@ class JaxCodegen:
         args = [self.fresh(v.name, "x") for v in g.inputs]
         for v, a in zip(g.inputs, args):
             self.names[v] = a
-        body: list[str] = []
+        # (lines, names they assign, dropped when none is read)
+        stmts: list[tuple[list[str], list[str]]] = self._bind_symbols()
         bad: list[UnsupportedOp] = []
         for node in g.nodes:
             try:
-                body.extend(self._node(node))
+                lines = self._node(node)
             except Unsupported as e:
                 bad.append(UnsupportedOp(str(node.op), node.name or "", "", str(e)))
                 for o in node.outputs:
                     self.names[o] = "None"
+                continue
+            used = all(o.uses for o in node.outputs) and not set(node.outputs) & set(g.outputs)
+            stmts.append(
+                (lines, [self.names[o] for o in node.outputs if o in self.names] if used else [])
+            )
         if bad:
             raise UnsupportedOpsError(bad, what="graph (for JAX)")
         outs = [self.ref(v) for v in g.outputs]
+        body = _drop_unread(stmts, outs)
         ret = outs[0] if len(outs) == 1 else "(" + ", ".join(outs) + ")"
         head = [
             f'"""JAX code generated by msc from graph {g.name!r}."""',
@@ -164,6 +279,14 @@ class JaxCodegen:
         finally:
             self.pre = saved
         outs = node.outputs
+        if isinstance(expr, Held):  # a size: a Python value, written where it is used
+            if not expr.bind:
+                self.held[outs[0]] = expr.value
+                return pre
+            name = self.fresh(_symbol_of(node) or outs[0].name)
+            self.held[outs[0]] = name
+            self.names[outs[0]] = name
+            return [*pre, f"{name} = {expr.value}"]
         names = [self.fresh(o.name) for o in outs]
         for o, n in zip(outs, names):
             self.names[o] = n
@@ -184,3 +307,30 @@ class JaxCodegen:
         for node in graph.nodes:
             lines.extend(self._node(node))
         return lines, [self.ref(v) for v in graph.outputs]  # type: ignore[misc]
+
+
+_WORD = re.compile(r"[A-Za-z_][0-9A-Za-z_]*")
+
+
+def _drop_unread(stmts: list[tuple[list[str], list[str]]], outs: list[str]) -> list[str]:
+    """The lines of ``stmts`` without the statements whose names no kept line reads (what
+    only sizes used: constants and shape reads folded into Python values). A statement with
+    no names listed is always kept (a node the graph leaves unused stays, as in the source)."""
+    read = {w for o in outs for w in _WORD.findall(o)}
+    kept: list[list[str]] = []
+    for lines, names in reversed(stmts):
+        if names and not read.intersection(names):
+            continue
+        kept.append(lines)
+        for line in lines:
+            read.update(_WORD.findall(line))
+    return [line for lines in reversed(kept) for line in lines]
+
+
+def _symbol_of(node: Node) -> str | None:
+    """The symbol a node reads from a shape (``squeeze(shape(x)[i:i+1])``), to name it by."""
+    p = node.inputs[0].producer if node.inputs and node.inputs[0] is not None else None
+    if node.op != "squeeze" or p is None or p.op != "shape" or p.inputs[0].type.shape is None:
+        return None
+    dims = list(p.inputs[0].type.shape)[p.attrs.get("start", 0) : p.attrs.get("end")]
+    return dims[0].name if len(dims) == 1 and isinstance(dims[0], SymDim) else None

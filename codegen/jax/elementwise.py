@@ -3,7 +3,7 @@ where, cast, clamp, constants."""
 
 from __future__ import annotations
 
-from codegen.jax.core import JaxCodegen, _scalar, dtype_expr, literal
+from codegen.jax.core import Held, JaxCodegen, _scalar, dtype_expr, literal
 from codegen.jax.registry import emitter
 from msc.ir import DType
 
@@ -94,15 +94,46 @@ for _op, _fn in UNARY.items():
     emitter(_op)(_unary(_fn))
 
 
-def _binary(fmt: str):
+# Integer arithmetic on sizes, in Python (sizes are Python ints under jax.jit).
+SIZE_BINARY = {
+    "add": "{} + {}",
+    "sub": "{} - {}",
+    "mul": "{} * {}",
+    "floor_divide": "{} // {}",
+    "remainder": "{} % {}",
+    "maximum": "max({}, {})",
+    "minimum": "min({}, {})",
+}
+
+
+def _on_sizes(e: JaxCodegen, node, fmt: str) -> Held:
+    """``fmt`` over two sizes: one named value for scalars, else each element (broadcast)."""
+    a, b = (e.size(v) for v in node.inputs)
+    if not isinstance(a, list) and not isinstance(b, list):
+        return Held(fmt.format(a, b), bind=True)
+    n = len(a) if isinstance(a, list) else len(b)  # type: ignore[arg-type]
+    a, b = (v if isinstance(v, list) else [v] * n for v in (a, b))
+    a, b = (v * n if len(v) == 1 else v for v in (a, b))
+    return Held([f"({fmt.format(x, y)})" for x, y in zip(a, b)])
+
+
+def _binary(op: str, fmt: str):
     def emit(e: JaxCodegen, node, a, b):
+        if op in SIZE_BINARY and e.on_sizes(node):
+            return _on_sizes(e, node, SIZE_BINARY[op])
+        # a size next to an array: its Python int (JAX keeps the array's dtype)
+        x, y = node.inputs
+        if x in e.held and x.type.rank == 0 and y.type.dtype == x.type.dtype:
+            a = e.py(x)
+        if y in e.held and y.type.rank == 0 and y.type.dtype == x.type.dtype:
+            b = e.py(y)
         return fmt.format(a, b)
 
     return emit
 
 
 for _op, _fmt in BINARY.items():
-    emitter(_op)(_binary(_fmt))
+    emitter(_op)(_binary(_op, _fmt))
 
 
 @emitter("div")
@@ -119,6 +150,8 @@ def where(e: JaxCodegen, node, c, x, y):
 
 @emitter("cast")
 def cast(e: JaxCodegen, node, x):
+    if e.on_sizes(node) and node.inputs[0].type.dtype.is_integer:
+        return Held(e.size(node.inputs[0]))  # type: ignore[arg-type]
     return f"{x}.astype({dtype_expr(node.attrs['to'])})"
 
 

@@ -4,24 +4,28 @@ arange, tile, flip."""
 
 from __future__ import annotations
 
-from codegen.jax.core import JaxCodegen, _scalar, dtype_expr, need
+from codegen.jax.core import Held, JaxCodegen, _scalar, dtype_expr, need
 from codegen.jax.registry import emitter
 
 
-def _shape(node) -> list:
-    out = node.outputs[0].type.shape
-    return [d if isinstance(d, int) else -1 for d in out]
+def _as_rank(e: JaxCodegen, node) -> Held:
+    """A size reshaped (squeeze, unsqueeze, reshape): its elements, as a 0-d or 1-d value."""
+    v = e.size(node.inputs[0])
+    if node.outputs[0].type.rank == 0:
+        return Held(v[0] if isinstance(v, list) else v)  # type: ignore[arg-type]
+    return Held(v if isinstance(v, list) else [v])  # type: ignore[list-item]
 
 
 @emitter("reshape")
 def reshape(e: JaxCodegen, node, x, shape=None):
-    need(node, "shape")
-    return f"jnp.reshape({x}, {tuple(_shape(node))!r})"
+    if e.on_sizes(node):
+        return _as_rank(e, node)
+    return f"jnp.reshape({x}, {e.shape_of(node.outputs[0], unknown='-1')})"
 
 
 @emitter("flatten")
 def flatten(e: JaxCodegen, node, x):
-    return f"jnp.reshape({x}, {tuple(_shape(node))!r})"
+    return f"jnp.reshape({x}, {e.shape_of(node.outputs[0], unknown='-1')})"
 
 
 @emitter("transpose")
@@ -31,12 +35,13 @@ def transpose(e: JaxCodegen, node, x):
 
 @emitter("expand")
 def expand(e: JaxCodegen, node, x, shape=None):
-    need(node, "shape")
-    return f"jnp.broadcast_to({x}, {tuple(_shape(node))!r})"
+    return f"jnp.broadcast_to({x}, {e.shape_of(node.outputs[0])})"
 
 
 @emitter("squeeze")
 def squeeze(e: JaxCodegen, node, x, axes=None):
+    if e.on_sizes(node):
+        return _as_rank(e, node)
     if axes is not None:
         need(node, "axes")
     ax = node.attrs.get("axes")
@@ -45,6 +50,8 @@ def squeeze(e: JaxCodegen, node, x, axes=None):
 
 @emitter("unsqueeze")
 def unsqueeze(e: JaxCodegen, node, x, axes=None):
+    if e.on_sizes(node):
+        return _as_rank(e, node)
     need(node, "axes")
     return f"jnp.expand_dims({x}, {tuple(node.attrs['axes'])!r})"
 
@@ -90,9 +97,37 @@ def _dynamic_slice(e: JaxCodegen, node, x, starts):
     return f"lax.dynamic_slice({x}, ({', '.join(at)},), {tuple(out)!r})"
 
 
+def _python_slice(e: JaxCodegen, node, x) -> str | None:
+    """A slice at run-time starts and ends that are sizes (``w[:seq_len]``): a subscript."""
+    ins = node.inputs
+    starts, ends = e.size(ins[1]), e.size(ins[2]) if len(ins) > 2 else None
+    axes = node.attrs.get("axes")
+    steps = e.size(ins[4]) if len(ins) > 4 and ins[4] is not None else ["1"] * len(axes or ())
+    if len(ins) > 3 and ins[3] is not None or axes is None or starts is None or ends is None:
+        return None
+    starts, ends = (v if isinstance(v, list) else [v] for v in (starts, ends))
+    if steps is None or not len(starts) == len(ends) == len(axes) == len(steps):
+        return None
+    rank = node.inputs[0].type.rank
+    parts = [":"] * rank
+    for a, s, t, st in zip(axes, starts, ends, steps):
+        t = "" if t.lstrip("-").isdigit() and abs(int(t)) >= 2**62 else t
+        parts[a % rank] = f"{'' if s == '0' else s}:{t}" + ("" if st == "1" else f":{st}")
+    while parts[-1] == ":":
+        parts.pop()
+    return f"{x}[{', '.join(parts)}]"
+
+
 @emitter("slice")
 def slice_(e: JaxCodegen, node, x, *rest):
+    if e.on_sizes(node) and node.attrs.get("starts") is not None:
+        v, a = e.size(node.inputs[0]), node.attrs
+        st = (a.get("steps") or [1])[0]
+        return Held(v[slice(a["starts"][0], a["ends"][0], st)])  # type: ignore[index]
     if node.attrs.get("starts") is None and rest and rest[0] is not None:
+        sub = _python_slice(e, node, x)
+        if sub is not None:
+            return sub
         return _dynamic_slice(e, node, x, rest[0])
     for k in ("starts", "ends"):
         need(node, k)
@@ -114,6 +149,8 @@ def slice_(e: JaxCodegen, node, x, *rest):
 
 @emitter("concat")
 def concat(e: JaxCodegen, node, *xs):
+    if e.on_sizes(node):  # a shape put together from sizes: one tuple
+        return Held([d for v in node.inputs for d in e.size(v)])  # type: ignore[union-attr]
     return f"jnp.concatenate([{', '.join(xs)}], axis={node.attrs['axis']})"
 
 
@@ -164,6 +201,9 @@ def tile(e: JaxCodegen, node, x, repeats=None):
 
 @emitter("gather")
 def gather(e: JaxCodegen, node, x, indices):
+    v, i = e.size(node.inputs[0]), e.size(node.inputs[1])
+    if e.on_sizes(node) and isinstance(v, list) and node.attrs["axis"] in (0, -1):
+        return Held(v[int(i)] if isinstance(i, str) else [v[int(k)] for k in i])  # type: ignore[index]
     return f"jnp.take({x}, {indices}, axis={node.attrs['axis']})"
 
 
@@ -184,9 +224,9 @@ def arange(e: JaxCodegen, node):
 
 @emitter("full")
 def full(e: JaxCodegen, node, shape_in=None):
-    need(node, "shape")
     a = node.attrs
-    return f"jnp.full({tuple(a['shape'])!r}, {_scalar(a['value'])}, dtype={dtype_expr(a['dtype'])})"
+    shape = e.shape_of(node.outputs[0])
+    return f"jnp.full({shape}, {_scalar(a['value'])}, dtype={dtype_expr(a['dtype'])})"
 
 
 @emitter("full_like")
@@ -207,7 +247,12 @@ def trilu(e: JaxCodegen, node, x, k=None):
 @emitter("shape")
 def shape(e: JaxCodegen, node, x):
     s, t = node.attrs.get("start", 0), node.attrs.get("end")
-    return f"jnp.asarray({x}.shape[{s}:{'' if t is None else t}], dtype=jnp.int64)"
+    dims = node.inputs[0].type.shape
+    if dims is None:
+        return f"jnp.asarray({x}.shape[{s}:{'' if t is None else t}], dtype=jnp.int64)"
+    # Python ints under jax.jit: a static dim as its literal, a symbol by its name
+    at = range(len(dims))[s:t]
+    return Held([e.dim(dims[i]) or f"{x}.shape[{i}]" for i in at])
 
 
 def _at(node, indices: list, axes_of: list[int]) -> str:

@@ -5,6 +5,8 @@ data."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -157,3 +159,50 @@ def test_torch_sorts_to_jax(fn):
         ref = fn(x)
     ref = [t.numpy() for t in (ref if isinstance(ref, tuple | list) else [ref])]
     assert not close([np.asarray(a) for a in got], ref, 0, 0)
+
+
+class _Sizes(torch.nn.Module):
+    """Shape arithmetic on two symbolic inputs: a range to seq + 1, a reshape to a product of
+    sizes, full / zeros to computed sizes, a size used as a number."""
+
+    def forward(self, x, y):
+        b, s = x.shape[0], x.shape[1]
+        z = torch.cat([x, y], dim=1)
+        return (
+            torch.arange(s + 1),
+            x[:, 1:],
+            torch.full((b, s // 2), 2.0),
+            z.reshape(b * z.shape[1], -1),
+            torch.zeros(b, s + y.shape[1], 3).sum(-1) + s,
+        )
+
+
+def test_symbolic_sizes_are_python_arithmetic_on_shapes():
+    # The symbols are read once from the inputs' shapes; every size is Python arithmetic on
+    # them (the graph's symbolic types written out), so one jax.jit runs at any size.
+    from torch.export import Dim
+
+    b, s, t = Dim("batch", max=8), Dim("seq", min=4, max=20), Dim("t", min=1, max=9)
+    x, y = torch.randn(6, 10, 4), torch.randn(6, 5, 4)
+    dyn = {"x": {0: b, 1: s}, "y": {0: b, 1: t}}
+    g = msc.from_torch(_Sizes(), (x, y), dynamic_shapes=dyn)
+    fn, params = codegen.jax.to_function(g)
+    src = fn.msc_source
+    for line in (
+        "batch = x.shape[0]",
+        "seq = x.shape[1]",
+        "t = y.shape[1]",
+        "jnp.arange(add, dtype=jnp.int64)",
+        "(batch*seq + batch*t, 4)",
+        "jnp.full((batch, (seq // 2)), 2.0",
+        "jnp.full((batch, seq + t, 3), 0.0",
+    ):
+        assert line in src, line
+    forward = src[src.index("def forward") :]
+    assert not re.findall(r"\b(?:5|6|10)\b", forward)  # no size of the example
+    jitted = jax.jit(fn)
+    for n, m, k in ((1, 4, 1), (5, 13, 7)):
+        x, y = torch.randn(n, m, 4), torch.randn(n, k, 4)
+        got = jitted(params, x.numpy(), y.numpy())
+        for a, r in zip(got, _Sizes()(x, y), strict=True):
+            np.testing.assert_allclose(np.asarray(a), r.numpy(), atol=1e-5)

@@ -3,8 +3,8 @@
 random weights) exported by torch.export, written by codegen.jax and run under jax.jit on CPU
 against eager PyTorch (atol 1e-4), weights keyed by their state_dict names.
 
-Static shapes only: a symbolic batch or sequence reaches codegen.jax as run-time shape
-arithmetic (``range``, reshape / expand to computed sizes), which it does not write yet."""
+Static shapes here; the same models with a symbolic batch and sequence are
+tests/codegen/test_codegen_jax_symbolic.py."""
 
 from __future__ import annotations
 

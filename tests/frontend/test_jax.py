@@ -610,6 +610,35 @@ def test_symbolic_slice_reads_as_a_slice():
                 assert not close(run(g, [t]), [np.asarray(fn(pos, t))], 1e-6, 1e-6), (n, run)
 
 
+def test_symbolic_running_sums_splits_and_index_grids_read_back():
+    """What the transformers masks written as JAX lower to at a symbolic length, read with the
+    length kept: ``jnp.cumsum`` (a custom_call @stablehlo.dynamic_reduce_window, onto cumsum),
+    ``jnp.split`` (stablehlo.real_dynamic_slice, onto slice) and indexing by ``jnp.arange``
+    grids (a gather from a symbolic operand)."""
+
+    def running(p, t):
+        return jnp.cumsum(t, axis=1) + jnp.cumsum(t[:, ::-1], axis=1)[:, ::-1] * p[0, 0]
+
+    def split(p, t):
+        a, b = jnp.split(t, [1], axis=-1)
+        return b * a
+
+    def grid(p, t):
+        n = t.shape[1]
+        rows = jnp.arange(t.shape[0])[:, None, None]
+        return t[rows, jnp.arange(n)[None, :, None], jnp.arange(4)[None, None, :]] + p[0, 1]
+
+    pos = f32(16, 4)
+    for fn in (running, split, grid):
+        g = msc.from_jax(fn, f32(2, 5, 4), params=pos, dynamic={"t": {1: msc.SymDim("n", 1, 12)}})
+        assert str(g.outputs[0].type.shape[1]) == "n", (fn.__name__, g.outputs[0].type)
+        if fn is running:
+            assert [n.op for n in g.nodes].count("cumsum") >= 2  # (and the reversal's iota)
+        for n in (1, 7, 12):
+            t = f32(2, n, 4)
+            assert not close(run_torch(g, [t]), [np.asarray(fn(pos, t))], 1e-5, 1e-5), (fn, n)
+
+
 def test_unused_params_keep_their_positions():
     """A params leaf the function does not read (a head another method uses) stays a weight,
     and the weights after it keep their names (jax.jit drops unused arguments by default)."""

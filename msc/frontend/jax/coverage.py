@@ -17,10 +17,12 @@ NOT_READ = {
     "stablehlo.reduce (2+ operands)": "only JAX's argmax / argmin body is recognized",
     "stablehlo.dynamic_reshape / real_dynamic_slice / dynamic_iota": "symbolic shapes beyond "
     "plain symbols as input dims (b, not 2*b) are not read yet",
+    "custom_call @stablehlo.dynamic_reduce_window": "read only as a running sum / product "
+    "(jnp.cumsum at a symbolic length), not as a pool",
     "stablehlo.fft": "not mapped onto dft yet",
     "stablehlo.rng_bit_generator": "random bits are state, not a function of the inputs",
     "stablehlo.custom_call": "refused by its target name; kept opaque with custom_ops keep "
-    "(shape_assertion checks are dropped)",
+    "(shape_assertion checks are dropped; stablehlo.dynamic_reduce_window is read)",
 }
 
 

@@ -235,7 +235,11 @@ class Importer:
             target = op.attr("call_target_name", "")
             if target in _DROPPED_CALLS and not op.op.results:
                 return []
-            raise Unsupported(f"custom_call {target!r}")
+            conv = self.registry.get(f"custom_call:{target}")
+            if conv is None:
+                raise Unsupported(f"custom_call {target!r}")
+            result = conv(self.ctx, op, *ins)
+            return list(result) if isinstance(result, tuple | list) else [result]
         key = op.name
         if key == "stablehlo.composite":
             key = f"composite:{op.attr('name', '')}"

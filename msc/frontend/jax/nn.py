@@ -155,6 +155,57 @@ def _cumulative(ctx: Ctx, sop: ShloOp, x, init, kind: str | None):
     return ctx.op(op, x, axis=a, reverse=bool(pad[a, 1] and n > 1))
 
 
+def _func_body_op(ctx: Ctx, sop: ShloOp) -> str | None:
+    """The one binary op the function a custom_call names (``called_computations``) applies
+    to its two arguments, or None."""
+    names = [str(a).lstrip("@").strip('"') for a in sop.raw("called_computations")]
+    fn = ctx.imp.funcs.get(names[0]) if len(names) == 1 else None
+    if fn is None:
+        return None
+    block = fn.regions[0].blocks[0]
+    ops, args = [o.operation for o in block.operations], list(block.arguments)
+    if len(ops) != 2 or len(args) != 2 or ops[1].name not in ("func.return", "stablehlo.return"):
+        return None
+    if list(ops[0].operands) not in (args, args[::-1]):
+        return None
+    return ops[0].name if list(ops[1].operands) == list(ops[0].results) else None
+
+
+@converter("custom_call:stablehlo.dynamic_reduce_window")
+def dynamic_reduce_window(ctx: Ctx, sop: ShloOp, x, init, window, strides, base, dil, pad):
+    """A reduce_window whose window and padding are computed from symbolic sizes (what
+    jax.export writes for ``jnp.cumsum`` along a symbolic axis): a running sum / product when
+    the window spans the axis, padded by all but one before it (after it: reversed)."""
+    from msc.frontend.jax.shape import known_sizes
+    from msc.ir import symexpr
+
+    kind = _func_body_op(ctx, sop)
+    r, shape = x.type.rank, x.type.shape
+    win, pads = known_sizes(window), known_sizes(pad)
+    ones = [known_sizes(v) for v in (strides, base, dil)]
+    if kind not in ("stablehlo.add", "stablehlo.multiply") or shape is None or win is None:
+        raise Unsupported("a dynamic_reduce_window other than a running sum or product")
+    if pads is None or len(pads) != 2 * r or any(o is None or set(o) != {1} for o in ones):
+        raise Unsupported("a dynamic_reduce_window with strides, dilations or unknown padding")
+    rows = [(pads[2 * i], pads[2 * i + 1]) for i in range(r)]
+    axes = [i for i in range(r) if win[i] != 1 or rows[i] != (0, 0)]
+    n = shape[axes[0]] if len(axes) == 1 else None
+    span = n is not None and win[axes[0]] == n
+    if not span or sorted(map(str, rows[axes[0]])) != sorted(["0", str(symexpr.sub(n, 1))]):
+        raise Unsupported(
+            f"a dynamic_reduce_window other than a running sum or product (window {win} "
+            f"over {shape})"
+        )
+    ident = 0.0 if kind == "stablehlo.add" else 1.0
+    p = init.producer
+    while p is not None and p.op == "identity":
+        p = p.inputs[0].producer
+    if p is None or p.op != "constant" or float(p.attrs["value"].reshape(-1)[0]) != ident:
+        raise Unsupported("a running sum / product from a start other than 0 / 1")
+    op = "cumsum" if kind == "stablehlo.add" else "cumprod"
+    return ctx.op(op, x, axis=axes[0], reverse=rows[axes[0]][1] != 0)
+
+
 @converter("stablehlo.reduce_window")
 def reduce_window(ctx: Ctx, sop: ShloOp, x, init):
     kind = body_op(sop)

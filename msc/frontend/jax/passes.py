@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from msc.ir import Graph, TensorType
-from msc.ir.graph import dead_nodes
+from msc.ir.graph import Weight, dead_nodes
 
 __all__ = ["drop_broadcasts", "jax_spellings"]
 
@@ -229,6 +229,11 @@ def _zero_sub(node):
     from msc.ops.rewrite import Match
 
     if node.op != "sub" or _shape(node.inputs[0]) != _shape(node.outputs[0]):
+        return None
+    v = node.inputs[1]
+    while v is not None and v.producer is not None and v.producer.op in ("reshape", "expand"):
+        v = v.producer.inputs[0]
+    if isinstance(v, Weight):  # model state (BatchNorm's running mean is zero at init only)
         return None
     c = _through_broadcasts(node.inputs[1])
     if c is None or c.dtype.kind != "f" or c.size == 0 or np.any(c != 0):

@@ -10,7 +10,7 @@ from msc.errors import Unsupported
 from msc.frontend.jax.importer import Ctx
 from msc.frontend.jax.reader import ShloOp
 from msc.frontend.jax.registry import converter
-from msc.ir import DType
+from msc.ir import DType, TensorType
 
 
 def _static(shape, what: str) -> list[int]:
@@ -33,8 +33,10 @@ def dynamic_reshape(ctx: Ctx, sop: ShloOp, x, shape):
     form when the result has at most one run-time size, else the shape operand itself."""
     out = ctx.out_type().shape
     if out is not None and sum(not isinstance(d, int) for d in out) <= 1:
-        return ctx.op("reshape", x, shape=[d if isinstance(d, int) else -1 for d in out])
-    return ctx.op("reshape", x, ctx.cast(shape, DType.INT64))
+        y = ctx.op("reshape", x, shape=[d if isinstance(d, int) else -1 for d in out])
+    else:
+        y = ctx.op("reshape", x, ctx.cast(shape, DType.INT64))
+    return with_dims(y, known_sizes(shape))
 
 
 @converter("stablehlo.get_dimension_size")
@@ -64,7 +66,7 @@ def dynamic_broadcast_in_dim(ctx: Ctx, sop: ShloOp, x, shape):
         elif a in dims and not isinstance(have, int) and have is not None:
             target.append(-1)
         else:  # the size comes from the run-time shape operand
-            return ctx.op("expand", x, ctx.cast(shape, DType.INT64))
+            return with_dims(ctx.op("expand", x, ctx.cast(shape, DType.INT64)), known_sizes(shape))
     if list(x.type.shape) == target:
         return ctx.op("identity", x)
     return ctx.op("expand", x, shape=target)
@@ -160,10 +162,15 @@ def _in_range(v, n: int) -> bool:
     return False
 
 
-def _clamp_index(ctx: Ctx, v, n: int):
-    if _in_range(v, n):
+def _clamp_index(ctx: Ctx, v, n, x=None, axis: int = 0):
+    """``v`` clamped into [0, n); a symbolic ``n`` is read from ``x``'s shape at ``axis``."""
+    if isinstance(n, int) and _in_range(v, n):
         return v
-    lo, hi = ctx.const(0, v.dtype), ctx.const(max(n - 1, 0), v.dtype)
+    lo = ctx.const(0, v.dtype)
+    if isinstance(n, int):
+        return ctx.op("clamp", v, lo, ctx.const(max(n - 1, 0), v.dtype))
+    size = ctx.op("reshape", ctx.op("shape", x, start=axis, end=axis + 1), shape=[])
+    hi = ctx.op("sub", ctx.cast(size, v.dtype), ctx.const(1, v.dtype))
     return ctx.op("clamp", v, lo, hi)
 
 
@@ -222,7 +229,9 @@ def gather(ctx: Ctx, sop: ShloOp, x, idx):
     smap, ivd = list(d.start_index_map), d.index_vector_dim
     ob, ib = list(d.operand_batching_dims), list(d.start_indices_batching_dims)
     sizes = sop.attr("slice_sizes")
-    shape = _static(x.type.shape, "gather")
+    shape = x.type.shape  # symbolic dims only where indexed (one element along them)
+    if shape is None or None in shape:
+        raise Unsupported(f"gather from a shape msc does not know ({shape})")
     r = len(shape)
     for a in range(r):
         if a in smap or a in ob:
@@ -244,7 +253,7 @@ def gather(ctx: Ctx, sop: ShloOp, x, idx):
     parts = [
         p if p.dtype in (DType.INT32, DType.INT64) else ctx.cast(p, DType.INT64) for p in parts
     ]
-    parts = [_clamp_index(ctx, p, shape[a]) for p, a in zip(parts, smap)]
+    parts = [_clamp_index(ctx, p, shape[a], x, a) for p, a in zip(parts, smap)]
     out = ctx.out_type().shape
     if ob:  # take_along_axis: every other dim is a batch dim of both
         if len(smap) != 1 or collapsed != smap or offset or sorted(ob + smap) != list(range(r)):
@@ -360,6 +369,69 @@ def _const_int(v) -> int | None:
     return None
 
 
+def known_sizes(v, depth: int = 0) -> list | None:
+    """The elements of an integer value computed from shapes and constants (what jax.export
+    writes for the operands of an op at symbolic shapes), flat in row-major order: each an int,
+    a symbolic dim (an input's ``b``, ``s - 1``), or None where only the run time knows it.
+    None when the value is none of these."""
+    from msc.ir import symexpr
+
+    p = v.producer if v is not None else None
+    if p is None or depth > 64 or v.type.shape is None or not v.dtype.is_integer:
+        return None
+    ins = p.inputs
+    if p.op == "constant":
+        return [int(x) for x in np.asarray(p.attrs["value"]).reshape(-1)]
+    if p.op == "shape" and ins[0].type.shape is not None:
+        return list(ins[0].type.shape)[p.attrs.get("start", 0) : p.attrs.get("end")]
+    if p.op in ("reshape", "squeeze", "unsqueeze", "identity", "cast") and ins[0] is not None:
+        return known_sizes(ins[0], depth + 1)
+    if p.op == "concat" and p.attrs["axis"] == 0 and all(u is not None for u in ins):
+        parts = [known_sizes(u, depth + 1) for u in ins]
+        return None if any(x is None for x in parts) else [d for x in parts for d in x]  # type: ignore[union-attr]
+    if p.op in ("add", "sub") and len(ins) == 2:
+        a, b = (known_sizes(u, depth + 1) for u in ins)
+        if a is None or b is None or len(a) != len(b) and 1 not in (len(a), len(b)):
+            return None
+        n = max(len(a), len(b))
+        a, b = (x * n if len(x) == 1 else x for x in (a, b))
+        f = symexpr.add if p.op == "add" else symexpr.sub
+        return [None if x is None or y is None else f(x, y) for x, y in zip(a, b)]
+    return None
+
+
+def with_dims(y, dims: list | None):
+    """``y`` with the dims its type leaves unknown taken from ``dims`` (sizes the shape operand
+    of a dynamic op gives, ``known_sizes``): a symbolic size stays known downstream."""
+    t = y.type
+    if dims is None or t.shape is None or len(dims) != len(t.shape):
+        return y
+    y.type = TensorType(t.dtype, [d if d is not None else w for d, w in zip(t.shape, dims)])
+    return y
+
+
+@converter("stablehlo.real_dynamic_slice")
+def real_dynamic_slice(ctx: Ctx, sop: ShloOp, x, start, limit, strides):
+    """A slice from run-time starts to run-time limits (``x[..., :32]`` at symbolic shapes,
+    ``jnp.split``): msc's slice with run-time starts and ends, unit steps left out; its sizes
+    are limit - start where those are known."""
+    from msc.ir import symexpr
+
+    r = x.type.rank
+    starts, ends = (ctx.cast(v, DType.INT64) for v in (start, limit))
+    step = known_sizes(strides)
+    if step is None or any(d != 1 for d in step):
+        axes = ctx.const(np.arange(r, dtype=np.int64), DType.INT64)
+        return ctx.op("slice", x, starts, ends, axes, ctx.cast(strides, DType.INT64))
+    y = ctx.op("slice", x, starts, ends, axes=list(range(r)))
+    lo, hi = known_sizes(start), known_sizes(limit)
+    if lo is None or hi is None:
+        return y
+    return with_dims(
+        y, [None if a is None or b is None else symexpr.sub(b, a) for a, b in zip(lo, hi)]
+    )
+
+
 @converter("stablehlo.dynamic_slice")
 def dynamic_slice(ctx: Ctx, sop: ShloOp, x, *starts):
     """``lax.dynamic_slice``: a slice whose starts are clamped so the window fits."""
@@ -423,7 +495,7 @@ def dynamic_iota(ctx: Ctx, sop: ShloOp, shape):
     axis = sop.attr("iota_dimension")
     ones = ctx.op("full", ctx.cast(shape, DType.INT64), value=1.0, dtype=DType.INT64)
     r = ctx.op("sub", ctx.op("cumsum", ones, axis=axis), ctx.const(1, DType.INT64))
-    return ctx.cast(r, out.dtype)
+    return with_dims(ctx.cast(r, out.dtype), known_sizes(shape))
 
 
 @converter("stablehlo.dynamic_update_slice")
