@@ -663,6 +663,8 @@ class TorchCodegen:
         size_names, small = self._size_names(), self._small_values()
         if self.top_blocks_:
             body = self._assemble_blocks(body, [a.arg for a in forward.args.args])
+        elif not self.flat:  # no block classes, but a source nn.Sequential may be called whole
+            body = sequential_leaves(body, self.plan_, [])
         body = inline_sizes(body, size_names)
         forward.body = release_after_last_use(body, small)
         cls = ast.ClassDef(

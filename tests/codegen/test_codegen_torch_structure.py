@@ -206,3 +206,51 @@ def test_convert_flat_flag(tmp_path):
         src = (out / "model.py").read_text()
         assert ("class BasicBlock(nn.Module)" in src) is want
         assert bool(re.search(r"for \w+ in self\.layers:", src)) is want
+
+
+class Pools(nn.Module):
+    """Every pool module: the generated code has each as a module, as the source does."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(8, 8, 3, padding=1), nn.AvgPool2d(3, 1, 1, count_include_pad=False),
+        )  # fmt: skip
+        self.maxpool = nn.MaxPool2d(3, 2, 1)
+        self.maxpool1d = nn.MaxPool1d(2)
+        self.avgpool = nn.AdaptiveAvgPool2d(1)
+        self.maxpool_out = nn.AdaptiveMaxPool2d((2, 1))
+
+    def forward(self, x):
+        y = self.maxpool(self.features(x))
+        z = self.maxpool1d(y.flatten(2))
+        return self.avgpool(y).flatten(1), self.maxpool_out(y), z
+
+
+def test_pools_are_modules_and_a_sequential_is_called_whole():
+    # A pool the source ran as a module is that module (its rule), so the nn.Sequential it
+    # is an item of stays one, called whole, also where the model has no block class at all.
+    from msc.examples import TinyCNN
+
+    for model, x, want in (
+        (TinyCNN(), torch.randn(2, 3, 16, 16), ["nn.MaxPool2d(2),", "nn.AdaptiveAvgPool2d(1)"]),
+        (Pools(), torch.randn(1, 3, 16, 16), [
+            "nn.MaxPool2d(2),", "nn.AvgPool2d(3, stride=1, padding=1, count_include_pad=False)",
+            "self.maxpool = nn.MaxPool2d(3, stride=2, padding=1)",
+            "self.maxpool1d = nn.MaxPool1d(2)", "self.avgpool = nn.AdaptiveAvgPool2d(1)",
+            "self.maxpool_out = nn.AdaptiveMaxPool2d((2, 1), return_indices=True)",
+        ]),
+    ):  # fmt: skip
+        model = seeded(model).eval()
+        g = msc.from_torch(model, (x,))
+        src = ct.generate(g)
+        for line in want:
+            assert line in src, line
+        assert re.search(r"= self\.features\(x\)$", src, re.M), src
+        assert "F.max_pool" not in src and "F.avg_pool" not in src and "adaptive" not in src
+        gen = ct.to_module(g)
+        assert list(gen.state_dict()) == list(model.state_dict())
+        with torch.no_grad():
+            for a, b in zip(_leaves(model(x)), _leaves(gen(x))):
+                torch.testing.assert_close(b, a, atol=1e-5, rtol=1e-5)
