@@ -196,9 +196,11 @@ def outside_weights(node_block: dict[Node, Block], plan: ModulePlan) -> list[Wei
     out: dict[str, Weight] = {}
     for n, b in node_block.items():
         k = len(b.parts)
+        leaf = plan.node_leaf.get(n)
+        own = [] if leaf is None else list(leaf.roles.values())  # read through the module
         for w in _weights_read(n):
             p = plan.paths.get(w.name)
-            if p is not None and p[:k] != b.parts:
+            if p is not None and p[:k] != b.parts and not any(w is r for r in own):
                 out.setdefault(w.name, w)
     return list(out.values())
 
@@ -578,3 +580,4 @@ def sequential_leaves(body: list[ast.stmt], plan: ModulePlan, base: list[str]) -
         out.append(ast.Assign([ast.Name(chain[-1][3], ast.Store())], call))  # type: ignore[index]
         i += n
     return out
+

@@ -357,6 +357,25 @@ def test_outputs_and_state_dict_keys_are_the_sources(case):
     _folded(name, source, set(model.state_dict()), set(gen.state_dict()))
 
 
+def test_library_modules_where_the_source_has_them(case):
+    # Each torch.nn module of the source whose state the file still holds (not folded away)
+    # is that library module in the generated code, at its path: nn.Embedding for torch.onnx's
+    # Gather of a lookup table, nn.Linear for its Gemm, nn.LayerNorm, nn.Conv2d...
+    name, source, model, inputs, g, gen, classes, loops = case
+    keys = set(gen.state_dict())
+    wrong = []
+    for path, m in model.named_modules():
+        own = [f"{path}.{k}" for k in m.state_dict(keep_vars=True) if "." not in k]
+        if not path or not own or not type(m).__module__.startswith("torch.nn."):
+            continue
+        if not all(k in keys for k in own if not k.endswith("num_batches_tracked")):
+            continue  # folded away by torch.onnx (FOLDS)
+        got = type(gen.get_submodule(path)).__name__
+        if got != type(m).__name__:
+            wrong.append(f"{path}: {got}, not {type(m).__name__}")
+    _check(name, source, "modules", not wrong, wrong)
+
+
 def test_the_generated_module_reads_back_equal(case):
     name, source, model, inputs, g, gen, classes, loops = case
     names = [v.name for v in g.inputs]
