@@ -1,9 +1,9 @@
 """Fusions: the spelled-out forms of high-level ops, found and put back together.
 
-ONNX files (and other lowered sources) spell linear as MatMul + Add, GELU as its erf or tanh
-formula, LayerNorm and RMSNorm as reductions, softmax as exp over a sum (after the max is taken
-off), attention as two matmuls around a softmax (with the
-key and value heads copied to the query's count for grouped-query attention). These
+ONNX files (and other lowered sources) spell linear as MatMul + Add (or Gemm), an embedding
+as Gather, GELU as its erf or tanh formula, LayerNorm and RMSNorm as reductions, softmax as
+exp over a sum (after the max is taken off), attention as two matmuls around a softmax (with
+the key and value heads copied to the query's count for grouped-query attention). These
 patterns (``msc.rewrite`` patterns) find them and put the canonical op back, so the code
 generated from such a file reads, and runs, like the model it came from.
 

@@ -254,3 +254,51 @@ def test_pools_are_modules_and_a_sequential_is_called_whole():
         with torch.no_grad():
             for a, b in zip(_leaves(model(x)), _leaves(gen(x))):
                 torch.testing.assert_close(b, a, atol=1e-5, rtol=1e-5)
+
+
+def _forward_src(src: str, cls: str) -> str:
+    node = next(n for n in ast.parse(src).body if isinstance(n, ast.ClassDef) and n.name == cls)
+    return ast.unparse(next(f for f in node.body if getattr(f, "name", "") == "forward"))
+
+
+def test_values_are_named_by_their_role():
+    # What a person names them: a model output after its field, a block's result after the
+    # block (attention_output), a layer's after the layer in each class (dense, not dense_6),
+    # the value a loop carries after the layers' parameter (hidden_states), never the name of
+    # the last value computed inside a call (layernorm_4) or a counter of the module's name.
+    model, args = _bert()
+    g = msc.from_torch(model, args)
+    src = ct.generate(g)
+    top = _forward_src(src, "BertModel")
+    assert "embeddings_output = self.embeddings(input_ids)" in top, top
+    assert "last_hidden_state = self.encoder(embeddings_output, " in top, top
+    assert "pooler_output = self.pooler(last_hidden_state)" in top, top
+    assert "return {'last_hidden_state': last_hidden_state, 'pooler_output': pooler_output}" in top
+    encoder = _forward_src(src, "BertEncoder")
+    assert encoder.startswith("def forward(self, hidden_states, "), encoder
+    assert "    hidden_states = layer(hidden_states, " in encoder, encoder
+    layer = _forward_src(src, "BertLayer")
+    assert "attention_output = self.attention(hidden_states, " in layer, layer
+    assert "intermediate_output = self.intermediate(attention_output)" in layer, layer
+    assert "output = self.output(intermediate_output, attention_output)" in layer, layer
+    assert "dense = self.dense(select)" in _forward_src(src, "BertPooler")
+    for cls in re.findall(r"^class (\w+)", src, re.M):  # a counter only where the name is taken
+        fwd = _forward_src(src, cls)
+        for name, attr in re.findall(r"\b((\w+)_\d+) = self\.\w+\(", fwd):
+            if re.search(rf"= self\.{attr}\(", fwd, re.I):
+                assert re.search(rf"\b{attr.lower()}\b(?! =)", fwd), (cls, name, fwd)
+    gen = ct.to_module(g)
+    with torch.no_grad():
+        for a, b in zip(_leaves(model(*args)), _leaves(gen(*args))):
+            torch.testing.assert_close(b, a, atol=1e-5, rtol=1e-5)
+
+    model, args = _llama()
+    src = ct.generate(msc.from_torch(model, args))
+    top = _forward_src(src, "LlamaForCausalLM")
+    assert "model_output = self.model(input_ids)" in top and "logits = self.lm_head(" in top, top
+    inner = _forward_src(src, "LlamaModel")
+    loop = r"for layer in self\.layers:\n\s+hidden_states = layer\(hidden_states, "
+    assert re.search(loop, inner), inner
+    assert "mlp_output = self.mlp(" in _forward_src(src, "LlamaDecoderLayer")
+    flat = ct.generate(msc.from_torch(model, args), flat=True)  # names as the graph has them
+    assert "hidden_states = layer(" not in flat and "mlp_output" not in flat
