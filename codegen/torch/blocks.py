@@ -598,6 +598,9 @@ def _self_path(e: ast.expr) -> list[str] | None:
     return parts if isinstance(e, ast.Name) and e.id == "self" else None
 
 
+_PLAIN = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
+
+
 def _free(used: set[str], base: str) -> str:
     name, k = base, 0
     while name in used:
@@ -635,8 +638,8 @@ def role_names(
     drop: set[int] = set()
 
     def give(old: str, base: str) -> None:
-        if old in rename or old in params or not base.isidentifier() or base in taken:
-            return
+        if old in rename or old in params or not _PLAIN.fullmatch(base) or base in taken:
+            return  # ASCII only, never private: a model's key or name is only ever data
         if base == old or re.fullmatch(rf"{re.escape(base)}_\d+", old) is None:
             if base in used:
                 return

@@ -302,3 +302,33 @@ def test_values_are_named_by_their_role():
     assert "mlp_output = self.mlp(" in _forward_src(src, "LlamaDecoderLayer")
     flat = ct.generate(msc.from_torch(model, args), flat=True)  # names as the graph has them
     assert "hidden_states = layer(" not in flat and "mlp_output" not in flat
+
+
+class _Keys(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b, self.c, self.d = (nn.Linear(4, 4) for _ in range(4))
+
+    def forward(self, x):
+        return {
+            "class": self.a(x),
+            "\u00fcber": self.b(x),
+            "__init__": self.c(x),
+            "hidden": self.d(x),
+        }
+
+
+def test_output_keys_name_values_only_when_plain():
+    # A model's output key names its value only when it is a plain ASCII identifier nothing
+    # else uses (not a keyword, not private, not non-ASCII, which Python would normalize).
+    model, x = _Keys(), torch.randn(2, 4)
+    g = msc.from_torch(model, (x,))
+    src = ct.generate(g)
+    fwd = _forward_src(src, "Keys")
+    assert re.search(r"^    hidden = self\.d\(x\)$", fwd, re.M), fwd
+    for plain in ("a", "b", "c"):
+        assert re.search(rf"^    {plain} = self\.{plain}\(x\)$", fwd, re.M), fwd
+    with torch.no_grad():
+        got, want = ct.to_module(g)(x), model(x)
+    for k in want:
+        torch.testing.assert_close(got[k], want[k])
