@@ -654,6 +654,8 @@ def role_names(
         if isinstance(st, ast.For) and len(st.body) == 1 and isinstance(st.body[0], ast.Assign):
             ctx = (fn.body, k, params, used, give, rename, drop, merge_params)
             _carry(st, holder, plan, forwards, ctx)
+            if isinstance(st.target, ast.Name):  # the loop's own counter (layer_1): layer
+                give(st.target.id, re.sub(r"_\d+$", "", st.target.id))
     for st in fn.body:
         if not (isinstance(st, ast.Assign) and len(st.targets) == 1):
             continue
@@ -726,3 +728,5 @@ def _carry(loop, holder, plan, forwards, ctx) -> None:
             used.add(want)
             continue
         give(c.id, want)
+        if c.id not in rename:  # taken here (the function's own x): the usual name
+            give(c.id, "hidden_states")

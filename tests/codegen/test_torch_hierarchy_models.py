@@ -332,6 +332,17 @@ def test_one_class_per_block_type_and_the_source_loops(case):
     _check(name, source, "loop", not missing, missing)
 
 
+def test_a_loop_carries_a_named_value(case):
+    # The value a loop over the layers carries is named after the layers' parameter
+    # (hidden_states), not after the last value the last layer computes (add_14, layernorm_4).
+    name, source, model, inputs, g, gen, classes, loops = case
+    carries = re.findall(
+        r"^\s+for (\w+) in self\S*:\n\s+(\w+)(?:, \w+)* = \1\(", gen.msc_source, re.M
+    )
+    assert len(carries) == sum(kind == "for" for kind, _ in loops)
+    assert [c for _, c in carries if c not in ("hidden_states", "x")] == [], carries
+
+
 def test_forwards_are_short(case):
     name, source, model, inputs, g, gen, classes, loops = case
     src = gen.msc_source
