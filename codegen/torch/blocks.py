@@ -27,7 +27,7 @@ import re
 from dataclasses import dataclass, field
 
 from codegen.torch import code
-from codegen.torch.modules import Holder, ModulePlan
+from codegen.torch.modules import Alias, Holder, Leaf, ModulePlan, Param
 from msc.ir.graph import Graph, Node, Weight
 
 __all__ = [
@@ -196,9 +196,11 @@ def outside_weights(node_block: dict[Node, Block], plan: ModulePlan) -> list[Wei
     out: dict[str, Weight] = {}
     for n, b in node_block.items():
         k = len(b.parts)
+        leaf = plan.node_leaf.get(n)
+        own = [] if leaf is None else list(leaf.roles.values())  # read through the module
         for w in _weights_read(n):
             p = plan.paths.get(w.name)
-            if p is not None and p[:k] != b.parts:
+            if p is not None and p[:k] != b.parts and not any(w is r for r in own):
                 out.setdefault(w.name, w)
     return list(out.values())
 
@@ -578,3 +580,153 @@ def sequential_leaves(body: list[ast.stmt], plan: ModulePlan, base: list[str]) -
         out.append(ast.Assign([ast.Name(chain[-1][3], ast.Store())], call))  # type: ignore[index]
         i += n
     return out
+
+
+# ---------------------------------------------------------------- names from roles
+def _self_path(e: ast.expr) -> list[str] | None:
+    """``self.a[0].b`` -> ["a", "0", "b"], else None."""
+    parts: list[str] = []
+    while True:
+        if isinstance(e, ast.Attribute):
+            parts.insert(0, e.attr)
+            e = e.value
+        elif isinstance(e, ast.Subscript) and isinstance(e.slice, ast.Constant):
+            parts.insert(0, str(e.slice.value))
+            e = e.value
+        else:
+            break
+    return parts if isinstance(e, ast.Name) and e.id == "self" else None
+
+
+_PLAIN = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
+
+
+def _free(used: set[str], base: str) -> str:
+    name, k = base, 0
+    while name in used:
+        k += 1
+        name = f"{base}_{k}"
+    return name
+
+
+def role_names(
+    fn: ast.FunctionDef,
+    holder: Holder,
+    plan: ModulePlan,
+    forwards: dict[str, ast.FunctionDef],
+    outputs: dict[str, str] | None = None,
+    merge_params: bool = False,
+    taken: frozenset[str] = frozenset(),
+) -> ast.FunctionDef:
+    """``fn`` (the forward of the class whose state is ``holder``; a copy when anything is
+    renamed) with its values named by their role, as a person names them, where the name is
+    free in the function (``taken``: names it must not take, such as builtins):
+
+    - a value the loop over a ModuleList carries, after the parameter of the layers' class it
+      is passed as (``hidden_states = layer(hidden_states, mask)``); with ``merge_params``, a
+      parameter that only starts the loop is that name too (no ``hidden_states = x`` copy);
+    - the output of a call of a direct child module, after the child (``query =
+      self.query(x)``, ``attention_output = self.attention(x)``: ``_call_name``), where the
+      flat code has the name of the last value inside or a counter (``dense_6``);
+    - a value returned under a key (``outputs``: identifier -> key), after the key.
+
+    The identifiers are local to the function: the caller binds its own."""
+    params = [a.arg for a in fn.args.args[1:]]
+    names = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name)} | set(params)
+    used = set(names) | set(taken) | {"self"}
+    rename: dict[str, str] = {}
+    drop: set[int] = set()
+
+    def give(old: str, base: str) -> None:
+        if old in rename or old in params or not _PLAIN.fullmatch(base) or base in taken:
+            return  # ASCII only, never private: a model's key or name is only ever data
+        if base == old or re.fullmatch(rf"{re.escape(base)}_\d+", old) is None:
+            if base in used:
+                return
+        else:  # a counter of that very name: the first free one
+            used.discard(old)
+        new = _free(used, base)
+        used.add(new)
+        if new != old:
+            rename[old] = new
+
+    for k, st in enumerate(fn.body):
+        if isinstance(st, ast.For) and len(st.body) == 1 and isinstance(st.body[0], ast.Assign):
+            ctx = (fn.body, k, params, used, give, rename, drop, merge_params)
+            _carry(st, holder, plan, forwards, ctx)
+            if isinstance(st.target, ast.Name):  # the loop's own counter (layer_1): layer
+                give(st.target.id, re.sub(r"_\d+$", "", st.target.id))
+    for st in fn.body:
+        if not (isinstance(st, ast.Assign) and len(st.targets) == 1):
+            continue
+        t, v = st.targets[0], st.value
+        if isinstance(t, ast.Name) and isinstance(v, ast.Call) and not v.keywords:
+            path = _self_path(v.func)
+            if path is not None and len(path) == 1 and t.id not in (outputs or {}):
+                give(t.id, _call_name(path[0], holder.children.get(path[0])))
+    for ident, key in (outputs or {}).items():
+        give(ident, key)
+    if not rename:
+        return fn
+    fn = copy.deepcopy(fn)  # the emitted ast.Name objects are shared with other classes
+    fn.body = [st for k, st in enumerate(fn.body) if k not in drop]
+    for n in ast.walk(fn):
+        if isinstance(n, ast.Name) and n.id in rename:
+            n.id = rename[n.id]
+        elif isinstance(n, ast.arg) and n.arg in rename:
+            n.arg = rename[n.arg]
+    return fn
+
+
+def _call_name(attr: str, child: object) -> str:
+    """What a call of child module ``attr`` returns: a library layer's result is named after
+    it (``query = self.query(x)``), a block's is its output (``attention_output``)."""
+    name = attr.lower()
+    if isinstance(child, Holder) and not name.endswith(("output", "outputs")):
+        name += "_output"
+    return name
+
+
+def _carry(loop, holder, plan, forwards, ctx) -> None:
+    """Names for what ``loop`` (``for layer in self.layers: h = layer(h, m)``) carries."""
+    body, at, params, used, give, rename, drop, merge = ctx
+    st = loop.body[0]
+    call = st.value
+    path = _self_path(loop.iter)
+    if path is None or not isinstance(call, ast.Call) or not isinstance(loop.target, ast.Name):
+        return
+    if not (isinstance(call.func, ast.Name) and call.func.id == loop.target.id):
+        return
+    h: Holder | Leaf | Param | Alias | None = holder
+    for p in path:
+        h = h.children.get(p) if isinstance(h, Holder) else None
+    first = h.children.get("0") if isinstance(h, Holder) else None
+    forward = forwards.get(plan.classes.get(id(first), ""))
+    if forward is None:
+        return
+    layer_params = [a.arg for a in forward.args.args[1:]]
+    t = st.targets[0]
+    carried = [t] if isinstance(t, ast.Name) else list(getattr(t, "elts", []))
+    args = [a.id if isinstance(a, ast.Name) else None for a in call.args]
+    if len(layer_params) != len(args):
+        return
+    for c in carried:
+        if not isinstance(c, ast.Name) or args.count(c.id) != 1:
+            continue
+        want = layer_params[args.index(c.id)]
+        # ``h = x`` before the loop, ``x`` a parameter read nowhere else: one name for both.
+        k = next(
+            (k for k in range(at) if isinstance(body[k], ast.Assign)
+             and [getattr(x, "id", None) for x in body[k].targets] == [c.id]),
+            None,
+        )  # fmt: skip
+        src = getattr(body[k].value, "id", None) if k is not None else None
+        reads = sum(isinstance(n, ast.Name) and n.id == src for s in body for n in ast.walk(s))
+        if merge and src in params and reads == 1 and want not in used:
+            drop.add(k)
+            rename[src] = rename[c.id] = want
+            used.add(want)
+            continue
+        give(c.id, want)
+        if c.id not in rename:  # taken here (the function's own x): the usual name
+            give(c.id, "hidden_states")

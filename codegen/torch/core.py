@@ -42,12 +42,13 @@ from codegen.torch.blocks import (
     height,
     loops,
     outside_weights,
+    role_names,
     sequential_leaves,
     split_body,
 )
 from codegen.torch.helpers import HELPERS
-from codegen.torch.modules import ModulePlan, block_init, init_statements, plan_modules
-from codegen.torch.names import Namespace, readable, sanitize
+from codegen.torch.modules import Holder, ModulePlan, block_init, init_statements, plan_modules
+from codegen.torch.names import TAKEN, Namespace, readable, sanitize
 from codegen.torch.passes import (
     RELEASE_BYTES,
     Rename,
@@ -248,6 +249,8 @@ class TorchCodegen:
         # Weights a block reads from outside its path: weight name -> the root's local for it.
         self._handed: dict[str, ast.expr] = {}
         self.block_classes_: list[ast.ClassDef] = []
+        self.forwards_: dict[str, ast.FunctionDef] = {}  # block class -> its forward
+        self._class_holder: dict[str, Holder] = {}  # block class -> the state of an instance
         self.ns = Namespace(set(HELPERS) | set(self.base_reserved))
         self._helpers: list[str] = []
         self._refs: dict[int, ast.expr] = {}
@@ -663,8 +666,15 @@ class TorchCodegen:
         size_names, small = self._size_names(), self._small_values()
         if self.top_blocks_:
             body = self._assemble_blocks(body, [a.arg for a in forward.args.args])
+        elif not self.flat:  # no block classes, but a source nn.Sequential may be called whole
+            body = sequential_leaves(body, self.plan_, [])
         body = inline_sizes(body, size_names)
         forward.body = release_after_last_use(body, small)
+        if not self.flat:
+            forward = role_names(
+                forward, self.plan_.root, self.plan_, self.forwards_, _returned_keys(forward),
+                taken=self._module_names(),
+            )  # fmt: skip
         cls = ast.ClassDef(
             name=self.class_name_,
             bases=[code.expr("nn.Module")],
@@ -799,6 +809,13 @@ class TorchCodegen:
             forward = next(f for f in c.body if getattr(f, "name", "") == "forward")
             if c.name in carried or len(forward.args.args) == 2:
                 carried_names(c, carried.get(c.name, [0]))
+        for c in self.block_classes_:  # children first: a loop reads its layers' parameters
+            k = next(i for i, f in enumerate(c.body) if getattr(f, "name", "") == "forward")
+            c.body[k] = role_names(
+                c.body[k], self._class_holder[c.name], plan, self.forwards_, merge_params=True,
+                taken=self._module_names(),
+            )  # fmt: skip
+            self.forwards_[c.name] = c.body[k]
         return root
 
     def _block_class(self, members, params_of: dict[str, list[str]]) -> None:
@@ -841,9 +858,15 @@ class TorchCodegen:
             )
         )
         params_of[cls] = [n for n, _ in params]
+        self._class_holder[cls] = b0.holder
         for b, _, _, _ in members:
             b.cls = cls
             plan.classes[id(b.holder)] = cls
+
+    def _module_names(self) -> frozenset[str]:
+        """What no local may be named: builtins, keywords and the module's own globals."""
+        own = {c.name for c in self.block_classes_} | set(self._helpers) | {self.class_name_}
+        return TAKEN | own
 
     def _loop_name(self, holder: str) -> str:
         base = holder[:-1] if holder.endswith("s") and len(holder) > 1 else holder
@@ -934,6 +957,19 @@ def _wrap(text: str, width: int = 90) -> list[str]:
 
 # Names the generated file binds at module level besides its classes.
 _MODULE_NAMES = frozenset({"torch", "nn", "F", "NAMES", "WEIGHT_KEYS", "load", "os"})
+
+
+def _returned_keys(fn: ast.FunctionDef) -> dict[str, str]:
+    """identifier -> key of each value ``fn`` returns in a dict under a string key (a model
+    output's field: ``{'last_hidden_state': h}``)."""
+    ret = fn.body[-1] if fn.body else None
+    if not (isinstance(ret, ast.Return) and isinstance(ret.value, ast.Dict)):
+        return {}
+    out: dict[str, str] = {}
+    for k, v in zip(ret.value.keys, ret.value.values):
+        if isinstance(k, ast.Constant) and isinstance(k.value, str) and isinstance(v, ast.Name):
+            out.setdefault(v.id, k.value)
+    return out
 
 
 def _counter_names(graph: Graph) -> set[str]:

@@ -15,7 +15,7 @@ import builtins
 import keyword
 import re
 
-__all__ = ["Namespace", "sanitize", "RESERVED"]
+__all__ = ["Namespace", "sanitize", "RESERVED", "TAKEN"]
 
 # Names the generated module binds or relies on; never handed out for model values.
 RESERVED = frozenset(
@@ -37,6 +37,8 @@ _INVALID = re.compile(r"[^0-9A-Za-z_]+")
 _TAKEN_ALWAYS = (
     frozenset(keyword.kwlist) | frozenset(keyword.softkwlist) | frozenset(dir(builtins)) | RESERVED
 )
+# What no model value may be named, in any scope of the generated code.
+TAKEN = _TAKEN_ALWAYS
 
 
 def sanitize(name: str, fallback: str = "v") -> str:

@@ -678,7 +678,8 @@ RULES: list[Rule] = [
             "flatten", m["x"], start_axis=m.info["span"][0], end_axis=m.info["span"][1]
         ),
     ),
-    *[_fused(p) for p in FUSIONS if p.name != "linear"],
+    # linear, gemm and embedding have the broader rules above (a transposed copy is fine here).
+    *[_fused(p) for p in FUSIONS if p.name not in ("linear", "gemm", "embedding")],
     _rule("attention's no-op mask dropped", _find_no_op_mask, _drop_mask),
     *[_rule(label, find, replace) for label, find, replace in EQUIVALENCES],
     _rule(

@@ -1,9 +1,9 @@
 """Fusions: the spelled-out forms of high-level ops, found and put back together.
 
-ONNX files (and other lowered sources) spell linear as MatMul + Add, GELU as its erf or tanh
-formula, LayerNorm and RMSNorm as reductions, softmax as exp over a sum (after the max is taken
-off), attention as two matmuls around a softmax (with the
-key and value heads copied to the query's count for grouped-query attention). These
+ONNX files (and other lowered sources) spell linear as MatMul + Add (or Gemm), an embedding
+as Gather, GELU as its erf or tanh formula, LayerNorm and RMSNorm as reductions, softmax as
+exp over a sum (after the max is taken off), attention as two matmuls around a softmax (with
+the key and value heads copied to the query's count for grouped-query attention). These
 patterns (``msc.rewrite`` patterns) find them and put the canonical op back, so the code
 generated from such a file reads, and runs, like the model it came from.
 
@@ -151,6 +151,63 @@ def _pretransposed_pattern() -> Pattern:
 
     return Pattern(
         "linear_pretransposed", [x, w], [y], replace=replace, check=check, any_dtype=True
+    )
+
+
+def _gemm_pattern() -> Pattern:
+    """``gemm(x, W, b, trans_b=1)`` -> ``linear(x, W, b)``: torch.onnx writes a 2-d linear as
+    Gemm with the weight as linear holds it ([out, in], transB), so the weight keeps its name
+    and layout. A Gemm of an [in, out] weight (GPT-2's Conv1D, ``torch.addmm``) stays: as
+    linear its weight would be a transposed copy, no longer the source's tensor."""
+
+    def matcher(n: Node) -> Match | None:
+        if n.op != "gemm" or n.attrs["trans_a"] or not n.attrs["trans_b"]:
+            return None
+        if n.attrs["alpha"] != 1.0 or isinstance(n.inputs[0], Weight):
+            return None
+        w = n.inputs[1]
+        if not isinstance(w, Weight) or w.type.rank != 2:
+            return None
+        c = n.inputs[2] if len(n.inputs) > 2 else None
+        if c is not None and (n.attrs["beta"] != 1.0 or c.type.shape != w.type.shape[:1]):
+            return None
+        return Match(n, [n], {"x": n.inputs[0], "w": w} | ({"bias": c} if c is not None else {}))
+
+    def replace(b: Builder, m: Match) -> Value:
+        return b.op("linear", m["x"], m["w"], m.values.get("bias"))
+
+    return Pattern("gemm", matcher=matcher, replace=replace)
+
+
+# The ops an exporter lowers ``embedding`` from (torch.onnx's aten.embedding) and the module
+# types that run one: a lookup whose provenance names either is the source's embedding.
+EMBEDDING_SOURCES = ("aten.embedding", "aten::embedding")
+EMBEDDING_MODULES = ("Embedding",)
+
+
+def _embedding_pattern() -> Pattern:
+    """``gather(W, ids, axis=0)`` of a 2-d weight -> ``embedding(W, ids)`` where the source
+    computed an embedding there (the node's provenance: the op it was lowered from, or the
+    module type it ran in). The two differ only on a negative index, which gather counts
+    from the end and the source's embedding refuses, so on the source's inputs they agree."""
+
+    def matcher(n: Node) -> Match | None:
+        if n.op != "gather" or n.attrs["axis"] not in (0, -2):
+            return None
+        w, ids = n.inputs
+        if not isinstance(w, Weight) or w.type.rank != 2 or ids is None:
+            return None
+        prov = n.provenance
+        stack = prov.stack
+        from_op = prov.op.startswith(EMBEDDING_SOURCES)
+        in_module = bool(stack) and stack[-1][0] == prov.module
+        in_module = in_module and stack[-1][1] in EMBEDDING_MODULES
+        if not (from_op or in_module):
+            return None
+        return Match(n, [n], {"w": w, "ids": ids})
+
+    return Pattern(
+        "embedding", matcher=matcher, replace=lambda b, m: b.op("embedding", m["w"], m["ids"])
     )
 
 
@@ -781,6 +838,8 @@ def _silu_pattern() -> Pattern:
 FUSIONS: list[Pattern] = [
     _linear_pattern(),
     _pretransposed_pattern(),
+    _gemm_pattern(),
+    _embedding_pattern(),
     _walking("gelu_erf", _gelu_erf, lambda b, m: b.op("gelu", m["x"])),
     _walking("gelu_tanh", _gelu_tanh, lambda b, m: b.op("gelu", m["x"], approximate="tanh")),
     _norm_pattern("layer_norm", _layer_norm),

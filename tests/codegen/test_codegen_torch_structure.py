@@ -210,3 +210,129 @@ def test_convert_flat_flag(tmp_path):
         src = (out / "model.py").read_text()
         assert ("class BasicBlock(nn.Module)" in src) is want
         assert bool(re.search(r"for \w+ in self\.layers:", src)) is want
+
+
+class Pools(nn.Module):
+    """Every pool module: the generated code has each as a module, as the source does."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(8, 8, 3, padding=1), nn.AvgPool2d(3, 1, 1, count_include_pad=False),
+        )  # fmt: skip
+        self.maxpool = nn.MaxPool2d(3, 2, 1)
+        self.maxpool1d = nn.MaxPool1d(2)
+        self.avgpool = nn.AdaptiveAvgPool2d(1)
+        self.maxpool_out = nn.AdaptiveMaxPool2d((2, 1))
+
+    def forward(self, x):
+        y = self.maxpool(self.features(x))
+        z = self.maxpool1d(y.flatten(2))
+        return self.avgpool(y).flatten(1), self.maxpool_out(y), z
+
+
+def test_pools_are_modules_and_a_sequential_is_called_whole():
+    # A pool the source ran as a module is that module (its rule), so the nn.Sequential it
+    # is an item of stays one, called whole, also where the model has no block class at all.
+    from msc.examples import TinyCNN
+
+    for model, x, want in (
+        (TinyCNN(), torch.randn(2, 3, 16, 16), ["nn.MaxPool2d(2),", "nn.AdaptiveAvgPool2d(1)"]),
+        (Pools(), torch.randn(1, 3, 16, 16), [
+            "nn.MaxPool2d(2),", "nn.AvgPool2d(3, stride=1, padding=1, count_include_pad=False)",
+            "self.maxpool = nn.MaxPool2d(3, stride=2, padding=1)",
+            "self.maxpool1d = nn.MaxPool1d(2)", "self.avgpool = nn.AdaptiveAvgPool2d(1)",
+            "self.maxpool_out = nn.AdaptiveMaxPool2d((2, 1), return_indices=True)",
+        ]),
+    ):  # fmt: skip
+        model = seeded(model).eval()
+        g = msc.from_torch(model, (x,))
+        src = ct.generate(g)
+        for line in want:
+            assert line in src, line
+        assert re.search(r"= self\.features\(x\)$", src, re.M), src
+        assert "F.max_pool" not in src and "F.avg_pool" not in src and "adaptive" not in src
+        gen = ct.to_module(g)
+        assert list(gen.state_dict()) == list(model.state_dict())
+        with torch.no_grad():
+            for a, b in zip(_leaves(model(x)), _leaves(gen(x))):
+                torch.testing.assert_close(b, a, atol=1e-5, rtol=1e-5)
+
+
+def _forward_src(src: str, cls: str) -> str:
+    node = next(n for n in ast.parse(src).body if isinstance(n, ast.ClassDef) and n.name == cls)
+    return ast.unparse(next(f for f in node.body if getattr(f, "name", "") == "forward"))
+
+
+def test_values_are_named_by_their_role():
+    # What a person names them: a model output after its field, a block's result after the
+    # block (attention_output), a layer's after the layer in each class (dense, not dense_6),
+    # the value a loop carries after the layers' parameter (hidden_states), never the name of
+    # the last value computed inside a call (layernorm_4) or a counter of the module's name.
+    model, args = _bert()
+    g = msc.from_torch(model, args)
+    src = ct.generate(g)
+    top = _forward_src(src, "BertModel")
+    assert "embeddings_output = self.embeddings(input_ids)" in top, top
+    assert "last_hidden_state = self.encoder(embeddings_output, " in top, top
+    assert "pooler_output = self.pooler(last_hidden_state)" in top, top
+    assert "return {'last_hidden_state': last_hidden_state, 'pooler_output': pooler_output}" in top
+    encoder = _forward_src(src, "BertEncoder")
+    assert encoder.startswith("def forward(self, hidden_states, "), encoder
+    assert "    hidden_states = layer(hidden_states, " in encoder, encoder
+    layer = _forward_src(src, "BertLayer")
+    assert "attention_output = self.attention(hidden_states, " in layer, layer
+    assert "intermediate_output = self.intermediate(attention_output)" in layer, layer
+    assert "output = self.output(intermediate_output, attention_output)" in layer, layer
+    assert "dense = self.dense(select)" in _forward_src(src, "BertPooler")
+    for cls in re.findall(r"^class (\w+)", src, re.M):  # a counter only where the name is taken
+        fwd = _forward_src(src, cls)
+        for name, attr in re.findall(r"\b((\w+)_\d+) = self\.\w+\(", fwd):
+            if re.search(rf"= self\.{attr}\(", fwd, re.I):
+                assert re.search(rf"\b{attr.lower()}\b(?! =)", fwd), (cls, name, fwd)
+    gen = ct.to_module(g)
+    with torch.no_grad():
+        for a, b in zip(_leaves(model(*args)), _leaves(gen(*args))):
+            torch.testing.assert_close(b, a, atol=1e-5, rtol=1e-5)
+
+    model, args = _llama()
+    src = ct.generate(msc.from_torch(model, args))
+    top = _forward_src(src, "LlamaForCausalLM")
+    assert "model_output = self.model(input_ids)" in top and "logits = self.lm_head(" in top, top
+    inner = _forward_src(src, "LlamaModel")
+    loop = r"for layer in self\.layers:\n\s+hidden_states = layer\(hidden_states, "
+    assert re.search(loop, inner), inner
+    assert "mlp_output = self.mlp(" in _forward_src(src, "LlamaDecoderLayer")
+    flat = ct.generate(msc.from_torch(model, args), flat=True)  # names as the graph has them
+    assert "hidden_states = layer(" not in flat and "mlp_output" not in flat
+
+
+class _Keys(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b, self.c, self.d = (nn.Linear(4, 4) for _ in range(4))
+
+    def forward(self, x):
+        return {
+            "class": self.a(x),
+            "\u00fcber": self.b(x),
+            "__init__": self.c(x),
+            "hidden": self.d(x),
+        }
+
+
+def test_output_keys_name_values_only_when_plain():
+    # A model's output key names its value only when it is a plain ASCII identifier nothing
+    # else uses (not a keyword, not private, not non-ASCII, which Python would normalize).
+    model, x = _Keys(), torch.randn(2, 4)
+    g = msc.from_torch(model, (x,))
+    src = ct.generate(g)
+    fwd = _forward_src(src, "Keys")
+    assert re.search(r"^    hidden = self\.d\(x\)$", fwd, re.M), fwd
+    for plain in ("a", "b", "c"):
+        assert re.search(rf"^    {plain} = self\.{plain}\(x\)$", fwd, re.M), fwd
+    with torch.no_grad():
+        got, want = ct.to_module(g)(x), model(x)
+    for k in want:
+        torch.testing.assert_close(got[k], want[k])

@@ -332,6 +332,17 @@ def test_one_class_per_block_type_and_the_source_loops(case):
     _check(name, source, "loop", not missing, missing)
 
 
+def test_a_loop_carries_a_named_value(case):
+    # The value a loop over the layers carries is named after the layers' parameter
+    # (hidden_states), not after the last value the last layer computes (add_14, layernorm_4).
+    name, source, model, inputs, g, gen, classes, loops = case
+    carries = re.findall(
+        r"^\s+for (\w+) in self\S*:\n\s+(\w+)(?:, \w+)* = \1\(", gen.msc_source, re.M
+    )
+    assert len(carries) == sum(kind == "for" for kind, _ in loops)
+    assert [c for _, c in carries if c not in ("hidden_states", "x")] == [], carries
+
+
 def test_forwards_are_short(case):
     name, source, model, inputs, g, gen, classes, loops = case
     src = gen.msc_source
@@ -355,6 +366,25 @@ def test_outputs_and_state_dict_keys_are_the_sources(case):
     for a, b in zip(want, got):
         torch.testing.assert_close(b, a, atol=1e-4, rtol=1e-4)
     _folded(name, source, set(model.state_dict()), set(gen.state_dict()))
+
+
+def test_library_modules_where_the_source_has_them(case):
+    # Each torch.nn module of the source whose state the file still holds (not folded away)
+    # is that library module in the generated code, at its path: nn.Embedding for torch.onnx's
+    # Gather of a lookup table, nn.Linear for its Gemm, nn.LayerNorm, nn.Conv2d...
+    name, source, model, inputs, g, gen, classes, loops = case
+    keys = set(gen.state_dict())
+    wrong = []
+    for path, m in model.named_modules():
+        own = [f"{path}.{k}" for k in m.state_dict(keep_vars=True) if "." not in k]
+        if not path or not own or not type(m).__module__.startswith("torch.nn."):
+            continue
+        if not all(k in keys for k in own if not k.endswith("num_batches_tracked")):
+            continue  # folded away by torch.onnx (FOLDS)
+        got = type(gen.get_submodule(path)).__name__
+        if got != type(m).__name__:
+            wrong.append(f"{path}: {got}, not {type(m).__name__}")
+    _check(name, source, "modules", not wrong, wrong)
 
 
 def test_the_generated_module_reads_back_equal(case):

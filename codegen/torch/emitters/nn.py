@@ -675,6 +675,89 @@ def adaptive_max_pool(e, x, *, output_size, return_indices) -> ast.expr:
     return call(f"F.adaptive_max_pool{n}d", x, _adaptive_size(output_size), **kw)
 
 
+# Where the source ran a pool as a module (``self.maxpool = nn.MaxPool2d(3, 2, 1)``, an item
+# of an nn.Sequential), the generated code does too, when torch's module computes this pool
+# (symmetric padding within half the kernel; else the functional form and its helper run).
+def _pool_type(module_type: str, kind: str, n: int) -> bool:
+    return module_type == f"{kind}{n}d" and fn_nd("", n) is not None
+
+
+def _size(t) -> Any:
+    """A per-dim size as the source usually writes it: one int when every dim has it."""
+    t = tuple(t)
+    return t[0] if t and all(v == t[0] for v in t) else t
+
+
+def _pool_module_kw(kernel, stride, padding, dilation=()) -> dict[str, Any]:
+    """nn.*Pool*d keywords beyond the kernel: the stride unless it is the kernel (the
+    module's default), padding and dilation unless 0 and 1."""
+    kw: dict[str, Any] = {}
+    if stride and tuple(stride) != tuple(kernel):
+        kw["stride"] = _size(stride)
+    if any(padding):
+        kw["padding"] = _size(padding)
+    if dilation and any(d != 1 for d in dilation):
+        kw["dilation"] = _size(dilation)
+    return kw
+
+
+_MAX_POOLS = tuple(f"MaxPool{n}d" for n in (1, 2, 3))
+_AVG_POOLS = tuple(f"AvgPool{n}d" for n in (1, 2, 3))
+
+
+@module_rule("max_pool", roles=(), types=_MAX_POOLS)
+def max_pool_module(
+    x, *, kernel, stride, padding, dilation, ceil_mode, return_indices, module_type,
+    data_layout="NCHW",
+):  # fmt: skip
+    n = len(kernel)
+    sym = _torch_pool_pad(padding, kernel, dilation, n)
+    if data_layout != "NCHW" or not _pool_type(module_type, "MaxPool", n) or sym is None:
+        return None
+    kw = _pool_module_kw(kernel, stride, sym, dilation)
+    if ceil_mode:
+        kw["ceil_mode"] = True
+    if return_indices:
+        kw["return_indices"] = True
+    return call(f"nn.{module_type}", _size(kernel), **kw), [x]
+
+
+@module_rule("avg_pool", roles=(), types=_AVG_POOLS)
+def avg_pool_module(
+    x, *, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override,
+    module_type, data_layout="NCHW",
+):  # fmt: skip
+    n = len(kernel)
+    sym = _torch_pool_pad(padding, kernel, (), n)
+    if data_layout != "NCHW" or not _pool_type(module_type, "AvgPool", n) or sym is None:
+        return None
+    if n == 1 and divisor_override:
+        return None
+    kw = _pool_module_kw(kernel, stride, sym)
+    if ceil_mode:
+        kw["ceil_mode"] = True
+    if not count_include_pad:
+        kw["count_include_pad"] = False
+    if divisor_override:
+        kw["divisor_override"] = divisor_override
+    return call(f"nn.{module_type}", _size(kernel), **kw), [x]
+
+
+@module_rule("adaptive_avg_pool", roles=(), types=tuple(f"AdaptiveAvgPool{n}d" for n in (1, 2, 3)))
+def adaptive_avg_pool_module(x, *, output_size, module_type):
+    if not _pool_type(module_type, "AdaptiveAvgPool", len(output_size)):
+        return None
+    return call(f"nn.{module_type}", _size(_adaptive_size(output_size))), [x]
+
+
+@module_rule("adaptive_max_pool", roles=(), types=tuple(f"AdaptiveMaxPool{n}d" for n in (1, 2, 3)))
+def adaptive_max_pool_module(x, *, output_size, return_indices, module_type):
+    if not _pool_type(module_type, "AdaptiveMaxPool", len(output_size)):
+        return None
+    kw = {"return_indices": True} if return_indices else {}
+    return call(f"nn.{module_type}", _size(_adaptive_size(output_size)), **kw), [x]
+
+
 # ---------------------------------------------------------------- run-time helpers
 # Pasted into the generated modules that use them: only torch, F and other _msc_* helpers.
 def _msc_pool(x, kind, kernel, stride, padding, dilation, ceil_mode, count_include_pad,

@@ -64,10 +64,12 @@ def from_onnx(
             (``domain::name@version``; an ai.onnx op carries the opset that last changed it)
             with its attributes (a graph attribute as an msc subgraph) and the output types
             the model declares, which codegen.onnx writes back in its domain.
-        fuse: put the high-level ops ONNX spells out back together (MatMul + Add -> linear,
-            the erf and tanh GELU formulas -> gelu, decomposed LayerNorm / RMSNorm ->
-            layer_norm / rms_norm, x * sigmoid(x) -> silu, softmax(Q K^T * s + mask) V ->
-            attention), where the fused op computes the same function (msc.ops.fusions).
+        fuse: put the high-level ops ONNX spells out back together (MatMul + Add and Gemm
+            of an [out, in] weight -> linear, the erf and tanh GELU formulas -> gelu,
+            decomposed LayerNorm / RMSNorm -> layer_norm / rms_norm, x * sigmoid(x) -> silu,
+            softmax(Q K^T * s + mask) V -> attention, a Gather torch.onnx lowered from an
+            embedding -> embedding), where the fused op computes the same function
+            (msc.ops.fusions).
 
     Returns:
         The graph: inputs, initializers (as weights) and value names as in the model.
