@@ -23,7 +23,10 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -99,7 +102,7 @@ def _msc_layer_problems(obj: dict, key: str, label: str, weight_bytes: int) -> l
     shape, dtype = inner.get("shape"), inner.get("value_dtype")
     if not isinstance(inner.get("name"), str) or not isinstance(inner.get("trainable", True), bool):
         return [f"{label} (msc's {key!r} with a name or trainable flag of the wrong type)"]
-    if dtype not in DTYPES:
+    if not isinstance(dtype, str) or dtype not in DTYPES:
         return [f"{label} (msc's {key!r} with value_dtype {str(dtype)[:40]!r}, not one of msc's)"]
     if (
         not isinstance(shape, list)
@@ -129,12 +132,8 @@ def _refused_classes(config: Any, weight_bytes: int) -> list[str]:
                 name = inner.get("name") if isinstance(inner, dict) else None
                 label = f"{cls} {name!r}" if isinstance(name, str) else cls
                 # every name Keras may look the class (or function) up by
-                names = {
-                    cls,
-                    obj.get("registered_name", cls),
-                    inner if isinstance(inner, str) else cls,
-                }
-                ours = sorted(n for n in names if isinstance(n, str) and n in MSC_LAYERS)
+                names = [cls, obj.get("registered_name", cls), inner]
+                ours = sorted({n for n in names if isinstance(n, str) and n in MSC_LAYERS})
                 if ours:
                     found.extend(_msc_layer_problems(obj, ours[0], label, weight_bytes))
                 elif (
@@ -188,6 +187,26 @@ def msc_layers() -> dict[str, type]:
     return _MSC_LAYER_CLASSES
 
 
+_REGISTRY_LOCK = threading.Lock()
+
+
+@contextmanager
+def _msc_classes_registered(keras: Any) -> Iterator[None]:
+    """msc's classes registered under ``MSC_LAYERS``' names while Keras loads a file: Keras
+    prefers what is registered globally to the ``custom_objects`` it is given, and a generated
+    model.py imported in this process registers its own SourceWeight. Restored afterwards."""
+    registry = keras.saving.get_custom_objects()  # Keras' global registry itself
+    with _REGISTRY_LOCK:
+        before = {k: registry[k] for k in MSC_LAYERS if k in registry}
+        registry.update(msc_layers())
+        try:
+            yield
+        finally:
+            for k in MSC_LAYERS:
+                registry.pop(k, None)
+            registry.update(before)
+
+
 def load_keras(path: str | os.PathLike) -> Any:
     """A ``.keras`` file as a Keras model: its config checked as data, then loaded by Keras
     with ``safe_mode=True`` (no Lambda, no custom objects but msc's own layers, built with
@@ -218,10 +237,10 @@ def load_keras(path: str | os.PathLike) -> Any:
         )
     keras = keras_module()
     try:
-        # the scope is looked up before anything registered globally (a generated model.py
-        # imported in this process registers its own SourceWeight)
-        with keras.saving.custom_object_scope(msc_layers()):
-            return keras.saving.load_model(path, compile=False, safe_mode=True)
+        with _msc_classes_registered(keras):
+            return keras.saving.load_model(
+                path, custom_objects=msc_layers(), compile=False, safe_mode=True
+            )
     except Exception as e:  # noqa: BLE001 - anything keras raises on a bad file is the file's
         msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise BadModelError(f"{path}: Keras could not load it: {msg}") from None
