@@ -519,8 +519,8 @@ def build_parser() -> argparse.ArgumentParser:
         choices=TARGETS,
         help="target (default: onnx for *.onnx, tflite for *.tflite, keras for *.keras, msc "
         "for *.msc, else a torch directory; relax: a TVM Relax directory, needs apache-tvm; "
-        "keras: a Keras 3 directory (a .keras file for *.keras), needs keras; jax: a directory with model.py + weights.safetensors, "
-        "needs the jax extra)",
+        "keras: a Keras 3 directory (a .keras file for *.keras), needs keras; jax: a "
+        "directory with model.py + weights.safetensors, needs the jax extra)",
     )
     c.add_argument(
         "--opset",

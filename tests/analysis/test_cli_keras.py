@@ -91,8 +91,8 @@ def test_keras_outputs_given_to_the_cli_again(gpt2, tmp_path):
     ]
     diff = run("diff", kf, kdir)
     assert diff.stderr == "" and "structurally equal: yes" in diff.stdout, diff.stdout
-    for src in (kf, kdir):
-        report = _json(run("convert", src, "-o", tmp_path / f"{src.stem}_{src.suffix[1:]}_torch", "--json"))
+    for src, out in ((kf, "from_file_torch"), (kdir, "from_dir_torch")):
+        report = _json(run("convert", src, "-o", tmp_path / out, "--json"))
         assert report["ok"] and _max_abs(report["numeric"]) < 1e-5, report
     run("convert", pt2, "-o", kf)  # msc's own file: replaced
 
