@@ -279,7 +279,7 @@ def _stage(out: Path, target: str) -> tuple[Path, Path]:
 def _install(staged: Path, out: Path, target: str) -> list[str]:
     """Move the staged output into place (replacing OUT), returning the files written."""
     tmp = staged.parent
-    if target == "tflite" or staged.is_file():  # one file (a .keras file)
+    if target == "tflite" or target == "keras" and staged.is_file():  # one file (a .keras)
         os.replace(staged, out)
         return [str(out)]
     if target == "onnx":
