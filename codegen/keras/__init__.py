@@ -3,6 +3,7 @@
     src = codegen.keras.generate(g)        # model.py's source
     model = codegen.keras.to_model(g)      # a keras.Model with its weights (in memory)
     codegen.keras.save(g, "out_dir")       # out_dir/model.py + out_dir/model.weights.npz
+    codegen.keras.save(g, "model.keras")   # the generated model as Keras saves it
 
 The source imports only keras and numpy and runs on every Keras backend. Each canonical op
 has an emitter (``EMITTERS``), one module per op family named as in ``msc.ops``; an op
@@ -38,6 +39,7 @@ __all__ = [
     "KerasCodegen",
     "MODEL_FILE",
     "WEIGHTS_FILE",
+    "KERAS_FILE_MARK",
 ]
 
 _counter = itertools.count()
@@ -80,13 +82,22 @@ def to_model(graph: Graph, *, emitters: EmitterRegistry = EMITTERS) -> Any:
     return model
 
 
+# In a .keras file's metadata.json (its first member, stored): the file is one msc wrote.
+KERAS_FILE_MARK = "msc codegen.keras"
+
+
 def save(
     graph: Graph, directory: str | os.PathLike, *, emitters: EmitterRegistry = EMITTERS
 ) -> Path:
     """Write ``model.py`` and ``model.weights.npz`` into ``directory`` (replaced atomically).
-    ``model.py``'s ``load()`` builds the model and sets its weights."""
+    ``model.py``'s ``load()`` builds the model and sets its weights. A path ending in
+    ``.keras`` gets a Keras 3 file instead: the generated model with its weights, as
+    ``model.save`` writes it (its SourceWeight layers are registered as "msc>SourceWeight":
+    Keras loads them where the class is registered, ``msc.from_keras`` with msc's own)."""
     from msc.io import atomic_dir
 
+    if os.fspath(directory).lower().endswith(".keras"):
+        return _save_file(graph, Path(directory), emitters)
     cg = KerasCodegen(graph, emitters)
     src = cg.generate()
     arrays = cg.arrays()
@@ -95,6 +106,32 @@ def save(
         (tmp / MODEL_FILE).write_text(src, encoding="utf-8")
         with open(tmp / WEIGHTS_FILE, "wb") as f:
             np.savez(f, **arrays)
+    return target
+
+
+def _save_file(graph: Graph, target: Path, emitters: EmitterRegistry) -> Path:
+    """The generated model saved by Keras, metadata.json marked as msc's, then renamed into
+    place (never half-written)."""
+    import json
+    import zipfile
+
+    model = to_model(graph, emitters=emitters)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    saved = target.with_name(f".{target.name}.{os.getpid()}.saved.keras")  # Keras wants .keras
+    marked = target.with_name(f".{target.name}.{os.getpid()}.marked")
+    try:
+        model.save(saved)
+        with zipfile.ZipFile(saved) as src, zipfile.ZipFile(marked, "w") as dst:
+            for item in src.infolist():  # same order, same (stored) members
+                data = src.read(item)
+                if item.filename == "metadata.json":
+                    meta = json.loads(data)
+                    data = json.dumps({"generator": KERAS_FILE_MARK, **meta}).encode()
+                dst.writestr(item, data)
+        os.replace(marked, target)
+    finally:
+        for p in (saved, marked):
+            p.unlink(missing_ok=True)
     return target
 
 

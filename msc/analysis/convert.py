@@ -6,13 +6,14 @@ Targets: ``torch`` (a directory with ``model.py`` + ``model.safetensors``, by
 ``to``: a directory with TVMScript ``module.py`` + ``model.safetensors`` + ``load.py``, by
 ``codegen.relax.save``; checked by TVM's structural equality and by running it on the VM),
 ``tflite`` (a ``.tflite`` file by ``codegen.tflite``, run in LiteRT's interpreter), ``keras``
-(only with ``to``: a directory with Keras 3 ``model.py`` + ``model.weights.npz``, by
-``codegen.keras.save``; re-imported through Keras on the torch backend and run against the
-source; its layers hold weights in Keras' layout, so the graphs are compared numerically),
+(a directory with Keras 3 ``model.py`` + ``model.weights.npz`` by ``codegen.keras.save``, only
+with ``to``; or a ``.keras`` file, the generated model as Keras saves it; re-imported through
+Keras on the torch backend and run against the source; its layers hold weights in Keras'
+layout, so the graphs are compared numerically),
 ``jax`` (only with ``to``: a directory with ``model.py`` + ``weights.safetensors`` by
 ``codegen.jax``; checked by re-exporting it with jax.export and running that against the source).
-Without ``to`` the target follows OUT: ``*.onnx`` is onnx, ``*.tflite`` is tflite, ``*.msc`` or
-an existing saved graph is msc, anything else is a torch directory.
+Without ``to`` the target follows OUT: ``*.onnx`` is onnx, ``*.tflite`` is tflite, ``*.keras``
+a keras file, ``*.msc`` or an existing saved graph is msc, anything else is a torch directory.
 
 The check, unless turned off: re-import what was written and compare it with the graph it was
 generated from as ``msc diff`` does (equal, modulo names; else equivalent up to known rewrites;
@@ -57,6 +58,13 @@ __all__ = ["convert", "ConvertReport", "TARGETS", "target_for"]
 TARGETS = ("torch", "onnx", "msc", "relax", "tflite", "keras", "jax")
 # Targets written as one file (the others are directories).
 FILE_TARGETS = {"onnx": ".onnx", "tflite": ".tflite"}
+# Directory targets written as one file when OUT has this suffix.
+FILE_FORMS = {"keras": ".keras"}
+
+
+def _is_file(target: str, out: Path) -> bool:
+    """The output is a file (else a directory)."""
+    return target in FILE_TARGETS or out.suffix.lower() == FILE_FORMS.get(target)
 
 
 @dataclass
@@ -122,12 +130,14 @@ def target_for(out: str | os.PathLike, to: str | None) -> str:
         return "onnx"
     if suffix == ".tflite":
         return "tflite"
+    if suffix == ".keras":
+        return "keras"
     if suffix == ".msc" or (p / "graph.msc").is_file():
         return "msc"
     if suffix and not p.is_dir():
         raise MscError(
-            f"{out}: msc does not write {suffix} files; name a .onnx or .tflite file, a .msc "
-            "directory or a directory for PyTorch source, or say which with --to"
+            f"{out}: msc does not write {suffix} files; name a .onnx, .tflite or .keras file, "
+            "a .msc directory or a directory for PyTorch source, or say which with --to"
         )
     return "torch"
 
@@ -269,7 +279,7 @@ def _stage(out: Path, target: str) -> tuple[Path, Path]:
 def _install(staged: Path, out: Path, target: str) -> list[str]:
     """Move the staged output into place (replacing OUT), returning the files written."""
     tmp = staged.parent
-    if target == "tflite":
+    if target == "tflite" or target == "keras" and staged.is_file():  # one file (a .keras)
         os.replace(staged, out)
         return [str(out)]
     if target == "onnx":
@@ -340,7 +350,7 @@ def convert(
         raise MscError(
             f"{out_p}: the output is the model being converted; pass --force to replace it"
         )
-    if target in FILE_TARGETS:
+    if _is_file(target, out_p):
         files.check_output(out_p, "file", target, force=force)
     else:
         files.check_output(out_p, "dir")

@@ -49,7 +49,8 @@ codegen.relax directories are only read; nothing in them runs (a .pt2 member tha
 unpickling, or TVMScript beyond what TVM's printer writes, is refused unless --trust-code; a
 .tflite custom op or StableHLO custom_call is kept opaque with --custom-ops keep, never
 run). A .keras file's config is checked first and Keras loads it with safe_mode: Lambda
-layers and custom objects are refused. module.py:ClassName and codegen.torch /
+layers and custom objects are refused (msc's own SourceWeight layer is built by msc's code).
+module.py:ClassName and codegen.torch /
 codegen.keras directories ARE Python code: msc imports and runs them.
 
 exit codes: 0 ok, 1 a check/verify/diff found a difference, 2 user error.
@@ -516,10 +517,10 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument(
         "--to",
         choices=TARGETS,
-        help="target (default: onnx for *.onnx, tflite for *.tflite, msc for *.msc, else a "
-        "torch directory; relax: a TVM Relax directory, needs apache-tvm; keras: a Keras 3 "
-        "directory, needs keras; jax: a directory with model.py + weights.safetensors, "
-        "needs the jax extra)",
+        help="target (default: onnx for *.onnx, tflite for *.tflite, keras for *.keras, msc "
+        "for *.msc, else a torch directory; relax: a TVM Relax directory, needs apache-tvm; "
+        "keras: a Keras 3 directory (a .keras file for *.keras), needs keras; jax: a "
+        "directory with model.py + weights.safetensors, needs the jax extra)",
     )
     c.add_argument(
         "--opset",

@@ -49,6 +49,7 @@ SIGNATURES: dict[str, bytes] = {
     "node-data": b'"generator": "msc"',
     "batch-report": b'"msc_batch":',
     "tflite": b"generator: msc",  # the model description codegen.tflite writes
+    "keras": b'{"generator": "msc codegen.keras"',  # a .keras file's metadata.json, its start
 }
 
 

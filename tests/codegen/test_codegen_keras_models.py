@@ -35,7 +35,7 @@ def _param(name: str):
 
 
 @pytest.mark.parametrize("name", [_param(m) for m in MODELS])
-def test_model_to_keras_agrees_with_eager(name):
+def test_model_to_keras_agrees_with_eager(name, tmp_path):
     model, inputs = MODELS[name][0]()
     g = msc.from_torch(model, (), example_kwargs=inputs)
     back = codegen.keras.to_model(g)
@@ -46,11 +46,15 @@ def test_model_to_keras_agrees_with_eager(name):
     assert len(got) == len(ref)
     for a, r in zip(got, ref):
         np.testing.assert_allclose(a, r.numpy(), atol=1e-4, rtol=1e-4)
-    # the Keras model read back by msc.from_keras and run as generated PyTorch
-    again = run_torch(msc.from_keras(back), [np.asarray(v) for v in inputs.values()])
-    assert len(again) == len(ref)
-    for a, r in zip(again, ref):
-        np.testing.assert_allclose(a, r.numpy(), atol=1e-4, rtol=1e-4)
+    # the Keras model read back by msc.from_keras and run as generated PyTorch, as an object
+    # and from the .keras file Keras saves (its SourceWeight layers rebuilt by msc's own class)
+    path = tmp_path / f"{name}.keras"
+    back.save(path)
+    for source in (back, path):
+        again = run_torch(msc.from_keras(source), [np.asarray(v) for v in inputs.values()])
+        assert len(again) == len(ref)
+        for a, r in zip(again, ref):
+            np.testing.assert_allclose(a, r.numpy(), atol=1e-4, rtol=1e-4)
 
 
 class _Fn(torch.nn.Module):

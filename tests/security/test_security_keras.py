@@ -1,19 +1,25 @@
 """Hostile .keras files: a Lambda layer (marshalled Python bytecode) and custom objects are
 refused by name without running anything; truncated or garbage files give one ``msc: error:``
-line; layer names that are code stay names in generated Keras source."""
+line; layer names that are code stay names in generated Keras source. codegen.keras' own
+SourceWeight layer (registered as msc>SourceWeight) reads back, built by msc's class; hostile
+values in its config and classes named like it are refused."""
 
 from __future__ import annotations
 
+import io
 import os
 import subprocess
 import sys
+import tokenize
 import zipfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 os.environ.setdefault("KERAS_BACKEND", "torch")
 keras = pytest.importorskip("keras", reason="the keras extra (keras 3) is not installed")
+torch = pytest.importorskip("torch")
 
 import msc  # noqa: E402
 from msc.errors import BadModelError  # noqa: E402
@@ -117,3 +123,145 @@ def test_names_that_are_code_stay_names(tmp_path, monkeypatch):
     codegen.keras.to_model(g)
     assert not marker.exists()
     assert name not in src.replace(repr(name), "")
+
+
+# codegen.keras' SourceWeight (a weight used as an operand), registered as "msc>SourceWeight":
+# a .keras file holding it is read, the layer built by msc's own class from a config checked as
+# data; hostile values in that config, and classes named like it, are refused.
+
+
+def _source_weight_file(path: Path, name: str = "table") -> tuple[Path, np.ndarray]:
+    """A generated Keras model ``x + table`` (``table`` a SourceWeight), saved as .keras."""
+    import codegen.keras
+
+    table = np.arange(8, dtype=np.float32).reshape(2, 4) / 8
+    g = msc.from_torch(_AddTable(table), (torch.zeros(2, 4),))
+    gen = codegen.keras.to_model(g)  # registers the generated class, as importing model.py does
+    sw = [la for la in gen.layers if type(la).__name__ == "SourceWeight"]
+    assert len(sw) == 1, [type(la).__name__ for la in gen.layers]
+    inp = keras.Input((4,), batch_size=2, name="x")
+    layer = type(sw[0])((2, 4), "float32", name=name)
+    out = keras.layers.Add(name="add")([inp, layer(inp)])
+    model = keras.Model(inp, out)
+    layer.set_weights([table])
+    model.save(path)
+    return path, table
+
+
+class _AddTable(torch.nn.Module):
+    def __init__(self, table):
+        super().__init__()
+        self.table = torch.nn.Parameter(torch.from_numpy(table))
+
+    def forward(self, x):
+        return x + self.table
+
+
+def _edit_config(src: Path, dst: Path, edit) -> Path:
+    """``src`` with its config.json's SourceWeight entry changed by ``edit(entry)``."""
+    import json
+
+    with zipfile.ZipFile(src) as z, zipfile.ZipFile(dst, "w") as out:
+        for item in z.infolist():
+            data = z.read(item)
+            if item.filename == "config.json":
+                config = json.loads(data)
+                (entry,) = [
+                    la
+                    for la in config["config"]["layers"]
+                    if la.get("registered_name") == "msc>SourceWeight"
+                ]
+                edit(entry)
+                data = json.dumps(config).encode()
+            out.writestr(item, data)
+    return dst
+
+
+def test_msc_source_weight_reads_back_with_mscs_class(tmp_path):
+    from msc.frontend.keras import load_keras
+    from msc.frontend.keras.importer import msc_layers
+    from tests.tflite_cases import run_torch
+
+    f, table = _source_weight_file(tmp_path / "gen.keras")
+    model = load_keras(f)
+    (layer,) = [la for la in model.layers if type(la).__name__ == "SourceWeight"]
+    # msc's class, not the generated one registered in this process nor the file's module
+    assert type(layer) is msc_layers()["msc>SourceWeight"]
+    x = np.random.default_rng(0).standard_normal((2, 4)).astype(np.float32)
+    (got,) = run_torch(msc.from_keras(f), [x])
+    np.testing.assert_array_equal(got, x + table)  # one add: exact
+
+
+HOSTILE_SOURCE_WEIGHT = {
+    "huge_shape": lambda e: e["config"].update(shape=[1 << 40, 1 << 40]),
+    "shape_beyond_the_weights": lambda e: e["config"].update(shape=[4096, 4096]),
+    "negative_size": lambda e: e["config"].update(shape=[-1, 4]),
+    "float_size": lambda e: e["config"].update(shape=[2.5, 4]),
+    "bool_size": lambda e: e["config"].update(shape=[True, 4]),
+    "shape_as_code": lambda e: e["config"].update(shape="__import__('os').system('id')"),
+    "rank_17": lambda e: e["config"].update(shape=[1] * 17),
+    "dtype_object": lambda e: e["config"].update(value_dtype="object"),
+    "dtype_code": lambda e: e["config"].update(value_dtype="__import__('os')"),
+    "dtype_not_a_string": lambda e: e["config"].update(value_dtype={"class_name": "X"}),
+    "name_not_a_string": lambda e: e["config"].update(name=["x"]),
+    "extra_key": lambda e: e["config"].update(initializer="orthogonal"),
+    "no_config": lambda e: e.update(config=None),
+    "other_class_under_our_name": lambda e: e.update(class_name="Evil"),
+}
+
+
+@pytest.mark.parametrize("how", sorted(HOSTILE_SOURCE_WEIGHT))
+def test_hostile_source_weight_config_is_refused(tmp_path, how):
+    good, _ = _source_weight_file(tmp_path / "good.keras")
+    f = _edit_config(good, tmp_path / f"{how}.keras", HOSTILE_SOURCE_WEIGHT[how])
+    with pytest.raises(BadModelError, match="refused.*msc>SourceWeight"):
+        msc.from_keras(f)
+
+
+def test_hostile_source_weight_is_one_error_line(tmp_path):
+    good, _ = _source_weight_file(tmp_path / "good.keras")
+    f = _edit_config(good, tmp_path / "huge.keras", HOSTILE_SOURCE_WEIGHT["huge_shape"])
+    line = _one_error(_cli(f))
+    assert "huge.keras" in line and "msc>SourceWeight" in line and "bytes" in line
+
+
+NEAR_NAMES = {
+    "plural": {"registered_name": "msc>SourceWeights"},
+    "case": {"registered_name": "MSC>SourceWeight"},
+    "other_package": {"registered_name": "msc2>SourceWeight"},
+    # as a generated model.py before it registered the class: its module, not msc's name
+    "unregistered": {"registered_name": "SourceWeight", "module": "msc_generated_keras"},
+    "msc_module": {"registered_name": None, "module": "msc.frontend.keras.importer"},
+    "name_in_a_list": {"registered_name": ["msc>SourceWeight"]},
+}
+
+
+@pytest.mark.parametrize("how", sorted(NEAR_NAMES))
+def test_classes_named_like_source_weight_are_refused(tmp_path, how):
+    good, _ = _source_weight_file(tmp_path / "good.keras")
+    f = _edit_config(good, tmp_path / f"{how}.keras", lambda e: e.update(NEAR_NAMES[how]))
+    with pytest.raises(BadModelError, match="refused.*SourceWeight 'table'"):
+        msc.from_keras(f)
+
+
+def test_source_weight_name_that_is_code_stays_a_name(tmp_path, monkeypatch):
+    import codegen.keras
+    import codegen.torch
+
+    monkeypatch.chdir(tmp_path)
+    marker = tmp_path / "msc_keras_ran"
+    name = "getattr(__import__('os'),'system')('touch msc_keras_ran')"
+    f, table = _source_weight_file(tmp_path / "named.keras", name=name)
+    g = msc.from_keras(f)
+    assert f"{name}/value" in g.weights
+    for src in (codegen.keras.generate(g), codegen.torch.generate(g)):
+        assert "__import__" in src  # the name is kept, as a string: outside strings, nowhere
+        code = [
+            t.string
+            for t in tokenize.generate_tokens(io.StringIO(src).readline)
+            if t.type not in (tokenize.STRING, tokenize.COMMENT)
+        ]
+        # sanitized identifiers (getattr___import___...) or strings hold it, never the calls
+        assert not {"__import__", "system"} & set(code)
+    codegen.keras.to_model(g)
+    assert not marker.exists()

@@ -1,8 +1,9 @@
 """The Keras 3 frontend: ``from_keras(model | path)`` -> msc Graph.
 
 A Keras model object (Sequential or functional) is walked layer by layer; a ``.keras`` file is
-first checked as data (no Lambda layer, no class outside Keras in its config) and then loaded by
-Keras itself with ``safe_mode=True`` on the torch backend (no TensorFlow). One converter per
+first checked as data (no Lambda layer, no class outside Keras in its config but codegen.keras'
+``msc>SourceWeight``, built with msc's own class) and then loaded by Keras itself with
+``safe_mode=True`` on the torch backend (no TensorFlow). One converter per
 layer class (``@converter("Conv2D")``), grouped by op family in this package.
 
 # NOTE: invariants
@@ -43,7 +44,7 @@ def from_keras(model: Any, *, registry: ConverterRegistry = CONVERTERS, name: st
         model: a Keras model object (Sequential or functional; a nested model is flattened
             with its name as a path prefix), or the path of a ``.keras`` file (checked as data,
             then loaded by Keras with ``safe_mode=True``: Lambda layers and custom objects are
-            refused by name).
+            refused by name; codegen.keras' SourceWeight is built with msc's own class).
         registry: the converter registry (tests may pass their own).
         name: the graph's name (default: the model's).
 

@@ -15,14 +15,18 @@ converter per layer class; and the safe reader of ``.keras`` files.
 # - Every unsupported layer is collected with its name; ``UnsupportedOpsError`` is raised once
 #   after the whole model was walked. Layers downstream of one are not converted.
 # - A ``.keras`` file is checked as data first (its config.json: no Lambda layer, no class
-#   outside Keras), then loaded by Keras itself with ``safe_mode=True`` on the torch backend.
+#   outside Keras but msc's own ``MSC_LAYERS``, whose configs are checked and which Keras builds
+#   with msc's classes), then loaded by Keras itself with ``safe_mode=True`` on the torch backend.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import threading
 import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -42,7 +46,7 @@ from msc.ir.graph import GraphError
 from msc.ops.infer import InferError
 from msc.ops.schema import OpError
 
-__all__ = ["Importer", "Ctx", "load_keras", "keras_module", "DTYPES"]
+__all__ = ["Importer", "Ctx", "load_keras", "keras_module", "msc_layers", "MSC_LAYERS", "DTYPES"]
 
 DTYPES = {
     "float16": DType.FLOAT16,
@@ -73,9 +77,50 @@ def keras_module():
     return keras
 
 
-def _refused_classes(config: Any) -> list[str]:
+# msc's own layers that codegen.keras writes, by the name they are registered under
+# (``@keras.saving.register_keras_serializable(package="msc")``): a .keras file naming one is
+# read with msc's implementation (``msc_layers``), never with code the file points at. Each
+# entry: the class name and the keys its config may hold.
+MSC_LAYERS = {
+    "msc>SourceWeight": ("SourceWeight", {"name", "shape", "value_dtype", "trainable", "dtype"}),
+}
+# a SourceWeight's rank; its bytes are bounded by the file's weights (its value is stored there)
+MAX_RANK = 16
+
+
+def _msc_layer_problems(obj: dict, key: str, label: str, weight_bytes: int) -> list[str]:
+    """Why a config entry naming msc's layer ``key`` is not one msc wrote (none: it is)."""
+    cls, keys = MSC_LAYERS[key]
+    inner = obj.get("config")
+    if obj.get("class_name") != cls or obj.get("registered_name") != key:
+        return [f"{label} (names msc's {key!r} but is not class {cls!r} registered as it)"]
+    if not isinstance(inner, dict):
+        return [f"{label} (msc's {key!r} without a config)"]
+    extra = sorted(str(k) for k in inner if k not in keys)
+    if extra:
+        return [f"{label} (msc's {key!r} with unknown config keys {extra})"]
+    shape, dtype = inner.get("shape"), inner.get("value_dtype")
+    if not isinstance(inner.get("name"), str) or not isinstance(inner.get("trainable", True), bool):
+        return [f"{label} (msc's {key!r} with a name or trainable flag of the wrong type)"]
+    if not isinstance(dtype, str) or dtype not in DTYPES:
+        return [f"{label} (msc's {key!r} with value_dtype {str(dtype)[:40]!r}, not one of msc's)"]
+    if (
+        not isinstance(shape, list)
+        or len(shape) > MAX_RANK
+        or not all(type(d) is int and d >= 0 for d in shape)
+    ):
+        return [f"{label} (msc's {key!r} with shape {str(shape)[:60]}: not a list of sizes)"]
+    nbytes = int(np.prod(shape, dtype=object)) * np.dtype(DTYPES[dtype].to_numpy()).itemsize
+    if nbytes > weight_bytes:
+        return [f"{label} (msc's {key!r} of {nbytes} bytes, more than the file's weights hold)"]
+    return []
+
+
+def _refused_classes(config: Any, weight_bytes: int) -> list[str]:
     """Every class in a .keras config that loading would run code for: Lambda layers (a
-    marshalled Python function) and classes outside Keras (custom objects)."""
+    marshalled Python function) and classes outside Keras (custom objects), but for msc's own
+    layers (``MSC_LAYERS``) as codegen.keras writes them; their weights may hold at most
+    ``weight_bytes``."""
     found: list[str] = []
 
     def walk(obj: Any) -> None:
@@ -86,7 +131,12 @@ def _refused_classes(config: Any) -> list[str]:
                 inner = obj.get("config")
                 name = inner.get("name") if isinstance(inner, dict) else None
                 label = f"{cls} {name!r}" if isinstance(name, str) else cls
-                if (
+                # every name Keras may look the class (or function) up by
+                names = [cls, obj.get("registered_name", cls), inner]
+                ours = sorted({n for n in names if isinstance(n, str) and n in MSC_LAYERS})
+                if ours:
+                    found.extend(_msc_layer_problems(obj, ours[0], label, weight_bytes))
+                elif (
                     cls in ("Lambda", "TFOpLambda", "__lambda__")
                     or cls == "function"
                     and (not isinstance(module, str) or not module.startswith("keras"))
@@ -106,9 +156,61 @@ def _refused_classes(config: Any) -> list[str]:
     return found
 
 
+_MSC_LAYER_CLASSES: dict[str, type] = {}
+
+
+def msc_layers() -> dict[str, type]:
+    """msc's implementation of each of ``MSC_LAYERS`` (the layers codegen.keras writes into
+    its source), by registered name: what ``load_keras`` rebuilds them with."""
+    if _MSC_LAYER_CLASSES:
+        return _MSC_LAYER_CLASSES
+    keras = keras_module()
+
+    class SourceWeight(keras.layers.Layer):
+        """A weight used as an operand (codegen.keras' SourceWeight): its value, whatever the
+        tensor it is called on."""
+
+        def __init__(self, shape, value_dtype, **kwargs):
+            super().__init__(**kwargs)
+            self.value = self.add_weight(
+                shape=tuple(shape),
+                dtype=value_dtype,
+                initializer="zeros",
+                trainable=False,
+                name="value",
+            )
+
+        def call(self, x):
+            return keras.ops.convert_to_tensor(self.value)
+
+    _MSC_LAYER_CLASSES["msc>SourceWeight"] = SourceWeight
+    return _MSC_LAYER_CLASSES
+
+
+_REGISTRY_LOCK = threading.Lock()
+
+
+@contextmanager
+def _msc_classes_registered(keras: Any) -> Iterator[None]:
+    """msc's classes registered under ``MSC_LAYERS``' names while Keras loads a file: Keras
+    prefers what is registered globally to the ``custom_objects`` it is given, and a generated
+    model.py imported in this process registers its own SourceWeight. Restored afterwards."""
+    registry = keras.saving.get_custom_objects()  # Keras' global registry itself
+    with _REGISTRY_LOCK:
+        before = {k: registry[k] for k in MSC_LAYERS if k in registry}
+        registry.update(msc_layers())
+        try:
+            yield
+        finally:
+            for k in MSC_LAYERS:
+                registry.pop(k, None)
+            registry.update(before)
+
+
 def load_keras(path: str | os.PathLike) -> Any:
     """A ``.keras`` file as a Keras model: its config checked as data, then loaded by Keras
-    with ``safe_mode=True`` (no Lambda, no custom objects; nothing in the file runs)."""
+    with ``safe_mode=True`` (no Lambda, no custom objects but msc's own layers, built with
+    msc's implementation; nothing in the file runs)."""
     path = os.fspath(path)
     try:
         with zipfile.ZipFile(path) as z:
@@ -116,14 +218,17 @@ def load_keras(path: str | os.PathLike) -> Any:
             if info.file_size > CONFIG_LIMIT:
                 raise BadModelError(f"{path}: config.json of {info.file_size} bytes")
             config = json.loads(z.read(info).decode("utf-8"))
-            z.getinfo("model.weights.h5")
+            # what the weights may expand to: as declared, at most 50x the file (plus 16 MiB)
+            weight_bytes = min(
+                z.getinfo("model.weights.h5").file_size, 50 * os.path.getsize(path) + (16 << 20)
+            )
     except BadModelError:
         raise
     except (OSError, KeyError, zipfile.BadZipFile, ValueError, UnicodeDecodeError) as e:
         raise BadModelError(
             f"{path}: not a readable .keras file ({type(e).__name__}: {e})"
         ) from None
-    refused = _refused_classes(config)
+    refused = _refused_classes(config, weight_bytes)
     if refused:
         raise BadModelError(
             f"{path}: refused, loading it would run code that is not Keras': "
@@ -132,7 +237,10 @@ def load_keras(path: str | os.PathLike) -> Any:
         )
     keras = keras_module()
     try:
-        return keras.saving.load_model(path, compile=False, safe_mode=True)
+        with _msc_classes_registered(keras):
+            return keras.saving.load_model(
+                path, custom_objects=msc_layers(), compile=False, safe_mode=True
+            )
     except Exception as e:  # noqa: BLE001 - anything keras raises on a bad file is the file's
         msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise BadModelError(f"{path}: Keras could not load it: {msg}") from None

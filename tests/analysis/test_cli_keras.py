@@ -1,0 +1,124 @@
+"""The Keras user path through the CLI (issue 32): a saved ExportedProgram of a tiny GPT-2
+(transformers, from config: tied embeddings and a position table, so the generated Keras uses
+SourceWeight layers) -> ``msc convert --to keras`` as a ``.keras`` file and as a source
+directory -> each output given to ``msc inspect`` / ``convert`` / ``verify`` / ``diff`` again.
+Exit codes, stderr and numbers are checked; the .keras file is also run against eager
+transformers."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+os.environ.setdefault("KERAS_BACKEND", "torch")
+torch = pytest.importorskip("torch")
+pytest.importorskip("keras", reason="the keras extra is not installed")
+transformers = pytest.importorskip("transformers", reason="a tiny GPT-2 from its config")
+
+import msc  # noqa: E402
+from tests.analysis.test_cli import run  # noqa: E402
+from tests.tflite_cases import run_torch  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def gpt2(tmp_path_factory) -> tuple[Path, torch.nn.Module, dict]:
+    cfg = transformers.GPT2Config(
+        n_layer=2, n_head=2, n_embd=32, vocab_size=64, n_positions=32, use_cache=False
+    )
+    torch.manual_seed(0)
+    model = transformers.GPT2LMHeadModel(cfg).eval()
+    inputs = {"input_ids": torch.randint(0, 64, (1, 8))}
+    path = tmp_path_factory.mktemp("gpt2") / "gpt2.pt2"
+    torch.export.save(torch.export.export(model, (), inputs), path)
+    return path, model, inputs
+
+
+def _json(p: subprocess.CompletedProcess) -> dict:
+    assert p.stderr == "", p.stderr
+    return json.loads(p.stdout)
+
+
+def _max_abs(report: dict) -> float:
+    assert report["ok"], report
+    return max(o["max_abs"] for o in report["outputs"])
+
+
+def test_pt2_to_keras_file_and_back_through_the_cli(gpt2, tmp_path):
+    pt2, model, inputs = gpt2
+    kf = tmp_path / "gpt2.keras"
+    report = _json(run("convert", pt2, "-o", kf, "--json"))
+    assert report["ok"] and _max_abs(report["numeric"]) < 1e-5, report
+    # -o *.keras is a Keras file, msc's mark in its metadata, with a SourceWeight layer
+    assert zipfile.is_zipfile(kf)
+    assert b'"generator": "msc codegen.keras"' in kf.read_bytes()[:200]
+    assert b'"registered_name": "msc>SourceWeight"' in zipfile.ZipFile(kf).read("config.json")
+    # read back (its SourceWeight built by msc's class, nothing in the file run)
+    info = _json(run("inspect", kf, "--json"))
+    assert info["inputs"][0]["name"] == "input_ids", info
+    assert _max_abs(_json(run("verify", pt2, kf, "--json"))) < 1e-5
+    # against transformers itself (eager PyTorch), not only against msc's reading of the .pt2
+    got = run_torch(msc.from_keras(kf), [inputs["input_ids"].numpy()])
+    with torch.no_grad():
+        ref = model(**inputs).logits.numpy()
+    np.testing.assert_allclose(got[0], ref, atol=1e-4, rtol=1e-4)
+    # a .keras file msc did not write is not replaced
+    theirs = tmp_path / "theirs.keras"
+    theirs.write_bytes(kf.read_bytes().replace(b"msc codegen.keras", b"someone elses....", 1))
+    p = run("convert", pt2, "-o", theirs, ok=2)
+    assert p.stderr.startswith("msc: error: ") and "not a file msc wrote" in p.stderr
+
+
+def test_keras_outputs_given_to_the_cli_again(gpt2, tmp_path):
+    """The .keras file and the source directory: the same graph; both convert onwards; msc's
+    own .keras file is replaced by a new conversion."""
+    pt2, _, _ = gpt2
+    kf, kdir = tmp_path / "gpt2.keras", tmp_path / "gpt2_keras"
+    run("convert", pt2, "-o", kf)
+    report = _json(run("convert", pt2, "-o", kdir, "--to", "keras", "--json"))
+    assert report["ok"] and _max_abs(report["numeric"]) < 1e-5, report
+    assert sorted(p.name for p in kdir.iterdir() if not p.name.startswith(".")) == [
+        "model.py",
+        "model.weights.npz",
+    ]
+    diff = run("diff", kf, kdir)
+    assert diff.stderr == "" and "structurally equal: yes" in diff.stdout, diff.stdout
+    for src, out in ((kf, "from_file_torch"), (kdir, "from_dir_torch")):
+        report = _json(run("convert", src, "-o", tmp_path / out, "--json"))
+        assert report["ok"] and _max_abs(report["numeric"]) < 1e-5, report
+    run("convert", pt2, "-o", kf)  # msc's own file: replaced
+
+
+@pytest.mark.slow
+def test_keras_file_through_the_cli_in_subprocesses(gpt2, tmp_path):
+    """The same path as a user runs it: separate processes, stderr empty."""
+    pt2, _, _ = gpt2
+    kf = tmp_path / "gpt2.keras"
+    env = dict(os.environ, PYTHONPATH=str(ROOT), KERAS_BACKEND="torch")
+
+    def msc_cli(*args) -> subprocess.CompletedProcess:
+        p = subprocess.run(
+            [sys.executable, "-m", "msc", *map(str, args)],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            env=env,
+            timeout=300,
+        )
+        assert p.returncode == 0, p.stderr
+        assert p.stderr == "", p.stderr
+        return p
+
+    msc_cli("convert", pt2, "-o", kf)
+    assert "(keras)" in msc_cli("inspect", kf).stdout
+    report = json.loads(msc_cli("verify", pt2, kf, "--json").stdout)
+    assert _max_abs(report) < 1e-5
+    msc_cli("convert", kf, "-o", tmp_path / "back_torch")
