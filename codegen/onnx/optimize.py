@@ -16,6 +16,15 @@
   an initializer;
 - ``Mul(x, x)`` written ``Pow(x, 2)`` (RMSNorm's square as onnxruntime's transformer
   optimizer matches it; onnxruntime computes ``Pow(x, 2)`` as ``x * x``);
+- a data movement (``Transpose``, ``Reshape``, ``Squeeze``, ``Unsqueeze``, ``Flatten``) of a
+  run-time ``DequantizeLinear``'s output that a float op reads written on the integers,
+  before a DequantizeLinear of its own (a per-axis one only through a Transpose, its axis
+  moved with it): the QDQ form onnxruntime's quantization passes expect (a move that only
+  QuantizeLinear reads is a quantized move already, and stays). Left after the dequantize,
+  onnxruntime 1.32's QDQPropagationTransformer copies the pair past the move as a
+  QuantizeLinear that QDQS8ToU8Transformer then gives a uint8 zero point for an int8 output,
+  and the session refuses the file (microWakeWord's int8 models: the layout Transpose of a
+  tensor a slice also reads, the Reshape in front of a fully-connected layer);
 - identical constants shared (one initializer of each dtype, shape and bytes; the graph's
   weights are never merged: msc keeps a tied weight as one already), unread ones dropped.
 
@@ -30,8 +39,10 @@
 #   output name, so names the model's metadata and ``verify`` read stay.
 # - Every rewrite is exact up to float rounding of the folded arithmetic (BatchNorm's scale
 #   is computed in float64 and rounded once to the weight's dtype); ``msc diff`` knows each
-#   (constants folded, matmul of a transposed weight, batch_norm folded into conv/linear), so
-#   the re-import of an optimized file is equivalent to the graph it was written from.
+#   (constants folded, matmul of a transposed weight, batch_norm folded into conv/linear, a
+#   move of dequantized values made on the integers), so the re-import of an optimized file
+#   is equivalent to the graph it was written from. A dequantize other nodes read too stays
+#   for them; the moved value keeps its name (its new DequantizeLinear's output).
 # - Data of external initializers is read through ``arrays`` only when a rewrite needs it.
 #   A weight the pass makes (a pre-transposed or BatchNorm-scaled weight) goes to ``store``
 #   as soon as it is made, when one is given (``codegen.onnx.save`` writes it to the data file
@@ -214,7 +225,8 @@ def optimize_model(
 
     Returns:
         What was done: a count per rewrite ("constants as initializers", "nodes folded",
-        "batch norms folded", "squares as Pow", "initializers shared", "initializers dropped").
+        "batch norms folded", "squares as Pow", "moves before dequantize", "initializers
+        shared", "initializers dropped").
     """
     g = model.graph
     opset = _opset(model)
@@ -337,6 +349,7 @@ def optimize_model(
     keep = [n for k, n in enumerate(g.node) if k not in removed]
     del g.node[:]
     g.node.extend(keep)
+    done["moves before dequantize"] += _moves_before_dequantize(g, new, taken)
     weights |= {n for n in new if n.endswith(("~bn", "~bias"))}  # BN-folded
     shareable = {n for n in new if n not in weights}
     _write_initializers(g, new, shareable, pinned, done)
@@ -481,6 +494,71 @@ def _squares_as_pow(g, removed, new, value) -> int:
         n.op_type = "Pow"
         n.input[1] = two
         count += 1
+    return count
+
+
+# Ops that only move elements: on dequantized values, the same op on the integers before the
+# dequantize computes the same (a per-tensor scale and zero point apply to every element).
+_MOVES = ("Transpose", "Reshape", "Squeeze", "Unsqueeze", "Flatten")
+# Integer types every opset moves (int4 and float8 Reshape / Transpose need newer opsets).
+_MOVED_INTEGERS = {
+    onnx.TensorProto.INT8,
+    onnx.TensorProto.UINT8,
+    onnx.TensorProto.INT16,
+    onnx.TensorProto.UINT16,
+    onnx.TensorProto.INT32,
+}
+
+
+def _moves_before_dequantize(g, new, taken) -> int:
+    """``Move(DequantizeLinear(q, s, z))`` -> ``DequantizeLinear(Move(q), s, z)`` for a
+    run-time q of an integer type, per-tensor (or per-axis through a Transpose, the axis
+    permuted); the dequantize stays where other nodes read it too."""
+    types = {v.name: v.type.tensor_type.elem_type for v in [*g.input, *g.value_info, *g.output]}
+    consts = {t.name for t in g.initializer} | set(new)
+    producer = {o: n for n in g.node for o in n.output}
+    reads = _uses(g)
+    quantized = Counter(n.input[0] for n in g.node if n.op_type == "QuantizeLinear" and n.input)
+    node_names = {n.name for n in g.node}
+    out: list[onnx.NodeProto] = []
+    gone: set[int] = set()
+    count = 0
+    for n in g.node:
+        out.append(n)
+        if n.op_type not in _MOVES or n.domain not in ("", "ai.onnx") or not n.input:
+            continue
+        d = producer.get(n.input[0])
+        if d is None or d.op_type != "DequantizeLinear" or d.domain not in ("", "ai.onnx"):
+            continue
+        q = d.input[0]
+        if q in consts or types.get(q) not in _MOVED_INTEGERS:
+            continue  # a weight's integers are stored as they are
+        if quantized[n.output[0]] == reads[n.output[0]]:
+            continue  # DequantizeLinear -> move -> QuantizeLinear: a quantized move already
+        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in d.attribute}
+        if attrs.get("block_size"):
+            continue
+        if "axis" in attrs:  # per axis (codegen.onnx writes axis for nothing else)
+            perm = next((list(a.ints) for a in n.attribute if a.name == "perm"), None)
+            if n.op_type != "Transpose" or not perm:
+                continue
+            attrs["axis"] = perm.index(attrs["axis"] % len(perm))
+        x, y = n.input[0], n.output[0]
+        moved = _fresh(f"{y}~q", taken)
+        n.input[0], n.output[0] = q, moved
+        reads[x] -= 1
+        alone = not reads[x]
+        name = d.name if alone else _fresh(f"{d.name}~{n.name or 'moved'}", node_names)
+        dq = onnx.helper.make_node("DequantizeLinear", [moved, *d.input[1:]], [y], name=name)
+        dq.attribute.extend(onnx.helper.make_attribute(k, v) for k, v in attrs.items())
+        dq.metadata_props.extend(d.metadata_props)
+        out.append(dq)
+        if alone:
+            gone.add(id(d))
+        count += 1
+    if count:
+        del g.node[:]
+        g.node.extend(m for m in out if id(m) not in gone)
     return count
 
 

@@ -1,5 +1,6 @@
 """TFLite emitters for shape ops: reshape, transpose, concat, slice, squeeze / unsqueeze,
-pad, gather, split, expand, tile, shape, constants."""
+pad, gather (and index / gather_elements as GATHER_ND), split, expand, tile, shape,
+constants (arange, full)."""
 
 from __future__ import annotations
 
@@ -158,6 +159,58 @@ def gather_nd(e: Emit, x: Ref, indices: Ref, *, batch_dims: int) -> Ref:
     return e.op("GATHER_ND", [x, indices], e.out_type())
 
 
+def _static(t: TensorType, what: str, e: Emit) -> list[int]:
+    e.require(t.shape is not None and all(isinstance(d, int) for d in t.shape), what)
+    return [int(d) for d in t.shape]
+
+
+def _wrapped(e: Emit, i: Ref, dim: int) -> Ref:
+    """Indices as int32, a negative one counted from the end (FLOOR_MOD by the dim)."""
+    i = e.cast(i, I32)
+    return e.op("FLOOR_MOD", [i, e.ints([dim])], TensorType(I32, i.type.shape))
+
+
+def _gather_at(e: Emit, x: Ref, coords: list[Ref], target: list[int]) -> Ref:
+    """GATHER_ND of ``x`` at the coordinates ``coords`` (one int32 tensor per leading dim of
+    x, each broadcast to ``target``)."""
+    cols = []
+    for c in coords:
+        if list(c.shape) != target:
+            c = e.op("BROADCAST_TO", [c, e.ints(target)], TensorType(I32, target))
+        cols.append(e.expand_dims(c, len(target)))
+    at = e.op("CONCATENATION", cols, TensorType(I32, [*target, len(cols)]), axis=len(target))
+    return e.op("GATHER_ND", [x, at], e.out_type())
+
+
+@emitter("index")
+def index(e: Emit, x: Ref, *indices: Ref, axes) -> Ref:
+    """x[i0, i1, ...] on x's leading dims: GATHER_ND at the broadcast indices."""
+    dims = _static(x.type, "index of a symbolic shape", e)
+    k = len(indices)
+    e.require([int(a) % x.rank for a in axes] == list(range(k)), "index of dims after others")
+    out = _static(e.out_type(), "index to a symbolic shape", e)
+    target = out[: len(out) - (x.rank - k)]
+    return _gather_at(e, x, [_wrapped(e, i, d) for i, d in zip(indices, dims)], target)
+
+
+@emitter("gather_elements")
+def gather_elements(e: Emit, x: Ref, indices: Ref, *, axis, negative_indices) -> Ref:
+    """out[p] = x[p with indices[p] on axis]: GATHER_ND at every position's coordinates (an
+    arange on each other dim, the indices on axis)."""
+    dims = _static(x.type, "gather_elements of a symbolic shape", e)
+    target = _static(indices.type, "gather_elements of symbolic indices", e)
+    a = int(axis) % x.rank
+    coords = []
+    for d, n in enumerate(target):
+        if d == a:
+            wrap = _wrapped if negative_indices else lambda e, i, _: e.cast(i, I32)
+            coords.append(wrap(e, indices, dims[a]))
+            continue
+        shape = [n if j == d else 1 for j in range(len(target))]
+        coords.append(e.const(np.arange(n, dtype=np.int32).reshape(shape)))
+    return _gather_at(e, x, coords, target)
+
+
 @emitter("split")
 def split(e: Emit, x: Ref, sizes_in=None, *, axis, sizes, num_outputs):
     e.require(sizes_in is None and sizes is not None, "a split with run-time sizes")
@@ -204,6 +257,13 @@ def shape(e: Emit, x: Ref, *, start: int, end) -> Ref:
 def full(e: Emit, shape_in=None, *, shape, value, dtype) -> Ref:
     e.require(shape_in is None, "full of a run-time shape")
     return e.const(np.full([int(d) for d in shape], value, dtype.to_numpy()))
+
+
+@emitter("arange")
+def arange(e: Emit, *, start, end, step, dtype) -> Ref:
+    """A constant: its attributes are static (start + k * step, as torch.arange counts)."""
+    n = e.out_type().shape[0]
+    return e.const((start + step * np.arange(n, dtype=np.float64)).astype(dtype.to_numpy()))
 
 
 @emitter("flip")

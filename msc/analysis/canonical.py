@@ -197,7 +197,8 @@ _AXIS_OPS |= {"gather_elements"}
 def normalize_spellings(g: Graph, done: Counter[str]) -> None:
     """Axes as non-negative (and reduction axes sorted): ``[-1, -2]`` is ``[2, 3]`` of a 4-d
     input; trailing absent inputs left out (``layer_norm(x, _, _)`` is ``layer_norm(x)``). An
-    embedding's ``padding_idx`` (a training-only fact) is dropped. Spellings, not rewrites:
+    embedding's ``padding_idx`` (a training-only fact) is dropped; a padding of zeros is none
+    (``[]``: a TFLite VALID conv, against ONNX's explicit ``pads``). Spellings, not rewrites:
     not counted."""
     for n in g.nodes:
         if n.inputs and n.inputs[-1] is None:
@@ -221,6 +222,10 @@ def normalize_spellings(g: Graph, done: Counter[str]) -> None:
                 new_axes = sorted(a % r for a in n.attrs["axes"])
                 if list(n.attrs["axes"]) != new_axes:
                     _set_op(g, n, n.op, {"axes": new_axes})
+        pad = n.attrs.get("padding")
+        if isinstance(pad, tuple | list) and pad and not any(pad):
+            if g.opset.get(n.op).attrs["padding"].default == ():
+                _set_op(g, n, n.op, {**n.attrs, "padding": ()})
         if n.op == "embedding" and n.attrs.get("padding_idx") is not None:
             _set_op(g, n, n.op, {**n.attrs, "padding_idx": None})
         if n.op == "slice" and rank:

@@ -25,7 +25,11 @@ Rules (``msc.rewrite`` matchers, each exact; a rule's label is what ``diff`` cou
   hides everywhere, which is what the guard spells out;
 - a resize's attributes its mode ignores at their defaults, pytorch_half_pixel as
   half_pixel where every resized dim is more than 1, constant scales as the sizes they give
-  where that is exact.
+  where that is exact;
+- ``dequantize(move(q))`` -> ``move(dequantize(q))`` for a move that only rearranges
+  elements (transpose, reshape, squeeze, unsqueeze, flatten) and a per-tensor scale, or a
+  transpose and a per-axis scale (the axis read through the permutation): codegen.onnx writes
+  the move on the integers (the QDQ form onnxruntime expects), frontends dequantize first.
 
 Graph passes: ``merge_duplicates`` (one node for computations that are the same op of the
 same inputs: torch.export repeats an ``arange`` that torch.onnx computes once) and
@@ -644,6 +648,41 @@ def _respell_resize(b: Builder, m: Match) -> Value:
     return b.op("resize", *ins, **_resize_spelling(m.root))
 
 
+# ------------------------------------------------------------------------------ quantization
+_MOVES = ("transpose", "reshape", "squeeze", "unsqueeze", "flatten")
+
+
+def _find_dequantize_of_moved(n: Node) -> Match | None:
+    """dequantize(move(q)) is move(dequantize(q)): the move only rearranges elements, and a
+    per-tensor scale and zero point apply to each alike; a per-axis scale follows its axis
+    through a transpose (axis a of the transposed integers is axis perm[a] of q)."""
+    if n.op != "dequantize" or n.inputs[0] is None or n.attrs["block_size"]:
+        return None
+    move, scale = n.inputs[0].producer, n.inputs[1]
+    if move is None or move.op not in _MOVES or move.inputs[0] is None or scale is None:
+        return None
+    if scale.type.shape is None or move.outputs[0].type.rank is None:
+        return None
+    axis = n.attrs["axis"]
+    if not (len(scale.type.shape) <= 1 and scale.type.numel() == 1):
+        if move.op != "transpose":
+            return None
+        axis = move.attrs["perm"][axis % move.outputs[0].type.rank]
+    ins = {"q": move.inputs[0], "s": scale}
+    if len(n.inputs) > 2 and n.inputs[2] is not None:
+        ins["z"] = n.inputs[2]
+    ins |= {f"m{i}": v for i, v in enumerate(move.inputs) if i and v is not None}
+    nodes = [move, n] if len(move.outputs[0].uses) == 1 else [n]
+    info = {"op": move.op, "attrs": dict(move.attrs), "n": len(move.inputs), "axis": axis}
+    return Match(n, nodes, ins, info=info)  # type: ignore[arg-type]
+
+
+def _move_dequantized(b: Builder, m: Match) -> Value:
+    d = b.op("dequantize", m["q"], m["s"], m.values.get("z"), axis=m.info["axis"], block_size=0)
+    ins = [m.values.get(f"m{i}") for i in range(1, m.info["n"])]
+    return b.op(m.info["op"], d, *ins, **m.info["attrs"])
+
+
 def _keep(b: Builder, m: Match) -> Value:
     return m["x"]
 
@@ -700,6 +739,11 @@ RULES = [
         _bool_mask_attention,
     ),
     ("resize's attributes that do not apply normalized", _find_resize_spelling, _respell_resize),
+    (
+        "move of quantized integers -> move of the dequantized values",
+        _find_dequantize_of_moved,
+        _move_dequantized,
+    ),
 ]
 
 

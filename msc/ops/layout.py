@@ -14,9 +14,10 @@ cancelled (``sink_transposes``).
 #   run time.
 # - ``sink_transposes`` keeps every value as (stored value, permutation): a transpose only
 #   composes the permutation, ops that commute with a permutation (unary elementwise and
-#   activations, binary ops with a constant or like-permuted operand, concat, reductions, a
-#   reshape that moves only size-1 dims) run on the stored value, and a transpose is written only
-#   where some other op, or a graph output, needs the value itself. Inverse pairs so vanish.
+#   activations, binary ops with a constant or like-permuted operand, concat, a pad of
+#   constant pads, reductions, a reshape that moves only size-1 dims) run on the stored value,
+#   and a transpose is written only where some other op, or a graph output, needs the value
+#   itself. Inverse pairs so vanish.
 # - Graphs with subgraphs (loops, ifs) are left as they are by ``sink_transposes``.
 # - Pure msc: no torch, no onnx.
 """
@@ -392,6 +393,8 @@ class _Sinker:
             return self.elementwise(node, p)
         if node.op == "concat":
             return self.concat(node, p)
+        if node.op == "pad":
+            return self.pad(node, p)
         if node.op.startswith("reduce_") and "axes" in node.attrs:
             return self.reduce(node, p)
         if node.op in ("reshape", "squeeze", "unsqueeze"):
@@ -443,6 +446,21 @@ class _Sinker:
             return False
         axis = node.attrs["axis"] % len(p)
         self.emit(node, [s for s, _ in held], {**node.attrs, "axis": p[axis]}, p)
+        return True
+
+    def pad(self, node: Node, p: list[int]) -> bool:
+        """A pad of constant pads on the stored value, each dim's pads moved with it (the
+        explicit "same" padding before a conv that TF-style models write)."""
+        pads = node.attrs["pads"]
+        s, h = self.env[id(node.inputs[0])]
+        if pads is None or h is None or list(h) != list(p) or len(pads) != 2 * len(p):
+            return False
+        r = len(p)
+        stored = [0] * (2 * r)
+        for i in range(r):
+            stored[p[i]], stored[r + p[i]] = pads[i], pads[r + i]
+        value = [self.value(v) for v in node.inputs[1:]]
+        self.emit(node, [s, *value], {**node.attrs, "pads": stored}, p)
         return True
 
     def reduce(self, node: Node, p: list[int]) -> bool:

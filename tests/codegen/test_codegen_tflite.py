@@ -75,6 +75,54 @@ def test_pytorch_cnn_runs_in_litert_like_eager():
     np.testing.assert_allclose(out[0], ref, atol=1e-5, rtol=1e-5)
 
 
+class _Positions(torch.nn.Module):
+    """arange: the position ids a transformer adds (a constant in the file)."""
+
+    def forward(self, x):
+        return x + torch.arange(x.shape[-1], dtype=torch.float32) * 0.5
+
+
+class _LeadingIndex(torch.nn.Module):
+    """x[i, j] of broadcasting index tensors, a negative one among them (GPT-2's and Llama's
+    mask code indexes so)."""
+
+    def forward(self, x, i, j):
+        return x[i[:, None], j[None, :]] * 2
+
+
+class _GatherElements(torch.nn.Module):
+    """torch.gather along the last dim (BERT reads token type ids so)."""
+
+    def forward(self, x, i):
+        return torch.gather(x, 1, i) + 1
+
+
+_INDEXING = {
+    "arange": (_Positions, lambda: [torch.randn(2, 5)]),
+    "index": (
+        _LeadingIndex,
+        lambda: [torch.randn(4, 6, 3), torch.tensor([0, 3, -1]), torch.tensor([5, -2, 0, 1])],
+    ),
+    "gather_elements": (
+        _GatherElements,
+        lambda: [torch.randn(3, 7), torch.randint(0, 7, (3, 4))],
+    ),
+}
+
+
+@pytest.mark.parametrize("op", sorted(_INDEXING))
+def test_index_ops_transformers_use_run_in_litert_like_eager(op):
+    """arange, advanced indexing of leading dims and gather_elements (GATHER_ND at the
+    broadcast coordinates) are written, and LiteRT gives eager's values exactly."""
+    make, inputs = _INDEXING[op]
+    m, args = make().eval(), inputs()
+    g = msc.from_torch(m, tuple(args))
+    assert op in {n.op for n in g.nodes}
+    got = run_litert(codegen.tflite.to_bytes(g), [a.numpy() for a in args])
+    with torch.no_grad():
+        np.testing.assert_allclose(got[0], m(*args).numpy(), atol=1e-6, rtol=0)
+
+
 def test_a_real_fft_is_written_as_rfft2d():
     # torch.fft.rfft along a middle axis: msc's dft of a real signal, written as RFFT2D on the
     # innermost axis with REAL / IMAG / PACK into msc's (real, imaginary) pair

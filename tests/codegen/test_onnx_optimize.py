@@ -370,3 +370,46 @@ def test_a_stored_weight_read_by_a_later_fold_is_computed_again() -> None:
     b = {t.name: t for t in model.graph.initializer}[gemm.input[2]]
     got = x @ stored[k] + onnx.numpy_helper.to_array(b)
     np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
+
+
+PER_AXIS_SHARED = """msc format 1, ops 1
+graph main {
+  input %x: i8[1, 6, 6, 3]
+  weight @w: f32[4, 3, 3, 3]
+  %s: f32[3] = constant() {value = tensor(f32[3], [0.02, 0.05, 0.03])}
+  %z: i8[3] = constant() {value = tensor(i8[3], [0, 4, -2])}
+  %d: f32[1, 6, 6, 3] = dequantize(%x, %s, %z) {axis = 3}
+  %c: f32[1, 4, 4, 4] = conv(%d, @w, _) {data_layout = "NHWC", dilation = [1, 1],
+    kernel_layout = "OHWI", stride = [1, 1]}
+  %r: f32[1, 6, 6, 3] = relu(%d)
+  output %c, %r
+}
+"""
+
+
+def test_a_per_axis_dequantize_moves_behind_its_transpose_with_its_axis() -> None:
+    """An NHWC conv's input, dequantized per channel and read by a relu too: the layout
+    Transpose goes onto the integers, its DequantizeLinear's axis 3 becomes 1, and the
+    relu keeps the original dequantize. onnxruntime (all optimizations) agrees with the
+    generated PyTorch; the re-import is the written graph up to that named rewrite."""
+    from msc.analysis.diff import diff_graphs
+    from tests.tflite_cases import run_torch
+
+    g = msc.from_text(PER_AXIS_SHARED)
+    rng = np.random.default_rng(0)
+    g.weights["w"].set_data(rng.standard_normal((4, 3, 3, 3)).astype(np.float32))
+    b = ModelBuilder(g, conx.choose_opset(g)[0], optimize=True)
+    proto = b.run()
+    assert b.optimized["moves before dequantize"] == 1
+    dq = {n.output[0]: n for n in proto.graph.node if n.op_type == "DequantizeLinear"}
+    (t,) = [n for n in proto.graph.node if n.op_type == "Transpose" and n.input[0] == "x"]
+    (moved,) = [n for n in dq.values() if n.input[0] == t.output[0]]
+    assert [a.i for a in moved.attribute if a.name == "axis"] == [1]
+    assert [a.i for a in dq["d"].attribute if a.name == "axis"] == [3]  # the relu's
+    x = rng.integers(-128, 128, (1, 6, 6, 3)).astype(np.int8)
+    sess = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    for got, want in zip(sess.run(None, {"x": x}), run_torch(g, [x])):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    d = diff_graphs(conx.as_written(g), msc.from_onnx(proto))
+    assert d.equivalent, d.verdict()
+    assert "move of quantized integers -> move of the dequantized values x1 (B)" in d.verdict()

@@ -473,6 +473,66 @@ def test_small_models_through_onnx(name):
     assert close(run_onnx(g, arrays), run_litert(data, arrays), atol, 0) == ""
 
 
+def shared_int8_model() -> bytes:
+    """int8 in and out, the shapes of microWakeWord's streaming layers: a [1, T, 1, F] int8
+    input read by a strided CONV_2D (per-channel filter, relu) and by an ADD, and the conv's
+    4-d output read by FULLY_CONNECTED. In channels-first ONNX the conv's input is transposed
+    and the fully-connected layer's reshaped, both values a dequantize other nodes read too."""
+    T = flatbuf.Tensor
+
+    def q(name, shape, scale, zp, buffer=0, code=9):
+        t = T(name, code, shape, buffer)
+        t.scale, t.zero_point = list(scale), list(zp)
+        return t
+
+    ws = [0.004, 0.006, 0.005, 0.007, 0.003, 0.008]
+    tensors = [
+        q("x", [1, 5, 1, 8], [0.05], [3]),
+        q("wc", [6, 3, 1, 8], ws, [0] * 6, 1),
+        q("bc", [6], [0.05 * s for s in ws], [0] * 6, 2, code=2),
+        q("c", [1, 2, 1, 6], [0.03], [-128]),
+        q("a", [1, 5, 1, 8], [0.1], [0]),
+        q("wf", [4, 12], [0.01], [0], 3),
+        q("bf", [4], [0.03 * 0.01], [0], 4, code=2),
+        q("f", [1, 4], [0.05], [2]),
+    ]
+    conv = {"padding": 1, "stride_w": 1, "stride_h": 2, "fused_activation_function": 1}
+    buffers = [b"", weights(6, 3, 1, 8).tobytes(), bias(6).tobytes()]
+    buffers += [weights(4, 12).tobytes(), bias(4).tobytes()]
+    ops = [
+        _op("CONV_2D", [0, 1, 2], [3], **conv),
+        _op("ADD", [0, 0], [4]),
+        _op("FULLY_CONNECTED", [3, 5, 6], [7]),
+    ]
+    return _small(tensors, ops, buffers, [0], [7, 4])
+
+
+def test_moves_of_a_shared_int8_tensor_load_in_onnxruntime():
+    """The transpose and the reshape of a dequantized int8 value that other nodes read too
+    are written on the integers (``codegen.onnx.optimize``): onnxruntime 1.32 with its default
+    (all) graph optimizations refuses the file otherwise (a QuantizeLinear of int8 output with
+    a uint8 zero point). The outputs are LiteRT's within one quantization step, and the
+    re-import is the written graph up to that rewrite, as ``msc diff`` counts it."""
+    import codegen.onnx
+    from codegen.onnx.model import ModelBuilder
+    from msc.analysis.diff import diff_graphs
+
+    data = shared_int8_model()
+    g = msc.from_tflite(data)
+    b = ModelBuilder(g, codegen.onnx.choose_opset(g)[0], optimize=True)
+    proto = b.run()
+    assert b.optimized["moves before dequantize"] == 2
+    made = {o: n.op_type for n in proto.graph.node for o in n.output}
+    moves = [n for n in proto.graph.node if n.op_type in ("Transpose", "Reshape")]
+    assert moves and all(made.get(n.input[0]) != "DequantizeLinear" for n in moves)
+    arrays = [i8(1, 5, 1, 8) for _ in range(3)]
+    for x in arrays:
+        assert close(run_onnx(g, [x]), run_litert(data, [x]), 1, 0) == ""
+    d = diff_graphs(codegen.onnx.as_written(g), msc.from_onnx(proto))
+    assert d.equivalent, d.verdict()
+    assert "move of quantized integers -> move of the dequantized values" in d.verdict()
+
+
 # ---------------------------------------------------------------- hostile quantization blocks
 @pytest.mark.parametrize(
     "scale, match",

@@ -68,8 +68,26 @@ class Conv1d(nn.Module):
         return torch.relu(self.c(x)).sum(-1)
 
 
+class TfPadded(nn.Module):
+    """TF-style "same" padding written as an explicit asymmetric pad before a strided conv and
+    a depthwise conv (transformers' MobileNetV2 with tf_padding)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Conv2d(3, 8, 1)
+        self.dw = nn.Conv2d(8, 8, 3, stride=2, groups=8)
+        self.b = nn.Conv2d(8, 6, 3)
+
+    def forward(self, x):
+        y = torch.nn.functional.relu6(self.a(x))
+        y = torch.nn.functional.relu6(self.dw(torch.nn.functional.pad(y, (0, 1, 0, 1))))
+        y = self.b(torch.nn.functional.pad(y, (1, 1, 1, 1), value=0.5))
+        return y.mean((2, 3))
+
+
 MODELS = {
     "tiny_cnn": (TinyCNN, (2, 3, 16, 16), 1),  # one changed input, a [N, 10] output
+    "tf_padded": (TfPadded, (1, 3, 16, 16), 1),  # pads sink with the transposes
     "branchy": (Branchy, (1, 4, 8, 8), 2),  # one changed input, one changed output
     "conv1d": (Conv1d, (2, 3, 11), 1),
 }
