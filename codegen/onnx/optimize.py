@@ -54,6 +54,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import onnx
@@ -61,7 +62,7 @@ from onnx import numpy_helper
 
 from msc.ops.simplify import FOLD_LIMIT
 
-__all__ = ["optimize_model", "FOLD_LIMIT"]
+__all__ = ["optimize_model", "FOLD_LIMIT", "Blocks", "Store"]
 
 # Never computed at export time: outputs that differ from run to run, and quantization, which
 # stays as its Q/DQ nodes (a runtime runs those as quantized kernels; folded they are floats).
@@ -199,14 +200,16 @@ class _Stored:
     """A weight the pass made and handed to ``store``: its external-data TensorProto, and how
     to compute it again should a later rewrite read it."""
 
-    def __init__(self, proto: onnx.TensorProto, arr: np.ndarray, remake: Callable[[], np.ndarray]):
+    def __init__(
+        self, proto: onnx.TensorProto, arr: np.ndarray | Blocks, remake: Callable[[], np.ndarray]
+    ):
         self.proto = proto
         self.dtype = arr.dtype
         self.nbytes = int(arr.nbytes)
         self.remake = remake
 
 
-Store = Callable[[np.ndarray], "onnx.TensorProto | None"]
+Store = Callable[["np.ndarray | Blocks"], "onnx.TensorProto | None"]
 
 
 def optimize_model(
@@ -249,10 +252,13 @@ def optimize_model(
     def nbytes(name: str) -> int:
         return int(new[name].nbytes) if name in new else data.nbytes(name)
 
-    def made(arr: np.ndarray, remake: Callable[[], np.ndarray]) -> np.ndarray | _Stored:
-        """A weight the pass made: handed to ``store`` now where one takes it."""
+    def made(arr: np.ndarray | Blocks, remake: Callable[[], np.ndarray]) -> np.ndarray | _Stored:
+        """A weight the pass made (an array, or its pieces): handed to ``store`` now where one
+        takes it, else kept as an array."""
         proto = store(arr) if store is not None else None
-        return arr if proto is None else _Stored(proto, arr, remake)
+        if proto is not None:
+            return _Stored(proto, arr, remake)
+        return remake() if isinstance(arr, Blocks) else arr
 
     # A constant a control-flow node reads (a Loop's condition) stays a Constant node: msc's
     # ONNX frontend reads those as constants, not as weights.
@@ -372,16 +378,38 @@ class _Again:
         return outs[self.j]
 
 
-def _scaled(w: np.ndarray, scale: np.ndarray, axis: int) -> np.ndarray:
+class Blocks:
+    """A tensor given as consecutive C-order pieces (``pieces()``), for a ``store`` that
+    writes it out without the whole tensor in memory at once."""
+
+    def __init__(self, shape: tuple[int, ...], dtype: np.dtype, pieces: Callable[[], Any]):
+        self.shape, self.dtype, self._pieces = tuple(shape), np.dtype(dtype), pieces
+        self.nbytes = int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+
+    def pieces(self):
+        return self._pieces()
+
+
+_BLOCK = 1 << 16  # elements per float64 block of a BatchNorm-scaled weight
+
+
+def _scaled_blocks(w: np.ndarray, scale: np.ndarray, axis: int):
     """``w * scale`` along ``axis``, computed in float64 and rounded once to ``w``'s dtype, a
-    block of channels at a time (a float64 copy of a whole weight is four times its bytes)."""
-    out = np.empty(w.shape, w.dtype)
+    block of channels at a time (a float64 copy of a whole weight is four times its bytes):
+    the blocks in order, each ``w``'s dtype; C-order pieces of the result when axis is 0."""
     c = w.shape[axis]
-    step = max(1, (1 << 18) // max(1, w[:1].size if axis == 0 else w.shape[0]))
+    step = max(1, _BLOCK // max(1, w[:1].size if axis == 0 else w.shape[0]))
     for i in range(0, c, step):
         part = (slice(None),) * axis + (slice(i, i + step),)
         s = scale[i : i + step].reshape((-1,) + (1,) * (w.ndim - 1 - axis))
-        out[part] = w[part].astype(np.float64) * s
+        yield part, (w[part].astype(np.float64) * s).astype(w.dtype)
+
+
+def _scaled(w: np.ndarray, scale: np.ndarray, axis: int) -> np.ndarray:
+    """``w * scale`` along ``axis`` (``_scaled_blocks``), as one array."""
+    out = np.empty(w.shape, w.dtype)
+    for part, block in _scaled_blocks(w, scale, axis):
+        out[part] = block
     return out
 
 
@@ -444,7 +472,7 @@ def _fold_batch_norms(g, producer, removed, uses, const, value, new, made) -> in
         wname = wname if not uses[wname] else f"{wname}~bn"
         bname = bname if bname and not uses[bname] else f"{bn.output[0]}~bias"
         again = _ScaledAgain(value, prev.input[1], wscale, axis)
-        new[wname], new[bname] = made(again(w), again), bias.astype(w.dtype)
+        new[wname], new[bname] = made(again.blocks(w), again), bias.astype(w.dtype)
         uses[wname] = uses[bname] = 1
         del prev.input[1:]
         prev.input.extend([wname, bname])
@@ -466,6 +494,17 @@ class _ScaledAgain:
 
     def __call__(self, w: np.ndarray | None = None) -> np.ndarray:
         return _scaled(self.value(self.weight) if w is None else w, self.scale, self.axis)
+
+    def blocks(self, w: np.ndarray) -> np.ndarray | Blocks:
+        """The scaled weight as C-order pieces where the channels lead (a conv's), else whole."""
+        if self.axis != 0:
+            return self(w)
+
+        def pieces():
+            for _, block in _scaled_blocks(w, self.scale, 0):
+                yield block
+
+        return Blocks(w.shape, w.dtype, pieces)
 
 
 def _squares_as_pow(g, removed, new, value) -> int:

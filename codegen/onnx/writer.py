@@ -30,6 +30,7 @@ import numpy as np
 import onnx
 
 from codegen.onnx.model import ModelBuilder, written_weights
+from codegen.onnx.optimize import Blocks
 from codegen.onnx.registry import ONNX_DTYPE
 from msc.errors import MscError
 from msc.io import files
@@ -181,17 +182,22 @@ def save(
                 data_f.write(b"\0" * pad)  # type: ignore[union-attr]
                 offset += pad
 
-        def store(arr: np.ndarray) -> onnx.TensorProto | None:
+        def store(arr: np.ndarray | Blocks) -> onnx.TensorProto | None:
             # A weight the optimization made (pre-transposed, BatchNorm-scaled): written out
-            # as it is made, so they are not all in memory at once. Integer ones stay inline
-            # (axes, shapes and pads onnxruntime reads when it loads the model).
+            # as it is made (piece by piece where it comes in pieces), so they are not all in
+            # memory at once. Integer ones stay inline (axes, shapes and pads onnxruntime
+            # reads when it loads the model).
             if data_f is None or arr.nbytes < size_threshold or arr.dtype.kind != "f":
                 return None
             t = onnx.TensorProto()
             t.data_type = onnx.helper.np_dtype_to_tensor_dtype(arr.dtype)
             t.dims.extend(arr.shape)
             align()
-            place(t, _write_array(data_f, arr))
+            if isinstance(arr, Blocks):
+                length = sum(_write_array(data_f, piece) for piece in arr.pieces())
+            else:
+                length = _write_array(data_f, arr)
+            place(t, length)
             return t
 
         builder = ModelBuilder(
