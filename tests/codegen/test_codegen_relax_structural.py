@@ -77,6 +77,8 @@ ONNX_DIFFERENT: dict[str, str] = {
     "(inference mode ignores both)",
     "layer_norm": "TVM's ONNX frontend binds LayerNormalization's result and then copies it to "
     "the output; msc binds the output directly as for every other op",
+    "gemm": "msc reads a Gemm of an [out, in] weight as linear, written x W^T + b; TVM's ONNX "
+    "frontend writes Gemm's C + A B^T, the bias first (the same sum)",
 }
 
 
