@@ -483,7 +483,9 @@ class TorchCodegen:
             else:  # an op torch has no uint16/32/64 kernel for: computed in a signed type
                 value = unsigned.emit(e, fn, args, kwargs, how)
         if value is not None:
-            out.append(self.assign_outputs(names, value))
+            bound = op_registry.get(node.op).num_outputs(self.emitted_attrs(node)) if (
+                len(names) > 1 and not is_custom(node.op)) else len(names)
+            out.append(self.assign_outputs(names[:bound], value))
         for v, ident in zip(node.outputs, names):
             self._refs[id(v)] = code.name(ident)
         return out
@@ -587,13 +589,32 @@ class TorchCodegen:
         else:
             after = len(schema.inputs) - vi - 1
             args = ins[:vi] + [ins[vi : len(ins) - after]] + ins[len(ins) - after :]
-        return args, dict(node.attrs)
+        return args, self.emitted_attrs(node)
+
+    def emitted_attrs(self, node: Node) -> dict[str, Any]:
+        """The node's attributes as the code computes them: a flag that only adds trailing
+        outputs nothing reads (``return_indices`` of a pool whose indices are unused) is
+        written off, so the code computes and binds only the outputs in use."""
+        attrs = dict(node.attrs)
+        schema = op_registry.get(node.op)
+        if len(node.outputs) < 2 or not callable(schema.outputs):
+            return attrs
+        returned = {id(v) for v in self.graph.outputs}
+        used = len(node.outputs)
+        while used > 1 and not (node.outputs[used - 1].uses or id(node.outputs[used - 1]) in returned):
+            used -= 1
+        for k, v in node.attrs.items():
+            if v is True and used < len(node.outputs):
+                fewer = {**attrs, k: False}
+                if schema.num_outputs(fewer) == used:
+                    return fewer
+        return attrs
 
     def call_module_rule(self, rule: ModuleRule, node: Node) -> tuple[ast.expr, list] | None:
         """Ask ``rule`` whether ``node`` is its module; call arguments resolve at emission."""
         schema = op_registry.get(node.op)
         ins = [None if v is None else Arg(None, v) for v in node.inputs]
-        kw = dict(node.attrs)
+        kw = self.emitted_attrs(node)
         if rule.types:  # a module without parameters: the source's type picks its class
             kw["module_type"] = node.provenance.stack[-1][1]
         got = rule.fn(*ins, *[None] * (len(schema.inputs) - len(ins)), **kw)
