@@ -34,6 +34,7 @@ import logging
 import os
 import re
 import sys
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -72,6 +73,10 @@ class Model:
     path: str
     native: Any = None  # onnx path, ExportedProgram, nn.Module, Relax IRModule, or None
     example: dict[str, np.ndarray] | None = None  # example inputs a module was exported with
+    # Inputs the model's runtime keeps itself, by graph input name: a .tflite's resource
+    # variables (LiteRT holds them; no API sets them), at their first run's values
+    # (msc.frontend.tflite.initial_state). Each run starts from them; checks feed them.
+    fixed: dict[str, np.ndarray] = field(default_factory=dict)
     _session: Any = field(default=None, repr=False)
 
     @property
@@ -328,7 +333,9 @@ def _litert(path: str, preserve: bool) -> Any:
         raise MscError(
             "running a .tflite model needs LiteRT (pip install 'msc-graph-hub[tflite]')"
         ) from None
-    with _stderr_muted():
+    with _stderr_muted(), warnings.catch_warnings():
+        # its "for debugging purposes only" warning: reading intermediates is what it is for
+        warnings.filterwarnings("ignore", ".*`experimental_preserve_all_tensors`")
         return Interpreter(model_path=path, experimental_preserve_all_tensors=preserve)
 
 
@@ -345,12 +352,30 @@ def _run_jax(data: bytes, args: list[Any]) -> list[np.ndarray]:
     return [np.asarray(o) for o in flatten(out)]
 
 
+def _tflite_state(path: str, g: Graph) -> dict[str, np.ndarray]:
+    """A stateful model's variables at their first run's values, by state input name; empty
+    when the model has none (or its init subgraph computes them: then there is nothing
+    LiteRT's values can be compared from)."""
+    from msc.errors import Unsupported
+    from msc.frontend.tflite import initial_state
+
+    names = {v.name for v in g.inputs}
+    try:
+        state = initial_state(path)
+    except Unsupported:
+        return {}
+    return {k: v for k, v in state.items() if k in names}
+
+
 def _run_tflite(m: Model, args: list[Any], extra: Sequence[str]):
     """Run a .tflite file in LiteRT's interpreter (inputs resized to the arrays given), with
-    the values of the ``extra`` tensor names when asked."""
+    the values of the ``extra`` tensor names when asked. A stateful model starts each run from
+    its initial variables (its state inputs' ``m.fixed`` values) and also gives the state it
+    assigns, read by tensor name: the graph's outputs after the model's own."""
+    stateful = bool(m.fixed)
     interp = m._session if not extra else None
     if interp is None:
-        interp = _litert(m.path, bool(extra))
+        interp = _litert(m.path, bool(extra) or stateful)
         if not extra:
             m._session = interp
     details = interp.get_input_details()
@@ -366,11 +391,18 @@ def _run_tflite(m: Model, args: list[Any], extra: Sequence[str]):
     for d, a in zip(details, args):
         interp.set_tensor(d["index"], np.ascontiguousarray(a, dtype=d["dtype"]))
     with _stderr_muted():
+        if stateful:
+            interp.reset_all_variables()
         interp.invoke()
     outs = [np.array(interp.get_tensor(d["index"])) for d in interp.get_output_details()]
     vals: dict[str, Any] = {}
+    index = {t["name"]: t["index"] for t in interp.get_tensor_details()} if (
+        extra or stateful) else {}  # fmt: skip
+    if stateful:
+        for v in m.graph.outputs[len(outs) :]:
+            if v.name in index:
+                outs.append(np.array(interp.get_tensor(index[v.name])))
     if extra:
-        index = {t["name"]: t["index"] for t in interp.get_tensor_details()}
         for name in extra:
             if name in index:
                 try:
@@ -673,7 +705,7 @@ def load_model(
         if suffix == ".tflite":
             say("reading the TFLite model")
             g = msc.from_tflite(text, custom_ops=custom_ops, name=path.stem)
-            return Model(g, "tflite", text, text)
+            return Model(g, "tflite", text, text, fixed=_tflite_state(text, g))
         if suffix == ".keras":
             from msc.frontend.keras import load_keras
 

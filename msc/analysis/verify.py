@@ -551,6 +551,10 @@ def verify_models(
     else:
         feeds = dict(inputs)
         source = "given"
+    for k, v in {**mb.fixed, **ma.fixed}.items():  # what a runtime keeps (LiteRT's state)
+        if k in feeds:
+            feeds[k] = v
+            ranges[k] = "(the model's initial state: its runtime keeps it)"
     same = same_signature(ga, gb)
     if inputs is None or same:
         feeds_b = _inputs_for(gb, ga, feeds)
