@@ -159,10 +159,24 @@ def as_generated(graph: Graph, *, keep_unused: bool = False, drop_unused: bool =
     ``generate`` writes them), exact no-op arithmetic folded, small integer initializers made
     constants, and the weights ``generate`` leaves out (same flags) left out. ``graph``
     itself is not changed."""
+    from msc.ops.decompose import NotDecomposable, decompose
+    from msc.ops.decompose import registry as rules
     from msc.ops.rewrite import copy_graph
 
     cg = TorchCodegen(graph, keep_unused=keep_unused, drop_unused=drop_unused)
     out = cg.graph  # lowered and simplified, as emitted
+
+    def spelled(n: Any) -> bool:  # a helper torch.export captures as the op's decomposition
+        if not getattr(cg.emitters.get(n.op), "spelled_out", False):
+            return False
+        try:
+            rules.expand(n)
+        except NotDecomposable:
+            return False
+        return True
+
+    if any(spelled(n) for n in out.nodes):
+        out = decompose(out, spelled)
     unused = cg.unused_weights()
     if unused:
         out = copy_graph(out) if out is graph else out

@@ -483,8 +483,11 @@ class TorchCodegen:
             else:  # an op torch has no uint16/32/64 kernel for: computed in a signed type
                 value = unsigned.emit(e, fn, args, kwargs, how)
         if value is not None:
-            bound = op_registry.get(node.op).num_outputs(self.emitted_attrs(node)) if (
-                len(names) > 1 and not is_custom(node.op)) else len(names)
+            bound = (
+                op_registry.get(node.op).num_outputs(self.emitted_attrs(node))
+                if (len(names) > 1 and not is_custom(node.op))
+                else len(names)
+            )
             out.append(self.assign_outputs(names[:bound], value))
         for v, ident in zip(node.outputs, names):
             self._refs[id(v)] = code.name(ident)
@@ -601,7 +604,10 @@ class TorchCodegen:
             return attrs
         returned = {id(v) for v in self.graph.outputs}
         used = len(node.outputs)
-        while used > 1 and not (node.outputs[used - 1].uses or id(node.outputs[used - 1]) in returned):
+        while used > 1:
+            last = node.outputs[used - 1]
+            if last.uses or id(last) in returned:
+                break
             used -= 1
         for k, v in node.attrs.items():
             if v is True and used < len(node.outputs):

@@ -31,6 +31,7 @@ __all__ = [
     "emitter",
     "module_rule",
     "unsupported",
+    "spelled_out",
 ]
 
 Emit = Callable[..., Any]
@@ -148,3 +149,11 @@ MODULE_RULES = ModuleRuleRegistry()
 emitter = EMITTERS
 module_rule = MODULE_RULES
 unsupported = EMITTERS.unsupported
+
+
+def spelled_out(fn: Emit) -> Emit:
+    """Mark an emitter whose run-time helper runs its op's decomposition (msc.ops.decompose)
+    op for op: torch.export captures the helper as those ops, so a re-import of the code
+    reads back as the decomposition, which ``codegen.torch.as_generated`` compares with."""
+    fn.spelled_out = True  # type: ignore[attr-defined]
+    return fn

@@ -44,7 +44,7 @@ Pattern rewrites (``msc.rewrite`` patterns, ``RULES``; each counted under its la
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -190,15 +190,20 @@ def fold_constants(g: Graph, done: Counter[str]) -> None:
 
 
 # Ops whose ``axis`` counts the dims of their first input.
+# Ops whose ``axis`` counts the first input's dims (one_hot's counts its output's; dft's
+# the complex pair's), so -1 and rank - 1 are one axis.
 _AXIS_OPS = {"layer_norm", "rms_norm", "softmax", "log_softmax", "concat", "gather"}
-_AXIS_OPS |= {"gather_elements"}
+_AXIS_OPS |= {"gather_elements", "scatter_elements", "split", "cumsum", "cumprod"}
+_AXIS_OPS |= {"argmax", "argmin", "argsort", "sort", "topk", "max_dim", "min_dim"}
+_AXIS_OPS |= {"quantize", "dequantize", "unique"}
 
 
 def normalize_spellings(g: Graph, done: Counter[str]) -> None:
     """Axes as non-negative (and reduction axes sorted): ``[-1, -2]`` is ``[2, 3]`` of a 4-d
     input; trailing absent inputs left out (``layer_norm(x, _, _)`` is ``layer_norm(x)``). An
     embedding's ``padding_idx`` (a training-only fact) is dropped; a padding of zeros is none
-    (``[]``: a TFLite VALID conv, against ONNX's explicit ``pads``). Spellings, not rewrites:
+    (``[]``: a TFLite VALID conv, against ONNX's explicit ``pads``), a dilation of ones too.
+    Spellings, not rewrites:
     not counted."""
     for n in g.nodes:
         if n.inputs and n.inputs[-1] is None:
@@ -226,10 +231,15 @@ def normalize_spellings(g: Graph, done: Counter[str]) -> None:
         if isinstance(pad, tuple | list) and pad and not any(pad):
             if g.opset.get(n.op).attrs["padding"].default == ():
                 _set_op(g, n, n.op, {**n.attrs, "padding": ()})
+        dil = n.attrs.get("dilation")
+        if isinstance(dil, tuple | list) and dil and all(d == 1 for d in dil):
+            if g.opset.get(n.op).attrs["dilation"].default == ():
+                _set_op(g, n, n.op, {**n.attrs, "dilation": ()})
         if n.op == "embedding" and n.attrs.get("padding_idx") is not None:
             _set_op(g, n, n.op, {**n.attrs, "padding_idx": None})
         if n.op == "slice" and rank:
             _slice_defaults(g, n, rank)
+            _slice_whole_axes(g, n, t.shape)
         axes = n.attrs.get("axes") if n.op.startswith("reduce_") else None
         if axes is None or rank is None:
             continue
@@ -261,6 +271,44 @@ def _slice_defaults(g: Graph, n: Node, rank: int) -> None:
         or (attrs.get("axes") is None)
     ):
         _set_op(g, n, n.op, {**attrs, "axes": new_axes, "steps": list(steps)})
+
+
+_TO_END = 2**62  # an end this large is "to the end" in every frontend (TFLite's 2**62, 2**63-1)
+_INT64_MAX = 2**63 - 1
+
+
+def _slice_whole_axes(g: Graph, n: Node, shape: Sequence[object]) -> None:
+    """A slice's axes that keep the whole dim (start 0, step 1, end at or past the dim) left
+    out, and a "to the end" sentinel written as int64's max: TFLite's STRIDED_SLICE names every
+    axis (its "to the end" is 2**62), torch.export's slice one. A slice of every axis whole
+    (a copy) is spelled as one of axis 0. Left as it is when a bound is computed at run
+    time."""
+    a = n.attrs
+    axes, starts, ends, steps = a.get("axes"), a.get("starts"), a.get("ends"), a.get("steps")
+    if len(n.inputs) != 1 or not all(isinstance(v, tuple | list) for v in (axes, starts, ends)):
+        return
+    steps = list(steps or [1] * len(axes))
+    if not len(axes) == len(starts) == len(ends) == len(steps):
+        return
+    keep, new_ends = [], []
+    for i, ax in enumerate(axes):
+        d = shape[ax] if 0 <= ax < len(shape) else None
+        past = ends[i] >= _TO_END or (isinstance(d, int) and ends[i] >= d)
+        if steps[i] == 1 and past and (starts[i] == 0 or (isinstance(d, int) and starts[i] <= -d)):
+            continue
+        keep.append(i)
+        new_ends.append(_INT64_MAX if ends[i] >= _TO_END else ends[i])
+    if not keep and shape:
+        if list(axes) != [0] or list(starts) != [0] or list(ends) != [_INT64_MAX]:
+            whole = {"axes": [0], "starts": [0], "ends": [_INT64_MAX], "steps": [1]}
+            _set_op(g, n, n.op, {**a, **whole})
+        return
+    if not keep or (len(keep) == len(axes) and new_ends == list(ends)):
+        return
+    _set_op(g, n, n.op, {
+        **a, "axes": [axes[i] for i in keep], "starts": [starts[i] for i in keep],
+        "ends": new_ends, "steps": [steps[i] for i in keep],
+    })  # fmt: skip
 
 
 def _slice_constant_inputs(g: Graph, n: Node) -> None:

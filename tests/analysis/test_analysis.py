@@ -568,6 +568,43 @@ def test_canonical_form_computes_what_the_graph_did(case):
         np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
 
 
+def _slice(starts, ends, axes):
+    return lambda g, x: _op(g, "relu", _op(g, "slice", x, starts=starts, ends=ends, axes=axes,
+                                           steps=[1] * len(axes)))  # fmt: skip
+
+
+def _split(axis):
+    def body(g, x):
+        a, b = g.add_node("split", [x], {"axis": axis, "sizes": [2, 2]}).outputs
+        return _op(g, "sub", a, b)
+
+    return body
+
+
+_END, _MAX = 2**62, 2**63 - 1
+# One computation as two readers spell it (not rewrites: no count), and a real change.
+SPELLING_CASES = [
+    # TFLite's STRIDED_SLICE names every axis, "to the end" is 2**62; torch.export's one axis
+    ("slice of one axis", _slice([0, 0, 1, 0], [_END] * 4, [0, 1, 2, 3]),
+     _slice([1], [_MAX], [2]), _slice([2], [_MAX], [2])),
+    # a slice that keeps every element (x[:, -2:] of 2 rows): a copy, however it is written
+    ("slice of everything", _slice([0, -2, 0, 0], [_END] * 4, [0, 1, 2, 3]),
+     _slice([-2], [_MAX], [1]), _slice([-1], [_MAX], [1])),
+    ("split axis -1", _split(-1), _split(3), _split(2)),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("a,b,changed", [c[1:] for c in SPELLING_CASES],
+                         ids=[c[0] for c in SPELLING_CASES])  # fmt: skip
+def test_readers_spellings_are_equal(a, b, changed):
+    from msc.analysis.diff import diff_graphs
+
+    r = diff_graphs(_graph(a), _graph(b))
+    assert r.equivalent and r.real_changes == 0, r.verdict() + str(r)
+    r = diff_graphs(_graph(a), _graph(changed))
+    assert not r.equivalent and r.real_changes >= 1, r.verdict()
+
+
 # ---------------------------------------------------------------------------- render
 def _hostile() -> Graph:
     g = Graph('evil "graph"')

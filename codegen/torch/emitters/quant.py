@@ -12,12 +12,13 @@ from codegen.torch import lowbit
 from codegen.torch.code import call
 from codegen.torch.core import Arg, NodeEmit
 from codegen.torch.helpers import runtime_helpers
-from codegen.torch.registry import emitter
+from codegen.torch.registry import emitter, spelled_out
 from msc.ir.dtype import DType
 from msc.ops.quant import FLOAT8_MAX, INT_RANGE
 
 
 @emitter("quantize")
+@spelled_out
 def quantize(
     e: NodeEmit, x: Arg, scale: Arg, zero_point: Arg | None, *, dtype, axis, block_size, saturate
 ) -> ast.expr:
@@ -36,6 +37,7 @@ def quantize(
 
 
 @emitter("dequantize")
+@spelled_out
 def dequantize(
     e: NodeEmit, x: Arg, scale: Arg, zero_point: Arg | None, *, axis, block_size
 ) -> ast.expr:
