@@ -253,6 +253,27 @@ CASES = [
     Case("at_set", lambda a, i: jnp.asarray(a).at[i].set(0.0), [X, IDX2]),
     Case("at_add", lambda a, i, u: jnp.asarray(a).at[:, i].add(u), [X, IDX2, f32(2, 2, 4)]),
     Case("at_set_2d", lambda a, i, u: jnp.asarray(a).at[i, :, 3].set(u), [X, IDX2, f32(2, 3)]),
+    # the general scatter: windows (jnp.polyadd's whole-array one, x.at[:, 1:3]), a window
+    # that does not fit skipped whole, batching dims (a vmapped .at[].set)
+    Case("scatter_whole", jnp.polyadd, [X, Y]),
+    Case("scatter_window", lambda a, u: jnp.asarray(a).at[:, 1:3].add(u), [X, f32(2, 2, 4)]),
+    Case(
+        "scatter_window_skipped",
+        lambda a, i, u: jax.lax.scatter_add(
+            a,
+            i,
+            u,
+            jax.lax.ScatterDimensionNumbers((1,), (), (0,)),
+            mode=jax.lax.GatherScatterMode.FILL_OR_DROP,
+        ),
+        [f32(6), np.array([[1], [4], [-1]], np.int32), f32(3, 3)],
+    ),
+    Case(
+        "scatter_batched",
+        lambda a, i, u: jax.vmap(lambda r, j, v: r.at[j].set(v))(a, i, u),
+        [X, np.array([[2, 0], [1, 1]], np.int32), f32(2, 2, 4)],
+    ),
+    Case("bool_constant", lambda a: jnp.where(np.eye(4, dtype=bool), a, 0.0), [f32(4, 4)]),
     Case(
         "dynamic_slice",
         lambda a, s: jax.lax.dynamic_slice(a, (0, s, 1), (2, 2, 2)),
