@@ -193,6 +193,7 @@ CASES = [
     Case("matmul_3d_2d", jnp.matmul, [f32(2, 3, 4), f32(4, 5)]),
     Case("matvec", jnp.matmul, [f32(3, 4), f32(4)]),
     Case("dot_vectors", jnp.dot, [f32(4), f32(4)]),
+    Case("vecmat_batched", jnp.vecmat, [f32(2, 3), f32(2, 3, 4)]),
     Case("einsum", lambda a, b: jnp.einsum("bij,bkj->bik", a, b), [X, Y]),
     Case("outer", jnp.outer, [f32(3), f32(4)]),
     # conv / pool
