@@ -47,6 +47,8 @@ TIES = RNG.integers(0, 3, (2, 3, 4)).astype(np.float32)
 IDX2 = np.array([1, 0], np.int32)
 IDX3 = np.array([2, 0, 1], np.int32)
 IDX_ALONG = RNG.integers(0, 4, (2, 3, 2)).astype(np.int32)
+INTS = RNG.integers(-9, 9, (2, 3, 4)).astype(np.int32)
+INTS_ZEROS = RNG.integers(-3, 3, (2, 3, 4)).astype(np.int32)
 
 UNARY = {
     "exp": jnp.exp,
@@ -139,6 +141,10 @@ CASES = [
     *[Case(k, f, [POS], atol=1e-5, rtol=1e-5) for k, f in POSITIVE.items()],
     *[Case(k, f, [X, Y]) for k, f in BINARY.items()],
     Case("power", jnp.power, [POS, Y], atol=1e-4, rtol=1e-5),
+    # integer division by zero as StableHLO defines it (x / 0 = -1, x % 0 = x)
+    Case("int_div_by_zero", jax.lax.div, [INTS, INTS_ZEROS]),
+    Case("int_rem_by_zero", jax.lax.rem, [INTS, INTS_ZEROS]),
+    Case("gcd", jnp.gcd, [INTS, INTS_ZEROS]),
     Case("logical_and", lambda a, b: jnp.logical_and(a > 0, b > 0), [X, Y]),
     Case("logical_or", lambda a, b: jnp.logical_or(a > 0, b > 0), [X, Y]),
     Case("logical_not", lambda a: jnp.logical_not(a > 0), [X]),

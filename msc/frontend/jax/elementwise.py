@@ -51,11 +51,9 @@ BINARY = {
     "add": "add",
     "subtract": "sub",
     "multiply": "mul",
-    "divide": "div",
     "maximum": "maximum",
     "minimum": "minimum",
     "power": "pow",
-    "remainder": "fmod",
     "atan2": "atan2",
     "shift_left": "bitshift_left",
 }
@@ -90,6 +88,37 @@ def _binary(op: str):
 
 for _name, _op in BINARY.items():
     converter(f"stablehlo.{_name}")(_binary(_op))
+
+
+def _nonzero_constant(v) -> bool:
+    p = v.producer
+    return p is not None and p.op == "constant" and bool(np.all(p.attrs["value"] != 0))
+
+
+def _integer_by_zero(op: str):
+    """divide / remainder: StableHLO defines an integer division by zero (XLA: x / 0 is all
+    ones, -1 signed; x % 0 is x), where PyTorch raises and onnxruntime fails, so a divisor
+    that may be zero is replaced by one and the defined result selected where it was zero
+    (jnp.gcd's loop divides by the zeros it then discards)."""
+
+    def convert(ctx: Ctx, sop: ShloOp, a, b):
+        if not a.dtype.is_integer or _nonzero_constant(b):
+            return ctx.op(op, a, b)
+        zero = ctx.op("eq", b, ctx.const(0, b.dtype))
+        safe = ctx.op("where", zero, ctx.const(1, b.dtype), b)
+        if op == "fmod":
+            defined = a
+        else:
+            defined = ctx.const(
+                -1 if a.dtype.is_signed else np.iinfo(a.dtype.to_numpy()).max, a.dtype
+            )
+        return ctx.op("where", zero, defined, ctx.op(op, a, safe))
+
+    return convert
+
+
+converter("stablehlo.divide")(_integer_by_zero("div"))
+converter("stablehlo.remainder")(_integer_by_zero("fmod"))
 
 
 def _logical(ops: tuple[str, str]):
