@@ -47,6 +47,7 @@ TIES = RNG.integers(0, 3, (2, 3, 4)).astype(np.float32)
 IDX2 = np.array([1, 0], np.int32)
 IDX3 = np.array([2, 0, 1], np.int32)
 IDX_ALONG = RNG.integers(0, 4, (2, 3, 2)).astype(np.int32)
+SIGNED = np.array([1.5, -0.0, 0.0, -np.inf, np.inf, np.nan, -2.0, 3.0], np.float32)
 INTS = RNG.integers(-9, 9, (2, 3, 4)).astype(np.int32)
 INTS_ZEROS = RNG.integers(-3, 3, (2, 3, 4)).astype(np.int32)
 
@@ -141,6 +142,15 @@ CASES = [
     *[Case(k, f, [POS], atol=1e-5, rtol=1e-5) for k, f in POSITIVE.items()],
     *[Case(k, f, [X, Y]) for k, f in BINARY.items()],
     Case("power", jnp.power, [POS, Y], atol=1e-4, rtol=1e-5),
+    # bits: bitcast_convert, and TOTALORDER compares through the floats' ordered bits (-0 < 0,
+    # NaN after inf: jnp.searchsorted's scan)
+    Case("bitcast_f32_i32", lambda a: jax.lax.bitcast_convert_type(a, jnp.int32), [SIGNED]),
+    Case("bitcast_i32_f32", lambda i: jax.lax.bitcast_convert_type(i, jnp.float32), [INTS]),
+    Case("signbit", jnp.signbit, [SIGNED]),
+    Case("copysign", jnp.copysign, [SIGNED[::-1].copy(), SIGNED]),
+    Case("nextafter", jnp.nextafter, [X, Y]),
+    Case("searchsorted_total_order", jnp.searchsorted, [np.sort(SIGNED), SIGNED[::-1].copy()]),
+    Case("searchsorted_right", lambda a, v: jnp.searchsorted(a, v, "right"), [np.sort(X[0, 0]), X]),
     # integer division by zero as StableHLO defines it (x / 0 = -1, x % 0 = x)
     Case("int_div_by_zero", jax.lax.div, [INTS, INTS_ZEROS]),
     Case("int_rem_by_zero", jax.lax.rem, [INTS, INTS_ZEROS]),
@@ -541,6 +551,11 @@ def test_unmapped_gather_and_sort_reported_at_once():
     msg = str(e.value)
     assert "stablehlo.gather" in msg and "vmapped dynamic_slice" in msg
     assert "stablehlo.sort" in msg and "comparator" in msg
+
+
+def test_bitcast_between_widths_refused_with_why():
+    with pytest.raises(UnsupportedOpsError, match="bitcast_convert from f32 to u8"):
+        msc.from_jax(lambda a: jax.lax.bitcast_convert_type(a, jnp.uint8), X)
 
 
 def test_control_flow_reads_as_loop_and_if():

@@ -178,14 +178,42 @@ converter("stablehlo.shift_right_arithmetic")(_shift_right("arithmetic"))
 converter("stablehlo.shift_right_logical")(_shift_right("logical"))
 
 
+_SAME_WIDTH_INT = {2: DType.INT16, 4: DType.INT32, 8: DType.INT64}
+
+
+def _total_order_key(ctx: Ctx, x):
+    """A float's bits as the signed integer that orders as IEEE's totalOrder does (-NaN <
+    -inf < ... < -0 < +0 < ... < inf < +NaN): a negative float's magnitude bits flipped, so
+    a larger magnitude is a smaller integer."""
+    to = _SAME_WIDTH_INT.get(x.dtype.itemsize)
+    if to is None:
+        raise Unsupported(f"a TOTALORDER comparison of {x.dtype.value}")
+    i = ctx.op("bitcast", x, to=to)
+    magnitude = ctx.const(np.iinfo(to.to_numpy()).max, to)
+    flipped = ctx.op("bitwise_xor", i, magnitude)
+    return ctx.op("where", ctx.op("lt", i, ctx.const(0, to)), flipped, i)
+
+
 @converter("stablehlo.compare")
 def compare(ctx: Ctx, sop: ShloOp, a, b):
+    """A comparison; TOTALORDER (what jnp.searchsorted and the sort of floats with NaN ask
+    for) compares the floats' total-order keys."""
     direction = str(sop.raw("comparison_direction")).split()[-1].rstrip(">")
     if direction not in COMPARE:
         raise Unsupported(f"comparison direction {direction}")
-    if "TOTALORDER" in str(sop.attr("compare_type", "")):
-        raise Unsupported("a TOTALORDER comparison (NaN ordered)")
+    if "TOTALORDER" in str(sop.attr("compare_type", "")) and a.dtype.is_floating:
+        a, b = _total_order_key(ctx, a), _total_order_key(ctx, b)
     return ctx.op(COMPARE[direction], a, b)
+
+
+@converter("stablehlo.bitcast_convert")
+def bitcast_convert(ctx: Ctx, sop: ShloOp, x):
+    """A reinterpretation of the bits (jnp.signbit, copysign, frexp, nextafter); one between
+    widths (an f32 as four u8) changes the shape, which msc's bitcast does not."""
+    to = ctx.out_type().dtype
+    if to.itemsize != x.dtype.itemsize:
+        raise Unsupported(f"a bitcast_convert from {x.dtype.value} to {to.value} (another width)")
+    return ctx.op("bitcast", x, to=to)
 
 
 @converter("stablehlo.select")
