@@ -153,10 +153,16 @@ def cumprod(e: Emit, x: Ref, axis_in: Ref | None = None, *, axis, exclusive, rev
 
 
 def _topk(e: Emit, x: Ref, k: Ref, axis: int, largest: bool, sorted_: bool):
+    """TopK; a bool input (which ONNX's TopK does not take) ordered as i32, its values bool."""
+    b = x.type is not None and x.dtype is DType.BOOL
+    if b:
+        x = e.cast(x, DType.INT32)
     if e.opset >= 11:
-        return e.op("TopK", x, k, outputs=2, axis=axis, largest=int(largest), sorted=int(sorted_))
-    e.require(largest and sorted_, "TopK smallest/unsorted needs opset 11")
-    return e.op("TopK", x, k, outputs=2, axis=axis)
+        v, i = e.op("TopK", x, k, outputs=2, axis=axis, largest=int(largest), sorted=int(sorted_))
+    else:
+        e.require(largest and sorted_, "TopK smallest/unsorted needs opset 11")
+        v, i = e.op("TopK", x, k, outputs=2, axis=axis)
+    return (e.cast(v, DType.BOOL) if b else v), i
 
 
 # ONNX TopK is stable whatever ``stable`` says (the flag travels in metadata_props).

@@ -752,6 +752,21 @@ CASES += [
         id="sort_desc",
     ),
     C("argsort", [VALS], {"axis": 0}, lambda x: np.argsort(x, 0)),
+    # bools (ONNX TopK takes none): ordered as i32, stable as TopK is
+    C(
+        "argsort",
+        [boolean(3, 8)],
+        {"axis": 1, "stable": True},
+        lambda x: np.argsort(x, 1, kind="stable"),
+        id="argsort_bool",
+    ),
+    C(
+        "sort",
+        [boolean(3, 8)],
+        {"axis": 1, "descending": True},
+        lambda x: [np.sort(x, 1)[:, ::-1], np.argsort(~x, 1, kind="stable")],
+        id="sort_bool",
+    ),
 ]
 
 # ------------------------------------------------------------------------------- shape

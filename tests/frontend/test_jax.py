@@ -320,6 +320,13 @@ CASES = [
     Case("argsort_descending", lambda a: jnp.argsort(a, axis=1, descending=True), [TIES]),
     Case("sort_pair", lambda a, b: jax.lax.sort((a, b), dimension=1, num_keys=1), [X, Y]),
     Case("sort_by_second", lambda a, b: jax.lax.sort((b, a), dimension=2)[1], [X, Y]),
+    # several keys (a lexicographic comparator): stable argsorts from the last key up
+    Case("lexsort", lambda a, b: jnp.lexsort((a, b), axis=1), [INTS_ZEROS, INTS]),
+    Case(
+        "sort_two_keys",
+        lambda a, b, c: jax.lax.sort((a, b, c), dimension=2, num_keys=2),
+        [TIES, np.floor(Y), X],
+    ),
     Case("top_k", lambda a: jax.lax.top_k(a, 2), [X]),
     Case("top_k_ties", lambda a: jax.lax.top_k(a, 3), [TIES]),
     # control flow
@@ -538,19 +545,19 @@ def test_symbolic_reshape_reads_as_a_reshape():
             assert not close(run_torch(g, [x]), [np.asarray(fn(x))], 1e-6, 1e-6), shape
 
 
-def test_unmapped_gather_and_sort_reported_at_once():
-    """A gather of windows (a vmapped dynamic_slice) and a two-key sort map onto no canonical
-    op: both are reported in one error, each with why."""
+def test_unmapped_gather_and_complex_reported_at_once():
+    """A gather of windows (a vmapped dynamic_slice) and a complex number map onto nothing msc
+    holds: both are reported in one error, each with why."""
 
     def fn(a, s, k):
         w = jax.vmap(lambda r, i: jax.lax.dynamic_slice(r, (i, 0), (2, 4)))(a, s)
-        return w, jax.lax.sort((k, a), dimension=0, num_keys=2)[1]
+        return w, jnp.sort_complex(k).real
 
     with pytest.raises(UnsupportedOpsError) as e:
         msc.from_jax(fn, X, np.array([0, 1], np.int32), Y)
     msg = str(e.value)
     assert "stablehlo.gather" in msg and "vmapped dynamic_slice" in msg
-    assert "stablehlo.sort" in msg and "comparator" in msg
+    assert "stablehlo.convert" in msg and "complex<f32>" in msg
 
 
 def test_bitcast_between_widths_refused_with_why():
