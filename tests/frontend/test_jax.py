@@ -47,6 +47,16 @@ TIES = RNG.integers(0, 3, (2, 3, 4)).astype(np.float32)
 IDX2 = np.array([1, 0], np.int32)
 IDX3 = np.array([2, 0, 1], np.int32)
 IDX_ALONG = RNG.integers(0, 4, (2, 3, 2)).astype(np.int32)
+
+
+def _extremes(dt) -> np.ndarray:
+    """Every bit pattern's corner (min, -1, 0, 1, max) and random ones of an integer type."""
+    info = np.iinfo(dt)
+    corners = [info.min, info.min + 1, 0, 1, info.max, info.max - 1, max(info.min, -1)]
+    rand = RNG.integers(info.min, info.max, 17, dtype=dt, endpoint=True)
+    return np.concatenate([np.array(corners, dt), rand])
+
+
 SIGNED = np.array([1.5, -0.0, 0.0, -np.inf, np.inf, np.nan, -2.0, 3.0], np.float32)
 INTS = RNG.integers(-9, 9, (2, 3, 4)).astype(np.int32)
 INTS_ZEROS = RNG.integers(-3, 3, (2, 3, 4)).astype(np.int32)
@@ -151,6 +161,10 @@ CASES = [
     Case("nextafter", jnp.nextafter, [X, Y]),
     Case("searchsorted_total_order", jnp.searchsorted, [np.sort(SIGNED), SIGNED[::-1].copy()]),
     Case("searchsorted_right", lambda a, v: jnp.searchsorted(a, v, "right"), [np.sort(X[0, 0]), X]),
+    *[
+        Case(f"bitwise_count_{dt.__name__}", jnp.bitwise_count, [_extremes(dt)])
+        for dt in (np.int8, np.uint8, np.int16, np.int32)  # no i64 without jax_enable_x64
+    ],
     # integer division by zero as StableHLO defines it (x / 0 = -1, x % 0 = x)
     Case("int_div_by_zero", jax.lax.div, [INTS, INTS_ZEROS]),
     Case("int_rem_by_zero", jax.lax.rem, [INTS, INTS_ZEROS]),

@@ -206,6 +206,35 @@ def compare(ctx: Ctx, sop: ShloOp, a, b):
     return ctx.op(COMPARE[direction], a, b)
 
 
+@converter("stablehlo.popcnt")
+def popcnt(ctx: Ctx, sop: ShloOp, x):
+    """The set bits of each integer (jnp.bitwise_count), exact: neither torch nor ONNX counts
+    bits, so fields of 1, 2, 4 bits are summed in place (the SWAR count), then the bytes. The
+    top bit is counted apart, so no sum overflows a signed type."""
+    dt = x.dtype
+    if not dt.is_integer:
+        raise Unsupported(f"a popcnt of {dt.value}")
+    w = dt.bits
+
+    def c(v: int):
+        return ctx.const(v, dt)
+
+    def shr(v, n: int):  # arithmetic or logical alike: every use masks the bits shifted in
+        return ctx.op("bitshift_right", v, c(n))
+
+    top = ctx.op("bitwise_and", shr(x, w - 1), c(1))
+    y = ctx.op("bitwise_and", x, c(2 ** (w - 1) - 1))
+    for n, byte in ((1, 0x55), (2, 0x33), (4, 0x0F)):
+        mask = c(int.from_bytes(bytes([byte]) * (w // 8), "little"))
+        lo, hi = ctx.op("bitwise_and", y, mask), ctx.op("bitwise_and", shr(y, n), mask)
+        y = ctx.op("add", lo, hi)
+    n = 8
+    while n < w:  # each byte holds its count: add them into the lowest
+        y = ctx.op("add", y, shr(y, n))
+        n *= 2
+    return ctx.op("add", ctx.op("bitwise_and", y, c(0xFF if w > 8 else 0x7F)), top)
+
+
 @converter("stablehlo.bitcast_convert")
 def bitcast_convert(ctx: Ctx, sop: ShloOp, x):
     """A reinterpretation of the bits (jnp.signbit, copysign, frexp, nextafter); one between
