@@ -220,8 +220,8 @@ def _indexed(ctx: Ctx, x, parts: list, axes: list[int]):
 @converter("stablehlo.gather")
 def gather(ctx: Ctx, sop: ShloOp, x, idx):
     """Indexing (``x[i]``, ``jnp.take``, ``x[i, j]``) onto gather / index, and
-    ``take_along_axis`` onto gather_elements; a gather of windows smaller than the operand
-    (what a vmapped dynamic_slice gives) maps to neither."""
+    ``take_along_axis`` onto gather_elements; any other gather (windows smaller than the
+    operand, as a vmapped dynamic_slice gives) element by element (``_gather_windows``)."""
     from jaxlib.mlir.dialects import stablehlo as sh
 
     d = sh.GatherDimensionNumbers(sop.raw("dimension_numbers"))
@@ -234,18 +234,8 @@ def gather(ctx: Ctx, sop: ShloOp, x, idx):
         raise Unsupported(f"gather from a shape msc does not know ({shape})")
     r = len(shape)
     for a in range(r):
-        if a in smap or a in ob:
-            if sizes[a] != 1:
-                raise Unsupported(
-                    f"a gather of windows of {sizes[a]} along indexed dim {a} (a slice at "
-                    "run-time offsets per index, as a vmapped dynamic_slice gives: msc's gather "
-                    "and index take one element along an indexed dim)"
-                )
-        elif sizes[a] != shape[a]:
-            raise Unsupported(
-                f"a gather of windows {sizes} smaller than the operand {shape} (a sliding "
-                "window, not an indexing)"
-            )
+        if (sizes[a] != 1) if (a in smap or a in ob) else (sizes[a] != shape[a]):
+            return _gather_windows(ctx, sop, x, idx, d, sizes)
     parts = _index_parts(ctx, idx, ivd)
     if len(parts) > 1:  # msc's index takes i64 (torch's advanced indexing, ONNX GatherND)
         parts = [ctx.cast(p, DType.INT64) for p in parts]
@@ -279,6 +269,55 @@ def gather(ctx: Ctx, sop: ShloOp, x, idx):
     if len(want_kept) != len(want):  # indexed dims kept as size-1 offset dims
         y = ctx.op("reshape", y, shape=_static(out, "gather"))
     return y
+
+
+def _gather_windows(ctx: Ctx, sop: ShloOp, x, idx, d, sizes: list[int]):
+    """The general gather, element by element: every output element reads the operand at
+    its window's start (clamped so the window fits, as StableHLO does; zero on dims the index
+    does not map) plus its offset in the window, a batching dim at the position along it;
+    one ``index`` over every operand dim reads them (a vmapped dynamic_slice)."""
+    offset, collapsed = list(d.offset_dims), list(d.collapsed_slice_dims)
+    smap, ivd = list(d.start_index_map), d.index_vector_dim
+    xb, ib = list(d.operand_batching_dims), list(d.start_indices_batching_dims)
+    shape = _static(x.type.shape, "gather")
+    out = _static(ctx.out_type().shape, "gather")
+    r, orank = len(shape), len(out)
+    bo = [p for p in range(orank) if p not in offset]  # the output's batch dims
+    wdims = [a for a in range(r) if a not in collapsed and a not in xb]  # in offset's order
+    bdims = [i for i in range(idx.type.rank) if i != ivd]
+    if len(bdims) != len(bo) or len(wdims) != len(offset):
+        raise Unsupported("a gather whose output does not match its index and windows")
+    parts = [ctx.cast(p, DType.INT64) for p in _index_parts(ctx, idx, ivd)] if smap else []
+
+    def spread(v, at: list[int]):
+        """``v`` (dims at output dims ``at``) broadcast to the output's shape."""
+        view = [1] * orank
+        for p, n in zip(at, v.type.shape):
+            view[p] = n
+        if list(v.type.shape) != view:
+            v = ctx.op("reshape", v, shape=view)
+        return v if view == out else ctx.op("expand", v, shape=out)
+
+    def iota(p: int):
+        n = out[p]
+        return spread(ctx.op("arange", start=0.0, end=float(n), step=1.0, dtype=DType.INT64), [p])
+
+    starts = {a: _clamp_index(ctx, q, shape[a] - sizes[a] + 1) for a, q in zip(smap, parts)}
+    index = []
+    for a in range(r):
+        if a in xb:
+            index.append(iota(bo[bdims.index(ib[xb.index(a)])]))
+        elif a in collapsed:
+            start = starts.get(a)
+            index.append(
+                spread(start, bo)
+                if start is not None
+                else spread(ctx.const(np.zeros([1] * orank), DType.INT64), [])
+            )
+        else:
+            off = iota(offset[wdims.index(a)])
+            index.append(ctx.op("add", spread(starts[a], bo), off) if a in starts else off)
+    return ctx.op("index", x, *index, axes=list(range(r)))
 
 
 def _scatter_body(sop: ShloOp) -> bool:
