@@ -777,3 +777,24 @@ def test_outputs_keep_their_pytree_structure():
     assert msc.from_jax(lambda a: a + 1.0, X).output_tree is None
     assert msc.from_jax(lambda a: (a, a * 2.0), X).output_tree is None
     assert msc.from_jax(lambda a: (a,), X).output_tree == {"tuple": [{"leaf": 0}]}
+
+
+@pytest.mark.parametrize("full", [False, True], ids=["reduced", "full"])
+def test_lapack_svd_reads_as_svd(full):
+    """jnp.linalg.svd (LAPACK's gesdd as a custom_call on CPU) reads as msc's svd: PyTorch
+    agrees on the singular values and the product (U and V's signs are free); ONNX has no
+    SVD and says so."""
+    import codegen.onnx
+
+    def fn(a):
+        u, s, vt = jnp.linalg.svd(a, full_matrices=full)
+        k = s.shape[-1]
+        return s, (u[..., :k] * s[..., None, :]) @ vt[..., :k, :], jnp.polyfit(a[0, :3, 0], s[0], 1)
+
+    a = f32(2, 5, 3)
+    g = msc.from_jax(fn, a)
+    assert "svd" in {n.op for n in g.nodes}
+    ref = [np.asarray(o) for o in fn(a)]
+    assert not close(run_torch(g, [a]), ref, 1e-4, 1e-4)
+    with pytest.raises(UnsupportedOpsError, match="svd"):
+        codegen.onnx.to_model(g)
