@@ -148,8 +148,15 @@ def run_torch(graph, arrays: list[np.ndarray]) -> list[np.ndarray]:
     m = codegen.torch.to_module(graph)
     with torch.no_grad():
         out = m(*[torch.from_numpy(np.array(a)) for a in arrays])
-    out = list(out) if isinstance(out, tuple | list) else [out]
-    return [o.numpy() for o in out]
+    return [o.numpy() for o in _flat(out)]
+
+
+def _flat(out) -> list:
+    """The tensors of a module's outputs in order, through the nesting a source's output
+    structure gives them (jnp.histogramdd's ``(counts, [edges, ...])``)."""
+    if isinstance(out, tuple | list):
+        return [t for o in out for t in _flat(o)]
+    return [out]
 
 
 def run_onnx(graph, arrays: list[np.ndarray]) -> list[np.ndarray]:

@@ -47,13 +47,32 @@ def _runtime_axes(
     return e.op(onnx_op, x, axes_in, keepdims=int(keepdims), **flags)
 
 
+# The integer types onnxruntime's CPU kernels reduce (ONNX allows more): any other integer
+# type is reduced as i64 and cast back, exact for max / min and, modulo 2^bits as the source
+# wraps, for sum / prod (jnp.packbits sums u8). u64 stays: its max / min do not fit i64.
+_ORT_INTS = {DType.INT32, DType.INT64}
+_ORT_INTS_ORDERED = _ORT_INTS | {DType.INT8, DType.UINT8}
+ORT_INTEGER_TYPES = {"ReduceMax": _ORT_INTS_ORDERED, "ReduceMin": _ORT_INTS_ORDERED}
+
+
 def _reduction(onnx_op: str, as_input: bool):
     def emit(
         e: Emit, x: Ref, axes_in: Ref | None = None, *, axes, keepdims, noop_with_empty_axes=False
     ) -> Ref:
+        dt = x.type.dtype if x.type is not None else None
+        widen = (
+            dt is not None
+            and dt.is_integer
+            and dt is not DType.UINT64
+            and dt not in ORT_INTEGER_TYPES.get(onnx_op, _ORT_INTS)
+        )
+        if widen:
+            x = e.cast(x, DType.INT64)
         if axes_in is not None:
-            return _runtime_axes(e, onnx_op, x, axes_in, keepdims, noop_with_empty_axes)
-        return reduce(e, onnx_op, x, axes, keepdims, as_input)
+            y = _runtime_axes(e, onnx_op, x, axes_in, keepdims, noop_with_empty_axes)
+        else:
+            y = reduce(e, onnx_op, x, axes, keepdims, as_input)
+        return e.cast(y, dt) if widen else y
 
     return emit
 
@@ -134,10 +153,16 @@ def cumprod(e: Emit, x: Ref, axis_in: Ref | None = None, *, axis, exclusive, rev
 
 
 def _topk(e: Emit, x: Ref, k: Ref, axis: int, largest: bool, sorted_: bool):
+    """TopK; a bool input (which ONNX's TopK does not take) ordered as i32, its values bool."""
+    b = x.type is not None and x.dtype is DType.BOOL
+    if b:
+        x = e.cast(x, DType.INT32)
     if e.opset >= 11:
-        return e.op("TopK", x, k, outputs=2, axis=axis, largest=int(largest), sorted=int(sorted_))
-    e.require(largest and sorted_, "TopK smallest/unsorted needs opset 11")
-    return e.op("TopK", x, k, outputs=2, axis=axis)
+        v, i = e.op("TopK", x, k, outputs=2, axis=axis, largest=int(largest), sorted=int(sorted_))
+    else:
+        e.require(largest and sorted_, "TopK smallest/unsorted needs opset 11")
+        v, i = e.op("TopK", x, k, outputs=2, axis=axis)
+    return (e.cast(v, DType.BOOL) if b else v), i
 
 
 # ONNX TopK is stable whatever ``stable`` says (the flag travels in metadata_props).

@@ -646,6 +646,21 @@ for _op, _fn in NP_REDUCE.items():
             id=f"{_op}_all",
         )
     )
+# integer types onnxruntime's kernels do not reduce (reduced as i64 and cast back): a u8 sum
+# that wraps, as numpy's (and torch's, JAX's) u8 sum does
+_U8 = RNG.integers(0, 255, (2, 3, 40)).astype(np.uint8)
+for _op, _x in (("reduce_sum", _U8), ("reduce_prod", i32(2, 3, 4).astype(np.int16))):
+    CASES.append(
+        C(
+            _op,
+            [_x],
+            {"axes": [2], "keepdims": False},
+            lambda x, fn=NP_REDUCE[_op]: fn(x, axis=2, dtype=x.dtype),
+            id=f"{_op}_{_x.dtype}",
+        )
+    )
+CASES.append(C("reduce_max", [i32(2, 3, 4).astype(np.int16)], {"axes": [0], "keepdims": True},
+               lambda x: np.max(x, axis=0, keepdims=True), id="reduce_max_int16"))  # fmt: skip
 VALS = RNG.permutation(24).astype(np.float32).reshape(2, 3, 4)
 # Equal values across the k-th place: torch.topk picks among them freely (it gives other
 # indices than a stable order for these rows, largest and smallest).
@@ -737,6 +752,21 @@ CASES += [
         id="sort_desc",
     ),
     C("argsort", [VALS], {"axis": 0}, lambda x: np.argsort(x, 0)),
+    # bools (ONNX TopK takes none): ordered as i32, stable as TopK is
+    C(
+        "argsort",
+        [boolean(3, 8)],
+        {"axis": 1, "stable": True},
+        lambda x: np.argsort(x, 1, kind="stable"),
+        id="argsort_bool",
+    ),
+    C(
+        "sort",
+        [boolean(3, 8)],
+        {"axis": 1, "descending": True},
+        lambda x: [np.sort(x, 1)[:, ::-1], np.argsort(~x, 1, kind="stable")],
+        id="sort_bool",
+    ),
 ]
 
 # ------------------------------------------------------------------------------- shape

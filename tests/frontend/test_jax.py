@@ -48,6 +48,19 @@ IDX2 = np.array([1, 0], np.int32)
 IDX3 = np.array([2, 0, 1], np.int32)
 IDX_ALONG = RNG.integers(0, 4, (2, 3, 2)).astype(np.int32)
 
+
+def _extremes(dt) -> np.ndarray:
+    """Every bit pattern's corner (min, -1, 0, 1, max) and random ones of an integer type."""
+    info = np.iinfo(dt)
+    corners = [info.min, info.min + 1, 0, 1, info.max, info.max - 1, max(info.min, -1)]
+    rand = RNG.integers(info.min, info.max, 17, dtype=dt, endpoint=True)
+    return np.concatenate([np.array(corners, dt), rand])
+
+
+SIGNED = np.array([1.5, -0.0, 0.0, -np.inf, np.inf, np.nan, -2.0, 3.0], np.float32)
+INTS = RNG.integers(-9, 9, (2, 3, 4)).astype(np.int32)
+INTS_ZEROS = RNG.integers(-3, 3, (2, 3, 4)).astype(np.int32)
+
 UNARY = {
     "exp": jnp.exp,
     "tanh": jnp.tanh,
@@ -139,6 +152,23 @@ CASES = [
     *[Case(k, f, [POS], atol=1e-5, rtol=1e-5) for k, f in POSITIVE.items()],
     *[Case(k, f, [X, Y]) for k, f in BINARY.items()],
     Case("power", jnp.power, [POS, Y], atol=1e-4, rtol=1e-5),
+    # bits: bitcast_convert, and TOTALORDER compares through the floats' ordered bits (-0 < 0,
+    # NaN after inf: jnp.searchsorted's scan)
+    Case("bitcast_f32_i32", lambda a: jax.lax.bitcast_convert_type(a, jnp.int32), [SIGNED]),
+    Case("bitcast_i32_f32", lambda i: jax.lax.bitcast_convert_type(i, jnp.float32), [INTS]),
+    Case("signbit", jnp.signbit, [SIGNED]),
+    Case("copysign", jnp.copysign, [SIGNED[::-1].copy(), SIGNED]),
+    Case("nextafter", jnp.nextafter, [X, Y]),
+    Case("searchsorted_total_order", jnp.searchsorted, [np.sort(SIGNED), SIGNED[::-1].copy()]),
+    Case("searchsorted_right", lambda a, v: jnp.searchsorted(a, v, "right"), [np.sort(X[0, 0]), X]),
+    *[
+        Case(f"bitwise_count_{dt.__name__}", jnp.bitwise_count, [_extremes(dt)])
+        for dt in (np.int8, np.uint8, np.int16, np.int32)  # no i64 without jax_enable_x64
+    ],
+    # integer division by zero as StableHLO defines it (x / 0 = -1, x % 0 = x)
+    Case("int_div_by_zero", jax.lax.div, [INTS, INTS_ZEROS]),
+    Case("int_rem_by_zero", jax.lax.rem, [INTS, INTS_ZEROS]),
+    Case("gcd", jnp.gcd, [INTS, INTS_ZEROS]),
     Case("logical_and", lambda a, b: jnp.logical_and(a > 0, b > 0), [X, Y]),
     Case("logical_or", lambda a, b: jnp.logical_or(a > 0, b > 0), [X, Y]),
     Case("logical_not", lambda a: jnp.logical_not(a > 0), [X]),
@@ -193,6 +223,7 @@ CASES = [
     Case("matmul_3d_2d", jnp.matmul, [f32(2, 3, 4), f32(4, 5)]),
     Case("matvec", jnp.matmul, [f32(3, 4), f32(4)]),
     Case("dot_vectors", jnp.dot, [f32(4), f32(4)]),
+    Case("vecmat_batched", jnp.vecmat, [f32(2, 3), f32(2, 3, 4)]),
     Case("einsum", lambda a, b: jnp.einsum("bij,bkj->bik", a, b), [X, Y]),
     Case("outer", jnp.outer, [f32(3), f32(4)]),
     # conv / pool
@@ -250,9 +281,41 @@ CASES = [
     Case("getitem_cols", lambda a, i, j: a[:, i, j], [X, np.array([2, 0], np.int32), IDX2]),
     Case("getitem_const", lambda a: a[:, jnp.array([2, 0, 2])], [X]),
     Case("take_along_axis", lambda a, i: jnp.take_along_axis(a, i, axis=2), [X, IDX_ALONG]),
+    # the general gather: windows at run-time starts (clamped to fit), batching dims
+    Case(
+        "gather_windows",
+        lambda a, s: jax.vmap(lambda r, i: jax.lax.dynamic_slice(r, (i, 1), (2, 3)))(a, s),
+        [X, np.array([0, 5], np.int32)],
+    ),
+    Case(
+        "gather_windows_batched",
+        lambda a, s: jax.vmap(lambda r, i: jax.lax.dynamic_slice(r, (i,), (2,)), (0, 0))(a, s),
+        [X[:, 0], np.array([3, -1], np.int32)],
+    ),
     Case("at_set", lambda a, i: jnp.asarray(a).at[i].set(0.0), [X, IDX2]),
     Case("at_add", lambda a, i, u: jnp.asarray(a).at[:, i].add(u), [X, IDX2, f32(2, 2, 4)]),
     Case("at_set_2d", lambda a, i, u: jnp.asarray(a).at[i, :, 3].set(u), [X, IDX2, f32(2, 3)]),
+    # the general scatter: windows (jnp.polyadd's whole-array one, x.at[:, 1:3]), a window
+    # that does not fit skipped whole, batching dims (a vmapped .at[].set)
+    Case("scatter_whole", jnp.polyadd, [X, Y]),
+    Case("scatter_window", lambda a, u: jnp.asarray(a).at[:, 1:3].add(u), [X, f32(2, 2, 4)]),
+    Case(
+        "scatter_window_skipped",
+        lambda a, i, u: jax.lax.scatter_add(
+            a,
+            i,
+            u,
+            jax.lax.ScatterDimensionNumbers((1,), (), (0,)),
+            mode=jax.lax.GatherScatterMode.FILL_OR_DROP,
+        ),
+        [f32(6), np.array([[1], [4], [-1]], np.int32), f32(3, 3)],
+    ),
+    Case(
+        "scatter_batched",
+        lambda a, i, u: jax.vmap(lambda r, j, v: r.at[j].set(v))(a, i, u),
+        [X, np.array([[2, 0], [1, 1]], np.int32), f32(2, 2, 4)],
+    ),
+    Case("bool_constant", lambda a: jnp.where(np.eye(4, dtype=bool), a, 0.0), [f32(4, 4)]),
     Case(
         "dynamic_slice",
         lambda a, s: jax.lax.dynamic_slice(a, (0, s, 1), (2, 2, 2)),
@@ -282,6 +345,13 @@ CASES = [
     Case("argsort_descending", lambda a: jnp.argsort(a, axis=1, descending=True), [TIES]),
     Case("sort_pair", lambda a, b: jax.lax.sort((a, b), dimension=1, num_keys=1), [X, Y]),
     Case("sort_by_second", lambda a, b: jax.lax.sort((b, a), dimension=2)[1], [X, Y]),
+    # several keys (a lexicographic comparator): stable argsorts from the last key up
+    Case("lexsort", lambda a, b: jnp.lexsort((a, b), axis=1), [INTS_ZEROS, INTS]),
+    Case(
+        "sort_two_keys",
+        lambda a, b, c: jax.lax.sort((a, b, c), dimension=2, num_keys=2),
+        [TIES, np.floor(Y), X],
+    ),
     Case("top_k", lambda a: jax.lax.top_k(a, 2), [X]),
     Case("top_k_ties", lambda a: jax.lax.top_k(a, 3), [TIES]),
     # control flow
@@ -500,19 +570,18 @@ def test_symbolic_reshape_reads_as_a_reshape():
             assert not close(run_torch(g, [x]), [np.asarray(fn(x))], 1e-6, 1e-6), shape
 
 
-def test_unmapped_gather_and_sort_reported_at_once():
-    """A gather of windows (a vmapped dynamic_slice) and a two-key sort map onto no canonical
-    op: both are reported in one error, each with why."""
+def test_bitcast_between_widths_and_complex_reported_at_once():
+    """A bitcast to another width (which changes the shape) and a complex number map onto
+    nothing msc holds: both are reported in one error, each with why."""
 
-    def fn(a, s, k):
-        w = jax.vmap(lambda r, i: jax.lax.dynamic_slice(r, (i, 0), (2, 4)))(a, s)
-        return w, jax.lax.sort((k, a), dimension=0, num_keys=2)[1]
+    def fn(a, k):
+        return jax.lax.bitcast_convert_type(a, jnp.uint8), jnp.sort_complex(k).real
 
     with pytest.raises(UnsupportedOpsError) as e:
-        msc.from_jax(fn, X, np.array([0, 1], np.int32), Y)
+        msc.from_jax(fn, X, Y)
     msg = str(e.value)
-    assert "stablehlo.gather" in msg and "vmapped dynamic_slice" in msg
-    assert "stablehlo.sort" in msg and "comparator" in msg
+    assert "stablehlo.bitcast_convert" in msg and "from f32 to u8 (another width)" in msg
+    assert "stablehlo.convert" in msg and "complex<f32>" in msg
 
 
 def test_control_flow_reads_as_loop_and_if():
@@ -708,3 +777,24 @@ def test_outputs_keep_their_pytree_structure():
     assert msc.from_jax(lambda a: a + 1.0, X).output_tree is None
     assert msc.from_jax(lambda a: (a, a * 2.0), X).output_tree is None
     assert msc.from_jax(lambda a: (a,), X).output_tree == {"tuple": [{"leaf": 0}]}
+
+
+@pytest.mark.parametrize("full", [False, True], ids=["reduced", "full"])
+def test_lapack_svd_reads_as_svd(full):
+    """jnp.linalg.svd (LAPACK's gesdd as a custom_call on CPU) reads as msc's svd: PyTorch
+    agrees on the singular values and the product (U and V's signs are free); ONNX has no
+    SVD and says so."""
+    import codegen.onnx
+
+    def fn(a):
+        u, s, vt = jnp.linalg.svd(a, full_matrices=full)
+        k = s.shape[-1]
+        return s, (u[..., :k] * s[..., None, :]) @ vt[..., :k, :], jnp.polyfit(a[0, :3, 0], s[0], 1)
+
+    a = f32(2, 5, 3)
+    g = msc.from_jax(fn, a)
+    assert "svd" in {n.op for n in g.nodes}
+    ref = [np.asarray(o) for o in fn(a)]
+    assert not close(run_torch(g, [a]), ref, 1e-4, 1e-4)
+    with pytest.raises(UnsupportedOpsError, match="svd"):
+        codegen.onnx.to_model(g)

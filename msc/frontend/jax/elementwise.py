@@ -51,11 +51,9 @@ BINARY = {
     "add": "add",
     "subtract": "sub",
     "multiply": "mul",
-    "divide": "div",
     "maximum": "maximum",
     "minimum": "minimum",
     "power": "pow",
-    "remainder": "fmod",
     "atan2": "atan2",
     "shift_left": "bitshift_left",
 }
@@ -90,6 +88,37 @@ def _binary(op: str):
 
 for _name, _op in BINARY.items():
     converter(f"stablehlo.{_name}")(_binary(_op))
+
+
+def _nonzero_constant(v) -> bool:
+    p = v.producer
+    return p is not None and p.op == "constant" and bool(np.all(p.attrs["value"] != 0))
+
+
+def _integer_by_zero(op: str):
+    """divide / remainder: StableHLO defines an integer division by zero (XLA: x / 0 is all
+    ones, -1 signed; x % 0 is x), where PyTorch raises and onnxruntime fails, so a divisor
+    that may be zero is replaced by one and the defined result selected where it was zero
+    (jnp.gcd's loop divides by the zeros it then discards)."""
+
+    def convert(ctx: Ctx, sop: ShloOp, a, b):
+        if not a.dtype.is_integer or _nonzero_constant(b):
+            return ctx.op(op, a, b)
+        zero = ctx.op("eq", b, ctx.const(0, b.dtype))
+        safe = ctx.op("where", zero, ctx.const(1, b.dtype), b)
+        if op == "fmod":
+            defined = a
+        else:
+            defined = ctx.const(
+                -1 if a.dtype.is_signed else np.iinfo(a.dtype.to_numpy()).max, a.dtype
+            )
+        return ctx.op("where", zero, defined, ctx.op(op, a, safe))
+
+    return convert
+
+
+converter("stablehlo.divide")(_integer_by_zero("div"))
+converter("stablehlo.remainder")(_integer_by_zero("fmod"))
 
 
 def _logical(ops: tuple[str, str]):
@@ -149,14 +178,71 @@ converter("stablehlo.shift_right_arithmetic")(_shift_right("arithmetic"))
 converter("stablehlo.shift_right_logical")(_shift_right("logical"))
 
 
+_SAME_WIDTH_INT = {2: DType.INT16, 4: DType.INT32, 8: DType.INT64}
+
+
+def _total_order_key(ctx: Ctx, x):
+    """A float's bits as the signed integer that orders as IEEE's totalOrder does (-NaN <
+    -inf < ... < -0 < +0 < ... < inf < +NaN): a negative float's magnitude bits flipped, so
+    a larger magnitude is a smaller integer."""
+    to = _SAME_WIDTH_INT.get(x.dtype.itemsize)
+    if to is None:
+        raise Unsupported(f"a TOTALORDER comparison of {x.dtype.value}")
+    i = ctx.op("bitcast", x, to=to)
+    magnitude = ctx.const(np.iinfo(to.to_numpy()).max, to)
+    flipped = ctx.op("bitwise_xor", i, magnitude)
+    return ctx.op("where", ctx.op("lt", i, ctx.const(0, to)), flipped, i)
+
+
 @converter("stablehlo.compare")
 def compare(ctx: Ctx, sop: ShloOp, a, b):
+    """A comparison; TOTALORDER (what jnp.searchsorted and the sort of floats with NaN ask
+    for) compares the floats' total-order keys."""
     direction = str(sop.raw("comparison_direction")).split()[-1].rstrip(">")
     if direction not in COMPARE:
         raise Unsupported(f"comparison direction {direction}")
-    if "TOTALORDER" in str(sop.attr("compare_type", "")):
-        raise Unsupported("a TOTALORDER comparison (NaN ordered)")
+    if "TOTALORDER" in str(sop.attr("compare_type", "")) and a.dtype.is_floating:
+        a, b = _total_order_key(ctx, a), _total_order_key(ctx, b)
     return ctx.op(COMPARE[direction], a, b)
+
+
+@converter("stablehlo.popcnt")
+def popcnt(ctx: Ctx, sop: ShloOp, x):
+    """The set bits of each integer (jnp.bitwise_count), exact: neither torch nor ONNX counts
+    bits, so fields of 1, 2, 4 bits are summed in place (the SWAR count), then the bytes. The
+    top bit is counted apart, so no sum overflows a signed type."""
+    dt = x.dtype
+    if not dt.is_integer:
+        raise Unsupported(f"a popcnt of {dt.value}")
+    w = dt.bits
+
+    def c(v: int):
+        return ctx.const(v, dt)
+
+    def shr(v, n: int):  # arithmetic or logical alike: every use masks the bits shifted in
+        return ctx.op("bitshift_right", v, c(n))
+
+    top = ctx.op("bitwise_and", shr(x, w - 1), c(1))
+    y = ctx.op("bitwise_and", x, c(2 ** (w - 1) - 1))
+    for n, byte in ((1, 0x55), (2, 0x33), (4, 0x0F)):
+        mask = c(int.from_bytes(bytes([byte]) * (w // 8), "little"))
+        lo, hi = ctx.op("bitwise_and", y, mask), ctx.op("bitwise_and", shr(y, n), mask)
+        y = ctx.op("add", lo, hi)
+    n = 8
+    while n < w:  # each byte holds its count: add them into the lowest
+        y = ctx.op("add", y, shr(y, n))
+        n *= 2
+    return ctx.op("add", ctx.op("bitwise_and", y, c(0xFF if w > 8 else 0x7F)), top)
+
+
+@converter("stablehlo.bitcast_convert")
+def bitcast_convert(ctx: Ctx, sop: ShloOp, x):
+    """A reinterpretation of the bits (jnp.signbit, copysign, frexp, nextafter); one between
+    widths (an f32 as four u8) changes the shape, which msc's bitcast does not."""
+    to = ctx.out_type().dtype
+    if to.itemsize != x.dtype.itemsize:
+        raise Unsupported(f"a bitcast_convert from {x.dtype.value} to {to.value} (another width)")
+    return ctx.op("bitcast", x, to=to)
 
 
 @converter("stablehlo.select")

@@ -49,8 +49,12 @@ def dot_general(ctx: Ctx, sop: ShloOp, a, b):
         and rr == nb + 2
         and rc == [nb]
         and rb == lb == list(range(nb))
-    ):
-        return ctx.op("matmul", a, b)
+    ):  # a batch of vectors times a batch of matrices (jnp.vecmat): matmul broadcasts a 2-d
+        # left operand as one matrix, so the vector gets its row dim and loses it again
+        if nb == 0:
+            return ctx.op("matmul", a, b)
+        row = ctx.op("unsqueeze", a, axes=[nb])
+        return ctx.op("squeeze", ctx.op("matmul", row, b), axes=[nb])
     letters = iter(string.ascii_letters)
     la = [""] * ra
     lr = [""] * rr

@@ -151,7 +151,10 @@ def dense_array(a: Any) -> np.ndarray:
     if dt is DType.BOOL:
         if a.is_splat:
             return np.full(t.shape, bool(ir.BoolAttr(a.get_splat_value()).value))
-        return np.array([bool(ir.IntegerAttr(a[i]).value) for i in range(len(a))]).reshape(t.shape)
+        # the bindings give an i1 element as a Python int, or (older ones) as an IntegerAttr
+        items = (a[i] for i in range(len(a)))
+        flat = [bool(v if isinstance(v, int) else ir.IntegerAttr(v).value) for v in items]
+        return np.array(flat, dtype=bool).reshape(t.shape)
     if dt is DType.BFLOAT16:
         raise Unsupported("a bf16 constant")
     shape = tuple(int(d) for d in t.shape)

@@ -151,6 +151,64 @@ def _comparator(sop: ShloOp) -> tuple[int, bool]:
     return i // 2, descending
 
 
+def _key_compare(v, args: list, directions: tuple[str, ...]) -> tuple[int, str] | None:
+    """(the key, the direction) when ``v`` is a compare of one key's two elements (through
+    JAX's float canonicalization), the first element on the left; else None."""
+    op = getattr(v.owner, "operation", None)
+    if op is None or op.name != "stablehlo.compare" or _direction(op) not in directions:
+        return None
+    i, j = (_sort_source(u, args) for u in op.operands)
+    if i is None or j is None or i // 2 != j // 2 or i == j:
+        return None
+    d = _direction(op)
+    if i > j:
+        d = {"LT": "GT", "GT": "LT"}.get(d, d)
+    return i // 2, d
+
+
+def _lexicographic(v, args: list) -> list[tuple[int, bool]] | None:
+    """The keys, most significant first, each (operand, descending), of a comparator JAX
+    writes for ``lax.sort(..., num_keys=n)`` / jnp.lexsort: ``k0 < k0' or (k0 == k0' and
+    (k1 < k1' or ...))``; None for any other comparator."""
+    one = _key_compare(v, args, ("LT", "GT"))
+    if one is not None:
+        return [(one[0], one[1] == "GT")]
+    op = getattr(v.owner, "operation", None)
+    if op is None or op.name != "stablehlo.or":
+        return None
+    first, tie = list(op.operands)
+    head = _key_compare(first, args, ("LT", "GT"))
+    inner = getattr(tie.owner, "operation", None)
+    if head is None or inner is None or inner.name != "stablehlo.and":
+        return None
+    a, b = list(inner.operands)
+    for eq, rest in ((a, b), (b, a)):
+        same = _key_compare(eq, args, ("EQ",))
+        if same is not None and same[0] == head[0]:
+            tail = _lexicographic(rest, args)
+            if tail is not None and head[0] not in [k for k, _ in tail]:
+                return [(head[0], head[1] == "GT"), *tail]
+    return None
+
+
+def _lex_sort(ctx: Ctx, sop: ShloOp, xs: tuple, keys: list[tuple[int, bool]]) -> tuple:
+    """A sort by several keys as stable argsorts from the least significant key up, each
+    reordering the order so far; every operand is then gathered by the order."""
+    axis = sop.attr("dimension")
+    order = None
+    for k, descending in reversed(keys):
+        x = xs[k] if order is None else ctx.op("gather_elements", xs[k], order, axis=axis)
+        step = ctx.op("argsort", x, axis=axis, descending=descending, stable=True)
+        order = step if order is None else ctx.op("gather_elements", order, step, axis=axis)
+    outs = []
+    for k, v in enumerate(xs):
+        if _is_iota(sop, k, axis):
+            outs.append(ctx.cast(order, v.dtype))
+        else:
+            outs.append(ctx.op("gather_elements", v, order, axis=axis))
+    return tuple(outs)
+
+
 def _is_iota(sop: ShloOp, k: int, axis: int) -> bool:
     src = sop.op.operands[k].owner
     return (
@@ -161,8 +219,17 @@ def _is_iota(sop: ShloOp, k: int, axis: int) -> bool:
 @converter("stablehlo.sort")
 def sort(ctx: Ctx, sop: ShloOp, *xs):
     """jnp.sort / argsort / lax.sort with one key: sort (or argsort when only the order is
-    used); every other operand is reordered by the indices (an iota along the axis is them)."""
-    key, descending = _comparator(sop)
+    used); every other operand is reordered by the indices (an iota along the axis is them).
+    A lexicographic comparator (several keys) sorts by each key in turn (``_lex_sort``)."""
+    try:
+        key, descending = _comparator(sop)
+    except Unsupported:
+        block = sop.op.regions[0].blocks[0]
+        ret = list(block.operations)[-1].operation
+        keys = _lexicographic(ret.operands[0], list(block.arguments))
+        if keys is None:
+            raise
+        return _lex_sort(ctx, sop, xs, keys)
     axis = sop.attr("dimension")
     stable = bool(sop.attr("is_stable", False))
     x = xs[key]

@@ -220,8 +220,8 @@ def _indexed(ctx: Ctx, x, parts: list, axes: list[int]):
 @converter("stablehlo.gather")
 def gather(ctx: Ctx, sop: ShloOp, x, idx):
     """Indexing (``x[i]``, ``jnp.take``, ``x[i, j]``) onto gather / index, and
-    ``take_along_axis`` onto gather_elements; a gather of windows smaller than the operand
-    (what a vmapped dynamic_slice gives) maps to neither."""
+    ``take_along_axis`` onto gather_elements; any other gather (windows smaller than the
+    operand, as a vmapped dynamic_slice gives) element by element (``_gather_windows``)."""
     from jaxlib.mlir.dialects import stablehlo as sh
 
     d = sh.GatherDimensionNumbers(sop.raw("dimension_numbers"))
@@ -234,18 +234,8 @@ def gather(ctx: Ctx, sop: ShloOp, x, idx):
         raise Unsupported(f"gather from a shape msc does not know ({shape})")
     r = len(shape)
     for a in range(r):
-        if a in smap or a in ob:
-            if sizes[a] != 1:
-                raise Unsupported(
-                    f"a gather of windows of {sizes[a]} along indexed dim {a} (a slice at "
-                    "run-time offsets per index, as a vmapped dynamic_slice gives: msc's gather "
-                    "and index take one element along an indexed dim)"
-                )
-        elif sizes[a] != shape[a]:
-            raise Unsupported(
-                f"a gather of windows {sizes} smaller than the operand {shape} (a sliding "
-                "window, not an indexing)"
-            )
+        if (sizes[a] != 1) if (a in smap or a in ob) else (sizes[a] != shape[a]):
+            return _gather_windows(ctx, sop, x, idx, d, sizes)
     parts = _index_parts(ctx, idx, ivd)
     if len(parts) > 1:  # msc's index takes i64 (torch's advanced indexing, ONNX GatherND)
         parts = [ctx.cast(p, DType.INT64) for p in parts]
@@ -281,6 +271,55 @@ def gather(ctx: Ctx, sop: ShloOp, x, idx):
     return y
 
 
+def _gather_windows(ctx: Ctx, sop: ShloOp, x, idx, d, sizes: list[int]):
+    """The general gather, element by element: every output element reads the operand at
+    its window's start (clamped so the window fits, as StableHLO does; zero on dims the index
+    does not map) plus its offset in the window, a batching dim at the position along it;
+    one ``index`` over every operand dim reads them (a vmapped dynamic_slice)."""
+    offset, collapsed = list(d.offset_dims), list(d.collapsed_slice_dims)
+    smap, ivd = list(d.start_index_map), d.index_vector_dim
+    xb, ib = list(d.operand_batching_dims), list(d.start_indices_batching_dims)
+    shape = _static(x.type.shape, "gather")
+    out = _static(ctx.out_type().shape, "gather")
+    r, orank = len(shape), len(out)
+    bo = [p for p in range(orank) if p not in offset]  # the output's batch dims
+    wdims = [a for a in range(r) if a not in collapsed and a not in xb]  # in offset's order
+    bdims = [i for i in range(idx.type.rank) if i != ivd]
+    if len(bdims) != len(bo) or len(wdims) != len(offset):
+        raise Unsupported("a gather whose output does not match its index and windows")
+    parts = [ctx.cast(p, DType.INT64) for p in _index_parts(ctx, idx, ivd)] if smap else []
+
+    def spread(v, at: list[int]):
+        """``v`` (dims at output dims ``at``) broadcast to the output's shape."""
+        view = [1] * orank
+        for p, n in zip(at, v.type.shape):
+            view[p] = n
+        if list(v.type.shape) != view:
+            v = ctx.op("reshape", v, shape=view)
+        return v if view == out else ctx.op("expand", v, shape=out)
+
+    def iota(p: int):
+        n = out[p]
+        return spread(ctx.op("arange", start=0.0, end=float(n), step=1.0, dtype=DType.INT64), [p])
+
+    starts = {a: _clamp_index(ctx, q, shape[a] - sizes[a] + 1) for a, q in zip(smap, parts)}
+    index = []
+    for a in range(r):
+        if a in xb:
+            index.append(iota(bo[bdims.index(ib[xb.index(a)])]))
+        elif a in collapsed:
+            start = starts.get(a)
+            index.append(
+                spread(start, bo)
+                if start is not None
+                else spread(ctx.const(np.zeros([1] * orank), DType.INT64), [])
+            )
+        else:
+            off = iota(offset[wdims.index(a)])
+            index.append(ctx.op("add", spread(starts[a], bo), off) if a in starts else off)
+    return ctx.op("index", x, *index, axes=list(range(r)))
+
+
 def _scatter_body(sop: ShloOp) -> bool:
     """True for an add (``.at[].add``), False for a set (``.at[].set``)."""
     block = sop.op.regions[0].blocks[0]
@@ -307,19 +346,19 @@ def scatter(ctx: Ctx, sop: ShloOp, *args):
     d = sh.ScatterDimensionNumbers(sop.raw("scatter_dimension_numbers"))
     uw, inserted = list(d.update_window_dims), list(d.inserted_window_dims)
     smap, ivd = list(d.scattered_dims_to_operand_dims), d.index_vector_dim
-    if list(d.input_batching_dims):
-        raise Unsupported("a batched scatter")
     accumulate = _scatter_body(sop)
     shape = _static(x.type.shape, "scatter")
     ushape = _static(upd.type.shape, "scatter")
     r = len(shape)
-    if sorted(inserted) != sorted(smap) or len(set(smap)) != len(smap):
-        raise Unsupported("a scatter of windows into dims it indexes (not x.at[idx])")
     window = [a for a in range(r) if a not in inserted]
-    if [ushape[p] for p in uw] != [shape[a] for a in window]:
-        raise Unsupported(
-            f"a scatter of windows {[ushape[p] for p in uw]} smaller than the operand {shape}"
-        )
+    if (
+        list(d.input_batching_dims)
+        or not smap
+        or sorted(inserted) != sorted(smap)
+        or len(set(smap)) != len(smap)
+        or [ushape[p] for p in uw] != [shape[a] for a in window]
+    ):
+        return _scatter_windows(ctx, x, idx, upd, d, shape, ushape, accumulate)
     parts = [ctx.cast(p, DType.INT64) for p in _index_parts(ctx, idx, ivd)]
     order = sorted(range(len(smap)), key=lambda i: smap[i])
     axes, parts = [smap[i] for i in order], [parts[i] for i in order]
@@ -338,22 +377,89 @@ def scatter(ctx: Ctx, sop: ShloOp, *args):
     return _dropping_out_of_range(ctx, x, upd, parts, axes, shape, accumulate)
 
 
-def _dropping_out_of_range(ctx: Ctx, x, upd, parts: list, axes: list[int], shape, accumulate):
+def _dropping_out_of_range(
+    ctx: Ctx, x, upd, parts: list, axes: list[int], shape, accumulate, ok=None, checked=None
+):
     """index_put that skips the updates whose index is out of range, as StableHLO's scatter
     does: ``x`` padded by one slot at the end of each indexed axis, every component of an
-    out-of-range index sent to that slot, and the slot sliced off again."""
+    out-of-range index sent to that slot, and the slot sliced off again. ``ok`` (where the
+    caller knows better: a whole window is in range or skipped) marks the updates kept, and
+    ``checked`` the axes that can be out of range (default: every indexed axis)."""
     r = len(shape)
-    pads = [0] * r + [1 if a in axes else 0 for a in range(r)]
+    checked = axes if checked is None else checked
+    pads = [0] * r + [1 if a in checked else 0 for a in range(r)]
     zero = ctx.const(0, x.dtype)
     padded = ctx.op("pad", x, None, zero, pads=pads, mode="constant")
-    ok = None
-    for q, a in zip(parts, axes):
-        lo, hi = ctx.const(0, q.dtype), ctx.const(shape[a], q.dtype)
-        here = ctx.op("logical_and", ctx.op("ge", q, lo), ctx.op("lt", q, hi))
-        ok = here if ok is None else ctx.op("logical_and", ok, here)
-    slots = [ctx.op("where", ok, q, ctx.const(shape[a], q.dtype)) for q, a in zip(parts, axes)]
+    if ok is None:
+        for q, a in zip(parts, axes):
+            lo, hi = ctx.const(0, q.dtype), ctx.const(shape[a], q.dtype)
+            here = ctx.op("logical_and", ctx.op("ge", q, lo), ctx.op("lt", q, hi))
+            ok = here if ok is None else ctx.op("logical_and", ok, here)
+    slots = [
+        ctx.op("where", ok, q, ctx.const(shape[a], q.dtype)) if a in checked else q
+        for q, a in zip(parts, axes)
+    ]
     out = ctx.op("index_put", padded, upd, *slots, axes=axes, accumulate=accumulate)
-    return ctx.op("slice", out, starts=[0] * len(axes), ends=[shape[a] for a in axes], axes=axes)
+    return ctx.op(
+        "slice", out, starts=[0] * len(checked), ends=[shape[a] for a in checked], axes=checked
+    )
+
+
+def _scatter_windows(ctx: Ctx, x, idx, upd, d, shape, ushape, accumulate):
+    """The general scatter, element by element: every update element's operand index is its
+    window's start (zero on dims the index does not map) plus its offset in the window, and a
+    batching dim's index is the position along it; one index_put over every operand dim
+    takes them. A window that does not fit whole is skipped, as StableHLO says (``x.at[1:4]``
+    as jnp writes it, ``jnp.unique``'s and ``polydiv``'s window updates, argpartition's
+    batched scatter)."""
+    uw, inserted = list(d.update_window_dims), list(d.inserted_window_dims)
+    smap, ivd = list(d.scattered_dims_to_operand_dims), d.index_vector_dim
+    xb, ib = list(d.input_batching_dims), list(d.scatter_indices_batching_dims)
+    r, ur = len(shape), len(ushape)
+    us = [p for p in range(ur) if p not in uw]  # the update's scatter (batch) dims
+    wdims = [a for a in range(r) if a not in inserted and a not in xb]  # in uw's order
+    bdims = [i for i in range(idx.type.rank) if i != ivd]  # the index's batch dims
+    if len(bdims) != len(us) or len(wdims) != len(uw):
+        raise Unsupported("a scatter whose updates do not match its index and windows")
+    parts = [ctx.cast(p, DType.INT64) for p in _index_parts(ctx, idx, ivd)] if smap else []
+
+    def spread(v, at: list[int]):
+        """``v`` (dims at update dims ``at``) broadcast to the update's shape."""
+        view = [1] * ur
+        for p, n in zip(at, v.type.shape):
+            view[p] = n
+        if list(v.type.shape) != view:
+            v = ctx.op("reshape", v, shape=view)
+        return v if view == ushape else ctx.op("expand", v, shape=ushape)
+
+    def iota(p: int):
+        n = ushape[p]
+        return spread(ctx.op("arange", start=0.0, end=float(n), step=1.0, dtype=DType.INT64), [p])
+
+    starts = {a: spread(q, us) for a, q in zip(smap, parts)}
+    index, ok, checked = [], None, []
+    for a in range(r):
+        if a in xb:
+            index.append(iota(us[bdims.index(ib[xb.index(a)])]))
+            continue
+        if a in inserted:
+            size, v = 1, starts.get(a)
+            v = v if v is not None else spread(ctx.const(np.zeros([1] * ur), DType.INT64), [])
+        else:
+            p = uw[wdims.index(a)]
+            size, off = ushape[p], iota(p)
+            v = ctx.op("add", starts[a], off) if a in starts else off
+        index.append(v)
+        if a in starts and not _in_range(parts[smap.index(a)], shape[a] - size + 1):
+            lo, hi = ctx.const(0, DType.INT64), ctx.const(shape[a] - size, DType.INT64)
+            q = starts[a]
+            here = ctx.op("logical_and", ctx.op("ge", q, lo), ctx.op("le", q, hi))
+            ok = here if ok is None else ctx.op("logical_and", ok, here)
+            checked.append(a)
+    axes = list(range(r))
+    if ok is None:
+        return ctx.op("index_put", x, upd, *index, axes=axes, accumulate=accumulate)
+    return _dropping_out_of_range(ctx, x, upd, index, axes, shape, accumulate, ok, checked)
 
 
 def _start(ctx: Ctx, s, n: int):
