@@ -36,7 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from msc.analysis.model import ExportFailed, Model, generated_module, load_model
+from msc.analysis.model import ExportFailed, Model, load_model
+from msc.analysis.pysource import generated_module
 from msc.analysis.shapes import (
     DynamicDim,
     InputShape,

@@ -73,11 +73,11 @@ def _specs(args: argparse.Namespace):
 
 def _is_module(src: str) -> bool:
     """Sources exported from a PyTorch module, for which --input-shape gives the example
-    inputs (module.py:Class, a codegen.torch directory) rather than binding symbols."""
-    from pathlib import Path
+    inputs (module.py:Class, a codegen.torch directory or its model.py) rather than binding
+    symbols."""
+    from msc.analysis.pysource import exports_module
 
-    p = Path(src)
-    return (":" in src and not p.exists()) or (p.is_dir() and (p / "model.py").is_file())
+    return exports_module(src)
 
 
 def _load(src: str, args: argparse.Namespace, say: Callable[[str], None]):
