@@ -93,6 +93,19 @@ def test_inspect_and_convert_read_the_file(generated, tmp_path) -> None:
     assert json.loads(p.stdout)["weight_changes"] == []
 
 
+def test_weights_only_lists_the_weights_beside_it(generated) -> None:
+    d = generated
+    p = run("inspect", d / "out" / "model.py", "--weights-only", "--json")
+    r = json.loads(p.stdout)
+    assert r["source"] == str(d / "out" / "model.safetensors"), r
+    assert sorted(t["name"] for t in r["tensors"]) == [
+        "fc.bias",
+        "fc.weight",
+        "norm.bias",
+        "norm.weight",
+    ]
+
+
 def test_the_file_runs_with_the_weights_beside_it(generated) -> None:
     """What verify ran is the file's weights: model.safetensors, as load() reads them."""
     from safetensors.numpy import load_file
