@@ -21,7 +21,7 @@ pytest.importorskip("safetensors", reason="generated PyTorch code loads its weig
 
 from tests.analysis.test_cli import run  # noqa: E402
 
-USER_MODULE = '''
+USER_MODULE = """
 import torch
 import torch.nn as nn
 
@@ -34,7 +34,7 @@ class Net(nn.Module):
 
     def forward(self, x):
         return torch.relu(self.norm(self.fc(x)))
-'''
+"""
 
 
 @pytest.fixture(scope="module")
