@@ -75,6 +75,7 @@ def weight_file(path: str | os.PathLike) -> Path:
     p = Path(path)
     if p.suffix.lower() == ".py" and generated_source(p) in ("torch", "jax"):
         p = p.parent
+    if p.is_dir():
         for name in WEIGHT_FILES:
             f = own_file(p, name)
             if f.is_file():
