@@ -11,6 +11,7 @@ not fit, is one ``msc: error:`` line.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 
 import numpy as np
@@ -170,3 +171,25 @@ def test_generated_jax_code_is_refused_with_what_to_give(generated, tmp_path) ->
     for ref in (out, out / "model.py"):
         line = _one_error_line(run("inspect", ref, ok=None))
         assert "JAX code msc generated" in line and ".jaxexport" in line, line
+
+
+def test_a_generated_keras_file_is_read_as_its_directory(generated, tmp_path) -> None:
+    os.environ.setdefault("KERAS_BACKEND", "torch")  # as tests/analysis/test_cli_keras.py
+    pytest.importorskip("keras", reason="the keras extra is not installed")
+    d = generated
+    out = tmp_path / "keras"
+    run("convert", d / "net.pt2", "--to", "keras", "-o", out, "-q")
+    p = run("verify", d / "net.pt2", out / "model.py", "--json")
+    assert json.loads(p.stdout)["ok"], p.stdout
+    # Keras holds a Dense kernel transposed: the weights compare as the same up to layout.
+    p = run("diff", d / "net.pt2", out / "model.py", "--json")
+    assert json.loads(p.stdout)["equivalent"], p.stdout
+
+
+def test_convert_does_not_replace_the_directory_of_its_source(generated) -> None:
+    d = generated
+    before = (d / "out" / "model.py").read_bytes()
+    for src in (d / "out" / "model.py", f"{d / 'out' / 'model.py'}:Net"):
+        line = _one_error_line(run("convert", src, "--to", "torch", "-o", d / "out", ok=None))
+        assert "the output is the model being converted" in line, line
+    assert (d / "out" / "model.py").read_bytes() == before
