@@ -45,6 +45,16 @@ __all__ = [
 ]
 
 
+# The weights file beside a generated model.py, by the codegen that wrote it (what its load()
+# reads by default).
+_WEIGHTS_BESIDE = {
+    "torch": "model.safetensors",
+    "keras": "model.weights.npz",
+    "jax": "weights.safetensors",
+}
+_KIND_NAMES = {"torch": "PyTorch", "keras": "Keras", "jax": "JAX"}
+
+
 def load_keras_source(code: Path, say: Callable[[str], None], label: str) -> Model:
     """A codegen.keras ``model.py`` (given as its directory or as the file): it is imported
     (Python code: it runs) and its ``load()`` builds the model with the weights of the
@@ -63,15 +73,6 @@ def load_keras_source(code: Path, say: Callable[[str], None], label: str) -> Mod
     return Model(msc.from_keras(model), "keras", label, model)
 
 
-# The weights file beside a generated model.py, by the codegen that wrote it (what its load()
-# reads by default).
-_WEIGHTS_BESIDE = {
-    "torch": "model.safetensors",
-    "keras": "model.weights.npz",
-    "jax": "weights.safetensors",
-}
-
-
 def generated_weights(code: str | os.PathLike) -> Path | None:
     """The weights file a ``model.py`` msc generated reads (beside it), whether or not it
     exists; None for any other file. Reads the file's first bytes only."""
@@ -87,9 +88,6 @@ def _weights_beside(code: Path, kind: str) -> Path:
             f"is not beside it (its load() reads them from there)"
         )
     return weights
-
-
-_KIND_NAMES = {"torch": "PyTorch", "keras": "Keras", "jax": "JAX"}
 
 
 def jax_source_error(code: Path) -> MscError:
