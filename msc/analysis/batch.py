@@ -169,8 +169,9 @@ def _models_in(directory: Path) -> list[str]:
 
 
 def _is_module(src: str) -> bool:
-    p = Path(src)
-    return (":" in src and not p.exists()) or (p.is_dir() and (p / "model.py").is_file())
+    from msc.analysis.pysource import exports_module
+
+    return exports_module(src)
 
 
 def _path_of(model: str) -> str:
@@ -346,11 +347,16 @@ def _spec_hash(job: Mapping[str, Any]) -> str:
 
 # ------------------------------------------------------------------------------ hashing
 def _input_files(model: str) -> list[Path]:
-    """The files a model reference reads: a directory's files, a .py file, an .onnx file and
-    its external data, else the file."""
+    """The files a model reference reads: a directory's files, a .py file (with the weights
+    beside a generated model.py), an .onnx file and its external data, else the file."""
+    from msc.analysis.pysource import generated_weights
+
     p = Path(_path_of(model))
     if p.is_dir():
         return sorted(f for f in p.rglob("*") if f.is_file() and "__pycache__" not in f.parts)
+    weights = generated_weights(p) if p.suffix.lower() == ".py" else None
+    if weights is not None and weights.is_file():
+        return [p, weights]
     if p.suffix.lower() == ".onnx" and p.is_file():
         import onnx
 

@@ -36,7 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from msc.analysis.model import ExportFailed, Model, generated_module, load_model
+from msc.analysis.model import ExportFailed, Model, load_model
+from msc.analysis.pysource import generated_module
 from msc.analysis.shapes import (
     DynamicDim,
     InputShape,
@@ -341,11 +342,15 @@ def convert(
         raise MscError("--no-optimize applies to the onnx target only")
     if decompose and target != "onnx":
         raise MscError("--decompose applies to the onnx target only")
+    # The source file (module.py of module.py:Class), or a directory holding it (a generated
+    # model.py and its weights given as the file): replaced only with --force.
+    text = os.fspath(src)
+    src_p = Path(text.rpartition(":")[0] if ":" in text and not Path(text).exists() else text)
     if (
         not force
-        and Path(src).exists()
+        and src_p.exists()
         and out_p.exists()
-        and out_p.resolve() == Path(src).resolve()
+        and (out_p.resolve() == src_p.resolve() or out_p.resolve() in src_p.resolve().parents)
     ):
         raise MscError(
             f"{out_p}: the output is the model being converted; pass --force to replace it"

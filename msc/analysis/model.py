@@ -14,6 +14,11 @@ Sources ``load_model`` understands:
 - ``module.py:ClassName`` -- a Python file defining an ``nn.Module`` built with no arguments,
   exported with example inputs from ``--input-shape`` (forward parameters by name).
 
+A ``model.py`` a codegen wrote, given as a file, is read as its directory, and
+``model.py:Class`` naming the class its ``load()`` builds gets the weights beside it, not a
+random initialization (msc.analysis.pysource). Any other ``.py`` file is TVMScript, or needs
+``:ClassName``.
+
 A ``Model`` runs in its own framework where it has one (onnxruntime for ONNX, the exported or
 eager module for PyTorch, LiteRT's interpreter for TFLite) and through ``codegen.torch`` for an
 msc graph. ``run`` can also return the values of named intermediate graph values; for that, a
@@ -45,19 +50,24 @@ import numpy as np
 from msc.analysis.shapes import (
     DynamicDim,
     InputShape,
-    concrete_shape,
-    dynamic_items,
     parse_dynamic,
     specialize,
     symbols,
 )
 from msc.errors import BadModelError, MscError, UnsupportedOpsError
+from msc.io.marker import generated_source
 from msc.ir.dtype import DType
 from msc.ir.graph import Graph
-from msc.ir.types import TensorType
 from msc.ir.validate import non_numeric_values
 
-__all__ = ["Model", "load_model", "graph_of", "to_torch", "from_torch_value", "flatten"]
+__all__ = [
+    "Model",
+    "load_model",
+    "graph_of",
+    "to_torch",
+    "from_torch_value",
+    "flatten",
+]
 
 _counter = itertools.count()
 
@@ -420,22 +430,6 @@ def _run_keras(model: Any, args: list[Any]) -> list[np.ndarray]:
     return [np.asarray(keras.ops.convert_to_numpy(o)) for o in flatten(out)]
 
 
-def _load_keras_source(path: Path, say: Callable[[str], None]) -> Model:
-    """A codegen.keras directory: model.py is imported (Python code: it runs) and its
-    ``load()`` builds the model with the weights of model.weights.npz."""
-    import msc
-    from msc.frontend.keras import keras_module
-
-    keras_module()
-    say("building the Keras model from model.py")
-    load = _import_file(path / "model.py", "load")
-    try:
-        model = load(str(path / "model.weights.npz"))
-    except (Exception, SystemExit) as e:
-        raise MscError(f"{path}: model.py's load() failed: {type(e).__name__}: {e}") from None
-    return Model(msc.from_keras(model), "keras", str(path), model)
-
-
 # ---------------------------------------------------------------------------- loading
 def _torch_dtype(dt: DType):
     import torch
@@ -655,6 +649,7 @@ def load_model(
     contains: unpickling .pt2 members, TVMScript beyond the subset msc reads without running
     it; only for files from a trusted source."""
     import msc
+    from msc.analysis import pysource
 
     say = progress or (lambda s: None)
     text = os.fspath(src)
@@ -666,6 +661,12 @@ def load_model(
             raise MscError(f"{file}: no such file")
         if not cls.isidentifier():
             raise MscError(f"{text}: expected module.py:ClassName")
+        if generated_source(fp) == "torch":
+            top = pysource.model_class(fp)
+            if cls == top:  # the module load() builds: with its weights, as load() sets them
+                return pysource.load_torch_source(fp, input_specs, dynamic, say, custom_ops, text)
+            if top is not None:  # a block class: built as written, its weights random
+                say(f"{cls} is not {file}'s model class ({top}): built without its weights")
         say(f"building {cls} from {file}")
         factory = _import_file(fp, cls)
         try:
@@ -684,10 +685,13 @@ def load_model(
             if (path / "graph.msc").is_file():
                 say("loading the msc graph")
                 return Model(msc.load(path).validate(), "msc", text)
-            if (path / "model.py").is_file() and (path / "model.weights.npz").is_file():
-                return _load_keras_source(path, say)
-            if (path / "model.py").is_file():
-                return _load_torch_source(path, input_specs, dynamic, say, custom_ops)
+            code = path / "model.py"
+            if code.is_file() and (path / "model.weights.npz").is_file():
+                return pysource.load_keras_source(code, say, text)
+            if code.is_file() and generated_source(code) == "jax":
+                raise pysource.jax_source_error(code)
+            if code.is_file():
+                return pysource.load_torch_source(code, input_specs, dynamic, say, custom_ops, text)
             if (path / "module.py").is_file() and (path / "model.safetensors").is_file():
                 return _load_relax(
                     path / "module.py", path / "model.safetensors", say, trust_pickle
@@ -698,6 +702,14 @@ def load_model(
             )
         suffix = path.suffix.lower()
         if suffix == ".py":
+            kind = generated_source(path)
+            if kind == "torch":
+                return pysource.load_torch_source(path, input_specs, dynamic, say, custom_ops, text)
+            if kind == "keras":
+                return pysource.load_keras_source(path, say, text)
+            if kind == "jax":
+                raise pysource.jax_source_error(path)
+            pysource.refuse_plain_python(path)
             return _load_relax(path, None, say, trust_pickle)
         if suffix == ".onnx":
             say("importing the ONNX model")
@@ -850,89 +862,6 @@ def _load_pt2(path: str, trust_pickle: bool = False) -> Any:
         raise MscError(f"{path}: cannot load the ExportedProgram: {why}") from None
     finally:
         log.handlers[:], log.propagate = saved
-
-
-def _load_torch_source(path: Path, specs, dynamic, say, custom_ops: str = "error") -> Model:
-    """A directory written by ``codegen.torch.save``: import its model.py, build the module
-    with its weights (the file's own ``load()``), and export it with ``--input-shape``."""
-    say("loading the generated PyTorch module")
-    load = _import_file(path / "model.py", "load")
-    # The file's NAMES map (code identifier -> source name): the graph's inputs keep the
-    # source model's names (``input.1``, ``class``), not the identifiers Python needed.
-    names = getattr(load, "__globals__", {}).get("NAMES", {})
-    if not isinstance(names, dict) or not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in names.items()
-    ):
-        names = {}
-    try:
-        module = load(str(path / "model.safetensors"))
-    except (Exception, SystemExit) as e:
-        raise MscError(f"{path}: building the module failed: {type(e).__name__}: {e}") from None
-    params = set(pyinspect.signature(module.forward).parameters)
-    source = {k: v for k, v in names.items() if k in params}
-    if not specs:
-        declared = _declared_inputs(type(module).__doc__ or "")
-        if declared is None:
-            raise MscError(
-                f"{path}: give the input shapes to export the generated module with, "
-                "e.g. --input-shape x=1,3,224,224"
-            )
-        declared = [(source.get(n, n), t) for n, t in declared]  # by source name
-        specs = [InputShape(n, concrete_shape(t, {}), t.dtype) for n, t in declared]
-        if not dynamic:
-            g = Graph()
-            for n, t in declared:
-                g.add_input(n, t)
-            dynamic = dynamic_items(g)
-    say("exporting with torch.export")
-    g, ex = _from_module(module, specs, dynamic, str(path), source, custom_ops)
-    return Model(g, "torch-source", str(path), module, ex)
-
-
-def generated_module(path: str | os.PathLike, graph: Graph) -> Model:
-    """A codegen.torch directory run as it is (eagerly), described by ``graph``, the graph it
-    was generated from: for code torch.export cannot capture. This imports and runs model.py."""
-    path = Path(path)
-    load = _import_file(path / "model.py", "load")
-    try:
-        module = load(str(path / "model.safetensors"))
-    except (Exception, SystemExit) as e:
-        raise MscError(f"{path}: building the module failed: {type(e).__name__}: {e}") from None
-    return Model(graph, "torch-source", str(path), module)
-
-
-def _declared_inputs(doc: str) -> list[tuple[str, TensorType]] | None:
-    """The inputs a codegen.torch class docstring declares (``Inputs: x: f32[N, 3], ...``),
-    types parsed by the msc text parser; None when absent or unreadable."""
-    from msc.text import ParseError, from_text
-
-    text = " ".join(doc.split())  # a long docstring is wrapped over lines
-    if ". Outputs: " in text:  # the output types follow the inputs
-        text = text[: text.rindex(". Outputs: ")] + "."
-    m = re.search(r"Inputs: (.*)\.\s*$", text, re.S)
-    if m is None or m.group(1) == "none":
-        return None
-    items, depth, cur = [], 0, ""
-    for ch in m.group(1):
-        depth += ch in "[{"
-        depth -= ch in "]}"
-        if ch == "," and depth == 0:
-            items.append(cur.strip())
-            cur = ""
-        else:
-            cur += ch
-    items.append(cur.strip())
-    out = []
-    for item in items:
-        name, sep, ty = item.partition(": ")
-        if not sep or not name.isidentifier():
-            return None
-        try:
-            g = from_text(f"graph t {{\n  input %x: {ty}\n  output %x\n}}\n")
-        except (ParseError, ValueError):
-            return None
-        out.append((name, g.inputs[0].type))
-    return out
 
 
 def graph_of(src: str | os.PathLike | Graph | Model, **kw: Any) -> Graph:

@@ -21,6 +21,7 @@ from typing import Any
 from msc.analysis.symbolic import human
 from msc.errors import MscError
 from msc.io import own_file, safetensors
+from msc.io.marker import generated_source
 from msc.ir.dtype import DType
 from msc.ir.tensor import FileRegion
 
@@ -68,9 +69,12 @@ class WeightsReport:
 
 
 def weight_file(path: str | os.PathLike) -> Path:
-    """The safetensors file of ``path``: itself, or the weight file of a model directory (a
-    symbolic link out of the directory is refused)."""
+    """The safetensors file of ``path``: itself, the weight file of a model directory (a
+    symbolic link out of the directory is refused), or the one beside a generated model.py
+    (known by its first line: not imported)."""
     p = Path(path)
+    if p.suffix.lower() == ".py" and generated_source(p) in ("torch", "jax"):
+        p = p.parent
     if p.is_dir():
         for name in WEIGHT_FILES:
             f = own_file(p, name)

@@ -38,10 +38,11 @@ interpreter, the tflite extra), .keras (Keras 3, loaded by Keras in safe mode on
 backend, the keras extra), .jaxexport (jax.export's Exported.serialize(); run in JAX) and
 .mlir (StableHLO text or bytecode; both need the jax extra), a saved msc graph directory
 (msc.save),
-a codegen.torch directory (model.py + model.safetensors), a codegen.relax directory
-(module.py + model.safetensors) or TVMScript file (needs apache-tvm), .msc text, or
-module.py:ClassName (a file defining an nn.Module built with no arguments; give --input-shape
-for its inputs).
+a codegen.torch directory (model.py + model.safetensors) or its model.py (the weights
+beside it are loaded, also for model.py:Class), a codegen.keras directory or its model.py, a
+codegen.relax directory (module.py + model.safetensors) or TVMScript file (needs apache-tvm),
+.msc text, or module.py:ClassName (a file defining an nn.Module built with no arguments; give
+--input-shape for its inputs). Generated JAX code is not read back.
 
 security: .onnx, .pt2, .tflite, .jaxexport, .mlir, .msc, saved graphs, safetensors, TVMScript
 files and
@@ -51,7 +52,8 @@ unpickling, or TVMScript beyond what TVM's printer writes, is refused unless --t
 run). A .keras file's config is checked first and Keras loads it with safe_mode: Lambda
 layers and custom objects are refused (msc's own SourceWeight layer is built by msc's code).
 module.py:ClassName and codegen.torch /
-codegen.keras directories ARE Python code: msc imports and runs them.
+codegen.keras directories and their model.py (known by msc's header) ARE Python code: msc
+imports and runs them.
 
 exit codes: 0 ok, 1 a check/verify/diff found a difference, 2 user error.
 """
@@ -73,11 +75,11 @@ def _specs(args: argparse.Namespace):
 
 def _is_module(src: str) -> bool:
     """Sources exported from a PyTorch module, for which --input-shape gives the example
-    inputs (module.py:Class, a codegen.torch directory) rather than binding symbols."""
-    from pathlib import Path
+    inputs (module.py:Class, a codegen.torch directory or its model.py) rather than binding
+    symbols."""
+    from msc.analysis.pysource import exports_module
 
-    p = Path(src)
-    return (":" in src and not p.exists()) or (p.is_dir() and (p / "model.py").is_file())
+    return exports_module(src)
 
 
 def _load(src: str, args: argparse.Namespace, say: Callable[[str], None]):
@@ -579,8 +581,8 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument(
         "--weights-only",
         action="store_true",
-        help="only the weights (a model directory's or a .safetensors file's), read from the "
-        "safetensors header: nothing runs, not even a generated model.py",
+        help="only the weights (a model directory's, a generated model.py's or a .safetensors "
+        "file's), read from the safetensors header: nothing runs, not even a generated model.py",
     )
     i.add_argument("--json", action="store_true", help="print the report as JSON")
     _common(i)
