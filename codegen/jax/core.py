@@ -35,7 +35,7 @@ from msc.ir.types import Func, SymDim, SymExpr
 
 __all__ = ["JaxCodegen", "Held", "literal", "dtype_expr", "need"]
 
-RESERVED = {"jax", "jnp", "lax", "np", "params", "forward", "load_params", "WEIGHTS_FILE"}
+RESERVED = {"jax", "jnp", "lax", "np", "os", "params", "forward", "load_params", "WEIGHTS_FILE"}
 _INVALID = re.compile(r"[^0-9A-Za-z_]+")
 
 
@@ -249,6 +249,8 @@ class JaxCodegen:
         head = [
             f'{SOURCES["jax"]}{g.name!r}."""',
             "",
+            "import os",
+            "",
             "import jax",
             "import jax.numpy as jnp",
             "import numpy as np",
@@ -257,10 +259,13 @@ class JaxCodegen:
             'WEIGHTS_FILE = "weights.safetensors"',
             "",
             "",
-            "def load_params(path=WEIGHTS_FILE):",
-            '    """The params dict (weight name -> array) saved next to this file."""',
+            "def load_params(path=None):",
+            '    """The params dict (weight name -> array) from ``path`` (default: the weights',
+            '    saved next to this file)."""',
             "    from safetensors.numpy import load_file",
             "",
+            "    if path is None:",
+            "        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), WEIGHTS_FILE)",
             "    return {k: jnp.asarray(v) for k, v in load_file(path).items()}",
             "",
             "",

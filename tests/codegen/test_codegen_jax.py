@@ -104,6 +104,23 @@ def test_save_loads_and_names_stay_data(tmp_path):
     assert np.allclose(np.asarray(y), [1.0, 2.0])
 
 
+def test_load_params_reads_the_weights_beside_the_file(tmp_path, monkeypatch):
+    # as its docstring says: not weights.safetensors of whatever directory the user is in
+    import importlib.util
+
+    b = msc.Graph("m")
+    x = b.add_input("x", msc.TensorType(msc.DType.FLOAT32, [2]))
+    w = b.add_weight("w", np.ones(2, np.float32), msc.TensorType(msc.DType.FLOAT32, [2]))
+    b.set_outputs([b.op("add", x, w)])
+    out = codegen.jax.save(b, tmp_path / "m")
+    monkeypatch.chdir(tmp_path)
+    spec = importlib.util.spec_from_file_location("gen_jax_model", out / "model.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    params = mod.load_params()
+    assert np.allclose(np.asarray(mod.forward(params, np.zeros(2, np.float32))), [1.0, 1.0])
+
+
 def test_convert_checks_a_dynamic_batch_model_at_its_symbolic_shape(tmp_path):
     """An ONNX file with a symbolic batch converts to JAX with the check on: the generated code
     is re-exported with the batch symbolic (stablehlo.dynamic_reshape and friends read back),
