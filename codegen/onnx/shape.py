@@ -416,6 +416,12 @@ def full_like(e: Emit, x: Ref, *, value, dtype) -> Ref:
 @emitter("one_hot", since=11)
 def one_hot(e: Emit, indices: Ref, depth_in: Ref | None = None, *, depth, axis, dtype) -> Ref:
     d = depth_in if depth_in is not None else e.scalar(depth, DType.INT64)
+    # onnxruntime's kernels take int64 indices with an int64 depth (int32 ones only with an
+    # int32 depth): TFLite's int32 indices are widened, exactly.
+    if indices.type is not None and indices.type.dtype is not DType.INT64:
+        indices = e.cast(indices, DType.INT64)
+    if d.type is not None and d.type.dtype is not DType.INT64:
+        d = e.cast(d, DType.INT64)
     if dtype in (DType.INT64, DType.FLOAT32):
         values = e.const(np.asarray([0, 1], dtype=dtype.to_numpy()))
         return e.op("OneHot", indices, d, values, axis=axis)

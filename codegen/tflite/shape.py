@@ -274,3 +274,31 @@ def flip(e: Emit, x: Ref, *, axes) -> Ref:
 @emitter("range")
 def range_(e: Emit, start: Ref, limit: Ref, delta: Ref) -> Ref:
     return e.op("RANGE", [start, limit, delta], e.out_type())
+
+
+@emitter("one_hot")
+def one_hot(e: Emit, indices: Ref, depth_in: Ref | None = None, *, depth, axis, dtype) -> Ref:
+    """ONE_HOT with on / off values 1 / 0 of the output's dtype (bool included)."""
+    if depth_in is not None:
+        d = e.cast(depth_in, I32)
+        if d.rank:
+            d = e.reshape(d, [], TensorType(I32, []))
+    else:
+        d = e.const(np.asarray(depth, np.int32))
+    np_dt = dtype.to_numpy()
+    on, off = e.const(np.asarray(1, np_dt)), e.const(np.asarray(0, np_dt))
+    return e.op("ONE_HOT", [e.cast(indices, I32), d, on, off], e.out_type(), axis=int(axis))
+
+
+@emitter("scatter_nd")
+def scatter_nd(e: Emit, x: Ref, indices: Ref, updates: Ref, *, reduction: str) -> Ref:
+    """SCATTER_ND: the updates summed into zeros at the index tuples, what TFLite's op
+    computes; msc's scatter_nd onto a constant of zeros with reduction add (as the TFLite
+    reader reads it) is that. Any other base or reduction is refused with the reason."""
+    base = e.const_value(x)
+    e.require(
+        base is not None and not base.any() and reduction == "add",
+        "a scatter_nd that is not an add into zeros (TFLite's SCATTER_ND sums into zeros)",
+    )
+    shape = e.ints([int(d) for d in x.shape])
+    return e.op("SCATTER_ND", [e.cast(indices, I32), updates, shape], e.out_type())

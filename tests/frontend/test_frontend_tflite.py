@@ -364,6 +364,59 @@ CASES = [
         atol=1,
         id="ADD-int8",
     ),
+    # ops the table had no row of (the completeness test below lists what is left)
+    _binary("ATAN2", b=f32(2, 3, 4), atol=1e-5),
+    *[
+        Case(op, [In(f32(2, 3) > 0), In(f32(3) > 0)], out_dtype=np.bool_)
+        for op in ["LOGICAL_AND", "LOGICAL_OR"]
+    ],
+    Case("LOGICAL_NOT", [In(f32(2, 3) > 0)], out_dtype=np.bool_),
+    Case("BITWISE_XOR", [In(i32([[5, -3, 7]])), In(i32([6, 2, -9]))]),
+    Case("RIGHT_SHIFT", [In(i32([[64, -64, 7]])), In(i32([3, 2, 1]))]),
+    Case("SELECT", [In(f32(2, 3) > 0), In(f32(2, 3)), In(f32(2, 3))]),
+    *[
+        Case(
+            op,
+            [In(f32(2, 3, 4) > 0), In(i32([1]), const=True)],
+            {"keep_dims": False},
+            out_dtype=np.bool_,
+        )
+        for op in ["REDUCE_ALL", "REDUCE_ANY"]
+    ],  # fmt: skip
+    Case(
+        "ONE_HOT",
+        [
+            In(i32([0, 2, 1])),
+            In(i32(4), const=True),
+            In(f32(1) * 0 + 1.0, const=True),
+            In(f32(1) * 0, const=True),
+        ],
+        {"axis": -1},
+        out_dtype=np.float32,
+    ),  # fmt: skip
+    Case(
+        "ONE_HOT",
+        [
+            In(i32([[0, 3], [1, 9]])),
+            In(i32(4), const=True),
+            In(f32(1) * 0 + 2.5, const=True),
+            In(f32(1) * 0 - 1.0, const=True),
+        ],
+        {"axis": 1},
+        out_dtype=np.float32,
+        id="ONE_HOT-values-axis1",
+    ),  # fmt: skip
+    Case("RANK", [In(f32(2, 3, 4))], out_dtype=np.int32),
+    Case(
+        "SCATTER_ND",
+        [In(i32([[0], [2]]), const=True), In(f32(2, 3)), In(i32([4, 3]), const=True)],
+    ),
+    Case(
+        "CONV_3D",
+        [In(f32(1, 4, 5, 6, 2)), In(f32(2, 3, 3, 2, 3, lo=-0.5, hi=0.5), const=True)],
+        {"padding": 1, "stride_d": 1, "stride_w": 1, "stride_h": 1},
+        atol=1e-5,
+    ),
 ]
 
 
@@ -374,6 +427,47 @@ ONNX_EXPECTED_FAILURES = {}
 # folded, an int32 bias dequantized at write time, run-time slice bounds clamped to int32),
 # so only the numbers are compared.
 REWRITTEN = {"L2_NORMALIZATION", "FILL", "STRIDED_SLICE-run-time-bounds"}
+
+
+# Round trips codegen.tflite cannot write yet, with the reason; strict, so the list stays true.
+ROUND_TRIP_GAPS = {"CONV_3D": "codegen.tflite writes 1-d and 2-d convolutions only"}
+
+# Builtin ops read by msc without a one-op row above, and where they are tested instead.
+TESTED_ELSEWHERE = {
+    **dict.fromkeys(
+        ["VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE", "CALL_ONCE"],
+        "state: test_resource_variables_are_state_inputs_and_outputs, "
+        "test_a_streaming_model_converts_from_its_file_with_its_state_checked",
+    ),
+    **dict.fromkeys(
+        ["RFFT2D", "COMPLEX_ABS", "REAL", "IMAG"], "test_rfft2d_and_its_complex_consumers"
+    ),
+    "DENSIFY": "MediaPipe's sparse weights: bench/tflite_pip_models.py (no writer of sparsity)",
+    # the tests' writer declares static output shapes; these outputs are sized by values
+    "RANGE": "no row: its output size depends on its input values",
+    "WHERE": "no row: its output size depends on its input values",
+}
+
+
+def test_every_builtin_op_has_a_row_a_reason_or_a_test():
+    # The table's completeness: each of the schema's builtin ops is a one-op row here or in the
+    # quantized table, declared unread with its reason (docs/tflite_ops), or named above.
+    from tflite.BuiltinOperator import BuiltinOperator
+
+    from msc.frontend.tflite import supported_ops, unsupported_ops
+    from tests.frontend.test_frontend_tflite_quant import CASES as QUANT
+
+    rows = {c.op for c in CASES} | {c.op for c in QUANT}
+    unread = unsupported_ops()
+    left = [
+        op
+        for op in sorted(k for k in vars(BuiltinOperator) if k.isupper())
+        if op not in rows and op not in unread and op not in TESTED_ELSEWHERE
+    ]
+    assert left == [], f"builtin ops with no row, reason or test: {left}"
+    read = set(supported_ops())
+    assert not set(TESTED_ELSEWHERE) - read, "TESTED_ELSEWHERE names an op msc does not read"
+    assert not set(TESTED_ELSEWHERE) & rows, "an op in TESTED_ELSEWHERE has a row now"
 
 
 @pytest.fixture(scope="module", params=CASES, ids=[c.id for c in CASES])
@@ -398,8 +492,10 @@ def test_runs_through_onnx(case, request):
     assert close(run_onnx(g, feeds(c)), ref, c.atol, c.rtol) == ""
 
 
-def test_round_trip_through_tflite(case):
+def test_round_trip_through_tflite(case, request):
     c, data, ref = case
+    if c.id in ROUND_TRIP_GAPS:
+        request.applymarker(pytest.mark.xfail(strict=True, reason=ROUND_TRIP_GAPS[c.id]))
     g = msc.from_tflite(data)
     again = codegen.tflite.to_bytes(g)
     assert close(run_litert(again, feeds(c)), ref, c.atol, c.rtol) == ""

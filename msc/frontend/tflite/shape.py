@@ -366,6 +366,11 @@ def space_to_depth(ctx: Ctx, x, *, block_size=1):
 def one_hot(ctx: Ctx, indices, depth, on_value, off_value, *, axis=-1):
     d = _axis(ctx, depth, "the depth")
     on, off = ctx.value(on_value), ctx.value(off_value)
+    if all(ctx.is_const(t) and t.quant is None for t in (on_value, off_value)):
+        a, b = np.asarray(ctx.array(on_value)), np.asarray(ctx.array(off_value))
+        if a.size == 1 and b.size == 1 and a.reshape(-1)[0] == 1 and b.reshape(-1)[0] == 0:
+            # ones and zeros: the one-hot tensor itself, in their dtype
+            return ctx.op("one_hot", ctx.value(indices), depth=d, axis=int(axis), dtype=on.dtype)
     hot = ctx.op("one_hot", ctx.value(indices), depth=d, axis=int(axis), dtype=DType.BOOL)
     return ctx.op("where", hot, on, off)
 
