@@ -16,7 +16,8 @@ converter per layer class; and the safe reader of ``.keras`` files.
 #   after the whole model was walked. Layers downstream of one are not converted.
 # - A ``.keras`` file is checked as data first (its config.json: no Lambda layer, no class
 #   outside Keras but msc's own ``MSC_LAYERS``, whose configs are checked and which Keras builds
-#   with msc's classes), then loaded by Keras itself with ``safe_mode=True`` on the torch backend.
+#   with msc's classes) and its size keys against the weights the file stores (limits.py),
+#   then loaded by Keras itself with ``safe_mode=True`` on the torch backend.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from msc.errors import (
     UnsupportedOp,
     UnsupportedOpsError,
 )
+from msc.frontend.keras.limits import size_problems, stored_weights
 from msc.frontend.keras.registry import CONVERTERS, ConverterRegistry
 from msc.ir import DType, Graph, Provenance, SymDim, TensorType, Value
 from msc.ir.builder import Builder
@@ -222,19 +224,32 @@ def load_keras(path: str | os.PathLike) -> Any:
             weight_bytes = min(
                 z.getinfo("model.weights.h5").file_size, 50 * os.path.getsize(path) + (16 << 20)
             )
+            refused = _refused_classes(config, weight_bytes)
+            if refused:
+                raise BadModelError(
+                    f"{path}: refused, loading it would run code that is not Keras': "
+                    + "; ".join(refused)
+                    + " (build the model in Python and pass the object to msc.from_keras)"
+                )
+            # the sizes the config asks for, against the weights the file holds (limits.py)
+            groups, declared = stored_weights(z)
+            if declared > weight_bytes:
+                raise BadModelError(
+                    f"{path}: refused, model.weights.h5 declares {declared} bytes of weights, "
+                    f"more than the file holds ({weight_bytes})"
+                )
+            too_big = size_problems(config, groups)
+            if too_big:
+                raise BadModelError(
+                    f"{path}: refused, a layer's config asks for sizes beyond the weights the "
+                    "file stores or msc's budget: " + "; ".join(too_big)
+                )
     except BadModelError:
         raise
     except (OSError, KeyError, zipfile.BadZipFile, ValueError, UnicodeDecodeError) as e:
         raise BadModelError(
             f"{path}: not a readable .keras file ({type(e).__name__}: {e})"
         ) from None
-    refused = _refused_classes(config, weight_bytes)
-    if refused:
-        raise BadModelError(
-            f"{path}: refused, loading it would run code that is not Keras': "
-            + "; ".join(refused)
-            + " (build the model in Python and pass the object to msc.from_keras)"
-        )
     keras = keras_module()
     try:
         with _msc_classes_registered(keras):

@@ -1,0 +1,229 @@
+"""Hostile sizes in a .keras file: a built-in layer's config asking for huge weights
+(``Dense(units=10**12)``, ``Embedding(input_dim=10**12)``, ``Conv2D(filters=10**9)``), a layer
+without weights asking for a huge shape (Reshape, RepeatVector, UpSampling, ZeroPadding,
+Resizing, an Input), or weights declared in model.weights.h5 without being stored: each is
+refused with one error naming the layer and the config key, before Keras builds anything
+(msc.frontend.keras.limits), in bounded memory. Every layer of the layer table, saved as
+Keras saves it, passes the same check."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import time
+import tracemalloc
+import zipfile
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("KERAS_BACKEND", "torch")
+keras = pytest.importorskip("keras", reason="the keras extra (keras 3) is not installed")
+h5py = pytest.importorskip("h5py", reason="the keras extra (h5py) is not installed")
+
+import msc  # noqa: E402
+from msc.errors import BadModelError  # noqa: E402
+from msc.frontend.keras.limits import BUDGET, SIZES, size_problems, stored_weights  # noqa: E402
+from tests.security import one_error, run_child  # noqa: E402
+
+L = keras.layers
+
+
+def _base(path: Path) -> Path:
+    """A small model with a layer of each kind the hostile cases edit."""
+    x = keras.Input((8,), name="x")
+    ids = keras.Input((5,), dtype="int32", name="ids")
+    img = keras.Input((6, 6, 2), name="img")
+    seq = L.Reshape((4, 2), name="reshape")(x)
+    outs = [
+        L.Dense(3, name="fc")(x),
+        L.Embedding(10, 4, name="emb")(ids),
+        L.Conv2D(5, 3, name="conv")(img),
+        L.LSTM(3, name="lstm")(seq),
+        L.MultiHeadAttention(2, 3, name="mha")(seq, seq),
+        L.RepeatVector(3, name="repeat")(x),
+        L.UpSampling2D(2, name="up")(img),
+        L.ZeroPadding2D(1, name="pad")(img),
+        L.Resizing(4, 4, name="resize")(img),
+        L.TimeDistributed(L.Dense(2, name="inner"), name="td")(seq),
+    ]
+    keras.Model([x, ids, img], outs).save(path)
+    return path
+
+
+def _layer(config: dict, name: str) -> dict:
+    (entry,) = [la for la in config["config"]["layers"] if la["config"].get("name") == name]
+    return entry
+
+
+def _set(name: str, **kw):
+    return lambda c: _layer(c, name)["config"].update(kw)
+
+
+def _inner(c):
+    _layer(c, "td")["config"]["layer"]["config"]["units"] = 10**12
+
+
+BIG = 10**5  # twice: 10**10 elements
+# case -> (edit of config.json, the words the error must hold)
+HOSTILE = {
+    "dense_units": (_set("fc", units=10**12), ["Dense 'fc'", "units=1000000000000"]),
+    "dense_units_in_memory": (_set("fc", units=1 << 28), ["Dense 'fc'", "units="]),
+    "embedding_input_dim": (_set("emb", input_dim=10**12), ["Embedding 'emb'", "input_dim="]),
+    "embedding_output_dim": (_set("emb", output_dim=10**9), ["Embedding 'emb'", "output_dim="]),
+    "conv_filters": (_set("conv", filters=10**9), ["Conv2D 'conv'", "filters="]),
+    "conv_kernel_size": (_set("conv", kernel_size=[BIG, BIG]), ["Conv2D 'conv'", "kernel_size="]),
+    "lstm_units": (_set("lstm", units=10**8), ["LSTM 'lstm'", "units="]),
+    "mha_heads": (_set("mha", num_heads=10**9), ["MultiHeadAttention 'mha'", "num_heads="]),
+    "mha_key_dim": (_set("mha", key_dim=10**9), ["MultiHeadAttention 'mha'", "key_dim="]),
+    "wrapped_dense": (_inner, ["Dense 'inner'", "units="]),
+    "units_as_text": (_set("fc", units="1e12"), ["Dense 'fc'", "not a size"]),
+    "units_as_float": (_set("fc", units=1e12), ["Dense 'fc'", "not a size"]),
+    "units_negative": (_set("fc", units=-5), ["Dense 'fc'", "not a size"]),
+    "units_as_bool": (_set("fc", units=True), ["Dense 'fc'", "not a size"]),
+    "reshape_target": (_set("reshape", target_shape=[BIG, BIG]), ["Reshape 'reshape'", "target_"]),
+    "repeat_n": (_set("repeat", n=10**12), ["RepeatVector 'repeat'", "n="]),
+    "upsampling_size": (_set("up", size=[BIG, BIG]), ["UpSampling2D 'up'", "size="]),
+    "zero_padding": (_set("pad", padding=[[BIG, BIG], [BIG, BIG]]), ["ZeroPadding2D", "padding"]),
+    "resizing": (_set("resize", height=10**6, width=10**6), ["Resizing 'resize'", "height="]),
+    "input_shape": (_set("img", batch_shape=[None, BIG, BIG, 2]), ["InputLayer 'img'", "batch_"]),
+    "deep_nesting": (_set("reshape", target_shape=[[[[1]]]]), ["Reshape 'reshape'", "not a size"]),
+}  # fmt: skip
+
+
+def _edited(base: Path, dst: Path, edit=None, weights: bytes | None = None) -> Path:
+    with zipfile.ZipFile(base) as z, zipfile.ZipFile(dst, "w") as out:
+        for item in z.infolist():
+            data = z.read(item)
+            if item.filename == "config.json" and edit is not None:
+                config = json.loads(data)
+                edit(config)
+                data = json.dumps(config).encode()
+            if item.filename == "model.weights.h5" and weights is not None:
+                data = weights
+            out.writestr(item, data)
+    return dst
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory) -> Path:
+    return _base(tmp_path_factory.mktemp("sizes") / "base.keras")
+
+
+def test_the_base_model_reads(base):
+    assert size_problems(json.loads(zipfile.ZipFile(base).read("config.json")),
+                         stored_weights(zipfile.ZipFile(base))[0]) == []  # fmt: skip
+    msc.from_keras(base)
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE))
+def test_hostile_size_is_refused_before_keras_builds(base, tmp_path, case, monkeypatch):
+    edit, words = HOSTILE[case]
+    f = _edited(base, tmp_path / f"{case}.keras", edit)
+
+    def built(*a, **k):  # nothing of the file is built
+        raise AssertionError("Keras was asked to load the file")
+
+    monkeypatch.setattr(keras.saving, "load_model", built)
+    tracemalloc.start()
+    start = time.perf_counter()
+    try:
+        with pytest.raises(BadModelError) as e:
+            msc.from_keras(f)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert time.perf_counter() - start < 5
+    assert peak < 16 << 20, peak  # the check reads metadata: well under the file's 16 MiB slack
+    msg = str(e.value)
+    assert msg.startswith(f"{f}: refused") and "\n" not in msg, msg
+    for w in words:
+        assert w in msg, msg
+
+
+@pytest.mark.parametrize("case", ["dense_units_in_memory", "embedding_input_dim", "repeat_n"])
+def test_hostile_size_is_one_error_line_in_bounded_memory(base, tmp_path, case):
+    # 2**28 units on 8 inputs would be an 8 GiB kernel: the child may hold 3 GiB in all
+    edit, words = HOSTILE[case]
+    f = _edited(base, tmp_path / f"{case}.keras", edit)
+    p = run_child("inspect", str(f), limit_mb=3072)
+    line = one_error(p.returncode, p.stderr, *words)
+    assert "refused" in line and f.name in line
+
+
+def _declared_only(base: Path, units: int) -> bytes:
+    """base's weights with fc's kernel declared [8, units] and never written (HDF5 stores
+    nothing for it: the file stays small)."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(base) as z, h5py.File(io.BytesIO(z.read("model.weights.h5")), "r") as src:
+        with h5py.File(buf, "w") as dst:
+            for key in src:
+                src.copy(src[key], dst, name=key)
+            for k, v in src.attrs.items():
+                dst.attrs[k] = v
+            (path,) = [p for p in ("layers/dense/vars",) if p in dst]
+            del dst[f"{path}/0"], dst[f"{path}/1"]
+            dst[path].create_dataset("0", shape=(8, units), dtype="f4")
+            dst[path].create_dataset("1", shape=(units,), dtype="f4")
+    return buf.getvalue()
+
+
+def test_weights_declared_but_not_stored_are_refused(base, tmp_path, monkeypatch):
+    units = 1 << 30
+    f = _edited(base, tmp_path / "declared.keras", _set("fc", units=units),
+                weights=_declared_only(base, units))  # fmt: skip
+    assert f.stat().st_size < 1 << 20
+    monkeypatch.setattr(keras.saving, "load_model", lambda *a, **k: pytest.fail("loaded"))
+    with pytest.raises(BadModelError, match=r"refused, model.weights.h5 declares \d+ bytes"):
+        msc.from_keras(f)
+
+
+def test_a_size_at_the_budget_passes_and_one_beyond_does_not():
+    config = {"class_name": "RepeatVector", "config": {"name": "r", "n": BUDGET}}
+    assert size_problems(config, {}) == []
+    config["config"]["n"] = BUDGET + 1
+    assert size_problems(config, {}) == [
+        f"RepeatVector 'r' n={BUDGET + 1} (more than {BUDGET} elements)"
+    ]
+
+
+def test_unknown_layer_classes_are_read_as_before():
+    config = {"class_name": "SomeFutureLayer", "config": {"name": "f", "units": 10**12}}
+    assert size_problems(config, {}) == []
+
+
+@pytest.mark.slow  # saves some 200 models: ~30 s
+def test_every_layer_in_the_table_passes_the_check(tmp_path):
+    """Each row of the Keras layer table, saved as Keras saves it: its sizes match what the
+    file stores (the table's places of each weight are Keras' own)."""
+    from tests.keras_cases import CASES, build_model, row
+
+    checked = set()
+    for c in CASES:
+        name, make, shapes = row(c)[:3]
+        try:
+            model = build_model(make, shapes)
+            path = tmp_path / "row.keras"
+            model.save(path)
+        except Exception:  # noqa: BLE001 - a row Keras cannot save has nothing to check
+            continue
+        with zipfile.ZipFile(path) as z:
+            config = json.loads(z.read("config.json"))
+            groups, _ = stored_weights(z)
+        assert size_problems(config, groups) == [], name
+        checked |= {la["class_name"] for la in _layers(config)} & set(SIZES)
+    # the table's weighted classes are all met by some row
+    weighted = {k for k, rules in SIZES.items() if not all(hasattr(r, "keys") for r in rules)}
+    assert weighted <= checked, sorted(weighted - checked)
+
+
+def _layers(obj):
+    if isinstance(obj, dict):
+        if "class_name" in obj:
+            yield obj
+        for v in obj.values():
+            yield from _layers(v)
+    elif isinstance(obj, list):
+        for v in obj:
+            yield from _layers(v)
