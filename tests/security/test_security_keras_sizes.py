@@ -61,6 +61,22 @@ def _set(name: str, **kw):
     return lambda c: _layer(c, name)["config"].update(kw)
 
 
+def _build(name: str, key: str, shape, *more: str):
+    """Edit layer ``name``'s build_config: its input shape ``key`` (``more``: inside a dict)."""
+
+    def edit(c):
+        at = _layer(c, name)["build_config"]
+        for k in more:
+            at = at[k]
+        at[key] = shape
+
+    return edit
+
+
+def _no_build(c):
+    del _layer(c, "fc")["build_config"]
+
+
 def _inner(c):
     _layer(c, "td")["config"]["layer"]["config"]["units"] = 10**12
 
@@ -78,6 +94,15 @@ HOSTILE = {
     "mha_heads": (_set("mha", num_heads=10**9), ["MultiHeadAttention 'mha'", "num_heads="]),
     "mha_key_dim": (_set("mha", key_dim=10**9), ["MultiHeadAttention 'mha'", "key_dim="]),
     "wrapped_dense": (_inner, ["Dense 'inner'", "units="]),
+    # Keras builds a layer from its build_config's input shape: the input dims of its weights
+    "dense_input": (_build("fc", "input_shape", [None, 1 << 26]), ["Dense 'fc'", "input_shape"]),
+    "conv_channels": (_build("conv", "input_shape", [None, 6, 6, BIG]), ["Conv2D", "input_sh"]),
+    "lstm_features": (_build("lstm", "input_shape", [None, 4, BIG]), ["LSTM 'lstm'", "input_"]),
+    "mha_query": (
+        _build("mha", "query_shape", [None, 4, BIG], "shapes_dict"),
+        ["MultiHeadAttention 'mha'", "query_shape"],
+    ),
+    "no_build_config": (_no_build, ["Dense 'fc'", "no build_config"]),
     "units_as_text": (_set("fc", units="1e12"), ["Dense 'fc'", "not a size"]),
     "units_as_float": (_set("fc", units=1e12), ["Dense 'fc'", "not a size"]),
     "units_negative": (_set("fc", units=-5), ["Dense 'fc'", "not a size"]),

@@ -69,39 +69,69 @@ class Bounded:
     keys: tuple[str, ...]
 
 
-Rule = Match | Fits | Bounded
+@dataclass(frozen=True)
+class In:
+    """The size of the layer's input at one axis, as its ``build_config`` states it (``shape``:
+    the key of that input's shape, ``input_shape`` or ``shapes_dict/query_shape``; Keras builds
+    the layer from it), is the stored weight ``var``'s dim ``var_axis`` (times ``config[scale]``:
+    a grouped conv's kernel holds in/groups channels). The input's axis is the last (the first
+    after the batch under ``data_format="channels_first"``), or ``config[axis_key]``."""
+
+    shape: str
+    var: tuple[str, ...]
+    var_axis: int
+    scale: str | None = None
+    axis_key: str | None = None
+
+
+Rule = Match | Fits | Bounded | In
 
 _K = slice(0, -2)  # a conv kernel's spatial dims: [*kernel_size, in, out]
 
 
-def _conv(out_axis: int) -> tuple[Rule, ...]:
-    return (Match("filters", ("vars/0",), out_axis), Match("kernel_size", ("vars/0",), _K))
+def _conv(out_axis: int, in_axis: int, scale: str | None = None) -> tuple[Rule, ...]:
+    return (
+        Match("filters", ("vars/0",), out_axis),
+        Match("kernel_size", ("vars/0",), _K),
+        In("input_shape", ("vars/0",), in_axis, scale),
+    )
 
 
-def _rnn(recurrent: str) -> tuple[Rule, ...]:
-    return (Match("units", (recurrent,), 0),)
+def _rnn(kernel: str, recurrent: str) -> tuple[Rule, ...]:
+    return (Match("units", (recurrent,), 0), In("input_shape", (kernel,), 0))
+
+
+def _sub(name: str) -> tuple[str, ...]:
+    """A sublayer's first weight, under the attribute names Keras versions give it."""
+    return (f"{name}/vars/0", f"_{name}/vars/0")
 
 
 def _attention(*keys: tuple[str, str, int]) -> tuple[Rule, ...]:
-    return tuple(Match(key, (f"{sub}/vars/0", f"_{sub}/vars/0"), axis) for key, sub, axis in keys)
+    sizes = tuple(Match(key, _sub(sub), axis) for key, sub, axis in keys)
+    inputs = tuple(
+        In(f"shapes_dict/{t}_shape", _sub(f"{t}_dense"), 0) for t in ("query", "key", "value")
+    )
+    return sizes + inputs
 
 
 SIZES: dict[str, tuple[Rule, ...]] = {
     # layers with weights: each size is a stored weight's dim
-    "Dense": (Match("units", ("vars/0",), -1),),
+    "Dense": (Match("units", ("vars/0",), -1), In("input_shape", ("vars/0",), 0)),
     "EinsumDense": (Fits("output_shape"),),
     "Embedding": (Match("input_dim", ("vars/0",), 0), Match("output_dim", ("vars/0",), 1)),
-    **{f"Conv{n}D": _conv(-1) for n in (1, 2, 3)},
-    **{f"Conv{n}DTranspose": _conv(-2) for n in (1, 2, 3)},
+    **{f"Conv{n}D": _conv(-1, -2, "groups") for n in (1, 2, 3)},
+    **{f"Conv{n}DTranspose": _conv(-2, -1) for n in (1, 2, 3)},
     **{
         f"DepthwiseConv{n}D": (
             Match("depth_multiplier", ("vars/0",), -1),
             Match("kernel_size", ("vars/0",), _K),
+            In("input_shape", ("vars/0",), -2),
         )
         for n in (1, 2)
     },
     **{
         f"SeparableConv{n}D": (
+            In("input_shape", ("vars/0",), -2),
             Match("depth_multiplier", ("vars/0",), -1),
             Match("kernel_size", ("vars/0",), _K),
             Match("filters", ("vars/1",), -1),
@@ -112,11 +142,13 @@ SIZES: dict[str, tuple[Rule, ...]] = {
         f"ConvLSTM{n}D": (
             Match("filters", ("cell/vars/1",), -2),
             Match("kernel_size", ("cell/vars/0",), _K),
+            In("input_shape", ("cell/vars/0",), -2),
         )
         for n in (1, 2, 3)
     },  # fmt: skip
-    **{name: _rnn("cell/vars/1") for name in ("SimpleRNN", "LSTM", "GRU")},
-    **{name: _rnn("vars/1") for name in ("SimpleRNNCell", "LSTMCell", "GRUCell")},
+    **{name: _rnn("cell/vars/0", "cell/vars/1") for name in ("SimpleRNN", "LSTM", "GRU")},
+    **{name: _rnn("vars/0", "vars/1") for name in ("SimpleRNNCell", "LSTMCell", "GRUCell")},
+    "BatchNormalization": (In("input_shape", ("vars/0",), 0, axis_key="axis"),),
     "MultiHeadAttention": _attention(
         ("num_heads", "query_dense", 1),
         ("key_dim", "query_dense", 2),
@@ -212,8 +244,41 @@ def stored_weights(z: zipfile.ZipFile, member: str = "model.weights.h5") -> tupl
     return groups, total
 
 
-def _check(cls: str, config: dict, groups: list[dict]) -> str | None:
-    """Why the sizes in one layer's config are beyond its stored weights or the budget."""
+def _stored_dims(groups: list[dict], var: tuple[str, ...], axes: int | slice) -> list[list]:
+    """The dims at ``axes`` of the stored weight ``var`` in each group holding it."""
+    found = []
+    for g in groups:
+        shape = next((g[v] for v in var if v in g), None)
+        if shape is None:
+            continue
+        try:
+            found.append(list(shape[axes]) if isinstance(axes, slice) else [shape[axes]])
+        except IndexError:
+            found.append([])
+    return found
+
+
+def _input_dim(rule: In, config: dict, build: Any) -> tuple[str, int | None]:
+    """The input size ``rule`` reads from a layer's build_config, with what it is called."""
+    shape: Any = build
+    for part in rule.shape.split("/"):
+        shape = shape.get(part) if isinstance(shape, dict) else None
+    label = f"build_config {rule.shape}={str(shape)[:60]}"
+    if shape is None:
+        return label, None
+    sizes = _sizes(shape, rule.shape)
+    axis = config.get(rule.axis_key, -1) if rule.axis_key else -1
+    if axis == -1 and config.get("data_format") == "channels_first":
+        axis = 1
+    if type(axis) is not int or not sizes or not -len(sizes) <= axis < len(sizes):
+        raise _NotASize(f"{label} (no size at axis {str(axis)[:20]})")
+    return label, sizes[axis]
+
+
+def _check(cls: str, entry: dict, groups: list[dict]) -> str | None:
+    """Why the sizes in one layer's config entry are beyond its stored weights or the
+    budget."""
+    config, build = entry["config"], entry.get("build_config")
     for rule in SIZES[cls]:
         if isinstance(rule, Bounded):
             sizes = [s for k in rule.keys for s in (_sizes(config.get(k), k) or [])]
@@ -221,10 +286,20 @@ def _check(cls: str, config: dict, groups: list[dict]) -> str | None:
                 given = ", ".join(f"{k}={config.get(k)}" for k in rule.keys)
                 return f"{given} (more than {BUDGET} elements)"
             continue
-        sizes = _sizes(config.get(rule.key), rule.key)
-        if sizes is None:
-            continue
-        given = f"{rule.key}={config.get(rule.key)}"
+        if isinstance(rule, In):
+            if not isinstance(build, dict):
+                return "has no build_config (Keras would build it from the inputs it is given)"
+            given, dim = _input_dim(rule, config, build)
+            if dim is None:
+                continue
+            scale = _sizes(config.get(rule.scale, 1), rule.scale or "")[0] if rule.scale else 1
+            sizes = [dim // max(scale, 1)]
+            var, axes = rule.var, rule.var_axis
+        else:
+            sizes = _sizes(config.get(rule.key), rule.key)
+            if sizes is None:
+                continue
+            given = f"{rule.key}={config.get(rule.key)}"
         if not groups:
             return f"{given} (the file stores no weights for it)"
         if isinstance(rule, Fits):
@@ -232,25 +307,16 @@ def _check(cls: str, config: dict, groups: list[dict]) -> str | None:
             if max(sizes, default=0) > held:
                 return f"{given} (more than the {held} elements the file stores for it)"
             continue
-        seen = []
-        for g in groups:
-            shape = next((g[v] for v in rule.var if v in g), None)
-            if shape is None:
-                continue
-            try:
-                dims = (
-                    list(shape[rule.axes]) if isinstance(rule.axes, slice) else [shape[rule.axes]]
-                )
-            except IndexError:
-                dims = []
-            want = sizes * len(dims) if len(sizes) == 1 and len(dims) > 1 else sizes
-            if dims == want:
-                break
-            seen.append(shape)
-        else:
-            if not seen:
-                return f"{given} (the file stores no {rule.var[0]} for it)"
-            return f"{given} (the file stores its {rule.var[0]} as {seen[0]})"
+        if isinstance(rule, Match):
+            var, axes = rule.var, rule.axes
+        stored = _stored_dims(groups, var, axes)
+        # an int for several dims (kernel_size=3) is that size at each
+        if not any(
+            dims and dims == (sizes * len(dims) if len(sizes) == 1 else sizes) for dims in stored
+        ):
+            if not stored:
+                return f"{given} (the file stores no {var[0]} for it)"
+            return f"{given} (the file stores its {var[0]} with {stored[0]} there)"
     return None
 
 
@@ -266,7 +332,7 @@ def size_problems(config: Any, groups: dict[str, list[dict]]) -> list[str]:
                 name = inner.get("name")
                 label = f"{cls} {name!r}" if isinstance(name, str) else cls
                 try:
-                    why = _check(cls, inner, groups.get(name, []) if isinstance(name, str) else [])
+                    why = _check(cls, obj, groups.get(name, []) if isinstance(name, str) else [])
                 except _NotASize as e:
                     why = str(e)
                 if why:
