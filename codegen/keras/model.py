@@ -733,6 +733,17 @@ def _wrap(lead: str, expr: str, parts: tuple[str, list[str]] | None) -> list[str
         call = ast.parse(expr, mode="eval").body
     except SyntaxError:
         return [line]
+    if isinstance(call, ast.BinOp) and isinstance(call.op, ast.Add):  # a sum: a term a line
+        terms: list[ast.expr] = []
+        while isinstance(call, ast.BinOp) and isinstance(call.op, ast.Add):
+            terms.insert(0, call.right)
+            call = call.left
+        terms.insert(0, call)
+        body = [
+            f"        {ast.unparse(terms[0])}",
+            *(f"        + {ast.unparse(t)}" for t in terms[1:]),
+        ]
+        return [f"{lead}(", *body, "    )"]
     if not isinstance(call, ast.Call):
         return [line]
     args = [ast.unparse(a) for a in call.args]

@@ -67,6 +67,8 @@ def flatten(e: Emit, node):
 @emitter("concat")
 def concat(e: Emit, node):
     xs = ", ".join(e.arg(i) for i in range(len(node.inputs)))
+    if not node.outputs[0].type.dtype.is_floating:  # the layer types it with its float policy
+        return f"ops.concatenate([{xs}], axis={int(node.attrs['axis'])})"
     return f"{e.layer('Concatenate', axis=int(node.attrs['axis']))}([{xs}])"
 
 

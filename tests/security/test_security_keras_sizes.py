@@ -16,6 +16,7 @@ import tracemalloc
 import zipfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 os.environ.setdefault("KERAS_BACKEND", "torch")
@@ -252,3 +253,73 @@ def _layers(obj):
     elif isinstance(obj, list):
         for v in obj:
             yield from _layers(v)
+
+
+# codegen.keras' Sized layer (registered as msc>Sized, for sizes read when the model runs):
+# read back with msc's class, its config checked as data first.
+
+
+def _sized_file(path: Path) -> Path:
+    """A generated Keras model of ``(x.reshape(b * s, 4) * 2).reshape(b, s, 4)`` at a
+    symbolic batch and sequence, saved as .keras: it holds a Sized layer."""
+    torch = pytest.importorskip("torch")
+    import codegen.keras
+
+    class Twice(torch.nn.Module):
+        def forward(self, x):
+            b, s, d = x.shape
+            return (x.reshape(b * s, d) * 2).reshape(b, s, d)
+
+    dims = {"x": {0: torch.export.Dim("batch"), 1: torch.export.Dim("seq")}}
+    g = msc.from_torch(Twice(), (torch.zeros(3, 5, 4),), dynamic_shapes=dims)
+    model = codegen.keras.to_model(g)
+    assert any(type(la).__name__ == "Sized" for la in model.layers)
+    model.save(path)
+    return path
+
+
+def _edit_sized(src: Path, dst: Path, edit) -> Path:
+    def each(c):
+        (entry,) = [la for la in c["config"]["layers"] if la.get("registered_name") == "msc>Sized"]
+        edit(entry)
+
+    return _edited(src, dst, each)
+
+
+def test_msc_sized_layer_reads_back_with_mscs_class(tmp_path):
+    from msc.frontend.keras.importer import msc_layers
+    from tests.tflite_cases import run_torch
+
+    f = _sized_file(tmp_path / "sized.keras")
+    g = msc.from_keras(f)
+    x = np.arange(2 * 7 * 4, dtype=np.float32).reshape(2, 7, 4)
+    (got,) = run_torch(g, [x])
+    np.testing.assert_array_equal(got, x * 2)  # at a size other than the export's
+    model = msc.frontend.keras.load_keras(f)
+    (layer,) = [la for la in model.layers if type(la).__name__ == "Sized"]
+    assert type(layer) is msc_layers()["msc>Sized"]
+
+
+HOSTILE_SIZED = {
+    "op_not_ours": lambda e: e["config"].update(op="__import__('os').system"),
+    "op_not_a_string": lambda e: e["config"].update(op=["reshape"]),
+    "shape_as_code": lambda e: e["config"].update(shape="__import__('os')"),
+    "huge_size": lambda e: e["config"].update(shape=[10**12, 4]),
+    "float_size": lambda e: e["config"].update(shape=[2.5, 4]),
+    "too_many_terms": lambda e: e["config"].update(shape=[[[1, [[0, 0]]]] * 9, 4]),
+    "term_not_a_pair": lambda e: e["config"].update(shape=[[[1, [[0, 0, 0]]]], 4]),
+    "tensor_index_huge": lambda e: e["config"].update(shape=[[[1, [[10**9, 0]]]], 4]),
+    "coefficient_huge": lambda e: e["config"].update(shape=[[[10**12, [[0, 0]]]], 4]),
+    "dtype_object": lambda e: e["config"].update(value_dtype="object"),
+    "extra_key": lambda e: e["config"].update(code="print(1)"),
+    "other_class_under_our_name": lambda e: e.update(class_name="Evil"),
+}
+
+
+@pytest.mark.parametrize("how", sorted(HOSTILE_SIZED))
+def test_hostile_sized_config_is_refused(tmp_path, how, monkeypatch):
+    good = _sized_file(tmp_path / "good.keras")
+    f = _edit_sized(good, tmp_path / f"{how}.keras", HOSTILE_SIZED[how])
+    monkeypatch.setattr(keras.saving, "load_model", lambda *a, **k: pytest.fail("loaded"))
+    with pytest.raises(BadModelError, match="refused.*msc>Sized"):
+        msc.from_keras(f)

@@ -646,7 +646,7 @@ class Importer:
             if len(values) != len(outs):
                 raise Unsupported(f"the converter gave {len(values)} outputs for {len(outs)}")
             for t, v in zip(outs, values):
-                _check_type(v, t, ctx.path)
+                _check_type(v, t, ctx.path, wide_ints=cls.startswith("ops.") or cls == "Sized")
         except (Unsupported, InferError, OpError, GraphError) as e:
             ctx.nodes = []
             self._refused(layer, outs, prefix, str(e))
@@ -731,12 +731,18 @@ def _functional(model: Any) -> Any:
     )
 
 
-def _check_type(v: Value, t: Any, path: str) -> None:
-    """The value a converter made has the Keras tensor's dtype and static dims."""
+def _check_type(v: Value, t: Any, path: str, wide_ints: bool = False) -> None:
+    """The value a converter made has the Keras tensor's dtype and static dims.
+
+    ``wide_ints``: an int64 where Keras says int32 is kept, for a keras.ops call or codegen's
+    Sized: Keras types ``ops.add(int64 tensor, 0)`` int32 while it builds a functional model,
+    but on the torch backend it computes int64 (what runs is what the graph says)."""
     got = v.type
     if not isinstance(got, TensorType):
         return
     want = DTYPES.get(str(t.dtype))
+    if wide_ints and got.dtype is DType.INT64 and want is DType.INT32:
+        want = DType.INT64
     if want is not None and got.dtype is not want:
         raise Unsupported(f"made {got.dtype.short} for {path!r}, Keras gives {t.dtype}")
     if got.shape is None:

@@ -42,6 +42,13 @@ def concatenate(ctx: Ctx, layer, *xs):
     return ctx.op("concat", *xs, axis=int(layer.axis))
 
 
+@converter("ops.Concatenate")
+def concatenate_op(ctx: Ctx, op, xs, *rest, **kw):
+    if not all(isinstance(x, Value) for x in xs):
+        raise Unsupported("a constant among the tensors")
+    return ctx.op("concat", *xs, axis=int(op.axis))
+
+
 def _pairs(padding, n: int) -> list[tuple[int, int]]:
     if isinstance(padding, int):
         return [(padding, padding)] * n
@@ -312,3 +319,25 @@ def sized(ctx: Ctx, layer, x, *others):
     out = ctx.op("expand" if op == "broadcast_to" else "reshape", x, shape)
     out.type = TensorType(x.dtype, list(dims))
     return out
+
+
+@converter("ops.GetItem")
+def get_item(ctx: Ctx, op, x, key):
+    """``x[:, 1:]``: Python slices of static bounds (steps > 0) over the leading axes."""
+    key = tuple(key) if isinstance(key, tuple | list) else (key,)  # a list as read from a file
+    if not all(isinstance(k, slice) for k in key) or len(key) > x.type.rank:
+        raise Unsupported("an index other than slices (an int, None, Ellipsis or a tensor)")
+    starts, ends, axes, steps = [], [], [], []
+    for axis, k in enumerate(key):
+        if k == slice(None):
+            continue
+        bounds = (k.start or 0, (1 << 63) - 1 if k.stop is None else k.stop, k.step or 1)
+        if not all(isinstance(b, int) for b in bounds) or bounds[2] <= 0:
+            raise Unsupported(f"the slice {k} (bounds not constant, or a step below 1)")
+        starts.append(bounds[0])
+        ends.append(bounds[1])
+        axes.append(axis)
+        steps.append(bounds[2])
+    if not axes:
+        return ctx.op("identity", x)
+    return ctx.op("slice", x, starts=starts, ends=ends, axes=axes, steps=steps)
