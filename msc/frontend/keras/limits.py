@@ -346,4 +346,5 @@ def size_problems(config: Any, groups: dict[str, list[dict]]) -> list[str]:
     walk(config)
     return found
 
+
 SIZES["GroupedQueryAttention"] = SIZES["GroupQueryAttention"]  # Keras' other name for it
