@@ -77,7 +77,7 @@ def test_symbolic_batch_and_sequence_to_keras(name, tmp_path):
     _agrees(lambda xs: run_torch(back, xs if isinstance(xs, list) else [xs]), model, inputs)
 
 
-@pytest.mark.slow  # exports, converts and checks in a child process: ~40 s
+@pytest.mark.slow  # exports, converts and checks in a child process: ~12 s
 def test_dynamic_pt2_to_a_keras_file_through_the_cli(tmp_path):
     from tests.security import run_child
 
