@@ -111,7 +111,8 @@ _OPS = {
 def binary(e: Emit, node):
     a, b = e.arg(0), e.arg(1)
     same = e.type(0).shape == e.type(1).shape and e.const(0) is None and e.const(1) is None
-    if node.op in _MERGE and same:
+    # Keras' merging layers type their output with the layer's float dtype policy
+    if node.op in _MERGE and same and e.type(0).dtype.is_floating:
         return f"{e.layer(_MERGE[node.op])}([{a}, {b}])"
     return f"ops.{_OPS[node.op]}({a}, {b})"
 

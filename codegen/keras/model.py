@@ -33,7 +33,7 @@ import numpy as np
 from codegen.keras.registry import EMITTERS, EmitterRegistry
 from msc.errors import Unsupported, UnsupportedOp, UnsupportedOpsError
 from msc.io.marker import SOURCES
-from msc.ir import DType, Graph, Node, TensorType, Value, Weight
+from msc.ir import DType, Graph, Node, SymDim, SymExpr, TensorType, Value, Weight
 
 __all__ = ["KerasCodegen", "Emit", "WEIGHTS_FILE", "MODEL_FILE", "WEIGHTED"]
 
@@ -219,6 +219,28 @@ class Emit:
         self.parts = (text, [f"layers.{cls}(", *parts])
         return text
 
+    def sized(
+        self, op: str, dims: list, x: str | None = None, value_dtype: str = "", part: str = ""
+    ) -> str:
+        """``Sized(op, shape)(x, inputs...)``: ``ops.<op>`` with sizes known when the model
+        runs (a functional model's tensors have None for them while it is built); ``part``
+        names a layer besides the node's own (``<layer>_<part>``). ``dims``
+        are graph dims; each symbolic one is written as the sum of terms over the sizes of the
+        model's inputs it is made of (``batch*seq_len``: [[1, [[1, 0], [1, 1]]]])."""
+        tensors = [x] if x is not None else []
+        entries = [self.cg.size_entry(d, tensors) for d in dims]
+        if not tensors:
+            tensors = [self.cg.inputs[0]]
+        self.cg.uses_sized_layer = True
+        args = [repr(op), repr(entries)]
+        if value_dtype:
+            args.append(f"value_dtype={value_dtype!r}")
+        name = self.cg.layers.fresh(f"{self.layer_name}_{part}") if part else self.layer_name
+        args.append(f"name={name!r}")
+        head = f"Sized({', '.join(args)})"
+        self.parts = (head, ["Sized(", *args])
+        return f"{head}({', '.join(tensors)})"
+
     def stmt(self, expr: str, hint: str = "") -> str:
         """Write ``name = expr`` before the node's line; returns the name."""
         name = self.cg.values.fresh(hint or f"{self.node.name or 't'}_pre")
@@ -250,6 +272,9 @@ class KerasCodegen:
         self._claimed: dict[int, str] = {}
         self.inputs: list[str] = []  # the graph inputs' variables
         self.uses_weight_layer = False
+        self.uses_sized_layer = False
+        self.symbols: dict[str, tuple[str, int]] = {}  # symbol -> (input variable, axis)
+        self.sizes: set[int] = set()  # ids of values that are sizes (not written: see size_entry)
         self.poisoned: set[int] = set()  # ids of values downstream of an unsupported node
         self.nhwc: set[int] = set()  # ids of layout nodes written channels_last
         self.skip: set[int] = set()  # ids of transposes those nodes absorb
@@ -339,6 +364,48 @@ class KerasCodegen:
         self.symbolic.add(id(v))
         return name
 
+    # ------------------------------------------------------------ sizes
+    def size_entry(self, d: Any, tensors: list[str]) -> Any:
+        """A dim as ``Sized`` takes it: an int, or a sum of terms [c, [[tensor, axis], ...]]
+        (c times the sizes of those axes of the tensors the layer is called with, the model's
+        inputs that hold each symbol appended to ``tensors``)."""
+        if isinstance(d, int) and not isinstance(d, bool):
+            return d
+        terms = (
+            d.terms if isinstance(d, SymExpr) else (((d,), 1),) if isinstance(d, SymDim) else None
+        )
+        if terms is None:
+            raise Unsupported(f"a size {d} that is not a sum of products of the inputs' sizes")
+        out = []
+        for mono, c in terms:
+            axes = []
+            for atom in mono:
+                where = self.symbols.get(atom.name) if isinstance(atom, SymDim) else None
+                if where is None:
+                    raise Unsupported(f"a size {d} not made of the inputs' sizes")
+                if where[0] not in tensors:
+                    tensors.append(where[0])
+                axes.append([tensors.index(where[0]), where[1]])
+            out.append([int(c), axes])
+        return out
+
+    def _is_size(self, node: Node) -> bool:
+        """``node`` computes a size (``shape`` of a tensor, or integer arithmetic, reshape and
+        concat of sizes and constants): not written; its uses read sizes from the types."""
+        if node.op == "shape":
+            return True
+        if node.op == "constant" or len(node.outputs) != 1:
+            return False
+        t = node.outputs[0].type
+        if not isinstance(t, TensorType) or not t.dtype.is_integer or t.shape is None:
+            return False
+        if len(t.shape) > 1 or not all(isinstance(d, int) for d in t.shape):
+            return False  # sizes are a scalar or a vector of a known length (not a range)
+        ins = [v for v in node.inputs if v is not None]
+        return any(id(v) in self.sizes for v in ins) and all(
+            id(v) in self.sizes or id(v) in self.folded for v in ins
+        )
+
     # ------------------------------------------------------------ layout
     def _layout(self) -> None:
         """Find the layout nodes between a transpose to channels first and one back."""
@@ -405,8 +472,14 @@ class KerasCodegen:
             ins.append(name)
             self.inputs.append(name)
             self.lines.append(f"    {name} = {self._input(v)}")
+            for axis, d in enumerate(v.type.shape or ()):
+                if isinstance(d, SymDim) and d.name not in self.symbols:
+                    self.symbols[d.name] = (name, axis)
         for n in g.nodes:
             if self._fold(n):
+                continue
+            if self._is_size(n):
+                self.sizes.update(id(o) for o in n.outputs)
                 continue
             if any(v is not None and id(v) in self.poisoned for v in n.inputs):
                 self.poisoned.update(id(o) for o in n.outputs)
@@ -544,6 +617,8 @@ class KerasCodegen:
                 "        return ops.convert_to_tensor(self.value)",
                 "",
             ]
+        if self.uses_sized_layer:
+            head[-3:-3] = SIZED_LAYER
         ret = f"    return keras.Model({i}, {o}, name={_layer_name(self.source.name)!r})"
         if len(ret) >= 100:  # one argument a line
             name = _layer_name(self.source.name)
@@ -580,6 +655,69 @@ class KerasCodegen:
         return out
 
 
+# The layer written for ops whose sizes are known only when the model runs (a symbolic batch or
+# sequence): a functional model's tensors have None for such sizes while it is built, so
+# ops.shape is read inside a layer's call. Registered as "msc>Sized".
+SIZED_LAYER = [
+    "",
+    '@keras.saving.register_keras_serializable(package="msc")',
+    "class Sized(keras.layers.Layer):",
+    '    """ops.reshape, broadcast_to, slice, arange or a size, read when the model runs. Each',
+    "    entry of ``shape`` is an int, or a sum of terms [c, [[i, axis], ...]]: c times the sizes",
+    "    of those axes of the tensors the layer is called with (``x`` is tensor 0; for arange,",
+    "    shape is [start, stop, step] and the tensors only give sizes; size is shape's one",
+    "    entry as a 0-d tensor). Registered as",
+    '    "msc>Sized": msc.from_keras reads a .keras file holding it."""',
+    "",
+    "    def __init__(self, op, shape, value_dtype=None, **kwargs):",
+    "        super().__init__(**kwargs)",
+    "        self.op = op",
+    "        self.shape = shape",
+    "        self.value_dtype = value_dtype",
+    "",
+    "    def call(self, x, *others):",
+    "        tensors = (x, *others)",
+    "        shape = []",
+    "        for size in self.shape:",
+    "            if isinstance(size, list):  # a sum of products of sizes",
+    "                total = 0",
+    "                for c, axes in size:",
+    "                    term = c",
+    "                    for i, axis in axes:",
+    "                        term = term * ops.shape(tensors[i])[axis]",
+    "                    total = total + term",
+    "                size = total",
+    "            shape.append(size)",
+    '        if self.op == "arange":',
+    "            return ops.arange(*shape, dtype=self.value_dtype)",
+    '        if self.op == "size":',
+    "            return ops.convert_to_tensor(shape[0], dtype=self.value_dtype)",
+    '        if self.op == "slice":  # shape: the starts, then the sizes',
+    "            return ops.slice(x, shape[: len(shape) // 2], shape[len(shape) // 2 :])",
+    '        if self.op == "broadcast_to":',
+    "            return ops.broadcast_to(x, shape)",
+    "        return ops.reshape(x, shape)",
+    "",
+    "    def compute_output_spec(self, x, *others):",
+    "        # while the model is built: the sizes read at run time are None",
+    "        shape = [size if isinstance(size, int) else None for size in self.shape]",
+    '        if self.op == "slice":',
+    "            shape = shape[len(shape) // 2 :]",
+    '        if self.op == "arange":',
+    "            shape = [None]",
+    '        if self.op == "size":',
+    "            shape = []",
+    '        dtype = self.value_dtype if self.op in ("arange", "size") else x.dtype',
+    "        return keras.KerasTensor(shape, dtype=dtype)",
+    "",
+    "    def get_config(self):",
+    "        config = super().get_config()",
+    "        config.update(op=self.op, shape=self.shape, value_dtype=self.value_dtype)",
+    "        return config",
+    "",
+]
+
+
 def _wrap(lead: str, expr: str, parts: tuple[str, list[str]] | None) -> list[str]:
     """``lead + expr`` as lines under 100 characters: a long layer constructor gets one
     argument a line."""
@@ -596,6 +734,17 @@ def _wrap(lead: str, expr: str, parts: tuple[str, list[str]] | None) -> list[str
         call = ast.parse(expr, mode="eval").body
     except SyntaxError:
         return [line]
+    if isinstance(call, ast.BinOp) and isinstance(call.op, ast.Add):  # a sum: a term a line
+        terms: list[ast.expr] = []
+        while isinstance(call, ast.BinOp) and isinstance(call.op, ast.Add):
+            terms.insert(0, call.right)
+            call = call.left
+        terms.insert(0, call)
+        body = [
+            f"        {ast.unparse(terms[0])}",
+            *(f"        + {ast.unparse(t)}" for t in terms[1:]),
+        ]
+        return [f"{lead}(", *body, "    )"]
     if not isinstance(call, ast.Call):
         return [line]
     args = [ast.unparse(a) for a in call.args]

@@ -6,6 +6,7 @@ from __future__ import annotations
 from codegen.keras.model import Emit
 from codegen.keras.registry import emitter
 from msc.errors import Unsupported
+from msc.ir.symexpr import product
 
 
 @emitter("transpose")
@@ -31,10 +32,14 @@ def _batch_kept(e: Emit, shape: list) -> bool:
 def reshape(e: Emit, node):
     out = node.outputs[0].type.shape
     shape = node.attrs.get("shape")
-    if shape is None:
-        if out is None or not all(isinstance(d, int) for d in out[1:]):
+    if shape is None or not all(isinstance(d, int) for d in out or ()):
+        if out is None:
             raise Unsupported("a shape computed at run time")
-        shape = [-1, *out[1:]]
+        if list(out) == list(e.type(0).shape or ()):  # the same shape: nothing to do
+            return e.arg(0)
+        if sum(not isinstance(d, int) for d in out) > 1:  # sizes read when the model runs
+            return e.sized("reshape", list(out), e.arg(0))
+        shape = [d if isinstance(d, int) else -1 for d in out]
     shape = [int(d) for d in shape]
     if 0 in shape:  # ONNX's "copy this dim"
         src = e.type(0).shape
@@ -62,6 +67,8 @@ def flatten(e: Emit, node):
 @emitter("concat")
 def concat(e: Emit, node):
     xs = ", ".join(e.arg(i) for i in range(len(node.inputs)))
+    if not node.outputs[0].type.dtype.is_floating:  # the layer types it with its float policy
+        return f"ops.concatenate([{xs}], axis={int(node.attrs['axis'])})"
     return f"{e.layer('Concatenate', axis=int(node.attrs['axis']))}([{xs}])"
 
 
@@ -104,11 +111,52 @@ def split(e: Emit, node):
     return f"ops.split({e.arg(0)}, {cuts!r}, axis={int(a['axis'])!r})"
 
 
+END = 1 << 62  # an end at or past this is "to the end" (torch writes 2**63 - 1)
+
+
+def _python_slices(starts, ends, axes, shape) -> list[str]:
+    """The slice as Python's ``x[:, 1:]`` items (up to the last axis it cuts)."""
+    r = len(shape)
+    items = [":"] * r
+    for st, en, ax in zip(starts, ends, axes):
+        st, en, ax = int(st), int(en), int(ax) % r
+        lo = "" if st == 0 else str(st)
+        hi = "" if en >= END else str(en)
+        items[ax] = f"{lo}:{hi}"
+    while items and items[-1] == ":":
+        items.pop()
+    return items or [":"]
+
+
+def _sized_slice(e: Emit, node):
+    """A slice whose bounds are sizes (``x[:, :seq_len]``): its starts constants, steps 1, its
+    sizes the output's dims, read when the model runs."""
+    a, r = node.attrs, e.type(0).rank
+    starts = e.const(1) if a.get("starts") is None else a["starts"]
+    axes = a.get("axes")
+    if axes is None and len(node.inputs) > 3 and node.inputs[3] is not None:
+        axes = e.const(3)
+    steps = a.get("steps")
+    if steps is None and len(node.inputs) > 4 and node.inputs[4] is not None:
+        steps = e.const(4)
+    if starts is None or (len(node.inputs) > 3 and node.inputs[3] is not None and axes is None):
+        raise Unsupported("bounds computed at run time")
+    axes = [int(x) % r for x in (range(len(starts)) if axes is None else axes)]
+    if any(int(x) != 1 for x in (steps if steps is not None else [])) or any(
+        int(x) < 0 for x in starts
+    ):
+        raise Unsupported("a slice of symbolic bounds with a step or a start from the end")
+    begin = [0] * r
+    for st, ax in zip(starts, axes):
+        begin[ax] = int(st)
+    return e.sized("slice", [*begin, *node.outputs[0].type.shape], e.arg(0))
+
+
 @emitter("slice")
 def slice_(e: Emit, node):
     a = node.attrs
     if any(v is not None for v in node.inputs[1:]):
-        raise Unsupported("bounds computed at run time")
+        return _sized_slice(e, node)
     shape = e.type(0).shape
     r = len(shape)
     starts, ends = list(a["starts"]), list(a["ends"])
@@ -117,11 +165,17 @@ def slice_(e: Emit, node):
     if any(int(s) != 1 for s in steps):
         raise Unsupported("steps other than 1")
     begin, size = [0] * r, [-1] * r
+    out = node.outputs[0].type.shape
+    static = all(isinstance(d, int) for d in shape)
+    if not static and len(axes) == 1 and int(starts[0]) >= 0 and isinstance(out[axes[0] % r], int):
+        ax, st = int(axes[0]) % r, int(starts[0])  # a known number of items: the ones it keeps
+        return f"ops.take({e.arg(0)}, np.arange({st}, {st + out[ax]}), axis={ax})"
+    if any(not isinstance(shape[int(ax) % r], int) for ax in axes):  # a symbolic dim cut
+        # Python's slicing: keras.ops' GetItem reads the sizes when the model runs
+        return f"{e.arg(0)}[{', '.join(_python_slices(starts, ends, axes, shape))}]"
     for st, en, ax in zip(starts, ends, axes):
         ax = int(ax) % r
         dim = shape[ax]
-        if not isinstance(dim, int):
-            raise Unsupported("slicing a symbolic dim")
         st, en = int(st), int(en)
         st = max(0, min(dim, st + dim if st < 0 else st))
         en = max(0, min(dim, en + dim if en < 0 else en))
@@ -171,12 +225,12 @@ def flip(e: Emit, node):
 @emitter("expand")
 def expand(e: Emit, node):
     """Each axis that grows from 1 as ``ops.repeat`` (a symbolic batch stays as it is)."""
-    if len(node.inputs) > 1 and node.inputs[1] is not None:
-        raise Unsupported("a shape computed at run time")
     src = list(e.type(0).shape)
     out = list(node.outputs[0].type.shape)
-    if len(src) != len(out):
-        raise Unsupported("an expand that adds axes")
+    if len(src) != len(out) or any(
+        a != b and not isinstance(b, int) for a, b in zip(src, out)
+    ):  # to sizes read when the model runs
+        return e.sized("broadcast_to", out, e.arg(0))
     y = e.arg(0)
     for ax, (a, b) in enumerate(zip(src, out)):
         if a == b:
@@ -240,8 +294,8 @@ def index(e: Emit, node):
     not adjacent, as numpy's result puts them) flattened into one, the index tensors combined
     into a flat index (negative ones wrapped)."""
     shape = e.type(0).shape
-    if shape is None or not all(isinstance(d, int) for d in shape):
-        raise Unsupported("indexing a tensor of symbolic shape")
+    if shape is None:
+        raise Unsupported("indexing a tensor of unknown rank")
     r = len(shape)
     axes = [int(a) % r for a in node.attrs["axes"]]
     x = e.arg(0)
@@ -251,13 +305,22 @@ def index(e: Emit, node):
         shape, axes = [shape[d] for d in perm], list(range(len(axes)))
     first, dims = axes[0], [shape[a] for a in axes]
     flat_shape = (*shape[:first], -1, *shape[axes[-1] + 1 :])
-    x = e.stmt(f"ops.reshape({x}, {flat_shape!r})", f"{node.name or 'index'}_flat")
+    if all(isinstance(d, int) for d in flat_shape):
+        flat = f"ops.reshape({x}, {flat_shape!r})"
+    else:  # sizes read when the model runs
+        flat = e.sized("reshape", [*shape[:first], product(dims), *shape[axes[-1] + 1 :]], x,
+                       part="flat")  # fmt: skip
+    x = e.stmt(flat, f"{node.name or 'index'}_flat")
     terms = []
     for k, d in enumerate(dims):
-        stride = 1
-        for later in dims[k + 1 :]:
-            stride *= later
-        i = f"ops.cast({e.arg(k + 1)}, 'int64') % {d}"
+        stride = product(dims[k + 1 :])
+        size = d if isinstance(d, int) else e.stmt(
+            e.sized("size", [d], value_dtype="int64", part=f"size{k}"), f"{node.name}_size{k}"
+        )  # fmt: skip
+        i = f"ops.cast({e.arg(k + 1)}, 'int64') % {size}"
+        if not isinstance(stride, int):
+            stride = e.stmt(e.sized("size", [stride], value_dtype="int64", part=f"stride{k}"),
+                            f"{node.name}_stride{k}")  # fmt: skip
         terms.append(i if stride == 1 else f"({i}) * {stride}")
     flat = e.stmt(" + ".join(terms), f"{node.name or 'index'}_at")
     return f"ops.take({x}, {flat}, axis={first})"

@@ -50,7 +50,8 @@ codegen.relax directories are only read; nothing in them runs (a .pt2 member tha
 unpickling, or TVMScript beyond what TVM's printer writes, is refused unless --trust-code; a
 .tflite custom op or StableHLO custom_call is kept opaque with --custom-ops keep, never
 run). A .keras file's config is checked first and Keras loads it with safe_mode: Lambda
-layers and custom objects are refused (msc's own SourceWeight layer is built by msc's code).
+layers and custom objects are refused (msc's own SourceWeight and Sized layers are built by
+msc's code), and layer sizes beyond the weights the file stores are refused.
 module.py:ClassName and codegen.torch /
 codegen.keras directories and their model.py (known by msc's header) ARE Python code: msc
 imports and runs them.

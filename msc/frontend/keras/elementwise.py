@@ -222,6 +222,7 @@ _BINARY_OPS = {
     "ops.Minimum": "minimum",
     "ops.Power": "pow",
     "ops.Arctan2": "atan2",
+    "ops.Mod": "remainder",
 }
 
 

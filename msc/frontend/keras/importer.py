@@ -16,7 +16,8 @@ converter per layer class; and the safe reader of ``.keras`` files.
 #   after the whole model was walked. Layers downstream of one are not converted.
 # - A ``.keras`` file is checked as data first (its config.json: no Lambda layer, no class
 #   outside Keras but msc's own ``MSC_LAYERS``, whose configs are checked and which Keras builds
-#   with msc's classes), then loaded by Keras itself with ``safe_mode=True`` on the torch backend.
+#   with msc's classes) and its size keys against the weights the file stores (limits.py),
+#   then loaded by Keras itself with ``safe_mode=True`` on the torch backend.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from msc.errors import (
     UnsupportedOp,
     UnsupportedOpsError,
 )
+from msc.frontend.keras.limits import size_problems, stored_weights
 from msc.frontend.keras.registry import CONVERTERS, ConverterRegistry
 from msc.ir import DType, Graph, Provenance, SymDim, TensorType, Value
 from msc.ir.builder import Builder
@@ -83,7 +85,11 @@ def keras_module():
 # entry: the class name and the keys its config may hold.
 MSC_LAYERS = {
     "msc>SourceWeight": ("SourceWeight", {"name", "shape", "value_dtype", "trainable", "dtype"}),
+    "msc>Sized": ("Sized", {"name", "op", "shape", "value_dtype", "trainable", "dtype"}),
 }
+# what msc's Sized layer computes, by its ``op``
+SIZED_OPS = ("reshape", "broadcast_to", "slice", "arange", "size")
+SIZED_TERMS = 8  # terms in a size, and sizes multiplied in a term
 # a SourceWeight's rank; its bytes are bounded by the file's weights (its value is stored there)
 MAX_RANK = 16
 
@@ -102,6 +108,8 @@ def _msc_layer_problems(obj: dict, key: str, label: str, weight_bytes: int) -> l
     shape, dtype = inner.get("shape"), inner.get("value_dtype")
     if not isinstance(inner.get("name"), str) or not isinstance(inner.get("trainable", True), bool):
         return [f"{label} (msc's {key!r} with a name or trainable flag of the wrong type)"]
+    if key == "msc>Sized":
+        return _sized_problems(inner, label)
     if not isinstance(dtype, str) or dtype not in DTYPES:
         return [f"{label} (msc's {key!r} with value_dtype {str(dtype)[:40]!r}, not one of msc's)"]
     if (
@@ -113,6 +121,45 @@ def _msc_layer_problems(obj: dict, key: str, label: str, weight_bytes: int) -> l
     nbytes = int(np.prod(shape, dtype=object)) * np.dtype(DTYPES[dtype].to_numpy()).itemsize
     if nbytes > weight_bytes:
         return [f"{label} (msc's {key!r} of {nbytes} bytes, more than the file's weights hold)"]
+    return []
+
+
+def sized_size_ok(size: Any, rank: int) -> bool:
+    """A size of msc's Sized layer: an int within the budget, or at most SIZED_TERMS terms
+    [c, [[tensor, axis], ...]] of small ints."""
+    from msc.frontend.keras.limits import BUDGET
+
+    def small(v: Any, lo: int, hi: int) -> bool:
+        return type(v) is int and lo <= v <= hi
+
+    if type(size) is int:
+        return -1 <= size <= BUDGET
+    return (
+        isinstance(size, list)
+        and 0 < len(size) <= SIZED_TERMS
+        and all(
+            isinstance(t, list) and len(t) == 2 and small(t[0], -BUDGET, BUDGET)
+            and isinstance(t[1], list) and len(t[1]) <= SIZED_TERMS
+            and all(isinstance(p, list) and len(p) == 2 and small(p[0], 0, 64)
+                    and small(p[1], 0, rank) for p in t[1])
+            for t in size
+        )
+    )  # fmt: skip
+
+
+def _sized_problems(inner: dict, label: str) -> list[str]:
+    """Why a config naming msc's Sized layer is not one codegen.keras wrote (none: it is)."""
+    op, shape, dtype = inner.get("op"), inner.get("shape"), inner.get("value_dtype")
+    if op not in SIZED_OPS:
+        return [f"{label} (msc's 'msc>Sized' with op {str(op)[:40]!r}, not one of {SIZED_OPS})"]
+    if dtype is not None and (not isinstance(dtype, str) or dtype not in DTYPES):
+        return [f"{label} (msc's 'msc>Sized' with value_dtype {str(dtype)[:40]!r})"]
+    if (
+        not isinstance(shape, list)
+        or len(shape) > 2 * MAX_RANK
+        or not all(sized_size_ok(d, MAX_RANK) for d in shape)
+    ):
+        return [f"{label} (msc's 'msc>Sized' with shape {str(shape)[:60]}: not a list of sizes)"]
     return []
 
 
@@ -183,7 +230,56 @@ def msc_layers() -> dict[str, type]:
         def call(self, x):
             return keras.ops.convert_to_tensor(self.value)
 
+    class Sized(keras.layers.Layer):
+        """An op with sizes read when the model runs (codegen.keras' Sized): ``shape`` holds
+        ints and sums of terms [c, [[i, axis], ...]] over the sizes of the tensors it is
+        called with; ``op`` one of SIZED_OPS."""
+
+        def __init__(self, op, shape, value_dtype=None, **kwargs):
+            super().__init__(**kwargs)
+            self.op, self.shape, self.value_dtype = op, shape, value_dtype
+
+        def sizes(self, tensors):
+            out = []
+            for size in self.shape:
+                if isinstance(size, list):
+                    total = 0
+                    for c, axes in size:
+                        term = c
+                        for i, axis in axes:
+                            term = term * keras.ops.shape(tensors[i])[axis]
+                        total = total + term
+                    size = total
+                out.append(size)
+            return out
+
+        def call(self, x, *others):
+            shape, o = self.sizes((x, *others)), keras.ops
+            if self.op == "arange":
+                return o.arange(*shape, dtype=self.value_dtype)
+            if self.op == "size":
+                return o.convert_to_tensor(shape[0], dtype=self.value_dtype)
+            if self.op == "slice":
+                return o.slice(x, shape[: len(shape) // 2], shape[len(shape) // 2 :])
+            if self.op == "broadcast_to":
+                return o.broadcast_to(x, shape)
+            return o.reshape(x, shape)
+
+        def compute_output_spec(self, x, *others):
+            shape = [d if isinstance(d, int) else None for d in self.shape]
+            shape = {"arange": [None], "size": [], "slice": shape[len(shape) // 2 :]}.get(
+                self.op, shape
+            )
+            dtype = self.value_dtype if self.op in ("arange", "size") else x.dtype
+            return keras.KerasTensor(shape, dtype=dtype)
+
+        def get_config(self):
+            config = super().get_config()
+            config.update(op=self.op, shape=self.shape, value_dtype=self.value_dtype)
+            return config
+
     _MSC_LAYER_CLASSES["msc>SourceWeight"] = SourceWeight
+    _MSC_LAYER_CLASSES["msc>Sized"] = Sized
     return _MSC_LAYER_CLASSES
 
 
@@ -222,19 +318,32 @@ def load_keras(path: str | os.PathLike) -> Any:
             weight_bytes = min(
                 z.getinfo("model.weights.h5").file_size, 50 * os.path.getsize(path) + (16 << 20)
             )
+            refused = _refused_classes(config, weight_bytes)
+            if refused:
+                raise BadModelError(
+                    f"{path}: refused, loading it would run code that is not Keras': "
+                    + "; ".join(refused)
+                    + " (build the model in Python and pass the object to msc.from_keras)"
+                )
+            # the sizes the config asks for, against the weights the file holds (limits.py)
+            groups, declared = stored_weights(z)
+            if declared > weight_bytes:
+                raise BadModelError(
+                    f"{path}: refused, model.weights.h5 declares {declared} bytes of weights, "
+                    f"more than the file holds ({weight_bytes})"
+                )
+            too_big = size_problems(config, groups)
+            if too_big:
+                raise BadModelError(
+                    f"{path}: refused, a layer's config asks for sizes beyond the weights the "
+                    "file stores or msc's budget: " + "; ".join(too_big)
+                )
     except BadModelError:
         raise
     except (OSError, KeyError, zipfile.BadZipFile, ValueError, UnicodeDecodeError) as e:
         raise BadModelError(
             f"{path}: not a readable .keras file ({type(e).__name__}: {e})"
         ) from None
-    refused = _refused_classes(config, weight_bytes)
-    if refused:
-        raise BadModelError(
-            f"{path}: refused, loading it would run code that is not Keras': "
-            + "; ".join(refused)
-            + " (build the model in Python and pass the object to msc.from_keras)"
-        )
     keras = keras_module()
     try:
         with _msc_classes_registered(keras):
@@ -537,7 +646,7 @@ class Importer:
             if len(values) != len(outs):
                 raise Unsupported(f"the converter gave {len(values)} outputs for {len(outs)}")
             for t, v in zip(outs, values):
-                _check_type(v, t, ctx.path)
+                _check_type(v, t, ctx.path, wide_ints=cls.startswith("ops.") or cls == "Sized")
         except (Unsupported, InferError, OpError, GraphError) as e:
             ctx.nodes = []
             self._refused(layer, outs, prefix, str(e))
@@ -622,12 +731,18 @@ def _functional(model: Any) -> Any:
     )
 
 
-def _check_type(v: Value, t: Any, path: str) -> None:
-    """The value a converter made has the Keras tensor's dtype and static dims."""
+def _check_type(v: Value, t: Any, path: str, wide_ints: bool = False) -> None:
+    """The value a converter made has the Keras tensor's dtype and static dims.
+
+    ``wide_ints``: an int64 where Keras says int32 is kept, for a keras.ops call or codegen's
+    Sized: Keras types ``ops.add(int64 tensor, 0)`` int32 while it builds a functional model,
+    but on the torch backend it computes int64 (what runs is what the graph says)."""
     got = v.type
     if not isinstance(got, TensorType):
         return
     want = DTYPES.get(str(t.dtype))
+    if wide_ints and got.dtype is DType.INT64 and want is DType.INT32:
+        want = DType.INT64
     if want is not None and got.dtype is not want:
         raise Unsupported(f"made {got.dtype.short} for {path!r}, Keras gives {t.dtype}")
     if got.shape is None:

@@ -42,6 +42,13 @@ def concatenate(ctx: Ctx, layer, *xs):
     return ctx.op("concat", *xs, axis=int(layer.axis))
 
 
+@converter("ops.Concatenate")
+def concatenate_op(ctx: Ctx, op, xs, *rest, **kw):
+    if not all(isinstance(x, Value) for x in xs):
+        raise Unsupported("a constant among the tensors")
+    return ctx.op("concat", *xs, axis=int(op.axis))
+
+
 def _pairs(padding, n: int) -> list[tuple[int, int]]:
     if isinstance(padding, int):
         return [(padding, padding)] * n
@@ -257,3 +264,80 @@ def take_op(ctx: Ctx, op, x, indices):
     from msc.ir import DType
 
     return ctx.op("gather", x, ctx.const(idx, DType.INT64), axis=axis)
+
+
+def _sized_dim(ctx: Ctx, size, tensors: list[Value]) -> tuple[Value, object]:
+    """One size of msc's Sized layer: its value (i64[1]) and its dim (an int, or the sum of
+    products of the tensors' dims it names)."""
+    from msc.ir import DType
+    from msc.ir.symexpr import add, mul
+
+    i64 = DType.INT64
+    if isinstance(size, int):
+        return ctx.const([size], i64), size
+    value, dim = None, 0
+    for c, axes in size:
+        term, tdim = ctx.const([int(c)], i64), int(c)
+        for i, axis in axes:
+            t = tensors[int(i)]
+            term = ctx.op("mul", term, ctx.op("shape", t, start=int(axis), end=int(axis) + 1))
+            tdim = mul(tdim, t.type.shape[int(axis)])
+        value = term if value is None else ctx.op("add", value, term)
+        dim = add(dim, tdim)
+    return value, dim
+
+
+@converter("Sized")
+def sized(ctx: Ctx, layer, x, *others):
+    """codegen.keras' Sized layer (registered as msc>Sized): reshape, broadcast_to, slice,
+    arange or a size, the sizes read from its tensors' shapes when the graph runs."""
+    from msc.frontend.keras.importer import DTYPES
+    from msc.ir import TensorType
+
+    values, dims = zip(*(_sized_dim(ctx, s, [x, *others]) for s in layer.shape))
+    op = layer.op
+    if op in ("arange", "size"):
+        dt = DTYPES[layer.value_dtype]
+        scalars = [ctx.cast(ctx.op("squeeze", v, axes=[0]), dt) for v in values]
+        if op == "size":
+            return scalars[0]
+        out = ctx.op("range", *scalars)
+        step = dims[2]
+        from msc.ir.symexpr import sub
+
+        n = sub(dims[1], dims[0]) if step == 1 else None
+        out.type = TensorType(dt, [n])
+        return out
+    if op == "slice":
+        half = len(values) // 2
+        starts = ctx.op("concat", *values[:half], axis=0)
+        ends = ctx.op("add", starts, ctx.op("concat", *values[half:], axis=0))
+        out = ctx.op("slice", x, starts, ends)
+        out.type = TensorType(x.dtype, list(dims[half:]))
+        return out
+    shape = ctx.op("concat", *values, axis=0)
+    out = ctx.op("expand" if op == "broadcast_to" else "reshape", x, shape)
+    out.type = TensorType(x.dtype, list(dims))
+    return out
+
+
+@converter("ops.GetItem")
+def get_item(ctx: Ctx, op, x, key):
+    """``x[:, 1:]``: Python slices of static bounds (steps > 0) over the leading axes."""
+    key = tuple(key) if isinstance(key, tuple | list) else (key,)  # a list as read from a file
+    if not all(isinstance(k, slice) for k in key) or len(key) > x.type.rank:
+        raise Unsupported("an index other than slices (an int, None, Ellipsis or a tensor)")
+    starts, ends, axes, steps = [], [], [], []
+    for axis, k in enumerate(key):
+        if k == slice(None):
+            continue
+        bounds = (k.start or 0, (1 << 63) - 1 if k.stop is None else k.stop, k.step or 1)
+        if not all(isinstance(b, int) for b in bounds) or bounds[2] <= 0:
+            raise Unsupported(f"the slice {k} (bounds not constant, or a step below 1)")
+        starts.append(bounds[0])
+        ends.append(bounds[1])
+        axes.append(axis)
+        steps.append(bounds[2])
+    if not axes:
+        return ctx.op("identity", x)
+    return ctx.op("slice", x, starts=starts, ends=ends, axes=axes, steps=steps)
