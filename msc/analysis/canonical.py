@@ -10,6 +10,9 @@ what is left.
 
 Graph passes (spellings and constants, not patterns):
 
+- ``channels_first`` (``msc.ops.layout``): convs and pools of a channels-last graph (a TFLite
+  or Keras file) brought to NCHW / OIHW with the transposes sunk, as the channels-first
+  codegens emit them;
 - ``constants_to_weights``: ``constant`` nodes -> weights; ``fold_constants``: nodes that
   read only weights are computed -> weights;
 - ``normalize_spellings``: axes non-negative and sorted, trailing absent inputs dropped, a
@@ -18,7 +21,9 @@ Graph passes (spellings and constants, not patterns):
 Pattern rewrites (``msc.rewrite`` patterns, ``RULES``; each counted under its label):
 
 - ``batch_norm(conv|linear(x, W, b))`` with constant statistics ->
-  ``conv|linear(x, W * s, (b - mean) * s + beta)``, ``s = gamma / sqrt(var + eps)``;
+  ``conv|linear(x, W * s, (b - mean) * s + beta)``, ``s = gamma / sqrt(var + eps)``, and
+  ``conv(pad(x, zeros))`` -> ``conv`` padding x itself (``msc.ops.folds``: what torch.onnx
+  and codegen.tflite write);
 - ``gemm(x, W, c)`` (alpha = beta = 1, no transposed A) -> ``linear``;
 - ``matmul(x, W)`` (+ ``add`` of a 1-d bias) -> ``linear(x, W^T, b)``; ``matmul(x,
   transpose(W))`` -> ``linear(x, W)`` (the transpose absorbed, before constants fold);
@@ -55,8 +60,10 @@ from msc.analysis.shape_values import refines, resolve_shape_values
 from msc.ir.builder import Builder
 from msc.ir.graph import Graph, Node, Value, Weight
 from msc.ir.types import TensorType
+from msc.ops.folds import find_batch_norm, find_zero_pad, fold_batch_norm, fold_zero_pad
 from msc.ops.fusions import FUSIONS
 from msc.ops.infer import dim_mul
+from msc.ops.layout import LAYOUT_OPS, channels_first, has_layouts
 from msc.ops.rewrite import Match, Pattern, constant_value, rewrite
 from msc.ops.simplify import FOLD_LIMIT
 
@@ -373,52 +380,6 @@ def _declining(
     return safe
 
 
-def _weight_in_place(g: Graph, old: Value | None, m: Match, data: np.ndarray, name: str) -> Weight:
-    """``data`` as a weight: under ``old``'s name when only the match reads ``old`` (the conv
-    whose BatchNorm was folded keeps ``conv.weight``), else a new weight ``name``."""
-    if isinstance(old, Weight) and all(u in m.nodes for u, _ in old.uses):
-        del g.weights[old.name]
-        return g.add_weight(old.name, data, role=old.role, aliases=old.aliases)
-    return _new_weight(g, name, data)
-
-
-def _find_batch_norm(bn: Node) -> Match | None:
-    if bn.op != "batch_norm" or bn.inputs[0] is None:
-        return None
-    p = bn.inputs[0].producer
-    if p is None or p.op not in ("conv", "linear"):
-        return None
-    w, mean, var = _const(p.inputs[1]), _const(bn.inputs[3]), _const(bn.inputs[4])
-    if w is None or mean is None or var is None or mean.shape != (w.shape[0],):
-        return None
-    if p.op == "linear" and len(p.outputs[0].type.shape or ()) != 2:
-        return None  # batch_norm normalizes dim 1: a linear's features only for [N, C]
-    given = [v for v in (*p.inputs[2:3], *bn.inputs[1:3]) if v is not None]
-    if any(_const(v) is None for v in given):
-        return None
-    return Match(bn, [p, bn], {"x": p.inputs[0]}, anchor=p, info={"op": p.op})
-
-
-def _fold_batch_norm(b: Builder, m: Match) -> Value:
-    bn, p, g = m.root, m.anchor, m.graph
-    assert p is not None and g is not None
-    w = _const(p.inputs[1])
-    assert w is not None
-    bias = p.inputs[2] if len(p.inputs) > 2 else None
-    gamma, beta, mean, var = (_const(v) for v in bn.inputs[1:5])
-    c = w.shape[0]
-    gamma = np.ones(c) if gamma is None else gamma.astype(np.float64)
-    beta = np.zeros(c) if beta is None else beta.astype(np.float64)
-    s = gamma / np.sqrt(var.astype(np.float64) + bn.attrs["eps"])  # type: ignore[union-attr]
-    w2 = (w.astype(np.float64) * s.reshape((c,) + (1,) * (w.ndim - 1))).astype(w.dtype)
-    b0 = np.zeros(c) if bias is None else _const(bias).astype(np.float64)  # type: ignore[union-attr]
-    b2 = ((b0 - mean.astype(np.float64)) * s + beta).astype(w.dtype)  # type: ignore[union-attr]
-    base = (p.inputs[1].name or "w").removesuffix(".weight")  # type: ignore[union-attr]
-    nw = _weight_in_place(g, p.inputs[1], m, w2, f"{base}.weight")
-    nb = _weight_in_place(g, bias, m, b2, f"{base}.bias")
-    return b.op(p.op, m["x"], nw, nb, **p.attrs)
-
-
 def _find_gemm(n: Node) -> Match | None:
     if n.op != "gemm":
         return None
@@ -670,7 +631,8 @@ EARLY: list[Rule] = [
 RULES: list[Rule] = [
     _rule(_no_op_label, _find_no_op, _keep),
     _rule("where of a constant condition dropped", _find_constant_where, _keep),
-    _rule(_bn_label, _find_batch_norm, _fold_batch_norm),
+    _rule(_bn_label, find_batch_norm, fold_batch_norm),
+    _rule("zero pad folded into conv", find_zero_pad, fold_zero_pad),
     _rule("gemm -> linear", _find_gemm, _gemm_to_linear),
     _rule("matmul + add -> linear", _find_matmul_add, _matmul_add_to_linear),
     _rule("matmul -> linear", _find_matmul, _matmul_to_linear),
@@ -699,6 +661,12 @@ def canonicalize(g: Graph) -> Canonical:
     """``g``'s canonical form (a copy) and the rewrites applied (see the module docstring)."""
     out = copy_graph(g)
     done: Counter[str] = Counter()
+    if has_layouts(out):
+        # channels last (a TFLite or Keras file): as the channels-first codegens emit it
+        done["convs and pools brought to channels first"] += sum(
+            n.op in LAYOUT_OPS and n.attrs["data_layout"] != "NCHW" for n in out.nodes
+        )
+        out = channels_first(out)
     constants_to_weights(out, done)
     out = rewrite(out, _counted(EARLY, done))
     fold_constants(out, done)

@@ -1,0 +1,177 @@
+"""Folds: a node absorbed into the conv or linear next to it, where the result is exact up to
+the rounding of the folded constants. Exporters of deployed files make them (torch.onnx and
+litert-torch fold BatchNorm; TFLite has no explicit padding for a conv but SAME), and
+``msc diff``'s canonical form makes them too, so a file written with them reads back as
+equivalent to the graph it came from.
+
+- ``batch_norm(conv|linear(x, W, b))`` with constant statistics and a constant float W ->
+  ``conv|linear(x, W * s, (b - mean) * s + beta)``, ``s = gamma / sqrt(var + eps)``
+  (computed in float64, rounded once to W's dtype);
+- ``conv(pad(x, q), padding=p)`` of a constant-mode pad by zeros of the spatial dims only,
+  not negative (a crop), and a constant float filter -> ``conv(x, padding=p + q)``: a conv
+  pads with zeros itself.
+
+    g2 = fold(g)                      # both, everywhere they apply
+    g2 = rewrite(g, [BATCH_NORM])     # one of them
+
+# NOTE: invariants
+# - The conv or linear keeps its name, provenance and output value (a folded BatchNorm's
+#   output takes its place under the BatchNorm output's name, as ``msc.rewrite`` does).
+# - A weight only the folded pair reads keeps its name (``conv.weight`` holds the scaled
+#   filter); one read elsewhere too stays, and the scaled copy is a new weight.
+# - A conv whose filter comes from a dequantize (a quantized graph) is left alone.
+# - Pure msc: no torch, no onnx.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+
+from msc.ir.builder import Builder
+from msc.ir.graph import Graph, Node, Value, Weight
+from msc.ops.nn import kernel_perm
+from msc.ops.rewrite import Match, Pattern, constant_value, rewrite
+
+__all__ = ["BATCH_NORM", "ZERO_PAD", "FOLDS", "fold", "find_batch_norm", "fold_batch_norm"]
+
+
+def _float_const(v: Value | None) -> np.ndarray | None:
+    c = constant_value(v)
+    return c if c is not None and c.dtype.kind == "f" else None
+
+
+def _out_axis(p: Node, w: np.ndarray) -> int | None:
+    """The axis of a conv's / linear's weight that holds its output channels, or None where
+    a batch norm's dim 1 is not those channels (a channels-last conv)."""
+    if p.op == "linear":
+        return 0
+    if p.attrs.get("data_layout", "NCHW") != "NCHW":
+        return None
+    return kernel_perm(p.attrs.get("kernel_layout", "OIHW"), w.ndim).index(0)
+
+
+def find_batch_norm(bn: Node) -> Match | None:
+    """``batch_norm(conv|linear(...))`` that ``fold_batch_norm`` folds, else None."""
+    if bn.op != "batch_norm" or bn.inputs[0] is None:
+        return None
+    p = bn.inputs[0].producer
+    if p is None or p.op not in ("conv", "linear"):
+        return None
+    w, mean, var = (
+        _float_const(p.inputs[1]),
+        constant_value(bn.inputs[3]),
+        constant_value(bn.inputs[4]),
+    )
+    if w is None or mean is None or var is None:
+        return None
+    axis = _out_axis(p, w)
+    if axis is None or mean.shape != (w.shape[axis],) or var.shape != mean.shape:
+        return None
+    if p.op == "linear" and len(p.outputs[0].type.shape or ()) != 2:
+        return None  # batch_norm normalizes dim 1: a linear's features only for [N, C]
+    given = [v for v in (*p.inputs[2:3], *bn.inputs[1:3]) if v is not None]
+    if any(constant_value(v) is None for v in given):
+        return None
+    return Match(bn, [p, bn], {"x": p.inputs[0]}, anchor=p, info={"op": p.op, "axis": axis})
+
+
+def _new_weight(g: Graph, base: str, data: np.ndarray) -> Weight:
+    name, k = base, 1
+    while name in g.weights:
+        name, k = f"{base}_{k}", k + 1
+    return g.add_weight(name, data, role="parameter")
+
+
+def _weight_in_place(g: Graph, old: Value | None, m: Match, data: np.ndarray, name: str) -> Weight:
+    """``data`` as a weight: under ``old``'s name when only the match reads ``old`` (the conv
+    whose BatchNorm was folded keeps ``conv.weight``), else a new weight ``name``."""
+    if isinstance(old, Weight) and all(u in m.nodes for u, _ in old.uses):
+        del g.weights[old.name]
+        return g.add_weight(old.name, data, role=old.role, aliases=old.aliases)
+    return _new_weight(g, name, data)
+
+
+def fold_batch_norm(b: Builder, m: Match) -> Value:
+    """The replacement of a ``find_batch_norm`` match: the conv / linear, scaled."""
+    bn, p, g = m.root, m.anchor, m.graph
+    assert p is not None and g is not None
+    w = _float_const(p.inputs[1])
+    assert w is not None
+    bias = p.inputs[2] if len(p.inputs) > 2 else None
+    gamma, beta, mean, var = (constant_value(v) for v in bn.inputs[1:5])
+    axis = m.info["axis"]
+    c = w.shape[axis]
+    gamma = np.ones(c) if gamma is None else gamma.astype(np.float64)
+    beta = np.zeros(c) if beta is None else beta.astype(np.float64)
+    s = gamma / np.sqrt(var.astype(np.float64) + bn.attrs["eps"])  # type: ignore[union-attr]
+    view = [1] * w.ndim
+    view[axis] = c
+    w2 = (w.astype(np.float64) * s.reshape(view)).astype(w.dtype)
+    b0 = np.zeros(c) if bias is None else constant_value(bias).astype(np.float64)  # type: ignore[union-attr]
+    b2 = ((b0 - mean.astype(np.float64)) * s + beta).astype(w.dtype)  # type: ignore[union-attr]
+    base = (p.inputs[1].name or "w").removesuffix(".weight")  # type: ignore[union-attr]
+    nw = _weight_in_place(g, p.inputs[1], m, w2, f"{base}.weight")
+    nb = _weight_in_place(g, bias, m, b2, f"{base}.bias")
+    return b.op(p.op, m["x"], nw, nb, **p.attrs)
+
+
+def _spatial(conv: Node, rank: int) -> list[int]:
+    if conv.attrs.get("data_layout", "NCHW") == "NHWC":
+        return list(range(1, rank - 1))
+    return list(range(2, rank))
+
+
+def find_zero_pad(conv: Node) -> Match | None:
+    """``conv(pad(x))`` that ``fold_zero_pad`` folds, else None."""
+    if conv.op != "conv" or conv.inputs[0] is None or _float_const(conv.inputs[1]) is None:
+        return None
+    p = conv.inputs[0].producer
+    if p is None or p.op != "pad" or p.attrs["mode"] != "constant" or p.attrs["value"] != 0.0:
+        return None
+    x = p.inputs[0]
+    pads = p.attrs["pads"]
+    if x is None or pads is None or any(v is not None for v in p.inputs[1:]):
+        return None  # pads or a fill value computed at run time
+    r = len(pads) // 2
+    spatial = _spatial(conv, r)
+    if any(pads[i] or pads[r + i] for i in range(r) if i not in spatial):
+        return None  # a pad of the batch or the channels
+    if any(v < 0 for v in pads):
+        return None  # a crop
+    n = len(spatial)
+    own = list(conv.attrs["padding"]) or [0] * (2 * n)
+    padding = [own[k] + pads[i] for k, i in enumerate(spatial)]
+    padding += [own[n + k] + pads[r + i] for k, i in enumerate(spatial)]
+    return Match(conv, [p, conv], {"x": x}, info={"padding": padding})
+
+
+def fold_zero_pad(b: Builder, m: Match) -> Value:
+    """The replacement of a ``find_zero_pad`` match: the conv, padding its input itself."""
+    conv = m.root
+    attrs = {**conv.attrs, "padding": m.info["padding"]}
+    return b.op("conv", m["x"], *conv.inputs[1:], **attrs)
+
+
+BATCH_NORM = Pattern("batch_norm folded", matcher=find_batch_norm, replace=fold_batch_norm)
+ZERO_PAD = Pattern("zero pad folded into conv", matcher=find_zero_pad, replace=fold_zero_pad)
+FOLDS = [BATCH_NORM, ZERO_PAD]
+
+
+def fold(graph: Graph, done: Counter[str] | None = None) -> Graph:
+    """``graph`` (a copy) with every fold of ``FOLDS`` made; ``done`` counts them by the
+    pattern's name."""
+    patterns = FOLDS
+    if done is not None:
+        patterns = [_counting(p, done) for p in FOLDS]
+    return rewrite(graph, patterns)
+
+
+def _counting(p: Pattern, done: Counter[str]) -> Pattern:
+    def replace(b: Builder, m: Match) -> Value:
+        out = p.replace(b, m)  # type: ignore[operator]
+        done[p.name] += 1
+        return out
+
+    return Pattern(p.name, replace=replace, matcher=p.matcher)
