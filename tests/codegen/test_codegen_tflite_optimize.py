@@ -279,3 +279,28 @@ def test_optimize_false_writes_node_for_node():
     assert len(plain) > len(data)
     assert _ops(g, False)["RELU6"] == 1 and _ops(g, True)["RELU6"] == 0
     _equivalent(g, data, "batch_norm folded into conv")
+
+
+def test_convert_to_tflite_reports_the_folds_and_its_check_passes(tmp_path):
+    """``msc convert --to tflite`` of a CNN: the re-import is equivalent up to the folds (and
+    the layout change), the report says what was folded; ``optimize=False`` folds nothing."""
+    from msc.analysis.convert import convert
+
+    torch.manual_seed(0)
+    m = nn.Sequential(
+        nn.ZeroPad2d((0, 1, 0, 1)),
+        nn.Conv2d(3, 4, 3, stride=2),
+        _trained(nn.BatchNorm2d(4)),
+        nn.ReLU(),
+    ).eval()
+    msc.save(msc.from_torch(m, (torch.randn(1, 3, 16, 16),)), tmp_path / "g")
+    r = convert(tmp_path / "g", tmp_path / "m.tflite")
+    assert r.ok and r.equivalent, r.verdict
+    assert r.optimized == {
+        "batch_norm folded": 1,
+        "zero pad folded into conv": 1,
+        "activations fused": 1,
+    }
+    assert "zero pad folded into conv" in r.verdict
+    plain = convert(tmp_path / "g", tmp_path / "p.tflite", optimize=False, allow_changes=True)
+    assert plain.ok and plain.optimized == {}
