@@ -5,7 +5,10 @@ TFLite converter's), not one operator per msc node.
   into the weights and bias of the conv or linear before it (CONV_2D, DEPTHWISE_CONV_2D,
   FULLY_CONNECTED), where today it is a MUL and an ADD; a constant pad by zeros before a conv
   folded into the conv's own padding, which the conv emitter writes as ``padding=SAME`` where
-  the amounts are SAME's for that size, stride and kernel (else a PAD, as before);
+  the amounts are SAME's for that size, stride and kernel (else a PAD, as before); an
+  adaptive average pool to 1 (a classifier's pooler, a squeeze-excitation block) as one
+  MEAN, which the layout pass moves through, where its decomposition was a STRIDED_SLICE and
+  a MEAN per dim behind a TRANSPOSE to channels first;
 - on the written operators (``fuse_activations``): a RELU, RELU6 or RELU_N1_TO_1 whose input
   only it reads, made the ``fused_activation_function`` of the operator producing that input,
   for the operators whose float kernels apply one (``FUSES``).
@@ -51,7 +54,7 @@ _F32 = 0
 
 def optimize_graph(graph: Graph, done: Counter[str] | None = None) -> Graph:
     """``graph`` with BatchNorms and zero pads folded into the convs and linears next to them
-    (``msc.ops.folds``); ``done`` counts the folds."""
+    and global pools as means (``msc.ops.folds``); ``done`` counts the folds."""
     return fold(graph, done)
 
 

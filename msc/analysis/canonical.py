@@ -60,7 +60,14 @@ from msc.analysis.shape_values import refines, resolve_shape_values
 from msc.ir.builder import Builder
 from msc.ir.graph import Graph, Node, Value, Weight
 from msc.ir.types import TensorType
-from msc.ops.folds import find_batch_norm, find_zero_pad, fold_batch_norm, fold_zero_pad
+from msc.ops.folds import (
+    find_batch_norm,
+    find_global_pool,
+    find_zero_pad,
+    fold_batch_norm,
+    fold_zero_pad,
+    pool_to_mean,
+)
 from msc.ops.fusions import FUSIONS
 from msc.ops.infer import dim_mul
 from msc.ops.layout import LAYOUT_OPS, channels_first, has_layouts
@@ -481,20 +488,6 @@ def _find_gather(n: Node) -> Match | None:
     return Match(n, [n], {"w": n.inputs[0], "ids": n.inputs[1]})  # type: ignore[dict-item]
 
 
-def _find_adaptive_pool(n: Node) -> Match | None:
-    if n.op != "adaptive_avg_pool" or any(s != 1 for s in n.attrs["output_size"]):
-        return None
-    if n.inputs[0] is None or n.inputs[0].type.shape is None:
-        return None
-    return Match(n, [n], {"x": n.inputs[0]})
-
-
-def _pool_to_mean(b: Builder, m: Match) -> Value:
-    rank = len(m["x"].type.shape)  # type: ignore[arg-type]
-    k = len(m.root.attrs["output_size"])
-    return b.op("reduce_mean", m["x"], axes=list(range(rank - k, rank)), keepdims=True)
-
-
 def _flatten_span(xs, ys) -> tuple[int, int] | None:
     """The first run of dims ``start..end`` of ``xs`` that, merged into one, makes ``ys``
     (symbolic dims compare as expressions: ``[b, s] -> [b*s]``)."""
@@ -637,7 +630,7 @@ RULES: list[Rule] = [
     _rule("matmul + add -> linear", _find_matmul_add, _matmul_add_to_linear),
     _rule("matmul -> linear", _find_matmul, _matmul_to_linear),
     _rule("gather -> embedding", _find_gather, lambda b, m: b.op("embedding", m["w"], m["ids"])),
-    _rule("adaptive_avg_pool -> reduce_mean", _find_adaptive_pool, _pool_to_mean),
+    _rule("adaptive_avg_pool -> reduce_mean", find_global_pool, pool_to_mean),
     _rule(
         lambda m: f"{m.root.op} -> flatten" if m.root.op == "reshape" else "flatten respelled",
         _find_flatten,

@@ -9,7 +9,10 @@ equivalent to the graph it came from.
   (computed in float64, rounded once to W's dtype);
 - ``conv(pad(x, q), padding=p)`` of a constant-mode pad by zeros of the spatial dims only,
   not negative (a crop), and a constant float filter -> ``conv(x, padding=p + q)``: a conv
-  pads with zeros itself.
+  pads with zeros itself;
+- ``adaptive_avg_pool(x, 1...)`` -> ``reduce_mean`` over those dims (keepdims): one MEAN,
+  which the transpose sinking of ``msc.ops.layout`` moves through, where the pool's
+  decomposition is a slice and a mean per dim, channels first.
 
     g2 = fold(g)                      # both, everywhere they apply
     g2 = rewrite(g, [BATCH_NORM])     # one of them
@@ -34,7 +37,19 @@ from msc.ir.graph import Graph, Node, Value, Weight
 from msc.ops.nn import kernel_perm
 from msc.ops.rewrite import Match, Pattern, constant_value, rewrite
 
-__all__ = ["BATCH_NORM", "ZERO_PAD", "FOLDS", "fold", "find_batch_norm", "fold_batch_norm"]
+__all__ = [
+    "BATCH_NORM",
+    "ZERO_PAD",
+    "GLOBAL_POOL",
+    "FOLDS",
+    "fold",
+    "find_batch_norm",
+    "fold_batch_norm",
+    "find_zero_pad",
+    "fold_zero_pad",
+    "find_global_pool",
+    "pool_to_mean",
+]
 
 
 def _float_const(v: Value | None) -> np.ndarray | None:
@@ -154,9 +169,26 @@ def fold_zero_pad(b: Builder, m: Match) -> Value:
     return b.op("conv", m["x"], *conv.inputs[1:], **attrs)
 
 
+def find_global_pool(n: Node) -> Match | None:
+    """``adaptive_avg_pool`` to 1 in every pooled dim, of a known rank, else None."""
+    if n.op != "adaptive_avg_pool" or any(s != 1 for s in n.attrs["output_size"]):
+        return None
+    if n.inputs[0] is None or n.inputs[0].type.shape is None:
+        return None
+    return Match(n, [n], {"x": n.inputs[0]})
+
+
+def pool_to_mean(b: Builder, m: Match) -> Value:
+    """The replacement of a ``find_global_pool`` match: the mean over the pooled dims."""
+    rank = len(m["x"].type.shape)  # type: ignore[arg-type]
+    k = len(m.root.attrs["output_size"])
+    return b.op("reduce_mean", m["x"], axes=list(range(rank - k, rank)), keepdims=True)
+
+
 BATCH_NORM = Pattern("batch_norm folded", matcher=find_batch_norm, replace=fold_batch_norm)
 ZERO_PAD = Pattern("zero pad folded into conv", matcher=find_zero_pad, replace=fold_zero_pad)
-FOLDS = [BATCH_NORM, ZERO_PAD]
+GLOBAL_POOL = Pattern("global pool as mean", matcher=find_global_pool, replace=pool_to_mean)
+FOLDS = [BATCH_NORM, ZERO_PAD, GLOBAL_POOL]
 
 
 def fold(graph: Graph, done: Counter[str] | None = None) -> Graph:

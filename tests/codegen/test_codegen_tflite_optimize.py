@@ -270,6 +270,31 @@ def test_a_pad_of_another_value_or_of_the_channels_is_kept():
     assert ops["PAD"] + ops["PADV2"] == 2
 
 
+# ------------------------------------------------------------------ global pools
+def test_a_global_average_pool_is_one_mean_between_no_transposes():
+    """A squeeze-excitation block: adaptive_avg_pool(x, 1) scales x's channels. As one MEAN
+    the layout pass moves through, no TRANSPOSE is left inside (one at the input, one at the
+    output); decomposed, each pool took a TRANSPOSE to channels first and a slice per dim."""
+
+    class SE(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(3, 8, 3, padding=1)
+            self.reduce = nn.Conv2d(8, 2, 1)
+            self.expand = nn.Conv2d(2, 8, 1)
+
+        def forward(self, x):
+            y = self.conv(x)
+            s = F.adaptive_avg_pool2d(y, 1)
+            return y * torch.sigmoid(self.expand(F.silu(self.reduce(s))))
+
+    g, data = _agrees(SE().eval(), (torch.randn(2, 3, 10, 10),))
+    before, after = _ops(g, False), _ops(g, True)
+    assert before["TRANSPOSE"] > 2 and before["STRIDED_SLICE"] >= 1
+    assert after["TRANSPOSE"] == 2 and after["MEAN"] == 1 and after["STRIDED_SLICE"] == 0
+    _equivalent(g, data, "adaptive_avg_pool -> reduce_mean")
+
+
 # ------------------------------------------------------------------ together
 def test_optimize_false_writes_node_for_node():
     torch.manual_seed(0)
