@@ -22,8 +22,8 @@ Pattern rewrites (``msc.rewrite`` patterns, ``RULES``; each counted under its la
 
 - ``batch_norm(conv|linear(x, W, b))`` with constant statistics ->
   ``conv|linear(x, W * s, (b - mean) * s + beta)``, ``s = gamma / sqrt(var + eps)``, and
-  ``conv(pad(x, zeros))`` -> ``conv`` padding x itself (``msc.ops.folds``: what torch.onnx
-  and codegen.tflite write);
+  ``conv(pad(x, zeros))`` / ``max_pool(pad(x, -inf))`` -> the node padding x itself
+  (``msc.ops.folds``: what torch.onnx and codegen.tflite write);
 - ``gemm(x, W, c)`` (alpha = beta = 1, no transposed A) -> ``linear``;
 - ``matmul(x, W)`` (+ ``add`` of a 1-d bias) -> ``linear(x, W^T, b)``; ``matmul(x,
   transpose(W))`` -> ``linear(x, W)`` (the transpose absorbed, before constants fold);
@@ -63,9 +63,10 @@ from msc.ir.types import TensorType
 from msc.ops.folds import (
     find_batch_norm,
     find_global_pool,
+    find_max_pool_pad,
     find_zero_pad,
     fold_batch_norm,
-    fold_zero_pad,
+    fold_pad,
     pool_to_mean,
 )
 from msc.ops.fusions import FUSIONS
@@ -212,8 +213,8 @@ def normalize_spellings(g: Graph, done: Counter[str]) -> None:
     """Axes as non-negative (and reduction axes sorted): ``[-1, -2]`` is ``[2, 3]`` of a 4-d
     input; trailing absent inputs left out (``layer_norm(x, _, _)`` is ``layer_norm(x)``). An
     embedding's ``padding_idx`` (a training-only fact) is dropped; a padding of zeros is none
-    (``[]``: a TFLite VALID conv, against ONNX's explicit ``pads``). Spellings, not rewrites:
-    not counted."""
+    (``[]``: a TFLite VALID conv, against ONNX's explicit ``pads``), and so is a dilation of
+    ones. Spellings, not rewrites: not counted."""
     for n in g.nodes:
         if n.inputs and n.inputs[-1] is None:
             ins = list(n.inputs)
@@ -240,6 +241,10 @@ def normalize_spellings(g: Graph, done: Counter[str]) -> None:
         if isinstance(pad, tuple | list) and pad and not any(pad):
             if g.opset.get(n.op).attrs["padding"].default == ():
                 _set_op(g, n, n.op, {**n.attrs, "padding": ()})
+        dil = n.attrs.get("dilation")
+        if isinstance(dil, tuple | list) and dil and all(d == 1 for d in dil):
+            if g.opset.get(n.op).attrs["dilation"].default == ():
+                _set_op(g, n, n.op, {**n.attrs, "dilation": ()})
         if n.op == "embedding" and n.attrs.get("padding_idx") is not None:
             _set_op(g, n, n.op, {**n.attrs, "padding_idx": None})
         if n.op == "slice" and rank:
@@ -625,7 +630,8 @@ RULES: list[Rule] = [
     _rule(_no_op_label, _find_no_op, _keep),
     _rule("where of a constant condition dropped", _find_constant_where, _keep),
     _rule(_bn_label, find_batch_norm, fold_batch_norm),
-    _rule("zero pad folded into conv", find_zero_pad, fold_zero_pad),
+    _rule("zero pad folded into conv", find_zero_pad, fold_pad),
+    _rule("-inf pad folded into max_pool", find_max_pool_pad, fold_pad),
     _rule("gemm -> linear", _find_gemm, _gemm_to_linear),
     _rule("matmul + add -> linear", _find_matmul_add, _matmul_add_to_linear),
     _rule("matmul -> linear", _find_matmul, _matmul_to_linear),

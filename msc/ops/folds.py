@@ -9,7 +9,7 @@ equivalent to the graph it came from.
   (computed in float64, rounded once to W's dtype);
 - ``conv(pad(x, q), padding=p)`` of a constant-mode pad by zeros of the spatial dims only,
   not negative (a crop), and a constant float filter -> ``conv(x, padding=p + q)``: a conv
-  pads with zeros itself;
+  pads with zeros itself; ``max_pool(pad(x, -inf))`` alike (a max pool pads with -inf);
 - ``adaptive_avg_pool(x, 1...)`` -> ``reduce_mean`` over those dims (keepdims): one MEAN,
   which the transpose sinking of ``msc.ops.layout`` moves through, where the pool's
   decomposition is a slice and a mean per dim, channels first.
@@ -46,7 +46,10 @@ __all__ = [
     "find_batch_norm",
     "fold_batch_norm",
     "find_zero_pad",
+    "find_max_pool_pad",
+    "fold_pad",
     "fold_zero_pad",
+    "MAX_POOL_PAD",
     "find_global_pool",
     "pool_to_mean",
 ]
@@ -138,35 +141,54 @@ def _spatial(conv: Node, rank: int) -> list[int]:
     return list(range(2, rank))
 
 
-def find_zero_pad(conv: Node) -> Match | None:
-    """``conv(pad(x))`` that ``fold_zero_pad`` folds, else None."""
-    if conv.op != "conv" or conv.inputs[0] is None or _float_const(conv.inputs[1]) is None:
-        return None
-    p = conv.inputs[0].producer
-    if p is None or p.op != "pad" or p.attrs["mode"] != "constant" or p.attrs["value"] != 0.0:
+def _padded(n: Node, fill: float) -> Match | None:
+    """``n(pad(x, q))`` where the pad is constant-mode by ``fill`` over ``n``'s spatial dims
+    only, not negative (a crop): the match, with ``n``'s padding plus q in ``info``."""
+    p = n.inputs[0].producer if n.inputs[0] is not None else None
+    if p is None or p.op != "pad" or p.attrs["mode"] != "constant" or p.attrs["value"] != fill:
         return None
     x = p.inputs[0]
     pads = p.attrs["pads"]
     if x is None or pads is None or any(v is not None for v in p.inputs[1:]):
         return None  # pads or a fill value computed at run time
     r = len(pads) // 2
-    spatial = _spatial(conv, r)
+    spatial = _spatial(n, r)
     if any(pads[i] or pads[r + i] for i in range(r) if i not in spatial):
         return None  # a pad of the batch or the channels
     if any(v < 0 for v in pads):
         return None  # a crop
-    n = len(spatial)
-    own = list(conv.attrs["padding"]) or [0] * (2 * n)
-    padding = [own[k] + pads[i] for k, i in enumerate(spatial)]
-    padding += [own[n + k] + pads[r + i] for k, i in enumerate(spatial)]
-    return Match(conv, [p, conv], {"x": x}, info={"padding": padding})
+    k = len(spatial)
+    own = list(n.attrs["padding"]) or [0] * (2 * k)
+    padding = [own[j] + pads[i] for j, i in enumerate(spatial)]
+    padding += [own[k + j] + pads[r + i] for j, i in enumerate(spatial)]
+    return Match(n, [p, n], {"x": x}, info={"padding": padding})
 
 
-def fold_zero_pad(b: Builder, m: Match) -> Value:
-    """The replacement of a ``find_zero_pad`` match: the conv, padding its input itself."""
-    conv = m.root
-    attrs = {**conv.attrs, "padding": m.info["padding"]}
-    return b.op("conv", m["x"], *conv.inputs[1:], **attrs)
+def find_zero_pad(conv: Node) -> Match | None:
+    """``conv(pad(x))`` that ``fold_pad`` folds, else None."""
+    if conv.op != "conv" or conv.inputs[0] is None or _float_const(conv.inputs[1]) is None:
+        return None
+    return _padded(conv, 0.0)
+
+
+def find_max_pool_pad(pool: Node) -> Match | None:
+    """``max_pool(pad(x, -inf))`` that ``fold_pad`` folds (a max pool's padding is -inf),
+    else None. Not with ceil_mode (where the padding also decides the last window) nor
+    indices (they would count the pad)."""
+    if pool.op != "max_pool" or pool.attrs["ceil_mode"] or pool.attrs["return_indices"]:
+        return None
+    return _padded(pool, float("-inf"))
+
+
+def fold_pad(b: Builder, m: Match) -> Value:
+    """The replacement of a ``find_zero_pad`` / ``find_max_pool_pad`` match: the node,
+    padding its input itself."""
+    n = m.root
+    attrs = {**n.attrs, "padding": m.info["padding"]}
+    return b.op(n.op, m["x"], *n.inputs[1:], **attrs)
+
+
+fold_zero_pad = fold_pad
 
 
 def find_global_pool(n: Node) -> Match | None:
@@ -186,9 +208,10 @@ def pool_to_mean(b: Builder, m: Match) -> Value:
 
 
 BATCH_NORM = Pattern("batch_norm folded", matcher=find_batch_norm, replace=fold_batch_norm)
-ZERO_PAD = Pattern("zero pad folded into conv", matcher=find_zero_pad, replace=fold_zero_pad)
+ZERO_PAD = Pattern("zero pad folded into conv", matcher=find_zero_pad, replace=fold_pad)
+MAX_POOL_PAD = Pattern("-inf pad folded into max_pool", matcher=find_max_pool_pad, replace=fold_pad)
 GLOBAL_POOL = Pattern("global pool as mean", matcher=find_global_pool, replace=pool_to_mean)
-FOLDS = [BATCH_NORM, ZERO_PAD, GLOBAL_POOL]
+FOLDS = [BATCH_NORM, ZERO_PAD, MAX_POOL_PAD, GLOBAL_POOL]
 
 
 def fold(graph: Graph, done: Counter[str] | None = None) -> Graph:

@@ -253,6 +253,20 @@ def test_a_zero_pad_before_a_conv_becomes_same_padding(pads, stride, groups, siz
         _equivalent(g, data, "zero pad folded into conv")
 
 
+@pytest.mark.parametrize("size, same", [(16, True), (15, False)])
+def test_a_minus_inf_pad_before_a_max_pool_becomes_same_padding(size, same):
+    class M(nn.Module):
+        def forward(self, x):
+            return F.max_pool2d(F.pad(x, (0, 1, 0, 1), value=float("-inf")), 3, 2)
+
+    g, data = _agrees(M(), (torch.randn(1, 4, size, size),))
+    before, after = _ops(g, False), _ops(g, True)
+    assert before["PADV2"] + before["PAD"] == 1
+    assert after["PADV2"] + after["PAD"] == (0 if same else 1)
+    if same:
+        _equivalent(g, data, "-inf pad folded into max_pool")
+
+
 def test_a_pad_of_another_value_or_of_the_channels_is_kept():
     class M(nn.Module):
         def __init__(self):
