@@ -45,6 +45,8 @@ __all__ = [
     "fold",
     "find_batch_norm",
     "fold_batch_norm",
+    "batch_norm_scale",
+    "batch_norm_shift",
     "find_zero_pad",
     "find_max_pool_pad",
     "fold_pad",
@@ -111,6 +113,23 @@ def _weight_in_place(g: Graph, old: Value | None, m: Match, data: np.ndarray, na
     return _new_weight(g, name, data)
 
 
+def batch_norm_scale(gamma: np.ndarray | None, var: np.ndarray, eps: float) -> np.ndarray:
+    """BatchNorm's per-channel factor ``gamma / sqrt(var + eps)``, in float64 (a weight it
+    scales is rounded once, to its own dtype)."""
+    root = np.sqrt(var.astype(np.float64) + eps)
+    return 1.0 / root if gamma is None else gamma.astype(np.float64) / root
+
+
+def batch_norm_shift(
+    bias: np.ndarray | None, mean: np.ndarray, scale: np.ndarray, beta: np.ndarray | None
+) -> np.ndarray:
+    """The bias of a layer ``y + bias`` with BatchNorm folded in, ``(bias - mean) * scale +
+    beta``, in float64 (no bias, no beta: zeros)."""
+    b = np.zeros(scale.shape) if bias is None else np.asarray(bias, np.float64)
+    out = (b - mean.astype(np.float64)) * scale
+    return out if beta is None else out + beta.astype(np.float64)
+
+
 def fold_batch_norm(b: Builder, m: Match) -> Value:
     """The replacement of a ``find_batch_norm`` match: the conv / linear, scaled."""
     bn, p, g = m.root, m.anchor, m.graph
@@ -121,14 +140,12 @@ def fold_batch_norm(b: Builder, m: Match) -> Value:
     gamma, beta, mean, var = (constant_value(v) for v in bn.inputs[1:5])
     axis = m.info["axis"]
     c = w.shape[axis]
-    gamma = np.ones(c) if gamma is None else gamma.astype(np.float64)
-    beta = np.zeros(c) if beta is None else beta.astype(np.float64)
-    s = gamma / np.sqrt(var.astype(np.float64) + bn.attrs["eps"])  # type: ignore[union-attr]
+    s = batch_norm_scale(gamma, var, bn.attrs["eps"])  # type: ignore[arg-type]
     view = [1] * w.ndim
     view[axis] = c
     w2 = (w.astype(np.float64) * s.reshape(view)).astype(w.dtype)
-    b0 = np.zeros(c) if bias is None else constant_value(bias).astype(np.float64)  # type: ignore[union-attr]
-    b2 = ((b0 - mean.astype(np.float64)) * s + beta).astype(w.dtype)  # type: ignore[union-attr]
+    b0 = None if bias is None else constant_value(bias)
+    b2 = batch_norm_shift(b0, mean, s, beta).astype(w.dtype)  # type: ignore[arg-type]
     base = (p.inputs[1].name or "w").removesuffix(".weight")  # type: ignore[union-attr]
     nw = _weight_in_place(g, p.inputs[1], m, w2, f"{base}.weight")
     nb = _weight_in_place(g, bias, m, b2, f"{base}.bias")
