@@ -28,7 +28,8 @@ Pattern rewrites (``msc.rewrite`` patterns, ``RULES``; each counted under its la
 - ``matmul(x, W)`` (+ ``add`` of a 1-d bias) -> ``linear(x, W^T, b)``; ``matmul(x,
   transpose(W))`` -> ``linear(x, W)`` (the transpose absorbed, before constants fold);
 - ``gather(W, ids, axis=0)`` of a 2-d weight -> ``embedding``;
-- ``adaptive_avg_pool(x, 1...)`` -> ``reduce_mean`` (keepdims);
+- ``adaptive_avg_pool(x, 1...)`` -> ``reduce_mean`` (keepdims), and so is an ``avg_pool`` of one
+  window that covers its whole input;
 - ``reshape`` of [N, ...] to [N, prod] -> ``flatten(start_axis=1)``;
 - reshape / expand to the same shape, transpose by the identity, cast to the same dtype -> x;
 - ``where(c, a, b)`` of a constant all-true / all-false condition -> ``a`` / ``b``;
@@ -64,10 +65,12 @@ from msc.ops.folds import (
     find_batch_norm,
     find_global_pool,
     find_max_pool_pad,
+    find_whole_avg_pool,
     find_zero_pad,
     fold_batch_norm,
     fold_pad,
     pool_to_mean,
+    whole_pool_to_mean,
 )
 from msc.ops.fusions import FUSIONS
 from msc.ops.infer import dim_mul
@@ -637,6 +640,7 @@ RULES: list[Rule] = [
     _rule("matmul -> linear", _find_matmul, _matmul_to_linear),
     _rule("gather -> embedding", _find_gather, lambda b, m: b.op("embedding", m["w"], m["ids"])),
     _rule("adaptive_avg_pool -> reduce_mean", find_global_pool, pool_to_mean),
+    _rule("avg_pool over its whole input -> reduce_mean", find_whole_avg_pool, whole_pool_to_mean),
     _rule(
         lambda m: f"{m.root.op} -> flatten" if m.root.op == "reshape" else "flatten respelled",
         _find_flatten,

@@ -54,6 +54,8 @@ __all__ = [
     "MAX_POOL_PAD",
     "find_global_pool",
     "pool_to_mean",
+    "find_whole_avg_pool",
+    "whole_pool_to_mean",
 ]
 
 
@@ -222,6 +224,30 @@ def pool_to_mean(b: Builder, m: Match) -> Value:
     rank = len(m["x"].type.shape)  # type: ignore[arg-type]
     k = len(m.root.attrs["output_size"])
     return b.op("reduce_mean", m["x"], axes=list(range(rank - k, rank)), keepdims=True)
+
+
+def find_whole_avg_pool(n: Node) -> Match | None:
+    """``avg_pool`` of one window per pooled dim that covers its whole (static) input, no
+    padding, no divisor_override: PyTorch divides by the input's size there (ceil_mode's
+    window past the end included), so it is the mean. EfficientNet's pooler is a 1280-wide
+    ceil_mode pool over 7 x 7, which codegen.tflite writes as a 7 x 7 one."""
+    if n.op != "avg_pool" or n.attrs["divisor_override"] is not None or any(n.attrs["padding"]):
+        return None
+    x, y = n.inputs[0], n.outputs[0]
+    if x is None or x.type.shape is None or y.type.shape is None:
+        return None
+    spatial = _spatial(n, len(x.type.shape))
+    sizes = [x.type.shape[i] for i in spatial]
+    if not all(isinstance(d, int) for d in sizes) or any(y.type.shape[i] != 1 for i in spatial):
+        return None
+    if any(k < d for k, d in zip(n.attrs["kernel"], sizes)):
+        return None
+    return Match(n, [n], {"x": x}, info={"axes": spatial})
+
+
+def whole_pool_to_mean(b: Builder, m: Match) -> Value:
+    """The replacement of a ``find_whole_avg_pool`` match."""
+    return b.op("reduce_mean", m["x"], axes=m.info["axes"], keepdims=True)
 
 
 BATCH_NORM = Pattern("batch_norm folded", matcher=find_batch_norm, replace=fold_batch_norm)

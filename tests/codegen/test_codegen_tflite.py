@@ -218,3 +218,20 @@ def test_average_pools_of_any_divisor_run_in_litert_like_eager(key):
     data = codegen.tflite.to_bytes(msc.from_torch(Pool(), (x,)))
     (got,) = run_litert(data, [x.numpy()])
     np.testing.assert_allclose(got, Pool()(x).numpy(), atol=1e-6, rtol=1e-6)
+
+
+def test_a_ceil_mode_pool_of_one_window_reads_back_equivalent():
+    """EfficientNet's pooler (a 1280-wide ceil_mode pool over 7 x 7) is written as a 7 x 7
+    one; diff reads both as the mean over the input ("avg_pool over its whole input")."""
+    import torch.nn.functional as F
+
+    from msc.analysis.convert import _structural
+
+    class Pool(torch.nn.Module):
+        def forward(self, x):
+            return F.avg_pool2d(x, 1280, ceil_mode=True)
+
+    g = msc.from_torch(Pool(), (torch.randn(1, 3, 7, 7),))
+    again = msc.from_tflite(codegen.tflite.to_bytes(g))
+    _, summary, verdict, equivalent = _structural(g, again)
+    assert equivalent, (verdict, summary)
