@@ -5,7 +5,9 @@ TFLite converter's), not one operator per msc node.
   into the weights and bias of the conv or linear before it (CONV_2D, DEPTHWISE_CONV_2D,
   FULLY_CONNECTED), where today it is a MUL and an ADD; a constant pad by zeros before a conv
   folded into the conv's own padding, which the conv emitter writes as ``padding=SAME`` where
-  the amounts are SAME's for that size, stride and kernel (else a PAD, as before); an
+  the amounts are SAME's for that size, stride and kernel (else a PAD, as before), and a
+  -inf pad before a max pool alike (a zero pad before a pool is not its padding: a max pool
+  pads with -inf, TFLite's SAME average leaves the pad out of the count); an
   adaptive average pool to 1 (a classifier's pooler, a squeeze-excitation block) as one
   MEAN, which the layout pass moves through, where its decomposition was a STRIDED_SLICE and
   a MEAN per dim behind a TRANSPOSE to channels first;
