@@ -3,6 +3,8 @@
     python bench/torch_tflite.py --quick                   # small configs (~3 min, 2 cores)
     python bench/torch_tflite.py                           # bench/models.py's sizes
     python bench/torch_tflite.py --litert-python /venv/bin/python --markdown docs/torch_tflite.md
+    python bench/torch_tflite.py --litert-from old.json ...  # litert-torch's rows of a run
+                                                             # where it was installed
 
 The models are bench/models.py's (a ResNet from transformers' ResNetConfig, the CNN of
 torchvision's layout; BERT and ViT encoders; GPT-2 and Llama decoders) and three more CNNs of
@@ -297,8 +299,8 @@ def markdown(results: dict[str, dict[str, Any]], meta: dict[str, Any]) -> str:
     lines += [
         "",
         "Where the operator counts differ (msc's count minus litert-torch's, by operator; "
-        "litert-torch folds BatchNorm into CONV_2D and fuses activations into it, msc writes "
-        "a BatchNorm as MUL + ADD and a ReLU as RELU):",
+        "both fold BatchNorm into CONV_2D and fuse ReLU / ReLU6 into it, msc with "
+        "codegen.tflite.optimize):",
         "",
     ]
     for name, per in results.items():
@@ -326,6 +328,12 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=900)
     ap.add_argument("--markdown", type=Path)
     ap.add_argument("--json", type=Path, default=HERE / "results" / "torch_tflite.json")
+    ap.add_argument(
+        "--litert-from",
+        type=Path,
+        help="where litert-torch does not import: its rows from this earlier run's JSON "
+        "(said so on the page)",
+    )
     ap.add_argument("--worker", nargs=2, metavar=("MODEL", "CONVERTER"), help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.worker:
@@ -340,13 +348,22 @@ def main() -> None:
     meta = {"quick": a.quick, "litert_torch": lt if lt.startswith("ok") else lt}
     if lt.startswith("ok"):
         meta["litert_torch"] = f"litert-torch {lt.split()[1]} beside torch {lt.split()[2]}"
+    carried: dict[str, Any] = {}
+    if not lt.startswith("ok") and a.litert_from:
+        before = json.loads(a.litert_from.read_text())
+        if before["meta"]["quick"] == a.quick:
+            carried = {k: v.get("litert-torch") for k, v in before["models"].items()}
+            meta["litert_torch"] = (
+                f"not installed here ({lt}); its rows are those of an earlier run "
+                f"({before['meta']['litert_torch']}), its time measured then"
+            )
     results: dict[str, dict[str, Any]] = {}
     models = _models()
     for name in [n for n in models if not a.only or any(w in n for w in a.only)]:
         results[name] = {}
         for conv in CONVERTERS:
             if conv == "litert-torch" and not lt.startswith("ok"):
-                results[name][conv] = {"converts": "not installed (see above)"}
+                results[name][conv] = carried.get(name) or {"converts": "not installed (see above)"}
                 continue
             python = sys.executable if conv == "msc" else a.litert_python
             r = _child(name, conv, a.quick, python, a.timeout)

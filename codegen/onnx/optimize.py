@@ -60,6 +60,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+from msc.ops.folds import batch_norm_scale, batch_norm_shift
 from msc.ops.simplify import FOLD_LIMIT
 
 __all__ = ["optimize_model", "FOLD_LIMIT", "Blocks", "Store"]
@@ -439,7 +440,7 @@ def _fold_batch_norms(g, producer, removed, uses, const, value, new, made) -> in
         if any(a is None or a.dtype.kind != "f" for a in (gamma, beta, mean, var, w)):
             continue
         eps = float(attrs.get("epsilon", 1e-5))
-        scale = gamma.astype(np.float64) / np.sqrt(var.astype(np.float64) + eps)
+        scale = batch_norm_scale(gamma, var, eps)
         c = scale.shape[0] if scale.ndim == 1 else None
         if c is None or any(a.shape != (c,) for a in (beta, mean, var)):
             continue
@@ -463,7 +464,7 @@ def _fold_batch_norms(g, producer, removed, uses, const, value, new, made) -> in
             else:
                 continue
             conv_attrs = {"alpha": 1.0, "beta": 1.0}
-        bias = (bias - mean.astype(np.float64)) * scale + beta.astype(np.float64)
+        bias = batch_norm_shift(bias, mean, scale, beta)
         for i in list(prev.input[1:]) + list(bn.input[1:]):
             if i:
                 uses[i] -= 1

@@ -2,6 +2,7 @@
 
     data = codegen.tflite.to_bytes(g)      # the file's bytes
     codegen.tflite.save(g, "model.tflite")
+    codegen.tflite.to_bytes(g, optimize=False)   # node for node, no export-time folding
 
 Each canonical op has an emitter (``EMITTERS``), one module per op family named as in
 ``msc.ops``; an op without one is lowered through ``msc.ops.decompose``. Every node that can be
@@ -11,10 +12,12 @@ expressed neither way is reported at once in one ``msc.errors.UnsupportedOpsErro
 from __future__ import annotations
 
 import os
+from collections import Counter
 
 from codegen.tflite.coverage import coverage_markdown
 from codegen.tflite.flatbuf import write
 from codegen.tflite.model import Writer, to_records
+from codegen.tflite.optimize import fuse_activations, optimize_graph
 from codegen.tflite.passes import simplify
 from codegen.tflite.registry import EMITTERS, Emit, EmitterRegistry, Ref, emitter
 from msc.ir.graph import Graph
@@ -36,7 +39,12 @@ __all__ = [
 
 
 def to_bytes(
-    graph: Graph, *, emitters: EmitterRegistry = EMITTERS, external: bool | None = None
+    graph: Graph,
+    *,
+    emitters: EmitterRegistry = EMITTERS,
+    external: bool | None = None,
+    optimize: bool = True,
+    done: Counter[str] | None = None,
 ) -> bytes:
     """The .tflite bytes of ``graph``.
 
@@ -45,11 +53,19 @@ def to_bytes(
         emitters: the emitter registry (tests may pass their own).
         external: keep the buffers after the flatbuffer (the layout of models over 2 GB);
             None chooses it when the weights need it.
+        optimize: the export-time folds (``codegen.tflite.optimize``: BatchNorm into the
+            conv or linear before it, zero pads into SAME, activations fused into their
+            producers); False writes an operator (or a few) per node.
+        done: with ``optimize``, counts what the folds did, by rewrite.
 
     Raises:
         UnsupportedOpsError: every node TFLite cannot express, all at once.
     """
+    if optimize:
+        graph = optimize_graph(graph, done)
     model = simplify(to_records(graph, emitters))
+    if optimize and fuse_activations(model, done):
+        simplify(model)  # the pre-activation tensors go
     return write(model, external=external)
 
 

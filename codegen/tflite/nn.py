@@ -270,16 +270,74 @@ def avg_pool(
     e: Emit, x: Ref, *, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override,
     data_layout="NCHW",
 ):  # fmt: skip
-    e.require(divisor_override is None, "divisor_override")
     pads = list(padding or [])
-    if any(pads) and not count_include_pad:
-        # TFLite's SAME average excludes the padding: only those pads can be written
-        xs = x.shape[1:-1] if data_layout == "NHWC" else x.shape[2:]
-        e.require(
-            pads == _same(xs, kernel, list(stride or kernel), [1, 1]),
-            "average pooling that excludes padding other than SAME's",
-        )
+    xs = x.shape[1:-1] if data_layout == "NHWC" else x.shape[2:]
+    same = pads == _same(xs, kernel, list(stride or kernel), [1, 1])
+    excluded = any(pads) and not count_include_pad and not same
+    if ceil_mode or divisor_override is not None or excluded:
+        # TFLite's SAME average excludes the padding, its VALID one has none: any other
+        # divisor is a sum over explicit zeros, scaled per output position
+        e.require(x.rank == 4, f"AVERAGE_POOL_2D of rank {x.rank} (TFLite pools 2-d)")
+        return _divided_avg_pool(
+            e, x, kernel, list(stride or kernel), pads, count_include_pad, divisor_override,
+            data_layout,
+        )  # fmt: skip
     return _pool(e, x, "AVERAGE_POOL_2D", kernel, stride, pads, ceil_mode, 0.0, data_layout)
+
+
+def _divided_avg_pool(e, x, kernel, stride, pads, count_include_pad, divisor, layout):
+    """An average pool whose divisor TFLite's kernel does not compute (ceil_mode's windows
+    past the end, padding counted or not, divisor_override), exactly as PyTorch divides:
+    the window's sum is AVERAGE_POOL_2D (VALID) of the input padded with zeros, times the
+    window's size, over PyTorch's divisor for that output position (a constant of
+    [1, OH, OW, 1]; left out where it is one everywhere). PyTorch's divisor of a window
+    [i * s - p, i * s - p + k) is its length clipped to the padded input, or to the input
+    itself without ``count_include_pad``."""
+    last = layout == "NHWC"
+    t = e.out_type() if last else nhwc_type(e.out_type())
+    xh = x if last else to_nhwc(e, x)
+    sizes, outs = list(xh.shape[1:3]), list(t.shape[1:3])
+    e.require(all(isinstance(d, int) for d in sizes + outs), "a symbolic pooled size")
+    pads = pads or [0] * 4
+    k_eff, spec, counts = [], [[0, 0]], []
+    for i in range(2):
+        n, o, k, s, pb, pe = sizes[i], outs[i], kernel[i], stride[i], pads[i], pads[2 + i]
+        # one window: only what it covers of the input matters (EfficientNet's pooler: a
+        # 1280-wide kernel over 7 x 7)
+        kk = min(k, pb + n) if o == 1 else k
+        end = max(0, (o - 1) * s + kk - pb - n)
+        e.require((pb + n + end - kk) // s + 1 == o, "pooling windows TFLite cannot lay out")
+        k_eff.append(kk)
+        spec.append([pb, end])
+        start = np.arange(o) * s - pb
+        stop = np.minimum(start + k, n + pe)
+        if count_include_pad:
+            counts.append(stop - start)
+        else:
+            counts.append(np.minimum(stop, n) - np.maximum(start, 0))
+    spec.append([0, 0])
+    if any(any(p) for p in spec):
+        shape = [xh.shape[0], *(d + a + b for d, (a, b) in zip(sizes, spec[1:3])), xh.shape[3]]
+        xh = e.op("PAD", [xh, e.const(np.asarray(spec, np.int32))], TensorType(xh.dtype, shape))
+    y = e.op(
+        "AVERAGE_POOL_2D",
+        [xh],
+        t,
+        padding=VALID,
+        stride_h=stride[0],
+        stride_w=stride[1],
+        filter_height=k_eff[0],
+        filter_width=k_eff[1],
+    )
+    d = np.outer(counts[0], counts[1]).astype(np.float64)
+    if divisor is not None:
+        d = np.full_like(d, float(divisor))
+    e.require(bool(np.all(d > 0)), "a pooling window over padding alone")
+    scale = (k_eff[0] * k_eff[1]) / d
+    if not np.all(scale == 1.0):
+        c = e.const(scale.reshape(1, *outs, 1).astype(t.dtype.to_numpy()))
+        y = e.op("MUL", [y, c], t)
+    return y if last else to_nchw(e, y)
 
 
 def _last(e: Emit, x: Ref, axis: int, op: str, **opts) -> Ref:

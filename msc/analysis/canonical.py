@@ -10,6 +10,9 @@ what is left.
 
 Graph passes (spellings and constants, not patterns):
 
+- ``channels_first`` (``msc.ops.layout``): convs and pools of a channels-last graph (a TFLite
+  or Keras file) brought to NCHW / OIHW with the transposes sunk, as the channels-first
+  codegens emit them;
 - ``constants_to_weights``: ``constant`` nodes -> weights; ``fold_constants``: nodes that
   read only weights are computed -> weights;
 - ``normalize_spellings``: axes non-negative and sorted, trailing absent inputs dropped, a
@@ -18,12 +21,15 @@ Graph passes (spellings and constants, not patterns):
 Pattern rewrites (``msc.rewrite`` patterns, ``RULES``; each counted under its label):
 
 - ``batch_norm(conv|linear(x, W, b))`` with constant statistics ->
-  ``conv|linear(x, W * s, (b - mean) * s + beta)``, ``s = gamma / sqrt(var + eps)``;
+  ``conv|linear(x, W * s, (b - mean) * s + beta)``, ``s = gamma / sqrt(var + eps)``, and
+  ``conv(pad(x, zeros))`` / ``max_pool(pad(x, -inf))`` -> the node padding x itself
+  (``msc.ops.folds``: what torch.onnx and codegen.tflite write);
 - ``gemm(x, W, c)`` (alpha = beta = 1, no transposed A) -> ``linear``;
 - ``matmul(x, W)`` (+ ``add`` of a 1-d bias) -> ``linear(x, W^T, b)``; ``matmul(x,
   transpose(W))`` -> ``linear(x, W)`` (the transpose absorbed, before constants fold);
 - ``gather(W, ids, axis=0)`` of a 2-d weight -> ``embedding``;
-- ``adaptive_avg_pool(x, 1...)`` -> ``reduce_mean`` (keepdims);
+- ``adaptive_avg_pool(x, 1...)`` -> ``reduce_mean`` (keepdims), and so is an ``avg_pool`` of one
+  window that covers its whole input;
 - ``reshape`` of [N, ...] to [N, prod] -> ``flatten(start_axis=1)``;
 - reshape / expand to the same shape, transpose by the identity, cast to the same dtype -> x;
 - ``where(c, a, b)`` of a constant all-true / all-false condition -> ``a`` / ``b``;
@@ -55,8 +61,20 @@ from msc.analysis.shape_values import refines, resolve_shape_values
 from msc.ir.builder import Builder
 from msc.ir.graph import Graph, Node, Value, Weight
 from msc.ir.types import TensorType
+from msc.ops.folds import (
+    find_batch_norm,
+    find_global_pool,
+    find_max_pool_pad,
+    find_whole_avg_pool,
+    find_zero_pad,
+    fold_batch_norm,
+    fold_pad,
+    pool_to_mean,
+    whole_pool_to_mean,
+)
 from msc.ops.fusions import FUSIONS
 from msc.ops.infer import dim_mul
+from msc.ops.layout import LAYOUT_OPS, channels_first, has_layouts
 from msc.ops.rewrite import Match, Pattern, constant_value, rewrite
 from msc.ops.simplify import FOLD_LIMIT
 
@@ -189,7 +207,6 @@ def fold_constants(g: Graph, done: Counter[str]) -> None:
     done["constants folded"] += len(fold)
 
 
-# Ops whose ``axis`` counts the dims of their first input.
 # Ops whose ``axis`` counts the first input's dims (one_hot's counts its output's; dft's
 # the complex pair's), so -1 and rank - 1 are one axis.
 _AXIS_OPS = {"layer_norm", "rms_norm", "softmax", "log_softmax", "concat", "gather"}
@@ -202,9 +219,8 @@ def normalize_spellings(g: Graph, done: Counter[str]) -> None:
     """Axes as non-negative (and reduction axes sorted): ``[-1, -2]`` is ``[2, 3]`` of a 4-d
     input; trailing absent inputs left out (``layer_norm(x, _, _)`` is ``layer_norm(x)``). An
     embedding's ``padding_idx`` (a training-only fact) is dropped; a padding of zeros is none
-    (``[]``: a TFLite VALID conv, against ONNX's explicit ``pads``), a dilation of ones too.
-    Spellings, not rewrites:
-    not counted."""
+    (``[]``: a TFLite VALID conv, against ONNX's explicit ``pads``), and so is a dilation of
+    ones. Spellings, not rewrites: not counted."""
     for n in g.nodes:
         if n.inputs and n.inputs[-1] is None:
             ins = list(n.inputs)
@@ -421,52 +437,6 @@ def _declining(
     return safe
 
 
-def _weight_in_place(g: Graph, old: Value | None, m: Match, data: np.ndarray, name: str) -> Weight:
-    """``data`` as a weight: under ``old``'s name when only the match reads ``old`` (the conv
-    whose BatchNorm was folded keeps ``conv.weight``), else a new weight ``name``."""
-    if isinstance(old, Weight) and all(u in m.nodes for u, _ in old.uses):
-        del g.weights[old.name]
-        return g.add_weight(old.name, data, role=old.role, aliases=old.aliases)
-    return _new_weight(g, name, data)
-
-
-def _find_batch_norm(bn: Node) -> Match | None:
-    if bn.op != "batch_norm" or bn.inputs[0] is None:
-        return None
-    p = bn.inputs[0].producer
-    if p is None or p.op not in ("conv", "linear"):
-        return None
-    w, mean, var = _const(p.inputs[1]), _const(bn.inputs[3]), _const(bn.inputs[4])
-    if w is None or mean is None or var is None or mean.shape != (w.shape[0],):
-        return None
-    if p.op == "linear" and len(p.outputs[0].type.shape or ()) != 2:
-        return None  # batch_norm normalizes dim 1: a linear's features only for [N, C]
-    given = [v for v in (*p.inputs[2:3], *bn.inputs[1:3]) if v is not None]
-    if any(_const(v) is None for v in given):
-        return None
-    return Match(bn, [p, bn], {"x": p.inputs[0]}, anchor=p, info={"op": p.op})
-
-
-def _fold_batch_norm(b: Builder, m: Match) -> Value:
-    bn, p, g = m.root, m.anchor, m.graph
-    assert p is not None and g is not None
-    w = _const(p.inputs[1])
-    assert w is not None
-    bias = p.inputs[2] if len(p.inputs) > 2 else None
-    gamma, beta, mean, var = (_const(v) for v in bn.inputs[1:5])
-    c = w.shape[0]
-    gamma = np.ones(c) if gamma is None else gamma.astype(np.float64)
-    beta = np.zeros(c) if beta is None else beta.astype(np.float64)
-    s = gamma / np.sqrt(var.astype(np.float64) + bn.attrs["eps"])  # type: ignore[union-attr]
-    w2 = (w.astype(np.float64) * s.reshape((c,) + (1,) * (w.ndim - 1))).astype(w.dtype)
-    b0 = np.zeros(c) if bias is None else _const(bias).astype(np.float64)  # type: ignore[union-attr]
-    b2 = ((b0 - mean.astype(np.float64)) * s + beta).astype(w.dtype)  # type: ignore[union-attr]
-    base = (p.inputs[1].name or "w").removesuffix(".weight")  # type: ignore[union-attr]
-    nw = _weight_in_place(g, p.inputs[1], m, w2, f"{base}.weight")
-    nb = _weight_in_place(g, bias, m, b2, f"{base}.bias")
-    return b.op(p.op, m["x"], nw, nb, **p.attrs)
-
-
 def _find_gemm(n: Node) -> Match | None:
     if n.op != "gemm":
         return None
@@ -566,20 +536,6 @@ def _find_gather(n: Node) -> Match | None:
     if w is None or w.ndim != 2:
         return None
     return Match(n, [n], {"w": n.inputs[0], "ids": n.inputs[1]})  # type: ignore[dict-item]
-
-
-def _find_adaptive_pool(n: Node) -> Match | None:
-    if n.op != "adaptive_avg_pool" or any(s != 1 for s in n.attrs["output_size"]):
-        return None
-    if n.inputs[0] is None or n.inputs[0].type.shape is None:
-        return None
-    return Match(n, [n], {"x": n.inputs[0]})
-
-
-def _pool_to_mean(b: Builder, m: Match) -> Value:
-    rank = len(m["x"].type.shape)  # type: ignore[arg-type]
-    k = len(m.root.attrs["output_size"])
-    return b.op("reduce_mean", m["x"], axes=list(range(rank - k, rank)), keepdims=True)
 
 
 def _flatten_span(xs, ys) -> tuple[int, int] | None:
@@ -718,12 +674,15 @@ EARLY: list[Rule] = [
 RULES: list[Rule] = [
     _rule(_no_op_label, _find_no_op, _keep),
     _rule("where of a constant condition dropped", _find_constant_where, _keep),
-    _rule(_bn_label, _find_batch_norm, _fold_batch_norm),
+    _rule(_bn_label, find_batch_norm, fold_batch_norm),
+    _rule("zero pad folded into conv", find_zero_pad, fold_pad),
+    _rule("-inf pad folded into max_pool", find_max_pool_pad, fold_pad),
     _rule("gemm -> linear", _find_gemm, _gemm_to_linear),
     _rule("matmul + add -> linear", _find_matmul_add, _matmul_add_to_linear),
     _rule("matmul -> linear", _find_matmul, _matmul_to_linear),
     _rule("gather -> embedding", _find_gather, lambda b, m: b.op("embedding", m["w"], m["ids"])),
-    _rule("adaptive_avg_pool -> reduce_mean", _find_adaptive_pool, _pool_to_mean),
+    _rule("adaptive_avg_pool -> reduce_mean", find_global_pool, pool_to_mean),
+    _rule("avg_pool over its whole input -> reduce_mean", find_whole_avg_pool, whole_pool_to_mean),
     _rule(
         lambda m: f"{m.root.op} -> flatten" if m.root.op == "reshape" else "flatten respelled",
         _find_flatten,
@@ -747,6 +706,12 @@ def canonicalize(g: Graph) -> Canonical:
     """``g``'s canonical form (a copy) and the rewrites applied (see the module docstring)."""
     out = copy_graph(g)
     done: Counter[str] = Counter()
+    if has_layouts(out):
+        # channels last (a TFLite or Keras file): as the channels-first codegens emit it
+        done["convs and pools brought to channels first"] += sum(
+            n.op in LAYOUT_OPS and n.attrs["data_layout"] != "NCHW" for n in out.nodes
+        )
+        out = channels_first(out)
     constants_to_weights(out, done)
     out = rewrite(out, _counted(EARLY, done))
     fold_constants(out, done)

@@ -85,8 +85,8 @@ class ConvertReport:
     ok: bool = True
     opset: int | None = None  # the ONNX opset written
     opset_reason: str = ""  # why that one
-    # What the ONNX codegen's export-time optimization did (rewrite -> count); empty when
-    # it was turned off (optimize=False) or did nothing.
+    # What the ONNX or TFLite codegen's export-time optimization did (rewrite -> count);
+    # empty when it was turned off (optimize=False) or did nothing.
     optimized: dict[str, int] = field(default_factory=dict)
     # A generated module torch.export could not capture (why): not compared structurally,
     # only run (eagerly) against the source.
@@ -250,7 +250,9 @@ def _write(
             from codegen.tflite import save
         except ImportError as e:
             raise MscError(f"the tflite target needs flatbuffers (the tflite extra): {e}") from None
-        save(g, dest)
+        done: Counter[str] = Counter()
+        save(g, dest, optimize=optimize, done=done)
+        report.optimized.update(done)
     else:
         try:
             from codegen.onnx import choose_opset, save
@@ -323,10 +325,12 @@ def convert(
     a failed check is reported (``ok`` False) and nothing is written. The output read back
     with real changes (``msc diff``'s verdict: neither equal nor equivalent) fails the check
     unless ``allow_changes``. ``optimize`` (the onnx target): fold constants, pre-transpose
-    weights and fold BatchNorm before writing (``codegen.onnx.to_model``); False writes the
-    graph node for node. The check compares the re-import with the graph before these
-    rewrites, as equivalent up to them. ``flat``: a torch target's model.py is one flat forward,
-    not one class per block of the source's module hierarchy. ``decompose`` (the onnx
+    weights and fold BatchNorm before writing (``codegen.onnx.to_model``); (the tflite
+    target) fold BatchNorm and zero pads into convs and fuse activations
+    (``codegen.tflite.optimize``); False writes the graph node for node. The check compares
+    the re-import with the graph before these rewrites, as equivalent up to them.
+    ``flat``: a torch target's model.py is one flat forward, not one class per block of the
+    source's module hierarchy. ``decompose`` (the onnx
     target): ops written through their decompositions (``("attention",)``: MatMul/Softmax,
     what onnxruntime's transformer optimizer fuses around)."""
     if flat and target_for(Path(out), to) != "torch":
@@ -338,8 +342,8 @@ def convert(
         raise MscError(f"{out_p}: a {target} output must be a {FILE_TARGETS[target]} file")
     if opset is not None and target != "onnx":
         raise MscError("--opset applies to the onnx target only")
-    if not optimize and target != "onnx":
-        raise MscError("--no-optimize applies to the onnx target only")
+    if not optimize and target not in ("onnx", "tflite"):
+        raise MscError("--no-optimize applies to the onnx and tflite targets only")
     if decompose and target != "onnx":
         raise MscError("--decompose applies to the onnx target only")
     # The source file (module.py of module.py:Class), or a directory holding it (a generated

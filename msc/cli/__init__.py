@@ -286,7 +286,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
             lines.append(f"onnx opset {r.opset} ({r.opset_reason})")
         did = ", ".join(f"{k} x{v}" for k, v in sorted(r.optimized.items()) if v)
         if did:  # nothing to fold: no line
-            lines.append(f"onnx optimized: {did}")
+            lines.append(f"{r.target} optimized: {did}")
     if r.checked:
         if r.uncaptured:
             lines.append(f"check: not re-imported ({r.uncaptured}); the module is run as it is")
@@ -534,8 +534,9 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument(
         "--no-optimize",
         action="store_true",
-        help="onnx: write the graph node for node (default: constants folded into "
-        "initializers, weights pre-transposed, BatchNorm folded into its Conv/Gemm)",
+        help="onnx, tflite: write the graph node for node (default, onnx: constants folded "
+        "into initializers, weights pre-transposed, BatchNorm folded into its Conv/Gemm; "
+        "tflite: BatchNorm and zero pads folded into convs, activations fused)",
     )
     c.add_argument(
         "--decompose",

@@ -183,3 +183,55 @@ def test_weights_are_written_once():
     sizes = [len(np.ascontiguousarray(bf).tobytes()) for bf in model.buffers]
     assert sizes.count(24) == 1
     assert isinstance(flatbuf.write(model), bytes)
+
+
+# Average pools whose divisor TFLite's AVERAGE_POOL_2D does not compute itself: written as the
+# sum over explicit zeros, scaled per output position (codegen.tflite.nn._divided_avg_pool).
+_AVG_POOLS = {
+    "efficientnet-pooler": (dict(kernel_size=1280, ceil_mode=True), 7),  # one window, clipped
+    "ceil": (dict(kernel_size=3, stride=2, ceil_mode=True), 8),
+    "ceil-padded": (dict(kernel_size=3, stride=2, padding=1, ceil_mode=True), 8),
+    "ceil-pad-excluded": (
+        dict(kernel_size=3, stride=2, padding=1, ceil_mode=True, count_include_pad=False),
+        8,
+    ),
+    "pad-excluded-not-same": (dict(kernel_size=3, stride=2, padding=1, count_include_pad=False), 8),
+    "divisor-override": (dict(kernel_size=2, stride=2, divisor_override=3), 6),
+    "ceil-rectangular": (
+        dict(kernel_size=(3, 2), stride=(2, 3), padding=(1, 0), ceil_mode=True),
+        11,
+    ),
+}
+
+
+@pytest.mark.parametrize("key", sorted(_AVG_POOLS))
+def test_average_pools_of_any_divisor_run_in_litert_like_eager(key):
+    import torch.nn.functional as F
+
+    kw, size = _AVG_POOLS[key]
+
+    class Pool(torch.nn.Module):
+        def forward(self, x):
+            return F.avg_pool2d(x, **kw)
+
+    x = torch.randn(2, 3, size, size)
+    data = codegen.tflite.to_bytes(msc.from_torch(Pool(), (x,)))
+    (got,) = run_litert(data, [x.numpy()])
+    np.testing.assert_allclose(got, Pool()(x).numpy(), atol=1e-6, rtol=1e-6)
+
+
+def test_a_ceil_mode_pool_of_one_window_reads_back_equivalent():
+    """EfficientNet's pooler (a 1280-wide ceil_mode pool over 7 x 7) is written as a 7 x 7
+    one; diff reads both as the mean over the input ("avg_pool over its whole input")."""
+    import torch.nn.functional as F
+
+    from msc.analysis.convert import _structural
+
+    class Pool(torch.nn.Module):
+        def forward(self, x):
+            return F.avg_pool2d(x, 1280, ceil_mode=True)
+
+    g = msc.from_torch(Pool(), (torch.randn(1, 3, 7, 7),))
+    again = msc.from_tflite(codegen.tflite.to_bytes(g))
+    _, summary, verdict, equivalent = _structural(g, again)
+    assert equivalent, (verdict, summary)

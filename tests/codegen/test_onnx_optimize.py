@@ -243,7 +243,7 @@ def test_convert_checks_the_optimized_file_and_no_optimize_flag(tmp_path) -> Non
         code = main(["convert", str(src), "-o", str(tmp_path / "plain.onnx"), "--no-optimize"])
     assert code == 0, out.getvalue()
     assert _ops(onnx.load(str(tmp_path / "plain.onnx")))["BatchNormalization"] == 3
-    with pytest.raises(msc.errors.MscError, match="onnx target only"):
+    with pytest.raises(msc.errors.MscError, match="onnx and tflite targets only"):
         msc.convert(src, tmp_path / "t", to="torch", optimize=False)
 
 
