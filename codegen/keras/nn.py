@@ -263,12 +263,25 @@ def attention(e: Emit, node):
     if e.channels_last:  # the operands were [batch, length, heads, dim] before a transpose
         q, k, v = (e.x(i) for i in range(3))
         return f"ops.dot_product_attention({q}, {k}, {v}, {kw})"
+    # every layer named: an unnamed one takes Keras' own name (permute_1), which a source
+    # name elsewhere in the model can be (Keras refuses a name used twice)
+    base = e.layer_name
+
+    def heads_swapped(x: str, name: str) -> str:  # a long line gets one argument a line
+        ctor = f"layers.Permute((2, 1, 3), name={name!r})"
+        e.parts = (ctor, ["layers.Permute(", "(2, 1, 3)", f"name={name!r}"])
+        return f"{ctor}({x})"
+
     q, k, v = (
-        e.stmt(f"layers.Permute((2, 1, 3))({e.arg(i)})", f"{node.name or 'attn'}_{role}")
+        e.stmt(
+            heads_swapped(e.arg(i), e.cg.layers.fresh(f"{base}_{role}")),
+            f"{node.name or 'attn'}_{role}",
+        )
         for i, role in enumerate(("q", "k", "v"))
     )
+    e.parts = None
     pre = e.stmt(f"ops.dot_product_attention({q}, {k}, {v}, {kw})", f"{node.name or 'attn'}_blhd")
-    return f"layers.Permute((2, 1, 3))({pre})"
+    return heads_swapped(pre, base)
 
 
 def _attention_explicit(e: Emit, node) -> str:

@@ -12,7 +12,10 @@ from msc.ir.symexpr import product
 @emitter("transpose")
 def transpose(e: Emit, node):
     perm = [int(p) for p in node.attrs["perm"]]
-    if perm and perm[0] == 0 and len(perm) > 1:
+    if perm == list(range(len(perm))):  # nothing moves (a layout change's leftover)
+        return e.arg(0)
+    integer = e.type(0).dtype.is_integer  # a Permute layer types its output int32 when built
+    if perm and perm[0] == 0 and len(perm) > 1 and not integer:
         return f"{e.layer('Permute', tuple(perm[1:]))}({e.arg(0)})"
     return f"ops.transpose({e.arg(0)}, {tuple(perm)!r})"
 

@@ -30,6 +30,8 @@ from tests.codegen.test_torch_hierarchy_models import MODELS  # noqa: E402
 from tests.tflite_cases import run_torch  # noqa: E402
 
 NAMES = [pytest.param("gpt2", marks=pytest.mark.slow), "bert"]  # gpt2: ~15 s on a loaded machine
+# Whisper: encoder-decoder, its attention with layers named apart from Keras' own names
+NAMES.append(pytest.param("whisper", marks=pytest.mark.slow))
 
 
 def _run(model, arrays):
@@ -73,7 +75,8 @@ def test_symbolic_batch_and_sequence_to_keras(name, tmp_path):
     _agrees(keras.saving.load_model(path, compile=False), model, inputs)
     # and read back by msc (Sized built with msc's class), run as generated PyTorch
     back = msc.from_keras(path)
-    assert [str(d) for d in back.inputs[0].type.shape] == ["batch", "input_ids_1"]
+    assert str(back.inputs[0].type.shape[0]) == "batch"  # and the sequence stays open:
+    assert any(not isinstance(d, int) for v in back.inputs for d in v.type.shape[1:])
     _agrees(lambda xs: run_torch(back, xs if isinstance(xs, list) else [xs]), model, inputs)
 
 
