@@ -74,6 +74,7 @@ BINARY = {
     "bitwise_or": "jnp.bitwise_or({}, {})",
     "bitwise_xor": "jnp.bitwise_xor({}, {})",
     "bitshift_left": "jnp.left_shift({}, {})",
+    "bitshift_right": "jnp.right_shift({}, {})",  # arithmetic for signed, logical for unsigned
     "eq": "{} == {}",
     "ne": "{} != {}",
     "lt": "{} < {}",
@@ -153,6 +154,12 @@ def cast(e: JaxCodegen, node, x):
     if e.on_sizes(node) and node.inputs[0].type.dtype.is_integer:
         return Held(e.size(node.inputs[0]))  # type: ignore[arg-type]
     return f"{x}.astype({dtype_expr(node.attrs['to'])})"
+
+
+@emitter("bitcast")
+def bitcast(e: JaxCodegen, node, x):
+    """The same bits read as another type of one width (msc's bitcast keeps the width)."""
+    return f"lax.bitcast_convert_type({x}, {dtype_expr(node.attrs['to'])})"
 
 
 @emitter("clamp")
