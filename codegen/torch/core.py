@@ -47,7 +47,14 @@ from codegen.torch.blocks import (
     split_body,
 )
 from codegen.torch.helpers import HELPERS
-from codegen.torch.modules import Holder, Leaf, ModulePlan, block_init, init_statements, plan_modules
+from codegen.torch.modules import (
+    Holder,
+    Leaf,
+    ModulePlan,
+    block_init,
+    init_statements,
+    plan_modules,
+)
 from codegen.torch.names import TAKEN, Namespace, readable, sanitize
 from codegen.torch.passes import (
     RELEASE_BYTES,
