@@ -776,10 +776,11 @@ class TorchCodegen:
 
         def functions(b: Block) -> tuple[ast.FunctionDef, ast.FunctionDef]:
             fbody = inline_sizes(with_calls(b.body, b.parts), size_names)
-            fbody = inline_arithmetic(fbody, _pure_calls(b.holder))
             if b.outputs:
                 outs = [code.name(o) for o in b.outputs]
                 fbody.append(ast.Return(outs[0] if len(outs) == 1 else ast.Tuple(outs, ast.Load())))
+            # After the return: a value it reads is read outside, and stays a statement.
+            fbody = inline_arithmetic(fbody, _pure_calls(b.holder))
             fbody = release_after_last_use(fbody, small)
             forward = _func("forward", ["self", *b.params], fbody)
             init = _func("__init__", ["self"], block_init(plan, b.holder, b.path + "."))
