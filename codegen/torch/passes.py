@@ -77,6 +77,8 @@ RELEASE_BYTES = 1 << 18
 # A forward of at most this many statements (a block's class, the top level of a model whose
 # blocks are classes) releases nothing itself: its locals die when it returns, as in the code a
 # person writes. Longer forwards (flat code, a block spelled out at length) get the ``del``s.
+# What a person frees by rebinding (``h = self.act(h)``) a short forward frees by writing a
+# chain as one expression (``inline_arithmetic``) and a layer list as a loop (blocks.loops).
 SCOPE_STATEMENTS = 60
 
 
