@@ -14,9 +14,12 @@
 # - Blocks whose classes are equal up to the names of their locals (same ``__init__``, same
 #   ``forward``) share one class, and so do blocks that differ only in the sizes their
 #   ``__init__`` passes to constructors (``Sizes``: those become the class's parameters); a
-#   run of calls of one class over a whole ``ModuleList``, each feeding the next, becomes a
-#   ``for`` loop, and the calls of all the items of a source ``nn.Sequential`` in a chain one
-#   call of it.
+#   run of calls over a whole ``ModuleList``, each feeding the next at the same places (its
+#   items may be of several classes, as a ResNet stage's first layer with its shortcut and the
+#   rest), becomes a ``for`` loop, as the source iterates it: the loop variable's rebinding
+#   frees each layer's output as the next one returns, where calls one after another would
+#   hold all of them to the end of the forward. The calls of all the items of a source
+#   ``nn.Sequential`` in a chain become one call of it.
 """
 
 from __future__ import annotations
@@ -322,7 +325,7 @@ def loops(
             continue
         out.extend(loop[0])
         if looped is not None:
-            looped.append((blocks[0].cls, loop[1]))
+            looped.extend((c, loop[1]) for c in dict.fromkeys(b.cls for b in blocks))
         i += run
     return out
 
@@ -398,7 +401,7 @@ def _run(body, i, calls, plan) -> int | None:
         return None
     for k in range(n):
         c = calls.get(id(body[i + k]))
-        if c is None or c[0].parts != [*b0.parts[:-1], str(k)] or c[0].cls != b0.cls:
+        if c is None or c[0].parts != [*b0.parts[:-1], str(k)]:
             return None
     return n
 

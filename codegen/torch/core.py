@@ -47,11 +47,19 @@ from codegen.torch.blocks import (
     split_body,
 )
 from codegen.torch.helpers import HELPERS
-from codegen.torch.modules import Holder, ModulePlan, block_init, init_statements, plan_modules
+from codegen.torch.modules import (
+    Holder,
+    Leaf,
+    ModulePlan,
+    block_init,
+    init_statements,
+    plan_modules,
+)
 from codegen.torch.names import TAKEN, Namespace, readable, sanitize
 from codegen.torch.passes import (
     RELEASE_BYTES,
     Rename,
+    inline_arithmetic,
     inline_sizes,
     prune,
     release_after_last_use,
@@ -697,6 +705,8 @@ class TorchCodegen:
         elif not self.flat:  # no block classes, but a source nn.Sequential may be called whole
             body = sequential_leaves(body, self.plan_, [])
         body = inline_sizes(body, size_names)
+        if self.top_blocks_:  # not flat code (a statement per node, some users diff traces)
+            body = inline_arithmetic(body, _pure_calls(self.plan_.root))
         forward.body = release_after_last_use(body, small)
         if not self.flat:
             forward = role_names(
@@ -797,6 +807,8 @@ class TorchCodegen:
             if b.outputs:
                 outs = [code.name(o) for o in b.outputs]
                 fbody.append(ast.Return(outs[0] if len(outs) == 1 else ast.Tuple(outs, ast.Load())))
+            # After the return: a value it reads is read outside, and stays a statement.
+            fbody = inline_arithmetic(fbody, _pure_calls(b.holder))
             fbody = release_after_last_use(fbody, small)
             forward = _func("forward", ["self", *b.params], fbody)
             init = _func("__init__", ["self"], block_init(plan, b.holder, b.path + "."))
@@ -971,6 +983,16 @@ def _symbol_of(node: Node) -> str | None:
         return None
     dim = dims[k]
     return dim.name if isinstance(dim, SymDim) and code.is_plain_attr(dim.name) else None
+
+
+def _pure_calls(holder: Holder) -> set[str]:
+    """What a forward of ``holder`` calls that computes a value and nothing else: the
+    elementwise torch functions the emitters write (emitters.elementwise) and its library
+    modules (``self.norm``; a generated block's call stays a statement of its own)."""
+    from codegen.torch.emitters import elementwise
+
+    leaves = {f"self.{k}" for k, c in holder.children.items() if isinstance(c, Leaf)}
+    return set(elementwise.FUNCTIONS) | {k for k in leaves if k[5:].isidentifier()}
 
 
 def _count(n: int, noun: str) -> str:

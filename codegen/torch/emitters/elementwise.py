@@ -68,6 +68,11 @@ _UNARY = {
 }
 
 
+# The torch functions the unary emitters write: pure and elementwise, so the codegen may write
+# one inside the expression that reads it (passes.inline_arithmetic).
+FUNCTIONS = frozenset(fn for fn, _ in _UNARY.values())
+
+
 def _fix_dtype(x: Arg, value: ast.expr, out: DType, may_promote: bool) -> ast.expr:
     if may_promote and not (x.dtype.is_floating or x.dtype.is_complex):
         return expr("v.to(d)", v=value, d=out)
