@@ -62,6 +62,7 @@ def _onnx_vs_torch_dir(onnx_path: Path, torch_dir: Path) -> float:
     return float(np.abs(got - ref).max())
 
 
+@pytest.mark.slow  # worker processes that crash and hang: ~22 s
 def test_local_batch_survives_crash_hang_memory_and_unsupported_ops(models, tmp_path):
     manifest = {
         "defaults": {"to": "torch"},
@@ -113,6 +114,7 @@ def test_local_batch_survives_crash_hang_memory_and_unsupported_ops(models, tmp_
     assert status["cnn-verify"]["result"]["ok"] is True
 
 
+@pytest.mark.slow  # two batch runs: ~17 s
 def test_report_records_hashes_and_rerun_resumes(models, tmp_path):
     out = tmp_path / "out"
     entries = ["cnn.onnx", {"model": "cnn.onnx", "name": "info", "task": "inspect"}]
@@ -206,6 +208,7 @@ def test_directory_and_yaml_manifest(models, tmp_path):
     assert r.ok and (tmp_path / "yout" / "zoo" / "cnn.msc" / "graph.msc").is_file()
 
 
+@pytest.mark.slow  # starts Ray: ~16 s
 def test_ray_batch_on_a_local_instance(models, tmp_path):
     ray = pytest.importorskip("ray")
     ray.init(

@@ -199,6 +199,7 @@ def test_verbose_lets_the_libraries_through(files, tmp_path):
     assert "noise: a C++ logger on fd 2" in p.stderr and "noise: print" in p.stdout, p
 
 
+@pytest.mark.slow  # one CLI process per failure: ~16 s
 def test_a_failure_is_one_line(files, tmp_path):
     # onnxruntime's own coloured log line came first.
     p = msc_cmd("convert", files["pad"], "-o", tmp_path / "pad_torch", "-q", cwd=tmp_path)

@@ -465,6 +465,7 @@ def test_not_a_flax_module():
         msc.from_flax(lambda x: x, f32(2))
 
 
+@pytest.mark.slow  # two Flax models exported at symbolic shapes: ~14 s
 def test_decoder_and_whisper_dynamic_sequence():
     """A symbolic batch and sequence through rotary positions (jnp.arange of the length), a
     causal mask (jnp.tril) and a position table sliced to the length; run at other sizes."""

@@ -212,6 +212,7 @@ def test_exclude_list_is_well_formed():
     assert not empty, f"excluded without a reason: {empty}"
 
 
+@pytest.mark.slow  # the ONNX backend suite: ~24 s
 def test_onnx_backend_conformance():
     cg = _torch_codegen()
     results, bound = run_all(cg)
