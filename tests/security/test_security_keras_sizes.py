@@ -48,6 +48,10 @@ def _base(path: Path) -> Path:
         L.ZeroPadding2D(1, name="pad")(img),
         L.Resizing(4, 4, name="resize")(img),
         L.TimeDistributed(L.Dense(2, name="inner"), name="td")(seq),
+        L.LayerNormalization(name="ln")(seq),
+        L.LayerNormalization(center=False, scale=False, name="ln_bare")(seq),
+        L.GroupNormalization(2, name="gn")(img),
+        L.PReLU(shared_axes=[1], name="prelu")(seq),
     ]
     keras.Model([x, ids, img], outs).save(path)
     return path
@@ -103,6 +107,21 @@ HOSTILE = {
         _build("mha", "query_shape", [None, 4, BIG], "shapes_dict"),
         ["MultiHeadAttention 'mha'", "query_shape"],
     ),
+    # weights shaped by the input alone (no size key): the shape they would have is stored
+    "layer_norm_input": (_build("ln", "input_shape", [None, 4, BIG]), ["LayerNormalization"]),
+    "layer_norm_axes": (
+        lambda c: (_set("ln", axis=[-2, -1])(c), _build("ln", "input_shape", [None, BIG, 2])(c)),
+        ["LayerNormalization 'ln'", "input_shape"],
+    ),
+    "layer_norm_axis": (_set("ln", axis=[7]), ["LayerNormalization 'ln'", "axis=[7]"]),
+    "bare_layer_norm_made_weighted": (
+        lambda c: (_set("ln_bare", center=True)(c),
+                   _build("ln_bare", "input_shape", [None, 4, BIG])(c)),
+        ["LayerNormalization 'ln_bare'", "input_shape"],
+    ),
+    "group_norm_input": (_build("gn", "input_shape", [None, 6, 6, BIG]), ["GroupNormalization"]),
+    "prelu_input": (_build("prelu", "input_shape", [None, BIG, BIG]), ["PReLU 'prelu'", "input"]),
+    "prelu_unshared": (_set("prelu", shared_axes=None), ["PReLU 'prelu'", "input_shape"]),
     "no_build_config": (_no_build, ["Dense 'fc'", "no build_config"]),
     "units_as_text": (_set("fc", units="1e12"), ["Dense 'fc'", "not a size"]),
     "units_as_float": (_set("fc", units=1e12), ["Dense 'fc'", "not a size"]),

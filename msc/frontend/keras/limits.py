@@ -14,6 +14,9 @@ keys set sizes and what bounds them:
   whose dims are the kernel's and others the input's).
 - ``Bounded(keys)``: a layer without weights; the product of the values' sizes is at most
   ``BUDGET`` elements (``Reshape.target_shape``, ``RepeatVector.n``).
+- ``In(...)``: the input size ``build_config`` states at one axis (Keras builds the layer
+  from it) is a stored weight's dim; ``Built(shape)``: the weights a layer shapes from its
+  input alone (LayerNormalization at its axes, PReLU's alpha) have a stored weight's shape.
 
 The weights the file declares are bounded too: their bytes together are at most what the file
 can hold (an HDF5 dataset may declare a shape it stores nothing for). A layer class not in the
@@ -31,6 +34,7 @@ from __future__ import annotations
 
 import math
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -84,7 +88,50 @@ class In:
     axis_key: str | None = None
 
 
-Rule = Match | Fits | Bounded | In
+@dataclass(frozen=True)
+class Built:
+    """The layer builds weights shaped by its input (``build_config``'s ``input_shape``) as
+    ``shape(config, input_sizes)`` says (None: it builds none, as a LayerNormalization
+    without center and scale): one of its stored weights must have that shape."""
+
+    shape: Callable[[dict, list[int]], list[int] | None]
+
+
+Rule = Match | Fits | Bounded | In | Built
+
+
+def _axes(config: dict, sizes: list[int]) -> list[int]:
+    """The input axes a normalization's ``axis`` (an int or a list) names."""
+    axis = config.get("axis", -1)
+    axes = axis if isinstance(axis, list) else [axis]
+    if not axes or any(type(a) is not int or not -len(sizes) <= a < len(sizes) for a in axes):
+        raise _NotASize(f"axis={str(axis)[:40]} (not an axis of the input)")
+    return [a % len(sizes) for a in axes]
+
+
+def _normalized(config: dict, sizes: list[int]) -> list[int] | None:
+    """LayerNormalization's gamma / beta: the input's sizes at its axes."""
+    if not (config.get("center", True) or config.get("scale", True)):
+        return None
+    return [sizes[a] for a in _axes(config, sizes)]
+
+
+def _grouped(config: dict, sizes: list[int]) -> list[int] | None:
+    """GroupNormalization's gamma / beta: the input's size at its (one) axis."""
+    if not (config.get("center", True) or config.get("scale", True)):
+        return None
+    (a,) = _axes({"axis": config.get("axis", -1)}, sizes)
+    return [sizes[a]]
+
+
+def _alpha(config: dict, sizes: list[int]) -> list[int]:
+    """PReLU's alpha: the input's sizes after the batch, 1 on its shared axes."""
+    shared = config.get("shared_axes") or []
+    shared = shared if isinstance(shared, list) else [shared]
+    if any(type(a) is not int for a in shared):
+        raise _NotASize(f"shared_axes={str(shared)[:40]} (not axes)")
+    return [1 if i in shared else d for i, d in enumerate(sizes) if i > 0]
+
 
 _K = slice(0, -2)  # a conv kernel's spatial dims: [*kernel_size, in, out]
 
@@ -149,6 +196,9 @@ SIZES: dict[str, tuple[Rule, ...]] = {
     **{name: _rnn("cell/vars/0", "cell/vars/1") for name in ("SimpleRNN", "LSTM", "GRU")},
     **{name: _rnn("vars/0", "vars/1") for name in ("SimpleRNNCell", "LSTMCell", "GRUCell")},
     "BatchNormalization": (In("input_shape", ("vars/0",), 0, axis_key="axis"),),
+    "LayerNormalization": (Built(_normalized),),
+    "GroupNormalization": (Built(_grouped),),
+    "PReLU": (Built(_alpha),),
     "MultiHeadAttention": _attention(
         ("num_heads", "query_dense", 1),
         ("key_dim", "query_dense", 2),
@@ -286,6 +336,11 @@ def _check(cls: str, entry: dict, groups: list[dict]) -> str | None:
                 given = ", ".join(f"{k}={config.get(k)}" for k in rule.keys)
                 return f"{given} (more than {BUDGET} elements)"
             continue
+        if isinstance(rule, Built):
+            why = _built(rule, config, build, groups)
+            if why:
+                return why
+            continue
         if isinstance(rule, In):
             if not isinstance(build, dict):
                 return "has no build_config (Keras would build it from the inputs it is given)"
@@ -317,6 +372,25 @@ def _check(cls: str, entry: dict, groups: list[dict]) -> str | None:
             if not stored:
                 return f"{given} (the file stores no {var[0]} for it)"
             return f"{given} (the file stores its {var[0]} with {stored[0]} there)"
+    return None
+
+
+def _built(rule: Built, config: dict, build: Any, groups: list[dict]) -> str | None:
+    """Why the weights a ``Built`` layer would make from its stated input are not the ones
+    the file stores for it."""
+    if not isinstance(build, dict):
+        return "has no build_config (Keras would build it from the inputs it is given)"
+    shape = build.get("input_shape")
+    label = f"build_config input_shape={str(shape)[:60]}"
+    sizes = _sizes(shape, "input_shape") if shape is not None else None
+    if not sizes:
+        return f"{label} (not an input shape)"
+    want = rule.shape(config, sizes)
+    if want is None:
+        return None
+    held = {tuple(s) for g in groups for s in g.values()}
+    if tuple(want) not in held:
+        return f"{label} (builds weights of shape {want[:8]}, which the file does not store)"
     return None
 
 
