@@ -271,6 +271,25 @@ def gather(ctx: Ctx, sop: ShloOp, x, idx):
     return y
 
 
+def _spread(ctx: Ctx, v, at: list[int], shape: list[int]):
+    """``v``, whose dims are ``shape``'s dims ``at``, broadcast to ``shape`` (the general
+    gather's output, the general scatter's updates)."""
+    view = [1] * len(shape)
+    for p, n in zip(at, v.type.shape):
+        view[p] = n
+    if list(v.type.shape) != view:
+        v = ctx.op("reshape", v, shape=view)
+    return v if view == list(shape) else ctx.op("expand", v, shape=shape)
+
+
+def _iota(ctx: Ctx, p: int, shape: list[int]):
+    """The positions along ``shape``'s dim ``p``, broadcast to ``shape``."""
+    n = shape[p]
+    return _spread(
+        ctx, ctx.op("arange", start=0.0, end=float(n), step=1.0, dtype=DType.INT64), [p], shape
+    )
+
+
 def _gather_windows(ctx: Ctx, sop: ShloOp, x, idx, d, sizes: list[int]):
     """The general gather, element by element: every output element reads the operand at
     its window's start (clamped so the window fits, as StableHLO does; zero on dims the index
@@ -290,17 +309,10 @@ def _gather_windows(ctx: Ctx, sop: ShloOp, x, idx, d, sizes: list[int]):
     parts = [ctx.cast(p, DType.INT64) for p in _index_parts(ctx, idx, ivd)] if smap else []
 
     def spread(v, at: list[int]):
-        """``v`` (dims at output dims ``at``) broadcast to the output's shape."""
-        view = [1] * orank
-        for p, n in zip(at, v.type.shape):
-            view[p] = n
-        if list(v.type.shape) != view:
-            v = ctx.op("reshape", v, shape=view)
-        return v if view == out else ctx.op("expand", v, shape=out)
+        return _spread(ctx, v, at, out)
 
     def iota(p: int):
-        n = out[p]
-        return spread(ctx.op("arange", start=0.0, end=float(n), step=1.0, dtype=DType.INT64), [p])
+        return _iota(ctx, p, out)
 
     starts = {a: _clamp_index(ctx, q, shape[a] - sizes[a] + 1) for a, q in zip(smap, parts)}
     index = []
@@ -424,17 +436,10 @@ def _scatter_windows(ctx: Ctx, x, idx, upd, d, shape, ushape, accumulate):
     parts = [ctx.cast(p, DType.INT64) for p in _index_parts(ctx, idx, ivd)] if smap else []
 
     def spread(v, at: list[int]):
-        """``v`` (dims at update dims ``at``) broadcast to the update's shape."""
-        view = [1] * ur
-        for p, n in zip(at, v.type.shape):
-            view[p] = n
-        if list(v.type.shape) != view:
-            v = ctx.op("reshape", v, shape=view)
-        return v if view == ushape else ctx.op("expand", v, shape=ushape)
+        return _spread(ctx, v, at, ushape)
 
     def iota(p: int):
-        n = ushape[p]
-        return spread(ctx.op("arange", start=0.0, end=float(n), step=1.0, dtype=DType.INT64), [p])
+        return _iota(ctx, p, ushape)
 
     starts = {a: spread(q, us) for a, q in zip(smap, parts)}
     index, ok, checked = [], None, []
