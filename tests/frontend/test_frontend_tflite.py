@@ -631,15 +631,16 @@ def test_a_complex_input_is_read_only_by_the_ops_that_know_its_layout():
         msc.from_tflite(data)
 
 
-def _stateful_model(c: np.ndarray) -> bytes:
-    """y = state + x, then state = y: a variable that CALL_ONCE's init subgraph sets to c."""
+def _stateful_model(c: np.ndarray, output_apart: bool = False) -> bytes:
+    """y = state + x, then state = y: a variable that CALL_ONCE's init subgraph sets to c.
+    ``output_apart``: the model's output is z = y + x, a value the state is not."""
     from codegen.tflite import flatbuf
 
     main = [
         flatbuf.Tensor("x", 0, [1, 3]),
         flatbuf.Tensor("acc", 13, []),
         flatbuf.Tensor("acc/read", 0, [1, 3]),
-        flatbuf.Tensor("y", 0, [1, 3]),
+        flatbuf.Tensor("acc/next" if output_apart else "y", 0, [1, 3]),
     ]
     handle = ({"container": "", "shared_name": "acc"}, "VarHandleOptions")
     ops = [
@@ -649,13 +650,16 @@ def _stateful_model(c: np.ndarray) -> bytes:
         flatbuf.Op("ADD", [2, 0], [3], {}, "AddOptions"),
         flatbuf.Op("ASSIGN_VARIABLE", [1, 3], [], {}, "AssignVariableOptions"),
     ]
+    if output_apart:
+        main.append(flatbuf.Tensor("z", 0, [1, 3]))
+        ops.insert(4, flatbuf.Op("ADD", [3, 0], [4], {}, "AddOptions"))
     init_t = [flatbuf.Tensor("acc_1", 13, []), flatbuf.Tensor("zeros", 0, [1, 3], buffer=1)]
     init_ops = [
         flatbuf.Op("VAR_HANDLE", [], [0], *handle),
         flatbuf.Op("ASSIGN_VARIABLE", [0, 1], [], {}, "AssignVariableOptions"),
     ]
     sgs = [
-        flatbuf.Subgraph(main, [0], [3], ops, "main"),
+        flatbuf.Subgraph(main, [0], [len(main) - 1], ops, "main"),
         flatbuf.Subgraph(init_t, [], [], init_ops, "init"),
     ]
     return flatbuf.write(flatbuf.Model(sgs, [b"", c.tobytes()]))
@@ -691,38 +695,6 @@ def test_resource_variables_are_state_inputs_and_outputs():
             assert close([y], [want], 1e-6, 1e-6) == ""
 
 
-def _streaming_model(c: np.ndarray) -> bytes:
-    """z = (acc + x) + x, acc <- acc + x: a state that is not the output, first value c."""
-    from codegen.tflite import flatbuf
-
-    main = [
-        flatbuf.Tensor("x", 0, [1, 3]),
-        flatbuf.Tensor("acc", 13, []),
-        flatbuf.Tensor("acc/read", 0, [1, 3]),
-        flatbuf.Tensor("acc/next", 0, [1, 3]),
-        flatbuf.Tensor("z", 0, [1, 3]),
-    ]
-    handle = ({"container": "", "shared_name": "acc"}, "VarHandleOptions")
-    ops = [
-        flatbuf.Op("CALL_ONCE", [], [], {"init_subgraph_index": 1}, "CallOnceOptions"),
-        flatbuf.Op("VAR_HANDLE", [], [1], *handle),
-        flatbuf.Op("READ_VARIABLE", [1], [2], {}, "ReadVariableOptions"),
-        flatbuf.Op("ADD", [2, 0], [3], {}, "AddOptions"),
-        flatbuf.Op("ADD", [3, 0], [4], {}, "AddOptions"),
-        flatbuf.Op("ASSIGN_VARIABLE", [1, 3], [], {}, "AssignVariableOptions"),
-    ]
-    init_t = [flatbuf.Tensor("acc_1", 13, []), flatbuf.Tensor("first", 0, [1, 3], buffer=1)]
-    init_ops = [
-        flatbuf.Op("VAR_HANDLE", [], [0], *handle),
-        flatbuf.Op("ASSIGN_VARIABLE", [0, 1], [], {}, "AssignVariableOptions"),
-    ]
-    sgs = [
-        flatbuf.Subgraph(main, [0], [4], ops, "main"),
-        flatbuf.Subgraph(init_t, [], [], init_ops, "init"),
-    ]
-    return flatbuf.write(flatbuf.Model(sgs, [b"", c.tobytes()]))
-
-
 @pytest.mark.parametrize("target", ["torch", "onnx", "tflite"])
 def test_a_streaming_model_converts_from_its_file_with_its_state_checked(tmp_path, target):
     # LiteRT keeps a model's variables itself (no API sets them): the check feeds the state
@@ -733,7 +705,7 @@ def test_a_streaming_model_converts_from_its_file_with_its_state_checked(tmp_pat
 
     c = f32(1, 3) + 5.0
     src = tmp_path / "stream.tflite"
-    src.write_bytes(_streaming_model(c))
+    src.write_bytes(_stateful_model(c, output_apart=True))
     out = tmp_path / {"torch": "out", "onnx": "out.onnx", "tflite": "out.tflite"}[target]
     r = convert(src, out, to=target)
     assert r.ok and r.equivalent, r
