@@ -6,6 +6,7 @@ codegens (the ``codegen`` package) regenerate the model for a target. The public
     g = msc.from_torch(module, example_args)      g = msc.from_onnx(path_or_model)
     g = msc.from_relax(ir_module, function="main")   g = msc.from_tflite(path_or_bytes)
     g = msc.from_keras(model_or_path)             (a Keras 3 model or a .keras file)
+    g = msc.from_saved_model(directory)           (TensorFlow's TFLite converter; [tensorflow])
     g = msc.from_jax(fn, *example_args, params=None)  g = msc.from_stablehlo(text_bytes_or_exported)
     g = msc.from_flax(linen_module, variables, *example_args)  g = msc.from_flax(nnx_module, *args)
     text = msc.to_text(g);  g2 = msc.from_text(text)
@@ -69,6 +70,7 @@ __all__ = [
     "from_keras",
     "from_onnx",
     "from_relax",
+    "from_saved_model",
     "from_stablehlo",
     "from_tflite",
     "from_text",
@@ -135,6 +137,15 @@ def from_tflite(model: Any, **kwargs: Any) -> Graph:
     from msc.frontend.tflite import from_tflite as impl
 
     return impl(model, **kwargs)
+
+
+def from_saved_model(path: Any, **kwargs: Any) -> Graph:
+    """Translate a TensorFlow SavedModel's signature through TensorFlow's own TFLite converter
+    and ``from_tflite`` (needs the ``[tensorflow]`` extra; TensorFlow loads the model's graph,
+    so only for models you trust; see msc.frontend.tflite.saved_model)."""
+    from msc.frontend.tflite.saved_model import from_saved_model as impl
+
+    return impl(path, **kwargs)
 
 
 def from_stablehlo(module: Any, **kwargs: Any) -> Graph:

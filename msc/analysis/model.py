@@ -78,7 +78,8 @@ class Model:
 
     graph: Graph
     # "onnx" | "pt2" | "msc" | "torch-module" | "torch-source" | "relax" | "tflite" | "keras"
-    # | "jax" (a .jaxexport runs in JAX; a .mlir through the graph)
+    # | "jax" (a .jaxexport runs in JAX; a .mlir through the graph) | "saved_model" (a
+    # TensorFlow SavedModel's signature, run in TensorFlow)
     kind: str
     path: str
     native: Any = None  # onnx path, ExportedProgram, nn.Module, Relax IRModule, or None
@@ -136,6 +137,8 @@ class Model:
             outs = _run_keras(self.native, args)
         elif self.kind == "jax" and self.native is not None:
             outs = _run_jax(self.native, args)
+        elif self.kind == "saved_model":
+            outs = _run_saved_model(self, args)
         if outs is not None and not extra:
             return outs, {}
         g_outs, vals = run_graph(self.graph, args, extra)
@@ -650,10 +653,14 @@ def load_model(
     it; only for files from a trusted source."""
     import msc
     from msc.analysis import pysource
+    from msc.frontend.tflite.saved_model import is_saved_model
 
     say = progress or (lambda s: None)
     text = os.fspath(src)
     path = Path(text)
+    if not path.exists() and ":" in text and is_saved_model(text.rpartition(":")[0]):
+        folder, _, key = text.rpartition(":")
+        return _load_saved_model(folder, key, say, trust_pickle, custom_ops, text)
     if not path.exists() and ":" in text:
         file, _, cls = text.rpartition(":")
         fp = Path(file)
@@ -682,6 +689,8 @@ def load_model(
         raise MscError(f"{text}: no such file or directory")
     try:
         if path.is_dir():
+            if is_saved_model(path):
+                return _load_saved_model(text, None, say, trust_pickle, custom_ops, text)
             if (path / "graph.msc").is_file():
                 say("loading the msc graph")
                 return Model(msc.load(path).validate(), "msc", text)
@@ -698,7 +707,8 @@ def load_model(
                 )
             raise MscError(
                 f"{text}: a directory that holds neither graph.msc (msc.save), model.py "
-                "(codegen.torch.save) nor module.py (codegen.relax.save)"
+                "(codegen.torch.save), module.py (codegen.relax.save) nor saved_model.pb (a "
+                "TensorFlow SavedModel)"
             )
         suffix = path.suffix.lower()
         if suffix == ".py":
@@ -759,6 +769,43 @@ def load_model(
         ".mlir, .msc, a TVMScript .py, a saved msc graph directory, a codegen.torch, "
         "codegen.relax or codegen.keras directory, or module.py:ClassName)"
     )
+
+
+def _load_saved_model(
+    folder: str,
+    signature: str | None,
+    say: Callable[[str], None],
+    trusted: bool,
+    custom_ops: str,
+    label: str,
+) -> Model:
+    """A TensorFlow SavedModel's signature, through TensorFlow's TFLite converter
+    (msc.frontend.tflite.saved_model). TensorFlow loads the model's graph to do it, so only
+    when ``trusted``; its numeric checks run the signature in TensorFlow."""
+    from msc.frontend.tflite.saved_model import from_saved_model, signature_of
+
+    if not trusted:
+        raise MscError(
+            f"{folder}: a TensorFlow SavedModel is a program TensorFlow runs to read it; pass "
+            "--trust-code (trust_pickle=True) only if you trust it, to convert it with "
+            "TensorFlow's TFLite converter"
+        )
+    say("converting the SavedModel with TensorFlow's TFLite converter")
+    key = signature_of(folder, signature)
+    g = from_saved_model(folder, signature=key, custom_ops=custom_ops)
+    return Model(g, "saved_model", label, (folder, key))
+
+
+def _run_saved_model(m: Model, args: list[Any]) -> list[np.ndarray]:
+    """Run the SavedModel's signature in TensorFlow (loaded once), outputs in the graph's
+    order (the signature's output names)."""
+    if m._session is None:
+        from msc.frontend.tflite.saved_model import signature_function
+
+        m._session = signature_function(*m.native)
+    fn = m._session
+    outs = fn(**{v.name: a for v, a in zip(m.graph.inputs, args)})
+    return [np.asarray(outs[v.name]) for v in m.graph.outputs]
 
 
 def _load_relax(

@@ -36,8 +36,9 @@ _EPILOG = """\
 model formats: .onnx, .pt2 (torch.export.save), .tflite (TFLite / LiteRT; run in LiteRT's
 interpreter, the tflite extra), .keras (Keras 3, loaded by Keras in safe mode on the torch
 backend, the keras extra), .jaxexport (jax.export's Exported.serialize(); run in JAX) and
-.mlir (StableHLO text or bytecode; both need the jax extra), a saved msc graph directory
-(msc.save),
+.mlir (StableHLO text or bytecode; both need the jax extra), a TensorFlow SavedModel
+directory or dir:signature (with --trust-code, through TensorFlow's TFLite converter; the
+tensorflow extra), a saved msc graph directory (msc.save),
 a codegen.torch directory (model.py + model.safetensors) or its model.py (the weights
 beside it are loaded, also for model.py:Class), a codegen.keras directory or its model.py, a
 codegen.relax directory (module.py + model.safetensors) or TVMScript file (needs apache-tvm),
@@ -52,6 +53,7 @@ unpickling, or TVMScript beyond what TVM's printer writes, is refused unless --t
 run). A .keras file's config is checked first and Keras loads it with safe_mode: Lambda
 layers and custom objects are refused (msc's own SourceWeight and Sized layers are built by
 msc's code), and layer sizes beyond the weights the file stores are refused.
+A TensorFlow SavedModel is a program TensorFlow runs: read only with --trust-code.
 module.py:ClassName and codegen.torch /
 codegen.keras directories and their model.py (known by msc's header) ARE Python code: msc
 imports and runs them.
@@ -391,7 +393,8 @@ def _common(p: argparse.ArgumentParser, reads_models: bool = True) -> None:
             action="store_true",
             help="let a model file run code it contains: unpickle .pt2 members (pickled "
             "weights, custom objects, old formats) and hand TVMScript beyond the subset msc "
-            "reads to TVM's parser, which runs it as Python; only for files you trust",
+            "reads to TVM's parser, which runs it as Python; let TensorFlow load a "
+            "SavedModel's graph to convert it; only for files you trust",
         )
         p.add_argument(
             "--custom-ops",
@@ -721,6 +724,7 @@ _CLI_SPELLING = (
     ("custom_ops='keep'", "--custom-ops keep"),
     ('custom_ops="keep"', "--custom-ops keep"),
     ("--trust-pickle (trust_pickle=True)", "--trust-pickle"),
+    ("--trust-code (trust_pickle=True)", "--trust-code"),
     ("trust_pickle=True", "--trust-pickle"),
 )
 

@@ -177,6 +177,9 @@ def _run_msc(command: str) -> tuple[int, str]:
 
 
 # ----------------------------------------------------------------------------- the checks
+SKIPPED = object()  # what a python block skipped for a missing extra printed
+
+
 def _run_page(page: Page, workdir: Path, example_files) -> list[str]:
     """Run every runnable block of ``page`` in ``workdir``; the blocks skipped, with why."""
     for name in page.files:
@@ -186,15 +189,18 @@ def _run_page(page: Page, workdir: Path, example_files) -> list[str]:
     shutil.copy(ROOT / "msc" / "examples.py", examples)
     namespace: dict[str, object] = {"__name__": "__docs__"}
     skipped: list[str] = []
-    printed = None  # what the last python block printed
+    printed: object = None  # what the last python block printed
     for b in page.blocks:
         verb, arg = b.marker or (None, "")
         if verb == "skip":
             continue
         if verb == "needs" and importlib.util.find_spec(arg) is None:
             skipped.append(f"{b.where} needs {arg}")
+            printed = SKIPPED  # its output block, if any, is skipped with it
             continue
         if verb == "output":  # whatever its language (generated code is shown as python)
+            if printed is SKIPPED:
+                continue
             assert printed is not None, f"{b.where}: an output block with no python block above"
             assert _matches(b.text, printed), f"{b.where}: the example printed\n{printed}"
         elif b.info == "python":
