@@ -153,6 +153,10 @@ def save(
         offset = 0
 
         written: dict[str, tuple[Weight, int, int]] = {}
+        # The weights referenced so far, by the token the reference carries: the builder's
+        # own (a layout change or a fold may have remade a weight under its name, so the
+        # caller's graph, by name, can hold other data).
+        pending: dict[str, Weight] = {}
 
         def external(w: Weight) -> onnx.TensorProto | None:
             # ONNX has no external form for strings: a str weight is always inline.
@@ -163,7 +167,8 @@ def save(
             t.dims.extend(int(d) for d in w.type.shape)  # type: ignore[union-attr]
             t.data_location = onnx.TensorProto.EXTERNAL
             e = t.external_data.add()
-            e.key, e.value = _PENDING, w.name
+            e.key, e.value = _PENDING, str(len(pending))
+            pending[e.value] = w
             return t
 
         def place(t: onnx.TensorProto, length: int) -> None:
@@ -210,7 +215,7 @@ def save(
             for t in model.graph.initializer:
                 ref = {e.key: e.value for e in t.external_data}
                 if _PENDING in ref:
-                    w = graph.weights[ref[_PENDING]]
+                    w = pending[ref[_PENDING]]
                     align()
                     start = offset
                     length = _write_weight(data_f, w)
@@ -242,7 +247,7 @@ def save(
         replaced = {str((directory / p).resolve()) for p in ([location] if location else [])}
         replaced.add(str(path.resolve()))
         for w in _reading(graph, replaced):
-            if w.name not in written:  # written inline: keep its bytes before the file goes
+            if written.get(w.name, (None,))[0] is not w:  # not written as is: keep its bytes
                 w.set_data(np.array(w.numpy()))
         with files.uninterrupted():  # the data file and the model that reads it, together
             if location is not None:
@@ -291,7 +296,7 @@ def _repoint(
         return
     for w in _reading(graph, replaced):
         r = w.region
-        if r is not None and w.name in written:
+        if r is not None and w.name in written and written[w.name][0] is w:
             _, off, length = written[w.name]
             packed = w.type.dtype in SUB_BYTE_BITS
             w.set_data(FileRegion.at(data_path, off, length, r.dtype, r.shape, packed=packed))

@@ -448,3 +448,41 @@ def test_advanced_indexing_with_int32_indices(dtype, shapes):
             conx.to_model(g).SerializeToString(), providers=["CPUExecutionProvider"]
         )
         np.testing.assert_array_equal(sess.run(None, feeds)[0], want, err_msg=op)
+
+
+@pytest.mark.parametrize("optimize", [True, False])
+def test_external_data_holds_the_weights_as_written_not_the_callers(tmp_path, optimize) -> None:
+    """A channels-last conv's kernel is made OIHW under its own name before writing; the
+    external data file holds that kernel, not the caller's OHWI array of the same name (which
+    read as a reshape: every k x k conv of a large TFLite or Keras CNN came out wrong)."""
+    import torch
+
+    rng = np.random.default_rng(0)
+    kernel = rng.standard_normal((8, 3, 3, 4)).astype(np.float32)  # OHWI
+    g = Graph("nhwc")
+    x = g.add_input("x", TensorType(DType.FLOAT32, (1, 6, 6, 4)))
+    y = g.add_node(
+        "conv",
+        [x, g.add_weight("conv.kernel", kernel), None],
+        {
+            "stride": [1, 1],
+            "padding": [1, 1, 1, 1],
+            "dilation": [1, 1],
+            "groups": 1,
+            "data_layout": "NHWC",
+            "kernel_layout": "OHWI",
+        },
+    ).output
+    g.outputs.append(y)
+    path = conx.save(
+        g, tmp_path / "m.onnx", external_data=True, size_threshold=0, optimize=optimize
+    )
+    assert g.weights["conv.kernel"].numpy().shape == (8, 3, 3, 4)  # the caller's, untouched
+    feeds = {"x": rng.standard_normal((1, 6, 6, 4)).astype(np.float32)}
+    want = torch.nn.functional.conv2d(
+        torch.from_numpy(feeds["x"]).permute(0, 3, 1, 2),
+        torch.from_numpy(kernel).permute(0, 3, 1, 2),
+        padding=1,
+    ).permute(0, 2, 3, 1)
+    got = session(str(path)).run(None, feeds)[0]
+    np.testing.assert_allclose(got, want.numpy(), rtol=1e-5, atol=1e-5)
