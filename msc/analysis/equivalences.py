@@ -26,6 +26,8 @@ Rules (``msc.rewrite`` matchers, each exact; a rule's label is what ``diff`` cou
 - a resize's attributes its mode ignores at their defaults, pytorch_half_pixel as
   half_pixel where every resized dim is more than 1, constant scales as the sizes they give
   where that is exact;
+- ``clamp(x, lo, hi)`` by constant one-element bounds of a float ``x`` -> ``hardtanh``
+  (ONNX's Clip takes its bounds as inputs);
 - ``dequantize(move(q))`` -> ``move(dequantize(q))`` for a move that only rearranges
   elements (transpose, reshape, squeeze, unsqueeze, flatten) and a per-tensor scale, or a
   transpose and a per-axis scale (the axis read through the permutation): codegen.onnx writes
@@ -683,6 +685,27 @@ def _move_dequantized(b: Builder, m: Match) -> Value:
     return b.op(m.info["op"], d, *ins, **m.info["attrs"])
 
 
+# ------------------------------------------------------------------------------ clamp by constants
+def _find_constant_clamp(n: Node) -> Match | None:
+    """``clamp(x, lo, hi)`` of a float ``x`` by constant one-element bounds of its dtype is
+    ``hardtanh(x, lo, hi)``: ONNX's Clip takes its bounds as inputs (a ReLU6 is written
+    ``Clip(x, 0, 6)``), the frontends that know the bounds give them as attributes."""
+    if n.op != "clamp" or len(n.inputs) != 3 or n.inputs[0] is None:
+        return None
+    x = n.inputs[0]
+    if not x.type.dtype.is_floating or x.type.dtype.is_complex:
+        return None
+    bounds = []
+    for v in n.inputs[1:]:
+        c = constant_value(v)
+        if c is None or c.size != 1 or c.ndim > x.type.rank or v.type.dtype != x.type.dtype:
+            return None
+        bounds.append(float(c.reshape(())))
+    if x.type != n.output.type or any(np.isnan(b) for b in bounds):
+        return None
+    return Match(n, [n], {"x": x}, info={"min": bounds[0], "max": bounds[1]})
+
+
 def _keep(b: Builder, m: Match) -> Value:
     return m["x"]
 
@@ -739,6 +762,11 @@ RULES = [
         _bool_mask_attention,
     ),
     ("resize's attributes that do not apply normalized", _find_resize_spelling, _respell_resize),
+    (
+        "clamp by constant bounds -> hardtanh",
+        _find_constant_clamp,
+        lambda b, m: b.op("hardtanh", m["x"], min=m.info["min"], max=m.info["max"]),
+    ),
     (
         "move of quantized integers -> move of the dequantized values",
         _find_dequantize_of_moved,

@@ -475,6 +475,18 @@ def _topk(k, spelled):
     return body
 
 
+def _clip(lo, hi):
+    """ReLU6: the source's hardtanh, or ONNX's Clip of constant bounds (``hi`` None: the op)."""
+
+    def body(g, x):
+        if hi is None:
+            return _op(g, "relu", _op(g, "hardtanh", x, min=0.0, max=6.0))
+        c = lambda n, v: g.add_weight(n, np.array(v, np.float32))  # noqa: E731
+        return _op(g, "relu", _op(g, "clamp", x, c("lo", lo), c("hi", hi)))
+
+    return body
+
+
 def _gelu(half):
     def body(g, x):
         if half is None:
@@ -539,6 +551,8 @@ CANONICAL_CASES = [
      "slice of one element, squeezed -> gather"),
     ("index", _take(1, False), _take(1, True), _take(0, True), "index of one axis -> gather"),
     ("topk", _topk(2, False), _topk(2, True), _topk(3, True), "stable topk -> sort + slice"),
+    ("clip", _clip(0, None), _clip(0.0, 6.0), _clip(0.0, 5.0),
+     "clamp by constant bounds -> hardtanh"),
 ]  # fmt: skip
 
 

@@ -486,3 +486,24 @@ def test_external_data_holds_the_weights_as_written_not_the_callers(tmp_path, op
     ).permute(0, 2, 3, 1)
     got = session(str(path)).run(None, feeds)[0]
     np.testing.assert_allclose(got, want.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_relu6_converts_to_onnx_with_its_check(tmp_path) -> None:
+    """ReLU6 is hardtanh(0, 6), written as Clip with constant bounds, which reads back as a
+    clamp of two constants: convert's structural check names the rewrite instead of failing
+    (every MobileNet from PyTorch, TFLite or a SavedModel did)."""
+    torch = pytest.importorskip("torch")
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = torch.nn.Conv2d(3, 4, 3)
+
+        def forward(self, x):
+            return torch.nn.functional.relu6(self.conv(x))
+
+    src = tmp_path / "relu6.pt2"
+    torch.export.save(torch.export.export(Net().eval(), (torch.randn(1, 3, 8, 8),)), src)
+    r = msc.convert(src, tmp_path / "relu6.onnx")
+    assert r.ok, r
+    assert "clamp by constant bounds -> hardtanh" in str(r.to_json()), r.to_json()
