@@ -102,8 +102,10 @@ def conv(
         weight = e.transpose(weight, _inverse(kernel_perm(kernel_layout, weight.rank)))
     last = data_layout == "NHWC"
     n = x.rank - 2
-    e.require(n in (1, 2), f"a {n}-d convolution (TFLite writes 1-d and 2-d here)")
+    e.require(n in (1, 2, 3), f"a {n}-d convolution (TFLite convolves 1-d to 3-d)")
     e.require(weight.rank == x.rank, "a filter of another rank than the input")
+    if n == 3:
+        return _conv_3d(e, x, weight, bias, stride, padding, dilation, groups, last, _out)
     if n == 1:  # as 2-d with a height of 1
         w = e.const_value(weight)
         e.require(w is not None, "a 1-d convolution with a run-time filter")
@@ -154,6 +156,25 @@ def conv(
     else:
         f = e.transpose(weight, [0, 2, 3, 1])  # OHWI
         y = e.op("CONV_2D", [xh, f, bias], out_t, **opts)
+    return y if last else to_nchw(e, y)
+
+
+def _conv_3d(e: Emit, x, weight, bias, stride, padding, dilation, groups, last, out):
+    """CONV_3D: NDHWC data, a DHWIO filter (``weight`` arrives OIDHW), ungrouped."""
+    e.require(groups == 1, "a grouped 3-d convolution (CONV_3D takes groups of 1)")
+    stride = list(stride or [1, 1, 1])
+    dilation = list(dilation or [1, 1, 1])
+    kernel = [int(k) for k in weight.shape[2:]]
+    out_t = out or e.out_type()
+    if not last:
+        out_t = nhwc_type(out_t)
+    xh = x if last else to_nhwc(e, x)
+    pad, xh = _padding(e, xh, padding, kernel, stride, dilation, 0.0)
+    f = e.transpose(weight, [2, 3, 4, 1, 0])  # OIDHW -> DHWIO
+    d, h, w = stride
+    dd, dh, dw = dilation
+    y = e.op("CONV_3D", [xh, f, bias], out_t, padding=pad, stride_d=d, stride_h=h, stride_w=w,
+             dilation_d_factor=dd, dilation_h_factor=dh, dilation_w_factor=dw)  # fmt: skip
     return y if last else to_nchw(e, y)
 
 

@@ -2,11 +2,11 @@
 normalizations, resize.
 
 TFLite's images are NHWC and its filters OHWI (depthwise: 1HW(C*M)). Convolutions and pools
-are read as canonical ops in that layout (``data_layout = "NHWC"``, ``kernel_layout`` OHWI or
-IHWO), so a read graph holds no transposes of its own; a channels-first target brings them to
-its layout with ``msc.ops.layout`` (a transpose per changed graph input / output). Ops whose
-canonical form is channels first only (SAME padding of a run-time size, 3-d convolutions, L2
-pooling) go through ``nchw`` / ``nhwc`` transposes at their boundary.
+are read as canonical ops in that layout (``data_layout = "NHWC"``, ``kernel_layout`` OHWI,
+IHWO or, for CONV_3D's DHWIO filter, HWIO), so a read graph holds no transposes of its own; a
+channels-first target brings them to its layout with ``msc.ops.layout`` (a transpose per
+changed graph input / output). Ops whose canonical form is channels first only (SAME padding
+of a run-time size, L2 pooling) go through ``nchw`` / ``nhwc`` transposes at their boundary.
 """
 
 from __future__ import annotations
@@ -181,11 +181,14 @@ def conv_3d(
     dilation_h_factor=1,
 ):
     w = ctx.value(filter)  # [kd, kh, kw, I, O]
+    if w.type.rank != 5:
+        raise Unsupported(f"a filter of rank {w.type.rank}")
     return _conv(
         ctx,
         x,
-        ctx.op("transpose", w, perm=[4, 3, 0, 1, 2]),
+        w,
         bias,
+        layout="HWIO",
         padding=padding,
         strides=[stride_d, stride_h, stride_w],
         dilations=[dilation_d_factor, dilation_h_factor, dilation_w_factor],
