@@ -198,9 +198,7 @@ KERNEL_LAYOUTS = ("OIHW", "OHWI", "IHWO", "HWIO")
 LAYOUT_ATTR = {
     "data_layout": Attr.str("NCHW", doc="NCHW | NHWC (channels first or last)", quiet=True)
 }
-KERNEL_ATTR = {
-    "kernel_layout": Attr.str("OIHW", doc="OIHW | OHWI | IHWO | HWIO", quiet=True)
-}
+KERNEL_ATTR = {"kernel_layout": Attr.str("OIHW", doc="OIHW | OHWI | IHWO | HWIO", quiet=True)}
 
 
 def exact_resize_scale(size: int, out: int) -> float | None:
