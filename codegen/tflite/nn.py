@@ -197,25 +197,33 @@ def conv_transpose(
     groups,
     output_padding,
 ):
-    e.require(x.rank == 4 and groups == 1, "TRANSPOSE_CONV takes 2-d, ungrouped")
+    """TRANSPOSE_CONV (2-d) or CONV_3D_TRANSPOSE (3-d): the output's shape an input, SAME or
+    VALID padding, the filter [O, (D,) H, W, I] or, for 3-d, [D, H, W, O, I]."""
+    n = x.rank - 2
+    e.require(n in (2, 3) and groups == 1, "TFLite's transposed convs are 2-d or 3-d, ungrouped")
     e.require(not dilation or all(d == 1 for d in dilation), "a dilated transposed conv")
     t = e.out_type()
     out_t = nhwc_type(t)
     e.require(all(isinstance(d, int) for d in out_t.shape[1:]), "a symbolic output size")
-    stride = list(stride or [1, 1])
-    pads = list(padding or [0] * 4)
+    stride = list(stride or [1] * n)
+    pads = list(padding or [0] * (2 * n))
     kernel = [int(k) for k in weight.shape[2:]]
-    want = [int(d) for d in out_t.shape[1:3]]
-    same = _same(want, kernel, stride, [1, 1])
+    want = [int(d) for d in out_t.shape[1:-1]]
+    same = _same(want, kernel, stride, [1] * n)
     if any(pads) and pads != same:
         return e.require(False, f"transposed-conv pads {pads} (TFLite has SAME and VALID)")
     pad = SAME if any(pads) else VALID
     batch = out_t.shape[0]
-    shape = e.ints([batch if isinstance(batch, int) else 1, *want, int(out_t.shape[3])])
-    f = e.transpose(weight, [1, 2, 3, 0])  # [I, O, kh, kw] -> [O, kh, kw, I]
+    shape = e.ints([batch if isinstance(batch, int) else 1, *want, int(out_t.shape[-1])])
+    if n == 2:
+        f = e.transpose(weight, [1, 2, 3, 0])  # [I, O, kh, kw] -> [O, kh, kw, I]
+        ins = [shape, f, to_nhwc(e, x)] + ([bias] if bias is not None else [])
+        opts = dict(padding=pad, stride_h=stride[0], stride_w=stride[1])
+        return to_nchw(e, e.op("TRANSPOSE_CONV", ins, out_t, **opts))
+    f = e.transpose(weight, [2, 3, 4, 1, 0])  # [I, O, kd, kh, kw] -> [kd, kh, kw, O, I]
     ins = [shape, f, to_nhwc(e, x)] + ([bias] if bias is not None else [])
-    y = e.op("TRANSPOSE_CONV", ins, out_t, padding=pad, stride_h=stride[0], stride_w=stride[1])
-    return to_nchw(e, y)
+    opts = dict(padding=pad, stride_d=stride[0], stride_h=stride[1], stride_w=stride[2])
+    return to_nchw(e, e.op("CONV_3D_TRANSPOSE", ins, out_t, **opts))
 
 
 @emitter("linear")
