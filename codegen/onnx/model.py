@@ -13,7 +13,10 @@
 #   written (``written_weights``); the graph keeps the rest (state for a PyTorch output).
 # - With ``optimize`` the written model goes through ``codegen.onnx.optimize.optimize_model``
 #   last (constants folded into initializers, BatchNorm into its conv, ...); without it the
-#   model holds the graph node for node.
+#   model holds the graph node for node, except that a Transpose / Reshape / ... of a
+#   dequantized run-time integer tensor is written on the integers before its
+#   DequantizeLinear (``optimize.moves_before_dequantize``): onnxruntime's session refuses
+#   the file otherwise.
 # - Types: dtypes and shapes of graph inputs, outputs and intermediate values are written
 #   (SymDim -> dim_param, an expression -> its spelling as dim_param, unknown dim -> empty
 #   dim); symbol ranges go to metadata_props. A sequence or optional value (made and taken by
@@ -564,6 +567,11 @@ class ModelBuilder:
             self.optimized = dict(
                 optimize_model(model, lambda n: by_name[n].numpy(), store=self.store)
             )
+        elif any(n.op_type == "DequantizeLinear" for n in model.graph.node):
+            from codegen.onnx.optimize import moves_before_dequantize
+
+            moved = moves_before_dequantize(model)
+            self.optimized = {"moves before dequantize": moved} if moved else {}
         return model
 
     def _metadata(self, model: onnx.ModelProto) -> None:

@@ -24,7 +24,8 @@
   onnxruntime 1.32's QDQPropagationTransformer copies the pair past the move as a
   QuantizeLinear that QDQS8ToU8Transformer then gives a uint8 zero point for an int8 output,
   and the session refuses the file (microWakeWord's int8 models: the layout Transpose of a
-  tensor a slice also reads, the Reshape in front of a fully-connected layer);
+  tensor a slice also reads, the Reshape in front of a fully-connected layer). This one
+  rewrite is made without ``optimize`` too (``moves_before_dequantize``);
 - identical constants shared (one initializer of each dtype, shape and bytes; the graph's
   weights are never merged: msc keeps a tied weight as one already), unread ones dropped.
 
@@ -63,7 +64,7 @@ from onnx import numpy_helper
 from msc.ops.folds import batch_norm_scale, batch_norm_shift
 from msc.ops.simplify import FOLD_LIMIT
 
-__all__ = ["optimize_model", "FOLD_LIMIT", "Blocks", "Store"]
+__all__ = ["optimize_model", "moves_before_dequantize", "FOLD_LIMIT", "Blocks", "Store"]
 
 # Never computed at export time: outputs that differ from run to run, and quantization, which
 # stays as its Q/DQ nodes (a runtime runs those as quantized kernels; folded they are floats).
@@ -548,6 +549,15 @@ _MOVED_INTEGERS = {
     onnx.TensorProto.UINT16,
     onnx.TensorProto.INT32,
 }
+
+
+def moves_before_dequantize(model: onnx.ModelProto) -> int:
+    """The moves of dequantized run-time integers in ``model``'s main graph written on the
+    integers (see the module docstring), in place; how many. ``ModelBuilder`` makes this
+    rewrite of a model written without ``optimize`` too: left as it is, onnxruntime 1.32's
+    session (at its default optimization level) refuses the file."""
+    g = model.graph
+    return _moves_before_dequantize(g, {}, _names(g))
 
 
 def _moves_before_dequantize(g, new, taken) -> int:

@@ -102,8 +102,10 @@ def conv(
         weight = e.transpose(weight, _inverse(kernel_perm(kernel_layout, weight.rank)))
     last = data_layout == "NHWC"
     n = x.rank - 2
-    e.require(n in (1, 2), f"a {n}-d convolution (TFLite writes 1-d and 2-d here)")
+    e.require(n in (1, 2, 3), f"a {n}-d convolution (TFLite convolves 1-d to 3-d)")
     e.require(weight.rank == x.rank, "a filter of another rank than the input")
+    if n == 3:
+        return _conv_3d(e, x, weight, bias, stride, padding, dilation, groups, last, _out)
     if n == 1:  # as 2-d with a height of 1
         w = e.const_value(weight)
         e.require(w is not None, "a 1-d convolution with a run-time filter")
@@ -157,6 +159,25 @@ def conv(
     return y if last else to_nchw(e, y)
 
 
+def _conv_3d(e: Emit, x, weight, bias, stride, padding, dilation, groups, last, out):
+    """CONV_3D: NDHWC data, a DHWIO filter (``weight`` arrives OIDHW), ungrouped."""
+    e.require(groups == 1, "a grouped 3-d convolution (CONV_3D takes groups of 1)")
+    stride = list(stride or [1, 1, 1])
+    dilation = list(dilation or [1, 1, 1])
+    kernel = [int(k) for k in weight.shape[2:]]
+    out_t = out or e.out_type()
+    if not last:
+        out_t = nhwc_type(out_t)
+    xh = x if last else to_nhwc(e, x)
+    pad, xh = _padding(e, xh, padding, kernel, stride, dilation, 0.0)
+    f = e.transpose(weight, [2, 3, 4, 1, 0])  # OIDHW -> DHWIO
+    d, h, w = stride
+    dd, dh, dw = dilation
+    y = e.op("CONV_3D", [xh, f, bias], out_t, padding=pad, stride_d=d, stride_h=h, stride_w=w,
+             dilation_d_factor=dd, dilation_h_factor=dh, dilation_w_factor=dw)  # fmt: skip
+    return y if last else to_nchw(e, y)
+
+
 def _pads_2d(pads) -> list[int]:
     if not pads:
         return []
@@ -176,25 +197,33 @@ def conv_transpose(
     groups,
     output_padding,
 ):
-    e.require(x.rank == 4 and groups == 1, "TRANSPOSE_CONV takes 2-d, ungrouped")
+    """TRANSPOSE_CONV (2-d) or CONV_3D_TRANSPOSE (3-d): the output's shape an input, SAME or
+    VALID padding, the filter [O, (D,) H, W, I] or, for 3-d, [D, H, W, O, I]."""
+    n = x.rank - 2
+    e.require(n in (2, 3) and groups == 1, "TFLite's transposed convs are 2-d or 3-d, ungrouped")
     e.require(not dilation or all(d == 1 for d in dilation), "a dilated transposed conv")
     t = e.out_type()
     out_t = nhwc_type(t)
     e.require(all(isinstance(d, int) for d in out_t.shape[1:]), "a symbolic output size")
-    stride = list(stride or [1, 1])
-    pads = list(padding or [0] * 4)
+    stride = list(stride or [1] * n)
+    pads = list(padding or [0] * (2 * n))
     kernel = [int(k) for k in weight.shape[2:]]
-    want = [int(d) for d in out_t.shape[1:3]]
-    same = _same(want, kernel, stride, [1, 1])
+    want = [int(d) for d in out_t.shape[1:-1]]
+    same = _same(want, kernel, stride, [1] * n)
     if any(pads) and pads != same:
         return e.require(False, f"transposed-conv pads {pads} (TFLite has SAME and VALID)")
     pad = SAME if any(pads) else VALID
     batch = out_t.shape[0]
-    shape = e.ints([batch if isinstance(batch, int) else 1, *want, int(out_t.shape[3])])
-    f = e.transpose(weight, [1, 2, 3, 0])  # [I, O, kh, kw] -> [O, kh, kw, I]
+    shape = e.ints([batch if isinstance(batch, int) else 1, *want, int(out_t.shape[-1])])
+    if n == 2:
+        f = e.transpose(weight, [1, 2, 3, 0])  # [I, O, kh, kw] -> [O, kh, kw, I]
+        ins = [shape, f, to_nhwc(e, x)] + ([bias] if bias is not None else [])
+        opts = dict(padding=pad, stride_h=stride[0], stride_w=stride[1])
+        return to_nchw(e, e.op("TRANSPOSE_CONV", ins, out_t, **opts))
+    f = e.transpose(weight, [2, 3, 4, 1, 0])  # [I, O, kd, kh, kw] -> [kd, kh, kw, O, I]
     ins = [shape, f, to_nhwc(e, x)] + ([bias] if bias is not None else [])
-    y = e.op("TRANSPOSE_CONV", ins, out_t, padding=pad, stride_h=stride[0], stride_w=stride[1])
-    return to_nchw(e, y)
+    opts = dict(padding=pad, stride_d=stride[0], stride_h=stride[1], stride_w=stride[2])
+    return to_nchw(e, e.op("CONV_3D_TRANSPOSE", ins, out_t, **opts))
 
 
 @emitter("linear")

@@ -25,6 +25,7 @@ from msc.errors import Unsupported
 from msc.ir.dtype import DType
 from msc.ir.graph import Node, Value
 from msc.ir.types import TensorType
+from msc.ops.nn import kernel_perm
 from msc.ops.rewrite import constant_value
 
 
@@ -325,7 +326,9 @@ def _weighted(w, f: Fused, refs: list, s_in: float) -> list:
     if w.const_value(wt.index) is None:
         raise Unsupported("a quantized kernel with a run-time filter")
     s_w = np.asarray(t.scale, np.float32)
-    o = f.node.attrs.get("kernel_layout", "OIHW").index("O") if f.node.op == "conv" else 0
+    o = 0
+    if f.node.op == "conv":  # the filter's output-channel axis
+        o = kernel_perm(f.node.attrs.get("kernel_layout", "OIHW"), wt.rank).index(0)
     cout = int(wt.shape[o])
     if s_w.size not in (1, cout) or s_w.size > 1 and t.quantized_dimension != o:
         raise Unsupported("filter scales along another axis than the output channels")

@@ -60,6 +60,7 @@ OPTIONS_OF: dict[str, str] = {
     "CONV_2D": "Conv2DOptions",
     "DEPTHWISE_CONV_2D": "DepthwiseConv2DOptions",
     "CONV_3D": "Conv3DOptions",
+    "CONV_3D_TRANSPOSE": "Conv3DOptions",
     "AVERAGE_POOL_2D": "Pool2DOptions",
     "MAX_POOL_2D": "Pool2DOptions",
     "L2_POOL_2D": "Pool2DOptions",

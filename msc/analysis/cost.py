@@ -57,6 +57,7 @@ from msc.analysis.symbolic import Poly, dim_poly, numel, product
 from msc.ir.graph import Graph, Node
 from msc.ir.types import TensorType
 from msc.ops import registry
+from msc.ops.nn import kernel_perm
 
 __all__ = ["Cost", "node_cost", "ZERO_COST_CATEGORIES"]
 
@@ -122,8 +123,9 @@ def _conv(node: Node) -> Cost:
     y, w = node.outputs[0].type, _t(node, 1)
     if w is None or w.shape is None:
         return UNKNOWN
-    # every filter dim but the output channels' (first, or last in an IHWO kernel)
-    per = w.shape[:-1] if node.attrs.get("kernel_layout") == "IHWO" else w.shape[1:]
+    # every filter dim but the output channels' (first, or where its kernel layout puts them)
+    o = kernel_perm(node.attrs.get("kernel_layout", "OIHW"), len(w.shape)).index(0)
+    per = [d for i, d in enumerate(w.shape) if i != o]
     macs = _mul(numel(y), product(per))
     bias = numel(y) if _t(node, 2) is not None else None
     return _flops_from_macs(macs, bias)

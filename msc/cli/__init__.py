@@ -288,7 +288,10 @@ def _cmd_convert(args: argparse.Namespace) -> int:
             lines.append(f"onnx opset {r.opset} ({r.opset_reason})")
         did = ", ".join(f"{k} x{v}" for k, v in sorted(r.optimized.items()) if v)
         if did:  # nothing to fold: no line
-            lines.append(f"{r.target} optimized: {did}")
+            # without optimize, only what the runtime needs to load the file (onnx's moves
+            # of dequantized integers, codegen.onnx.optimize.moves_before_dequantize)
+            how = "rewritten to load" if args.no_optimize else "optimized"
+            lines.append(f"{r.target} {how}: {did}")
     if r.checked:
         if r.uncaptured:
             lines.append(f"check: not re-imported ({r.uncaptured}); the module is run as it is")
@@ -539,7 +542,9 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="onnx, tflite: write the graph node for node (default, onnx: constants folded "
         "into initializers, weights pre-transposed, BatchNorm folded into its Conv/Gemm; "
-        "tflite: BatchNorm and zero pads folded into convs, activations fused)",
+        "tflite: BatchNorm and zero pads folded into convs, activations fused); onnx still "
+        "moves a Transpose or Reshape of dequantized integers before its DequantizeLinear, "
+        "without which onnxruntime refuses the file",
     )
     c.add_argument(
         "--decompose",

@@ -191,13 +191,14 @@ CONV_ATTRS = {
 
 # Layouts name the roles of the dims whatever the spatial rank ("HW" stands for every spatial
 # dim): NCHW = channels at dim 1 (the default), NHWC = channels last. Kernels: OIHW (default),
-# OHWI (TFLite's CONV_2D), IHWO (TFLite's DEPTHWISE_CONV_2D, I = C_in / groups).
+# OHWI (TFLite's CONV_2D), IHWO (TFLite's DEPTHWISE_CONV_2D, I = C_in / groups), HWIO
+# (TensorFlow's, TFLite's CONV_3D: DHWIO).
 DATA_LAYOUTS = ("NCHW", "NHWC")
-KERNEL_LAYOUTS = ("OIHW", "OHWI", "IHWO")
+KERNEL_LAYOUTS = ("OIHW", "OHWI", "IHWO", "HWIO")
 LAYOUT_ATTR = {
     "data_layout": Attr.str("NCHW", doc="NCHW | NHWC (channels first or last)", quiet=True)
 }
-KERNEL_ATTR = {"kernel_layout": Attr.str("OIHW", doc="OIHW | OHWI | IHWO", quiet=True)}
+KERNEL_ATTR = {"kernel_layout": Attr.str("OIHW", doc="OIHW | OHWI | IHWO | HWIO", quiet=True)}
 
 
 def exact_resize_scale(size: int, out: int) -> float | None:
@@ -241,7 +242,7 @@ def layout_perm(layout: str, rank: int) -> list[int]:
 def kernel_perm(layout: str, rank: int) -> list[int]:
     """The permutation taking an OIHW kernel of ``rank`` to ``layout``."""
     sp = list(range(2, rank))
-    perms = {"OIHW": [0, 1, *sp], "OHWI": [0, *sp, 1], "IHWO": [1, *sp, 0]}
+    perms = {"OIHW": [0, 1, *sp], "OHWI": [0, *sp, 1], "IHWO": [1, *sp, 0], "HWIO": [*sp, 1, 0]}
     if layout not in perms:
         raise InferError(f"unknown kernel layout {layout!r} (one of {', '.join(KERNEL_LAYOUTS)})")
     return perms[layout]

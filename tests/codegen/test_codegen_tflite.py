@@ -235,3 +235,18 @@ def test_a_ceil_mode_pool_of_one_window_reads_back_equivalent():
     again = msc.from_tflite(codegen.tflite.to_bytes(g))
     _, summary, verdict, equivalent = _structural(g, again)
     assert equivalent, (verdict, summary)
+
+
+def test_pytorch_conv_transpose_3d_is_written_as_conv_3d_transpose():
+    # a 3-d upsampling decoder's layer: CONV_3D_TRANSPOSE (filter [kd, kh, kw, O, I]), SAME
+    # where PyTorch's pads are TensorFlow's SAME for the output size (the op table has VALID)
+    from codegen.tflite.model import to_records
+    from codegen.tflite.passes import count_ops
+
+    m = torch.nn.ConvTranspose3d(3, 4, (3, 2, 2), stride=(1, 2, 2), padding=(1, 0, 0)).eval()
+    x = torch.randn(2, 3, 3, 4, 5)
+    g = msc.from_torch(m, (x,))
+    assert count_ops(to_records(g))["CONV_3D_TRANSPOSE"] == 1
+    (got,) = run_litert(codegen.tflite.to_bytes(g), [x.numpy()])
+    with torch.no_grad():
+        np.testing.assert_allclose(got, m(x).numpy(), atol=1e-5, rtol=1e-5)

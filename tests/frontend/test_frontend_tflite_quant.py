@@ -12,6 +12,8 @@ them by about a step of that quantization (atol stated per row).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -507,27 +509,33 @@ def shared_int8_model() -> bytes:
     return _small(tensors, ops, buffers, [0], [7, 4])
 
 
-def test_moves_of_a_shared_int8_tensor_load_in_onnxruntime():
+@pytest.mark.parametrize("optimize", [True, False], ids=["optimized", "no-optimize"])
+def test_moves_of_a_shared_int8_tensor_load_in_onnxruntime(optimize):
     """The transpose and the reshape of a dequantized int8 value that other nodes read too
-    are written on the integers (``codegen.onnx.optimize``): onnxruntime 1.32 with its default
-    (all) graph optimizations refuses the file otherwise (a QuantizeLinear of int8 output with
-    a uint8 zero point). The outputs are LiteRT's within one quantization step, and the
-    re-import is the written graph up to that rewrite, as ``msc diff`` counts it."""
+    are written on the integers (``codegen.onnx.optimize``), with or without ``optimize``:
+    onnxruntime 1.32 with its default (all) graph optimizations refuses the file otherwise (a
+    QuantizeLinear of int8 output with a uint8 zero point; ``msc convert --no-optimize`` wrote
+    such files). The outputs are LiteRT's within one quantization step, and the re-import is
+    the written graph up to that rewrite, as ``msc diff`` counts it."""
+    import onnxruntime as ort
+
     import codegen.onnx
     from codegen.onnx.model import ModelBuilder
     from msc.analysis.diff import diff_graphs
 
     data = shared_int8_model()
     g = msc.from_tflite(data)
-    b = ModelBuilder(g, codegen.onnx.choose_opset(g)[0], optimize=True)
+    b = ModelBuilder(g, codegen.onnx.choose_opset(g)[0], optimize=optimize)
     proto = b.run()
     assert b.optimized["moves before dequantize"] == 2
     made = {o: n.op_type for n in proto.graph.node for o in n.output}
     moves = [n for n in proto.graph.node if n.op_type in ("Transpose", "Reshape")]
     assert moves and all(made.get(n.input[0]) != "DequantizeLinear" for n in moves)
-    arrays = [i8(1, 5, 1, 8) for _ in range(3)]
-    for x in arrays:
-        assert close(run_onnx(g, [x]), run_litert(data, [x]), 1, 0) == ""
+    # the session as a user opens it: default options, every graph optimization on
+    sess = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    for x in [i8(1, 5, 1, 8) for _ in range(3)]:
+        got = sess.run(None, {sess.get_inputs()[0].name: x})
+        assert close(got, run_litert(data, [x]), 1, 0) == ""
     d = diff_graphs(codegen.onnx.as_written(g), msc.from_onnx(proto))
     assert d.equivalent, d.verdict()
     assert "move of quantized integers -> move of the dequantized values" in d.verdict()
@@ -588,3 +596,32 @@ def test_an_int8_file_converts_to_pytorch_with_its_check(tmp_path):
     assert (tmp_path / "out" / "model.py").exists()
     src_py = (tmp_path / "out" / "model.py").read_text()
     assert "_msc_quantize(" in src_py and "_msc_dequantize(" in src_py
+
+
+_WAKEWORD = Path.home() / ".cache/msc-bench-wheels/pymicro-wakeword-2.5.0/pymicro_wakeword/models"
+
+
+@pytest.mark.parametrize(
+    "name, optimize",
+    [(n, False) for n in ["alexa", "hey_jarvis", "hey_mycroft", "okay_nabu"]]
+    + [("okay_nabu", True)],
+    ids=lambda v: {False: "no-optimize", True: "optimized"}.get(v, v),
+)
+def test_microwakeword_int8_models_to_onnx_load_and_match_litert(tmp_path, name, optimize):
+    """microWakeWord's int8 streaming models (pymicro-wakeword 2.5.0's wheel, cached by
+    bench/tflite_pip_models.py) written to ONNX with and without ``--no-optimize``: the file
+    opens in onnxruntime as a user opens it (default options, which refused the un-optimized
+    one), and ``msc convert``'s check (outputs and states against LiteRT) passes."""
+    import onnxruntime as ort
+
+    from msc.analysis.convert import convert
+
+    src = _WAKEWORD / f"{name}.tflite"
+    if not src.exists():
+        pytest.skip(f"{src} is absent (bench/tflite_pip_models.py downloads the wheel)")
+    out = tmp_path / f"{name}.onnx"
+    r = convert(src, out, to="onnx", optimize=optimize)
+    assert r.ok and r.equivalent, (r.verdict, r.structural)
+    assert r.optimized.get("moves before dequantize", 0) > 0
+    assert all(o.ok for o in r.numeric.outputs)
+    ort.InferenceSession(str(out), providers=["CPUExecutionProvider"])

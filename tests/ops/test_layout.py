@@ -85,11 +85,25 @@ class TfPadded(nn.Module):
         return y.mean((2, 3))
 
 
+class Conv3d(nn.Module):
+    """Video-style 3-d convs: a padded one (SAME for its size), a strided dilated one with
+    explicit pads (a PAD before CONV_3D in TFLite), and a volume output."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Conv3d(3, 6, 3, padding=1)
+        self.b = nn.Conv3d(6, 4, (1, 3, 3), stride=(1, 2, 2), padding=(0, 2, 2), dilation=2)
+
+    def forward(self, x):
+        return self.b(torch.relu(self.a(x))) * 0.5
+
+
 MODELS = {
     "tiny_cnn": (TinyCNN, (2, 3, 16, 16), 1),  # one changed input, a [N, 10] output
     "tf_padded": (TfPadded, (1, 3, 16, 16), 1),  # pads sink with the transposes
     "branchy": (Branchy, (1, 4, 8, 8), 2),  # one changed input, one changed output
     "conv1d": (Conv1d, (2, 3, 11), 1),
+    "conv3d": (Conv3d, (2, 3, 4, 9, 10), 2),  # one changed input, one changed output
 }
 
 

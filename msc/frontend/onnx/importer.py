@@ -1043,6 +1043,14 @@ class Importer:
             if s.value is None:
                 s.value = self.materialize(s, None)
             outs.append(s.value)
+        # ONNX names each graph output once, so a tensor returned twice is written as an
+        # Identity of an earlier output (codegen.onnx, torch.onnx): read as that output again
+        earlier: set[int] = set()
+        for k, v in enumerate(outs):
+            p = v.producer
+            if p is not None and p.op == "identity" and id(p.inputs[0]) in earlier:
+                outs[k] = p.inputs[0]
+            earlier.add(id(outs[k]))
         self.graph.set_outputs(outs)
 
     def _prune(self) -> None:

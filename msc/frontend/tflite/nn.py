@@ -2,11 +2,11 @@
 normalizations, resize.
 
 TFLite's images are NHWC and its filters OHWI (depthwise: 1HW(C*M)). Convolutions and pools
-are read as canonical ops in that layout (``data_layout = "NHWC"``, ``kernel_layout`` OHWI or
-IHWO), so a read graph holds no transposes of its own; a channels-first target brings them to
-its layout with ``msc.ops.layout`` (a transpose per changed graph input / output). Ops whose
-canonical form is channels first only (SAME padding of a run-time size, 3-d convolutions, L2
-pooling) go through ``nchw`` / ``nhwc`` transposes at their boundary.
+are read as canonical ops in that layout (``data_layout = "NHWC"``, ``kernel_layout`` OHWI,
+IHWO or, for CONV_3D's DHWIO filter, HWIO), so a read graph holds no transposes of its own; a
+channels-first target brings them to its layout with ``msc.ops.layout`` (a transpose per
+changed graph input / output). Ops whose canonical form is channels first only (SAME padding
+of a run-time size, L2 pooling) go through ``nchw`` / ``nhwc`` transposes at their boundary.
 """
 
 from __future__ import annotations
@@ -181,11 +181,14 @@ def conv_3d(
     dilation_h_factor=1,
 ):
     w = ctx.value(filter)  # [kd, kh, kw, I, O]
+    if w.type.rank != 5:
+        raise Unsupported(f"a filter of rank {w.type.rank}")
     return _conv(
         ctx,
         x,
-        ctx.op("transpose", w, perm=[4, 3, 0, 1, 2]),
+        w,
         bias,
+        layout="HWIO",
         padding=padding,
         strides=[stride_d, stride_h, stride_w],
         dilations=[dilation_d_factor, dilation_h_factor, dilation_w_factor],
@@ -225,17 +228,50 @@ def convolution_2d_transpose_bias(ctx: Ctx, x, filter, bias):
     return _transpose_conv(ctx, shape, filter, x, bias, _TFLITE_PADDING[code], stride_w, stride_h)
 
 
+@converter("CONV_3D_TRANSPOSE")
+def conv_3d_transpose(
+    ctx: Ctx,
+    output_shape,
+    filter,
+    x,
+    bias=None,
+    *,
+    padding=SAME,
+    stride_d=1,
+    stride_w=1,
+    stride_h=1,
+    dilation_d_factor=1,
+    dilation_w_factor=1,
+    dilation_h_factor=1,
+):
+    if (dilation_d_factor, dilation_h_factor, dilation_w_factor) != (1, 1, 1):
+        raise Unsupported("a dilated CONV_3D_TRANSPOSE")
+    shape = [int(d) for d in ctx.array(output_shape, "CONV_3D_TRANSPOSE's output shape")]
+    w = ctx.value(filter)  # [kd, kh, kw, O, I]
+    if w.type.rank != 5:
+        raise Unsupported(f"a filter of rank {w.type.rank}")
+    return _transposed(
+        ctx, shape, [4, 3, 0, 1, 2], w, x, bias, padding, [stride_d, stride_h, stride_w]
+    )
+
+
 def _transpose_conv(ctx: Ctx, shape, filter, x, bias, padding, stride_w, stride_h):
-    xv = ctx.value(x)
     w = ctx.value(filter)  # [O, kh, kw, I]
-    kernel = [int(d) for d in w.type.shape[1:3]]
-    strides = [stride_h, stride_w]
+    return _transposed(ctx, shape, [3, 0, 1, 2], w, x, bias, padding, [stride_h, stride_w])
+
+
+def _transposed(ctx: Ctx, shape, perm, w: Value, x, bias, padding, strides):
+    """conv_transpose of NHWC ``x`` to NHWC ``shape`` by filter ``w``, which ``perm`` takes
+    to [I, O, *kernel]."""
+    xv = ctx.value(x)
+    n = len(strides)
+    kernel = [int(w.type.shape[p]) for p in perm[2:]]
     insize = _spatial(xv)
-    if len(shape) != 4 or not all(isinstance(d, int) for d in insize):
-        raise Unsupported("TRANSPOSE_CONV needs static spatial sizes")
-    out = shape[1:3]
+    if len(shape) != n + 2 or not all(isinstance(d, int) for d in insize):
+        raise Unsupported(f"a transposed conv needs static spatial sizes (output {shape})")
+    out = shape[1:-1]
     pads, extra = [], []
-    for i in range(2):
+    for i in range(n):
         if padding == SAME:
             total = max((-(-out[i] // strides[i]) - 1) * strides[i] + kernel[i] - out[i], 0)
         else:
@@ -244,14 +280,14 @@ def _transpose_conv(ctx: Ctx, shape, filter, x, bias, padding, stride_w, stride_
         full = (insize[i] - 1) * strides[i] + kernel[i] - total
         extra.append(out[i] - full)
     if any(e < 0 or e >= strides[i] for i, e in enumerate(extra)):
-        raise Unsupported(f"TRANSPOSE_CONV to {shape} from {xv.type}")
+        raise Unsupported(f"a transposed conv to {shape} from {xv.type}")
     y = ctx.op(
         "conv_transpose",
         nchw(ctx, xv),
-        ctx.op("transpose", w, perm=[3, 0, 1, 2]),
+        ctx.op("transpose", w, perm=perm),
         None if bias is None else ctx.value(bias),
         stride=strides,
-        padding=[pads[0][0], pads[1][0], pads[0][1], pads[1][1]],
+        padding=[p[0] for p in pads] + [p[1] for p in pads],
         output_padding=extra,
     )
     return nhwc(ctx, y)

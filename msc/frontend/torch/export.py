@@ -159,16 +159,18 @@ def _bound(x: Any) -> int | None:
     return v if abs(v) < 2**62 else None
 
 
-def tree_spec(spec: Any, leaves: list[Any], index: dict[int, int]) -> Any:
-    """An output_tree spec from a pytree TreeSpec and the flat outputs (Values or constants)."""
-    pos = [0]
+def tree_spec(spec: Any, leaves: list[Any]) -> Any:
+    """An output_tree spec from a pytree TreeSpec and the flat outputs (Values or constants);
+    the k-th Value leaf is graph output k."""
+    pos, k = [0], [0]
 
     def walk(s: Any) -> Any:
         if s.is_leaf():
             x = leaves[pos[0]]
             pos[0] += 1
             if isinstance(x, Value):
-                return {"leaf": index[id(x)]}
+                k[0] += 1
+                return {"leaf": k[0] - 1}
             if x is None or isinstance(x, bool | int | float | str):
                 return {"const": x}
             raise ConversionError(f"output of type {type(x).__name__} cannot be kept")
@@ -193,12 +195,12 @@ def name_outputs(g: Graph) -> None:
     if tree is None:
         return
     taken = {v.name for v in g.values()} | set(g.weights)
-    done: set[int] = set()
+    done: set[int] = set()  # id of each value named (a value returned twice: by its first key)
 
     def walk(spec: Any, path: list[str], keyed: bool) -> None:
         ((kind, body),) = spec.items()
-        if kind == "leaf" and keyed and body not in done:
-            done.add(body)
+        if kind == "leaf" and keyed and id(g.outputs[body]) not in done:
+            done.add(id(g.outputs[body]))
             v, name = g.outputs[body], ".".join(path)
             if v.producer is not None and name not in taken:
                 taken.add(name)
@@ -367,14 +369,10 @@ def _translate(
         i for i, s in enumerate(sig.output_specs) if s.kind == OutputKind.USER_OUTPUT
     ] or list(range(len(flat)))
     leaves = [tr.resolve(flat[i]) for i in user_out]
-    outputs: list[Value] = []
-    index: dict[int, int] = {}
-    for x in leaves:
-        if isinstance(x, Value) and id(x) not in index:
-            index[id(x)] = len(outputs)
-            outputs.append(x)
-    g.set_outputs(outputs)
-    g.output_tree = tree_spec(ep.call_spec.out_spec, leaves, index)
+    # one graph output per tensor the program returns, a tensor returned twice twice (as
+    # eager returns it, and as every target then writes it)
+    g.set_outputs([x for x in leaves if isinstance(x, Value)])
+    g.output_tree = tree_spec(ep.call_spec.out_spec, leaves)
     name_outputs(g)
     finish(g, buffers, constants, tied | (_aliases or {}))
     return checked(g)

@@ -651,16 +651,13 @@ def from_fx(
             if id(t) in buffers:
                 (src.constants if path in volatile else persistent).append(path)
     out = tr.run(gm.graph)
-    outputs: list[Value] = []
-    index: dict[int, int] = {}
+    outputs: list[Value] = []  # a value returned twice is two outputs, as eager returns it
 
     def spec(x: Any) -> Any:
         x = tr.resolve(x) if isinstance(x, torch.fx.Node) else x
         if isinstance(x, Value):
-            if id(x) not in index:
-                index[id(x)] = len(outputs)
-                outputs.append(x)
-            return {"leaf": index[id(x)]}
+            outputs.append(x)
+            return {"leaf": len(outputs) - 1}
         if isinstance(x, dict):
             return {"dict": [[k, spec(v)] for k, v in x.items()]}
         if isinstance(x, list):
