@@ -64,7 +64,7 @@ def rnn(cls: str, name: str, units: int, **kw) -> dict:
         extra["unit_forget_bias"] = True
     return simple(cls, name, units=units, activation="tanh", use_bias=True,
                   return_sequences=kw.pop("return_sequences", False), return_state=False,
-                  go_backwards=False, stateful=False, unroll=False, time_major=False, 
+                  go_backwards=False, stateful=False, unroll=False, time_major=False,
                   kernel_initializer=_init(), recurrent_initializer=_init("Orthogonal"),
                   bias_initializer=_init("Zeros"), dropout=0.0, recurrent_dropout=0.0,
                   implementation=2, **extra, **kw)  # fmt: skip

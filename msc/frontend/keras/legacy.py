@@ -386,12 +386,18 @@ def _build(keras: Any, config: dict, stored: dict[str, list[tuple[str, Any]]], p
         variables = layer.trainable_weights + layer.non_trainable_weights
         for v, (name, ds) in zip(variables, stored.get(layer.name, [])):
             v.assign(np.asarray(ds[()], dtype=v.dtype))
-            # the file's name (``dense/kernel:0`` is ``dense/kernel``), as a .keras file's
-            # weights are named by their layer: Keras would prefix a Sequential's name
-            v._path = name.split(":")[0]
+            v._path = _weight_name(name, layer.name)
         if variables and hasattr(layer, "finalize_state"):
             layer.finalize_state()  # as Keras' loader: a Normalization takes its mean from them
     return model
+
+
+def _weight_name(stored: str, layer: str) -> str:
+    """A weight's name from the file's, from its layer's name on and without the ``:0``
+    (``dense/kernel:0`` is ``dense/kernel``; Keras 3 writes a Sequential's as
+    ``seq/fc/kernel``, read ``fc/kernel``): as a .keras file's weights are named."""
+    parts = stored.split(":")[0].split("/")
+    return "/".join(parts[parts.index(layer) :] if layer in parts[:-1] else parts)
 
 
 def _shape_problems(model: Any, stored: dict[str, list[tuple[str, Any]]]) -> list[str]:
