@@ -16,7 +16,8 @@ keys set sizes and what bounds them:
   ``BUDGET`` elements (``Reshape.target_shape``, ``RepeatVector.n``).
 - ``In(...)``: the input size ``build_config`` states at one axis (Keras builds the layer
   from it) is a stored weight's dim; ``Built(shape)``: the weights a layer shapes from its
-  input alone (LayerNormalization at its axes, PReLU's alpha) have a stored weight's shape.
+  input alone (LayerNormalization at its axes, PReLU's alpha, Normalization's mean and
+  variance) have a stored weight's shape.
 
 The weights the file declares are bounded too: their bytes together are at most what the file
 can hold (an HDF5 dataset may declare a shape it stores nothing for). A layer class not in the
@@ -133,6 +134,24 @@ def _alpha(config: dict, sizes: list[int]) -> list[int]:
     return [1 if i in shared else d for i, d in enumerate(sizes) if i > 0]
 
 
+def _normalization(config: dict, sizes: list[int]) -> list[int] | None:
+    """Normalization's mean and variance: the input's sizes at its axes (no axis: one scalar
+    each, nothing to match). Given in the config instead, they are broadcast to those sizes
+    when the layer is built, a tensor the budget bounds."""
+    axis = config.get("axis", -1)
+    if axis is None or axis == []:
+        return None
+    want = [sizes[a] for a in sorted(_axes({"axis": axis}, sizes))]
+    if config.get("mean") is not None:
+        if _product(want) > BUDGET:
+            raise _NotASize(
+                f"mean given, axis={str(axis)[:40]} on build_config input_shape="
+                f"{str(sizes)[:60]} (broadcast to more than {BUDGET} elements)"
+            )
+        return None
+    return want
+
+
 _K = slice(0, -2)  # a conv kernel's spatial dims: [*kernel_size, in, out]
 
 
@@ -199,6 +218,7 @@ SIZES: dict[str, tuple[Rule, ...]] = {
     "LayerNormalization": (Built(_normalized),),
     "GroupNormalization": (Built(_grouped),),
     "PReLU": (Built(_alpha),),
+    "Normalization": (Built(_normalization),),
     "MultiHeadAttention": _attention(
         ("num_heads", "query_dense", 1),
         ("key_dim", "query_dense", 2),
