@@ -146,6 +146,33 @@ def recurrent() -> tuple[dict, dict[str, list[tuple[str, np.ndarray]]], list[int
     return config, weights, [5, 4]
 
 
+def wrappers() -> tuple[dict, dict[str, list[tuple[str, np.ndarray]]], list[int]]:
+    """TimeDistributed(Dense) then Bidirectional(LSTM) as tf.keras 2 writes them: the wrapped
+    layer's config without a module, its weights under the wrapper's name
+    (``time_distributed/kernel:0``, ``bidirectional/forward_lstm/lstm_cell/kernel:0``)."""
+    f = np.float32
+
+    def w(*shape):
+        return RNG.normal(0, 0.4, shape).astype(f)
+
+    td = simple("TimeDistributed", "time_distributed", layer=dense("dense", 3))
+    bi = simple("Bidirectional", "bidirectional", layer=rnn("LSTM", "lstm", 2),
+                merge_mode="concat")  # fmt: skip
+    layers = [(input_layer("input_1", [5, 4]), []), (td, ["input_1"]),
+              (bi, ["time_distributed"])]  # fmt: skip
+    halves = [
+        (f"bidirectional/{d}_lstm/lstm_cell/{n}:0", w(*shape))
+        for d in ("forward", "backward")
+        for n, shape in (("kernel", (3, 8)), ("recurrent_kernel", (2, 8)), ("bias", (8,)))
+    ]
+    weights = {
+        "time_distributed": [("time_distributed/kernel:0", w(4, 3)),
+                             ("time_distributed/bias:0", w(3))],
+        "bidirectional": halves,
+    }  # fmt: skip
+    return functional("model", layers, ["input_1"], ["bidirectional"]), weights, [5, 4]
+
+
 def lambda_layer(name: str, fn) -> dict:
     """A Keras 2 Lambda layer: ``fn``'s bytecode marshalled and base64'd, as Keras 2's
     func_dump stores it."""

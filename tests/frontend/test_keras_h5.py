@@ -104,7 +104,17 @@ def _ref_recurrent():
     return keras.Model(x, L.Dense(2, name="dense")(y))
 
 
-KERAS2 = {"cnn": (k2.cnn, _ref_cnn), "recurrent": (k2.recurrent, _ref_recurrent)}
+def _ref_wrappers():
+    x = keras.Input((5, 4))
+    y = L.TimeDistributed(L.Dense(3, name="dense"), name="time_distributed")(x)
+    return keras.Model(x, L.Bidirectional(L.LSTM(2, name="lstm"), name="bidirectional")(y))
+
+
+KERAS2 = {
+    "cnn": (k2.cnn, _ref_cnn),
+    "recurrent": (k2.recurrent, _ref_recurrent),
+    "wrappers": (k2.wrappers, _ref_wrappers),
+}
 
 
 @pytest.mark.parametrize("case", sorted(KERAS2))

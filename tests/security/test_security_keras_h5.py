@@ -89,6 +89,9 @@ HOSTILE = {
     "custom_class": ("cnn", _custom("MyConv"), ["MyConv 'conv2d'", "custom object"]),
     "registered_custom_class": ("cnn", _custom("Hostile>Custom"), ["Hostile>Custom"]),
     "custom_initializer": ("cnn", _initializer, ["Evil", "custom object"]),
+    "torch_module_pickle": ("cnn", _custom("TorchModuleWrapper"), ["TorchModuleWrapper", "pickle"]),
+    "saved_model_layer": ("cnn", _custom("TFSMLayer"), ["TFSMLayer 'conv2d'", "wraps code"]),
+    "keras2_only_layer": ("cnn", _custom("CuDNNLSTM"), ["CuDNNLSTM", "Keras 3 dropped"]),
     "module_outside_keras": ("cnn", _module, ["system", "module 'os'"]),
 }  # fmt: skip
 

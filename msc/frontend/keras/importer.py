@@ -164,6 +164,12 @@ def _sized_problems(inner: dict, label: str) -> list[str]:
     return []
 
 
+# Keras' own layers that wrap code rather than describe it: a torch module (pickled in the
+# config), a TensorFlow SavedModel (a path), a JAX / Flax function. Keras refuses the first two
+# in safe mode; msc refuses all four by name before Keras sees the file.
+CODE_LAYERS = ("TorchModuleWrapper", "TFSMLayer", "JaxLayer", "FlaxLayer")
+
+
 def _refused_classes(config: Any, weight_bytes: int) -> list[str]:
     """Every class in a .keras config that loading would run code for: Lambda layers (a
     marshalled Python function) and classes outside Keras (custom objects), but for msc's own
@@ -184,6 +190,8 @@ def _refused_classes(config: Any, weight_bytes: int) -> list[str]:
                 ours = sorted({n for n in names if isinstance(n, str) and n in MSC_LAYERS})
                 if ours:
                     found.extend(_msc_layer_problems(obj, ours[0], label, weight_bytes))
+                elif cls in CODE_LAYERS:
+                    found.append(f"{label} (wraps code or a pickle the file holds or names)")
                 elif (
                     cls in ("Lambda", "TFOpLambda", "__lambda__")
                     or cls == "function"

@@ -66,6 +66,9 @@ SUBLAYER_ATTRS = {
 # changes nothing (an RNN's time_major: Keras 3 takes batch-major inputs only)
 KERAS2_ONLY = {"time_major": False}
 
+# a layer config's keys that hold another layer (Keras 3 deserializes them its new way)
+WRAPPED = ("layer", "backward_layer", "cell")
+
 _KERAS_NAMES: set[str] = set()
 
 
@@ -75,7 +78,7 @@ def keras_class_names() -> set[str]:
     hold (``__keras_tensor__``, a functional model's argument)."""
     if _KERAS_NAMES:
         return _KERAS_NAMES
-    from msc.frontend.keras.importer import keras_module
+    from msc.frontend.keras.importer import CODE_LAYERS, keras_module
 
     keras = keras_module()
     names = {"Functional", "__keras_tensor__"}
@@ -88,7 +91,7 @@ def keras_class_names() -> set[str]:
         keras.dtype_policies,
     ):
         names |= {n for n in dir(module) if isinstance(getattr(module, n, None), type)}
-    _KERAS_NAMES.update(names - {"Lambda", "Layer"})
+    _KERAS_NAMES.update(names - {"Lambda", "Layer", *CODE_LAYERS})
     return _KERAS_NAMES
 
 
@@ -149,7 +152,10 @@ def _refused(config: Any) -> list[str]:
                     inner = obj.get("config")
                     name = inner.get("name") if isinstance(inner, dict) else None
                     label = f"{cls} {name!r}" if isinstance(name, str) else cls
-                    found.append(f"{label} (not a Keras 3 class: a custom object)")
+                    found.append(
+                        f"{label} (not a class Keras 3 defines: a custom object, or a layer "
+                        "Keras 3 dropped)"
+                    )
             for v in obj.values():
                 walk(v)
         elif isinstance(obj, list):
@@ -174,7 +180,10 @@ def _groups(stored: dict[str, list[tuple[str, tuple[int, ...]]]]) -> dict[str, l
         counts: dict[tuple[str, str], int] = {}
         for weight, shape in weights:
             parts = weight.split(":")[0].split("/")[:MAX_NAME_PARTS]
-            owners = parts[:-1] if parts[0] == layer else [layer, *parts[:-1]]
+            # from the layer's own name on (Keras 3 writes a Sequential's ``seq/fc/kernel``); a
+            # nested model's weights are named by its layers (``dense/kernel:0``)
+            at = parts.index(layer) if layer in parts[:-1] else None
+            owners = parts[at:-1] if at is not None else [layer, *parts[:-1]]
             for k, owner in enumerate(owners):
                 below = owners[k + 1 :]
                 i = counts.get((owner, "/".join(below)), 0)
@@ -225,7 +234,10 @@ def _keras3_form(config: Any) -> list[str]:
     - a Sequential's first layer stating ``batch_input_shape`` becomes an InputLayer of that
       shape before it (Keras 3 would take the batch as one more input dim); elsewhere a
       layer's ``batch_input_shape`` is dropped (Keras 2 ignored it there too);
-    - ``KERAS2_ONLY`` keys are dropped where they hold the value Keras 3 assumes.
+    - ``KERAS2_ONLY`` keys are dropped where they hold the value Keras 3 assumes;
+    - a wrapped layer (``WRAPPED``: a TimeDistributed's ``layer``, a Bidirectional's) names
+      its module, ``keras.layers``: Keras 3 reads it with its new deserializer, which finds
+      no class without one (every class name was checked to be Keras' own before this).
     """
     problems: list[str] = []
     stack = [config]
@@ -254,6 +266,10 @@ def _keras3_form(config: Any) -> list[str]:
         if isinstance(cls, str) and isinstance(inner, dict):
             if cls != "InputLayer":
                 inner.pop("batch_input_shape", None)
+            for key in WRAPPED:
+                wrapped = inner.get(key)
+                if isinstance(wrapped, dict) and "module" not in wrapped:
+                    wrapped["module"] = "keras.layers"
             for key, same in KERAS2_ONLY.items():
                 if key in inner and inner[key] == same:
                     del inner[key]
@@ -346,9 +362,10 @@ def load_legacy(path: str | os.PathLike) -> Any:
             return _build(keras, config, stored, path)
     except BadModelError:
         raise
-    except (OSError, KeyError, ValueError, UnicodeDecodeError, TypeError) as e:
+    except (OSError, KeyError, ValueError, UnicodeDecodeError, TypeError, RuntimeError) as e:
+        # h5py's errors on a damaged file (OSError, KeyError, RuntimeError), json's ValueError
         msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise BadModelError(f"{path}: not a readable Keras .h5 model ({msg})") from None
+        raise BadModelError(f"{path}: not a readable Keras .h5 model ({msg[:300]})") from None
 
 
 def _build(keras: Any, config: dict, stored: dict[str, list[tuple[str, Any]]], path: str) -> Any:
