@@ -360,8 +360,10 @@ def load_legacy(path: str | os.PathLike) -> Any:
         with h5py.File(path, "r") as f:
             config, stored = read_legacy(f, path)
             return _build(keras, config, stored, path)
-    except BadModelError:
-        raise
+    except BadModelError as e:
+        if str(e).startswith(f"{path}: "):
+            raise
+        raise BadModelError(f"{path}: {e}") from None  # an attribute's or a name list's
     except (OSError, KeyError, ValueError, UnicodeDecodeError, TypeError, RuntimeError) as e:
         # h5py's errors on a damaged file (OSError, KeyError, RuntimeError), json's ValueError
         msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
