@@ -102,8 +102,10 @@ def cnn() -> tuple[dict, dict[str, list[tuple[str, np.ndarray]]], list[int]]:
         (conv2d("conv2d_1", 6, 3, padding="valid"), ["max_pooling2d"]),
         (simple("GlobalAveragePooling2D", "global_average_pooling2d",
                 data_format="channels_last", keepdims=False), ["conv2d_1"]),
-        (dense("dense", 5, "softmax"), ["global_average_pooling2d"]),
+        (dict(dense("dense", 5, "softmax")), ["global_average_pooling2d"]),
     ]  # fmt: skip
+    # tf.keras 2's mixed-precision API writes a layer's dtype as a Policy object
+    layers[-1][0]["config"]["dtype"] = {"class_name": "Policy", "config": {"name": "float32"}}
     weights = {
         "conv2d": [("conv2d/kernel:0", RNG.normal(0, 0.3, (3, 3, 3, 4)).astype(f)),
                    ("conv2d/bias:0", RNG.normal(0, 0.1, 4).astype(f))],

@@ -97,9 +97,14 @@ def keras_class_names() -> set[str]:
 
 def _as_data(obj: dict) -> Any:
     """A JSON object of a legacy config as data: Keras' tuple and TensorShape encodings are
-    lists; anything else stays a dict."""
-    if obj.get("class_name") in ("__tuple__", "TensorShape") and isinstance(obj.get("items"), list):
+    lists, tf.keras 2's dtype ``Policy`` (mixed precision) its name, as Keras 3 names a
+    policy; anything else stays a dict."""
+    cls = obj.get("class_name")
+    if cls in ("__tuple__", "TensorShape") and isinstance(obj.get("items"), list):
         return obj["items"]
+    inner = obj.get("config")
+    if cls == "Policy" and isinstance(inner, dict) and isinstance(inner.get("name"), str):
+        return inner["name"]
     return obj
 
 
