@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from msc.errors import BadModelError
+from msc.errors import BadModelError, MscError
 from msc.frontend.keras.limits import MAX_OBJECTS, size_problems, too_deep
 
 __all__ = ["LEGACY_SUFFIXES", "load_legacy", "read_legacy", "keras_class_names"]
@@ -380,10 +380,16 @@ def _build(keras: Any, config: dict, stored: dict[str, list[tuple[str, Any]]], p
     before they are allocated, then set from them by layer name."""
     # Keras' legacy deserializer (what keras.saving.load_model runs for an .h5 file), given
     # msc's parsed config rather than the file: no public API takes a config in Keras 2's form
-    from keras.src.backend.common import global_state
-    from keras.src.backend.common.variables import initialize_all_variables
-    from keras.src.legacy.saving import saving_options, saving_utils
-    from keras.src.saving import serialization_lib
+    try:
+        from keras.src.backend.common import global_state
+        from keras.src.backend.common.variables import initialize_all_variables
+        from keras.src.legacy.saving import saving_options, saving_utils
+        from keras.src.saving import serialization_lib
+    except ImportError as e:
+        raise MscError(
+            f"reading legacy .h5 files needs Keras 3's legacy loader, which keras "
+            f"{keras.__version__} does not have where msc looks ({e})"
+        ) from None
 
     pending = global_state.get_global_attribute("uninitialized_variables", [], set_to_default=True)
     before = len(pending)
