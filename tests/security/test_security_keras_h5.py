@@ -87,7 +87,7 @@ HOSTILE = {
     "size_as_text": ("cnn", _set("dense", units="1e12"), ["Dense 'dense'", "not a size"]),
     "lambda_bytecode": ("cnn", _lambda, ["Lambda 'payload'", "runs Python"]),
     "custom_class": ("cnn", _custom("MyConv"), ["MyConv 'conv2d'", "custom object"]),
-    "registered_custom_class": ("cnn", _custom("Hostile>Custom"), ["Hostile>Custom"]),
+    "registered_custom_class": ("cnn", _custom("HostileH5>Custom"), ["HostileH5>Custom"]),
     "custom_initializer": ("cnn", _initializer, ["Evil", "custom object"]),
     "torch_module_pickle": ("cnn", _custom("TorchModuleWrapper"), ["TorchModuleWrapper", "pickle"]),
     "saved_model_layer": ("cnn", _custom("TFSMLayer"), ["TFSMLayer 'conv2d'", "wraps code"]),
@@ -96,7 +96,7 @@ HOSTILE = {
 }  # fmt: skip
 
 
-@keras.saving.register_keras_serializable(package="Hostile")
+@keras.saving.register_keras_serializable(package="HostileH5")
 class Custom(keras.layers.Layer):
     """Registered in this process: a file naming it must not get it."""
 
@@ -285,10 +285,10 @@ def test_the_unedited_files_read(tmp_path):
 def test_custom_objects_scope_is_not_consulted(tmp_path):
     """A class registered in the process, named by the file with its registered name: still
     refused (Keras' legacy reader would look it up among the registered objects)."""
-    assert keras.saving.get_registered_object("Hostile>Custom") is Custom
+    assert keras.saving.get_registered_object("HostileH5>Custom") is Custom
     config, weights, _ = k2.cnn()
     bad = copy.deepcopy(config)
-    _layer(bad, "max_pooling2d")["class_name"] = "Hostile>Custom"
+    _layer(bad, "max_pooling2d")["class_name"] = "HostileH5>Custom"
     f = k2.write(tmp_path / "registered.h5", bad, weights)
-    with pytest.raises(BadModelError, match="Hostile>Custom 'max_pooling2d'.*custom object"):
+    with pytest.raises(BadModelError, match="HostileH5>Custom 'max_pooling2d'.*custom object"):
         msc.from_keras(f)
