@@ -7,6 +7,8 @@ Sources ``load_model`` understands:
 - ``model.tflite`` -- a TFLite / LiteRT flatbuffer (read by msc's own bounded reader);
 - ``model.keras`` -- a Keras 3 file (its config checked as data, then loaded by Keras with
   ``safe_mode=True`` on the torch backend: Lambda layers and custom objects are refused);
+- ``model.h5`` / ``model.hdf5`` -- a legacy (Keras 2) Keras model file, checked the same way
+  (msc.frontend.keras.legacy);
 - a directory holding ``model.py`` + ``model.weights.npz`` -- what ``codegen.keras.save``
   writes (Python code: it runs);
 - a directory holding ``graph.msc`` -- a graph saved by ``msc.save``; ``file.msc`` -- text only;
@@ -728,7 +730,7 @@ def load_model(
             say("reading the TFLite model")
             g = msc.from_tflite(text, custom_ops=custom_ops, name=path.stem)
             return Model(g, "tflite", text, text, fixed=_tflite_state(text, g))
-        if suffix == ".keras":
+        if suffix in (".keras", ".h5", ".hdf5"):
             from msc.frontend.keras import load_keras
 
             say("loading the Keras model (safe mode)")
@@ -765,7 +767,7 @@ def load_model(
             raise MscError(f"{text}: cannot read it: {type(e).__name__}: {_first(e)}") from None
         raise
     raise MscError(
-        f"{text}: unknown model format (expected .onnx, .pt2, .tflite, .keras, .jaxexport, "
+        f"{text}: unknown model format (expected .onnx, .pt2, .tflite, .keras, .h5, .jaxexport, "
         ".mlir, .msc, a TVMScript .py, a saved msc graph directory, a codegen.torch, "
         "codegen.relax or codegen.keras directory, or module.py:ClassName)"
     )

@@ -35,10 +35,10 @@ TARGETS = ("torch", "onnx", "msc", "relax", "tflite", "keras", "jax")
 _EPILOG = """\
 model formats: .onnx, .pt2 (torch.export.save), .tflite (TFLite / LiteRT; run in LiteRT's
 interpreter, the tflite extra), .keras (Keras 3, loaded by Keras in safe mode on the torch
-backend, the keras extra), .jaxexport (jax.export's Exported.serialize(); run in JAX) and
-.mlir (StableHLO text or bytecode; both need the jax extra), a TensorFlow SavedModel
-directory or dir:signature (with --trust-code, through TensorFlow's TFLite converter; the
-tensorflow extra), a saved msc graph directory (msc.save),
+backend, the keras extra) and legacy Keras .h5 / .hdf5 files, .jaxexport (jax.export's
+Exported.serialize(); run in JAX) and .mlir (StableHLO text or bytecode; both need the jax
+extra), a TensorFlow SavedModel directory or dir:signature (with --trust-code, through
+TensorFlow's TFLite converter; the tensorflow extra), a saved msc graph directory (msc.save),
 a codegen.torch directory (model.py + model.safetensors) or its model.py (the weights
 beside it are loaded, also for model.py:Class), a codegen.keras directory or its model.py, a
 codegen.relax directory (module.py + model.safetensors) or TVMScript file (needs apache-tvm),
@@ -50,9 +50,9 @@ files and
 codegen.relax directories are only read; nothing in them runs (a .pt2 member that needs
 unpickling, or TVMScript beyond what TVM's printer writes, is refused unless --trust-code; a
 .tflite custom op or StableHLO custom_call is kept opaque with --custom-ops keep, never
-run). A .keras file's config is checked first and Keras loads it with safe_mode: Lambda
-layers and custom objects are refused (msc's own SourceWeight and Sized layers are built by
-msc's code), and layer sizes beyond the weights the file stores are refused.
+run). A .keras or legacy .h5 file's config is checked first and Keras loads it with
+safe_mode: Lambda layers and custom objects are refused (msc's own SourceWeight and Sized
+layers are built by msc's code), and layer sizes beyond the weights the file stores are refused.
 A TensorFlow SavedModel is a program TensorFlow runs: read only with --trust-code.
 module.py:ClassName and codegen.torch /
 codegen.keras directories and their model.py (known by msc's header) ARE Python code: msc

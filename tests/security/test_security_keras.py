@@ -265,3 +265,25 @@ def test_source_weight_name_that_is_code_stays_a_name(tmp_path, monkeypatch):
         assert not {"__import__", "system"} & set(code)
     codegen.keras.to_model(g)
     assert not marker.exists()
+
+
+@pytest.mark.parametrize("cls", ["TorchModuleWrapper", "TFSMLayer", "JaxLayer", "FlaxLayer"])
+def test_layers_that_wrap_code_are_refused_by_name(tmp_path, cls, monkeypatch):
+    """Keras' own layers that wrap a pickled torch module, a SavedModel or a JAX function:
+    refused by msc before Keras sees the file, not left to Keras' safe mode."""
+    import json
+
+    good = _small(tmp_path / "good.keras")
+    f = tmp_path / f"{cls}.keras"
+    with zipfile.ZipFile(good) as z, zipfile.ZipFile(f, "w") as out:
+        for item in z.infolist():
+            data = z.read(item)
+            if item.filename == "config.json":
+                config = json.loads(data)
+                (fc,) = [la for la in config["config"]["layers"] if la["config"]["name"] == "fc"]
+                fc["class_name"] = cls
+                data = json.dumps(config).encode()
+            out.writestr(item, data)
+    monkeypatch.setattr(keras.saving, "load_model", lambda *a, **k: pytest.fail("loaded"))
+    with pytest.raises(BadModelError, match=f"{cls} 'fc' \\(wraps code"):
+        msc.from_keras(f)

@@ -52,6 +52,9 @@ def _base(path: Path) -> Path:
         L.LayerNormalization(center=False, scale=False, name="ln_bare")(seq),
         L.GroupNormalization(2, name="gn")(img),
         L.PReLU(shared_axes=[1], name="prelu")(seq),
+        L.Normalization(name="norm")(x),
+        L.Normalization(axis=None, name="norm_scalar")(seq),
+        L.Normalization(axis=[1, 2], mean=0.5, variance=2.0, name="norm_given")(seq),
     ]
     keras.Model([x, ids, img], outs).save(path)
     return path
@@ -122,6 +125,16 @@ HOSTILE = {
     "group_norm_input": (_build("gn", "input_shape", [None, 6, 6, BIG]), ["GroupNormalization"]),
     "prelu_input": (_build("prelu", "input_shape", [None, BIG, BIG]), ["PReLU 'prelu'", "input"]),
     "prelu_unshared": (_set("prelu", shared_axes=None), ["PReLU 'prelu'", "input_shape"]),
+    "normalization_input": (_build("norm", "input_shape", [None, BIG]), ["Normalization 'norm'"]),
+    "normalization_axes": (
+        lambda c: (_set("norm", axis=[-2, -1])(c),
+                   _build("norm", "input_shape", [None, BIG, 8])(c)),
+        ["Normalization 'norm'", "input_shape"],
+    ),
+    "normalization_given_mean": (
+        _build("norm_given", "input_shape", [None, BIG, BIG]),
+        ["Normalization 'norm_given'", "broadcast to more than"],
+    ),
     "no_build_config": (_no_build, ["Dense 'fc'", "no build_config"]),
     "units_as_text": (_set("fc", units="1e12"), ["Dense 'fc'", "not a size"]),
     "units_as_float": (_set("fc", units=1e12), ["Dense 'fc'", "not a size"]),

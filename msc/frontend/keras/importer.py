@@ -40,7 +40,8 @@ from msc.errors import (
     UnsupportedOp,
     UnsupportedOpsError,
 )
-from msc.frontend.keras.limits import size_problems, stored_weights
+from msc.frontend.keras.legacy import LEGACY_SUFFIXES, load_legacy
+from msc.frontend.keras.limits import size_problems, stored_weights, too_deep
 from msc.frontend.keras.registry import CONVERTERS, ConverterRegistry
 from msc.ir import DType, Graph, Provenance, SymDim, TensorType, Value
 from msc.ir.builder import Builder
@@ -163,6 +164,12 @@ def _sized_problems(inner: dict, label: str) -> list[str]:
     return []
 
 
+# Keras' own layers that wrap code rather than describe it: a torch module (pickled in the
+# config), a TensorFlow SavedModel (a path), a JAX / Flax function. Keras refuses the first two
+# in safe mode; msc refuses all four by name before Keras sees the file.
+CODE_LAYERS = ("TorchModuleWrapper", "TFSMLayer", "JaxLayer", "FlaxLayer")
+
+
 def _refused_classes(config: Any, weight_bytes: int) -> list[str]:
     """Every class in a .keras config that loading would run code for: Lambda layers (a
     marshalled Python function) and classes outside Keras (custom objects), but for msc's own
@@ -183,6 +190,8 @@ def _refused_classes(config: Any, weight_bytes: int) -> list[str]:
                 ours = sorted({n for n in names if isinstance(n, str) and n in MSC_LAYERS})
                 if ours:
                     found.extend(_msc_layer_problems(obj, ours[0], label, weight_bytes))
+                elif cls in CODE_LAYERS:
+                    found.append(f"{label} (wraps code or a pickle the file holds or names)")
                 elif (
                     cls in ("Lambda", "TFOpLambda", "__lambda__")
                     or cls == "function"
@@ -306,14 +315,19 @@ def _msc_classes_registered(keras: Any) -> Iterator[None]:
 def load_keras(path: str | os.PathLike) -> Any:
     """A ``.keras`` file as a Keras model: its config checked as data, then loaded by Keras
     with ``safe_mode=True`` (no Lambda, no custom objects but msc's own layers, built with
-    msc's implementation; nothing in the file runs)."""
+    msc's implementation; nothing in the file runs). A legacy ``.h5`` / ``.hdf5`` model file
+    (Keras 2's format) is read by msc.frontend.keras.legacy, checked the same way."""
     path = os.fspath(path)
+    if path.lower().endswith(LEGACY_SUFFIXES):
+        return load_legacy(path)
     try:
         with zipfile.ZipFile(path) as z:
             info = z.getinfo("config.json")
             if info.file_size > CONFIG_LIMIT:
                 raise BadModelError(f"{path}: config.json of {info.file_size} bytes")
             config = json.loads(z.read(info).decode("utf-8"))
+            if too_deep(config):
+                raise BadModelError(f"{path}: config.json nests deeper than msc reads")
             # what the weights may expand to: as declared, at most 50x the file (plus 16 MiB)
             weight_bytes = min(
                 z.getinfo("model.weights.h5").file_size, 50 * os.path.getsize(path) + (16 << 20)
@@ -340,6 +354,8 @@ def load_keras(path: str | os.PathLike) -> Any:
                 )
     except BadModelError:
         raise
+    except RecursionError:
+        raise BadModelError(f"{path}: config.json nests too deeply") from None
     except (OSError, KeyError, zipfile.BadZipFile, ValueError, UnicodeDecodeError) as e:
         raise BadModelError(
             f"{path}: not a readable .keras file ({type(e).__name__}: {e})"

@@ -16,7 +16,8 @@ keys set sizes and what bounds them:
   ``BUDGET`` elements (``Reshape.target_shape``, ``RepeatVector.n``).
 - ``In(...)``: the input size ``build_config`` states at one axis (Keras builds the layer
   from it) is a stored weight's dim; ``Built(shape)``: the weights a layer shapes from its
-  input alone (LayerNormalization at its axes, PReLU's alpha) have a stored weight's shape.
+  input alone (LayerNormalization at its axes, PReLU's alpha, Normalization's mean and
+  variance) have a stored weight's shape.
 
 The weights the file declares are bounded too: their bytes together are at most what the file
 can hold (an HDF5 dataset may declare a shape it stores nothing for). A layer class not in the
@@ -38,7 +39,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["BUDGET", "SIZES", "Match", "Fits", "Bounded", "size_problems"]
+__all__ = ["BUDGET", "EVERY", "SIZES", "Match", "Fits", "Bounded", "size_problems", "too_deep"]
 
 # The most elements a size set by a layer without weights may ask for (a Reshape target, an
 # Input's shape, a Resizing's height x width): 2**28, 1 GiB of float32.
@@ -133,6 +134,24 @@ def _alpha(config: dict, sizes: list[int]) -> list[int]:
     return [1 if i in shared else d for i, d in enumerate(sizes) if i > 0]
 
 
+def _normalization(config: dict, sizes: list[int]) -> list[int] | None:
+    """Normalization's mean and variance: the input's sizes at its axes (no axis: one scalar
+    each, nothing to match). Given in the config instead, they are broadcast to those sizes
+    when the layer is built, a tensor the budget bounds."""
+    axis = config.get("axis", -1)
+    if axis is None or axis == []:
+        return None
+    want = [sizes[a] for a in sorted(_axes({"axis": axis}, sizes))]
+    if config.get("mean") is not None:
+        if _product(want) > BUDGET:
+            raise _NotASize(
+                f"mean given, axis={str(axis)[:40]} on build_config input_shape="
+                f"{str(sizes)[:60]} (broadcast to more than {BUDGET} elements)"
+            )
+        return None
+    return want
+
+
 _K = slice(0, -2)  # a conv kernel's spatial dims: [*kernel_size, in, out]
 
 
@@ -199,6 +218,7 @@ SIZES: dict[str, tuple[Rule, ...]] = {
     "LayerNormalization": (Built(_normalized),),
     "GroupNormalization": (Built(_grouped),),
     "PReLU": (Built(_alpha),),
+    "Normalization": (Built(_normalization),),
     "MultiHeadAttention": _attention(
         ("num_heads", "query_dense", 1),
         ("key_dim", "query_dense", 2),
@@ -226,6 +246,11 @@ SIZES: dict[str, tuple[Rule, ...]] = {
     "Tile": (Bounded(("repeats",)),),
     "Repeat": (Bounded(("repeats",)),),
 }
+
+
+# Sizes any layer's config may state, whatever its class: the input shape a Keras 2 config
+# gives its first layer (Keras builds an InputLayer from it).
+EVERY: tuple[Rule, ...] = (Bounded(("batch_input_shape",)), Bounded(("input_shape",)))
 
 
 class _NotASize(Exception):
@@ -325,11 +350,11 @@ def _input_dim(rule: In, config: dict, build: Any) -> tuple[str, int | None]:
     return label, sizes[axis]
 
 
-def _check(cls: str, entry: dict, groups: list[dict]) -> str | None:
+def _check(rules: tuple[Rule, ...], entry: dict, groups: list[dict]) -> str | None:
     """Why the sizes in one layer's config entry are beyond its stored weights or the
-    budget."""
+    budget (``rules``: its class's)."""
     config, build = entry["config"], entry.get("build_config")
-    for rule in SIZES[cls]:
+    for rule in rules:
         if isinstance(rule, Bounded):
             sizes = [s for k in rule.keys for s in (_sizes(config.get(k), k) or [])]
             if _product(sizes) > BUDGET:
@@ -394,19 +419,32 @@ def _built(rule: Built, config: dict, build: Any, groups: list[dict]) -> str | N
     return None
 
 
-def size_problems(config: Any, groups: dict[str, list[dict]]) -> list[str]:
-    """Every layer in a .keras config whose size keys (``SIZES``) ask for more than the
-    file's stored weights (``groups``, from ``stored_weights``) or ``BUDGET``."""
+def size_problems(
+    config: Any, groups: dict[str, list[dict]], *, build_configs: bool = True
+) -> list[str]:
+    """Every layer in a .keras config whose size keys (``SIZES``, and ``EVERY`` for any
+    class) ask for more than the file's stored weights (``groups``, from ``stored_weights``)
+    or ``BUDGET``.
+
+    ``build_configs=False``: the config may hold layers without a ``build_config`` (a legacy
+    ``.h5`` file's top-level layers): their ``In`` and ``Built`` rules are skipped, as Keras
+    builds such a layer from the tensors it is called on; the caller checks those weights
+    (msc.frontend.keras.legacy compares every variable Keras would make before it makes it).
+    """
     found: list[str] = []
 
     def walk(obj: Any) -> None:
         if isinstance(obj, dict):
             cls, inner = obj.get("class_name"), obj.get("config")
-            if isinstance(cls, str) and cls in SIZES and isinstance(inner, dict):
+            if isinstance(cls, str) and isinstance(inner, dict):
                 name = inner.get("name")
                 label = f"{cls} {name!r}" if isinstance(name, str) else cls
+                rules = SIZES.get(cls, ()) + EVERY
+                if not build_configs and not isinstance(obj.get("build_config"), dict):
+                    rules = tuple(r for r in rules if not isinstance(r, In | Built))
                 try:
-                    why = _check(cls, obj, groups.get(name, []) if isinstance(name, str) else [])
+                    held = groups.get(name, []) if isinstance(name, str) else []
+                    why = _check(rules, obj, held)
                 except _NotASize as e:
                     why = str(e)
                 if why:
@@ -422,3 +460,21 @@ def size_problems(config: Any, groups: dict[str, list[dict]]) -> list[str]:
 
 
 SIZES["GroupedQueryAttention"] = SIZES["GroupQueryAttention"]  # Keras' other name for it
+
+
+# How deep a config's lists and dicts may nest: Keras' own nest some 10 levels (a functional
+# model's layer, its config, an initializer's config, a node's arguments).
+MAX_DEPTH = 64
+
+
+def too_deep(obj: Any, limit: int = MAX_DEPTH) -> bool:
+    """``obj`` (parsed JSON) nests lists and dicts deeper than ``limit`` (checked without
+    recursion, before anything walks it)."""
+    stack = [(obj, 0)]
+    while stack:
+        o, depth = stack.pop()
+        if isinstance(o, dict | list | tuple):
+            if depth >= limit:
+                return True
+            stack.extend((v, depth + 1) for v in (o.values() if isinstance(o, dict) else o))
+    return False
