@@ -30,6 +30,17 @@ Rules (``msc.rewrite`` matchers, each exact; a rule's label is what ``diff`` cou
   elements (transpose, reshape, squeeze, unsqueeze, flatten) and a per-tensor scale, or a
   transpose and a per-axis scale (the axis read through the permutation): codegen.onnx writes
   the move on the integers (the QDQ form onnxruntime expects), frontends dequantize first.
+- quantize / dequantize spelled out as their decompositions (``msc.ops.decompose.quant``):
+  ``cast(clamp(round(x / s) + z, lo, hi))`` with [lo, hi] the integer type's range ->
+  ``quantize(x, s, z)``, ``(cast(q) - z) * s`` -> ``dequantize(q, s, z)``, of constant s and z
+  of one per-tensor or per-axis layout (int32 excluded: ``cast(i) * c`` of int32 positions is
+  arithmetic). Generated PyTorch runs those decompositions op for op (torch has no
+  QuantizeLinear), and any exporter may write the arithmetic; recognizing the spelling on
+  whichever side has it, rather than lowering the op on both, keeps the other quantization
+  rules (moves of integers) and a diff of two QDQ graphs at the op's level, and a changed
+  scale or zero point stays a changed input of the op;
+- a quantize's / dequantize's all-zero zero point -> none (``- 0`` spelled out is dropped as a
+  no-op).
 
 Graph passes: ``merge_duplicates`` (one node for computations that are the same op of the
 same inputs: torch.export repeats an ``arange`` that torch.onnx computes once) and
@@ -54,6 +65,7 @@ from msc.ir.types import TensorType
 from msc.ops import registry
 from msc.ops.infer import broadcast
 from msc.ops.nn import exact_resize_scale
+from msc.ops.quant import INT_RANGE
 from msc.ops.rewrite import Match, constant_value
 
 __all__ = ["RULES", "merge_duplicates", "drop_dead"]
@@ -683,6 +695,155 @@ def _move_dequantized(b: Builder, m: Match) -> Value:
     return b.op(m.info["op"], d, *ins, **m.info["attrs"])
 
 
+# The integer types whose spelled-out (de)quantization is recognized: an int32 ``cast(i) * c``
+# (positions times a frequency) is arithmetic, not a quantized tensor.
+_SPELLED_QUANT = {t: r for t, r in INT_RANGE.items() if t is not DType.INT32}
+
+
+def _quant_layout(c: np.ndarray, out: tuple | None) -> tuple[int, int] | None:
+    """(axis, elements) of a constant scale or zero point spelled to broadcast against a value
+    of shape ``out`` (``msc.ops.decompose.quant``'s spread): one element is per tensor (axis
+    -1), a shape of ones but one dim that is ``out``'s there is per axis; else None."""
+    if out is None or c.ndim > len(out) or any(not isinstance(d, int) for d in out):
+        return None
+    shape = (1,) * (len(out) - c.ndim) + tuple(c.shape)
+    wide = [k for k, d in enumerate(shape) if d != 1]
+    if not wide:
+        return (-1, 1)
+    if len(wide) == 1 and shape[wide[0]] == out[wide[0]]:
+        return (wide[0], shape[wide[0]])
+    return None
+
+
+def _quant_params(s: np.ndarray, z: np.ndarray | None, out: tuple | None, qt: DType) -> dict | None:
+    """The scale and zero point of a spelled-out (de)quantization as the op takes them (a 0-d
+    per-tensor or a 1-d per-axis scale; the zero point in the quantized type, of the scale's
+    shape), or None: a scale that is not float or not of one layout, a zero point of another
+    axis or not whole numbers in ``qt``'s range."""
+    if s.dtype.kind != "f" or not s.size:
+        return None
+    ls = _quant_layout(s, out)
+    lz = (-1, 1) if z is None else _quant_layout(z, out)
+    if ls is None or lz is None or (lz[0] != -1 and lz != ls):
+        return None
+    axis, size = ls
+    shape = () if axis == -1 else (size,)
+    scale = s.reshape(shape)
+    zp = None
+    if z is not None:
+        lo, hi = _SPELLED_QUANT[qt]
+        zv = np.broadcast_to(z.reshape(() if lz[0] == -1 else (size,)), shape)
+        if np.any(zv != np.round(zv)) or np.any(zv < lo) or np.any(zv > hi):
+            return None
+        zp = np.array(zv, dtype=qt.to_numpy())  # (ascontiguousarray makes a 0-d array 1-d)
+    default = registry.get("dequantize").attrs["axis"].default
+    return {"scale": scale, "zp": zp, "axis": default if axis == -1 else axis}
+
+
+def _find_spelled_dequantize(n: Node) -> Match | None:
+    """``(cast(q) - z) * s`` (or ``cast(q) * s``) of an integer q to s's float dtype, with a
+    constant s and z of one per-tensor or per-axis layout: dequantize(q, s, z) by the op's
+    definition, as ``msc.ops.decompose.quant`` spells it (generated PyTorch's helper; any
+    exporter that writes the arithmetic)."""
+    if n.op != "mul" or len(n.inputs) != 2:
+        return None
+    for d, sv in (n.inputs, n.inputs[::-1]):
+        s = constant_value(sv)
+        p = d.producer if d is not None else None
+        if s is None or p is None or d.type != n.output.type:
+            continue
+        z, c, nodes = None, p, [p]
+        if p.op == "sub" and p.inputs[0] is not None and p.inputs[0].producer is not None:
+            z, c = constant_value(p.inputs[1]), p.inputs[0].producer
+            if z is None:
+                continue
+            nodes = [c, p] if len(c.output.uses) == 1 else [p]
+        if c.op != "cast" or c.inputs[0] is None or (p is not c and len(d.uses) != 1):
+            continue
+        q = c.inputs[0]
+        if q.type.dtype not in _SPELLED_QUANT or c.output.type.dtype.to_numpy() != s.dtype:
+            continue
+        if p is c and len(c.output.uses) != 1:
+            nodes = []
+        params = _quant_params(s, z, n.output.type.shape, q.type.dtype)
+        if params is None:
+            continue
+        return Match(n, [*nodes, n], {"q": q}, info=params)
+    return None
+
+
+def _dequantize(b: Builder, m: Match) -> Value:
+    s, z = m.info["scale"], m.info["zp"]
+    scale = b.const(s, DType.from_numpy(s.dtype))
+    zp = None if z is None else b.const(z, DType.from_numpy(z.dtype))
+    return b.op("dequantize", m["q"], scale, zp, axis=m.info["axis"], block_size=0)
+
+
+def _producer(v: Value | None, op: str) -> Node | None:
+    """``v``'s producer when it is an ``op`` that only ``v``'s one reader reads."""
+    p = v.producer if v is not None else None
+    return p if p is not None and p.op == op and len(v.uses) == 1 else None  # type: ignore[union-attr]
+
+
+def _find_spelled_quantize(n: Node) -> Match | None:
+    """``cast(clamp(round(x / s) + z, lo, hi))`` to an integer type whose range is [lo, hi]
+    (constant s and z of one layout; no ``+ z`` for no zero point): quantize(x, s, z) by the
+    op's definition (round half to even, saturating), as ``msc.ops.decompose.quant`` spells
+    it."""
+    qt = n.output.type.dtype if n.op == "cast" else None
+    cl = _producer(n.inputs[0], "clamp") if qt in _SPELLED_QUANT else None
+    if cl is None or len(cl.inputs) != 3:
+        return None
+    lo, hi = constant_value(cl.inputs[1]), constant_value(cl.inputs[2])
+    if lo is None or hi is None or lo.size != 1 or hi.size != 1:
+        return None
+    if (float(lo.reshape(-1)[0]), float(hi.reshape(-1)[0])) != _SPELLED_QUANT[qt]:  # type: ignore[index]
+        return None
+    nodes, z = [cl, n], None
+    r = _producer(cl.inputs[0], "add")
+    if r is not None:
+        nodes.insert(0, r)
+        for y, zv in (r.inputs, r.inputs[::-1]):
+            if constant_value(zv) is not None and _producer(y, "round") is not None:
+                z, r = constant_value(zv), _producer(y, "round")
+                break
+        else:
+            return None
+    else:
+        r = _producer(cl.inputs[0], "round")
+    dv = _producer(r.inputs[0], "div") if r is not None else None
+    s = constant_value(dv.inputs[1]) if dv is not None else None
+    if s is None or dv.inputs[0] is None or dv.output.type != cl.output.type:  # type: ignore[union-attr]
+        return None
+    x = dv.inputs[0]  # type: ignore[union-attr]
+    if x.type != dv.output.type or s.dtype != x.type.dtype.to_numpy():  # type: ignore[union-attr]
+        return None
+    params = _quant_params(s, z, x.type.shape, qt)  # type: ignore[arg-type, union-attr]
+    if params is None:
+        return None
+    return Match(n, [dv, r, *nodes], {"x": x}, info=params | {"dtype": qt})  # type: ignore[list-item]
+
+
+def _quantize(b: Builder, m: Match) -> Value:
+    s, z = m.info["scale"], m.info["zp"]
+    scale = b.const(s, DType.from_numpy(s.dtype))
+    zp = None if z is None else b.const(z, DType.from_numpy(z.dtype))
+    return b.op(
+        "quantize", m["x"], scale, zp, dtype=m.info["dtype"], axis=m.info["axis"], block_size=0
+    )
+
+
+def _find_zero_zero_point(n: Node) -> Match | None:
+    """quantize / dequantize with a constant zero point of zeros: the op without one (its
+    default), whichever way a file spells it (a spelled-out ``- 0`` is dropped as a no-op)."""
+    if n.op not in ("quantize", "dequantize") or len(n.inputs) < 3:
+        return None
+    z = constant_value(n.inputs[2])
+    if z is None or np.any(z != 0) or n.inputs[0] is None or n.inputs[1] is None:
+        return None
+    return Match(n, [n], {"x": n.inputs[0], "s": n.inputs[1]})
+
+
 def _keep(b: Builder, m: Match) -> Value:
     return m["x"]
 
@@ -739,6 +900,13 @@ RULES = [
         _bool_mask_attention,
     ),
     ("resize's attributes that do not apply normalized", _find_resize_spelling, _respell_resize),
+    ("quantize spelled out -> quantize", _find_spelled_quantize, _quantize),
+    ("dequantize spelled out -> dequantize", _find_spelled_dequantize, _dequantize),
+    (
+        lambda m: f"{m.root.op}'s zero zero point dropped",
+        _find_zero_zero_point,
+        lambda b, m: b.op(m.root.op, m["x"], m["s"], **m.root.attrs),
+    ),
     (
         "move of quantized integers -> move of the dequantized values",
         _find_dequantize_of_moved,
