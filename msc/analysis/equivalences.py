@@ -26,6 +26,13 @@ Rules (``msc.rewrite`` matchers, each exact; a rule's label is what ``diff`` cou
 - a resize's attributes its mode ignores at their defaults, pytorch_half_pixel as
   half_pixel where every resized dim is more than 1, constant scales as the sizes they give
   where that is exact;
+- ``x * s + t`` of per-channel float constants (dim 1) -> ``batch_norm(x, s, t, 0, 1,
+  eps=0)``: an inference BatchNorm as ``msc.ops.layout.fold_batch_norm`` writes it for a
+  target without the op (codegen.tflite's MUL + ADD); as a batch_norm it folds into the conv
+  or linear before it (``msc.ops.folds``), as the source's BatchNorm does;
+- a ``batch_norm`` of constant statistics -> that normal form (scale ``gamma / sqrt(var +
+  eps)``, shift ``beta - mean * scale``, in float64, rounded once: exact up to that rounding,
+  as the fold into a conv is), so a BatchNorm no conv absorbed compares with its MUL + ADD;
 - ``dequantize(move(q))`` -> ``move(dequantize(q))`` for a move that only rearranges
   elements (transpose, reshape, squeeze, unsqueeze, flatten) and a per-tensor scale, or a
   transpose and a per-axis scale (the axis read through the permutation): codegen.onnx writes
@@ -63,6 +70,7 @@ from msc.ir.dtype import DType
 from msc.ir.graph import Graph, Node, Value, Weight, dead_nodes
 from msc.ir.types import TensorType
 from msc.ops import registry
+from msc.ops.folds import batch_norm_scale, batch_norm_shift
 from msc.ops.infer import broadcast
 from msc.ops.nn import exact_resize_scale
 from msc.ops.quant import INT_RANGE
@@ -660,6 +668,76 @@ def _respell_resize(b: Builder, m: Match) -> Value:
     return b.op("resize", *ins, **_resize_spelling(m.root))
 
 
+# ------------------------------------------------------------------------------ batch norm
+def _channel_vector(c: np.ndarray | None, x: TensorType) -> np.ndarray | None:
+    """A float constant that broadcasts against ``x`` as one value per channel (dim 1, a
+    static size over 1, every other dim 1), as a 1-d array; else None."""
+    shape = x.shape
+    if c is None or c.dtype.kind != "f" or shape is None or len(shape) < 2 or c.ndim > len(shape):
+        return None
+    channels = shape[1]
+    full = (1,) * (len(shape) - c.ndim) + tuple(c.shape)
+    if not isinstance(channels, int) or channels < 2 or full[1] != channels:
+        return None
+    if any(d != 1 for k, d in enumerate(full) if k != 1):
+        return None
+    return c.reshape(channels)
+
+
+def _find_spelled_batch_norm(n: Node) -> Match | None:
+    """``x * s + t`` with s and t one float constant per channel (dim 1): an inference
+    batch_norm of mean 0, variance 1 and eps 0, the form ``msc.ops.layout.fold_batch_norm``
+    writes for a target without a batch norm op (codegen.tflite's MUL + ADD). As a
+    batch_norm it folds into the conv or linear before it as any BatchNorm does."""
+    if n.op != "add" or len(n.inputs) != 2:
+        return None
+    for y, tv in (n.inputs, n.inputs[::-1]):
+        mul = y.producer if y is not None else None
+        if mul is None or mul.op != "mul" or len(mul.inputs) != 2 or len(y.uses) != 1:
+            continue
+        for x, sv in (mul.inputs, mul.inputs[::-1]):
+            if x is None or constant_value(x) is not None:
+                continue
+            t = x.type
+            if not t.dtype.is_floating or t != y.type or t != n.output.type:
+                continue
+            scale = _channel_vector(constant_value(sv), t)
+            shift = _channel_vector(constant_value(tv), t)
+            if scale is None or shift is None or scale.dtype != t.dtype.to_numpy():
+                continue
+            return Match(n, [mul, n], {"x": x}, info={"scale": scale, "shift": shift})
+    return None
+
+
+def _affine_batch_norm(b: Builder, m: Match) -> Value:
+    s, t = m.info["scale"], m.info["shift"]
+    dt = DType.from_numpy(s.dtype)
+    mean, var = b.const(np.zeros_like(s), dt), b.const(np.ones_like(s), dt)
+    return b.op("batch_norm", m["x"], b.const(s, dt), b.const(t, dt), mean, var, eps=0.0)
+
+
+def _find_batch_norm_statistics(n: Node) -> Match | None:
+    """batch_norm(x, gamma, beta, mean, var, eps) of constants, not yet of mean 0, variance 1
+    and eps 0: that form with scale ``gamma / sqrt(var + eps)`` and shift ``beta - mean *
+    scale`` (computed in float64, rounded once), so a BatchNorm no conv absorbed compares
+    with its statistics folded into a MUL and an ADD."""
+    if n.op != "batch_norm" or n.inputs[0] is None or len(n.inputs) < 5:
+        return None
+    gamma, beta, mean, var = (constant_value(v) if v is not None else None for v in n.inputs[1:5])
+    if mean is None or var is None or mean.dtype.kind != "f" or mean.shape != var.shape:
+        return None
+    if any(v is not None and c is None for v, c in zip(n.inputs[1:3], (gamma, beta))):
+        return None
+    if n.attrs["eps"] == 0.0 and not np.any(mean) and np.all(var == 1):
+        return None
+    scale = batch_norm_scale(gamma, var, n.attrs["eps"])
+    shift = batch_norm_shift(None, mean, scale, beta)
+    dt = n.output.type.dtype.to_numpy()
+    return Match(
+        n, [n], {"x": n.inputs[0]}, info={"scale": scale.astype(dt), "shift": shift.astype(dt)}
+    )
+
+
 # ------------------------------------------------------------------------------ quantization
 _MOVES = ("transpose", "reshape", "squeeze", "unsqueeze", "flatten")
 
@@ -900,6 +978,16 @@ RULES = [
         _bool_mask_attention,
     ),
     ("resize's attributes that do not apply normalized", _find_resize_spelling, _respell_resize),
+    (
+        "batch_norm spelled out as mul + add -> batch_norm",
+        _find_spelled_batch_norm,
+        _affine_batch_norm,
+    ),
+    (
+        "batch_norm's statistics folded into its scale and shift",
+        _find_batch_norm_statistics,
+        _affine_batch_norm,
+    ),
     ("quantize spelled out -> quantize", _find_spelled_quantize, _quantize),
     ("dequantize spelled out -> dequantize", _find_spelled_dequantize, _dequantize),
     (
