@@ -17,7 +17,8 @@ Graph passes (spellings and constants, not patterns):
   read only weights are computed -> weights;
 - ``normalize_spellings``: axes non-negative and sorted, trailing absent inputs dropped, a
   slice's default and constant-input axes and steps as attributes, a per-tensor
-  quantize's or dequantize's axis as the default.
+  quantize's or dequantize's axis as the default, a sort whose indices nothing reads as
+  stable (ties are equal values: their order does not show).
 
 Pattern rewrites (``msc.rewrite`` patterns, ``RULES``; each counted under its label):
 
@@ -252,6 +253,8 @@ def normalize_spellings(g: Graph, done: Counter[str]) -> None:
         if isinstance(dil, tuple | list) and dil and all(d == 1 for d in dil):
             if g.opset.get(n.op).attrs["dilation"].default == ():
                 _set_op(g, n, n.op, {**n.attrs, "dilation": ()})
+        if n.op == "sort" and not n.attrs["stable"] and not n.outputs[1].uses:
+            _set_op(g, n, n.op, {**n.attrs, "stable": True})  # ties: equal values, any order
         if n.op in ("quantize", "dequantize") and _per_tensor(n) and n.attrs["axis"] != 1:
             _set_op(g, n, n.op, {**n.attrs, "axis": 1})  # the default; it applies to nothing
         if n.op == "embedding" and n.attrs.get("padding_idx") is not None:

@@ -11,7 +11,13 @@ Rules (``msc.rewrite`` matchers, each exact; a rule's label is what ``diff`` cou
   torch.export's ``select`` against ONNX's Gather of a scalar index;
 - ``index(x, i)`` on one axis -> ``gather(x, i, axis)`` (torch.export's ``x[i]``);
 - ``topk`` sorted and stable (ONNX's TopK) -> the first k of a stable ``sort`` (generated
-  PyTorch's spelling: torch.topk has no stable order);
+  PyTorch's spelling: torch.topk has no stable order); a sorted topk whose indices nothing
+  reads alike, stable or not (equal values are equal in any order); a topk of the whole axis
+  (k the dim, or read from x's shape) -> the sort itself: ONNX's TopK orders ties by index,
+  lower first, for largest and smallest alike (the spec's tiebreak), which is a stable
+  sort's order ascending or descending (msc's and torch's ``stable``; JAX's jnp.sort /
+  argsort give it too), so codegen.onnx's TopK spelling of a sort reads back as the sort;
+- ``argsort(x)`` -> the indices of ``sort(x)`` of the same attributes;
 - ``gather(x, range(0, n, 1), axis)`` -> ``slice(x, 0, n, axis)`` where ``n`` is at most the
   dim (torch.export's slice to a symbolic end, against ONNX's Slice);
 - gather-style ops' ``negative_indices`` where the indices are known not to be negative;
@@ -293,23 +299,88 @@ def _find_one_index(n: Node) -> Match | None:
     return Match(n, [n], {"x": x, "i": i}, info={"axis": axis})
 
 
+def _full_length(n: Node, x: Value, axis: int) -> bool:
+    """The topk ``n`` keeps every element along ``axis``: k is the dim (a constant k of a
+    static dim, or k read from x's shape at run time, as codegen.onnx writes a sort of a
+    symbolic dim)."""
+    dim = x.type.shape[axis]  # type: ignore[index]
+    k = n.attrs["k"]
+    if k is not None:
+        return isinstance(dim, int) and k == dim
+    kv = n.inputs[1]
+    c = constant_value(kv)
+    if c is not None:
+        return c.size == 1 and isinstance(dim, int) and int(c.reshape(-1)[0]) == dim
+    p = kv.producer if kv is not None else None
+    if p is not None and p.op in ("reshape", "squeeze", "unsqueeze") and p.inputs[0] is not None:
+        p = p.inputs[0].producer  # a [1] k or a scalar one, of the same value
+    return p is not None and _dim_read(p, x) == axis
+
+
+def _dim_read(p: Node, x: Value) -> int | None:
+    """The axis of ``x`` whose size ``p`` computes from x's shape (``shape(x)[a]`` as a gather
+    of the whole shape, or ``shape(x, a, a + 1)``), else None."""
+    rank = x.type.rank
+    if rank is None:
+        return None
+    if p.op == "gather" and p.attrs["axis"] == 0 and p.inputs[0] is not None:
+        s, i = p.inputs[0].producer, constant_value(p.inputs[1])
+        if s is None or s.op != "shape" or s.inputs[0] is not x or i is None or i.size != 1:
+            return None
+        if s.attrs.get("start") or s.attrs.get("end") is not None:
+            return None
+        return int(i.reshape(-1)[0]) % rank
+    if p.op == "shape" and p.inputs[0] is x:
+        start, end = p.attrs.get("start") or 0, p.attrs.get("end")
+        a = start % rank
+        return a if (end if end is not None else rank) % (rank + 1) == a + 1 else None
+    return None
+
+
 def _find_stable_topk(n: Node) -> Match | None:
     """topk(x, k) that is sorted and stable (ties in index order, ONNX's TopK) is the first k
-    of a stable sort: what generated PyTorch writes, torch.topk having no stable order."""
+    of a stable sort: what generated PyTorch writes, torch.topk having no stable order. One
+    whose indices nothing reads needs no stable order (equal values are equal whatever order
+    ties take); one of the whole axis is the sort itself (JAX's jnp.sort, written to ONNX as
+    TopK of k = the dim)."""
     a = n.attrs if n.op == "topk" else {}
     x = n.inputs[0] if a else None
-    if x is None or x.type.rank is None or a["k"] is None:
+    if x is None or x.type.rank is None or not a["sorted"]:
         return None
-    if not (a["sorted"] and a["stable"]) or (len(n.inputs) > 1 and n.inputs[1] is not None):
+    stable = a["stable"] or not n.outputs[1].uses
+    axis = a["axis"] % x.type.rank
+    full = _full_length(n, x, axis)
+    runtime_k = len(n.inputs) > 1 and n.inputs[1] is not None
+    if not stable or not (full or (a["k"] is not None and not runtime_k)):
         return None
-    return Match(n, [n], {"x": x}, info={"axis": a["axis"] % x.type.rank})
+    return Match(n, [n], {"x": x}, info={"axis": axis, "full": full, "stable": a["stable"]})
+
+
+def _topk_label(m: Match) -> str:
+    if m.info["full"]:
+        return "topk of the whole axis -> sort"
+    return "stable topk -> sort + slice" if m.info["stable"] else "topk's values -> sort + slice"
 
 
 def _sorted_first_k(b: Builder, m: Match) -> list[Value]:
     a, axis = m.root.attrs, m.info["axis"]
     out = b.multi("sort", m["x"], axis=a["axis"], descending=a["largest"], stable=True)
+    if m.info["full"]:
+        return list(out)
     cut = {"starts": [0], "ends": [a["k"]], "axes": [axis], "steps": [1]}
     return [b.op("slice", v, **cut) for v in out]
+
+
+def _find_argsort(n: Node) -> Match | None:
+    """argsort(x) is the indices output of sort(x) of the same attributes: one spelling for
+    both (a full-length TopK read back is a sort, whichever output was read)."""
+    if n.op != "argsort" or n.inputs[0] is None:
+        return None
+    return Match(n, [n], {"x": n.inputs[0]})
+
+
+def _sort_indices(b: Builder, m: Match) -> Value:
+    return b.multi("sort", m["x"], **m.root.attrs)[1]
 
 
 def _integer_zeros(v: Value | None, depth: int = 0) -> bool:
@@ -947,7 +1018,8 @@ RULES = [
         _find_one_index,
         lambda b, m: b.op("gather", m["x"], m["i"], axis=m.info["axis"]),
     ),
-    ("stable topk -> sort + slice", _find_stable_topk, _sorted_first_k),
+    (_topk_label, _find_stable_topk, _sorted_first_k),
+    ("argsort -> sort's indices", _find_argsort, _sort_indices),
     (
         "negative_indices of indices never negative dropped",
         _find_negative_indices,
