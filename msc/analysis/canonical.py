@@ -16,7 +16,9 @@ Graph passes (spellings and constants, not patterns):
 - ``constants_to_weights``: ``constant`` nodes -> weights; ``fold_constants``: nodes that
   read only weights are computed -> weights;
 - ``normalize_spellings``: axes non-negative and sorted, trailing absent inputs dropped, a
-  slice's default and constant-input axes and steps as attributes.
+  slice's default and constant-input axes and steps as attributes, a per-tensor
+  quantize's or dequantize's axis as the default, a sort whose indices nothing reads as
+  stable (ties are equal values: their order does not show).
 
 Pattern rewrites (``msc.rewrite`` patterns, ``RULES``; each counted under its label):
 
@@ -251,6 +253,10 @@ def normalize_spellings(g: Graph, done: Counter[str]) -> None:
         if isinstance(dil, tuple | list) and dil and all(d == 1 for d in dil):
             if g.opset.get(n.op).attrs["dilation"].default == ():
                 _set_op(g, n, n.op, {**n.attrs, "dilation": ()})
+        if n.op == "sort" and not n.attrs["stable"] and not n.outputs[1].uses:
+            _set_op(g, n, n.op, {**n.attrs, "stable": True})  # ties: equal values, any order
+        if n.op in ("quantize", "dequantize") and _per_tensor(n) and n.attrs["axis"] != 1:
+            _set_op(g, n, n.op, {**n.attrs, "axis": 1})  # the default; it applies to nothing
         if n.op == "embedding" and n.attrs.get("padding_idx") is not None:
             _set_op(g, n, n.op, {**n.attrs, "padding_idx": None})
         if n.op == "slice" and rank:
@@ -262,6 +268,14 @@ def normalize_spellings(g: Graph, done: Counter[str]) -> None:
         new = sorted(a % rank for a in axes)
         if list(axes) != new:
             _set_op(g, n, n.op, {**n.attrs, "axes": new})
+
+
+def _per_tensor(n: Node) -> bool:
+    """A quantize / dequantize of one scale for the whole tensor (its axis applies to
+    nothing)."""
+    s = n.inputs[1] if len(n.inputs) > 1 else None
+    shape = s.type.shape if s is not None and isinstance(s.type, TensorType) else None
+    return not n.attrs["block_size"] and shape is not None and len(shape) <= 1 and _size(shape) == 1
 
 
 def _slice_defaults(g: Graph, n: Node, rank: int) -> None:

@@ -11,7 +11,13 @@ Rules (``msc.rewrite`` matchers, each exact; a rule's label is what ``diff`` cou
   torch.export's ``select`` against ONNX's Gather of a scalar index;
 - ``index(x, i)`` on one axis -> ``gather(x, i, axis)`` (torch.export's ``x[i]``);
 - ``topk`` sorted and stable (ONNX's TopK) -> the first k of a stable ``sort`` (generated
-  PyTorch's spelling: torch.topk has no stable order);
+  PyTorch's spelling: torch.topk has no stable order); a sorted topk whose indices nothing
+  reads alike, stable or not (equal values are equal in any order); a topk of the whole axis
+  (k the dim, or read from x's shape) -> the sort itself: ONNX's TopK orders ties by index,
+  lower first, for largest and smallest alike (the spec's tiebreak), which is a stable
+  sort's order ascending or descending (msc's and torch's ``stable``; JAX's jnp.sort /
+  argsort give it too), so codegen.onnx's TopK spelling of a sort reads back as the sort;
+- ``argsort(x)`` -> the indices of ``sort(x)`` of the same attributes;
 - ``gather(x, range(0, n, 1), axis)`` -> ``slice(x, 0, n, axis)`` where ``n`` is at most the
   dim (torch.export's slice to a symbolic end, against ONNX's Slice);
 - gather-style ops' ``negative_indices`` where the indices are known not to be negative;
@@ -28,10 +34,28 @@ Rules (``msc.rewrite`` matchers, each exact; a rule's label is what ``diff`` cou
   where that is exact;
 - ``clamp(x, lo, hi)`` by constant one-element bounds of a float ``x`` -> ``hardtanh``
   (ONNX's Clip takes its bounds as inputs);
+- ``x * s + t`` of per-channel float constants (dim 1) -> ``batch_norm(x, s, t, 0, 1,
+  eps=0)``: an inference BatchNorm as ``msc.ops.layout.fold_batch_norm`` writes it for a
+  target without the op (codegen.tflite's MUL + ADD); as a batch_norm it folds into the conv
+  or linear before it (``msc.ops.folds``), as the source's BatchNorm does;
+- a ``batch_norm`` of constant statistics -> that normal form (scale ``gamma / sqrt(var +
+  eps)``, shift ``beta - mean * scale``, in float64, rounded once: exact up to that rounding,
+  as the fold into a conv is), so a BatchNorm no conv absorbed compares with its MUL + ADD;
 - ``dequantize(move(q))`` -> ``move(dequantize(q))`` for a move that only rearranges
   elements (transpose, reshape, squeeze, unsqueeze, flatten) and a per-tensor scale, or a
   transpose and a per-axis scale (the axis read through the permutation): codegen.onnx writes
   the move on the integers (the QDQ form onnxruntime expects), frontends dequantize first.
+- quantize / dequantize spelled out as their decompositions (``msc.ops.decompose.quant``):
+  ``cast(clamp(round(x / s) + z, lo, hi))`` with [lo, hi] the integer type's range ->
+  ``quantize(x, s, z)``, ``(cast(q) - z) * s`` -> ``dequantize(q, s, z)``, of constant s and z
+  of one per-tensor or per-axis layout (int32 excluded: ``cast(i) * c`` of int32 positions is
+  arithmetic). Generated PyTorch runs those decompositions op for op (torch has no
+  QuantizeLinear), and any exporter may write the arithmetic; recognizing the spelling on
+  whichever side has it, rather than lowering the op on both, keeps the other quantization
+  rules (moves of integers) and a diff of two QDQ graphs at the op's level, and a changed
+  scale or zero point stays a changed input of the op;
+- a quantize's / dequantize's all-zero zero point -> none (``- 0`` spelled out is dropped as a
+  no-op).
 
 Graph passes: ``merge_duplicates`` (one node for computations that are the same op of the
 same inputs: torch.export repeats an ``arange`` that torch.onnx computes once) and
@@ -54,8 +78,10 @@ from msc.ir.dtype import DType
 from msc.ir.graph import Graph, Node, Value, Weight, dead_nodes
 from msc.ir.types import TensorType
 from msc.ops import registry
+from msc.ops.folds import batch_norm_scale, batch_norm_shift
 from msc.ops.infer import broadcast
 from msc.ops.nn import exact_resize_scale
+from msc.ops.quant import INT_RANGE
 from msc.ops.rewrite import Match, constant_value
 
 __all__ = ["RULES", "merge_duplicates", "drop_dead"]
@@ -275,23 +301,88 @@ def _find_one_index(n: Node) -> Match | None:
     return Match(n, [n], {"x": x, "i": i}, info={"axis": axis})
 
 
+def _full_length(n: Node, x: Value, axis: int) -> bool:
+    """The topk ``n`` keeps every element along ``axis``: k is the dim (a constant k of a
+    static dim, or k read from x's shape at run time, as codegen.onnx writes a sort of a
+    symbolic dim)."""
+    dim = x.type.shape[axis]  # type: ignore[index]
+    k = n.attrs["k"]
+    if k is not None:
+        return isinstance(dim, int) and k == dim
+    kv = n.inputs[1]
+    c = constant_value(kv)
+    if c is not None:
+        return c.size == 1 and isinstance(dim, int) and int(c.reshape(-1)[0]) == dim
+    p = kv.producer if kv is not None else None
+    if p is not None and p.op in ("reshape", "squeeze", "unsqueeze") and p.inputs[0] is not None:
+        p = p.inputs[0].producer  # a [1] k or a scalar one, of the same value
+    return p is not None and _dim_read(p, x) == axis
+
+
+def _dim_read(p: Node, x: Value) -> int | None:
+    """The axis of ``x`` whose size ``p`` computes from x's shape (``shape(x)[a]`` as a gather
+    of the whole shape, or ``shape(x, a, a + 1)``), else None."""
+    rank = x.type.rank
+    if rank is None:
+        return None
+    if p.op == "gather" and p.attrs["axis"] == 0 and p.inputs[0] is not None:
+        s, i = p.inputs[0].producer, constant_value(p.inputs[1])
+        if s is None or s.op != "shape" or s.inputs[0] is not x or i is None or i.size != 1:
+            return None
+        if s.attrs.get("start") or s.attrs.get("end") is not None:
+            return None
+        return int(i.reshape(-1)[0]) % rank
+    if p.op == "shape" and p.inputs[0] is x:
+        start, end = p.attrs.get("start") or 0, p.attrs.get("end")
+        a = start % rank
+        return a if (end if end is not None else rank) % (rank + 1) == a + 1 else None
+    return None
+
+
 def _find_stable_topk(n: Node) -> Match | None:
     """topk(x, k) that is sorted and stable (ties in index order, ONNX's TopK) is the first k
-    of a stable sort: what generated PyTorch writes, torch.topk having no stable order."""
+    of a stable sort: what generated PyTorch writes, torch.topk having no stable order. One
+    whose indices nothing reads needs no stable order (equal values are equal whatever order
+    ties take); one of the whole axis is the sort itself (JAX's jnp.sort, written to ONNX as
+    TopK of k = the dim)."""
     a = n.attrs if n.op == "topk" else {}
     x = n.inputs[0] if a else None
-    if x is None or x.type.rank is None or a["k"] is None:
+    if x is None or x.type.rank is None or not a["sorted"]:
         return None
-    if not (a["sorted"] and a["stable"]) or (len(n.inputs) > 1 and n.inputs[1] is not None):
+    stable = a["stable"] or not n.outputs[1].uses
+    axis = a["axis"] % x.type.rank
+    full = _full_length(n, x, axis)
+    runtime_k = len(n.inputs) > 1 and n.inputs[1] is not None
+    if not stable or not (full or (a["k"] is not None and not runtime_k)):
         return None
-    return Match(n, [n], {"x": x}, info={"axis": a["axis"] % x.type.rank})
+    return Match(n, [n], {"x": x}, info={"axis": axis, "full": full, "stable": a["stable"]})
+
+
+def _topk_label(m: Match) -> str:
+    if m.info["full"]:
+        return "topk of the whole axis -> sort"
+    return "stable topk -> sort + slice" if m.info["stable"] else "topk's values -> sort + slice"
 
 
 def _sorted_first_k(b: Builder, m: Match) -> list[Value]:
     a, axis = m.root.attrs, m.info["axis"]
     out = b.multi("sort", m["x"], axis=a["axis"], descending=a["largest"], stable=True)
+    if m.info["full"]:
+        return list(out)
     cut = {"starts": [0], "ends": [a["k"]], "axes": [axis], "steps": [1]}
     return [b.op("slice", v, **cut) for v in out]
+
+
+def _find_argsort(n: Node) -> Match | None:
+    """argsort(x) is the indices output of sort(x) of the same attributes: one spelling for
+    both (a full-length TopK read back is a sort, whichever output was read)."""
+    if n.op != "argsort" or n.inputs[0] is None:
+        return None
+    return Match(n, [n], {"x": n.inputs[0]})
+
+
+def _sort_indices(b: Builder, m: Match) -> Value:
+    return b.multi("sort", m["x"], **m.root.attrs)[1]
 
 
 def _integer_zeros(v: Value | None, depth: int = 0) -> bool:
@@ -650,6 +741,76 @@ def _respell_resize(b: Builder, m: Match) -> Value:
     return b.op("resize", *ins, **_resize_spelling(m.root))
 
 
+# ------------------------------------------------------------------------------ batch norm
+def _channel_vector(c: np.ndarray | None, x: TensorType) -> np.ndarray | None:
+    """A float constant that broadcasts against ``x`` as one value per channel (dim 1, a
+    static size over 1, every other dim 1), as a 1-d array; else None."""
+    shape = x.shape
+    if c is None or c.dtype.kind != "f" or shape is None or len(shape) < 2 or c.ndim > len(shape):
+        return None
+    channels = shape[1]
+    full = (1,) * (len(shape) - c.ndim) + tuple(c.shape)
+    if not isinstance(channels, int) or channels < 2 or full[1] != channels:
+        return None
+    if any(d != 1 for k, d in enumerate(full) if k != 1):
+        return None
+    return c.reshape(channels)
+
+
+def _find_spelled_batch_norm(n: Node) -> Match | None:
+    """``x * s + t`` with s and t one float constant per channel (dim 1): an inference
+    batch_norm of mean 0, variance 1 and eps 0, the form ``msc.ops.layout.fold_batch_norm``
+    writes for a target without a batch norm op (codegen.tflite's MUL + ADD). As a
+    batch_norm it folds into the conv or linear before it as any BatchNorm does."""
+    if n.op != "add" or len(n.inputs) != 2:
+        return None
+    for y, tv in (n.inputs, n.inputs[::-1]):
+        mul = y.producer if y is not None else None
+        if mul is None or mul.op != "mul" or len(mul.inputs) != 2 or len(y.uses) != 1:
+            continue
+        for x, sv in (mul.inputs, mul.inputs[::-1]):
+            if x is None or constant_value(x) is not None:
+                continue
+            t = x.type
+            if not t.dtype.is_floating or t != y.type or t != n.output.type:
+                continue
+            scale = _channel_vector(constant_value(sv), t)
+            shift = _channel_vector(constant_value(tv), t)
+            if scale is None or shift is None or scale.dtype != t.dtype.to_numpy():
+                continue
+            return Match(n, [mul, n], {"x": x}, info={"scale": scale, "shift": shift})
+    return None
+
+
+def _affine_batch_norm(b: Builder, m: Match) -> Value:
+    s, t = m.info["scale"], m.info["shift"]
+    dt = DType.from_numpy(s.dtype)
+    mean, var = b.const(np.zeros_like(s), dt), b.const(np.ones_like(s), dt)
+    return b.op("batch_norm", m["x"], b.const(s, dt), b.const(t, dt), mean, var, eps=0.0)
+
+
+def _find_batch_norm_statistics(n: Node) -> Match | None:
+    """batch_norm(x, gamma, beta, mean, var, eps) of constants, not yet of mean 0, variance 1
+    and eps 0: that form with scale ``gamma / sqrt(var + eps)`` and shift ``beta - mean *
+    scale`` (computed in float64, rounded once), so a BatchNorm no conv absorbed compares
+    with its statistics folded into a MUL and an ADD."""
+    if n.op != "batch_norm" or n.inputs[0] is None or len(n.inputs) < 5:
+        return None
+    gamma, beta, mean, var = (constant_value(v) if v is not None else None for v in n.inputs[1:5])
+    if mean is None or var is None or mean.dtype.kind != "f" or mean.shape != var.shape:
+        return None
+    if any(v is not None and c is None for v, c in zip(n.inputs[1:3], (gamma, beta))):
+        return None
+    if n.attrs["eps"] == 0.0 and not np.any(mean) and np.all(var == 1):
+        return None
+    scale = batch_norm_scale(gamma, var, n.attrs["eps"])
+    shift = batch_norm_shift(None, mean, scale, beta)
+    dt = n.output.type.dtype.to_numpy()
+    return Match(
+        n, [n], {"x": n.inputs[0]}, info={"scale": scale.astype(dt), "shift": shift.astype(dt)}
+    )
+
+
 # ------------------------------------------------------------------------------ quantization
 _MOVES = ("transpose", "reshape", "squeeze", "unsqueeze", "flatten")
 
@@ -703,7 +864,158 @@ def _find_constant_clamp(n: Node) -> Match | None:
         bounds.append(float(c.reshape(())))
     if x.type != n.output.type or any(np.isnan(b) for b in bounds):
         return None
+    if any(u.op == "cast" and not u.output.type.dtype.is_floating for u, _ in n.output.uses):
+        return None  # the saturation of a spelled-out quantize (its own rule reads it)
     return Match(n, [n], {"x": x}, info={"min": bounds[0], "max": bounds[1]})
+
+
+# The integer types whose spelled-out (de)quantization is recognized: an int32 ``cast(i) * c``
+# (positions times a frequency) is arithmetic, not a quantized tensor.
+_SPELLED_QUANT = {t: r for t, r in INT_RANGE.items() if t is not DType.INT32}
+
+
+def _quant_layout(c: np.ndarray, out: tuple | None) -> tuple[int, int] | None:
+    """(axis, elements) of a constant scale or zero point spelled to broadcast against a value
+    of shape ``out`` (``msc.ops.decompose.quant``'s spread): one element is per tensor (axis
+    -1), a shape of ones but one dim that is ``out``'s there is per axis; else None."""
+    if out is None or c.ndim > len(out) or any(not isinstance(d, int) for d in out):
+        return None
+    shape = (1,) * (len(out) - c.ndim) + tuple(c.shape)
+    wide = [k for k, d in enumerate(shape) if d != 1]
+    if not wide:
+        return (-1, 1)
+    if len(wide) == 1 and shape[wide[0]] == out[wide[0]]:
+        return (wide[0], shape[wide[0]])
+    return None
+
+
+def _quant_params(s: np.ndarray, z: np.ndarray | None, out: tuple | None, qt: DType) -> dict | None:
+    """The scale and zero point of a spelled-out (de)quantization as the op takes them (a 0-d
+    per-tensor or a 1-d per-axis scale; the zero point in the quantized type, of the scale's
+    shape), or None: a scale that is not float or not of one layout, a zero point of another
+    axis or not whole numbers in ``qt``'s range."""
+    if s.dtype.kind != "f" or not s.size:
+        return None
+    ls = _quant_layout(s, out)
+    lz = (-1, 1) if z is None else _quant_layout(z, out)
+    if ls is None or lz is None or (lz[0] != -1 and lz != ls):
+        return None
+    axis, size = ls
+    shape = () if axis == -1 else (size,)
+    scale = s.reshape(shape)
+    zp = None
+    if z is not None:
+        lo, hi = _SPELLED_QUANT[qt]
+        zv = np.broadcast_to(z.reshape(() if lz[0] == -1 else (size,)), shape)
+        if np.any(zv != np.round(zv)) or np.any(zv < lo) or np.any(zv > hi):
+            return None
+        zp = np.array(zv, dtype=qt.to_numpy())  # (ascontiguousarray makes a 0-d array 1-d)
+    default = registry.get("dequantize").attrs["axis"].default
+    return {"scale": scale, "zp": zp, "axis": default if axis == -1 else axis}
+
+
+def _find_spelled_dequantize(n: Node) -> Match | None:
+    """``(cast(q) - z) * s`` (or ``cast(q) * s``) of an integer q to s's float dtype, with a
+    constant s and z of one per-tensor or per-axis layout: dequantize(q, s, z) by the op's
+    definition, as ``msc.ops.decompose.quant`` spells it (generated PyTorch's helper; any
+    exporter that writes the arithmetic)."""
+    if n.op != "mul" or len(n.inputs) != 2:
+        return None
+    for d, sv in (n.inputs, n.inputs[::-1]):
+        s = constant_value(sv)
+        p = d.producer if d is not None else None
+        if s is None or p is None or d.type != n.output.type:
+            continue
+        z, c, nodes = None, p, [p]
+        if p.op == "sub" and p.inputs[0] is not None and p.inputs[0].producer is not None:
+            z, c = constant_value(p.inputs[1]), p.inputs[0].producer
+            if z is None:
+                continue
+            nodes = [c, p] if len(c.output.uses) == 1 else [p]
+        if c.op != "cast" or c.inputs[0] is None or (p is not c and len(d.uses) != 1):
+            continue
+        q = c.inputs[0]
+        if q.type.dtype not in _SPELLED_QUANT or c.output.type.dtype.to_numpy() != s.dtype:
+            continue
+        if p is c and len(c.output.uses) != 1:
+            nodes = []
+        params = _quant_params(s, z, n.output.type.shape, q.type.dtype)
+        if params is None:
+            continue
+        return Match(n, [*nodes, n], {"q": q}, info=params)
+    return None
+
+
+def _dequantize(b: Builder, m: Match) -> Value:
+    s, z = m.info["scale"], m.info["zp"]
+    scale = b.const(s, DType.from_numpy(s.dtype))
+    zp = None if z is None else b.const(z, DType.from_numpy(z.dtype))
+    return b.op("dequantize", m["q"], scale, zp, axis=m.info["axis"], block_size=0)
+
+
+def _producer(v: Value | None, op: str) -> Node | None:
+    """``v``'s producer when it is an ``op`` that only ``v``'s one reader reads."""
+    p = v.producer if v is not None else None
+    return p if p is not None and p.op == op and len(v.uses) == 1 else None  # type: ignore[union-attr]
+
+
+def _find_spelled_quantize(n: Node) -> Match | None:
+    """``cast(clamp(round(x / s) + z, lo, hi))`` to an integer type whose range is [lo, hi]
+    (constant s and z of one layout; no ``+ z`` for no zero point): quantize(x, s, z) by the
+    op's definition (round half to even, saturating), as ``msc.ops.decompose.quant`` spells
+    it."""
+    qt = n.output.type.dtype if n.op == "cast" else None
+    cl = _producer(n.inputs[0], "clamp") if qt in _SPELLED_QUANT else None
+    if cl is None or len(cl.inputs) != 3:
+        return None
+    lo, hi = constant_value(cl.inputs[1]), constant_value(cl.inputs[2])
+    if lo is None or hi is None or lo.size != 1 or hi.size != 1:
+        return None
+    if (float(lo.reshape(-1)[0]), float(hi.reshape(-1)[0])) != _SPELLED_QUANT[qt]:  # type: ignore[index]
+        return None
+    nodes, z = [cl, n], None
+    r = _producer(cl.inputs[0], "add")
+    if r is not None:
+        nodes.insert(0, r)
+        for y, zv in (r.inputs, r.inputs[::-1]):
+            if constant_value(zv) is not None and _producer(y, "round") is not None:
+                z, r = constant_value(zv), _producer(y, "round")
+                break
+        else:
+            return None
+    else:
+        r = _producer(cl.inputs[0], "round")
+    dv = _producer(r.inputs[0], "div") if r is not None else None
+    s = constant_value(dv.inputs[1]) if dv is not None else None
+    if s is None or dv.inputs[0] is None or dv.output.type != cl.output.type:  # type: ignore[union-attr]
+        return None
+    x = dv.inputs[0]  # type: ignore[union-attr]
+    if x.type != dv.output.type or s.dtype != x.type.dtype.to_numpy():  # type: ignore[union-attr]
+        return None
+    params = _quant_params(s, z, x.type.shape, qt)  # type: ignore[arg-type, union-attr]
+    if params is None:
+        return None
+    return Match(n, [dv, r, *nodes], {"x": x}, info=params | {"dtype": qt})  # type: ignore[list-item]
+
+
+def _quantize(b: Builder, m: Match) -> Value:
+    s, z = m.info["scale"], m.info["zp"]
+    scale = b.const(s, DType.from_numpy(s.dtype))
+    zp = None if z is None else b.const(z, DType.from_numpy(z.dtype))
+    return b.op(
+        "quantize", m["x"], scale, zp, dtype=m.info["dtype"], axis=m.info["axis"], block_size=0
+    )
+
+
+def _find_zero_zero_point(n: Node) -> Match | None:
+    """quantize / dequantize with a constant zero point of zeros: the op without one (its
+    default), whichever way a file spells it (a spelled-out ``- 0`` is dropped as a no-op)."""
+    if n.op not in ("quantize", "dequantize") or len(n.inputs) < 3:
+        return None
+    z = constant_value(n.inputs[2])
+    if z is None or np.any(z != 0) or n.inputs[0] is None or n.inputs[1] is None:
+        return None
+    return Match(n, [n], {"x": n.inputs[0], "s": n.inputs[1]})
 
 
 def _keep(b: Builder, m: Match) -> Value:
@@ -731,7 +1043,8 @@ RULES = [
         _find_one_index,
         lambda b, m: b.op("gather", m["x"], m["i"], axis=m.info["axis"]),
     ),
-    ("stable topk -> sort + slice", _find_stable_topk, _sorted_first_k),
+    (_topk_label, _find_stable_topk, _sorted_first_k),
+    ("argsort -> sort's indices", _find_argsort, _sort_indices),
     (
         "negative_indices of indices never negative dropped",
         _find_negative_indices,
@@ -766,6 +1079,23 @@ RULES = [
         "clamp by constant bounds -> hardtanh",
         _find_constant_clamp,
         lambda b, m: b.op("hardtanh", m["x"], min=m.info["min"], max=m.info["max"]),
+    ),
+    (
+        "batch_norm spelled out as mul + add -> batch_norm",
+        _find_spelled_batch_norm,
+        _affine_batch_norm,
+    ),
+    (
+        "batch_norm's statistics folded into its scale and shift",
+        _find_batch_norm_statistics,
+        _affine_batch_norm,
+    ),
+    ("quantize spelled out -> quantize", _find_spelled_quantize, _quantize),
+    ("dequantize spelled out -> dequantize", _find_spelled_dequantize, _dequantize),
+    (
+        lambda m: f"{m.root.op}'s zero zero point dropped",
+        _find_zero_zero_point,
+        lambda b, m: b.op(m.root.op, m["x"], m["s"], **m.root.attrs),
     ),
     (
         "move of quantized integers -> move of the dequantized values",

@@ -458,9 +458,10 @@ def _take(k, spelled):
     return body
 
 
-def _topk(k, spelled):
+def _topk(k, spelled, stable=True):
     """The k largest along the last axis, in a stable order: ONNX's TopK, or generated
-    PyTorch's stable sort and slice."""
+    PyTorch's stable sort and slice (``stable`` False: torch.topk, whose values alone are
+    read)."""
 
     def body(g, x):
         if spelled:
@@ -469,7 +470,7 @@ def _topk(k, spelled):
             ).outputs
             y = _op(g, "slice", values, starts=[0], ends=[k], axes=[3], steps=[1])
         else:
-            y = g.add_node("topk", [x], {"k": k, "axis": -1, "stable": True}).outputs[0]
+            y = g.add_node("topk", [x], {"k": k, "axis": -1, "stable": stable}).outputs[0]
         return _op(g, "relu", y)
 
     return body
@@ -525,6 +526,27 @@ def _spelled_layer_norm(eps):
     return body
 
 
+def _sorted(via_topk, largest=False, stable=True, indices=False):
+    """x sorted along the last axis (4 elements), ascending unless ``largest``: a stable sort
+    (JAX's jnp.sort, ``indices``: jnp.argsort), or a TopK of k = 4 as codegen.onnx writes one
+    (ONNX's TopK orders ties by index: ``stable``)."""
+
+    def body(g, x):
+        if via_topk:
+            attrs = {"k": 4, "axis": -1, "largest": largest, "stable": stable}
+            values, idx = g.add_node("topk", [x], attrs).outputs
+        elif indices:
+            idx = _op(g, "argsort", x, axis=-1, descending=largest, stable=True)
+        else:
+            attrs = {"axis": -1, "descending": largest, "stable": True}
+            values, idx = g.add_node("sort", [x], attrs).outputs
+        if indices:
+            return _op(g, "relu", _op(g, "cast", idx, to=F32))
+        return _op(g, "relu", values)
+
+    return body
+
+
 ALL_TRUE, ONE_FALSE = np.ones((1, 1, 4, 4), bool), np.eye(4, dtype=bool).reshape(1, 1, 4, 4)
 CANONICAL_CASES = [
     # id, A, B (the same computation), B' (a real change), the rewrite diff names
@@ -553,6 +575,15 @@ CANONICAL_CASES = [
     ("topk", _topk(2, False), _topk(2, True), _topk(3, True), "stable topk -> sort + slice"),
     ("clip", _clip(0, None), _clip(0.0, 6.0), _clip(0.0, 5.0),
      "clamp by constant bounds -> hardtanh"),
+    ("topk values", _topk(2, True), _topk(2, False, False), _topk(3, False, False),
+     "topk's values -> sort + slice"),
+    ("sort as topk", _sorted(False), _sorted(True), _sorted(True, largest=True),
+     "topk of the whole axis -> sort"),
+    ("descending sort as topk", _sorted(False, True), _sorted(True, True), _sorted(True),
+     "topk of the whole axis -> sort"),
+    # the indices: a TopK that does not order ties is no argsort
+    ("argsort as topk", _sorted(False, indices=True), _sorted(True, indices=True),
+     _sorted(True, stable=False, indices=True), "topk of the whole axis -> sort"),
 ]  # fmt: skip
 
 

@@ -115,6 +115,49 @@ def test_batch_norm_is_folded_into_the_weights(make, shape, op, rewrite):
     _equivalent(g, data, rewrite)
 
 
+class _ReluBN(nn.Module):
+    """A BatchNorm no conv or linear absorbs."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(4, 8, 3, padding=1)
+        self.bn = _trained(nn.BatchNorm2d(8))
+
+    def forward(self, x):
+        return self.bn(torch.relu(self.conv(x)))
+
+
+@pytest.mark.parametrize(
+    "make, shape, side, rewrite",
+    [  # the spelled-out one folds into the conv (B); the source's stands alone, folded (A)
+        (_ConvBN, (2, 4, 9, 9), 1, "batch_norm folded into conv"),
+        (_ReluBN, (2, 4, 9, 9), 0, "batch_norm's statistics folded into its scale and shift"),
+    ],
+    ids=["conv", "alone"],
+)
+def test_batch_norm_written_as_mul_and_add_reads_back_as_one(make, shape, side, rewrite):
+    """Unoptimized, codegen.tflite writes an inference BatchNorm as MUL by its scale and ADD
+    of its shift (per-channel constants): diff reads that back as a batch_norm of mean 0,
+    variance 1, which folds into the conv / linear before it as the source's does, or stands
+    alone as the source's, its statistics folded into scale and shift. A statistic that
+    really changed is still a change."""
+    from msc.analysis.canonical import canonicalize
+    from msc.analysis.diff import diff_graphs
+
+    torch.manual_seed(0)
+    m = make().eval()
+    g, data = _agrees(m, (torch.randn(*shape),), optimize=False)
+    assert _ops(g, False)["MUL"] == _ops(g, False)["ADD"] == 1
+    _equivalent(g, data, "batch_norm spelled out as mul + add -> batch_norm")
+    assert canonicalize((g, msc.from_tflite(data))[side]).rewrites[rewrite] == 1
+
+    with torch.no_grad():
+        m.bn.running_var.mul_(1.5)
+    changed = diff_graphs(msc.from_torch(m, (torch.randn(*shape),)), msc.from_tflite(data))
+    assert not changed.equivalent and changed.real_changes == 1, changed.verdict()
+    assert "values differ" in changed.changed[0].changes[0], changed.changed[0].changes
+
+
 def test_a_conv_whose_output_is_read_elsewhere_keeps_its_batch_norm():
     class Both(nn.Module):
         def __init__(self):
@@ -341,5 +384,7 @@ def test_convert_to_tflite_reports_the_folds_and_its_check_passes(tmp_path):
         "activations fused": 1,
     }
     assert "zero pad folded into conv" in r.verdict
-    plain = convert(tmp_path / "g", tmp_path / "p.tflite", optimize=False, allow_changes=True)
-    assert plain.ok and plain.optimized == {}
+    # Unoptimized, the BatchNorm is a MUL and an ADD, which diff reads back as a batch_norm.
+    plain = convert(tmp_path / "g", tmp_path / "p.tflite", optimize=False)
+    assert plain.ok and plain.equivalent and plain.optimized == {}, plain.verdict
+    assert "batch_norm spelled out as mul + add -> batch_norm x1 (B)" in plain.verdict

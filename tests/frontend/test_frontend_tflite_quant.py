@@ -27,6 +27,7 @@ from codegen.tflite.registry import OPTIONS_OF  # noqa: E402
 from codegen.tflite.versions import version  # noqa: E402
 from msc.errors import BadModelError  # noqa: E402
 from msc.frontend.tflite import read_model  # noqa: E402
+from msc.ir.graph import Weight  # noqa: E402
 from tests.tflite_cases import (  # noqa: E402
     RNG,
     Case,
@@ -625,3 +626,32 @@ def test_microwakeword_int8_models_to_onnx_load_and_match_litert(tmp_path, name,
     assert r.optimized.get("moves before dequantize", 0) > 0
     assert all(o.ok for o in r.numeric.outputs)
     ort.InferenceSession(str(out), providers=["CPUExecutionProvider"])
+
+
+def test_an_int8_file_diffs_as_equivalent_to_its_generated_pytorch(tmp_path):
+    """``msc diff`` of a .tflite and the PyTorch written from it: the generated helpers spell
+    quantize / dequantize out (div, round, add, clamp, cast; cast, sub, mul), and the
+    canonical form reads that spelling back as the op, on the side that wrote it. A scale
+    that really changed is still a change of the dequantize that reads it."""
+    from msc.analysis import diff
+    from msc.analysis.convert import convert
+    from msc.analysis.diff import diff_graphs
+    from msc.analysis.model import graph_of
+
+    src = tmp_path / "int8.tflite"
+    src.write_bytes(int8_model())
+    assert convert(src, tmp_path / "out", to="torch", check=False).ok
+    d = diff(src, tmp_path / "out" / "model.py")
+    assert d.equivalent, d.verdict()
+    assert "quantize spelled out -> quantize x6 (B)" in d.verdict()
+    assert "dequantize spelled out -> dequantize x6 (B)" in d.verdict()
+
+    g = msc.from_tflite(int8_model())
+    deq = next(n for n in g.nodes if n.op == "dequantize" and not isinstance(n.inputs[0], Weight))
+    scale = deq.inputs[1].producer  # a constant node (the filters' dequantizes share it)
+    scale.attrs["value"] = np.asarray(scale.attrs["value"] * 2)  # type: ignore[union-attr]
+    changed = diff_graphs(g, graph_of(tmp_path / "out" / "model.py"))
+    assert not changed.equivalent, changed.verdict()
+    ops = {c.op: c.changes for c in changed.changed}
+    assert ops.keys() == {"dequantize", "conv", "linear"}, ops  # the two filters it scaled
+    assert ops["dequantize"] == ["input 1 @6: values differ (max abs 0.02)"]

@@ -544,6 +544,35 @@ def test_symbolic_batch_kept():
             assert not close(run(g, [x]), [np.asarray(fn(x))], 1e-5, 1e-5), run.__name__
 
 
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "symbolic"])
+def test_a_sort_written_as_a_full_length_topk_converts_with_its_check(tmp_path, dynamic):
+    """jnp.sort / jnp.argsort written to ONNX as TopK of k = the axis' length (a Gather of
+    Shape at a symbolic length) read back as topk; diff counts a topk of the whole axis as the
+    sort: ONNX's TopK orders ties by index (lower first, either direction), as a stable sort
+    does and as JAX does here (ties included below)."""
+    import onnxruntime as ort
+    from jax import export
+
+    from msc.analysis.convert import convert
+
+    def fn(x):
+        return jnp.sort(x, axis=0) * 2.0, jnp.argsort(x, axis=-1, descending=True)
+
+    shape = export.symbolic_shape("b, n") if dynamic else (4, 6)
+    exp = export.export(jax.jit(fn))(jax.ShapeDtypeStruct(shape, jnp.float32))
+    src = tmp_path / "f.jaxexport"
+    src.write_bytes(exp.serialize())
+    r = convert(src, tmp_path / "f.onnx", to="onnx")
+    assert r.ok and r.equivalent, r.verdict
+    assert "topk of the whole axis -> sort x2 (B)" in r.verdict, r.verdict
+    ties = np.array([[1, 3, 3, 1, 2, 3], [0] * 6, [5, 1, 5, 1, 5, 1], [2, 2, 1, 1, 3, 3]])
+    x = ties.astype(np.float32)
+    s = ort.InferenceSession(str(tmp_path / "f.onnx"))
+    got = s.run(None, {s.get_inputs()[0].name: x})
+    for a, b in zip(got, fn(x), strict=True):
+        np.testing.assert_array_equal(a, np.asarray(b))
+
+
 def test_symbolic_reshape_reads_as_a_reshape():
     """A flatten under a symbolic batch is stablehlo.dynamic_reshape; two run-time sizes in
     one result take the shape operand."""
