@@ -458,3 +458,38 @@ def test_short_forwards_free_activations_as_the_source_does():
             live[name] = mode.most
             torch.testing.assert_close(out, model(x), rtol=0, atol=0)
     assert live["generated"] <= live["eager"], live  # was 9 against eager's 3
+
+
+class _Rolled(nn.Module):
+    def __init__(self, shift: int) -> None:
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+        self.shift = shift
+
+    def forward(self, x):
+        return torch.roll(self.lin(x) * 2, self.shift, 1)
+
+
+class _TwoRolls(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = _Rolled(1)
+        self.b = _Rolled(3)
+        self.c = _Rolled(3)
+
+    def forward(self, x):
+        return self.c(self.b(self.a(x)))
+
+
+def test_blocks_apart_when_their_forwards_differ_in_a_number_that_is_no_size():
+    # Blocks whose __init__s are equal and whose forwards differ in an integer (the shift of
+    # a roll) are two classes: a forward's number becomes the instance's attribute only where
+    # it is a size that the __init__s differ in too.
+    model, x = seeded(_TwoRolls()), torch.randn(2, 5, 8)
+    g = msc.from_torch(model, (x,))
+    src = ct.generate(g)
+    classes = re.findall(r"^class (\w+)", src, re.M)
+    assert len([c for c in classes if c.startswith("Rolled")]) == 2, src
+    assert "self.shift" not in src
+    with torch.no_grad():
+        torch.testing.assert_close(ct.to_module(g)(x), model(x))
