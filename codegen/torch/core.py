@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from codegen.torch import code, custom, unsigned
+from codegen.torch import code, custom, inplace, unsigned
 from codegen.torch.blocks import (
     Block,
     ForwardInts,
@@ -262,6 +262,7 @@ class TorchCodegen:
         # Weights a block reads from outside its path: weight name -> the root's local for it.
         self._handed: dict[str, ast.expr] = {}
         self.block_classes_: list[ast.ClassDef] = []
+        self.inplace_: dict[Node, int] = {}  # node -> the operand it overwrites (inplace.py)
         self.forwards_: dict[str, ast.FunctionDef] = {}  # block class -> its forward
         self._class_holder: dict[str, Holder] = {}  # block class -> the state of an instance
         self.ns = Namespace(set(HELPERS) | set(self.base_reserved))
@@ -495,6 +496,17 @@ class TorchCodegen:
                 value = fn(e, *args, **kwargs)
             else:  # an op torch has no uint16/32/64 kernel for: computed in a signed type
                 value = unsigned.emit(e, fn, args, kwargs, how)
+            if node in self.inplace_ and how is None and value is not None:
+                k = self.inplace_[node]
+                target = self._refs.get(id(node.inputs[k]))
+                new = None
+                if isinstance(target, ast.Name) and id(node.inputs[k]) not in self.py_values:
+                    new = inplace.rewrite(node, value, k, target.id)
+                if isinstance(new, ast.stmt):  # a += b: the result is a's tensor, by a's name
+                    out.append(new)
+                    self._refs[id(node.outputs[0])] = code.name(target.id)  # type: ignore[union-attr]
+                    return out
+                value = new if new is not None else value
         if value is not None:
             bound = (
                 op_registry.get(node.op).num_outputs(self.emitted_attrs(node))
@@ -505,6 +517,14 @@ class TorchCodegen:
         for v, ident in zip(node.outputs, names):
             self._refs[id(v)] = code.name(ident)
         return out
+
+    def _same_forward(self, node: Node, producer: Node | None) -> bool:
+        """Whether the forward that computes ``node`` also defines ``producer``'s outputs
+        (its block is ``node``'s or one inside it; flat code has one forward)."""
+        if producer is None:
+            return False
+        mine = self.node_block_.get(node)
+        return mine is None or mine.contains(self.node_block_.get(producer))
 
     def _dead_statements(self) -> set[int]:
         """Statements of nodes whose results no code reads because of how they were emitted:
@@ -699,6 +719,8 @@ class TorchCodegen:
         self.use_helper("_msc_load_weights")
         if not self.flat:
             self.top_blocks_, self.node_block_ = find_blocks(self.graph, self.plan_)
+        self.inplace_ = inplace.overwritten(self.graph, self._same_forward)
+        inplace.apply_modules(self.inplace_, self.plan_.leaves.values())
         forward = self.emit_forward()
         body = self._constants_to_buffers(prune(forward.body, self._dead_statements()))
         # Read before the block classes rename their parameters (carried_names renames the
