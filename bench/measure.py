@@ -78,25 +78,35 @@ def race(
     n: int,
     warmup: int = 2,
     faults: dict[str, float] | None = None,
+    cpu: dict[str, float] | None = None,
 ) -> dict[str, float]:
     """Median seconds per call of each function, calls interleaved so load noise hits all.
     ``faults``, when given, receives each function's minor page faults per call (memory the
-    allocator gave back to the OS and touched again: a cost a wall time hides the cause of)."""
+    allocator gave back to the OS and touched again: a cost a wall time hides the cause of).
+    ``cpu``, when given, receives each function's median CPU seconds of the calling thread
+    per call (``time.thread_time``): on a shared machine the wall time counts the time other
+    processes held the core, the thread's CPU time does not (with torch at one thread, all of
+    a call's work runs on the calling thread)."""
     for _ in range(warmup):
         for fn in fns.values():
             fn()
     times: dict[str, list[float]] = {k: [] for k in fns}
+    cpus: dict[str, list[float]] = {k: [] for k in fns}
     faulted = dict.fromkeys(fns, 0)
     keys = list(fns)
     for i in range(n):
         for k in keys[i % len(keys) :] + keys[: i % len(keys)]:
             f = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+            c = time.thread_time()
             t = time.perf_counter()
             fns[k]()
             times[k].append(time.perf_counter() - t)
+            cpus[k].append(time.thread_time() - c)
             faulted[k] += resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f
     if faults is not None:
         faults.update({k: v / max(n, 1) for k, v in faulted.items()})
+    if cpu is not None:
+        cpu.update({k: statistics.median(v) for k, v in cpus.items()})
     return {k: statistics.median(v) for k, v in times.items()}
 
 

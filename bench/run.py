@@ -385,6 +385,7 @@ def summarize(results: dict, a: argparse.Namespace) -> tuple[str, dict]:
                 "model": m,
                 "eager_s": eager,
                 "torch_roundtrip_ratio": rt.get("ratio"),
+                "torch_roundtrip_cpu_ratio": rt.get("cpu_ratio"),
                 "onnx_import_ratio": imp.get("msc", {}).get("runtime", {}).get("ratio"),
                 "onnx2torch_ratio": imp.get("onnx2torch", {}).get("runtime", {}).get("ratio"),
                 "ort_msc_s": a_,

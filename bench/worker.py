@@ -179,14 +179,18 @@ def _torch_runtime(b: models.Built, make, iters: int) -> dict:
             if iters == 0:
                 return out
             faults: dict[str, float] = {}
+            cpu: dict[str, float] = {}
             t = measure.race(
                 {"eager": lambda: b.model(*b.args), "generated": lambda: mod(*b.args)},
                 iters,
                 faults=faults,
+                cpu=cpu,
             )
         out["eager_s"], out["generated_s"] = t["eager"], t["generated"]
+        out["eager_cpu_s"], out["generated_cpu_s"] = cpu["eager"], cpu["generated"]
         out["faults_per_call"] = faults
         out["ratio"] = t["generated"] / t["eager"]
+        out["cpu_ratio"] = cpu["generated"] / cpu["eager"]
     except Exception as e:  # noqa: BLE001
         out["error"] = error(e)
     return out

@@ -13,7 +13,10 @@
 #   same names the flat code had: splitting changes no statement.
 # - Blocks whose classes are equal up to the names of their locals (same ``__init__``, same
 #   ``forward``) share one class, and so do blocks that differ only in the sizes their
-#   ``__init__`` passes to constructors (``Sizes``: those become the class's parameters); a
+#   ``__init__`` passes to constructors (``Sizes``: those become the class's parameters; a
+#   library constructor's default keyword counts as written, ``_DEFAULTS``) and in integers
+#   of their forward that are those sizes (``ForwardInts``: the forward reads the instance's
+#   copy, ``self.nf``; an integer that differs and is no such size keeps them apart); a
 #   run of calls over a whole ``ModuleList``, each feeding the next at the same places (its
 #   items may be of several classes, as a ResNet stage's first layer with its shortcut and the
 #   rest), becomes a ``for`` loop, as the source iterates it: the loop variable's rebinding
@@ -43,6 +46,10 @@ __all__ = [
     "carried_names",
     "height",
     "Sizes",
+    "ForwardInts",
+    "PARAMETER_SIZES",
+    "explicit_defaults",
+    "drop_defaults",
     "sequential_leaves",
 ]
 
@@ -471,12 +478,32 @@ _POSITIONAL = {
     "LayerNorm": ("normalized_shape",),
     "RMSNorm": ("normalized_shape",),
     "GroupNorm": ("num_groups", "num_channels"),
-    "empty": ("size",),
 }
 for _c in ("Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d"):
     _POSITIONAL[_c] = ("in_channels", "out_channels", "kernel_size")
 for _c in ("BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "InstanceNorm1d", "InstanceNorm2d"):
     _POSITIONAL[_c] = ("num_features",)
+
+# The sizes of a source's own parameters, by (module type, attribute), as the source names
+# them: transformers' Conv1D (GPT-2) holds weight [nx, nf]. Other parameters' sizes are named
+# after the tensor (``weight_dim0``, ``bias_size``).
+PARAMETER_SIZES: dict[tuple[str, str], tuple[str, ...]] = {
+    ("Conv1D", "weight"): ("nx", "nf"),
+    ("Conv1D", "bias"): ("nf",),
+}
+
+# Keyword arguments of library constructors and their defaults, which the module rules leave
+# out: written out while blocks are compared (a ResNet's stride-2 conv layer and its stride-1
+# one are one class taking ``stride``), left out again where every instance has the default.
+# An int default of an argument that takes a tuple per spatial dim (stride) is written as a
+# tuple as long as the kernel_size.
+_DEFAULTS: dict[str, dict[str, int]] = {}
+for _n in (1, 2, 3):
+    _DEFAULTS[f"Conv{_n}d"] = {"stride": 1, "padding": 0, "dilation": 1, "groups": 1}
+    _DEFAULTS[f"ConvTranspose{_n}d"] = {
+        "stride": 1, "padding": 0, "output_padding": 0, "groups": 1, "dilation": 1
+    }  # fmt: skip
+_PER_DIM = frozenset({"stride", "padding", "dilation", "output_padding"})
 
 
 def _is_size(e: ast.expr) -> bool:
@@ -491,22 +518,81 @@ def _is_size(e: ast.expr) -> bool:
     return False
 
 
+def _fname(call: ast.Call) -> str:
+    f = call.func
+    return f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
+
+
+def _default(call: ast.Call, key: str) -> ast.expr:
+    value = _DEFAULTS[_fname(call)][key]
+    kernel = call.args[2] if len(call.args) > 2 else None
+    if key in _PER_DIM and isinstance(kernel, ast.Tuple):
+        return ast.Tuple([ast.Constant(value) for _ in kernel.elts], ast.Load())
+    return ast.Constant(value)
+
+
+def explicit_defaults(init: ast.FunctionDef) -> None:
+    """Write out the default keyword arguments of the library constructors in ``init`` (in
+    place), in one order, so that __init__s that differ only in a default compare as
+    differing in a size."""
+    for call in ast.walk(init):
+        if not isinstance(call, ast.Call) or _fname(call) not in _DEFAULTS:
+            continue
+        given = {kw.arg: kw for kw in call.keywords}
+        table = _DEFAULTS[_fname(call)]
+        call.keywords = [given.get(k) or ast.keyword(k, _default(call, k)) for k in table] + [
+            kw for kw in call.keywords if kw.arg not in table
+        ]
+
+
+def drop_defaults(init: ast.FunctionDef) -> None:
+    """Leave out again (in place) the keyword arguments ``explicit_defaults`` wrote that still
+    have their default value."""
+    for call in ast.walk(init):
+        if not isinstance(call, ast.Call) or _fname(call) not in _DEFAULTS:
+            continue
+        table = _DEFAULTS[_fname(call)]
+        call.keywords = [
+            kw for kw in call.keywords
+            if kw.arg not in table or not _is_default(kw.value, table[kw.arg])
+        ]  # fmt: skip
+
+
+def _is_default(e: ast.expr, value: int) -> bool:
+    if isinstance(e, ast.Tuple):
+        return all(_is_default(x, value) for x in e.elts)
+    return isinstance(e, ast.Constant) and type(e.value) is int and e.value == value
+
+
 class Sizes:
     """The size arguments (numbers, tuples of ints) of the constructor calls in a block
     class's ``__init__``: blocks whose classes differ only in them (a ResNet's Bottlenecks in
-    different stages) share one class that takes the sizes that differ as parameters."""
+    different stages) share one class that takes the sizes that differ as parameters.
+    ``type_name``: the source type of the block (``PARAMETER_SIZES``)."""
 
-    def __init__(self, init: ast.FunctionDef, params: dict[str, list[str]]) -> None:
+    def __init__(
+        self, init: ast.FunctionDef, params: dict[str, list[str]], type_name: str = ""
+    ) -> None:
         # (the list or keyword holding it, index or None, name hint)
         self.slots: list[tuple[object, int | None, str]] = []
+        tensors: dict[int, str] = {}  # id(torch.empty call) -> the attribute it makes
+        for st in init.body:
+            attr = _made_attr(st)
+            if attr is not None:
+                for n in ast.walk(st):
+                    if isinstance(n, ast.Call) and _fname(n) == "empty":
+                        tensors[id(n)] = attr
         for call in ast.walk(init):
             if not isinstance(call, ast.Call):
                 continue
-            f = call.func
-            fname = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
+            fname = _fname(call)
             if fname in ("tensor", "register_buffer"):
                 continue
             names = params.get(fname) or _POSITIONAL.get(fname, ())
+            if fname == "empty":
+                names = _tensor_sizes(type_name, tensors.get(id(call), ""), len(call.args))
+            elif fname == "range":
+                names = ("start", "depth") if len(call.args) == 2 else ("depth",)
             for i, a in enumerate(call.args):
                 if _is_size(a):
                     self.slots.append((call.args, i, names[i] if i < len(names) else "size"))
@@ -530,6 +616,62 @@ class Sizes:
 
     def hint(self, k: int) -> str:
         return self.slots[k][2]
+
+
+def _made_attr(st: ast.stmt) -> str | None:
+    """The attribute ``self.X = ...`` or ``self.register_buffer('X', ...)`` makes."""
+    if isinstance(st, ast.Assign) and isinstance(st.targets[0], ast.Attribute):
+        return st.targets[0].attr
+    if isinstance(st, ast.Expr) and isinstance(st.value, ast.Call) and st.value.args:
+        key = st.value.args[0]
+        if isinstance(key, ast.Constant) and isinstance(key.value, str):
+            return key.value
+    return None
+
+
+def _tensor_sizes(type_name: str, attr: str, n: int) -> tuple[str, ...]:
+    known = PARAMETER_SIZES.get((type_name, attr))
+    if known is not None and len(known) == n:
+        return known
+    base = attr if _PLAIN.fullmatch(attr or "") else "tensor"
+    return (f"{base}_size",) if n == 1 else tuple(f"{base}_dim{i}" for i in range(n))
+
+
+class ForwardInts:
+    """The integer literals of a block class's ``forward`` (the sizes of a reshape, an
+    index), with ``Sizes``'s interface: blocks whose forwards differ only in integers that
+    are sizes their ``__init__``s take share one class, whose forward reads those from the
+    instance (``x.reshape((-1, self.nx))``)."""
+
+    def __init__(self, forward: ast.FunctionDef) -> None:
+        self.slots: list[tuple[ast.AST, str, int | None]] = []
+        for node in ast.walk(forward):
+            for name, value in ast.iter_fields(node):
+                if isinstance(value, list):
+                    for i, x in enumerate(value):
+                        if _is_int(x):
+                            self.slots.append((node, name, i))
+                elif _is_int(value):
+                    self.slots.append((node, name, None))
+
+    def get(self, k: int) -> ast.expr:
+        node, name, i = self.slots[k]
+        value = getattr(node, name)
+        return value if i is None else value[i]
+
+    def set(self, k: int, e: ast.expr) -> None:
+        node, name, i = self.slots[k]
+        if i is None:
+            setattr(node, name, e)
+        else:
+            getattr(node, name)[i] = e
+
+    def values(self) -> list[str]:
+        return [ast.dump(self.get(k)) for k in range(len(self.slots))]
+
+
+def _is_int(x: object) -> bool:
+    return isinstance(x, ast.Constant) and type(x.value) is int
 
 
 def _item_call(st: ast.stmt) -> tuple[list[str], int, str, str] | None:

@@ -28,16 +28,20 @@ import copy
 import inspect
 import keyword
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from codegen.torch import code, custom, unsigned
+from codegen.torch import code, custom, inplace, unsigned
 from codegen.torch.blocks import (
     Block,
+    ForwardInts,
     Sizes,
     canonical,
     carried_names,
+    drop_defaults,
+    explicit_defaults,
     find_blocks,
     height,
     loops,
@@ -258,6 +262,7 @@ class TorchCodegen:
         # Weights a block reads from outside its path: weight name -> the root's local for it.
         self._handed: dict[str, ast.expr] = {}
         self.block_classes_: list[ast.ClassDef] = []
+        self.inplace_: dict[Node, int] = {}  # node -> the operand it overwrites (inplace.py)
         self.forwards_: dict[str, ast.FunctionDef] = {}  # block class -> its forward
         self._class_holder: dict[str, Holder] = {}  # block class -> the state of an instance
         self.ns = Namespace(set(HELPERS) | set(self.base_reserved))
@@ -491,6 +496,17 @@ class TorchCodegen:
                 value = fn(e, *args, **kwargs)
             else:  # an op torch has no uint16/32/64 kernel for: computed in a signed type
                 value = unsigned.emit(e, fn, args, kwargs, how)
+            if node in self.inplace_ and how is None and value is not None:
+                k = self.inplace_[node]
+                target = self._refs.get(id(node.inputs[k]))
+                new = None
+                if isinstance(target, ast.Name) and id(node.inputs[k]) not in self.py_values:
+                    new = inplace.rewrite(node, value, k, target.id)
+                if isinstance(new, ast.stmt):  # a += b: the result is a's tensor, by a's name
+                    out.append(new)
+                    self._refs[id(node.outputs[0])] = code.name(target.id)  # type: ignore[union-attr]
+                    return out
+                value = new if new is not None else value
         if value is not None:
             bound = (
                 op_registry.get(node.op).num_outputs(self.emitted_attrs(node))
@@ -501,6 +517,14 @@ class TorchCodegen:
         for v, ident in zip(node.outputs, names):
             self._refs[id(v)] = code.name(ident)
         return out
+
+    def _same_forward(self, node: Node, producer: Node | None) -> bool:
+        """Whether the forward that computes ``node`` also defines ``producer``'s outputs
+        (its block is ``node``'s or one inside it; flat code has one forward)."""
+        if producer is None:
+            return False
+        mine = self.node_block_.get(node)
+        return mine is None or mine.contains(self.node_block_.get(producer))
 
     def _dead_statements(self) -> set[int]:
         """Statements of nodes whose results no code reads because of how they were emitted:
@@ -695,6 +719,8 @@ class TorchCodegen:
         self.use_helper("_msc_load_weights")
         if not self.flat:
             self.top_blocks_, self.node_block_ = find_blocks(self.graph, self.plan_)
+        self.inplace_ = inplace.overwritten(self.graph, self._same_forward)
+        inplace.apply_modules(self.inplace_, self.plan_.leaves.values())
         forward = self.emit_forward()
         body = self._constants_to_buffers(prune(forward.body, self._dead_statements()))
         # Read before the block classes rename their parameters (carried_names renames the
@@ -811,7 +837,10 @@ class TorchCodegen:
             fbody = inline_arithmetic(fbody, _pure_calls(b.holder))
             fbody = release_after_last_use(fbody, small)
             forward = _func("forward", ["self", *b.params], fbody)
-            init = _func("__init__", ["self"], block_init(plan, b.holder, b.path + "."))
+            # A copy: the library modules' constructor calls are the plan's own expressions.
+            own = copy.deepcopy(block_init(plan, b.holder, b.path + "."))
+            init = _func("__init__", ["self"], own)
+            explicit_defaults(init)
             return init, forward
 
         # By height (children first, and every instance of a class before any parent's
@@ -828,20 +857,33 @@ class TorchCodegen:
         for b in every:
             levels.setdefault(height(b), []).append(b)
         for h in sorted(levels):
-            groups: dict[str, list[tuple[Block, ast.FunctionDef, ast.FunctionDef, Sizes]]] = {}
+            groups: dict[str, list[_Member]] = {}
             for b in sorted(levels[h], key=lambda b: order[b.nodes[0]]):
                 init, forward = functions(b)
                 local = set(b.params) | {
                     n.id for n in ast.walk(forward) if isinstance(n, ast.Name)
                     and isinstance(n.ctx, ast.Store)
                 }  # fmt: skip
-                shape = copy.deepcopy(init)
-                blank = Sizes(shape, params_of)
-                for k in range(len(blank.slots)):
-                    blank.set(k, ast.Name("_size", ast.Load()))
-                key = b.type_name + "\0" + canonical([shape, forward], local)
-                groups.setdefault(key, []).append((b, init, forward, Sizes(init, params_of)))
-            for members in sorted(groups.values(), key=lambda m: -len(m)):
+                shape, form = copy.deepcopy(init), copy.deepcopy(forward)
+                for blank in (Sizes(shape, params_of), ForwardInts(form)):
+                    for k in range(len(blank.slots)):
+                        blank.set(k, ast.Name("_size", ast.Load()))
+                key = b.type_name + "\0" + canonical([shape, form], local)
+                exact = canonical([forward], local)
+                sizes = Sizes(init, params_of, b.type_name)
+                groups.setdefault(key, []).append(
+                    _Member(b, init, forward, sizes, ForwardInts(forward), exact)
+                )
+            classes = []
+            for members in groups.values():  # forwards that differ in other integers: apart
+                if self._size_columns(members) is not None:
+                    classes.append(members)
+                    continue
+                apart: dict[str, list[_Member]] = {}
+                for m in members:
+                    apart.setdefault(m.exact, []).append(m)
+                classes.extend(apart.values())
+            for members in sorted(classes, key=lambda m: -len(m)):
                 self._block_class(members, params_of)
         root = with_calls(root, [])
         carried = dict(looped)
@@ -858,19 +900,35 @@ class TorchCodegen:
             self.forwards_[c.name] = c.body[k]
         return root
 
-    def _block_class(self, members, params_of: dict[str, list[str]]) -> None:
-        """One class for ``members`` (block, __init__, forward, its sizes), equal but for
-        their sizes: the sizes that differ are parameters (one per distinct column of values,
-        named after the constructor argument), each instance is constructed with its own."""
-        plan = self.plan_
-        assert plan is not None
-        b0, init, forward, sizes = members[0]
-        table = [m[3].values() for m in members]
+    @staticmethod
+    def _size_columns(members: list[_Member]) -> dict[tuple[str, ...], list[int]] | None:
+        """The sizes of ``members``'s __init__s that differ, by their column of values (one
+        class parameter per column); None when their forwards differ in an integer that is
+        not one of those columns."""
+        table = [m.sizes.values() for m in members]
         columns: dict[tuple[str, ...], list[int]] = {}
-        for k in range(len(sizes.slots)):
+        for k in range(len(members[0].sizes.slots)):
             column = tuple(v[k] for v in table)
             if len(set(column)) > 1:
                 columns.setdefault(column, []).append(k)
+        table = [m.ints.values() for m in members]
+        for k in range(len(members[0].ints.slots)):
+            column = tuple(v[k] for v in table)
+            if len(set(column)) > 1 and column not in columns:
+                return None
+        return columns
+
+    def _block_class(self, members: list[_Member], params_of: dict[str, list[str]]) -> None:
+        """One class for ``members``, equal but for their sizes: the sizes that differ are
+        parameters (one per distinct column of values, named after the constructor argument),
+        each instance is constructed with its own; the forward reads the ones it uses from
+        the instance (``self.nf``)."""
+        plan = self.plan_
+        assert plan is not None
+        first = members[0]
+        b0, init, sizes = first.block, first.init, first.sizes
+        columns = self._size_columns(members)
+        assert columns is not None
         params: list[tuple[str, list[int]]] = []
         taken = {"self"}
         for ks in columns.values():
@@ -880,12 +938,35 @@ class TorchCodegen:
                 name, j = f"{base}_{j}", j + 1
             taken.add(name)
             params.append((name, ks))
-        for b, _, _, own in members:
-            b.holder.ctor_args = [copy.deepcopy(own.get(ks[0])) for _, ks in params]
+        for m in members:
+            m.block.holder.ctor_args = [copy.deepcopy(m.sizes.get(ks[0])) for _, ks in params]
         for name, ks in params:
             for k in ks:
                 sizes.set(k, ast.Name(name, ast.Load()))
-        init = _func("__init__", ["self", *(n for n, _ in params)], init.body)
+        drop_defaults(init)
+        # The forward's integers that differ: the instance's copy of the size they are.
+        forward = copy.deepcopy(first.forward)  # its ast.Names are shared with other classes
+        ints = ForwardInts(forward)
+        table = [m.ints.values() for m in members]
+        kept: dict[str, str] = {}  # parameter -> its attribute
+        by_column = {tuple(c): name for (name, _), c in zip(params, columns)}
+        for k in range(len(ints.slots)):
+            column = tuple(v[k] for v in table)
+            if len(set(column)) == 1:
+                continue
+            name = by_column[column]
+            if name not in kept:
+                attr, j = name, 2
+                while attr in b0.holder.children or attr in kept.values():
+                    attr, j = f"{name}_{j}", j + 1
+                kept[name] = attr
+            ints.set(k, code.attr_path(code.name("self"), [kept[name]]))
+        stores = [
+            ast.Assign([ast.Attribute(code.name("self"), a, ast.Store())], code.name(n))
+            for n, a in kept.items()
+        ]
+        body = init.body[:1] + stores + init.body[1:]
+        init = _func("__init__", ["self", *(n for n, _ in params)], body)
         cls = self.ns.create(b0.type_name, "Block")
         self.block_classes_.append(
             ast.ClassDef(
@@ -899,9 +980,9 @@ class TorchCodegen:
         )
         params_of[cls] = [n for n, _ in params]
         self._class_holder[cls] = b0.holder
-        for b, _, _, _ in members:
-            b.cls = cls
-            plan.classes[id(b.holder)] = cls
+        for m in members:
+            m.block.cls = cls
+            plan.classes[id(m.block.holder)] = cls
 
     def _module_names(self) -> frozenset[str]:
         """What no local may be named: builtins, keywords and the module's own globals."""
@@ -943,6 +1024,19 @@ class TorchCodegen:
     def ns_name(self, v: Value) -> str:
         r = self._refs.get(id(v))
         return r.id if isinstance(r, ast.Name) else "?"
+
+
+@dataclass
+class _Member:
+    """A block with its class's functions, its sizes and its forward's integers, and its
+    forward up to its locals' names (``exact``)."""
+
+    block: Block
+    init: ast.FunctionDef
+    forward: ast.FunctionDef
+    sizes: Sizes
+    ints: ForwardInts
+    exact: str
 
 
 class _Deferred:

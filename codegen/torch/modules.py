@@ -17,6 +17,10 @@
 #   the rule fits, owning no weight: ``__init__`` ties its parameter
 #   (``self.lm_head.weight = self.transformer.wte.weight``), and the weight's own module
 #   (``nn.Embedding``) may be a library module although the head reads its weight too.
+# - A list of instances of generated classes is written as what it repeats: ``[C(...) for _
+#   in range(n)]`` when all are alike, ``[A(...), *[C(...) for _ in range(1, n)]]`` when
+#   all but a first one of three or more are (a ResNet stage), so lists of several lengths
+#   read alike and their holders can share a class taking the length.
 """
 
 from __future__ import annotations
@@ -506,11 +510,32 @@ def _value_expr(child: Holder | Leaf | Param | Alias, classes: dict[int, str]) -
             if child.sequential:
                 return code.expr("nn.Sequential(*[C for _ in range(n)])", C=cls, n=len(kids))
             return code.expr("nn.ModuleList([C for _ in range(n)])", C=cls, n=len(kids))
+        if len(kids) > 2 and _repeated(kids[1:], classes):
+            # A first layer of its own and the rest alike (a ResNet stage: the first block
+            # changes the width): stages of several lengths are one class taking the length.
+            first = _value_expr(kids[0], classes)
+            cls = code.call(classes[id(kids[1])], *kids[1].ctor_args)  # type: ignore[union-attr]
+            n = len(kids)
+            if child.sequential:
+                return code.expr("nn.Sequential(A, *[C for _ in range(1, n)])", A=first, C=cls, n=n)
+            return code.expr("nn.ModuleList([A, *[C for _ in range(1, n)]])", A=first, C=cls, n=n)
         items = [_value_expr(c, classes) for c in kids]
         if child.sequential:
             return code.call("nn.Sequential", *items)
         return code.call("nn.ModuleList", items)
     return code.call("nn.Module")
+
+
+def _repeated(kids: list, classes: dict[int, str]) -> bool:
+    """Whether ``kids`` are instances of one generated class, constructed alike."""
+    names = {classes.get(id(c)) for c in kids}
+    args = {ast.dump(ast.List(c.ctor_args)) for c in kids if isinstance(c, Holder)}
+    return (
+        len(names) == 1
+        and None not in names
+        and len(args) == 1
+        and len(kids) == len([c for c in kids if isinstance(c, Holder)])
+    )
 
 
 def _fill(

@@ -458,3 +458,128 @@ def test_short_forwards_free_activations_as_the_source_does():
             live[name] = mode.most
             torch.testing.assert_close(out, model(x), rtol=0, atol=0)
     assert live["generated"] <= live["eager"], live  # was 9 against eager's 3
+
+
+class _Rolled(nn.Module):
+    def __init__(self, shift: int) -> None:
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+        self.shift = shift
+
+    def forward(self, x):
+        return torch.roll(self.lin(x) * 2, self.shift, 1)
+
+
+class _TwoRolls(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = _Rolled(1)
+        self.b = _Rolled(3)
+        self.c = _Rolled(3)
+
+    def forward(self, x):
+        return self.c(self.b(self.a(x)))
+
+
+def test_blocks_apart_when_their_forwards_differ_in_a_number_that_is_no_size():
+    # Blocks whose __init__s are equal and whose forwards differ in an integer (the shift of
+    # a roll) are two classes: a forward's number becomes the instance's attribute only where
+    # it is a size that the __init__s differ in too.
+    model, x = seeded(_TwoRolls()), torch.randn(2, 5, 8)
+    g = msc.from_torch(model, (x,))
+    src = ct.generate(g)
+    classes = re.findall(r"^class (\w+)", src, re.M)
+    assert len([c for c in classes if c.startswith("Rolled")]) == 2, src
+    assert "self.shift" not in src
+    with torch.no_grad():
+        torch.testing.assert_close(ct.to_module(g)(x), model(x))
+
+
+class _Residual(nn.Module):
+    """A residual block as transformers' ResNet writes it (``h += residual``), reading back
+    as a plain add."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(4, 4, 3, padding=1)
+        self.bn1 = nn.BatchNorm2d(4)
+        self.conv2 = nn.Conv2d(4, 4, 3, padding=1)
+        self.bn2 = nn.BatchNorm2d(4)
+        self.act = nn.ReLU()
+
+    def forward(self, x):
+        h = torch.relu(self.bn1(self.conv1(x)))
+        h = self.bn2(self.conv2(h))
+        h += x
+        return self.act(h)
+
+
+class _NotInPlace(nn.Module):
+    """Adds whose left operand must not be overwritten: an input, a weight, a view, a value
+    read again later, a parameter of the block's forward."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(4, 4, 1)
+        self.w = nn.Parameter(torch.randn(4, 1, 1))
+        self.inner = _AddOne()
+
+    def forward(self, x):
+        a = x + self.conv(x)  # an input
+        b = self.w + a  # a weight
+        c = self.conv(b)
+        d = c[:, :2] - 1.0  # a view
+        e = self.conv(x)
+        f = e + 1.0  # read again below
+        g = self.inner(self.conv(f))  # a parameter of the inner forward
+        return torch.relu(x), d, f * e, g
+
+
+class _AddOne(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.scale = nn.Parameter(torch.ones(4, 1, 1))
+
+    def forward(self, y):
+        return (y + 1.0) * self.scale
+
+
+def test_in_place_only_on_fresh_intermediates():
+    # The residual add is ``h += x`` again (a new tensor per block otherwise), the relu of a
+    # BatchNorm's result ``torch.relu_``; the add's result is not overwritten a second time
+    # (the activation after it is not in place). Outputs, keys and the re-export as the
+    # source's, flat and not.
+    model, x = seeded(_Residual()), torch.randn(1, 4, 6, 6)
+    g = msc.from_torch(model, (x,))
+    for flat in (False, True):
+        src = ct.generate(g, flat=flat)
+        assert len(re.findall(r"^\s+\w+ \+= x$", src, re.M)) == 1, src
+        assert src.count("torch.relu_(") == 1, src
+        assert "inplace=True" not in src and "self.act(" in src, src
+        gen = ct.to_module(g, flat=flat)
+        with torch.no_grad():
+            torch.testing.assert_close(gen(x), model(x))
+        assert list(gen.state_dict()) == list(model.state_dict())
+        again = ct.constants_as_nodes(msc.from_torch(gen, (x,)), g)
+        msc.assert_structural_equal(ct.as_generated(g), again)
+
+
+def test_no_in_place_where_the_left_value_lives_on():
+    # Not an input, not a weight, not a view, not a value read after the add, not a
+    # parameter of the forward the add is in: each add allocates its result.
+    model, x = seeded(_NotInPlace()), torch.randn(1, 4, 3, 3)
+    g = msc.from_torch(model, (x,))
+    for flat in (False, True):
+        src = ct.generate(g, flat=flat)
+        classes = src[src.index("\nclass ") : src.index("\ndef load(")]
+        assert "relu_" not in classes and "inplace" not in classes, classes
+        in_place = re.findall(r"^\s+(\w+ [-+*/]= .*)$", classes, re.M)
+        # Flat code has one forward: there the inner block's add is on a fresh conv output.
+        assert len(in_place) == (1 if flat else 0), in_place
+        if flat:
+            assert re.fullmatch(r"conv_\d+ \+= 1", in_place[0]), in_place
+        gen, before = ct.to_module(g, flat=flat), x.clone()
+        with torch.no_grad():
+            for got, want in zip(gen(x), model(before)):
+                torch.testing.assert_close(got, want)
+        assert torch.equal(x, before)  # the input is as it was

@@ -294,7 +294,8 @@ def figures(src: str) -> dict:
             if isinstance(n, ast.ListComp) and isinstance(n.elt, ast.Call):
                 it = n.generators[0].iter
                 if isinstance(it, ast.Call) and it.args and isinstance(it.args[-1], ast.Constant):
-                    call, times = n.elt, it.args[-1].value - 1  # the elt is walked too
+                    start = it.args[0].value if len(it.args) == 2 else 0  # range(1, n)
+                    call, times = n.elt, it.args[-1].value - start - 1  # the elt is walked too
             elif isinstance(n, ast.Call):
                 call = n
             if call is not None and isinstance(call.func, ast.Name) and call.func.id in made:
@@ -483,3 +484,67 @@ def test_tied_weights_are_an_embedding_and_a_linear_head(name, tmp_path):
         for m in (gen, loaded):
             torch.testing.assert_close(m(**inputs)["logits"], want, atol=1e-4, rtol=1e-4)
     assert ct.generate(g, flat=True).count(f"self.{head}.weight = self.{emb}.weight") == 1
+
+
+# ---------------------------------------------------------------------- classes up to sizes
+
+
+def _classes(src: str) -> dict[str, ast.ClassDef]:
+    return {n.name: n for n in ast.parse(src).body if isinstance(n, ast.ClassDef)}
+
+
+def _init_params(cls: ast.ClassDef) -> list[str]:
+    init = next(f for f in cls.body if isinstance(f, ast.FunctionDef) and f.name == "__init__")
+    return [a.arg for a in init.args.args[1:]]
+
+
+def test_gpt2_has_one_conv1d_class_taking_its_sizes():
+    # GPT-2's four Conv1D per layer (c_attn, c_proj, c_fc, mlp.c_proj) differ only in their
+    # sizes, in __init__ (the weight's shape) and in the forward (the reshapes): one class
+    # taking nx, nf as transformers names them, its forward reading them from the instance.
+    model, inputs = _gpt2()
+    g = msc.from_torch(model, (), example_kwargs=inputs)
+    src = ct.generate(g)
+    classes = _classes(src)
+    conv = [c for c in classes if c.startswith("Conv1D")]
+    assert conv == ["Conv1D"], list(classes)
+    assert _init_params(classes["Conv1D"]) == ["nx", "nf"]
+    forward = ast.unparse(classes["Conv1D"].body[-1])
+    assert "self.nx" in forward and "self.nf" in forward, forward
+    assert figures(src)["uses"]["Conv1D"] == 4 * 2
+    assert re.search(r"self\.c_fc = Conv1D\(32, 128\)$", src, re.M)
+    gen = ct.to_module(g)
+    assert list(gen.state_dict()) == list(model.state_dict())
+    with torch.no_grad():
+        torch.testing.assert_close(gen(**inputs)["logits"], model(**inputs).logits)
+
+
+def test_resnet_stages_are_one_class_taking_widths_stride_and_depth():
+    # transformers' ResNet: stages of several widths, strides and depths, their first layer
+    # with a shortcut, the conv layers of several kernels and strides. Each is one class
+    # taking what differs (a default stride written where another instance has 2), the
+    # stage's layers a first one and ``depth - 1`` alike; outputs and keys the source's, and
+    # the module exports back to the graph it came from.
+    cfg = transformers.ResNetConfig(
+        num_channels=3, embedding_size=8, hidden_sizes=[16, 32, 64], depths=[3, 4, 3]
+    )
+    model = seeded(transformers.ResNetModel(cfg))
+    x = torch.randn(1, 3, 32, 32, generator=torch.Generator().manual_seed(8))
+    g = msc.from_torch(model, (x,))
+    src = ct.generate(g)
+    classes = _classes(src)
+    assert [c for c in classes if c.startswith("ResNetStage")] == ["ResNetStage"], list(classes)
+    assert "depth" in _init_params(classes["ResNetStage"])
+    assert "for _ in range(1, depth)" in ast.unparse(classes["ResNetStage"])
+    assert "stride" in _init_params(classes["ResNetShortCut"])
+    layers = [c for c in classes if c.startswith("ResNetConvLayer")]
+    assert len(layers) == 2, layers  # with and without the activation (nn.Identity)
+    assert re.search(r"ResNetStage\(8, 16, \(1, 1\), 4, 3\)", src), src
+    gen = ct.to_module(g)
+    assert list(gen.state_dict()) == list(model.state_dict())
+    with torch.no_grad():
+        torch.testing.assert_close(
+            gen(x)["last_hidden_state"], model(x).last_hidden_state, atol=1e-4, rtol=1e-4
+        )
+    again = ct.constants_as_nodes(msc.from_torch(gen, (x,)), g)
+    msc.assert_structural_equal(ct.as_generated(g), again)
