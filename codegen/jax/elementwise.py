@@ -164,6 +164,11 @@ def bitcast(e: JaxCodegen, node, x):
 
 @emitter("clamp")
 def clamp(e: JaxCodegen, node, x, lo=None, hi=None):
+    # lax.clamp (one stablehlo.clamp) where its bounds need no broadcast: scalars or x's shape
+    shape = node.inputs[0].type.shape
+    if lo is not None and hi is not None and node.outputs[0].type.shape == shape:
+        if all(v.type.shape in ((), shape) for v in node.inputs[1:]):
+            return f"lax.clamp({lo}, {x}, {hi})"
     return f"jnp.clip({x}, {lo}, {hi})"
 
 
