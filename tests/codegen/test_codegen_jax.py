@@ -324,3 +324,38 @@ def test_symbolic_sizes_are_python_arithmetic_on_shapes():
         got = jitted(params, x.numpy(), y.numpy())
         for a, r in zip(got, _Sizes()(x, y), strict=True):
             np.testing.assert_allclose(np.asarray(a), r.numpy(), atol=1e-5)
+
+
+def test_convert_fails_on_real_changes(tmp_path):
+    """The jax target's structural check fails a conversion as every target's does: an
+    embedding written as jnp.take re-exports with JAX's index wrap and fill around the gather
+    (real changes, the outputs agree), so nothing is written, the exit status is the
+    mismatch's, and --allow-changes writes it saying so."""
+    from msc.cli import main
+
+    class M(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.emb = torch.nn.Embedding(10, 4)
+
+        def forward(self, ids):
+            return self.emb(ids) * 2.0
+
+    ep = torch.export.export(M().eval(), (torch.tensor([[1, 7, 3]]),))
+    torch.export.save(ep, tmp_path / "m.pt2")
+    out = tmp_path / "jax"
+    args = ["convert", str(tmp_path / "m.pt2"), "--to", "jax", "-o", str(out)]
+    import contextlib
+    import io
+
+    for extra, status in (([], "nothing written"), (["--allow-changes"], "wrote")):
+        said = io.StringIO()
+        with contextlib.redirect_stdout(said), contextlib.redirect_stderr(said):
+            try:
+                rc = main(args + extra)
+            except SystemExit as e:
+                rc = int(e.code or 0)
+        text = said.getvalue()
+        assert "real change" in text and "check: outputs match" in text, text
+        assert status in text and (rc == 0) == bool(extra), text
+        assert out.exists() == bool(extra)
