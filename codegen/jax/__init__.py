@@ -96,11 +96,13 @@ def as_generated(graph: Graph, *, emitters: EmitterRegistry = EMITTERS) -> Graph
     out = JaxCodegen(graph, emitters).graph
 
     def spelled(n: Any) -> bool:
-        if not getattr(emitters.get(n.op), "spelled_out", False):
+        if not getattr(emitters.get(n.op), "spelled_out", False) or n.op not in rules:
             return False
+        if not n.inputs:  # a rule's node, detached while decompose lowers it (recursively)
+            return True
         try:
             rules.expand(n)
-        except (KeyError, NotDecomposable):
+        except NotDecomposable:
             return False
         return True
 

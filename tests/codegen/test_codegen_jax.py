@@ -359,3 +359,43 @@ def test_convert_fails_on_real_changes(tmp_path):
         assert "real change" in text and "check: outputs match" in text, text
         assert status in text and (rc == 0) == bool(extra), text
         assert out.exists() == bool(extra)
+
+
+_F = torch.nn.functional
+# PyTorch ops whose JAX emitters JAX lowers to something else than the op (jnp.clip, softplus
+# and mish as their formulas, a conv's bias added after it, norms and attention spelled out):
+# the re-export still reads back as the graph (`@spelled_out` emitters: as its decomposition).
+TORCH_OPS = {
+    "relu": _F.relu,
+    "relu6": _F.relu6,
+    "hardtanh": lambda t: _F.hardtanh(t, -0.5, 0.75),
+    "clamp_scalars": lambda t: t.clamp(-0.5, 0.5),
+    "softplus": lambda t: _F.softplus(t * 12.0, beta=2.0, threshold=10.0),
+    "mish": lambda t: _F.mish(t * 12.0),
+    "silu": _F.silu,
+    "gelu_tanh": lambda t: _F.gelu(t, approximate="tanh"),
+    "layer_norm": lambda t: _F.layer_norm(t, (6,)),
+    "group_norm": lambda t: _F.group_norm(t, 2),
+    "conv_bias": lambda t: _F.conv2d(t, torch.ones(3, 4, 3, 3) / 9, torch.arange(3.0)),
+    "sdpa": lambda t: _F.scaled_dot_product_attention(t, t, t),
+}
+
+
+@pytest.mark.parametrize("name", list(TORCH_OPS))
+def test_torch_op_to_jax_reads_back_as_the_graph(name):
+    from msc.analysis.convert import check_jax_structure
+
+    fn = TORCH_OPS[name]
+
+    class M(torch.nn.Module):
+        def forward(self, t):
+            return fn(t)
+
+    x = torch.randn(2, 4, 6, 6, generator=torch.Generator().manual_seed(0))
+    g = msc.from_torch(M(), (x,))
+    f, params = codegen.jax.to_function(g)
+    with torch.no_grad():
+        ref = fn(x).numpy()
+    assert not close([np.asarray(f(params, x.numpy()))], [ref], 1e-5, 1e-5)
+    first, summary, verdict, equivalent = check_jax_structure(g, f, params)
+    assert equivalent, f"{verdict}: {summary}; first difference: {first}"

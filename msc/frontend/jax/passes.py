@@ -39,6 +39,7 @@ BROADCASTING = {
     "logical_xor",
     "atan2",
     "fmod",
+    "clamp",
 }
 
 
