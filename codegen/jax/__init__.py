@@ -22,12 +22,13 @@ import numpy as np
 
 from codegen.jax.core import JaxCodegen
 from codegen.jax.coverage import coverage_markdown
-from codegen.jax.registry import EMITTERS, EmitterRegistry, emitter
+from codegen.jax.registry import EMITTERS, EmitterRegistry, emitter, spelled_out
 from msc.ir.graph import Graph
 from msc.ops import import_families
 
 __all__ = [
     "coverage_markdown",
+    "as_generated",
     "generate",
     "to_function",
     "save",
@@ -35,6 +36,7 @@ __all__ = [
     "EMITTERS",
     "EmitterRegistry",
     "emitter",
+    "spelled_out",
     "MODEL_FILE",
     "WEIGHTS_FILE",
 ]
@@ -80,6 +82,33 @@ def save(graph: Graph, directory: str | os.PathLike) -> Path:
         (tmp / MODEL_FILE).write_text(src, encoding="utf-8")
         safetensors.write_lazy(tmp / WEIGHTS_FILE, tensors, metadata={"format": "np"})
     return target
+
+
+def as_generated(graph: Graph, *, emitters: EmitterRegistry = EMITTERS) -> Graph:
+    """``graph`` as the generated code computes it, to compare a re-export of the code with:
+    the ops without an emitter lowered through their decompositions (as ``generate`` writes
+    them), and the ops whose emitter is ``spelled_out`` (JAX lowers the code to the op's
+    decomposition, which the frontend's fusions do not recover) decomposed the same way.
+    ``graph`` itself is not changed."""
+    from msc.ops.decompose import NotDecomposable, decompose
+    from msc.ops.decompose import registry as rules
+
+    out = JaxCodegen(graph, emitters).graph
+
+    def spelled(n: Any) -> bool:
+        if not getattr(emitters.get(n.op), "spelled_out", False) or n.op not in rules:
+            return False
+        if not n.inputs:  # a rule's node, detached while decompose lowers it (recursively)
+            return True
+        try:
+            rules.expand(n)
+        except NotDecomposable:
+            return False
+        return True
+
+    if any(spelled(n) for n in out.nodes):  # recursively: a rule's nodes may be spelled too
+        out = decompose(out, spelled)
+    return out
 
 
 # One module per op family, named as in msc.ops; importing one registers its emitters.

@@ -4,7 +4,7 @@ where, cast, clamp, constants."""
 from __future__ import annotations
 
 from codegen.jax.core import Held, JaxCodegen, _scalar, dtype_expr, literal
-from codegen.jax.registry import emitter
+from codegen.jax.registry import emitter, spelled_out
 from msc.ir import DType
 
 UNARY = {
@@ -53,7 +53,6 @@ UNARY = {
     "identity": "",
     "lgamma": "jax.scipy.special.gammaln",
     "digamma": "jax.scipy.special.digamma",
-    "mish": "jax.nn.mish",
     "hardswish": "jax.nn.hard_swish",
 }
 BINARY = {
@@ -164,12 +163,18 @@ def bitcast(e: JaxCodegen, node, x):
 
 @emitter("clamp")
 def clamp(e: JaxCodegen, node, x, lo=None, hi=None):
+    # lax.clamp (one stablehlo.clamp) where its bounds need no broadcast: scalars or x's shape
+    shape = node.inputs[0].type.shape
+    if lo is not None and hi is not None and node.outputs[0].type.shape == shape:
+        if all(v.type.shape in ((), shape) for v in node.inputs[1:]):
+            return f"lax.clamp({lo}, {x}, {hi})"
     return f"jnp.clip({x}, {lo}, {hi})"
 
 
 @emitter("hardtanh")
+@spelled_out
 def hardtanh(e: JaxCodegen, node, x):
-    return f"jnp.clip({x}, {_scalar(node.attrs['min'])}, {_scalar(node.attrs['max'])})"
+    return f"lax.clamp({_scalar(node.attrs['min'])}, {x}, {_scalar(node.attrs['max'])})"
 
 
 @emitter("leaky_relu")
@@ -188,12 +193,26 @@ def gelu(e: JaxCodegen, node, x):
     return f"jax.nn.gelu({x}, approximate={approx!r})"
 
 
-@emitter("softplus")
-def softplus(e: JaxCodegen, node, x):
-    beta, th = float(node.attrs["beta"]), float(node.attrs["threshold"])
+def _softplus(x: str, beta: float = 1.0, threshold: float = 20.0) -> str:
+    """PyTorch's softplus as its definition (msc.ops.decompose's spelling): log(1 + e^(beta
+    x)) / beta, x itself above the threshold, where e^(beta x) cannot overflow."""
     bx = x if beta == 1.0 else f"({x} * {_scalar(beta)})"
-    soft = f"jax.nn.softplus({bx})" if beta == 1.0 else f"jax.nn.softplus({bx}) / {_scalar(beta)}"
-    return f"jnp.where({bx} > {_scalar(th)}, {x}, {soft})"
+    soft = f"jnp.log(jnp.exp({bx}) + 1.0)"
+    if beta != 1.0:
+        soft = f"{soft} / {_scalar(beta)}"
+    return f"jnp.where({bx} > {_scalar(threshold)}, {x}, {soft})"
+
+
+@emitter("softplus")
+@spelled_out
+def softplus(e: JaxCodegen, node, x):
+    return _softplus(x, float(node.attrs["beta"]), float(node.attrs["threshold"]))
+
+
+@emitter("mish")
+@spelled_out
+def mish(e: JaxCodegen, node, x):
+    return f"{x} * jnp.tanh({_softplus(x)})"
 
 
 @emitter("hardsigmoid")

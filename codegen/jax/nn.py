@@ -123,10 +123,12 @@ def layer_norm(e: JaxCodegen, node, x, w=None, b=None):
     axis = node.attrs["axis"] % rank
     axes = tuple(range(axis, rank))
     eps = _scalar(node.attrs["eps"])
-    y = (
-        f"({x} - jnp.mean({x}, axis={axes!r}, keepdims=True)) * lax.rsqrt("
-        f"jnp.var({x}, axis={axes!r}, keepdims=True) + {eps})"
-    )
+    # as msc.ops.decompose spells it (the mean once, a two-pass variance): the frontend's
+    # fusion reads a re-export of this code as layer_norm again
+    mean = e.fresh(f"{node.outputs[0].name}_mean", "mean")
+    e.pre.append(f"{mean} = jnp.mean({x}, axis={axes!r}, keepdims=True)")
+    var = f"jnp.mean(jnp.square({x} - {mean}), axis={axes!r}, keepdims=True)"
+    y = f"({x} - {mean}) / jnp.sqrt({var} + {eps})"
     if w is not None:
         y = f"{y} * {w}"
     if b is not None:

@@ -6,6 +6,9 @@
 #   tuple of expressions, one per output). Attributes enter code only as ``repr`` of numbers,
 #   bools, lists of them, or ``repr`` of a string.
 # - Registering an op twice is an error; ``EMITTERS`` is the default registry.
+# - ``@spelled_out`` marks an emitter whose code JAX lowers to the op's decomposition
+#   (msc.ops.decompose) and the frontend's fusions do not recover: a re-export of the code
+#   reads back as that decomposition, which ``codegen.jax.as_generated`` compares with.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from collections.abc import Callable
 
 from msc.ir.registry import Registry
 
-__all__ = ["EMITTERS", "EmitterRegistry", "emitter"]
+__all__ = ["EMITTERS", "EmitterRegistry", "emitter", "spelled_out"]
 
 
 class EmitterRegistry(Registry[str, Callable[..., object]]):
@@ -27,3 +30,9 @@ class EmitterRegistry(Registry[str, Callable[..., object]]):
 
 EMITTERS = EmitterRegistry()
 emitter = EMITTERS
+
+
+def spelled_out(fn: Callable[..., object]) -> Callable[..., object]:
+    """Mark an emitter whose code re-exports as its op's decomposition (see the NOTE)."""
+    fn.spelled_out = True  # type: ignore[attr-defined]
+    return fn

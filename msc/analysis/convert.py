@@ -11,7 +11,9 @@ with ``to``; or a ``.keras`` file, the generated model as Keras saves it; re-imp
 Keras on the torch backend and run against the source; its layers hold weights in Keras'
 layout, so the graphs are compared numerically),
 ``jax`` (only with ``to``: a directory with ``model.py`` + ``weights.safetensors`` by
-``codegen.jax``; checked by re-exporting it with jax.export and running that against the source).
+``codegen.jax``; re-exported with jax.export at the graph's input shapes, symbolic dims
+symbolic, and read back by msc.from_stablehlo: compared with the graph as the code computes it,
+``codegen.jax.as_generated``, and run against the source).
 Without ``to`` the target follows OUT: ``*.onnx`` is onnx, ``*.tflite`` is tflite, ``*.keras``
 a keras file, ``*.msc`` or an existing saved graph is msc, anything else is a torch directory.
 
@@ -36,6 +38,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from msc.analysis.model import ExportFailed, Model, load_model
 from msc.analysis.pysource import generated_module
 from msc.analysis.shapes import (
@@ -54,7 +58,14 @@ from msc.ir import symexpr
 from msc.ir.graph import Graph
 from msc.ir.types import SymDim, TensorType, map_tensor, tensor_of
 
-__all__ = ["convert", "ConvertReport", "TARGETS", "target_for"]
+__all__ = [
+    "convert",
+    "ConvertReport",
+    "TARGETS",
+    "target_for",
+    "reexport_jax",
+    "check_jax_structure",
+]
 
 TARGETS = ("torch", "onnx", "msc", "relax", "tflite", "keras", "jax")
 # Targets written as one file (the others are directories).
@@ -416,10 +427,12 @@ def convert(
                 report.structural, report.changes = _structural_relax(g, again)
                 equal = report.structural is None
                 report.verdict, report.equivalent = ("equal" if equal else "differs"), equal
-            elif target == "jax":  # JAX re-lowers every op: the outputs are what is compared
-                report.structural = "not compared"
-                report.verdict = "not compared structurally (jax.export re-lowers every op)"
-                report.equivalent = True
+            elif target == "jax":  # compared with what the generated code computes
+                from codegen.jax import as_generated
+
+                report.structural, report.changes, report.verdict, report.equivalent = _structural(
+                    as_generated(g), again.graph
+                )
             elif target == "torch" and report.uncaptured:
                 report.verdict, report.equivalent = "not re-imported", True
             elif target == "keras":  # Keras layers: their own weight layout, checked by running
@@ -461,48 +474,105 @@ def convert(
 
 def _reread_jax(staged: Path, g: Graph) -> Model:
     """The written JAX directory (code msc just generated) re-exported with jax.export at the
-    graph's input shapes and read back; it runs as the exported artifact."""
-    import msc
+    graph's input shapes and read back (``reexport_jax``); it runs as an export of the code
+    with its weights loaded."""
+    import jax
+    from jax import export
+
     from codegen.jax import MODEL_FILE, WEIGHTS_FILE
+
+    src = (staged / MODEL_FILE).read_text(encoding="utf-8")
+    ns: dict[str, Any] = {"__name__": "msc_generated_jax_check"}
+    exec(compile(src, str(staged / MODEL_FILE), "exec"), ns)
+    params = ns["load_params"](str(staged / WEIGHTS_FILE))
+    fn = ns["forward"]
+    graph = reexport_jax(fn, params, g)
+    specs = _jax_specs(g)[0]  # exported above, so this one does too
+    run = export.export(jax.jit(lambda *a: fn(params, *a)))(*specs)
+    return Model(graph, "jax", str(staged / MODEL_FILE), bytes(run.serialize()))
+
+
+def reexport_jax(fn: Any, params: dict[str, Any], g: Graph) -> Graph:
+    """``fn(params, *inputs)`` (JAX code generated from ``g``) exported by jax.export at
+    ``g``'s input shapes (its symbolic dims symbolic, with their ranges) and read back by
+    msc.from_stablehlo: ``params``' entries as the weights of those names, the inputs named
+    as ``g``'s, the symbols as ``g``'s."""
+    import msc
 
     try:
         import jax
         from jax import export
     except ImportError as e:
         raise MscError(f"checking the jax target needs JAX (the jax extra): {e}") from None
-    src = (staged / MODEL_FILE).read_text(encoding="utf-8")
-    ns: dict[str, Any] = {"__name__": "msc_generated_jax_check"}
-    exec(compile(src, str(staged / MODEL_FILE), "exec"), ns)
-    params = ns["load_params"](str(staged / WEIGHTS_FILE))
-    shapes = []
-    for v in g.inputs:
-        t = v.type
-        if not isinstance(t, TensorType) or t.shape is None or None in t.shape:
-            raise MscError(f"input {v.name!r}: the jax check needs a tensor of known shape")
-        shapes.append(t)
-    dims = _jax_symbolic_dims([t.shape for t in shapes])
-    specs = [
-        jax.ShapeDtypeStruct(tuple(dims.pop(0) for _ in t.shape), t.dtype.to_numpy())
-        for t in shapes
-    ]
-    fn = ns["forward"]
+    specs, symbols = _jax_specs(g)
+    leaves = jax.tree_util.tree_flatten_with_path(params)[0]
+    weights = {i: (path[0].key, np.asarray(leaf)) for i, (path, leaf) in enumerate(leaves)}
     try:
-        exp = export.export(jax.jit(lambda *a: fn(params, *a)))(*specs)
+        # keep_unused: a weight the code does not read stays one of main's, as in the source;
+        # 64-bit types (int64 token ids) stay 64-bit where the graph has them, as JAX computes
+        # the code with jax_enable_x64 (without it every 64-bit array is a 32-bit one)
+        with jax.enable_x64(_wide(g)):
+            exp = export.export(jax.jit(fn, keep_unused=True))(params, *specs)
     except Exception as e:  # noqa: BLE001 - JAX's shape-polymorphism errors have many types
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise MscError(
             f"the generated JAX code does not export at the graph's symbolic input shapes "
             f"({first}); --no-check writes it unchecked"
         ) from None
-    data = bytes(exp.serialize())
-    graph = msc.from_stablehlo(data, name=g.name)
-    return Model(graph, "jax", str(staged / MODEL_FILE), data)
+    return msc.from_stablehlo(
+        exp,
+        name=g.name,
+        weights=weights,
+        input_names=[""] * len(weights) + [v.name for v in g.inputs],
+        symbols=symbols,
+    )
 
 
-def _jax_symbolic_dims(shapes: list[tuple]) -> list:
+def _wide(g: Graph) -> bool:
+    """``g`` has a 64-bit input or weight."""
+    from msc.ir import DType
+
+    wide = {DType.INT64, DType.UINT64, DType.FLOAT64, DType.COMPLEX128}
+    types = [v.type for v in g.inputs] + [w.type for w in g.weights.values()]
+    return any(isinstance(t, TensorType) and t.dtype in wide for t in types)
+
+
+def check_jax_structure(
+    g: Graph, fn: Any, params: dict[str, Any]
+) -> tuple[str | None, str, str, bool]:
+    """The structural half of the jax target's check for ``fn(params, *inputs)``, JAX code
+    generated from ``g``: its re-export (``reexport_jax``) compared with ``g`` as the code
+    computes it (``codegen.jax.as_generated``). Returns (first difference or None when equal,
+    a one-line summary of the node-level diff, diff's verdict, equivalent up to known
+    rewrites), as for every target."""
+    from codegen.jax import as_generated
+
+    return _structural(as_generated(g), reexport_jax(fn, params, g))
+
+
+def _jax_specs(g: Graph) -> tuple[list, dict[str, SymDim]]:
+    """``g``'s inputs as jax.ShapeDtypeStruct (symbolic dims as jax.export's) and msc's
+    symbols by their jax.export names."""
+    import jax
+
+    shapes = []
+    for v in g.inputs:
+        t = v.type
+        if not isinstance(t, TensorType) or t.shape is None or None in t.shape:
+            raise MscError(f"input {v.name!r}: the jax check needs a tensor of known shape")
+        shapes.append(t)
+    dims, symbols = _jax_symbolic_dims([t.shape for t in shapes])
+    specs = [
+        jax.ShapeDtypeStruct(tuple(dims.pop(0) for _ in t.shape), t.dtype.to_numpy())
+        for t in shapes
+    ]
+    return specs, symbols
+
+
+def _jax_symbolic_dims(shapes: list[tuple]) -> tuple[list, dict[str, SymDim]]:
     """Every dim of ``shapes`` in order, symbolic ones as jax.export symbolic dims of one
     scope (symbol names made identifiers, msc's ranges as constraints), so the generated code
-    is exported as polymorphic as the graph it came from."""
+    is exported as polymorphic as the graph it came from; and msc's symbols by those names."""
     from jax import export
 
     from msc.ir.symexpr import spell, subs, symbols
@@ -526,7 +596,7 @@ def _jax_symbolic_dims(shapes: list[tuple]) -> list:
     for shape in shapes:
         spelled = [spell(subs(d, safe), ranges=False) for d in shape]
         out.extend(export.symbolic_shape(", ".join(spelled), scope=scope) if spelled else ())
-    return out
+    return out, {safe[name].name: s for name, s in syms.items()}
 
 
 def _reread_relax(staged: Path, g: Graph, report: ConvertReport) -> Model:

@@ -9,7 +9,9 @@ The generated code reads each symbol once from an input's shape (``batch =
 input_ids.shape[0]``) and computes sizes from it in Python; the example's sizes (7, 13) appear
 nowhere in it. Then the CLI path: a ``.pt2`` saved with the same dynamic shapes, ``msc convert
 model.pt2 --to jax -o out/`` (its check re-exports the written code with jax.export at the
-symbolic shapes and reads it back), and the written ``model.py`` run at two sizes."""
+symbolic shapes and reads it back: a model whose re-export does not read back as its graph
+yet fails it, and is written with ``--allow-changes``), and the written ``model.py`` run at
+two sizes."""
 
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ from torch.export import Dim  # noqa: E402
 
 import codegen.jax  # noqa: E402
 import msc  # noqa: E402
+from tests.codegen.test_codegen_jax_models import STRUCTURAL_MISSES  # noqa: E402
 from tests.codegen.test_torch_hierarchy_models import MODELS  # noqa: E402
 
 EXAMPLE = (7, 13)  # the export's (batch, seq): sizes no model config uses
@@ -103,7 +106,9 @@ def _cli(*args: str) -> tuple[int, str]:
     return rc, out.getvalue()
 
 
-CLI_SLOW = set(MODELS) - {"vit"}  # export, convert, check and two runs: ~10 s each
+# export, convert, check (with the re-export) and two runs: vit 4 s (12 s on a loaded
+# machine), the others 5-15 s
+CLI_SLOW = set(MODELS) - {"vit"}
 
 
 @pytest.mark.parametrize(
@@ -117,9 +122,15 @@ def test_dynamic_pt2_converts_to_jax_with_the_cli(name, tmp_path):
         ep = torch.export.export(model, (), example, dynamic_shapes=_dynamic(example))
     torch.export.save(ep, tmp_path / "model.pt2")
     out = tmp_path / "out"
-    rc, said = _cli("convert", str(tmp_path / "model.pt2"), "--to", "jax", "-o", str(out))
+    # the structural check's verdict, honestly: a model whose re-export does not read back as
+    # its graph yet fails the conversion, written with --allow-changes only
+    # (that it fails without: test_codegen_jax.py's test_convert_fails_on_real_changes)
+    changes = name in STRUCTURAL_MISSES
+    args = ["convert", str(tmp_path / "model.pt2"), "--to", "jax", "-o", str(out)]
+    rc, said = _cli(*args, *(["--allow-changes"] if changes else []))
     assert rc == 0, said
     assert "check: outputs match" in said, said
+    assert ("real change" in said) == changes, said
     spec = importlib.util.spec_from_file_location(f"jaxsym_{name}", out / codegen.jax.MODEL_FILE)
     mod = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
     spec.loader.exec_module(mod)  # type: ignore[union-attr]

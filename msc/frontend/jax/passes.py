@@ -6,7 +6,8 @@ msc.ops.fusions recognize softmax, GELU, layer norm and linear.
 # NOTE: invariants
 # - A broadcast (``expand``, and the all-ones ``reshape`` before it) is bypassed only when every
 #   user is a broadcasting elementwise op whose output already has the expanded shape (so
-#   dropping it changes no type), and the bypassed value keeps the expanded rank or is 0-d.
+#   dropping it changes no type), and the bypassed value keeps the expanded rank or is 0-d;
+#   an ``expand`` to the shape its input has (symbolic dims) is dropped whatever its users.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ BROADCASTING = {
     "logical_xor",
     "atan2",
     "fmod",
+    "clamp",
 }
 
 
@@ -69,6 +71,11 @@ def drop_broadcasts(graph: Graph) -> Graph:
         out = node.outputs[0]
         want = _shape(out)
         uses = out.uses
+        if want is not None and _shape(node.inputs[0]) == want and out not in graph.outputs:
+            # a dynamic_broadcast_in_dim to the shape it already has (symbolic dims)
+            out.replace_all_uses_with(node.inputs[0])
+            changed = True
+            continue
         if not uses or want is None or out in graph.outputs:
             continue
         if not all(_full_other(u, i, want) for u, i in uses):
@@ -88,9 +95,12 @@ def drop_broadcasts(graph: Graph) -> Graph:
     if changed:  # the bypassed expands would still count as users below
         graph.remove_nodes(dead_nodes(graph))
         changed = False
-    # a reshape that only puts size-1 dims in front (a bias made [1, n]): broadcasting does it
+    # a reshape that only puts size-1 dims in front (a bias made [1, n]; with symbolic dims,
+    # a scalar unsqueezed to [1, 1, 1]): broadcasting does it
     for node in list(graph.nodes):
-        if node.op != "reshape" or node.inputs[0] is None:
+        if node.op not in ("reshape", "unsqueeze") or node.inputs[0] is None:
+            continue
+        if node.op == "unsqueeze" and _shape(node.inputs[0]) != ():
             continue
         out, src = node.outputs[0], node.inputs[0]
         a, b = _shape(src), _shape(out)
@@ -128,10 +138,11 @@ _REDUCTIONS = ("reduce_sum", "reduce_max", "reduce_min", "reduce_mean", "reduce_
 
 
 def _keepdims(node):
-    """reshape(reduce(x, axes)) that puts the reduced axes back as 1s -> reduce keepdims."""
+    """reshape(reduce(x, axes)) that puts the reduced axes back as 1s -> reduce keepdims (with
+    symbolic dims the reshape is a dynamic_broadcast_in_dim, read as an unsqueeze)."""
     from msc.ops.rewrite import Match
 
-    if node.op != "reshape" or node.inputs[0] is None:
+    if node.op not in ("reshape", "unsqueeze") or node.inputs[0] is None:
         return None
     red = node.inputs[0].producer
     if red is None or red.op not in _REDUCTIONS or red.attrs.get("keepdims"):
@@ -191,6 +202,55 @@ def _no_op_bound(node):
             and _shape(x) == _shape(node.outputs[0])
         ):
             return Match(node, [node], {"x": x})
+    return None
+
+
+def _relu(node):
+    """maximum(x, 0) of a float x (how JAX lowers jax.nn.relu) -> relu(x)."""
+    from msc.ops.rewrite import Match, constant_value
+
+    if node.op != "maximum":
+        return None
+    for x, c in (node.inputs, reversed(node.inputs)):
+        v = constant_value(c)
+        if (
+            v is not None
+            and v.size == 1
+            and v.dtype.kind == "f"
+            and float(v.reshape(-1)[0]) == 0.0
+            and _shape(x) == _shape(node.outputs[0])
+        ):
+            return Match(node, [node], {"x": x})
+    return None
+
+
+def _conv_bias(node):
+    """conv(x, w) + b.reshape(C, 1, ..., 1) (a channels-first conv's bias added after it, as
+    JAX code writes it) -> conv(x, w, b)."""
+    from msc.ops.rewrite import Match
+
+    if node.op != "add":
+        return None
+    for c, r in (node.inputs, reversed(node.inputs)):
+        conv, view = c.producer if c is not None else None, r.producer if r is not None else None
+        if conv is None or view is None or conv.op != "conv" or view.op != "reshape":
+            continue
+        if len(conv.inputs) > 2 and conv.inputs[2] is not None or len(c.uses) != 1:
+            continue
+        if conv.attrs.get("data_layout", "NCHW") != "NCHW":
+            continue
+        b, out = view.inputs[0], _shape(c)
+        if b is None or out is None or _shape(node.outputs[0]) != out:
+            continue
+        if _shape(b) != (out[1],) or _shape(r) != (out[1],) + (1,) * (len(out) - 2):
+            continue
+        return Match(
+            node,
+            [conv, view, node],
+            {"x": conv.inputs[0], "w": conv.inputs[1], "b": b},
+            anchor=conv,
+            info={"attrs": dict(conv.attrs)},
+        )
     return None
 
 
@@ -276,12 +336,17 @@ def _variance(node):
         return None
     axes = {a % len(shape) for a in mean.attrs["axes"]}
     kept = [1 if i in axes else d for i, d in enumerate(shape)]
-    info = {"attrs": dict(mean.attrs), "kept": kept}
+    info = {"attrs": dict(mean.attrs), "kept": kept, "axes": sorted(axes)}
     return Match(node, [node, sub, msq, mm, sq], {"x": x, "m": m}, info=info)
 
 
 def _variance_replace(b, m):
-    d = b.op("sub", m["x"], b.op("reshape", m["m"], shape=m.info["kept"]))
+    kept = m.info["kept"]
+    if all(isinstance(k, int) for k in kept):
+        back = b.op("reshape", m["m"], shape=kept)
+    else:  # symbolic dims: the reduced axes put back as 1s
+        back = b.op("unsqueeze", m["m"], axes=m.info["axes"])
+    d = b.op("sub", m["x"], back)
     return b.op("reduce_mean", b.op("mul", d, d), **m.info["attrs"])
 
 
@@ -363,18 +428,20 @@ def _bypass_identities(graph: Graph) -> None:
 
 
 def jax_spellings(graph: Graph) -> Graph:
-    """``graph`` with JAX's spellings of keepdims, mean, logistic and ``initial=-inf`` put
+    """``graph`` with JAX's spellings of keepdims, mean, logistic, relu and ``initial=-inf`` put
     back into canonical ops, Flax's norms (a one-pass variance, a zero mean, the scale on the
     inverse deviation) into the spellings msc.ops.fusions reads, and repeated computations
     made one (a new graph)."""
     from msc.ops.rewrite import Pattern, rewrite
 
     _cse(graph)
+    _bypass_identities(graph)  # a scalar's broadcast to a scalar: its bound is a constant
     identity = Pattern(
         "no_op_bound", matcher=_no_op_bound, replace=lambda b, m: b.op("identity", m["x"])
     )
     sigmoid = Pattern("sigmoid", matcher=_sigmoid, replace=lambda b, m: b.op("sigmoid", m["x"]))
     zero_sub = Pattern("zero_sub", matcher=_zero_sub, replace=lambda b, m: b.op("identity", m["x"]))
+    relu = Pattern("relu", matcher=_relu, replace=lambda b, m: b.op("relu", m["x"]))
     graph = rewrite(graph, [identity, sigmoid, zero_sub])
     _bypass_identities(graph)
     patterns = [
@@ -383,6 +450,11 @@ def jax_spellings(graph: Graph) -> Graph:
             "mean",
             matcher=_mean,
             replace=lambda b, m: b.op("reduce_mean", m["x"], **m.info["attrs"]),
+        ),
+        Pattern(
+            "conv_bias",
+            matcher=_conv_bias,
+            replace=lambda b, m: b.op("conv", m["x"], m["w"], m["b"], **m.info["attrs"]),
         ),
     ]
     graph = rewrite(graph, patterns)
@@ -398,4 +470,5 @@ def jax_spellings(graph: Graph) -> Graph:
     _cse(changed)  # the variance's x - mean is the one the normalization already computes
     # keepdims again (the mean the variance no longer squares), and a scale broadcast for
     # the scaled inverse deviation that the product now does itself
-    return drop_broadcasts(rewrite(changed, patterns[:1]))
+    # and relu last: Flax's one-pass variance is guarded by the same maximum(0, v)
+    return drop_broadcasts(rewrite(changed, [patterns[0], relu]))
