@@ -68,6 +68,14 @@ __all__ = [
 ]
 
 TARGETS = ("torch", "onnx", "msc", "relax", "tflite", "keras", "jax")
+# Why the jax target's real changes are reported and do not fail the conversion: jax.export
+# re-lowers every op, and msc.from_stablehlo does not yet read each of JAX's own lowerings
+# back as the op the code wrote (jnp.take's index wrap and fill, loops' counters, erf's
+# polynomial, ...: docs/guides/jax.md lists them); the outputs are compared all the same.
+JAX_ADVISORY = (
+    "not blocking for the jax target: JAX's re-export is not yet read back as every op the "
+    "code wrote (docs/guides/jax.md); the outputs decide"
+)
 # Targets written as one file (the others are directories).
 FILE_TARGETS = {"onnx": ".onnx", "tflite": ".tflite"}
 # Directory targets written as one file when OUT has this suffix.
@@ -103,6 +111,9 @@ class ConvertReport:
     # only run (eagerly) against the source.
     uncaptured: str = ""
     changes_allowed: bool = False  # real changes did not fail the conversion (allow_changes)
+    # Real changes the target's check reports without failing the conversion, and why (the
+    # jax target: JAX_ADVISORY); the numeric check still decides.
+    advisory: str = ""
     # A written Relax module msc.from_relax cannot read back into a graph (why): compared with
     # the translation by TVM's structural equality and run on the VM, not compared as a graph.
     unread: str = ""
@@ -123,6 +134,7 @@ class ConvertReport:
             "verdict": self.verdict,
             "equivalent": self.equivalent,
             "changes_allowed": self.changes_allowed,
+            "advisory": self.advisory or None,
             "numeric": None if self.numeric is None else self.numeric.to_json(),
             "ok": self.ok,
             "opset": self.opset,
@@ -433,6 +445,7 @@ def convert(
                 report.structural, report.changes, report.verdict, report.equivalent = _structural(
                     as_generated(g), again.graph
                 )
+                report.advisory = "" if report.equivalent else JAX_ADVISORY
             elif target == "torch" and report.uncaptured:
                 report.verdict, report.equivalent = "not re-imported", True
             elif target == "keras":  # Keras layers: their own weight layout, checked by running
@@ -457,7 +470,9 @@ def convert(
             say("running source and output on random inputs")
             report.numeric = verify_models(source, again, rtol=rtol, atol=atol, seed=seed)
             report.changes_allowed = allow_changes and not report.equivalent
-            report.ok = report.numeric.ok and (report.equivalent or allow_changes)
+            report.ok = report.numeric.ok and (
+                report.equivalent or allow_changes or bool(report.advisory)
+            )
         if report.ok:
             with files.uninterrupted():  # every file of the output, or (on error) none
                 report.files = _install(staged, out_p, target)

@@ -306,6 +306,8 @@ def _cmd_convert(args: argparse.Namespace) -> int:
             lines.append(f"check: re-imported output is {r.verdict}")
         else:
             lines.append(f"check: re-imported output: {r.verdict}: {r.changes}")
+            if r.advisory:
+                lines.append(f"check: {r.advisory}")
         assert r.numeric is not None
         lines.append(
             "check: outputs "

@@ -326,11 +326,11 @@ def test_symbolic_sizes_are_python_arithmetic_on_shapes():
             np.testing.assert_allclose(np.asarray(a), r.numpy(), atol=1e-5)
 
 
-def test_convert_fails_on_real_changes(tmp_path):
-    """The jax target's structural check fails a conversion as every target's does: an
-    embedding written as jnp.take re-exports with JAX's index wrap and fill around the gather
-    (real changes, the outputs agree), so nothing is written, the exit status is the
-    mismatch's, and --allow-changes writes it saying so."""
+def test_convert_reports_real_changes_without_failing(tmp_path):
+    """The jax target's structural check reports real changes but, for this target alone, does
+    not fail the conversion (JAX_ADVISORY; the numeric check decides): an embedding written as
+    jnp.take re-exports with JAX's index wrap and fill around the gather (real changes, the
+    outputs agree), so it is written, saying so, with and without --allow-changes."""
     from msc.cli import main
 
     class M(torch.nn.Module):
@@ -348,7 +348,7 @@ def test_convert_fails_on_real_changes(tmp_path):
     import contextlib
     import io
 
-    for extra, status in (([], "nothing written"), (["--allow-changes"], "wrote")):
+    for extra, status in (([], "not blocking"), (["--allow-changes"], "not blocking")):
         said = io.StringIO()
         with contextlib.redirect_stdout(said), contextlib.redirect_stderr(said):
             try:
@@ -357,8 +357,8 @@ def test_convert_fails_on_real_changes(tmp_path):
                 rc = int(e.code or 0)
         text = said.getvalue()
         assert "real change" in text and "check: outputs match" in text, text
-        assert status in text and (rc == 0) == bool(extra), text
-        assert out.exists() == bool(extra)
+        assert status in text and "wrote" in text and rc == 0, text
+        assert out.exists()
 
 
 _F = torch.nn.functional
