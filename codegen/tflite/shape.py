@@ -164,15 +164,47 @@ def _static(t: TensorType, what: str, e: Emit) -> list[int]:
     return [int(d) for d in t.shape]
 
 
-def _wrapped(e: Emit, i: Ref, dim: int) -> Ref:
-    """Indices as int32, a negative one counted from the end (FLOOR_MOD by the dim)."""
+def _wrapped(e: Emit, i: Ref, dim: int | Ref) -> Ref:
+    """Indices as int32, a negative one counted from the end (FLOOR_MOD by the dim: a number,
+    or a symbolic dim's run-time size as a one-element int32 tensor)."""
     i = e.cast(i, I32)
-    return e.op("FLOOR_MOD", [i, e.ints([dim])], TensorType(I32, i.type.shape))
+    d = e.ints([dim]) if isinstance(dim, int) else dim
+    return e.op("FLOOR_MOD", [i, d], TensorType(I32, i.type.shape))
 
 
-def _gather_at(e: Emit, x: Ref, coords: list[Ref], target: list[int]) -> Ref:
+def _dim_sizes(e: Emit, x: Ref, k: int) -> list[int | Ref]:
+    """The sizes of ``x``'s first ``k`` dims: a number where static, else the run-time size
+    (a one-element int32 slice of SHAPE)."""
+    dims = list(x.shape)[:k]
+    if all(isinstance(d, int) for d in dims):
+        return [int(d) for d in dims]
+    full = e.op("SHAPE", [x], TensorType(I32, [x.rank]), out_type=2)
+    return [
+        int(d)
+        if isinstance(d, int)
+        else e.op(
+            "STRIDED_SLICE",
+            [full, e.ints([a]), e.ints([a + 1]), e.ints([1])],
+            TensorType(I32, [1]),
+        )
+        for a, d in enumerate(dims)
+    ]
+
+
+def _gather_at(e: Emit, x: Ref, coords: list[Ref], target: list) -> Ref:
     """GATHER_ND of ``x`` at the coordinates ``coords`` (one int32 tensor per leading dim of
-    x, each broadcast to ``target``)."""
+    x, each broadcast to ``target``; where ``target`` has a symbolic dim, by adding zeros of
+    every coordinate's shape, integer arithmetic that broadcasts at run time)."""
+    if not all(isinstance(d, int) for d in target):
+        zero = e.ints([0])
+        zeros = None
+        for c in coords:
+            z = e.op("MUL", [c, zero], c.type)
+            zeros = z if zeros is None else e.op("ADD", [zeros, z], TensorType(I32, target))
+        coords = [
+            c if list(c.shape) == list(target) else e.op("ADD", [c, zeros], TensorType(I32, target))
+            for c in coords
+        ]
     cols = []
     for c in coords:
         if list(c.shape) != target:
@@ -184,11 +216,13 @@ def _gather_at(e: Emit, x: Ref, coords: list[Ref], target: list[int]) -> Ref:
 
 @emitter("index")
 def index(e: Emit, x: Ref, *indices: Ref, axes) -> Ref:
-    """x[i0, i1, ...] on x's leading dims: GATHER_ND at the broadcast indices."""
-    dims = _static(x.type, "index of a symbolic shape", e)
+    """x[i0, i1, ...] on x's leading dims: GATHER_ND at the broadcast indices (symbolic dims
+    read from the shapes at run time)."""
     k = len(indices)
+    e.require(x.type.shape is not None, "index of a tensor of unknown rank")
     e.require([int(a) % x.rank for a in axes] == list(range(k)), "index of dims after others")
-    out = _static(e.out_type(), "index to a symbolic shape", e)
+    dims = _dim_sizes(e, x, k)
+    out = list(e.out_type().shape)
     target = out[: len(out) - (x.rank - k)]
     return _gather_at(e, x, [_wrapped(e, i, d) for i, d in zip(indices, dims)], target)
 
@@ -228,9 +262,25 @@ def split(e: Emit, x: Ref, sizes_in=None, *, axis, sizes, num_outputs):
 def expand(e: Emit, x: Ref, shape_in=None, *, shape) -> Ref:
     e.require(shape_in is None, "expand to a run-time shape")
     t = e.out_type()
+    if t == x.type:  # every dim kept (-1s, or the sizes it has)
+        return x
     dims = [d if isinstance(d, int) else -1 for d in t.shape]
-    e.require(-1 not in dims, "expand to a symbolic shape")
-    return e.op("BROADCAST_TO", [x, e.ints(dims)], t)
+    if -1 not in dims:
+        return e.op("BROADCAST_TO", [x, e.ints(dims)], t)
+    # a symbolic dim of the result is one x has at that place: its size read at run time
+    lead = len(t.shape) - x.rank
+    e.require(
+        all(
+            isinstance(d, int) or (i >= lead and x.shape[i - lead] == d)
+            for i, d in enumerate(t.shape)
+        ),
+        "expand to a symbolic size its input does not have",
+    )
+    sizes = _dim_sizes(e, x, x.rank)
+    parts = [e.ints([d]) if isinstance(d, int) else sizes[i - lead] for i, d in enumerate(t.shape)]
+    parts = [p if isinstance(p, Ref) else e.ints([p]) for p in parts]
+    shape = e.op("CONCATENATION", parts, TensorType(I32, [len(parts)]), axis=0)
+    return e.op("BROADCAST_TO", [x, shape], t)
 
 
 @emitter("tile")

@@ -250,3 +250,28 @@ def test_pytorch_conv_transpose_3d_is_written_as_conv_3d_transpose():
     (got,) = run_litert(codegen.tflite.to_bytes(g), [x.numpy()])
     with torch.no_grad():
         np.testing.assert_allclose(got, m(x).numpy(), atol=1e-5, rtol=1e-5)
+
+
+class _MaskIndex(torch.nn.Module):
+    """transformers' mask construction: ``mask[batch_idx, kv_idx]`` at a symbolic batch and
+    sequence (an index of broadcast aranges), expanded to a static size on one axis."""
+
+    def forward(self, x, mask):
+        b, s = mask.shape
+        bi = torch.arange(b)[:, None, None, None]
+        ki = torch.arange(s)[None, None, None, :]
+        m = mask[bi, ki]
+        return torch.where(m, x[:, None, None, :], 0.0).expand(-1, 3, -1, -1)
+
+
+def test_index_and_expand_at_symbolic_shapes_run_in_litert():
+    """``index`` and ``expand`` read the symbolic sizes at run time (SHAPE), so the model
+    writes once and runs at other sizes in LiteRT, equal to eager."""
+    b, s = torch.export.Dim("batch"), torch.export.Dim("seq", max=32)
+    x, mask = torch.randn(2, 5), torch.rand(2, 5) > 0.5
+    ep = torch.export.export(_MaskIndex(), (x, mask), dynamic_shapes=({0: b, 1: s}, {0: b, 1: s}))
+    data = codegen.tflite.to_bytes(msc.from_exported_program(ep))
+    for n, m in ((1, 3), (4, 7)):
+        x, mask = torch.randn(n, m), torch.rand(n, m) > 0.5
+        (got,) = run_litert(data, [x.numpy(), mask.numpy()])
+        np.testing.assert_array_equal(got, _MaskIndex()(x, mask).numpy())
