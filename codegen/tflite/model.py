@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from typing import Any
 
 import numpy as np
@@ -26,7 +27,7 @@ from codegen.tflite.registry import EMITTERS, TFL_TYPE, Emit, EmitterRegistry, R
 from codegen.tflite.versions import version
 from msc.errors import Unsupported, UnsupportedOp, UnsupportedOpsError
 from msc.ir.graph import Graph, Node, Value, Weight
-from msc.ir.types import TensorType
+from msc.ir.types import SymDim, TensorType
 from msc.ops.decompose import NotDecomposable
 from msc.ops.decompose import registry as DECOMPOSITIONS
 from msc.ops.infer import InferError
@@ -243,7 +244,12 @@ class Writer:
         )
         if len({n for n, _ in sig.outputs}) != len(sig.outputs):
             sig.outputs = [(f"output_{k}", i) for k, (_, i) in enumerate(sig.outputs)]
-        return flatbuf.Model([sub], self.buffers, [sig])
+        metadata = {}
+        names = _symbol_names(g)
+        if names:  # the -1 dims' names, which shape_signature cannot hold
+            self.buffers.append(json.dumps(names, sort_keys=True).encode("utf-8"))
+            metadata[SYMBOLS_METADATA] = len(self.buffers) - 1
+        return flatbuf.Model([sub], self.buffers, [sig], metadata=metadata)
 
     def _quantized(self, node: Node, outputs: set[int]) -> list[Node]:
         """Write ``node`` as a quantized kernel when it sits between dequantize and quantize
@@ -301,3 +307,20 @@ def channels_last(graph: Graph) -> Graph:
     if not any(n.op in LAYOUT_OPS for n in graph.nodes):
         return graph
     return sink_transposes(to_layout(fold_batch_norm(graph), "NHWC"))
+
+
+# The metadata entry naming the graph inputs' symbolic dims: {"<input's signature name>":
+# {"<axis>": "<symbol>"}} as JSON. A .tflite stores a symbolic dim as -1 (shape_signature),
+# so without it msc.from_tflite names them itself (batch, <input>_<axis>) and ties none
+# together across inputs; with it a dynamic graph reads back with its own symbols.
+SYMBOLS_METADATA = "msc_symbols"
+
+
+def _symbol_names(g: Graph) -> dict[str, dict[str, str]]:
+    out: dict[str, dict[str, str]] = {}
+    for v in g.inputs:
+        shape = v.type.shape if isinstance(v.type, TensorType) else None
+        for axis, d in enumerate(shape or ()):
+            if isinstance(d, SymDim):
+                out.setdefault(v.name, {})[str(axis)] = d.name
+    return out

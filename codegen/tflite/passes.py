@@ -106,12 +106,14 @@ def _compact(model: flatbuf.Model) -> None:
                 s.inputs = [(n, remap[i]) for n, i in s.inputs]
                 s.outputs = [(n, remap[i]) for n, i in s.outputs]
         used_buffers.update(t.buffer for t in sg.tensors)
+    used_buffers.update(model.metadata.values())  # metadata entries name their buffers
     order = sorted(used_buffers)
     remap = {old: new for new, old in enumerate(order)}
     model.buffers = [model.buffers[i] for i in order]
     for sg in model.subgraphs:
         for t in sg.tensors:
             t.buffer = remap[t.buffer]
+    model.metadata = {k: remap[b] for k, b in model.metadata.items()}
 
 
 def simplify(model: flatbuf.Model) -> flatbuf.Model:

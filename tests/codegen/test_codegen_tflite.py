@@ -275,3 +275,27 @@ def test_index_and_expand_at_symbolic_shapes_run_in_litert():
         x, mask = torch.randn(n, m), torch.rand(n, m) > 0.5
         (got,) = run_litert(data, [x.numpy(), mask.numpy()])
         np.testing.assert_array_equal(got, _MaskIndex()(x, mask).numpy())
+
+
+def test_symbolic_dims_read_back_with_their_names():
+    """A .tflite holds a symbolic dim as -1; the msc_symbols metadata names them, so a dynamic
+    graph reads back with its own symbols, tied across inputs (without it, from_tflite names
+    them per input: batch, mask_1). A malformed entry is ignored, never an error."""
+    from msc.frontend.tflite import read_model
+
+    b, s = torch.export.Dim("b"), torch.export.Dim("seq", max=32)
+    x, mask = torch.randn(2, 5), torch.rand(2, 5) > 0.5
+    ep = torch.export.export(_MaskIndex(), (x, mask), dynamic_shapes=({0: b, 1: s}, {0: b, 1: s}))
+    g = msc.from_exported_program(ep)
+    want = [str(d) for v in g.inputs for d in v.type.shape]
+    data = codegen.tflite.to_bytes(g)
+    back = msc.from_tflite(data)
+    assert [str(d) for v in back.inputs for d in v.type.shape] == want
+    assert len({str(d) for v in back.inputs for d in v.type.shape}) == 2, want
+    # the same file with its entry's bytes replaced by junk reads with msc's own names
+    m = read_model(data)
+    off, size = m.buffers[m.metadata["msc_symbols"]]
+    junk = bytearray(data)
+    junk[off : off + size] = b"{" * size
+    names = [str(d) for v in msc.from_tflite(bytes(junk)).inputs for d in v.type.shape]
+    assert names == ["batch", "x_1", "batch", "mask_1"], names

@@ -24,6 +24,7 @@ operator.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -396,12 +397,16 @@ class Importer:
         names = {}
         if self.signature is not None:
             names = {i: n for n, i in self.signature.inputs}
-        # -1 dims: axis 0 of every input is one batch symbol; others are per input and axis
+        # -1 dims: named as the msc_symbols metadata says (a file msc wrote), else axis 0 of
+        # every input is one batch symbol and the others are per input and axis
+        given = self._symbol_names()
         for i in sg.inputs:
             t = sg.tensors[i]
             for axis, d in enumerate(t.signature or ()):
                 if d == -1:
-                    key = "batch" if axis == 0 else f"{names.get(i, t.name)}_{axis}"
+                    key = given.get(names.get(i, t.name), {}).get(str(axis))
+                    if key is None:
+                        key = "batch" if axis == 0 else f"{names.get(i, t.name)}_{axis}"
                     self.symbols[(i, axis)] = SymDim(_symbol(key))
         for i in sg.inputs:
             t = sg.tensors[i]
@@ -414,6 +419,33 @@ class Importer:
             v = self.graph.add_input(name, ty)
             self.values[i] = v
         self._state_inputs()
+
+    def _symbol_names(self) -> dict[str, dict[str, str]]:
+        """The msc_symbols metadata ({input name: {axis: symbol}}), when the file has a
+        well-formed one: at most 64 KiB of JSON, identifiers of at most 64 characters. Any
+        other is ignored (it only names dims: the file's -1s stand without it)."""
+        index = self.model.metadata.get("msc_symbols")
+        if index is None or not 0 <= index < len(self.model.buffers):
+            return {}
+        raw = bytes(self.model.buffer_bytes(index))
+        if len(raw) > 1 << 16:
+            return {}
+        try:
+            data = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError, RecursionError):
+            return {}
+        if not isinstance(data, dict):
+            return {}
+        out: dict[str, dict[str, str]] = {}
+        for name, axes in data.items():
+            if not isinstance(axes, dict):
+                return {}
+            for axis, sym in axes.items():
+                ok = isinstance(sym, str) and sym.isidentifier() and len(sym) <= 64
+                if not (ok and isinstance(axis, str) and axis.isdigit()):
+                    return {}
+            out[str(name)] = dict(axes)
+        return out
 
     def _state_inputs(self) -> None:
         """A graph input for each resource variable the subgraph reads before assigning it."""

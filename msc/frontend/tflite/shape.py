@@ -314,6 +314,8 @@ def tile(ctx: Ctx, x, multiples):
 
 @converter("BROADCAST_TO")
 def broadcast_to(ctx: Ctx, x, shape):
+    if not ctx.is_const(shape):  # a shape computed at run time (symbolic sizes)
+        return ctx.op("expand", ctx.value(x), ctx.op("cast", ctx.value(shape), to=DType.INT64))
     return ctx.op("expand", ctx.value(x), shape=_ints(ctx, shape, "the shape"))
 
 
