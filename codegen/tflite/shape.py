@@ -38,9 +38,11 @@ def reshape_like(e: Emit, x: Ref, axes_in: Ref | None = None, **attrs) -> Ref:
     t = e.out_type()
     e.require(axes_in is None, "run-time axes")
     dims = _static_or_minus_one(t)
-    if dims is not None:
-        return e.reshape(x, dims, t)
     op = e.node.op
+    # a static shape is a RESHAPE; a symbolic one keeps the op where TFLite has it
+    # (EXPAND_DIMS, SQUEEZE), which reads back as itself, not as a reshape to a -1
+    if dims is not None and (-1 not in dims or op == "flatten"):
+        return e.reshape(x, dims, t)
     if op == "unsqueeze":
         y = x
         for a in sorted(int(a) % t.rank for a in attrs["axes"]):
