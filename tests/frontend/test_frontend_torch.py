@@ -182,3 +182,26 @@ def test_a_tensor_returned_twice_is_two_outputs_through_every_target(tmp_path, t
     assert r.ok and r.equivalent, (r.verdict, r.structural)
     assert [o.name for o in r.numeric.outputs] == ["mul", "mul"]
     assert all(o.ok for o in r.numeric.outputs)
+
+
+def test_a_saved_pt2_names_its_symbols_after_the_inputs(tmp_path):
+    """torch.export.save keeps no Dim names (the program has s43, s53): the symbols are named
+    after the first input dim they are, ``batch`` for an axis 0 and ``<input>_<axis>`` for
+    another, tied across inputs, so generated code reads ``batch = x.shape[0]``, never s43."""
+    import re
+
+    import codegen.torch
+    from msc.analysis.model import load_model
+
+    class M(torch.nn.Module):
+        def forward(self, x, mask):
+            return x * mask
+
+    b, s = torch.export.Dim("b"), torch.export.Dim("s", max=64)
+    x = torch.randn(2, 5)
+    ep = torch.export.export(M(), (x, x), dynamic_shapes=({0: b, 1: s}, {0: b, 1: s}))
+    torch.export.save(ep, tmp_path / "m.pt2")
+    g = load_model(tmp_path / "m.pt2").graph
+    assert [[str(d) for d in v.type.shape] for v in g.inputs] == [["batch", "x_1"]] * 2
+    assert g.inputs[0].type.shape[1].max == 64
+    assert not re.search(r"\bs\d+\b", codegen.torch.generate(g))

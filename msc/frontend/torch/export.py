@@ -11,7 +11,9 @@
 # - Graph inputs are the user-input placeholders, named after the forward signature (torch
 #   names placeholders by argument), in flattened order; ``input_names`` overrides them.
 # - A symbolic dim becomes ``SymDim(name, min, max)``: the name of the user's ``Dim`` where the
-#   shape environment remembers it, else torch's symbol (``s0``); the range from
+#   shape environment remembers it (a saved .pt2 keeps none), else ``batch`` for an input's
+#   axis 0 and ``<input>_<axis>`` for another, after the first user input dim it is, else
+#   torch's symbol (``s0``); the range from
 #   ``range_constraints``. A size torch computed from symbols (``2*s0``, ``s0 + 1``,
 #   ``FloorDiv``, ``Mod``, ``Min``, ``Max``) becomes the same expression (msc.ir.symexpr).
 # - The output structure (``out_spec``) is kept in ``graph.output_tree``; an output under a dict
@@ -120,8 +122,26 @@ class ExportSource(Source):
         return not self.overrides
 
 
-def _symbols(ep: ExportedProgram, placeholders: list[torch.fx.Node]) -> dict[Any, SymDim]:
-    """torch symbol -> SymDim with the user's Dim name and the range torch proved."""
+def _where(sym: Any, placeholders: list[torch.fx.Node], users: set[str], taken: set[str]) -> str:
+    """A name for a symbol torch knows no Dim name of, from the first user input dim that is
+    that symbol: ``batch`` for an axis 0, else ``<input>_<axis>`` (``input_ids_1``), as
+    msc.from_tflite names a file's -1 dims; "" when no input has it as a dim."""
+    for n in placeholders:
+        if n.name not in users:
+            continue
+        for axis, d in enumerate(getattr(n.meta.get("val"), "shape", ())):
+            if isinstance(d, torch.SymInt) and d.node.expr == sym:
+                for name in (("batch",) if axis == 0 else ()) + (f"{n.name}_{axis}",):
+                    if name not in taken:
+                        return name
+    return ""
+
+
+def _symbols(
+    ep: ExportedProgram, placeholders: list[torch.fx.Node], user_inputs: set[str] = frozenset()
+) -> dict[Any, SymDim]:
+    """torch symbol -> SymDim with the user's Dim name (else one from where it first appears,
+    ``_where``) and the range torch proved."""
     env = None
     for n in placeholders:
         val = n.meta.get("val")
@@ -138,12 +158,14 @@ def _symbols(ep: ExportedProgram, placeholders: list[torch.fx.Node]) -> dict[Any
     for sym, vr in ep.range_constraints.items():
         if not getattr(sym, "is_Symbol", False):
             continue
-        name = str(sym)
+        name = ""
         for src in sources.get(sym, ()):
             user = debug.get(src.name() if callable(src.name) else src.name)
             if user and user not in taken:
                 name = user
                 break
+        if not name:  # a saved .pt2 keeps no Dim names: named after where it first appears
+            name = _where(sym, placeholders, user_inputs, taken) or str(sym)
         taken.add(name)
         lo = _bound(vr.lower)
         hi = _bound(vr.upper)
@@ -292,7 +314,7 @@ def _translate(
     tr.custom_ops = custom_ops
     tr.decomposed = {k for k, how in tried.items() if how == "decomposed"}
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
-    tr.symbols = _symbols(ep, placeholders)
+    tr.symbols = _symbols(ep, placeholders, set(sig.user_inputs))
 
     # Weights: parameters, buffers, lifted constants, by their state_dict/constants key.
     problems: list[UnsupportedOp] = []
