@@ -41,7 +41,7 @@ from msc.errors import (
     UnsupportedOpsError,
 )
 from msc.frontend.keras.legacy import LEGACY_SUFFIXES, load_legacy
-from msc.frontend.keras.limits import size_problems, stored_weights, too_deep
+from msc.frontend.keras.limits import config_dicts, size_problems, stored_weights, too_deep
 from msc.frontend.keras.registry import CONVERTERS, ConverterRegistry
 from msc.ir import DType, Graph, Provenance, SymDim, TensorType, Value
 from msc.ir.builder import Builder
@@ -177,38 +177,30 @@ def _refused_classes(config: Any, weight_bytes: int) -> list[str]:
     ``weight_bytes``."""
     found: list[str] = []
 
-    def walk(obj: Any) -> None:
-        if isinstance(obj, dict):
-            cls = obj.get("class_name")
-            if isinstance(cls, str):
-                module = obj.get("module")
-                inner = obj.get("config")
-                name = inner.get("name") if isinstance(inner, dict) else None
-                label = f"{cls} {name!r}" if isinstance(name, str) else cls
-                # every name Keras may look the class (or function) up by
-                names = [cls, obj.get("registered_name", cls), inner]
-                ours = sorted({n for n in names if isinstance(n, str) and n in MSC_LAYERS})
-                if ours:
-                    found.extend(_msc_layer_problems(obj, ours[0], label, weight_bytes))
-                elif cls in CODE_LAYERS:
-                    found.append(f"{label} (wraps code or a pickle the file holds or names)")
-                elif (
-                    cls in ("Lambda", "TFOpLambda", "__lambda__")
-                    or cls == "function"
-                    and (not isinstance(module, str) or not module.startswith("keras"))
-                ):
-                    found.append(f"{label} (runs Python stored in the file)")
-                elif isinstance(module, str) and not module.startswith("keras"):
-                    found.append(f"{label} (custom object from module {module!r})")
-                elif obj.get("registered_name") not in (None, cls) and "module" in obj:
-                    found.append(f"{label} (registered custom object {obj['registered_name']!r})")
-            for v in obj.values():
-                walk(v)
-        elif isinstance(obj, list):
-            for v in obj:
-                walk(v)
-
-    walk(config)
+    for obj in config_dicts(config):
+        cls = obj.get("class_name")
+        if isinstance(cls, str):
+            module = obj.get("module")
+            inner = obj.get("config")
+            name = inner.get("name") if isinstance(inner, dict) else None
+            label = f"{cls} {name!r}" if isinstance(name, str) else cls
+            # every name Keras may look the class (or function) up by
+            names = [cls, obj.get("registered_name", cls), inner]
+            ours = sorted({n for n in names if isinstance(n, str) and n in MSC_LAYERS})
+            if ours:
+                found.extend(_msc_layer_problems(obj, ours[0], label, weight_bytes))
+            elif cls in CODE_LAYERS:
+                found.append(f"{label} (wraps code or a pickle the file holds or names)")
+            elif (
+                cls in ("Lambda", "TFOpLambda", "__lambda__")
+                or cls == "function"
+                and (not isinstance(module, str) or not module.startswith("keras"))
+            ):
+                found.append(f"{label} (runs Python stored in the file)")
+            elif isinstance(module, str) and not module.startswith("keras"):
+                found.append(f"{label} (custom object from module {module!r})")
+            elif obj.get("registered_name") not in (None, cls) and "module" in obj:
+                found.append(f"{label} (registered custom object {obj['registered_name']!r})")
     return found
 
 

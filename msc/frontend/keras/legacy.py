@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from msc.errors import BadModelError, MscError
-from msc.frontend.keras.limits import MAX_OBJECTS, size_problems, too_deep
+from msc.frontend.keras.limits import MAX_OBJECTS, config_dicts, size_problems, too_deep
 
 __all__ = ["LEGACY_SUFFIXES", "load_legacy", "read_legacy", "keras_class_names"]
 
@@ -149,25 +149,17 @@ def _refused(config: Any) -> list[str]:
     found = _refused_classes(config, 0)
     ours = keras_class_names()
 
-    def walk(obj: Any) -> None:
-        if isinstance(obj, dict):
-            cls = obj.get("class_name")
-            if isinstance(cls, str) and "module" not in obj and cls not in ours:
-                if cls not in ("Lambda", "TFOpLambda", "__lambda__"):  # named above
-                    inner = obj.get("config")
-                    name = inner.get("name") if isinstance(inner, dict) else None
-                    label = f"{cls} {name!r}" if isinstance(name, str) else cls
-                    found.append(
-                        f"{label} (not a class Keras 3 defines: a custom object, or a layer "
-                        "Keras 3 dropped)"
-                    )
-            for v in obj.values():
-                walk(v)
-        elif isinstance(obj, list):
-            for v in obj:
-                walk(v)
-
-    walk(config)
+    for obj in config_dicts(config):
+        cls = obj.get("class_name")
+        if isinstance(cls, str) and "module" not in obj and cls not in ours:
+            if cls not in ("Lambda", "TFOpLambda", "__lambda__"):  # named above
+                inner = obj.get("config")
+                name = inner.get("name") if isinstance(inner, dict) else None
+                label = f"{cls} {name!r}" if isinstance(name, str) else cls
+                found.append(
+                    f"{label} (not a class Keras 3 defines: a custom object, or a layer "
+                    "Keras 3 dropped)"
+                )
     return found
 
 
@@ -214,21 +206,13 @@ def _wrapped(config: Any, groups: dict[str, list[dict]]) -> None:
     """A wrapper's inner layer (``TimeDistributed(Dense)``: a ``layer`` in its config) whose
     weights the file stores as the wrapper's own is found by the wrapper's group."""
 
-    def walk(obj: Any) -> None:
-        if isinstance(obj, dict):
-            outer = obj.get("config")
-            layer = outer.get("layer") if isinstance(outer, dict) else None
-            if isinstance(layer, dict) and isinstance(layer.get("config"), dict):
-                name, wrapper = layer["config"].get("name"), outer.get("name")
-                if isinstance(name, str) and name not in groups and wrapper in groups:
-                    groups[name] = groups[wrapper]
-            for v in obj.values():
-                walk(v)
-        elif isinstance(obj, list):
-            for v in obj:
-                walk(v)
-
-    walk(config)
+    for obj in config_dicts(config):
+        outer = obj.get("config")
+        layer = outer.get("layer") if isinstance(outer, dict) else None
+        if isinstance(layer, dict) and isinstance(layer.get("config"), dict):
+            name, wrapper = layer["config"].get("name"), outer.get("name")
+            if isinstance(name, str) and name not in groups and wrapper in groups:
+                groups[name] = groups[wrapper]
 
 
 def _keras3_form(config: Any) -> list[str]:

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import math
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -419,6 +419,19 @@ def _built(rule: Built, config: dict, build: Any, groups: list[dict]) -> str | N
     return None
 
 
+def config_dicts(config: Any) -> Iterator[dict]:
+    """Every dict nested in a Keras config (the config itself first), depth first: where
+    layer and object entries (``class_name`` / ``config``) sit at any depth."""
+    todo = [config]
+    while todo:
+        obj = todo.pop()
+        if isinstance(obj, dict):
+            yield obj
+            todo.extend(reversed(list(obj.values())))
+        elif isinstance(obj, list):
+            todo.extend(reversed(obj))
+
+
 def size_problems(
     config: Any, groups: dict[str, list[dict]], *, build_configs: bool = True
 ) -> list[str]:
@@ -433,29 +446,21 @@ def size_problems(
     """
     found: list[str] = []
 
-    def walk(obj: Any) -> None:
-        if isinstance(obj, dict):
-            cls, inner = obj.get("class_name"), obj.get("config")
-            if isinstance(cls, str) and isinstance(inner, dict):
-                name = inner.get("name")
-                label = f"{cls} {name!r}" if isinstance(name, str) else cls
-                rules = SIZES.get(cls, ()) + EVERY
-                if not build_configs and not isinstance(obj.get("build_config"), dict):
-                    rules = tuple(r for r in rules if not isinstance(r, In | Built))
-                try:
-                    held = groups.get(name, []) if isinstance(name, str) else []
-                    why = _check(rules, obj, held)
-                except _NotASize as e:
-                    why = str(e)
-                if why:
-                    found.append(f"{label} {why}")
-            for v in obj.values():
-                walk(v)
-        elif isinstance(obj, list):
-            for v in obj:
-                walk(v)
-
-    walk(config)
+    for obj in config_dicts(config):
+        cls, inner = obj.get("class_name"), obj.get("config")
+        if isinstance(cls, str) and isinstance(inner, dict):
+            name = inner.get("name")
+            label = f"{cls} {name!r}" if isinstance(name, str) else cls
+            rules = SIZES.get(cls, ()) + EVERY
+            if not build_configs and not isinstance(obj.get("build_config"), dict):
+                rules = tuple(r for r in rules if not isinstance(r, In | Built))
+            try:
+                held = groups.get(name, []) if isinstance(name, str) else []
+                why = _check(rules, obj, held)
+            except _NotASize as e:
+                why = str(e)
+            if why:
+                found.append(f"{label} {why}")
     return found
 
 
