@@ -185,43 +185,34 @@ def _mean(node):
     return Match(node, [node, red], {"x": red.inputs[0]}, info={"attrs": dict(red.attrs)})
 
 
-def _no_op_bound(node):
-    """maximum(x, -inf) / minimum(x, inf) of a float x -> x."""
+def _by_float_scalar(node, op: str, value: float):
+    """``op(x, c)`` (either order) of a one-element float constant ``c == value`` that does
+    not broadcast ``x``: a Match binding ``x``, else None."""
     from msc.ops.rewrite import Match, constant_value
 
-    if node.op not in ("maximum", "minimum"):
+    if node.op != op:
         return None
-    bound = -np.inf if node.op == "maximum" else np.inf
     for x, c in (node.inputs, reversed(node.inputs)):
         v = constant_value(c)
         if (
             v is not None
             and v.size == 1
             and v.dtype.kind == "f"
-            and float(v.reshape(-1)[0]) == bound
+            and float(v.reshape(-1)[0]) == value
             and _shape(x) == _shape(node.outputs[0])
         ):
             return Match(node, [node], {"x": x})
     return None
+
+
+def _no_op_bound(node):
+    """maximum(x, -inf) / minimum(x, inf) of a float x -> x."""
+    return _by_float_scalar(node, "maximum", -np.inf) or _by_float_scalar(node, "minimum", np.inf)
 
 
 def _relu(node):
     """maximum(x, 0) of a float x (how JAX lowers jax.nn.relu) -> relu(x)."""
-    from msc.ops.rewrite import Match, constant_value
-
-    if node.op != "maximum":
-        return None
-    for x, c in (node.inputs, reversed(node.inputs)):
-        v = constant_value(c)
-        if (
-            v is not None
-            and v.size == 1
-            and v.dtype.kind == "f"
-            and float(v.reshape(-1)[0]) == 0.0
-            and _shape(x) == _shape(node.outputs[0])
-        ):
-            return Match(node, [node], {"x": x})
-    return None
+    return _by_float_scalar(node, "maximum", 0.0)
 
 
 def _conv_bias(node):
