@@ -62,15 +62,32 @@ def _quiet() -> Iterator[None]:
         yield
 
 
+def _meta_graph(path: str | os.PathLike):
+    """The SavedModel's first MetaGraphDef, parsed as data (saved_model.pb, or .pbtxt): its
+    signatures and object graph, without TensorFlow loading the model."""
+    _tensorflow()
+    from google.protobuf import message, text_format
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    root = Path(path)
+    sm = saved_model_pb2.SavedModel()
+    try:
+        if (root / "saved_model.pb").is_file():
+            sm.ParseFromString((root / "saved_model.pb").read_bytes())
+        else:
+            text_format.Parse((root / "saved_model.pbtxt").read_text(encoding="utf-8"), sm)
+    except (message.DecodeError, text_format.ParseError, UnicodeDecodeError) as e:
+        raise MscError(f"{path}: not a readable SavedModel: {_first(e)}") from None
+    if not sm.meta_graphs:
+        raise MscError(f"{path}: the SavedModel holds no graph")
+    return sm.meta_graphs[0]
+
+
 def signature_of(path: str | os.PathLike, signature: str | None = None) -> str:
     """The signature key to convert: ``signature`` when the model has it, else
-    ``serving_default``, else its only one; an MscError listing the keys otherwise."""
-    tf = _tensorflow()
-    with _quiet():
-        try:
-            keys = sorted(tf.saved_model.load(os.fspath(path)).signatures.keys())
-        except Exception as e:
-            raise MscError(f"{path}: TensorFlow cannot load it: {_first(e)}") from None
+    ``serving_default``, else its only one; an MscError listing the keys otherwise. Read
+    from saved_model.pb as data (TensorFlow's own ``__saved_model_init_op`` is no signature)."""
+    keys = sorted(k for k in _meta_graph(path).signature_def if not k.startswith("__"))
     if signature is not None:
         if signature not in keys:
             have = ", ".join(keys) or "none"
@@ -144,9 +161,9 @@ def _variable_names(g: Graph, path: str | os.PathLike) -> None:
     converter writes: a matrix transposed, a conv kernel HWIO as OHWI, a depthwise kernel
     HWCM as 1HW(C*M)) after that variable, when exactly one variable matches."""
     by_digest: dict[tuple, set[str]] = {}
-    for var, value in _variables(path).items():
-        for form in _layouts(value):
-            by_digest.setdefault(_digest(form), set()).add(var)
+    for var, digests in _variable_digests(path).items():
+        for d in digests:
+            by_digest.setdefault(d, set()).add(var)
     taken = set(g.weights)
     order = list(g.weights)
     renamed: dict[str, str] = {}
@@ -181,54 +198,49 @@ def _layouts(v: np.ndarray) -> list[np.ndarray]:
     return forms
 
 
-def _variables(path: str | os.PathLike) -> dict[str, np.ndarray]:
-    """The SavedModel's variables by their TensorFlow names (``dense/kernel``, no ``:0``),
-    read from its checkpoint through the object graph; empty when it has none."""
+def _variable_digests(path: str | os.PathLike) -> dict[str, set[tuple]]:
+    """The digests of the SavedModel's variables in each layout ``_layouts`` gives, by their
+    TensorFlow names (``dense/kernel``, no ``:0``), read from its checkpoint through the
+    object graph one variable at a time (no copy of the weights is kept); empty when it has
+    none."""
     tf = _tensorflow()
-    from tensorflow.core.protobuf import saved_model_pb2
-
-    root = Path(path)
-    pb = root / "saved_model.pb"
-    prefix = root / "variables" / "variables"
-    if not pb.is_file() or not Path(str(prefix) + ".index").is_file():
+    prefix = Path(path) / "variables" / "variables"
+    if not Path(str(prefix) + ".index").is_file():
         return {}
-    sm = saved_model_pb2.SavedModel()
-    sm.ParseFromString(pb.read_bytes())
-    if not sm.meta_graphs:
-        return {}
-    nodes = sm.meta_graphs[0].object_graph_def.nodes
+    nodes = _meta_graph(path).object_graph_def.nodes
     paths: dict[int, str] = {0: ""}
-    todo = [0]
+    todo = [0] if nodes else []
     while todo:  # breadth first: each node's shortest path, as the checkpoint keys it
         i = todo.pop(0)
         for child in nodes[i].children:
             if child.node_id not in paths and 0 <= child.node_id < len(nodes):
                 paths[child.node_id] = f"{paths[i]}/{child.local_name}".lstrip("/")
                 todo.append(child.node_id)
+    found: list[tuple[str, str, set[tuple]]] = []  # (name, object path, digests)
     with _quiet():
         try:
             reader = tf.train.load_checkpoint(str(prefix))
         except Exception:
             return {}
         stored = reader.get_variable_to_shape_map()
-        found: list[tuple[str, str, np.ndarray]] = []
         for i, p in sorted(paths.items()):
             node = nodes[i]
             key = f"{p}/.ATTRIBUTES/VARIABLE_VALUE"
             if node.WhichOneof("kind") == "variable" and key in stored:
-                name = node.variable.name.removesuffix(":0")
-                found.append((name, p, np.asarray(reader.get_tensor(key))))
+                v = np.asarray(reader.get_tensor(key))
+                found.append(
+                    (node.variable.name.removesuffix(":0"), p, {_digest(f) for f in _layouts(v)})
+                )
     # a variable's own name where it names one value (Keras': ``sequential/conv1/kernel``,
     # which its export lists twice), else its object path (a tf.Module's attributes are all
     # ``Variable``: ``encoder/w``)
-    values: dict[str, list[np.ndarray]] = {}
-    for name, _, v in found:
-        values.setdefault(name, []).append(v)
-    out: dict[str, np.ndarray] = {}
-    for name, p, v in found:
-        same = values[name]
-        one = bool(name) and all(u.shape == v.shape and np.array_equal(u, v) for u in same)
-        out.setdefault(name if one else p, v)
+    values: dict[str, list[set[tuple]]] = {}
+    for name, _, d in found:
+        values.setdefault(name, []).append(d)
+    out: dict[str, set[tuple]] = {}
+    for name, p, d in found:
+        one = bool(name) and all(u == d for u in values[name])
+        out.setdefault(name if one else p, d)
     return out
 
 
