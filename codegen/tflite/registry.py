@@ -121,6 +121,8 @@ OPTIONS_OF: dict[str, str] = {
     "FILL": "FillOptions",
     "RANGE": "RangeOptions",
     "REVERSE_V2": "ReverseV2Options",
+    "UNIDIRECTIONAL_SEQUENCE_LSTM": "UnidirectionalSequenceLSTMOptions",
+    "UNIDIRECTIONAL_SEQUENCE_RNN": "SequenceRNNOptions",
 }
 
 
