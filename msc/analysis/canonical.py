@@ -36,7 +36,9 @@ Pattern rewrites (``msc.rewrite`` patterns, ``RULES``; each counted under its la
 - reshape / expand to the same shape, transpose by the identity, cast to the same dtype -> x;
 - ``where(c, a, b)`` of a constant all-true / all-false condition -> ``a`` / ``b``;
 - ``attention(q, k, v, mask)`` with a mask that masks nothing (all true, all zero) -> no mask;
-- a norm's all-ones weight and all-zeros bias -> absent (the op's default);
+- a norm's all-ones weight and all-zeros bias, a recurrent op's all-zeros initial state ->
+  absent (the op's default); a recurrent op's input and recurrence biases as their sum
+  (where the op only adds them: TFLite keeps one bias per gate);
 - the spelled-out forms of GELU, LayerNorm, RMSNorm, SiLU and attention -> the fused op
   (``msc.ops.fusions``; attention's K^T through any transpose).
 
@@ -635,13 +637,24 @@ def _drop_mask(b: Builder, m: Match) -> Value:
 _NORMS = ("layer_norm", "rms_norm", "group_norm", "instance_norm")
 
 
+# op -> (what its defaults are called, the (input, value) pairs that equal an absent input)
+_DEFAULT_INPUTS = {
+    **{op: ("weight/bias", ((1, 1.0), (2, 0.0))) for op in _NORMS},
+    # a zero initial state (torch.export's zeros) is the recurrent ops' default
+    "rnn": ("initial state (zeros)", ((5, 0.0),)),
+    "gru": ("initial state (zeros)", ((5, 0.0),)),
+    "lstm": ("initial states (zeros)", ((5, 0.0), (6, 0.0))),
+}
+
+
 def _find_default_affine(n: Node) -> Match | None:
-    """A norm whose weight is all ones or whose bias is all zeros: the op's default."""
-    if n.op not in _NORMS:
+    """A constant input equal to the op's default when absent: a norm's all-ones weight or
+    all-zeros bias, a recurrent op's all-zeros initial state."""
+    if n.op not in _DEFAULT_INPUTS:
         return None
     ins = list(n.inputs)
     drop = []
-    for i, fill in ((1, 1.0), (2, 0.0)):
+    for i, fill in _DEFAULT_INPUTS[n.op][1]:
         c = constant_value(ins[i]) if i < len(ins) else None
         if c is not None and c.size and np.all(c == fill):
             drop.append(i)
@@ -651,11 +664,36 @@ def _find_default_affine(n: Node) -> Match | None:
     return Match(n, [n], keep, info={"n": len(ins)})  # type: ignore[arg-type]
 
 
-def _default_affine(b: Builder, m: Match) -> Value:
+def _default_affine(b: Builder, m: Match) -> Value | tuple[Value, ...]:
     ins = [m.values.get(f"in{i}") for i in range(m.info["n"])]
     while ins and ins[-1] is None:
         ins.pop()
-    return b.op(m.root.op, *ins, **m.root.attrs)
+    outs = b.multi(m.root.op, *ins, **m.root.attrs)
+    return outs[0] if len(outs) == 1 else outs
+
+
+def _find_recurrent_bias(n: Node) -> Match | None:
+    """A recurrent op's constant bias [input half, recurrence half] whose halves are only
+    ever added (all but a GRU candidate's with linear_before_reset) as their sum and zeros:
+    TFLite's cells keep one bias per gate."""
+    if n.op not in ("rnn", "gru", "lstm") or len(n.inputs) < 4:
+        return None
+    if n.op == "gru" and n.attrs.get("linear_before_reset"):
+        return None
+    b = constant_value(n.inputs[3])
+    if b is None or b.ndim != 2 or not np.any(b[:, b.shape[1] // 2 :]):
+        return None
+    half = b.shape[1] // 2
+    summed = b[:, :half] + b[:, half:]
+    ins = {f"in{i}": v for i, v in enumerate(n.inputs) if v is not None and i != 3}
+    info = {"n": len(n.inputs), "bias": np.concatenate([summed, np.zeros_like(summed)], 1)}
+    return Match(n, [n], ins, info=info)  # type: ignore[arg-type]
+
+
+def _summed_bias(b: Builder, m: Match) -> Value | tuple[Value, ...]:
+    name = m.root.inputs[3].name or "bias"
+    m.values["in3"] = _new_weight(m.graph, f"{name}_summed", m.info["bias"])
+    return _default_affine(b, m)
 
 
 def _keep(b: Builder, m: Match) -> Value:
@@ -708,8 +746,9 @@ RULES: list[Rule] = [
     *[_fused(p) for p in FUSIONS if p.name not in ("linear", "gemm", "embedding")],
     _rule("attention's no-op mask dropped", _find_no_op_mask, _drop_mask),
     *[_rule(label, find, replace) for label, find, replace in EQUIVALENCES],
+    _rule(lambda m: f"{m.root.op}'s biases summed", _find_recurrent_bias, _summed_bias),
     _rule(
-        lambda m: f"{m.root.op}'s default weight/bias dropped",
+        lambda m: f"{m.root.op}'s default {_DEFAULT_INPUTS[m.root.op][0]} dropped",
         _find_default_affine,
         _default_affine,
     ),

@@ -299,3 +299,134 @@ def test_symbolic_dims_read_back_with_their_names():
     junk[off : off + size] = b"{" * size
     names = [str(d) for v in msc.from_tflite(bytes(junk)).inputs for d in v.type.shape]
     assert names == ["batch", "x_1", "batch", "mask_1"], names
+
+
+class _Recurrent(torch.nn.Module):
+    """A torch recurrent layer and what a row returns of it: the sequence, the final h, the
+    final c (an LSTM's), and whether its initial states are inputs."""
+
+    def __init__(self, cls, returns=("y", "h"), states=False, **kw):
+        super().__init__()
+        self.rnn, self.returns, self.states = cls(5, 6, **kw), returns, states
+
+    def forward(self, x, *states):
+        init = None
+        if self.states:
+            init = tuple(states) if isinstance(self.rnn, torch.nn.LSTM) else states[0]
+        y, h = self.rnn(x, init)
+        h, c = h if isinstance(h, tuple) else (h, None)
+        return tuple({"y": y, "h": h, "c": c}[k] for k in self.returns)
+
+
+L, G, R = torch.nn.LSTM, torch.nn.GRU, torch.nn.RNN
+USL = "UNIDIRECTIONAL_SEQUENCE_LSTM"
+# row -> (module, the builtin ops the file holds)
+RECURRENT = {
+    "lstm_batch_first": (lambda: _Recurrent(L, batch_first=True), {USL: 1}),
+    "lstm_bidirectional_two_layers": (
+        lambda: _Recurrent(L, bidirectional=True, num_layers=2),
+        {USL: 4, "REVERSE_V2": 4},
+    ),
+    "rnn_relu": (lambda: _Recurrent(R, nonlinearity="relu"), {"UNIDIRECTIONAL_SEQUENCE_RNN": 1}),
+    # what the builtins cannot give is decomposed: no GRU builtin, the final cell state, an
+    # initial state given at run time
+    "gru_bidirectional": (lambda: _Recurrent(G, bidirectional=True), {"LOGISTIC": 28}),
+    "lstm_final_cell_state": (lambda: _Recurrent(L, returns=("c",)), {USL: 0}),
+    "lstm_initial_states": (lambda: _Recurrent(L, states=True), {USL: 0}),
+}  # fmt: skip
+
+
+def _ops(data: bytes):
+    from collections import Counter
+
+    from msc.frontend.tflite import read_model
+
+    m = read_model(data)
+    try:
+        return Counter(op.op for op in m.subgraphs[0].operators)
+    finally:
+        m.close()
+
+
+@pytest.mark.parametrize("name", RECURRENT)
+def test_recurrent_layers_run_in_litert_like_eager(name):
+    """lstm and rnn as LiteRT's sequence builtins where they fit (a reverse direction through
+    REVERSE_V2, the final h as the last step), else through their decompositions (steps
+    unrolled); each file runs (a fresh interpreter: the builtins' state variables start at
+    zeros) like eager (atol 1e-5)."""
+    make, want = RECURRENT[name]
+    m = make().eval()
+    x = torch.randn(3, 7, 5) if m.rnn.batch_first else torch.randn(7, 3, 5)  # 7 steps
+    n_dirs = 2 * m.rnn.num_layers if m.rnn.bidirectional else m.rnn.num_layers
+    states = [torch.randn(n_dirs, 3, 6) for _ in range(2 if isinstance(m.rnn, L) else 1)]
+    args = (x, *states) if m.states else (x,)
+    data = codegen.tflite.to_bytes(msc.from_torch(m, args))
+    ops = _ops(data)
+    assert {k: ops.get(k, 0) for k in want} == want, ops
+    got = run_litert(data, [a.numpy() for a in args])
+    with torch.no_grad():
+        ref = m(*args)
+    assert len(got) == len(ref)
+    for a, r in zip(got, ref):
+        np.testing.assert_allclose(a, r.numpy(), atol=1e-5, rtol=1e-5)
+
+
+def _onnx_recurrent(op: str, gates: int):
+    """One ONNX ``op`` node (batch 2, input 5, hidden 6, bidirectional) over "T" steps."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(3)
+    inits = [
+        numpy_helper.from_array(rng.uniform(-1, 1, shape).astype(np.float32), name)
+        for name, shape in (("w", (2, gates * 6, 5)), ("r", (2, gates * 6, 6)),
+                            ("b", (2, 2 * gates * 6)))
+    ]  # fmt: skip
+    node = helper.make_node(op, ["x", "w", "r", "b"], ["y"], hidden_size=6,
+                            direction="bidirectional")  # fmt: skip
+    graph = helper.make_graph(
+        [node], op, [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["T", 2, 5])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["T", 2, 2, 6])], inits,
+    )  # fmt: skip
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
+
+
+def test_recurrent_layers_at_a_symbolic_length():
+    """An LSTM's builtins run any number of steps (the final h a STRIDED_SLICE from -1),
+    checked against onnxruntime at two lengths; a GRU has no builtin and its decomposition
+    unrolls the steps: refused, saying why."""
+    import onnxruntime as ort
+
+    from msc.errors import UnsupportedOpsError
+
+    model = _onnx_recurrent("LSTM", 4)
+    data = codegen.tflite.to_bytes(msc.from_onnx(model))
+    assert _ops(data)["UNIDIRECTIONAL_SEQUENCE_LSTM"] == 2
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    for steps in (3, 11):
+        x = np.random.default_rng(steps).uniform(-1, 1, (steps, 2, 5)).astype(np.float32)
+        (got,) = run_litert(data, [x])
+        np.testing.assert_allclose(got, sess.run(None, {"x": x})[0], atol=1e-5, rtol=1e-5)
+    with pytest.raises(UnsupportedOpsError, match="gru.*symbolic number of steps"):
+        codegen.tflite.to_bytes(msc.from_onnx(_onnx_recurrent("GRU", 3)))
+
+
+class _LstmHead(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.rnn, self.fc = torch.nn.LSTM(5, 8, batch_first=True), torch.nn.Linear(8, 3)
+
+    def forward(self, x):
+        y, _ = self.rnn(x)
+        return self.fc(y)
+
+
+def test_a_pt2_lstm_converts_to_tflite_with_its_check(tmp_path):
+    """``msc convert model.pt2 --to tflite``: the re-import is equivalent (torch.export's
+    zero initial states and split biases are known rewrites) and LiteRT agrees."""
+    pt2 = tmp_path / "lstm.pt2"
+    torch.export.save(torch.export.export(_LstmHead().eval(), (torch.randn(2, 7, 5),)), pt2)
+    report = msc.convert(pt2, tmp_path / "lstm.tflite")
+    assert report.ok and report.equivalent, report.verdict
+    assert "lstm's biases summed" in report.verdict
+    assert report.numeric is not None and report.numeric.ok
+    assert _ops((tmp_path / "lstm.tflite").read_bytes())["UNIDIRECTIONAL_SEQUENCE_LSTM"] == 1

@@ -165,8 +165,7 @@ not_read(
     "RNN",
 )
 not_read(
-    "two directions with their auxiliary inputs in one op are not read yet (TensorFlow's "
-    "converter writes a Keras Bidirectional as two unidirectional ops)",
+    "two directions in one op (forward and backward weights, auxiliary inputs) are not read yet",
     "BIDIRECTIONAL_SEQUENCE_LSTM",
     "BIDIRECTIONAL_SEQUENCE_RNN",
 )
