@@ -32,10 +32,10 @@ class In:
 
     value: np.ndarray
     const: bool = False
-    variable: bool = False
     scale: list[float] | None = None
     zero_point: list[int] | None = None
     axis: int = 0
+    variable: bool = False
 
 
 @dataclass
