@@ -215,7 +215,7 @@ def fold_value(v: Any) -> np.ndarray | None:
             edges = np.cumsum([int(k) for k in a["sizes"]])[:-1]
             return np.split(ins[0], edges, axis=int(a["axis"]))[n.outputs.index(v)]
         out = _FOLDS[n.op](ins, a)
-    except (KeyError, ValueError, TypeError, IndexError):
+    except (KeyError, ValueError, TypeError, IndexError, AttributeError):
         return None
     if out is None:
         return None
