@@ -10,16 +10,20 @@
 #   or ``None`` after assigning the outputs itself (``e.assign``).
 # - A module rule says when a node and its weights are exactly one torch module (nn.Conv2d,
 #   nn.LayerNorm...): it returns ``(constructor expression, call arguments)`` or ``None``.
+# - A group rule finds groups of nodes that are together one call of a torch module (the nodes
+#   msc's torch frontend makes of one nn.LSTM call): ``GroupModule``s, emitted as that call.
 # - An op that cannot be emitted is declared with ``unsupported(op, reason)``; coverage tests
 #   and ``coverage_markdown()`` read both.
 """
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from msc.ir.graph import Graph, Node, Value, Weight
 from msc.ir.registry import Registry
 
 __all__ = [
@@ -32,6 +36,9 @@ __all__ = [
     "module_rule",
     "unsupported",
     "spelled_out",
+    "GroupModule",
+    "GROUP_RULES",
+    "group_rule",
 ]
 
 Emit = Callable[..., Any]
@@ -142,6 +149,53 @@ class ModuleRuleRegistry:
         new = ModuleRuleRegistry()
         new._rules = self._rules.copy()
         return new
+
+
+@dataclass(eq=False)
+class GroupModule:
+    """Nodes that together are one call of a torch module at ``prefix`` built by ``ctor``,
+    whose parameters (name -> weight) are ``roles``.
+
+    The call ``self.<prefix>(*args)`` (each arg a Value, or a list of Values passed as a
+    tuple) stands where the last of ``nodes`` (graph order) stood; it assigns ``target``
+    (a Value, None for a result nothing reads, or a list: a tuple, nested as the module
+    returns it). No node outside the group reads a value of it other than ``target``'s, and
+    none reads those before the call.
+    """
+
+    prefix: str
+    ctor: ast.expr
+    roles: dict[str, Weight]
+    nodes: list[Node]
+    args: list[Value | list[Value]]
+    target: list[Any]
+
+    @property
+    def anchor(self) -> Node:
+        return self.nodes[-1]
+
+    def results(self) -> list[Value]:
+        out: list[Value] = []
+
+        def walk(t: Any) -> None:
+            if isinstance(t, list):
+                for x in t:
+                    walk(x)
+            elif t is not None:
+                out.append(t)
+
+        walk(self.target)
+        return out
+
+
+GroupRule = Callable[[Graph], list[GroupModule]]
+GROUP_RULES: list[GroupRule] = []
+
+
+def group_rule(fn: GroupRule) -> GroupRule:
+    """Register a finder of ``GroupModule``s (run on the graph as the codegen emits it)."""
+    GROUP_RULES.append(fn)
+    return fn
 
 
 EMITTERS = EmitterRegistry()
