@@ -36,6 +36,7 @@ __all__ = [
     "module_rule",
     "unsupported",
     "spelled_out",
+    "unrolled",
     "GroupModule",
     "GROUP_RULES",
     "group_rule",
@@ -210,4 +211,14 @@ def spelled_out(fn: Emit) -> Emit:
     op for op: torch.export captures the helper as those ops, so a re-import of the code
     reads back as the decomposition, which ``codegen.torch.as_generated`` compares with."""
     fn.spelled_out = True  # type: ignore[attr-defined]
+    return fn
+
+
+def unrolled(fn: Emit) -> Emit:
+    """Mark an emitter whose run-time helper loops in Python over a size known when the
+    module is exported (a recurrent layer's time steps): torch.export unrolls the loop, so a
+    re-import reads back as the steps, which no graph of the op is equal to. The check
+    compares like with like by saying so (``codegen.torch.unrolled_nodes``) and letting the
+    outputs decide."""
+    fn.unrolled = True  # type: ignore[attr-defined]
     return fn

@@ -87,3 +87,81 @@ def test_torch_recurrent_module_round_trip(case, tmp_path):
         want, got = model(*args), generated(*args)
     for w, g in zip(want, got, strict=True):
         torch.testing.assert_close(g, w, rtol=0, atol=ATOL)
+
+
+# ---------------------------------------------------------------- ONNX and Keras sources
+# Their recurrent nodes are ONNX-form (not the nodes of one torch module call): the code runs
+# them through _msc_recurrent, which torch.export unrolls. The check says so (an advisory,
+# naming the nodes) instead of failing on the unrolled steps; the outputs decide.
+def _run(directory, *args):
+    with torch.no_grad():
+        out = _load(directory)(*[torch.from_numpy(a) for a in args])
+    return [o.numpy() for o in (out if isinstance(out, tuple) else (out,))]
+
+
+@pytest.mark.parametrize("cls", ["LSTM", "GRU"])
+def test_onnx_recurrent_to_torch_checks_by_running(cls, tmp_path):
+    ort = pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnx")
+    torch.manual_seed(0)
+    model = Net(getattr(torch.nn, cls)(5, 8, batch_first=True), False).eval()
+    x = torch.randn(2, 7, 5)
+    path = tmp_path / "m.onnx"
+    torch.onnx.export(model, (x,), path, input_names=["x"], dynamo=False)
+    report = msc.convert(path, tmp_path / "out")
+    assert report.ok and report.numeric.ok, (report.verdict, report.numeric)
+    assert "_msc_recurrent" in report.advisory  # the unrolled helper, named as the reason
+    want = ort.InferenceSession(str(path)).run(None, {"x": x.numpy()})
+    for w, g in zip(want, _run(tmp_path / "out", x.numpy()), strict=True):
+        assert abs(w - g).max() <= ATOL
+
+
+def test_onnx_lstm_with_clip_runs_the_helper(tmp_path):
+    """A non-exact node (clip): still converts, and matches onnxruntime."""
+    ort = pytest.importorskip("onnxruntime")
+    onnx = pytest.importorskip("onnx")
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(rng.standard_normal(s).astype(np.float32), n)
+             for n, s in (("W", (1, 32, 5)), ("R", (1, 32, 8)), ("B", (1, 64)))]  # fmt: skip
+    node = helper.make_node("LSTM", ["x", "W", "R", "B"], ["y"], hidden_size=8, clip=0.5)
+    graph = helper.make_graph(
+        [node], "clipped", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [7, 2, 5])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [7, 1, 2, 8])], inits,
+    )  # fmt: skip
+    path = tmp_path / "clip.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    report = msc.convert(path, tmp_path / "out")
+    assert report.ok and report.numeric.ok
+    assert "_msc_recurrent" in (tmp_path / "out" / "model.py").read_text()
+    x = rng.standard_normal((7, 2, 5)).astype(np.float32)
+    (want,) = ort.InferenceSession(str(path)).run(None, {"x": x})
+    (got,) = _run(tmp_path / "out", x)
+    assert abs(want - got).max() <= ATOL
+
+
+@pytest.mark.parametrize("layer", ["LSTM", "GRU"])
+def test_keras_recurrent_to_torch_checks_by_running(layer, tmp_path, monkeypatch):
+    import os
+
+    if os.environ.get("KERAS_BACKEND", "torch") != "torch":
+        pytest.skip("Keras tests run on the torch backend (KERAS_BACKEND=torch)")
+    monkeypatch.setenv("KERAS_BACKEND", "torch")
+    keras = pytest.importorskip("keras", reason="keras is not installed")
+    import numpy as np
+
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((7, 5)),
+                              getattr(keras.layers, layer)(8, return_sequences=True),
+                              keras.layers.Dense(3)])  # fmt: skip
+    path = tmp_path / "m.keras"
+    model.save(path)
+    report = msc.convert(path, tmp_path / "out")
+    assert report.ok and report.numeric.ok, (report.verdict, report.numeric)
+    assert report.equivalent or "_msc_recurrent" in report.advisory
+    x = np.random.default_rng(0).standard_normal((2, 7, 5)).astype(np.float32)
+    want = np.asarray(model(x).detach().cpu())
+    (got,) = _run(tmp_path / "out", x)
+    assert abs(want - got).max() <= ATOL

@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from codegen.torch.code import call
 from codegen.torch.core import Arg, NodeEmit
 from codegen.torch.helpers import runtime_helpers
-from codegen.torch.registry import EMITTERS, GroupModule, group_rule
+from codegen.torch.registry import EMITTERS, GroupModule, group_rule, unrolled
 from msc.ir.attrs import attr_equal
 from msc.ir.dtype import DType
 from msc.ir.graph import Graph, Node, Value, Weight
@@ -41,7 +41,7 @@ def recurrent(e: NodeEmit, x: Arg, w: Arg, r: Arg, b: Arg | None = None,
     )  # fmt: skip
 
 
-EMITTERS("rnn", "gru", "lstm")(recurrent)
+EMITTERS("rnn", "gru", "lstm")(unrolled(recurrent))
 
 
 # ---------------------------------------------------------------- torch's own modules
