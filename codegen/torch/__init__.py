@@ -196,9 +196,7 @@ def unrolled_nodes(graph: Graph) -> list[str]:
     if not ops:
         return []
     as_modules = {id(n) for rule in cg.group_rules for g in rule(cg.graph) for n in g.nodes}
-    return [
-        n.name or n.op for n in cg.graph.nodes if n.op in ops and id(n) not in as_modules
-    ]
+    return [n.name or n.op for n in cg.graph.nodes if n.op in ops and id(n) not in as_modules]
 
 
 def constants_as_nodes(reimported: Graph, source: Graph) -> Graph:

@@ -38,11 +38,13 @@ class Net(torch.nn.Module):
 CASES = {
     "lstm_batch_first": (lambda: torch.nn.LSTM(5, 8, batch_first=True), False),
     "lstm_states_seq_first": (lambda: torch.nn.LSTM(5, 8), True),
-    "lstm_2layers_bidirectional": (lambda: torch.nn.LSTM(5, 6, num_layers=2, bidirectional=True), True),
+    "lstm_2layers_bidirectional": (
+        lambda: torch.nn.LSTM(5, 6, num_layers=2, bidirectional=True), True),
     "gru_bidirectional": (lambda: torch.nn.GRU(5, 8, batch_first=True, bidirectional=True), False),
     "gru_2layers_states": (lambda: torch.nn.GRU(5, 8, num_layers=2, batch_first=True), True),
     "rnn_tanh_2layers": (lambda: torch.nn.RNN(5, 8, num_layers=2), False),
-    "rnn_relu_states": (lambda: torch.nn.RNN(5, 8, nonlinearity="relu", batch_first=True, bidirectional=True), True),
+    "rnn_relu_states": (lambda: torch.nn.RNN(
+        5, 8, nonlinearity="relu", batch_first=True, bidirectional=True), True),
     "lstm_no_bias": (lambda: torch.nn.LSTM(5, 8, bias=False, batch_first=True), False),
 }  # fmt: skip
 
