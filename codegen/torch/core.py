@@ -72,6 +72,7 @@ from codegen.torch.passes import (
 from codegen.torch.prepare import indices_from_the_end, shape_weights_as_constants
 from codegen.torch.registry import (
     EMITTERS,
+    GRAPH_REWRITES,
     GROUP_RULES,
     MODULE_RULES,
     EmitterRegistry,
@@ -243,6 +244,7 @@ class TorchCodegen:
     emitters: EmitterRegistry = EMITTERS
     module_rules = MODULE_RULES
     group_rules = GROUP_RULES
+    graph_rewrites = GRAPH_REWRITES
     base_reserved: frozenset[str] = frozenset()
 
     def __init__(
@@ -257,6 +259,8 @@ class TorchCodegen:
         if bad := non_numeric_values(graph):  # torch has no str, sequence or optional tensors
             raise NonNumericValuesError(bad, "codegen.torch", graph.name)
         self.graph = self.simplified(self.lowered(self.library_ops(channels_first(graph))))
+        for rewrite in self.graph_rewrites:  # ops in the form of torch's modules
+            self.graph = rewrite(self.graph)
         if keep_unused and drop_unused:
             raise ValueError("keep_unused and drop_unused exclude each other")
         self.keep_unused = keep_unused

@@ -40,6 +40,8 @@ __all__ = [
     "GroupModule",
     "GROUP_RULES",
     "group_rule",
+    "GRAPH_REWRITES",
+    "graph_rewrite",
 ]
 
 Emit = Callable[..., Any]
@@ -196,6 +198,19 @@ GROUP_RULES: list[GroupRule] = []
 def group_rule(fn: GroupRule) -> GroupRule:
     """Register a finder of ``GroupModule``s (run on the graph as the codegen emits it)."""
     GROUP_RULES.append(fn)
+    return fn
+
+
+GraphRewrite = Callable[[Graph], Graph]
+GRAPH_REWRITES: list[GraphRewrite] = []
+
+
+def graph_rewrite(fn: GraphRewrite) -> GraphRewrite:
+    """Register an exact rewrite of the graph into the form the codegen writes as torch
+    modules (an ONNX-form LSTM node into the nodes of an nn.LSTM call): it returns the graph
+    itself when it changes nothing, else a changed copy. ``as_generated`` compares with its
+    result, as the code computes it."""
+    GRAPH_REWRITES.append(fn)
     return fn
 
 

@@ -92,9 +92,10 @@ def test_torch_recurrent_module_round_trip(case, tmp_path):
 
 
 # ---------------------------------------------------------------- ONNX and Keras sources
-# Their recurrent nodes are ONNX-form (not the nodes of one torch module call): the code runs
-# them through _msc_recurrent, which torch.export unrolls. The check says so (an advisory,
-# naming the nodes) instead of failing on the unrolled steps; the outputs decide.
+# Their recurrent nodes are ONNX-form: where torch's module computes them exactly, they are
+# rewritten into its call (weights in torch's gate order); where not (clip), the code runs
+# _msc_recurrent, which torch.export unrolls, and the check says so (an advisory naming the
+# nodes) instead of failing on the unrolled steps; the outputs decide.
 def _run(directory, *args):
     with torch.no_grad():
         out = _load(directory)(*[torch.from_numpy(a) for a in args])
@@ -102,7 +103,7 @@ def _run(directory, *args):
 
 
 @pytest.mark.parametrize("cls", ["LSTM", "GRU"])
-def test_onnx_recurrent_to_torch_checks_by_running(cls, tmp_path):
+def test_onnx_recurrent_to_torch_is_the_module(cls, tmp_path):
     ort = pytest.importorskip("onnxruntime")
     pytest.importorskip("onnx")
     torch.manual_seed(0)
@@ -111,8 +112,9 @@ def test_onnx_recurrent_to_torch_checks_by_running(cls, tmp_path):
     path = tmp_path / "m.onnx"
     torch.onnx.export(model, (x,), path, input_names=["x"], dynamo=False)
     report = msc.convert(path, tmp_path / "out")
-    assert report.ok and report.numeric.ok, (report.verdict, report.numeric)
-    assert "_msc_recurrent" in report.advisory  # the unrolled helper, named as the reason
+    assert report.ok and report.equivalent and not report.advisory, report.verdict
+    text = (tmp_path / "out" / "model.py").read_text()
+    assert f"= nn.{cls}(5, 8)" in text and "_msc_recurrent" not in text
     want = ort.InferenceSession(str(path)).run(None, {"x": x.numpy()})
     for w, g in zip(want, _run(tmp_path / "out", x.numpy()), strict=True):
         assert abs(w - g).max() <= ATOL
@@ -137,6 +139,7 @@ def test_onnx_lstm_with_clip_runs_the_helper(tmp_path):
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
     report = msc.convert(path, tmp_path / "out")
     assert report.ok and report.numeric.ok
+    assert "_msc_recurrent" in report.advisory  # the unrolled helper, named as the reason
     assert "_msc_recurrent" in (tmp_path / "out" / "model.py").read_text()
     x = rng.standard_normal((7, 2, 5)).astype(np.float32)
     (want,) = ort.InferenceSession(str(path)).run(None, {"x": x})

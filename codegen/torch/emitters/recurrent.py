@@ -7,6 +7,11 @@ exactly one, else through one run-time helper.
 #   that module again (``torch_modules``), with the source's parameters under their own
 #   state_dict keys: found by building what the frontend makes of the module the weights
 #   name and matching it node for node, so a re-import of the code gives the same graph.
+# - A node of another source (ONNX, Keras) whose equations are exactly torch's module's
+#   (default activations, RNN tanh or relu, no clip, peepholes or sequence lengths, GRU
+#   linear_before_reset, forward or bidirectional) is first rewritten into those nodes
+#   (``onnx_form_as_modules``) with its weights in torch's gate order (i, f, g, o; r, z, n)
+#   under the module's keys (``lstm.weight_ih_l0``), named after the source's layer.
 # - Every other node calls ``_msc_recurrent`` (below), which computes ONNX's equations on the
 #   weights as the graph holds them (other activations, clip, peepholes, sequence lengths,
 #   ONNX's gate orders).
@@ -16,13 +21,14 @@ from __future__ import annotations
 
 import ast
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
 from codegen.torch.code import call
 from codegen.torch.core import Arg, NodeEmit
 from codegen.torch.helpers import runtime_helpers
-from codegen.torch.registry import EMITTERS, GroupModule, group_rule, unrolled
+from codegen.torch.registry import EMITTERS, GroupModule, graph_rewrite, group_rule, unrolled
 from msc.ir.attrs import attr_equal
 from msc.ir.dtype import DType
 from msc.ir.graph import Graph, Node, Value, Weight
@@ -76,7 +82,19 @@ def _module_call(graph: Graph, source_op: str, nodes: list[Node]) -> GroupModule
         return None
     first, inside = recs[0], {id(n) for n in nodes}
     nd = 2 if first.attrs["direction"] == "bidirectional" else 1
-    read = {v.name: v for n in nodes for v in n.inputs if isinstance(v, Weight)}
+    # x (through the frontend's transpose when batch_first) and the states it slices
+    x = first.inputs[0]
+    batch_first = x.producer is not None and id(x.producer) in inside
+    if batch_first:
+        x = x.producer.inputs[0]
+    states = []
+    for v in first.inputs[5 : 7 if kind == "lstm" else 6]:
+        p = None if v is None else v.producer
+        if p is None or id(p) not in inside or p.op != "slice":
+            return None
+        states.append(p.inputs[0])
+    read = {v.name: v for n in nodes for v in n.inputs
+            if isinstance(v, Weight) and not any(v is s for s in states)}  # fmt: skip
     heads = [k for k in read if k.endswith(".weight_ih_l0")]
     if len(heads) != 1:
         return None
@@ -89,17 +107,6 @@ def _module_call(graph: Graph, source_op: str, nodes: list[Node]) -> GroupModule
         id(u) not in inside for k in names for u, _ in read[k].uses
     ) or any(read[k] in graph.outputs for k in names):  # fmt: skip
         return None
-    # x (through the frontend's transpose when batch_first) and the states it slices
-    x = first.inputs[0]
-    batch_first = x.producer is not None and id(x.producer) in inside
-    if batch_first:
-        x = x.producer.inputs[0]
-    states = []
-    for v in first.inputs[5 : 7 if kind == "lstm" else 6]:
-        p = None if v is None else v.producer
-        if p is None or id(p) not in inside or p.op != "slice":
-            return None
-        states.append(p.inputs[0])
     size = x.type.shape[-1] if x.type.shape else None
     if not isinstance(size, int) or x in states:
         return None
@@ -164,6 +171,215 @@ def _module_call(graph: Graph, source_op: str, nodes: list[Node]) -> GroupModule
         prefix, call(module, size, hidden, **kwargs),
         {k[len(prefix) + 1 :]: read[k] for k in names}, group, args, target,
     )  # fmt: skip
+
+
+# op -> (torch kind, default activations per direction) of the nodes torch's modules compute
+_EXACT = {
+    "lstm": [("lstm", ["sigmoid", "tanh", "tanh"])],
+    "gru": [("gru", ["sigmoid", "tanh"])],
+    "rnn": [("rnn_tanh", ["tanh"]), ("rnn_relu", ["relu"])],
+}
+_SOURCE_OP = {kind: op for op, (kind, _, _) in _TORCH.items()}
+
+
+@graph_rewrite
+def onnx_form_as_modules(graph: Graph) -> Graph:
+    """``graph`` with each exact recurrent node that is not already the nodes of a torch
+    module call (an ONNX or Keras LSTM) rewritten into them; the graph itself when none."""
+    todo = [i for i, n in enumerate(graph.nodes) if _torch_kind(n) is not None]
+    if todo:  # not the ones that already are a module's call (msc's torch frontend)
+        done = {id(n) for g in torch_modules(graph) for n in g.nodes}
+        todo = [i for i in todo if id(graph.nodes[i]) not in done]
+    if not todo:
+        return graph
+    from msc.ops.rewrite import copy_graph
+
+    out = copy_graph(graph)
+    changed = False
+    for n in [out.nodes[i] for i in todo]:
+        changed |= _as_module(out, n)
+    if not changed:
+        return graph
+    out.sort()
+    return out
+
+
+def _torch_kind(n: Node) -> str | None:
+    """The torch module kind computing ``n`` exactly (lstm, gru, rnn_tanh, rnn_relu)."""
+    if n.op not in _EXACT:  # (the torch frontend's nodes read w through a gate reorder)
+        return None
+    a = n.attrs
+    nd = {"forward": 1, "bidirectional": 2}.get(a["direction"])
+    if nd is None or a["clip"] is not None or a.get("input_forget"):
+        return None
+    if n.op == "gru" and not a["linear_before_reset"]:
+        return None
+    ins = list(n.inputs) + [None] * (8 - len(n.inputs))
+    if ins[4] is not None or (n.op == "lstm" and ins[7] is not None):  # lengths, peepholes
+        return None
+    if any(_weight_only(v) is None for v in ins[1:3]):  # w, r: weights (or computed from them)
+        return None
+    if ins[3] is not None and _weight_only(ins[3]) is None:
+        return None
+    x = ins[0]
+    if x.type.shape is None or len(x.type.shape) != 3 or not isinstance(x.type.shape[2], int):
+        return None
+    return next((k for k, acts in _EXACT[n.op] if list(a["activations"]) == acts * nd), None)
+
+
+def _as_module(g: Graph, n: Node) -> bool:
+    """Rewrite ``n`` into the nodes of its torch module's call (False: it stays)."""
+    from msc.frontend.torch.recurrent import _SPEC, layers
+    from msc.frontend.torch.registry import Ctx
+    from msc.ir.builder import Builder
+
+    kind = _torch_kind(n)
+    gates, order, _ = _SPEC[kind]
+    a = n.attrs
+    nd, hidden, layout = (
+        2 if a["direction"] == "bidirectional" else 1,
+        a["hidden_size"],
+        a["layout"],
+    )
+    ins = list(n.inputs) + [None] * (8 - len(n.inputs))
+    x, w, r, b = ins[:4]
+    states = [None if _zero_weight(v) else v for v in ins[5 : 7 if n.op == "lstm" else 6]]
+    batch = x.type.shape[1 - layout]
+    seq = x.type.shape[layout]
+    if not isinstance(batch, int) and not isinstance(seq, int):
+        return False
+    if any(v is None for v in states) and (any(v is not None for v in states)
+                                           or not isinstance(batch, int)):  # fmt: skip
+        return False  # partly given states, or zeros of a size known only at run time
+    prefix = _free_prefix(g, n)
+    back = np.argsort(order)  # canonical gate blocks -> torch's
+
+    def torch_order(t: np.ndarray) -> np.ndarray:
+        return t.reshape(gates, -1, *t.shape[1:])[back].reshape(t.shape)
+
+    params = []
+    wd, rd = _value(w), _value(r)
+    bd = None if b is None else _value(b)
+    for d in range(nd):
+        sfx = "_reverse" if d else ""
+        data = [("weight_ih", wd[d]), ("weight_hh", rd[d])]
+        if bd is not None:
+            data += [("bias_ih", bd[d][: gates * hidden]), ("bias_hh", bd[d][gates * hidden :])]
+        for k, t in data:
+            params.append(g.add_weight(f"{prefix}.{k}_l0{sfx}",
+                                       np.ascontiguousarray(torch_order(t)), role="parameter"))  # fmt: skip
+    glue = Builder(n.name, n.provenance)
+    ctx = Ctx(g)
+    ctx.source_op, ctx.node_name, ctx.module = "aten.zeros.default", prefix, prefix
+    ctx.stack = ((prefix, {"lstm": "LSTM", "gru": "GRU"}.get(kind, "RNN")),)
+    if states[0] is None:  # what the module makes when called without states
+        shape = [nd, batch, hidden]
+        hx = [ctx.op("full", shape=shape, value=0.0, dtype=x.type.dtype) for _ in states]
+    elif layout == 1:  # [batch, nd, hidden] -> torch's [nd, batch, hidden]
+        hx = [glue.op("transpose", v, perm=[1, 0, 2]) for v in states]
+    else:
+        hx = list(states)
+    ctx.source_op = _SOURCE_OP[kind]
+    made = layers(ctx, kind, x, hx, params, bd is not None, 1, False, nd == 2, layout == 1)
+    y = made[0]  # [seq, batch, nd * hidden] (layout 1: [batch, seq, ...])
+    dims = [seq, batch] if layout == 0 else [batch, seq]
+    y = glue.op("reshape", y, shape=[d if isinstance(d, int) else -1 for d in dims] + [nd, hidden])
+    if layout == 0:
+        y = glue.op("transpose", y, perm=[0, 2, 1, 3])
+    finals = list(made[1:])
+    if layout == 1:
+        finals = [glue.op("transpose", v, perm=[1, 0, 2]) for v in finals]
+    for node in [*ctx.nodes, *glue.nodes]:
+        g.add_node(node)
+    for old, new in zip(n.outputs, [y, *finals]):
+        old.replace_all_uses_with(new)
+        g.outputs = [new if v is old else v for v in g.outputs]
+    g.remove_node(n)
+    read = [v for v in ins[1:] if v is not None]
+    for node in reversed([m for v in read for m in _weight_only(v) or ()]):  # now unread
+        if node.outputs and all(not o.uses and o not in g.outputs for o in node.outputs):
+            read += [v for v in node.inputs if v is not None]
+            g.remove_node(node)
+    for v in {id(v): v for v in read if isinstance(v, Weight)}.values():
+        if not v.uses and v not in g.outputs and v.name in g.weights:
+            del g.weights[v.name]
+    return True
+
+
+_FOLDABLE = 1 << 22  # elements: a recurrent weight computed from larger ones stays a node
+
+
+def _weight_only(v: Value) -> list[Node] | None:
+    """The nodes (in order) computing ``v`` from weights alone (Keras' kernel transposed to
+    ONNX's layout), [] for a weight itself; None when ``v`` reads anything else."""
+    if isinstance(v, Weight):
+        return [] if v.has_data else None
+    seen: dict[int, Node] = {}
+
+    def visit(u: Value) -> bool:
+        if isinstance(u, Weight):
+            return u.has_data
+        p = u.producer
+        if p is None or any(True for _ in p.subgraphs()) or not u.type.is_static:
+            return False
+        if id(p) in seen:
+            return True
+        if not all(i is None or visit(i) for i in p.inputs):
+            return False
+        seen[id(p)] = p
+        return True
+
+    if not visit(v) or sum(int(np.prod(o.type.shape)) for n in seen.values()
+                           for o in n.outputs) > _FOLDABLE:  # fmt: skip
+        return None
+    return list(seen.values())
+
+
+def _value(v: Value) -> np.ndarray:
+    """The value of ``v``, a weight or computed from weights alone (``_weight_only``)."""
+    if isinstance(v, Weight):
+        return v.numpy()
+    from msc.analysis.model import run_graph
+
+    nodes = _weight_only(v) or []
+    one = Graph("fold")
+    image: dict[int, Value] = {}
+    for n in nodes:
+        ins = []
+        for u in n.inputs:
+            if u is not None and id(u) not in image:  # a weight
+                image[id(u)] = one.weights.get(u.name) or one.add_weight(u.name, u.storage, u.type)
+            ins.append(None if u is None else image[id(u)])
+        m = one.add_node(n.op, ins, dict(n.attrs), output_types=[o.type for o in n.outputs])
+        image.update(zip((id(o) for o in n.outputs), m.outputs))
+    one.set_outputs([image[id(v)]])
+    (out,), _ = run_graph(one, [])
+    return np.asarray(out)
+
+
+def _zero_weight(v: Value | None) -> bool:
+    """``v`` is a weight of zeros (an exporter's initial state: what the module makes)."""
+    if not isinstance(v, Weight) or not v.has_data or not v.type.is_static:
+        return False
+    return not v.numpy().any()
+
+
+def _free_prefix(g: Graph, n: Node) -> str:
+    """A module path for ``n``'s module: the source layer's (``lstm``), else the op's."""
+    from codegen.torch.names import sanitize
+
+    base = sanitize(n.provenance.module.strip("/").replace("/", "_"), "") or n.op
+    taken = {p for name in g.weights for p in _prefixes(name)}
+    prefix, k = base, 0
+    while prefix in taken:
+        k += 1
+        prefix = f"{base}_{k}"
+    return prefix
+
+
+def _prefixes(name: str) -> list[str]:
+    parts = name.split(".")
+    return [".".join(parts[: i + 1]) for i in range(len(parts))]
 
 
 def _same(n: Node, n2: Node, image: dict[int, Value]) -> bool:
