@@ -248,9 +248,8 @@ def _as_module(g: Graph, n: Node) -> bool:
     seq = x.type.shape[layout]
     if not isinstance(batch, int) and not isinstance(seq, int):
         return False
-    if any(v is None for v in states) and (any(v is not None for v in states)
-                                           or not isinstance(batch, int)):  # fmt: skip
-        return False  # partly given states, or zeros of a size known only at run time
+    if any(v is None for v in states) and any(v is not None for v in states):
+        return False  # partly given states
     prefix = _free_prefix(g, n)
     back = np.argsort(order)  # canonical gate blocks -> torch's
 
@@ -266,15 +265,14 @@ def _as_module(g: Graph, n: Node) -> bool:
         if bd is not None:
             data += [("bias_ih", bd[d][: gates * hidden]), ("bias_hh", bd[d][gates * hidden :])]
         for k, t in data:
-            params.append(g.add_weight(f"{prefix}.{k}_l0{sfx}",
-                                       np.ascontiguousarray(torch_order(t)), role="parameter"))  # fmt: skip
+            t = np.ascontiguousarray(torch_order(t))
+            params.append(g.add_weight(f"{prefix}.{k}_l0{sfx}", t, role="parameter"))
     glue = Builder(n.name, n.provenance)
     ctx = Ctx(g)
     ctx.source_op, ctx.node_name, ctx.module = "aten.zeros.default", prefix, prefix
     ctx.stack = ((prefix, {"lstm": "LSTM", "gru": "GRU"}.get(kind, "RNN")),)
     if states[0] is None:  # what the module makes when called without states
-        shape = [nd, batch, hidden]
-        hx = [ctx.op("full", shape=shape, value=0.0, dtype=x.type.dtype) for _ in states]
+        hx = _zeros(ctx, x, 1 - layout, nd, hidden, len(states))
     elif layout == 1:  # [batch, nd, hidden] -> torch's [nd, batch, hidden]
         hx = [glue.op("transpose", v, perm=[1, 0, 2]) for v in states]
     else:
@@ -355,6 +353,26 @@ def _value(v: Value) -> np.ndarray:
     one.set_outputs([image[id(v)]])
     (out,), _ = run_graph(one, [])
     return np.asarray(out)
+
+
+def _zeros(ctx, x: Value, axis: int, nd: int, hidden: int, count: int) -> list[Value]:
+    """``count`` zero states [nd, batch, hidden] as torch.export gives nn.LSTM's own (batch:
+    ``x``'s dim ``axis``): a ``full`` of a static shape, or of one read from x's shape."""
+    batch, dtype = x.type.shape[axis], x.type.dtype
+    if isinstance(batch, int):
+        return [ctx.op("full", shape=[nd, batch, hidden], value=0.0, dtype=dtype)
+                for _ in range(count)]  # fmt: skip
+    source = ctx.source_op
+    ctx.source_op = "aten.sym_size.int"
+    size = ctx.op("squeeze", ctx.op("shape", x, start=axis, end=axis + 1), axes=[0])
+    ctx.source_op = source
+    out = []
+    for _ in range(count):
+        shape = ctx.op("concat", ctx.const([nd], DType.INT64),
+                       ctx.op("reshape", size, shape=[1]), ctx.const([hidden], DType.INT64),
+                       axis=0)  # fmt: skip
+        out.append(ctx.op("full", shape, value=0.0, dtype=dtype))
+    return out
 
 
 def _zero_weight(v: Value | None) -> bool:
