@@ -91,6 +91,24 @@ def test_torch_recurrent_module_round_trip(case, tmp_path):
         torch.testing.assert_close(g, w, rtol=0, atol=ATOL)
 
 
+def test_torch_recurrent_dynamic_batch(tmp_path):
+    """A batch dim torch.export keeps symbolic: the module's zero states come from x's shape
+    (passed to the module as the source computed them); the check is still equal."""
+    torch.manual_seed(0)
+    model = Net(torch.nn.LSTM(5, 8, batch_first=True), False).eval()
+    x = torch.randn(2, 7, 5)
+    batch = torch.export.Dim("batch")
+    ep = torch.export.export(model, (x,), dynamic_shapes=({0: batch},))
+    torch.export.save(ep, tmp_path / "m.pt2")
+    report = msc.convert(tmp_path / "m.pt2", tmp_path / "out")
+    assert report.ok and report.verdict == "equal", (report.verdict, report.changes)
+    assert "self.rnn = nn.LSTM(5, 8, batch_first=True)" in (tmp_path / "out/model.py").read_text()
+    x3 = torch.randn(3, 7, 5)  # another batch size than the export's
+    with torch.no_grad():
+        for w, g in zip(model(x3), _load(tmp_path / "out")(x3), strict=True):
+            torch.testing.assert_close(g, w, rtol=0, atol=ATOL)
+
+
 # ---------------------------------------------------------------- ONNX and Keras sources
 # Their recurrent nodes are ONNX-form: where torch's module computes them exactly, they are
 # rewritten into its call (weights in torch's gate order); where not (clip), the code runs
@@ -102,19 +120,20 @@ def _run(directory, *args):
     return [o.numpy() for o in (out if isinstance(out, tuple) else (out,))]
 
 
-@pytest.mark.parametrize("cls", ["LSTM", "GRU"])
-def test_onnx_recurrent_to_torch_is_the_module(cls, tmp_path):
+@pytest.mark.parametrize("cls,bidirectional", [("LSTM", False), ("GRU", False), ("LSTM", True)])
+def test_onnx_recurrent_to_torch_is_the_module(cls, bidirectional, tmp_path):
     ort = pytest.importorskip("onnxruntime")
     pytest.importorskip("onnx")
     torch.manual_seed(0)
-    model = Net(getattr(torch.nn, cls)(5, 8, batch_first=True), False).eval()
+    rnn = getattr(torch.nn, cls)(5, 8, batch_first=True, bidirectional=bidirectional)
+    model = Net(rnn, False).eval()
     x = torch.randn(2, 7, 5)
     path = tmp_path / "m.onnx"
     torch.onnx.export(model, (x,), path, input_names=["x"], dynamo=False)
     report = msc.convert(path, tmp_path / "out")
     assert report.ok and report.equivalent and not report.advisory, report.verdict
     text = (tmp_path / "out" / "model.py").read_text()
-    assert f"= nn.{cls}(5, 8)" in text and "_msc_recurrent" not in text
+    assert f"= nn.{cls}(5, 8" in text and "_msc_recurrent" not in text
     want = ort.InferenceSession(str(path)).run(None, {"x": x.numpy()})
     for w, g in zip(want, _run(tmp_path / "out", x.numpy()), strict=True):
         assert abs(w - g).max() <= ATOL
