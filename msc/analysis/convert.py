@@ -76,6 +76,17 @@ JAX_ADVISORY = (
     "not blocking for the jax target: JAX's re-export is not yet read back as every op the "
     "code wrote (docs/guides/jax.md); the outputs decide"
 )
+# Why a torch target's real changes do not fail the conversion when the code runs a recurrent
+# node through its run-time helper (ONNX semantics torch's nn.LSTM / GRU / RNN lack: other
+# activations, clip, peepholes, sequence lengths; and, for now, every node not made by msc's
+# torch frontend from one of those modules): torch.export unrolls the helper's loop
+# over the time steps, so the re-import is the steps, not the node (codegen.torch
+# .unrolled_nodes). The outputs decide.
+UNROLLED_ADVISORY = (
+    "not blocking: the code runs {nodes} through the recurrent helper _msc_recurrent (not "
+    "as torch's nn.LSTM / GRU / RNN), which torch.export unrolls into its time steps; the "
+    "outputs decide"
+)
 # Targets written as one file (the others are directories).
 FILE_TARGETS = {"onnx": ".onnx", "tflite": ".tflite"}
 # Directory targets written as one file when OUT has this suffix.
@@ -455,9 +466,15 @@ def convert(
                 )
                 report.equivalent = True
             elif target == "torch":  # compared with what the generated code computes
+                from codegen.torch import unrolled_nodes
+
                 report.structural, report.changes, report.verdict, report.equivalent = _structural(
                     as_generated(g), constants_as_nodes(again.graph, g), keep_types=True
                 )
+                unrolled = [] if report.equivalent else unrolled_nodes(g)
+                if unrolled:
+                    shown = ", ".join(unrolled[:3]) + (" ..." if len(unrolled) > 3 else "")
+                    report.advisory = UNROLLED_ADVISORY.format(nodes=shown)
             else:  # an ONNX model holds the weights something reads
                 written = g
                 if target == "onnx":

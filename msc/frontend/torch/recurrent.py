@@ -41,10 +41,13 @@ def _stack(ctx: Ctx, xs: list[Value]) -> Value:
     return xs[0] if len(xs) == 1 else ctx.op("concat", *xs, axis=0)
 
 
-def _layers(
+def layers(
     ctx: Ctx, kind: str, input: Value, states: list[Value], params: list[Value],
     has_biases: bool, num_layers: int, train: bool, bidirectional: bool, batch_first: bool,
 ) -> tuple:  # fmt: skip
+    """The canonical nodes of one call of nn.LSTM / nn.GRU / nn.RNN (``kind``: lstm, gru,
+    rnn_tanh, rnn_relu), as aten's op gives it: (output, h_n) or (output, h_n, c_n).
+    codegen.torch matches a graph against what this builds to write the module again."""
     if train:
         raise Unsupported(f"{kind} in training mode (dropout between layers); export in eval")
     gates, order, acts = _SPEC[kind]
@@ -113,7 +116,7 @@ def lstm(
     ctx: Ctx, input: Value, hx: list[Value], params: list[Value], has_biases: bool,
     num_layers: int, dropout: float, train: bool, bidirectional: bool, batch_first: bool,
 ) -> tuple:  # fmt: skip
-    return _layers(ctx, "lstm", input, list(hx), list(params), has_biases, num_layers, train,
+    return layers(ctx, "lstm", input, list(hx), list(params), has_biases, num_layers, train,
                    bidirectional, batch_first)  # fmt: skip
 
 
@@ -122,7 +125,7 @@ def _single_state(kind: str):
         ctx: Ctx, input: Value, hx: Value, params: list[Value], has_biases: bool,
         num_layers: int, dropout: float, train: bool, bidirectional: bool, batch_first: bool,
     ) -> tuple:  # fmt: skip
-        return _layers(ctx, kind, input, [hx], list(params), has_biases, num_layers, train,
+        return layers(ctx, kind, input, [hx], list(params), has_biases, num_layers, train,
                        bidirectional, batch_first)  # fmt: skip
 
     return convert
