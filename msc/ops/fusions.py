@@ -2,9 +2,10 @@
 
 ONNX files (and other lowered sources) spell linear as MatMul + Add (or Gemm), an embedding
 as Gather, GELU as its erf or tanh formula, LayerNorm and RMSNorm as reductions, softmax as
-exp over a sum (after the max is taken off), attention as two matmuls around a softmax (a mask added,
-or a bool mask's hidden scores set to -inf by a where; the key and value heads copied to the query's count for grouped-query attention). These
-patterns (``msc.rewrite`` patterns) find them and put the canonical op back, so the code
+exp over a sum (after the max is taken off), attention as two matmuls around a softmax (a
+mask added, or a bool mask's hidden scores set to -inf by a where; the key and value heads
+copied to the query's count for grouped-query attention). These patterns (``msc.rewrite``
+patterns) find them and put the canonical op back, so the code
 generated from such a file reads, and runs, like the model it came from.
 
 # NOTE: invariants
