@@ -446,6 +446,20 @@ def _select(k, spelled):
     return body
 
 
+def _unit_dims(spelled, last=(2, 4, 1, 4)):
+    """x [1, 2, 4, 4] without its 1 and with a 1 before the last dim: squeeze and unsqueeze,
+    or the RESHAPEs codegen.tflite writes for both at static shapes."""
+
+    def body(g, x):
+        if spelled:
+            y = _op(g, "reshape", x, shape=[2, 4, 4])
+            return _op(g, "relu", _op(g, "reshape", y, shape=list(last)))
+        y = _op(g, "squeeze", x, axes=[0])
+        return _op(g, "relu", _op(g, "unsqueeze", y, axes=[2]))
+
+    return body
+
+
 def _take(k, spelled):
     """x[:, [k, 0]]: ONNX's index (GatherND) or torch.export's gather of one index tensor."""
 
@@ -572,6 +586,8 @@ CANONICAL_CASES = [
     ("select", _select(1, False), _select(1, True), _select(0, True),
      "slice of one element, squeezed -> gather"),
     ("index", _take(1, False), _take(1, True), _take(0, True), "index of one axis -> gather"),
+    ("unit dims", _unit_dims(False), _unit_dims(True), _unit_dims(True, (2, 4, 4, 1)),
+     "reshape of size-1 dims -> unsqueeze"),
     ("topk", _topk(2, False), _topk(2, True), _topk(3, True), "stable topk -> sort + slice"),
     ("clip", _clip(0, None), _clip(0.0, 6.0), _clip(0.0, 5.0),
      "clamp by constant bounds -> hardtanh"),
@@ -626,6 +642,10 @@ def _split(axis):
     return body
 
 
+def _expand(shape):
+    return lambda g, x: _op(g, "relu", _op(g, "expand", x, shape=shape))
+
+
 _END, _MAX = 2**62, 2**63 - 1
 # One computation as two readers spell it (not rewrites: no count), and a real change.
 SPELLING_CASES = [
@@ -636,6 +656,9 @@ SPELLING_CASES = [
     ("slice of everything", _slice([0, -2, 0, 0], [_END] * 4, [0, 1, 2, 3]),
      _slice([-2], [_MAX], [1]), _slice([-1], [_MAX], [1])),
     ("split axis -1", _split(-1), _split(3), _split(2)),
+    # an expand's 1 where the input has its own 1 (TFLite's BROADCAST_TO) keeps that dim: -1
+    ("expand keeps a 1", _expand([3, -1, -1, -1]), _expand([3, 2, 4, -1]),
+     _expand([4, 2, 4, -1])),
 ]  # fmt: skip
 
 
