@@ -71,7 +71,7 @@ from collections import Counter
 
 import numpy as np
 
-from msc.analysis.shape_values import refines
+from msc.analysis.shape_values import content_of, refines
 from msc.ir import symexpr
 from msc.ir.builder import Builder
 from msc.ir.dtype import DType
@@ -418,13 +418,46 @@ def _index_component(v: Value | None, target: tuple) -> Value | None:
     return None
 
 
+def _widened(v: Value | None) -> Value | None:
+    """``x`` of ``cast(x)`` to an integer type that holds every value of x's, else ``v``."""
+    p = v.producer if v is not None else None
+    if p is None or p.op != "cast" or p.inputs[0] is None:
+        return v
+    src, dst = p.inputs[0].type.dtype, v.type.dtype  # type: ignore[union-attr]
+    if not (src.is_integer and dst.is_integer):
+        return v
+    return p.inputs[0] if np.can_cast(src.to_numpy(), dst.to_numpy(), "safe") else v
+
+
+def _unwrapped(i: Value, x: Value, k: int) -> Value:
+    """``i`` of ``remainder(cast(i, i32), d)`` with ``d`` x's dim k: codegen.tflite's index
+    coordinate (TFLite's GATHER_ND reads no negative index), which index wraps itself. The
+    int32 narrowing keeps every index in range (a dim is at most 2**31 - 1)."""
+    p = i.producer
+    if p is None or p.op != "remainder" or x.type.shape is None or k >= len(x.type.shape):
+        return i
+    d = content_of(p.inputs[1])
+    if d is None or d.size != 1 or d.reshape(-1)[0] is None:
+        return i
+    if d.reshape(-1)[0] != x.type.shape[k]:
+        return i
+    c = p.inputs[0].producer if p.inputs[0] is not None else None
+    if c is not None and c.op == "cast" and c.inputs[0] is not None:
+        src = c.inputs[0].type.dtype
+        if src.is_integer and c.output.type.dtype in (DType.INT32, DType.INT64):
+            return c.inputs[0]
+    return p.inputs[0]  # type: ignore[return-value]
+
+
 def _find_gather_nd_index(n: Node) -> Match | None:
     """gather_nd(x, concat(unsqueeze(expand(i_k, S), -1)..., axis=-1)) with S the broadcast
     of the i_k: advanced indexing of x's leading dims by the i_k (index broadcasts them
-    itself; both read a negative index from the end)."""
+    itself; both read a negative index from the end). The coordinates may be widened to
+    int64 (a TFLite file's int32 ones read back) and each i_k wrapped by x's dim k."""
     if n.op != "gather_nd" or n.attrs["batch_dims"] != 0 or n.inputs[1] is None:
         return None
-    cat = n.inputs[1].producer
+    at = _widened(n.inputs[1])
+    cat = at.producer if at is not None else None
     if cat is None or cat.op != "concat" or cat.output.type.rank is None:
         return None
     if cat.attrs["axis"] % cat.output.type.rank != cat.output.type.rank - 1:
@@ -438,9 +471,10 @@ def _find_gather_nd_index(n: Node) -> Match | None:
     types = [i.type for i in idx]  # type: ignore[union-attr]
     if any(t.shape is None for t in types) or broadcast(*types) != target:
         return None
-    nodes = [cat]
+    nodes = [cat] if at is n.inputs[1] else [cat, n.inputs[1].producer]
     for v in cat.inputs:
         nodes += [v.producer, v.producer.inputs[0].producer]  # type: ignore[union-attr]
+    idx = [_unwrapped(i, n.inputs[0], k) for k, i in enumerate(idx)]  # type: ignore[arg-type]
     found = {"x": n.inputs[0]} | {f"i{k}": v for k, v in enumerate(idx)}
     return Match(n, [*nodes, n], found, info={"k": len(idx)})  # type: ignore[arg-type]
 
