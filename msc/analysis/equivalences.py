@@ -23,7 +23,8 @@ Rules (``msc.rewrite`` matchers, each exact; a rule's label is what ``diff`` cou
 - gather-style ops' ``negative_indices`` where the indices are known not to be negative;
 - ``gather_nd(x, concat([unsqueeze(expand(i_k), -1)...], -1))`` -> ``index(x, i_0, ...)``:
   torch.onnx's spelling of advanced indexing (and codegen.onnx's, without the expand, where
-  Concat makes the i_k one shape);
+  Concat makes the i_k one shape; codegen.tflite's, its int32 coordinates widened back to
+  int64 and each i_k wrapped by ``remainder`` of x's dim, which index does itself);
 - ``attention(q, k, v, where(m, 0, -inf))`` -> ``attention(q, k, v, m)``: an additive float
   mask of 0 and -inf is the boolean mask it was made from;
 - the guard ``where(reduce_max(mask) == -inf, 0, attention(..., mask))`` -> the attention:
