@@ -18,8 +18,9 @@ Graph passes (spellings and constants, not patterns):
 - ``normalize_spellings``: axes non-negative and sorted, trailing absent inputs dropped, a
   slice's default and constant-input axes and steps as attributes, a per-tensor
   quantize's or dequantize's axis as the default, an expand's target entry that is the
-  input's own static dim as -1, a sort whose indices nothing reads as stable (ties are
-  equal values: their order does not show).
+  input's own static dim as -1, a shape's end at or past the rank as none, a slice's
+  start before a static dim's first element as 0, a sort whose indices nothing reads as
+  stable (ties are equal values: their order does not show).
 
 Pattern rewrites (``msc.rewrite`` patterns, ``RULES``; each counted under its label):
 
@@ -262,6 +263,8 @@ def normalize_spellings(g: Graph, done: Counter[str]) -> None:
             _set_op(g, n, n.op, {**n.attrs, "axis": 1})  # the default; it applies to nothing
         if n.op == "embedding" and n.attrs.get("padding_idx") is not None:
             _set_op(g, n, n.op, {**n.attrs, "padding_idx": None})
+        if n.op == "shape" and rank is not None and (n.attrs["end"] or 0) >= rank:
+            _set_op(g, n, n.op, {**n.attrs, "end": None})  # the shape up to its last dim
         if n.op == "expand" and rank is not None and n.attrs["shape"] is not None:
             _expand_keeps(g, n, t.shape)
         if n.op == "slice" and rank:
@@ -338,23 +341,28 @@ def _slice_whole_axes(g: Graph, n: Node, shape: Sequence[object]) -> None:
     steps = list(steps or [1] * len(axes))
     if not len(axes) == len(starts) == len(ends) == len(steps):
         return
-    keep, new_ends = [], []
+    keep, new_starts, new_ends = [], [], []
     for i, ax in enumerate(axes):
         d = shape[ax] if 0 <= ax < len(shape) else None
         past = ends[i] >= _TO_END or (isinstance(d, int) and ends[i] >= d)
-        if steps[i] == 1 and past and (starts[i] == 0 or (isinstance(d, int) and starts[i] <= -d)):
+        # a start before the first element is the first (int64's min, TFLite's int32 one)
+        start = 0 if steps[i] > 0 and isinstance(d, int) and starts[i] <= -d else starts[i]
+        if steps[i] == 1 and past and start == 0:
             continue
         keep.append(i)
+        new_starts.append(start)
         new_ends.append(_INT64_MAX if ends[i] >= _TO_END else ends[i])
     if not keep and shape:
         if list(axes) != [0] or list(starts) != [0] or list(ends) != [_INT64_MAX]:
             whole = {"axes": [0], "starts": [0], "ends": [_INT64_MAX], "steps": [1]}
             _set_op(g, n, n.op, {**a, **whole})
         return
-    if not keep or (len(keep) == len(axes) and new_ends == list(ends)):
+    if not keep or (
+        len(keep) == len(axes) and new_ends == list(ends) and new_starts == list(starts)
+    ):
         return
     _set_op(g, n, n.op, {
-        **a, "axes": [axes[i] for i in keep], "starts": [starts[i] for i in keep],
+        **a, "axes": [axes[i] for i in keep], "starts": new_starts,
         "ends": new_ends, "steps": [steps[i] for i in keep],
     })  # fmt: skip
 

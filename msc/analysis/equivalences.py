@@ -18,6 +18,9 @@ Rules (``msc.rewrite`` matchers, each exact; a rule's label is what ``diff`` cou
   sort's order ascending or descending (msc's and torch's ``stable``; JAX's jnp.sort /
   argsort give it too), so codegen.onnx's TopK spelling of a sort reads back as the sort;
 - ``argsort(x)`` -> the indices of ``sort(x)`` of the same attributes;
+- ``x != x`` of a float x -> ``isnan(x)`` (codegen.tflite's spelling: TFLite has no IsNaN);
+- a reshape's or expand's run-time int64 target through ``cast`` to int32 and back -> the
+  target (TFLite takes it as int32; its entries are dims);
 - ``gather(x, range(0, n, 1), axis)`` -> ``slice(x, 0, n, axis)`` where ``n`` is at most the
   dim (torch.export's slice to a symbolic end, against ONNX's Slice);
 - gather-style ops' ``negative_indices`` where the indices are known not to be negative;
@@ -372,6 +375,39 @@ def _sorted_first_k(b: Builder, m: Match) -> list[Value]:
         return list(out)
     cut = {"starts": [0], "ends": [a["k"]], "axes": [axis], "steps": [1]}
     return [b.op("slice", v, **cut) for v in out]
+
+
+def _find_int32_shape(n: Node) -> Match | None:
+    """A reshape's or expand's run-time target read through an int32 round trip
+    (``cast(cast(s, i32), i64)``: codegen.tflite writes the target as RESHAPE and
+    BROADCAST_TO take it, its reader widens it back) is ``s``: a target's entries are dims
+    (and -1), which int32 holds in any model a target can address."""
+    if n.op not in ("reshape", "expand") or len(n.inputs) != 2 or n.inputs[1] is None:
+        return None
+    wide = n.inputs[1].producer
+    if wide is None or wide.op != "cast" or wide.inputs[0] is None:
+        return None
+    narrow = wide.inputs[0].producer
+    if narrow is None or narrow.op != "cast" or narrow.inputs[0] is None:
+        return None
+    s = narrow.inputs[0]
+    if s.type.dtype is not DType.INT64 or n.inputs[1].type.dtype is not DType.INT64:
+        return None
+    if wide.inputs[0].type.dtype is not DType.INT32:
+        return None
+    nodes = [narrow, wide, n] if len(wide.inputs[0].uses) == 1 else [wide, n]
+    return Match(n, nodes if len(n.inputs[1].uses) == 1 else [n], {"x": n.inputs[0], "s": s})
+
+
+def _find_self_unequal(n: Node) -> Match | None:
+    """``x != x`` of a float x is isnan(x) (NaN is the one value unequal to itself): TFLite
+    has no IsNaN, codegen.tflite writes NOT_EQUAL through the op's decomposition."""
+    if n.op != "ne" or len(n.inputs) != 2 or n.inputs[0] is None:
+        return None
+    x = n.inputs[0]
+    if n.inputs[1] is not x or not x.type.dtype.is_floating:
+        return None
+    return Match(n, [n], {"x": x})
 
 
 def _find_argsort(n: Node) -> Match | None:
@@ -1080,6 +1116,12 @@ RULES = [
     ),
     (_topk_label, _find_stable_topk, _sorted_first_k),
     ("argsort -> sort's indices", _find_argsort, _sort_indices),
+    ("x != x -> isnan", _find_self_unequal, lambda b, m: b.op("isnan", m["x"])),
+    (
+        "a target's int32 round trip dropped",
+        _find_int32_shape,
+        lambda b, m: b.op(m.root.op, m["x"], m["s"], **m.root.attrs),
+    ),
     (
         "negative_indices of indices never negative dropped",
         _find_negative_indices,
