@@ -311,3 +311,29 @@ def test_symbolic_dims_read_back_with_their_names():
     junk[off : off + size] = b"{" * size
     names = [str(d) for v in msc.from_tflite(bytes(junk)).inputs for d in v.type.shape]
     assert names == ["batch", "x_1", "batch", "mask_1"], names
+
+
+def test_an_expand_to_a_run_time_shape_and_a_split_of_an_unknown_dim_are_written():
+    """What torch.onnx's dynamic exports hold where the frontend cannot tell a size: an
+    expand to a target computed at run time (BROADCAST_TO of it) and a split into three
+    even parts of an unknown dim (SPLIT): LiteRT runs the file at two sizes like numpy, and
+    the file reads back equivalent."""
+    from msc.analysis.convert import _structural
+    from msc.ir import DType, Graph, SymDim, TensorType
+
+    g = Graph("dyn")
+    batch, width = SymDim("batch"), SymDim("width")
+    x = g.add_input("x", TensorType(DType.FLOAT32, (batch, 1, width)))
+    y = g.add_input("y", TensorType(DType.FLOAT32, (batch, 3, width)))
+    wide = g.add_node("expand", [x, g.add_node("shape", [y], {}).output], {}).output
+    parts = g.add_node("split", [wide], {"axis": 2, "num_outputs": 3}).outputs
+    g.set_outputs([g.add_node("sub", [parts[0], parts[2]], {}).output])
+    data = codegen.tflite.to_bytes(g)
+    _, summary, verdict, equivalent = _structural(g, msc.from_tflite(data))
+    assert equivalent, (verdict, summary)
+    rng = np.random.default_rng(0)
+    for n in (1, 4):
+        a, b = rng.standard_normal((n, 1, 6), np.float32), rng.standard_normal((n, 3, 6), np.float32)
+        (got,) = run_litert(data, [a, b])
+        full = np.broadcast_to(a, b.shape)
+        np.testing.assert_array_equal(got, full[..., 0:2] - full[..., 4:6])
