@@ -333,7 +333,8 @@ def test_an_expand_to_a_run_time_shape_and_a_split_of_an_unknown_dim_are_written
     assert equivalent, (verdict, summary)
     rng = np.random.default_rng(0)
     for n in (1, 4):
-        a, b = rng.standard_normal((n, 1, 6), np.float32), rng.standard_normal((n, 3, 6), np.float32)
+        a = rng.standard_normal((n, 1, 6), np.float32)
+        b = rng.standard_normal((n, 3, 6), np.float32)
         (got,) = run_litert(data, [a, b])
         full = np.broadcast_to(a, b.shape)
         np.testing.assert_array_equal(got, full[..., 0:2] - full[..., 4:6])
