@@ -17,7 +17,9 @@ Graph passes (spellings and constants, not patterns):
   read only weights are computed -> weights;
 - ``normalize_spellings``: axes non-negative and sorted, trailing absent inputs dropped, a
   slice's default and constant-input axes and steps as attributes, a per-tensor
-  quantize's or dequantize's axis as the default, a sort whose indices nothing reads as
+  quantize's or dequantize's axis as the default, an expand's target entry that is the
+  input's own static dim as -1, a shape's end at or past the rank as none, a slice's
+  start before a static dim's first element as 0, a sort whose indices nothing reads as
   stable (ties are equal values: their order does not show).
 
 Pattern rewrites (``msc.rewrite`` patterns, ``RULES``; each counted under its label):
@@ -33,6 +35,8 @@ Pattern rewrites (``msc.rewrite`` patterns, ``RULES``; each counted under its la
 - ``adaptive_avg_pool(x, 1...)`` -> ``reduce_mean`` (keepdims), and so is an ``avg_pool`` of one
   window that covers its whole input;
 - ``reshape`` of [N, ...] to [N, prod] -> ``flatten(start_axis=1)``;
+- a reshape or flatten that only takes out or puts in size-1 dims -> ``squeeze`` /
+  ``unsqueeze`` (a run of 1s losing or gaining one named by its first choice of axes);
 - reshape / expand to the same shape, transpose by the identity, cast to the same dtype -> x;
 - ``where(c, a, b)`` of a constant all-true / all-false condition -> ``a`` / ``b``;
 - ``attention(q, k, v, mask)`` with a mask that masks nothing (all true, all zero) -> no mask;
@@ -261,6 +265,10 @@ def normalize_spellings(g: Graph, done: Counter[str]) -> None:
             _set_op(g, n, n.op, {**n.attrs, "axis": 1})  # the default; it applies to nothing
         if n.op == "embedding" and n.attrs.get("padding_idx") is not None:
             _set_op(g, n, n.op, {**n.attrs, "padding_idx": None})
+        if n.op == "shape" and rank is not None and (n.attrs["end"] or 0) >= rank:
+            _set_op(g, n, n.op, {**n.attrs, "end": None})  # the shape up to its last dim
+        if n.op == "expand" and rank is not None and n.attrs["shape"] is not None:
+            _expand_keeps(g, n, t.shape)
         if n.op == "slice" and rank:
             _slice_defaults(g, n, rank)
             _slice_whole_axes(g, n, t.shape)
@@ -270,6 +278,19 @@ def normalize_spellings(g: Graph, done: Counter[str]) -> None:
         new = sorted(a % rank for a in axes)
         if list(axes) != new:
             _set_op(g, n, n.op, {**n.attrs, "axes": new})
+
+
+def _expand_keeps(g: Graph, n: Node, dims: Sequence[object]) -> None:
+    """An expand's target entry that is the input's own static dim is -1 (keep it): a
+    target of [-1, 3, 1, -1] of an input [b, 1, 1, s] is [-1, 3, -1, -1]."""
+    shape = list(n.attrs["shape"])
+    lead = len(shape) - len(dims)
+    new = [
+        -1 if i >= lead and isinstance(dims[i - lead], int) and s == dims[i - lead] else s
+        for i, s in enumerate(shape)
+    ]
+    if new != shape:
+        _set_op(g, n, n.op, {**n.attrs, "shape": new})
 
 
 def _per_tensor(n: Node) -> bool:
@@ -322,23 +343,28 @@ def _slice_whole_axes(g: Graph, n: Node, shape: Sequence[object]) -> None:
     steps = list(steps or [1] * len(axes))
     if not len(axes) == len(starts) == len(ends) == len(steps):
         return
-    keep, new_ends = [], []
+    keep, new_starts, new_ends = [], [], []
     for i, ax in enumerate(axes):
         d = shape[ax] if 0 <= ax < len(shape) else None
         past = ends[i] >= _TO_END or (isinstance(d, int) and ends[i] >= d)
-        if steps[i] == 1 and past and (starts[i] == 0 or (isinstance(d, int) and starts[i] <= -d)):
+        # a start before the first element is the first (int64's min, TFLite's int32 one)
+        start = 0 if steps[i] > 0 and isinstance(d, int) and starts[i] <= -d else starts[i]
+        if steps[i] == 1 and past and start == 0:
             continue
         keep.append(i)
+        new_starts.append(start)
         new_ends.append(_INT64_MAX if ends[i] >= _TO_END else ends[i])
     if not keep and shape:
         if list(axes) != [0] or list(starts) != [0] or list(ends) != [_INT64_MAX]:
             whole = {"axes": [0], "starts": [0], "ends": [_INT64_MAX], "steps": [1]}
             _set_op(g, n, n.op, {**a, **whole})
         return
-    if not keep or (len(keep) == len(axes) and new_ends == list(ends)):
+    if not keep or (
+        len(keep) == len(axes) and new_ends == list(ends) and new_starts == list(starts)
+    ):
         return
     _set_op(g, n, n.op, {
-        **a, "axes": [axes[i] for i in keep], "starts": [starts[i] for i in keep],
+        **a, "axes": [axes[i] for i in keep], "starts": new_starts,
         "ends": new_ends, "steps": [steps[i] for i in keep],
     })  # fmt: skip
 
@@ -589,6 +615,42 @@ def _find_flatten(n: Node) -> Match | None:
     return Match(n, [n], {"x": x}, info={"span": span})  # type: ignore[dict-item]
 
 
+def _unit_dims(longer: Sequence[object], shorter: Sequence[object]) -> list[int] | None:
+    """The positions of ``longer`` that are size-1 dims which, taken out, leave ``shorter``:
+    the first such choice (a run of 1s loses its last ones), None when there is none."""
+    axes, j = [], 0
+    for i, d in enumerate(longer):
+        if j < len(shorter) and d == shorter[j]:
+            j += 1
+        elif d == 1:
+            axes.append(i)
+        else:
+            return None
+    return axes if j == len(shorter) and axes else None
+
+
+def _find_unit_dims(n: Node) -> Match | None:
+    """A view that only takes out or puts in size-1 dims is a squeeze / unsqueeze (TFLite
+    writes them as RESHAPE, a reshape merging a 1 is a flatten), of the axes ``_unit_dims``
+    chooses: a run of 1s where one goes is one op whichever of them it names."""
+    if n.op not in ("reshape", "flatten", "squeeze", "unsqueeze") or n.inputs[0] is None:
+        return None
+    if n.op != "reshape" and any(v is not None for v in n.inputs[1:]):
+        return None  # run-time axes
+    xs, ys = n.inputs[0].type.shape, n.outputs[0].type.shape
+    if xs is None or ys is None or None in xs or None in ys or len(xs) == len(ys):
+        return None
+    op = "squeeze" if len(xs) > len(ys) else "unsqueeze"
+    axes = _unit_dims(xs, ys) if op == "squeeze" else _unit_dims(ys, xs)
+    if axes is None:
+        return None
+    if n.op == op and n.attrs["axes"] is not None:
+        rank = len(xs) if op == "squeeze" else len(ys)
+        if sorted(int(a) % rank for a in n.attrs["axes"]) == axes:
+            return None
+    return Match(n, [n], {"x": n.inputs[0]}, info={"op": op, "axes": axes})
+
+
 def _find_no_op(n: Node) -> Match | None:
     """A reshape / expand to the shape it had, a transpose by the identity, a cast to the
     dtype it had."""
@@ -741,6 +803,11 @@ RULES: list[Rule] = [
         lambda b, m: b.op(
             "flatten", m["x"], start_axis=m.info["span"][0], end_axis=m.info["span"][1]
         ),
+    ),
+    _rule(
+        lambda m: f"{m.root.op} of size-1 dims -> {m.info['op']}",
+        _find_unit_dims,
+        lambda b, m: b.op(m.info["op"], m["x"], axes=m.info["axes"]),
     ),
     # linear, gemm and embedding have the broader rules above (a transposed copy is fine here).
     *[_fused(p) for p in FUSIONS if p.name not in ("linear", "gemm", "embedding")],

@@ -114,13 +114,20 @@ _INDEXING = {
 def test_index_ops_transformers_use_run_in_litert_like_eager(op):
     """arange, advanced indexing of leading dims and gather_elements (GATHER_ND at the
     broadcast coordinates) are written, and LiteRT gives eager's values exactly."""
+    from msc.analysis.convert import _structural
+
     make, inputs = _INDEXING[op]
     m, args = make().eval(), inputs()
     g = msc.from_torch(m, tuple(args))
     assert op in {n.op for n in g.nodes}
-    got = run_litert(codegen.tflite.to_bytes(g), [a.numpy() for a in args])
+    data = codegen.tflite.to_bytes(g)
+    got = run_litert(data, [a.numpy() for a in args])
     with torch.no_grad():
         np.testing.assert_allclose(got[0], m(*args).numpy(), atol=1e-6, rtol=0)
+    if op != "gather_elements":  # its coordinates of aranges read back as GATHER_ND's
+        # the wrapped coordinates and the RESHAPEs of size-1 dims read as index's own
+        _, summary, verdict, equivalent = _structural(g, msc.from_tflite(data))
+        assert equivalent, (verdict, summary)
 
 
 def test_a_real_fft_is_written_as_rfft2d():
@@ -270,7 +277,12 @@ def test_index_and_expand_at_symbolic_shapes_run_in_litert():
     b, s = torch.export.Dim("batch"), torch.export.Dim("seq", max=32)
     x, mask = torch.randn(2, 5), torch.rand(2, 5) > 0.5
     ep = torch.export.export(_MaskIndex(), (x, mask), dynamic_shapes=({0: b, 1: s}, {0: b, 1: s}))
-    data = codegen.tflite.to_bytes(msc.from_exported_program(ep))
+    from msc.analysis.convert import _structural
+
+    g = msc.from_exported_program(ep)
+    data = codegen.tflite.to_bytes(g)
+    _, summary, verdict, equivalent = _structural(g, msc.from_tflite(data))
+    assert equivalent, (verdict, summary)  # GATHER_ND of run-time coordinates reads as index
     for n, m in ((1, 3), (4, 7)):
         x, mask = torch.randn(n, m), torch.rand(n, m) > 0.5
         (got,) = run_litert(data, [x.numpy(), mask.numpy()])
@@ -430,3 +442,30 @@ def test_a_pt2_lstm_converts_to_tflite_with_its_check(tmp_path):
     assert "lstm's biases summed" in report.verdict
     assert report.numeric is not None and report.numeric.ok
     assert _ops((tmp_path / "lstm.tflite").read_bytes())["UNIDIRECTIONAL_SEQUENCE_LSTM"] == 1
+
+
+def test_an_expand_to_a_run_time_shape_and_a_split_of_an_unknown_dim_are_written():
+    """What torch.onnx's dynamic exports hold where the frontend cannot tell a size: an
+    expand to a target computed at run time (BROADCAST_TO of it) and a split into three
+    even parts of an unknown dim (SPLIT): LiteRT runs the file at two sizes like numpy, and
+    the file reads back equivalent."""
+    from msc.analysis.convert import _structural
+    from msc.ir import DType, Graph, SymDim, TensorType
+
+    g = Graph("dyn")
+    batch, width = SymDim("batch"), SymDim("width")
+    x = g.add_input("x", TensorType(DType.FLOAT32, (batch, 1, width)))
+    y = g.add_input("y", TensorType(DType.FLOAT32, (batch, 3, width)))
+    wide = g.add_node("expand", [x, g.add_node("shape", [y], {}).output], {}).output
+    parts = g.add_node("split", [wide], {"axis": 2, "num_outputs": 3}).outputs
+    g.set_outputs([g.add_node("sub", [parts[0], parts[2]], {}).output])
+    data = codegen.tflite.to_bytes(g)
+    _, summary, verdict, equivalent = _structural(g, msc.from_tflite(data))
+    assert equivalent, (verdict, summary)
+    rng = np.random.default_rng(0)
+    for n in (1, 4):
+        a = rng.standard_normal((n, 1, 6), np.float32)
+        b = rng.standard_normal((n, 3, 6), np.float32)
+        (got,) = run_litert(data, [a, b])
+        full = np.broadcast_to(a, b.shape)
+        np.testing.assert_array_equal(got, full[..., 0:2] - full[..., 4:6])
