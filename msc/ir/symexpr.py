@@ -347,6 +347,7 @@ def _extreme(op: str, args: Iterable[Dim]) -> Dim:
         others.append(a)
     if ints:
         others.append(pick(ints))
+
     # Two dims whose difference is a constant, or whose ranges order them (min(16, t) where
     # t is at most 16): the smaller (larger) one is known.
     def first(x: Dim, y: Dim) -> bool:  # x is provably the min (max) of the two

@@ -518,7 +518,8 @@ class Importer:
         def retyped(t: Any) -> Any:
             if not isinstance(t, TensorType) or t.shape is None:
                 return t
-            return TensorType(t.dtype, [d if d is None else symexpr.subs(d, binding) for d in t.shape])
+            dims = [d if d is None else symexpr.subs(d, binding) for d in t.shape]
+            return TensorType(t.dtype, dims)
 
         for v in self.graph.inputs:
             v.type = retyped(v.type)

@@ -28,12 +28,11 @@ from typing import Any
 
 import numpy as np
 
+from msc.errors import Unsupported
 from msc.ir import Graph, SymDim, Value
 from msc.ir.graph import Node, Provenance
 
-from msc.errors import Unsupported
-
-# Sizes the trace uses for symbolic dims: distinct, and none 0 or 1 (torch specializes those).
+# The size the trace gives a symbolic dim, by axis (none 0 or 1: torch specializes those).
 _SAMPLE_SIZES = (2, 3, 5, 7, 11, 13, 17, 19)
 
 
@@ -159,9 +158,12 @@ def _copy(imp: Any, layer: Any, path: str, sub: Graph, values: list[Value]) -> l
             name=f"{path}/{n.name}" if n.name else path,
             provenance=Provenance("keras", type(layer).__name__, path, module),
             output_types=[_bound(o.type, binding) for o in n.outputs],
-            output_names=[imp._unique(f"{path}/{o.name}")  # noqa: SLF001
-                          if o.name and id(o) not in results else None
-                          for o in n.outputs],  # fmt: skip
+            output_names=[
+                imp._unique(f"{path}/{o.name}")  # noqa: SLF001
+                if o.name and id(o) not in results
+                else None
+                for o in n.outputs
+            ],  # fmt: skip
             opset=imp.graph.opset,
         )
         imp.ctx.nodes.append(node)  # added and named with the layer's (Importer._finish)
@@ -187,4 +189,3 @@ def _layer_tensors(layer: Any) -> list[tuple[str, Any]]:
 
 def _strip(name: str) -> str:
     return name[len("layer.") :] if name.startswith("layer.") else name
-
