@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from msc.errors import Unsupported
-from msc.ir import Graph, SymDim, Value
+from msc.ir import Graph, SymDim, TensorType, Value
 from msc.ir.graph import Node, Provenance
 
 # The size the trace gives a symbolic dim, by axis (none 0 or 1: torch specializes those).
@@ -66,6 +66,8 @@ def traced(imp: Any, layer: Any, path: str, xs: list[Value], kw: dict[str, Any])
     values = list(xs) + list(kw.values())
     samples, dynamic = [], []
     for v in values:
+        if not isinstance(v.type, TensorType) or v.type.shape is None:
+            raise Unsupported(f"its input {v.name!r} is of unknown rank ({v.type})")
         shape, spec = [], {}
         for axis, d in enumerate(v.type.shape):
             if isinstance(d, int):
@@ -173,7 +175,6 @@ def _copy(imp: Any, layer: Any, path: str, sub: Graph, values: list[Value]) -> l
 
 def _bound(t: Any, binding: dict[str, Any]) -> Any:
     """``t`` with the trace's symbols as the graph's dims."""
-    from msc.ir import TensorType
     from msc.ir.symexpr import subs
 
     if not isinstance(t, TensorType):
