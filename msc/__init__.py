@@ -129,6 +129,7 @@ def from_keras(model: Any, example_args: Any = None, **kwargs: Any) -> Graph:
 
         args = tuple(a if isinstance(a, torch.Tensor) else torch.as_tensor(a) for a in example_args)
         return from_torch(model, args)
+    kwargs.setdefault("translate_export", from_exported_program)
     return impl(model, **kwargs)
 
 

@@ -207,7 +207,14 @@ def squeeze(e: Emit, node):
     if len(node.inputs) > 1 and node.inputs[1] is not None:
         raise Unsupported("axes computed at run time")
     axes = node.attrs.get("axes")
-    axis = "None" if axes is None else repr(tuple(int(a) for a in axes))
+    shape = e.type(0).shape
+    if axes is not None and shape is not None:
+        r = len(shape)
+        axes = sorted(int(a) % r for a in axes)
+        if any(shape[a] != 1 for a in axes):  # a size-1 dim Keras cannot see (x[:, :1])
+            items = ["0" if a in axes else ":" for a in range(max(axes) + 1)]
+            return f"{e.arg(0)}[{', '.join(items)}]"  # indexing drops it where Keras can
+    axis = "None" if axes is None else repr(tuple(axes))
     return f"ops.squeeze({e.arg(0)}, axis={axis})"
 
 

@@ -653,13 +653,17 @@ def _find_unit_dims(n: Node) -> Match | None:
 
 def _find_no_op(n: Node) -> Match | None:
     """A reshape / expand to the shape it had, a transpose by the identity, a cast to the
-    dtype it had."""
+    dtype it had, a slice keeping every dim whole (as ``_slice_whole_axes`` spells it)."""
     x = n.inputs[0] if n.inputs else None
-    if x is None or n.op not in ("reshape", "expand", "transpose", "cast"):
+    if x is None or n.op not in ("reshape", "expand", "transpose", "cast", "slice"):
         return None
     y = n.outputs[0]
     if n.op == "transpose":
         same = list(n.attrs["perm"]) == list(range(len(n.attrs["perm"])))
+    elif n.op == "slice":
+        a = n.attrs
+        whole = {"axes": [0], "starts": [0], "ends": [_INT64_MAX], "steps": [1]}
+        same = len(n.inputs) == 1 and all(list(a.get(k) or ()) == v for k, v in whole.items())
     elif n.op == "cast":
         same = x.type.dtype is y.type.dtype
     else:  # the same shape, symbolic dims too (an unknown dim proves nothing)

@@ -431,7 +431,12 @@ def _run_keras(model: Any, args: list[Any]) -> list[np.ndarray]:
     """Run a Keras model (on the backend Keras was started with; torch by default)."""
     import keras
 
-    out = model(list(args) if len(args) > 1 else args[0], training=False)
+    struct = getattr(model, "_inputs_struct", None)  # a functional model's: a dict, a list
+    if isinstance(struct, dict):  # inputs by name (KerasHub's), in model.inputs' order
+        x = keras.tree.pack_sequence_as(struct, list(args))
+    else:
+        x = list(args) if len(args) > 1 else args[0]
+    out = model(x, training=False)
     return [np.asarray(keras.ops.convert_to_numpy(o)) for o in flatten(out)]
 
 
@@ -734,7 +739,7 @@ def load_model(
             from msc.frontend.keras import load_keras
 
             say("loading the Keras model (safe mode)")
-            km = load_keras(text)
+            km = load_keras(text, trust_code=trust_pickle)
             return Model(msc.from_keras(km, name=path.stem), "keras", text, km)
         if suffix in (".jaxexport", ".mlir"):
             say("reading the StableHLO module")

@@ -347,17 +347,18 @@ def _extreme(op: str, args: Iterable[Dim]) -> Dim:
         others.append(a)
     if ints:
         others.append(pick(ints))
-    # Two dims whose difference is a constant: the smaller (larger) one is known.
+
+    # Two dims whose difference is a constant, or whose ranges order them (min(16, t) where
+    # t is at most 16): the smaller (larger) one is known.
+    def first(x: Dim, y: Dim) -> bool:  # x is provably the min (max) of the two
+        lo, hi = bounds(sub(x, y))
+        return hi is not None and hi <= 0 if op == "min" else lo is not None and lo >= 0
+
     kept: list[Dim] = []
     for a in others:
-        for i, k in enumerate(kept):
-            diff = sub(a, k)
-            if isinstance(diff, int):
-                if (op == "min" and diff < 0) or (op == "max" and diff > 0):
-                    kept[i] = a
-                break
-        else:
-            kept.append(a)
+        if any(first(k, a) for k in kept):
+            continue
+        kept = [k for k in kept if not first(a, k)] + [a]
     if len(kept) == 1:
         return kept[0]
     kept.sort(key=spell)

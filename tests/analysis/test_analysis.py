@@ -413,6 +413,14 @@ def _transposed(perm):
     return body
 
 
+def _sliced(end, axis=3):
+    def body(g, x):
+        cut = _op(g, "slice", _op(g, "relu", x), starts=[0], ends=[end], axes=[axis], steps=[1])
+        return _op(g, "relu", cut)
+
+    return body
+
+
 def _norm(weight):
     def body(g, x):
         w = None if weight is None else g.add_weight("ln.weight", np.full(4, weight, np.float32))
@@ -606,6 +614,8 @@ CANONICAL_CASES = [
      "where of a constant condition dropped"),
     ("transpose", lambda g, x: _op(g, "relu", _op(g, "relu", x)), _transposed([0, 1, 2, 3]),
      _transposed([0, 1, 3, 2]), "no-op transpose dropped"),
+    ("whole slice", lambda g, x: _op(g, "relu", _op(g, "relu", x)), _sliced(4), _sliced(3),
+     "no-op slice dropped"),
     ("norm_weight", _norm(None), _norm(1.0), _norm(1.5), "layer_norm's default weight/bias"),
     ("weight_transposed", _weight_t(1.0, False), _weight_t(1.0, True), _weight_t(1.5, True),
      "transpose absorbed into linear"),

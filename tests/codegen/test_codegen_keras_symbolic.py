@@ -99,3 +99,19 @@ def test_static_shapes_write_no_sized_layer():
     model, inputs = MODELS["gpt2"][0]()
     g = msc.from_torch(model, (), example_kwargs=_resized(inputs, 2, 5))
     assert "Sized" not in codegen.keras.generate(g)
+
+
+def test_a_size_one_cut_of_a_symbolic_dim_is_squeezed_by_indexing():
+    """``x[:, :1]`` of a symbolic sequence has a size Keras cannot see while it builds the
+    model (None), so ``ops.squeeze`` would refuse it: the squeeze is written ``x[:, 0]``."""
+    from msc.ir import DType, Graph, SymDim, TensorType
+
+    g = Graph("first_token")
+    x = g.add_input("x", TensorType(DType.FLOAT32, (SymDim("batch"), SymDim("seq"), 4)))
+    first = g.op("slice", x, starts=[0], ends=[1], axes=[1], steps=[1])
+    g.set_outputs([g.op("squeeze", first, axes=[1])])
+    source = codegen.keras.generate(g)
+    assert "ops.squeeze" not in source, source
+    for batch, seq in ((1, 3), (3, 5)):
+        a = np.random.default_rng(seq).standard_normal((batch, seq, 4)).astype(np.float32)
+        np.testing.assert_array_equal(_run(codegen.keras.to_model(g), [a])[0], a[:, 0])

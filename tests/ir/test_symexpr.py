@@ -45,6 +45,12 @@ def test_exact_simplifications():
     assert symexpr.maximum(S, symexpr.add(S, 2)) == symexpr.add(S, 2)
     assert symexpr.minimum(symexpr.minimum(S, B), 3) == symexpr.minimum(B, S, 3)
     assert symexpr.floordiv(S, S) == 1 and symexpr.mod(S, S) == 0
+    # ranges order dims too: a sequence of at most 16 cut to a table of 16 is the sequence
+    short = SymDim("seq", max=16)
+    assert symexpr.minimum(16, short) == short and symexpr.maximum(16, short) == 16
+    assert symexpr.minimum(B, 64) == B and symexpr.maximum(B, 1) == B
+    assert symexpr.minimum(16, S) == symexpr.minimum(S, 16)  # unbounded: not known
+    assert symexpr.minimum(15, short) == symexpr.minimum(short, 15)
 
 
 def test_subs_and_bounds():

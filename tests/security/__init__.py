@@ -6,9 +6,12 @@ import contextlib
 import io
 import os
 import resource
+import signal
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -57,3 +60,22 @@ def run_child(
         timeout=timeout,
         cwd=cwd,
     )
+
+
+@contextlib.contextmanager
+def hang_guard(what: str, seconds: int = 60):
+    """Fail the test if the body is still running after ``seconds``: a guard against a hostile
+    input that makes msc hang (a super-linear parse, a bomb), not a speed target, so the bound
+    is generous and nothing asserts how long the body took. A child started by
+    ``subprocess.run`` inside is killed when the guard fires."""
+
+    def fire(signum, frame):
+        pytest.fail(f"{what} was still running after {seconds} s")
+
+    old = signal.signal(signal.SIGALRM, fire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)

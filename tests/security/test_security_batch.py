@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 from pathlib import Path
 
 import onnx
@@ -119,13 +118,11 @@ def test_hostile_manifests_are_one_error_in_bounded_time_and_memory(tmp_path, na
         text = "\n".join(lines) + "\nmodels: [{model: a.onnx, <<: *a8}]\n"
     f = tmp_path / name
     f.write_bytes(text if isinstance(text, bytes) else text.encode())
-    t0 = time.perf_counter()
-    try:
+    try:  # a hang guard, not a speed target
         p = run_child("batch", str(f), "-o", str(tmp_path / "out"), limit_mb=1024, timeout=60)
     except subprocess.TimeoutExpired:
         pytest.fail("msc batch ran for more than 60 s")
     one_error(p.returncode, p.stderr, why)
-    assert time.perf_counter() - t0 < 30
     assert not (tmp_path / "out").exists()
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import copy
 import json
 import os
-import time
 import tracemalloc
 from pathlib import Path
 
@@ -23,7 +22,7 @@ h5py = pytest.importorskip("h5py", reason="the keras extra (h5py) is not install
 import msc  # noqa: E402
 from msc.errors import BadModelError  # noqa: E402
 from tests import keras2_files as k2  # noqa: E402
-from tests.security import one_error, run_child  # noqa: E402
+from tests.security import hang_guard, one_error, run_child  # noqa: E402
 
 BIG = 10**5
 
@@ -125,14 +124,12 @@ def test_hostile_h5_is_refused_before_keras_builds(tmp_path, case, never_built):
     model, edit, words = HOSTILE[case]
     f = _file(tmp_path, model, edit, f"{case}.h5")
     tracemalloc.start()
-    start = time.perf_counter()
     try:
-        with pytest.raises(BadModelError) as e:
+        with pytest.raises(BadModelError) as e, hang_guard(f"reading {case}"):
             msc.from_keras(f)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    assert time.perf_counter() - start < 5
     assert peak < 16 << 20, peak
     msg = str(e.value)
     assert msg.startswith(f"{f}: refused") and "\n" not in msg, msg

@@ -11,7 +11,6 @@ from __future__ import annotations
 import io
 import json
 import os
-import time
 import tracemalloc
 import zipfile
 from pathlib import Path
@@ -26,7 +25,7 @@ h5py = pytest.importorskip("h5py", reason="the keras extra (h5py) is not install
 import msc  # noqa: E402
 from msc.errors import BadModelError  # noqa: E402
 from msc.frontend.keras.limits import BUDGET, SIZES, size_problems, stored_weights  # noqa: E402
-from tests.security import one_error, run_child  # noqa: E402
+from tests.security import hang_guard, one_error, run_child  # noqa: E402
 
 L = keras.layers
 
@@ -185,14 +184,12 @@ def test_hostile_size_is_refused_before_keras_builds(base, tmp_path, case, monke
 
     monkeypatch.setattr(keras.saving, "load_model", built)
     tracemalloc.start()
-    start = time.perf_counter()
     try:
-        with pytest.raises(BadModelError) as e:
+        with pytest.raises(BadModelError) as e, hang_guard(f"reading {case}"):
             msc.from_keras(f)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    assert time.perf_counter() - start < 5
     assert peak < 16 << 20, peak  # the check reads metadata: well under the file's 16 MiB slack
     msg = str(e.value)
     assert msg.startswith(f"{f}: refused") and "\n" not in msg, msg

@@ -17,7 +17,6 @@ import pickle
 import resource
 import subprocess
 import sys
-import time
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -223,14 +222,13 @@ def test_generated_model_that_exits_during_import_is_an_error(tmp_path):
 
 
 # ---------------------------------------------------------------------- issue #37: bounds
-def _limited(*argv: str, limit_mb: int = 2048, timeout: float = 120) -> tuple[Any, float]:
-    """``msc ARGV`` in a child limited in memory, and the seconds it took."""
+def _limited(*argv: str, limit_mb: int = 2048, timeout: float = 120) -> Any:
+    """``msc ARGV`` in a child limited in memory; ``timeout`` is a hang guard."""
 
     def limit() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (limit_mb << 20, limit_mb << 20))
 
-    start = time.monotonic()
-    p = subprocess.run(
+    return subprocess.run(
         [sys.executable, "-m", "msc", *argv],
         capture_output=True,
         text=True,
@@ -238,7 +236,6 @@ def _limited(*argv: str, limit_mb: int = 2048, timeout: float = 120) -> tuple[An
         preexec_fn=limit,
         timeout=timeout,
     )
-    return p, time.monotonic() - start
 
 
 def _one_error(p: Any, *words: str) -> None:
@@ -264,9 +261,8 @@ def test_huge_size_expression_is_refused_in_bounded_time_and_memory(tmp_path, ex
     symbol = "Symbol('s77', positive=True, integer=True)"
     assert symbol in m[name].decode()
     m[name] = m[name].decode().replace(symbol, expr, 1).encode()
-    p, seconds = _limited("inspect", str(_write(tmp_path / "huge.pt2", m)), timeout=60)
+    p = _limited("inspect", str(_write(tmp_path / "huge.pt2", m)), timeout=60)
     _one_error(p, "symbolic size expression", "refused")
-    assert seconds < 60
 
 
 def test_deflated_members_are_bounded_in_total(tmp_path):
@@ -293,6 +289,5 @@ def test_deflated_members_are_bounded_in_total(tmp_path):
                 z.writestr(k, v)
     archive = path.stat().st_size
     assert size < 200 * archive and 8 * size > 50 * archive + (16 << 20)  # the premise
-    p, seconds = _limited("inspect", str(path), timeout=60)
+    p = _limited("inspect", str(path), timeout=60)
     _one_error(p, "times its size")
-    assert seconds < 60

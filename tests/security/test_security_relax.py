@@ -12,7 +12,6 @@ the same way (they were TypeError tracebacks).
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +24,7 @@ from msc.errors import MscError  # noqa: E402
 from msc.frontend.relax.script import ScriptRefused, check_script  # noqa: E402
 from msc.io import safetensors as st  # noqa: E402
 from tests.analysis.test_cli import run  # noqa: E402
+from tests.security import hang_guard  # noqa: E402
 from tests.security.test_security_inputs import _msc, _one_error  # noqa: E402
 
 HEAD = "# from tvm.script import ir as I\n# from tvm.script import relax as R\n\n"
@@ -115,9 +115,8 @@ def _refused(p, mark: Path, f: Path) -> None:
 @pytest.mark.parametrize("payload", sorted(PAYLOADS), indirect=True)
 def test_tvmscript_payload_never_runs_on_inspect(payload) -> None:
     f, mark = payload
-    start = time.monotonic()
-    p = run("inspect", f, ok=2)
-    assert time.monotonic() - start < 30
+    with hang_guard("msc inspect"):
+        p = run("inspect", f, ok=2)
     _refused(p, mark, f)
 
 
@@ -283,7 +282,6 @@ def test_relax_directory_reads_back() -> None:
 def test_deeply_nested_tvmscript_is_one_error(tmp_path) -> None:
     f = tmp_path / "deep.py"
     f.write_text(_module(body="y = " + "+".join(["1"] * 50000)), encoding="utf-8")
-    start = time.monotonic()
-    p = run("inspect", f, ok=2)
-    assert time.monotonic() - start < 30
+    with hang_guard("msc inspect"):
+        p = run("inspect", f, ok=2)
     _one_error(p, str(f))

@@ -11,7 +11,6 @@ from Python's int conversion limit; ``f32[s*s*...*s, 4]`` with 8,000 factors too
 from __future__ import annotations
 
 import subprocess
-import time
 
 import pytest
 
@@ -85,17 +84,13 @@ def test_bad_literals_are_one_error(tmp_path, case):
 def test_dim_expressions_parse_in_bounded_time(tmp_path, dims):
     f = tmp_path / "g.msc"
     f.write_text(_input(dims + ", 4"), encoding="utf-8")
-    t0 = time.perf_counter()
-    try:
+    try:  # a hang guard, not a speed target: 8,000 factors took 118 s before, now about a second
         p = run_child("inspect", str(f), timeout=60)
     except subprocess.TimeoutExpired:
         pytest.fail("msc inspect ran for more than 60 s")
     assert p.returncode in (0, 2), p.stderr
     if p.returncode == 2:
         one_error(p.returncode, p.stderr)
-    # A hang guard, not a speed target: each takes about a second (most of it starting
-    # Python); 8,000 factors took 118 s before.
-    assert time.perf_counter() - t0 < 30
 
 
 def test_large_dim_expressions_within_bounds_still_parse():

@@ -37,16 +37,29 @@ __all__ = [
 ]
 
 
-def from_keras(model: Any, *, registry: ConverterRegistry = CONVERTERS, name: str = "") -> Graph:
+def from_keras(
+    model: Any,
+    *,
+    registry: ConverterRegistry = CONVERTERS,
+    name: str = "",
+    trust_code: bool = False,
+    translate_export: Any = None,
+) -> Graph:
     """Translate a Keras 3 model into an msc Graph.
 
     Args:
         model: a Keras model object (Sequential or functional; a nested model is flattened
-            with its name as a path prefix), or the path of a ``.keras`` file (checked as data,
-            then loaded by Keras with ``safe_mode=True``: Lambda layers and custom objects are
-            refused by name; codegen.keras' SourceWeight is built with msc's own class).
+            with its name as a path prefix; a layer of a class outside Keras, as KerasHub's
+            ``TransformerEncoder``, is traced on the torch backend: msc.frontend.keras.traced),
+            or the path of a ``.keras`` file (checked as data, then loaded by Keras with
+            ``safe_mode=True``: Lambda layers and custom objects are refused by name;
+            codegen.keras' SourceWeight is built with msc's own class).
         registry: the converter registry (tests may pass their own).
         name: the graph's name (default: the model's).
+        trust_code: for a path: let Keras build classes the file names from installed
+            packages (a KerasHub model's), which runs their code (see ``load_keras``).
+        translate_export: ``msc.from_exported_program`` (msc.from_keras passes it): how a
+            layer of a class outside Keras is read once traced; None refuses such layers.
 
     Returns:
         The graph, its inputs and outputs in channels_last as the model has them.
@@ -56,12 +69,12 @@ def from_keras(model: Any, *, registry: ConverterRegistry = CONVERTERS, name: st
         BadModelError: the file is not a readable .keras model, or loading it would run code.
     """
     if isinstance(model, str | os.PathLike):
-        model = load_keras(model)
+        model = load_keras(model, trust_code=trust_code)
     else:
         keras_module()
     from msc.text.check import checked
 
-    return checked(Importer(model, registry, name).run())
+    return checked(Importer(model, registry, name, translate_export).run())
 
 
 def is_subclassed(model: Any) -> bool:

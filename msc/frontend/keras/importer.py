@@ -43,6 +43,7 @@ from msc.errors import (
 from msc.frontend.keras.legacy import LEGACY_SUFFIXES, load_legacy
 from msc.frontend.keras.limits import config_dicts, size_problems, stored_weights, too_deep
 from msc.frontend.keras.registry import CONVERTERS, ConverterRegistry
+from msc.frontend.keras.traced import is_traceable, traced
 from msc.ir import DType, Graph, Provenance, SymDim, TensorType, Value
 from msc.ir.builder import Builder
 from msc.ir.graph import GraphError
@@ -170,11 +171,12 @@ def _sized_problems(inner: dict, label: str) -> list[str]:
 CODE_LAYERS = ("TorchModuleWrapper", "TFSMLayer", "JaxLayer", "FlaxLayer")
 
 
-def _refused_classes(config: Any, weight_bytes: int) -> list[str]:
+def _refused_classes(config: Any, weight_bytes: int, trust_code: bool = False) -> list[str]:
     """Every class in a .keras config that loading would run code for: Lambda layers (a
     marshalled Python function) and classes outside Keras (custom objects), but for msc's own
     layers (``MSC_LAYERS``) as codegen.keras writes them; their weights may hold at most
-    ``weight_bytes``."""
+    ``weight_bytes``. ``trust_code``: classes of installed packages (KerasHub's) are let
+    through, to be built by Keras from the package; Lambda and code-wrapping layers are not."""
     found: list[str] = []
 
     for obj in config_dicts(config):
@@ -197,6 +199,8 @@ def _refused_classes(config: Any, weight_bytes: int) -> list[str]:
                 and (not isinstance(module, str) or not module.startswith("keras"))
             ):
                 found.append(f"{label} (runs Python stored in the file)")
+            elif trust_code:
+                continue
             elif isinstance(module, str) and not module.startswith("keras"):
                 found.append(f"{label} (custom object from module {module!r})")
             elif obj.get("registered_name") not in (None, cls) and "module" in obj:
@@ -304,11 +308,16 @@ def _msc_classes_registered(keras: Any) -> Iterator[None]:
             registry.update(before)
 
 
-def load_keras(path: str | os.PathLike) -> Any:
+def load_keras(path: str | os.PathLike, *, trust_code: bool = False) -> Any:
     """A ``.keras`` file as a Keras model: its config checked as data, then loaded by Keras
     with ``safe_mode=True`` (no Lambda, no custom objects but msc's own layers, built with
     msc's implementation; nothing in the file runs). A legacy ``.h5`` / ``.hdf5`` model file
-    (Keras 2's format) is read by msc.frontend.keras.legacy, checked the same way."""
+    (Keras 2's format) is read by msc.frontend.keras.legacy, checked the same way.
+
+    ``trust_code`` (the CLI's ``--trust-code``): a class the config names from an installed
+    package (a KerasHub model saved with ``model.save``) is built by Keras from that package,
+    which imports and runs it. Lambda
+    layers and layers wrapping code stay refused (safe mode stays on)."""
     path = os.fspath(path)
     if path.lower().endswith(LEGACY_SUFFIXES):
         return load_legacy(path)
@@ -324,12 +333,14 @@ def load_keras(path: str | os.PathLike) -> Any:
             weight_bytes = min(
                 z.getinfo("model.weights.h5").file_size, 50 * os.path.getsize(path) + (16 << 20)
             )
-            refused = _refused_classes(config, weight_bytes)
+            refused = _refused_classes(config, weight_bytes, trust_code)
             if refused:
                 raise BadModelError(
                     f"{path}: refused, loading it would run code that is not Keras': "
                     + "; ".join(refused)
-                    + " (build the model in Python and pass the object to msc.from_keras)"
+                    + " (build the model in Python and pass the object to msc.from_keras"
+                    + ("" if trust_code else ", or pass --trust-code if you trust the file")
+                    + ")"
                 )
             # the sizes the config asks for, against the weights the file holds (limits.py)
             groups, declared = stored_weights(z)
@@ -382,7 +393,7 @@ class Ctx(Builder):
     def sublayer(self, layer: Any, *xs: Value, **kw: Any) -> Any:
         """A layer held by the one being converted (a wrapper's inner layer, a pipeline's
         steps) through its own converter; refused with its class when there is none."""
-        conv = self.imp.registry.get(_kind(layer))
+        conv = _converter(self.imp.registry, layer)
         if conv is None:
             raise Unsupported(f"its {_kind(layer)} {layer.name!r} (no converter)")
         _takes(conv, kw)
@@ -412,10 +423,15 @@ class Ctx(Builder):
 
 class Importer:
     def __init__(
-        self, model: Any, registry: ConverterRegistry = CONVERTERS, name: str = ""
+        self,
+        model: Any,
+        registry: ConverterRegistry = CONVERTERS,
+        name: str = "",
+        translate_export: Any = None,
     ) -> None:
         self.model = model
         self.registry = registry
+        self.translate_export = translate_export  # ExportedProgram -> Graph (traced.py)
         self.graph = Graph(name or getattr(model, "name", "") or "main")
         self.ctx = Ctx(self)
         self.values: dict[int, Value] = {}  # id(KerasTensor) -> value
@@ -426,6 +442,10 @@ class Importer:
         self._counter = 0
         self._keep: list[Any] = []  # keeps walked tensors alive (their ids are the keys)
         self._done: set[int] = set()  # ids of the Keras nodes converted
+        # What traced layers showed of the graph's symbols (traced.py): two that are one
+        # size (each Keras input names its own), and upper bounds (a position table's length).
+        self._same: dict[str, str] = {}
+        self._most: dict[str, int] = {}
 
     # ------------------------------------------------------------ names and weights
     def _unique(self, name: str) -> str:
@@ -438,6 +458,77 @@ class Importer:
             k += 1
         self._taken.add(f"{base}_{k}")
         return f"{base}_{k}"
+
+    def same_size(self, a: SymDim, b: SymDim) -> None:
+        """Symbols ``a`` and ``b`` are one size (the graph says so once the walk is done)."""
+        ra, rb = self._root(a.name), self._root(b.name)
+        if ra != rb:
+            self._same[ra] = rb
+
+    def at_most(self, a: SymDim, size: int) -> None:
+        """Symbol ``a`` is at most ``size``."""
+        self._most[a.name] = min(size, self._most.get(a.name, size))
+
+    def _root(self, name: str) -> str:
+        while name in self._same:
+            name = self._same[name]
+        return name
+
+    def _broadcast_sizes(self) -> None:
+        """Symbols an elementwise op of two tensors lines up are one size: each Keras input
+        names its own dims (``token_ids_1``, ``segment_ids_1``), and adding their embeddings
+        says they are equal, as torch.export reads a broadcast of two dynamic dims."""
+        from msc.ops import registry as ops
+
+        for n in self.graph.nodes:
+            if ops.get(n.op).category not in ("binary", "compare") or len(n.inputs) != 2:
+                continue
+            a, b = n.inputs
+            if a is None or b is None or a.type.shape is None or b.type.shape is None:
+                continue
+            for x, y in zip(reversed(a.type.shape), reversed(b.type.shape)):
+                if isinstance(x, SymDim) and isinstance(y, SymDim) and x.name != y.name:
+                    self.same_size(y, x)
+
+    def _resymbol(self) -> None:
+        """Every type of the graph with ``same_size`` and ``at_most`` applied: one symbol for
+        each set of equal ones (the first input's), with the tightest bound any had."""
+        self._broadcast_sizes()
+        if not self._same and not self._most:
+            return
+        from msc.ir import symexpr
+
+        found: dict[str, SymDim] = {}
+        for v in self.graph.inputs:
+            for d in v.type.shape or ():
+                if isinstance(d, SymDim):
+                    found.setdefault(d.name, d)
+        most: dict[str, int] = {}
+        for name, size in self._most.items():
+            root = self._root(name)
+            most[root] = min(size, most.get(root, size))
+        binding: dict[str, Any] = {}
+        for name, d in found.items():
+            root = found.get(self._root(name), d)
+            hi = most.get(root.name, root.max)
+            if root.max is not None and hi is not None:
+                hi = min(hi, root.max)
+            binding[name] = SymDim(root.name, root.min, hi)
+
+        def retyped(t: Any) -> Any:
+            if not isinstance(t, TensorType) or t.shape is None:
+                return t
+            dims = [d if d is None else symexpr.subs(d, binding) for d in t.shape]
+            return TensorType(t.dtype, dims)
+
+        for v in self.graph.inputs:
+            v.type = retyped(v.type)
+        for n in self.graph.nodes:
+            for o in n.outputs:
+                o.type = retyped(o.type)
+            for k, a in n.attrs.items():
+                if isinstance(a, TensorType):
+                    n.attrs[k] = retyped(a)
 
     def _fresh(self) -> str:
         while True:
@@ -480,6 +571,7 @@ class Importer:
         self._walk(model, "")
         if self.unsupported:
             raise UnsupportedOpsError(self.unsupported, what="Keras model")
+        self._resymbol()
         outs = []
         for t in model.outputs:
             outs.append(self.values[id(t)])
@@ -639,11 +731,14 @@ class Importer:
         ctx.nodes = []
         ctx.call_kwargs = dict(node_args.kwargs) if node_args is not None else {}
         cls = _kind(layer)
-        conv = self.registry.get(cls)
+        conv = _converter(self.registry, layer)
         try:
-            if conv is None:
+            if conv is None and is_traceable(layer):
+                xs, kw = self._layer_arguments(node_args, ins, masks or {})
+                result = traced(self, layer, ctx.path, xs, kw)
+            elif conv is None:
                 raise Unsupported("no converter")
-            if cls.startswith("ops."):  # a keras.ops call: its arguments as they were given
+            elif cls.startswith("ops."):  # a keras.ops call: its arguments as they were given
                 args, kwargs = self._arguments(node_args)
                 result = conv(ctx, layer, *args, **kwargs)
             else:
@@ -713,6 +808,22 @@ def _kind(op: Any) -> str:
     keras = keras_module()
     name = type(op).__name__
     return name if isinstance(op, keras.layers.Layer) else f"ops.{name}"
+
+
+def _converter(registry: ConverterRegistry, op: Any) -> Any:
+    """The converter registered for ``op``'s class name, unless the name is a Keras layer's
+    and ``op`` is not one: a class of another package that Keras' name (KerasHub's own
+    ``RMSNormalization``) is not read as Keras' layer; it is traced, as any class outside
+    Keras (msc.frontend.keras.traced)."""
+    kind = _kind(op)
+    conv = registry.get(kind)
+    if conv is None or kind.startswith("ops."):
+        return conv
+    keras = keras_module()
+    own = getattr(keras.layers, kind, None)
+    if isinstance(own, type) and not isinstance(op, own):
+        return None
+    return conv
 
 
 def _is_model(op: Any) -> bool:

@@ -323,21 +323,46 @@ def sized(ctx: Ctx, layer, x, *others):
 
 @converter("ops.GetItem")
 def get_item(ctx: Ctx, op, x, key):
-    """``x[:, 1:]``: Python slices of static bounds (steps > 0) over the leading axes."""
-    key = tuple(key) if isinstance(key, tuple | list) else (key,)  # a list as read from a file
-    if not all(isinstance(k, slice) for k in key) or len(key) > x.type.rank:
-        raise Unsupported("an index other than slices (an int, None, Ellipsis or a tensor)")
-    starts, ends, axes, steps = [], [], [], []
-    for axis, k in enumerate(key):
-        if k == slice(None):
+    """``x[:, 1:]``, ``x[:, 0]``, ``x[..., None]``: Python slices of static bounds (steps > 0),
+    ints (the axis dropped), None (an axis added) and one Ellipsis; a tensor index is refused."""
+    key = list(key) if isinstance(key, tuple | list) else [key]  # a list as read from a file
+    if any(k is not None and k is not Ellipsis and not isinstance(k, slice | int) for k in key):
+        raise Unsupported("a tensor index (only slices, ints, None and Ellipsis)")
+    used = sum(1 for k in key if k is not None and k is not Ellipsis)
+    if key.count(Ellipsis) > 1 or used > x.type.rank:
+        raise Unsupported(f"the index {tuple(key)} for a rank-{x.type.rank} tensor")
+    if Ellipsis in key:
+        at = key.index(Ellipsis)
+        key[at : at + 1] = [slice(None)] * (x.type.rank - used)
+    starts, ends, axes, steps, dropped, added = [], [], [], [], [], []
+    axis = out = 0
+    for k in key:
+        if k is None:
+            added.append(out)
+            out += 1
             continue
-        bounds = (k.start or 0, (1 << 63) - 1 if k.stop is None else k.stop, k.step or 1)
-        if not all(isinstance(b, int) for b in bounds) or bounds[2] <= 0:
-            raise Unsupported(f"the slice {k} (bounds not constant, or a step below 1)")
+        if isinstance(k, int):
+            n = x.type.shape[axis]
+            if isinstance(n, int) and not -n <= k < n:
+                raise Unsupported(f"the index {k} for a dim of {n}")
+            bounds = (k, (1 << 63) - 1 if k == -1 else k + 1, 1)
+            dropped.append(axis)
+        elif k == slice(None):
+            axis, out = axis + 1, out + 1
+            continue
+        else:
+            bounds = (k.start or 0, (1 << 63) - 1 if k.stop is None else k.stop, k.step or 1)
+            if not all(isinstance(b, int) for b in bounds) or bounds[2] <= 0:
+                raise Unsupported(f"the slice {k} (bounds not constant, or a step below 1)")
+            out += 1
         starts.append(bounds[0])
         ends.append(bounds[1])
         axes.append(axis)
         steps.append(bounds[2])
-    if not axes:
-        return ctx.op("identity", x)
-    return ctx.op("slice", x, starts=starts, ends=ends, axes=axes, steps=steps)
+        axis += 1
+    y = ctx.op("slice", x, starts=starts, ends=ends, axes=axes, steps=steps) if axes else x
+    if dropped:
+        y = ctx.op("squeeze", y, axes=dropped)
+    if added:
+        y = ctx.op("unsqueeze", y, axes=added)
+    return ctx.op("identity", x) if y is x else y

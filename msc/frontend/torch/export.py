@@ -335,7 +335,11 @@ def _translate(
             if not isinstance(t, torch.Tensor):
                 problems.append(UnsupportedOp("constant", arg_name, key, "not a tensor"))
                 continue
-            if spec.kind == InputKind.CONSTANT_TENSOR and is_small_constant(t):
+            if spec.kind == InputKind.CONSTANT_TENSOR and _same_tensor(t) in by_tensor:
+                # a parameter read as a lifted constant (Keras' torch backend reads variables
+                # this way): the parameter's weight, whatever its size
+                src.weights[arg_name] = by_tensor[_same_tensor(t)]
+            elif spec.kind == InputKind.CONSTANT_TENSOR and is_small_constant(t):
                 src.weights[arg_name] = constant_node(g, arg_name, t)
             elif key in g.weights:
                 src.weights[arg_name] = g.weights[key]
