@@ -222,7 +222,8 @@ def normalize_spellings(g: Graph, done: Counter[str]) -> None:
     input; trailing absent inputs left out (``layer_norm(x, _, _)`` is ``layer_norm(x)``). An
     embedding's ``padding_idx`` (a training-only fact) is dropped; a padding of zeros is none
     (``[]``: a TFLite VALID conv, against ONNX's explicit ``pads``), and so is a dilation of
-    ones. Spellings, not rewrites: not counted."""
+    ones. A reshape's -1 of a static result is the size it inferred. Spellings, not
+    rewrites: not counted."""
     for n in g.nodes:
         if n.inputs and n.inputs[-1] is None:
             ins = list(n.inputs)
@@ -259,6 +260,11 @@ def normalize_spellings(g: Graph, done: Counter[str]) -> None:
             _set_op(g, n, n.op, {**n.attrs, "axis": 1})  # the default; it applies to nothing
         if n.op == "embedding" and n.attrs.get("padding_idx") is not None:
             _set_op(g, n, n.op, {**n.attrs, "padding_idx": None})
+        if n.op == "reshape" and -1 in (n.attrs.get("shape") or ()):
+            out = n.outputs[0].type
+            dims = out.shape if isinstance(out, TensorType) else None
+            if dims is not None and all(isinstance(d, int) for d in dims):
+                _set_op(g, n, n.op, {**n.attrs, "shape": list(dims)})  # the -1 it inferred
         if n.op == "slice" and rank:
             _slice_defaults(g, n, rank)
             _slice_whole_axes(g, n, t.shape)

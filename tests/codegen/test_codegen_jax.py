@@ -79,8 +79,9 @@ _SCATTER = (
     "32-bit iotas around that, not the graph's one index_put"
 )
 _LOOP = (
-    "lax.fori_loop / while_loop carry their own trip counter and bound: the loop read back has "
-    "two more body inputs than the graph's loop"
+    "lax.while_loop as the code writes it carries the loop's condition (and the code's own "
+    "iteration counter) as state where the graph's loop computes them each iteration: the loop "
+    "read back has more carried values than the graph's"
 )
 _SORT = (
     "a sort by several keys gathers the 64-bit order of one argsort by another's: JAX without "
@@ -91,19 +92,15 @@ _SORT = (
 # read back by msc.from_stablehlo) is not yet the graph up to known rewrites: a strict xfail
 # each, with why (a row that starts passing fails, so the list stays true).
 STRUCTURAL_MISSES: dict[str, str] = {
-    **dict.fromkeys(["searchsorted_total_order", "searchsorted_right", "gcd"], _LOOP),
-    **dict.fromkeys(["fori_loop", "fori_loop_two", "while_loop", "while_loop_counter"], _LOOP),
-    "scan": _LOOP,
+    **dict.fromkeys(["gcd", "while_loop", "while_loop_counter"], _LOOP),
     **dict.fromkeys(
-        [f"bitwise_count_{t}" for t in ("int8", "uint8", "int16", "int32")],
-        "the emitted scalar masks and shifts (jnp.asarray(85, ...)) re-export broadcast to the "
-        "operand's shape, where the graph holds them as scalars",
+        ["searchsorted_total_order", "searchsorted_right"],
+        "jnp.searchsorted's fori_loop body (a bisection) reads back with more nodes than the "
+        "graph's body: the code's integer midpoint arithmetic re-exports in another spelling",
     ),
-    **dict.fromkeys(
-        ["int_div_by_zero", "int_rem_by_zero"],
-        "JAX lowers lax.div / lax.rem of ints with its own division-by-zero guard (eq / where) "
-        "on top of the graph's, which the code writes out",
-    ),
+    "scan": "lax.scan's per-step lax.dynamic_slice / dynamic_update_slice at the iteration "
+    "number re-export with JAX's own start clamp and a carried start (the dynamic_slice rows' "
+    "cause, inside the loop body)",
     "var": "JAX folds the graph's count (4 - cast(0)): the sum over it reads back as a mean",
     "vecmat_batched": "jnp.expand_dims / jnp.squeeze re-export as reshapes (no unsqueeze spelling)",
     "outer": "the frontend drops the code's jnp.broadcast_to before the mul: the re-read "
@@ -125,11 +122,6 @@ STRUCTURAL_MISSES: dict[str, str] = {
         _SCATTER,
     ),
     **dict.fromkeys(["lexsort", "sort_two_keys"], _SORT),
-    **dict.fromkeys(
-        [f"switch_{k}" for k in (0, 1, 2, 7)],
-        "lax.switch's nested lax.cond re-exports as one stablehlo.case: its branches read back "
-        "in another nesting than the graph's if chain",
-    ),
 }
 
 
