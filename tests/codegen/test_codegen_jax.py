@@ -72,11 +72,17 @@ def test_jax_roundtrip(case: Case):
     assert not bad, bad
 
 
+_GATHER = (
+    "jnp.take / indexing re-export with JAX's own index handling around the gather (negative "
+    "indices wrapped, out-of-bounds rows filled or clamped: lt / add / where / clamp / "
+    "reduce_all), which the frontend keeps: jnp functions rely on it (intersect1d gathers at "
+    "the size itself), so it is not the graph's one gather"
+)
 _SCATTER = (
-    "a scatter of windows (or with batching dims) is read element by element: an index_put "
-    "over iotas and window starts, an update that may fall out of range sent to a padded slot "
-    "sliced off; the code's x.at[iotas, ...] re-exports with jnp's own index handling and "
-    "32-bit iotas around that, not the graph's one index_put"
+    "a scatter drops an update whose index is out of range (jnp.unique, nonzero and insert "
+    "send the updates they discard past the end), which the frontend reads as an index_put "
+    "into a padded slot sliced off; the code's x.at[...] re-exports with jnp's own negative-"
+    "index wrap (and, for windows, 32-bit iotas) around that, not the graph's one index_put"
 )
 _LOOP = (
     "lax.while_loop as the code writes it carries the loop's condition (and the code's own "
@@ -107,6 +113,7 @@ STRUCTURAL_MISSES: dict[str, str] = {
     "broadcasts in the mul",
     "avg_pool": "the avg_pool emitter writes a sum window / 9, read back as avg_pool * 9 + 0, "
     "then / 9: three nodes more than the graph's",
+    **dict.fromkeys(["take", "getitem", "getitem_2d", "getitem_cols", "take_along_axis"], _GATHER),
     **dict.fromkeys(
         ["gather_windows", "gather_windows_batched", "dynamic_slice", "dynamic_slice_clamped"],
         "the window starts' clamps and lax.dynamic_slice re-export with JAX's own start clamp "
@@ -114,6 +121,11 @@ STRUCTURAL_MISSES: dict[str, str] = {
     ),
     **dict.fromkeys(
         [
+            "at_set",
+            "at_add",
+            "at_set_2d",
+            "scatter_whole",
+            "scatter_window",
             "scatter_window_skipped",
             "scatter_batched",
             "dynamic_update_slice",

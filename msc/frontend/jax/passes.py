@@ -273,82 +273,6 @@ def _unit_batch_matmul(node):
     return Match(node, [node, mm], {"a": ops[0], "b": ops[1]})
 
 
-def _filled_gather(node):
-    """where(every index of ``j`` in bounds, gather(x, i), fill): jax.numpy's mode='fill' (the
-    default of jnp.take and take_along_axis), ``j`` the index (``i`` itself, or jax.numpy's
-    wrap of a negative ``i``, which the gather's reading took off) -> the gather of ``i``. The
-    fill replaces only what an index out of bounds reads, which no canonical gather takes (a
-    ``j`` kept in bounds by StableHLO's clamp reads ``j`` unclamped)."""
-    from msc.frontend.jax.shape import jax_wrapped, through_index_casts
-    from msc.ops.rewrite import Match
-
-    if node.op != "where" or _through_broadcasts(node.inputs[2]) is None:
-        return None
-    mask, y = node.inputs[0], node.inputs[1]
-    g = y.producer if y is not None else None
-    if g is None or g.op not in ("gather", "gather_elements") or node.output.type != y.type:
-        return None
-    x, idx = g.inputs
-    shape, out = _shape(x), _shape(y)
-    if shape is None or out is None or not isinstance(shape[g.attrs["axis"] % len(shape)], int):
-        return None
-    axis = g.attrs["axis"] % len(shape)
-    while mask.producer is not None and mask.producer.op in ("reshape", "expand"):
-        mask = mask.producer.inputs[0]
-    j = _index_in_bounds(mask, shape[axis])
-    if j is None or _shape(j) is None:
-        return None
-    want = (
-        out
-        if g.op == "gather_elements"
-        else (1,) * axis + _shape(j) + (1,) * (len(shape) - axis - 1)
-    )
-    if _shape(node.inputs[0]) not in (want, out) or _shape(mask) != _shape(j):
-        return None
-    n = shape[axis]
-    if through_index_casts(idx, n) is j or jax_wrapped(j, n, x, axis) is idx:
-        return Match(node, [node], {"y": y})
-    p = idx.producer
-    if p is None or p.op != "clamp" or through_index_casts(p.inputs[0], n) is not j:
-        return None
-    lo, hi = (_through_broadcasts(v) for v in p.inputs[1:3])
-    if lo is None or hi is None or np.any(lo != 0) or np.any(hi != shape[axis] - 1):
-        return None
-    return Match(node, [node], {"x": x, "j": j}, info={"op": g.op, "attrs": dict(g.attrs)})
-
-
-def _index_in_bounds(mask, n: int):
-    """``j`` when ``mask`` is JAX's check that every index of ``j`` is in [0, n): its index
-    vector (``j`` with a dim of 1 put last) compared with 0 and n - 1, reduce_all over that
-    dim; else None."""
-    from msc.frontend.jax.shape import through_index_casts
-
-    red = mask.producer
-    if red is None or red.op != "reduce_all" or red.attrs.get("keepdims") or any(red.inputs[1:]):
-        return None
-    both = red.inputs[0].producer
-    vec = _shape(red.inputs[0])
-    if both is None or both.op != "logical_and" or vec is None:
-        return None
-    if [a % len(vec) for a in red.attrs.get("axes") or ()] != [len(vec) - 1]:
-        return None
-    ge, le = (v.producer for v in both.inputs)
-    if ge is None or le is None:
-        return None
-    if ge.op == "le" and le.op == "ge":
-        ge, le = le, ge
-    if ge.op != "ge" or le.op != "le" or ge.inputs[0] is not le.inputs[0]:
-        return None
-    lo, hi = _through_broadcasts(ge.inputs[1]), _through_broadcasts(le.inputs[1])
-    if lo is None or hi is None or np.any(lo != 0) or np.any(hi != n - 1) or vec[-1] != 1:
-        return None
-    view = through_index_casts(ge.inputs[0], n).producer
-    if view is None or view.op not in ("reshape", "unsqueeze"):
-        return None
-    j = view.inputs[0]
-    return j if _shape(j) is not None and _shape(j) + (1,) == vec else None
-
-
 def _through_broadcasts(v):
     """``v``'s constant value, read through the reshapes and expands JAX broadcasts it with."""
     from msc.ops.rewrite import constant_value
@@ -531,16 +455,7 @@ def jax_spellings(graph: Graph) -> Graph:
     sigmoid = Pattern("sigmoid", matcher=_sigmoid, replace=lambda b, m: b.op("sigmoid", m["x"]))
     zero_sub = Pattern("zero_sub", matcher=_zero_sub, replace=lambda b, m: b.op("identity", m["x"]))
     relu = Pattern("relu", matcher=_relu, replace=lambda b, m: b.op("relu", m["x"]))
-    filled = Pattern(
-        "filled_gather",
-        matcher=_filled_gather,
-        replace=lambda b, m: (
-            b.op("identity", m["y"])
-            if "y" in m.values
-            else b.op(m.info["op"], m["x"], m["j"], **m.info["attrs"])
-        ),
-    )
-    graph = rewrite(graph, [identity, sigmoid, zero_sub, filled])
+    graph = rewrite(graph, [identity, sigmoid, zero_sub])
     _bypass_identities(graph)
     patterns = [
         Pattern("keepdims", matcher=_keepdims, replace=_keepdims_replace),

@@ -155,13 +155,11 @@ def iota(ctx: Ctx, sop: ShloOp):
 
 
 def _in_range(v, n: int) -> bool:
-    """``v`` is a constant (or a constant's broadcast) whose every index is in [0, n)."""
-    from msc.ops.rewrite import constant_value
-
-    while v.producer is not None and v.producer.op in ("reshape", "expand", "identity"):
-        v = v.producer.inputs[0]
-    a = constant_value(v)
-    return a is not None and bool(a.size) and bool((a >= 0).all() and (a < n).all())
+    p = v.producer
+    if p is not None and p.op == "constant":
+        a = p.attrs["value"]
+        return bool(a.size) and bool((a >= 0).all() and (a < n).all())
+    return False
 
 
 def _clamp_index(ctx: Ctx, v, n, x=None, axis: int = 0):
@@ -174,76 +172,6 @@ def _clamp_index(ctx: Ctx, v, n, x=None, axis: int = 0):
     size = ctx.op("reshape", ctx.op("shape", x, start=axis, end=axis + 1), shape=[])
     hi = ctx.op("sub", ctx.cast(size, v.dtype), ctx.const(1, v.dtype))
     return ctx.op("clamp", v, lo, hi)
-
-
-def _broadcast_constant(v) -> np.ndarray | None:
-    """``v``'s value when it is a constant broadcast (StableHLO spells a scalar's broadcast
-    out; the graph's clean-up drops it only after the walk)."""
-    from msc.ops.rewrite import constant_value
-
-    while (
-        v is not None
-        and v.producer is not None
-        and v.producer.op in ("reshape", "expand", "identity")
-    ):
-        v = v.producer.inputs[0]
-    c = constant_value(v)
-    return None if c is None or c.size == 0 or np.any(c != c.reshape(-1)[0]) else c
-
-
-def _is_size(v, n, x, axis: int) -> bool:
-    """``v`` is ``n``, the size of ``x`` at ``axis``: a one-element constant of that value, or
-    (a symbolic ``n``) that dim read from a shape (``get_dimension_size``, converted)."""
-    c = _broadcast_constant(v)
-    if c is not None:
-        return isinstance(n, int) and c.size == 1 and int(c.reshape(-1)[0]) == n
-    while v is not None and v.producer is not None and v.producer.op in ("cast", "reshape"):
-        v = v.producer.inputs[0]
-    p = v.producer if v is not None else None
-    if isinstance(n, int) or p is None or p.op != "shape" or p.inputs[0].type.shape is None:
-        return False
-    dims = list(p.inputs[0].type.shape)[p.attrs.get("start", 0) : p.attrs.get("end")]
-    return dims == [n]
-
-
-def through_index_casts(v, n):
-    """``v`` read through the integer casts JAX puts on an index (an int64 index narrowed to
-    int32 where the dims fit): each keeps every index in [-n, n) (a symbolic ``n`` is taken to
-    fit 32 bits, as JAX does)."""
-    while v is not None and v.producer is not None and v.producer.op == "cast":
-        src, to = v.producer.inputs[0], v.producer.attrs["to"]
-        if not (src.dtype.is_integer and to in (DType.INT32, DType.INT64)):
-            break
-        if to is DType.INT32 and isinstance(n, int) and n > 2**31:
-            break
-        v = src
-    return v
-
-
-def jax_wrapped(v, n, x, axis: int):
-    """``i`` when ``v`` is jax.numpy's wrap of a negative index (``_normalize_index``:
-    ``where(i < 0, i + n, i)``, ``n`` the size of ``x`` at ``axis``), read through index casts
-    (``through_index_casts``); else None. An index op of ``i`` itself computes what numpy
-    indexing does, as msc's gather / index / index_put (and gather_elements'
-    ``negative_indices``) say for an index in [-n, n); what JAX adds for one out of range (the
-    clamp StableHLO's gather does, mode='fill''s fill or dropped update) is for indices no
-    canonical op takes."""
-    v = through_index_casts(v, n)
-    p = v.producer if v is not None else None
-    if p is None or p.op != "where" or not v.dtype.is_integer:
-        return None
-    cond, wrapped, i = (u.producer if k < 2 else u for k, u in enumerate(p.inputs))
-    if cond is None or wrapped is None or cond.op != "lt" or wrapped.op != "add":
-        return None
-    zero = _broadcast_constant(cond.inputs[1])
-    if cond.inputs[0] is not i or zero is None or zero.reshape(-1)[0] != 0:
-        return None
-    a, b = wrapped.inputs
-    if not (a is i and _is_size(b, n, x, axis) or b is i and _is_size(a, n, x, axis)):
-        return None
-    if i.type.shape is None or list(i.type.shape) != list(v.type.shape or ()):
-        return None
-    return i if i.dtype in (DType.INT32, DType.INT64) else None
 
 
 def _index_parts(ctx: Ctx, idx, ivd: int) -> list:
@@ -260,14 +188,6 @@ def _index_parts(ctx: Ctx, idx, ivd: int) -> list:
     if k == 1 and p is not None and p.op in ("reshape", "unsqueeze"):
         if list(p.inputs[0].type.shape) == want:
             return [p.inputs[0]]
-    if k == 1 and p is not None and p.op == "cast":  # the vector narrowed (x64: i64 -> i32)
-        q = p.inputs[0].producer
-        if (
-            q is not None
-            and q.op in ("reshape", "unsqueeze")
-            and list(q.inputs[0].type.shape) == want
-        ):
-            return [ctx.cast(q.inputs[0], p.attrs["to"])]
     if p is not None and p.op == "concat" and p.attrs["axis"] % r == ivd and len(p.inputs) == k:
         parts = [_index_parts(ctx, v, ivd) for v in p.inputs]
         if all(len(q) == 1 for q in parts):
@@ -317,20 +237,13 @@ def gather(ctx: Ctx, sop: ShloOp, x, idx):
         if (sizes[a] != 1) if (a in smap or a in ob) else (sizes[a] != shape[a]):
             return _gather_windows(ctx, sop, x, idx, d, sizes)
     parts = _index_parts(ctx, idx, ivd)
-    # jax.numpy's own index handling (a negative index wrapped) read as the canonical op's;
-    # any other index clamped, as StableHLO's gather does
-    plain = [jax_wrapped(p, shape[a], x, a) for p, a in zip(parts, smap)]
     if len(parts) > 1:  # msc's index takes i64 (torch's advanced indexing, ONNX GatherND)
         parts = [ctx.cast(p, DType.INT64) for p in parts]
-        plain = [None if u is None else ctx.cast(u, DType.INT64) for u in plain]
     # msc's gathers take i32 / i64 (jnp.searchsorted's indices are u32)
     parts = [
         p if p.dtype in (DType.INT32, DType.INT64) else ctx.cast(p, DType.INT64) for p in parts
     ]
-    parts = [
-        u if u is not None else _clamp_index(ctx, p, shape[a], x, a)
-        for p, u, a in zip(parts, plain, smap)
-    ]
+    parts = [_clamp_index(ctx, p, shape[a], x, a) for p, a in zip(parts, smap)]
     out = ctx.out_type().shape
     if ob:  # take_along_axis: every other dim is a batch dim of both
         if len(smap) != 1 or collapsed != smap or offset or sorted(ob + smap) != list(range(r)):
@@ -338,8 +251,7 @@ def gather(ctx: Ctx, sop: ShloOp, x, idx):
         nb_dims = [i for i in range(idx.type.rank) if i != ivd]
         if [nb_dims.index(i) for i in ib] != ob:
             raise Unsupported("a batched gather whose batch dims are not the operand's")
-        negative = plain[0] is not None
-        return ctx.op("gather_elements", x, parts[0], axis=smap[0], negative_indices=negative)
+        return ctx.op("gather_elements", x, parts[0], axis=smap[0])
     if sorted(smap) != sorted(set(smap)) or not set(collapsed) <= set(smap):
         raise Unsupported("a gather that collapses dims it does not index")
     y, axes = _indexed(ctx, x, parts, smap)
@@ -459,14 +371,7 @@ def scatter(ctx: Ctx, sop: ShloOp, *args):
         or [ushape[p] for p in uw] != [shape[a] for a in window]
     ):
         return _scatter_windows(ctx, x, idx, upd, d, shape, ushape, accumulate)
-    parts = _index_parts(ctx, idx, ivd)
-    # indices jax.numpy wrapped (x.at[i] of a negative i) are the canonical op's own: the
-    # update StableHLO would drop has an index no index_put takes (``jax_wrapped``)
-    plain = [
-        p if _in_range(p, shape[a]) else jax_wrapped(p, shape[a], x, a) for p, a in zip(parts, smap)
-    ]
-    wrapped = None not in plain
-    parts = [ctx.cast(p, DType.INT64) for p in (plain if wrapped else parts)]
+    parts = [ctx.cast(p, DType.INT64) for p in _index_parts(ctx, idx, ivd)]
     order = sorted(range(len(smap)), key=lambda i: smap[i])
     axes, parts = [smap[i] for i in order], [parts[i] for i in order]
     nb = parts[0].type.rank
@@ -479,7 +384,7 @@ def scatter(ctx: Ctx, sop: ShloOp, *args):
     want = _layout(r, axes, nb)
     if have != want:
         upd = ctx.op("transpose", upd, perm=[have.index(w) for w in want])
-    if wrapped or all(_in_range(q, shape[a]) for q, a in zip(parts, axes)):
+    if all(_in_range(q, shape[a]) for q, a in zip(parts, axes)):
         return ctx.op("index_put", x, upd, *parts, axes=axes, accumulate=accumulate)
     return _dropping_out_of_range(ctx, x, upd, parts, axes, shape, accumulate)
 
