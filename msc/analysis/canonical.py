@@ -228,7 +228,8 @@ def normalize_spellings(g: Graph, done: Counter[str]) -> None:
     input; trailing absent inputs left out (``layer_norm(x, _, _)`` is ``layer_norm(x)``). An
     embedding's ``padding_idx`` (a training-only fact) is dropped; a padding of zeros is none
     (``[]``: a TFLite VALID conv, against ONNX's explicit ``pads``), and so is a dilation of
-    ones. Spellings, not rewrites: not counted."""
+    ones. A reshape's -1 of a static result is the size it inferred. Spellings, not
+    rewrites: not counted."""
     for n in g.nodes:
         if n.inputs and n.inputs[-1] is None:
             ins = list(n.inputs)
@@ -269,6 +270,11 @@ def normalize_spellings(g: Graph, done: Counter[str]) -> None:
             _set_op(g, n, n.op, {**n.attrs, "end": None})  # the shape up to its last dim
         if n.op == "expand" and rank is not None and n.attrs["shape"] is not None:
             _expand_keeps(g, n, t.shape)
+        if n.op == "reshape" and -1 in (n.attrs.get("shape") or ()):
+            out = n.outputs[0].type
+            dims = out.shape if isinstance(out, TensorType) else None
+            if dims is not None and all(isinstance(d, int) for d in dims):
+                _set_op(g, n, n.op, {**n.attrs, "shape": list(dims)})  # the -1 it inferred
         if n.op == "slice" and rank:
             _slice_defaults(g, n, rank)
             _slice_whole_axes(g, n, t.shape)
