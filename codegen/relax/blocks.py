@@ -4,7 +4,10 @@
 # - The blocks are ``msc.ir.blocks.partition``'s. Blocks with one key (the same computation up
 #   to their weights) share one function, written from the first of them; every block, weights
 #   included, is called with its own values: a 12-layer model has one layer body, called 12
-#   times from ``main`` (or from the function of the block that holds the layers).
+#   times from ``main``. Only a block type that one body holds twice or more is a function
+#   (``_repeated``): a block no other block in its body equals (a GPT2Model, a ResNet stage, a
+#   layer's attention) is written inline where it is, its repeated children called; a function
+#   of its own would only pass every weight once more.
 # - A function takes the block's inputs (values, then weights, in the order first read; a
 #   weight's parameter is named by its path under the block) and returns its outputs, one bare,
 #   several as a tuple. It is private (no ``global_symbol``), named after the source module type
@@ -15,6 +18,11 @@
 #   inputs have a dim that is an expression, or whose values use a symbol its inputs do not
 #   define, is written inline. So is a block whose function cannot be written: falling back
 #   is always right.
+# - A small integer input the caller computed from shapes (a size torch.export passes around)
+#   is known inside as the same expression of the function's shape variables
+#   (codegen.relax.symbolic), so its reshapes keep static ranks as ``main``'s would; what the
+#   caller knows is part of the function's identity (another call knowing otherwise gets its
+#   own function).
 # - The body is emitted by the builder's own node emission (emitters, decompositions, loops), so
 #   a block's bindings are what the flat ``main`` had; the flat form is ``flat=True``.
 """
@@ -23,7 +31,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from tvm import relax
+import tvm
+from tvm import relax, tirx
+
+from codegen.relax.symbolic import MAX_ELEMENTS, Values
 
 from msc.errors import UnsupportedOp
 from msc.ir.blocks import Block, partition
@@ -62,13 +73,49 @@ def _closed(b: Block) -> bool:
     return True
 
 
+def _substitute(e: Any, vmap: dict) -> Any:
+    """``e`` with the shape variables of ``vmap`` replaced (simplified on the way)."""
+    a = tvm.sym.Analyzer()
+    for var, new in vmap.items():
+        a.bind(var, new)
+    return a.simplify(e)
+
+
+def _repeated(blocks: list[Block]) -> set[str]:
+    """The keys of the blocks written as functions: those of which one body (``main``'s, or
+    the body of the function a block is written inside: its type's first block's) holds two
+    or more blocks. Decided parents first; the blocks inside a function's other instances
+    are never written."""
+    first: dict[str, Block] = {}
+    for b in blocks:
+        f = first.get(b.key)
+        if f is None or b.start < f.start:
+            first[b.key] = b
+    chosen: set[str] = set()
+    for depth in sorted({b.path.count(".") for b in blocks}):
+        count: dict[tuple[int, str], int] = {}
+        for b in blocks:
+            if b.path.count(".") != depth:
+                continue
+            ctx = b.parent
+            while ctx is not None and ctx.key not in chosen:
+                ctx = ctx.parent
+            if ctx is not None and first[ctx.key] is not ctx:
+                continue  # inside another instance of a function: not written
+            k = (id(ctx), b.key)
+            count[k] = count.get(k, 0) + 1
+        chosen |= {key for (_, key), n in count.items() if n > 1}
+    return chosen
+
+
 class BlockFunctions:
     """The functions of one translation's blocks (see the module NOTE)."""
 
     def __init__(self, builder: RelaxBuilder, graph: Graph) -> None:
         self.builder = builder
         self.part = partition(graph)
-        self.done: dict[str, relax.GlobalVar | None] = {}
+        self.repeated = _repeated(self.part.blocks)
+        self.done: dict[tuple, relax.GlobalVar | None] = {}
         self.functions: list[tuple[relax.GlobalVar, relax.Function]] = []
         self._names: set[str] = {"main"}
 
@@ -89,10 +136,10 @@ class BlockFunctions:
                 bad.extend(self.builder.nodes([n]))
                 continue
             skip.update(b.nodes)
-            if not _closed(b):  # inline, its children still called
+            if b.key not in self.repeated or not _closed(b):  # inline, its children called
                 bad.extend(self.emit(b.nodes, b.children))
                 continue
-            gv = self.function(b, bad)
+            gv = self.function(b, bad, self._knowledge(b))
             if gv is not None:  # else its unsupported nodes were reported
                 self.call(gv, b)
         return bad
@@ -114,17 +161,47 @@ class BlockFunctions:
             return v.name[len(b.path) + 1 :]
         return v.name or "x"
 
-    def function(self, b: Block, bad: list[UnsupportedOp]) -> relax.GlobalVar | None:
-        """The function of ``b``'s key, written on first use; None when nodes of it cannot be
-        emitted (added to ``bad`` the first time)."""
-        if b.key in self.done:
-            return self.done[b.key]
+    def _knowledge(self, b: Block) -> dict[int, list]:
+        """The values of ``b``'s small integer inputs (sizes computed from shapes) as
+        expressions of msc's symbols, where the caller knows them (codegen.relax.symbolic):
+        input position -> one PrimExpr per element, in the caller's shape variables."""
+        bld = self.builder
+        names = {var: name for name, var in bld.symbols.items()}
+        out: dict[int, list] = {}
+        for i, v in enumerate(b.inputs):
+            t = v.type
+            if isinstance(v, Weight) or not isinstance(t, TensorType) or t.shape is None:
+                continue
+            if not t.dtype.is_integer or len(t.shape) > 1 or not all(
+                isinstance(d, int) and d <= MAX_ELEMENTS for d in t.shape
+            ):
+                continue
+            x = bld.env.get(v)
+            vals = None if x is None else Values(bld.bb, bld.known).values(x)
+            if vals is None or str(vals[0].ty) != "int64":
+                continue
+            if all(u in names for e in vals for u in tirx.analysis.undefined_vars(e)):
+                out[i] = vals
+        return out
+
+    def function(
+        self, b: Block, bad: list[UnsupportedOp], known: dict[int, list]
+    ) -> relax.GlobalVar | None:
+        """The function of ``b``'s key and what the caller knows of its integer inputs
+        (``_knowledge``), written on first use; None when nodes of it cannot be emitted
+        (added to ``bad`` the first time)."""
+        bld = self.builder
+        # The caller's shape variables are named after msc's symbols, one per name.
+        sig = tuple((i, tuple(str(e) for e in vals)) for i, vals in sorted(known.items()))
+        key = (b.key, sig)
+        if key in self.done:
+            return self.done[key]
         from codegen.relax.module import _fold_output, _ident
 
-        bld = self.builder
-        saved = (bld.bb, bld.env, bld.symbols, bld.ranges, bld._taken)  # noqa: SLF001
-        bld.bb, bld.env, bld.symbols, bld.ranges, bld._taken = (  # noqa: SLF001
-            relax.BlockBuilder(), {}, {}, {}, set()
+        saved = (bld.bb, bld.env, bld.symbols, bld.ranges, bld._taken, bld.known)  # noqa: SLF001
+        outer = dict(bld.symbols)
+        bld.bb, bld.env, bld.symbols, bld.ranges, bld._taken, bld.known = (  # noqa: SLF001
+            relax.BlockBuilder(), {}, {}, {}, set(), []
         )
         bb = bld.bb
         name = _ident(b.name, self._names)
@@ -134,6 +211,11 @@ class BlockFunctions:
                 for v in b.inputs
             ]
             bld.env.update(zip(b.inputs, params))
+            # The caller's shape variables are the function's of the same msc symbol.
+            vmap = {outer[n]: var for n, var in bld.symbols.items() if n in outer}
+            for i, vals in known.items():
+                if all(u in vmap for e in vals for u in tirx.analysis.undefined_vars(e)):
+                    bld.known.append((params[i], [_substitute(e, vmap) for e in vals]))
             dataflow = not any(n.op in _CONTROL for n in b.nodes)
             with bb.function(name, params, private=True):
                 if dataflow:
@@ -147,10 +229,10 @@ class BlockFunctions:
             func = bb.get()[name]
             ranges = dict(bld.ranges)
         finally:
-            bld.bb, bld.env, bld.symbols, bld.ranges, bld._taken = saved  # noqa: SLF001
+            bld.bb, bld.env, bld.symbols, bld.ranges, bld._taken, bld.known = saved  # noqa: SLF001
         if mine:
             bad.extend(mine)
-            self.done[b.key] = None
+            self.done[key] = None
             self._names.discard(name)
             return None
         if dataflow:
@@ -164,7 +246,7 @@ class BlockFunctions:
         gv = relax.GlobalVar(name)
         relax.expr._update_type(gv, func.ty)  # noqa: SLF001
         self.functions.append((gv, func))
-        self.done[b.key] = gv
+        self.done[key] = gv
         return gv
 
     def _result(self, b: Block) -> relax.Expr:

@@ -119,6 +119,9 @@ class RelaxBuilder:
         self.param_weights: list[Weight] = []
         self._taken: set[str] = set()
         self.functions: list[tuple[relax.GlobalVar, relax.Function]] = []
+        # The values of small int parameters of the block function being written, as its
+        # shape variables' expressions (codegen.relax.blocks; codegen.relax.symbolic).
+        self.known: list[tuple[relax.Var, list]] = []
         self.blocks = None if flat else BlockFunctions(self, self.graph)
 
     # ------------------------------------------------------------------ types
@@ -201,6 +204,7 @@ class RelaxBuilder:
                 self.loop,
                 self.repeat,
             )
+            e.known = self.known
             try:
                 result = fn(e, *ins, **node.attrs)
             except Unsupported as u:

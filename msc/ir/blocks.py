@@ -51,6 +51,7 @@ class Block:
     inputs: list[Value] = field(default_factory=list)
     outputs: list[Value] = field(default_factory=list)
     key: str = ""
+    start: int = 0  # the position of its first node in ``graph.nodes``
 
     @property
     def name(self) -> str:
@@ -156,7 +157,7 @@ def partition(graph: Graph, *, min_ops: int = 2) -> Partition:
         nodes = graph.nodes[first : inside[-1] + 1]
         if len(nodes) - len(inside) != sum(n.op == "constant" for n in nodes):
             continue  # not contiguous (a constant inside the run may be anyone's)
-        found[path] = Block(path, t, nodes)
+        found[path] = Block(path, t, nodes, start=first)
     blocks = list(found.values())  # parents first (sorted by depth)
     top: list[Block] = []
     for b in blocks:
@@ -169,8 +170,8 @@ def partition(graph: Graph, *, min_ops: int = 2) -> Partition:
         b.parent = parent
         (parent.children if parent is not None else top).append(b)
     for b in blocks:
-        b.children.sort(key=lambda c: index[c.nodes[0]])
-    top.sort(key=lambda c: index[c.nodes[0]])
+        b.children.sort(key=lambda c: c.start)
+    top.sort(key=lambda c: c.start)
     returned = set(graph.outputs)
     innermost: dict[Node, Block] = {}
     for b in blocks:  # deeper blocks later: they win
