@@ -5,8 +5,9 @@ time, run time, against the flat ``main`` (``flat=True``).
 
 For each bench model (bench/models.py, seeded random weights), exported once with torch.export
 and read once by msc: the TVMScript's lines (``codegen.relax.to_script``), ``tvm.compile`` of
-the module with its weights bound (``codegen.relax.build``, llvm, CPU), and the best of ``--runs``
-runs on the example inputs (TVM's default schedules, untuned: slow at full size); the two outputs are compared with each other and with eager.
+the module with its weights bound (``codegen.relax.build``, llvm, CPU), and the best of
+``--runs`` runs on the example inputs (TVM's default schedules, untuned: slow at full size);
+the two outputs are compared with each other and with eager.
 """
 
 from __future__ import annotations

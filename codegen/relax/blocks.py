@@ -35,7 +35,6 @@ import tvm
 from tvm import relax, tirx
 
 from codegen.relax.symbolic import MAX_ELEMENTS, Values
-
 from msc.errors import UnsupportedOp
 from msc.ir.blocks import Block, partition
 from msc.ir.graph import Graph, Node, Weight
@@ -172,8 +171,10 @@ class BlockFunctions:
             t = v.type
             if isinstance(v, Weight) or not isinstance(t, TensorType) or t.shape is None:
                 continue
-            if not t.dtype.is_integer or len(t.shape) > 1 or not all(
-                isinstance(d, int) and d <= MAX_ELEMENTS for d in t.shape
+            if (
+                not t.dtype.is_integer
+                or len(t.shape) > 1
+                or not all(isinstance(d, int) and d <= MAX_ELEMENTS for d in t.shape)
             ):
                 continue
             x = bld.env.get(v)
@@ -201,7 +202,12 @@ class BlockFunctions:
         saved = (bld.bb, bld.env, bld.symbols, bld.ranges, bld._taken, bld.known)  # noqa: SLF001
         outer = dict(bld.symbols)
         bld.bb, bld.env, bld.symbols, bld.ranges, bld._taken, bld.known = (  # noqa: SLF001
-            relax.BlockBuilder(), {}, {}, {}, set(), []
+            relax.BlockBuilder(),
+            {},
+            {},
+            {},
+            set(),
+            [],
         )
         bb = bld.bb
         name = _ident(b.name, self._names)

@@ -677,9 +677,11 @@ def _calls(func: relax.Function) -> list[str]:
     calls: list[str] = []
     relax.analysis.post_order_visit(
         func,
-        lambda e: calls.append(e.op.name_hint)
-        if isinstance(e, relax.Call) and isinstance(e.op, tvm.ir.GlobalVar)
-        else None,
+        lambda e: (
+            calls.append(e.op.name_hint)
+            if isinstance(e, relax.Call) and isinstance(e.op, tvm.ir.GlobalVar)
+            else None
+        ),
     )
     return calls
 

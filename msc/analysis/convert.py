@@ -353,9 +353,10 @@ def convert(
     (``codegen.tflite.optimize``); False writes the graph node for node. The check compares
     the re-import with the graph before these rewrites, as equivalent up to them.
     ``flat``: a torch target's model.py is one flat forward, not one class per block of the
-    source's module hierarchy (a relax target: one ``main``, not one function per block type). ``decompose`` (the onnx
-    target): ops written through their decompositions (``("attention",)``: MatMul/Softmax,
-    what onnxruntime's transformer optimizer fuses around)."""
+    source's module hierarchy (a relax target: one ``main``, not one function per block type).
+    ``decompose`` (the onnx target): ops written through their decompositions
+    (``("attention",)``: MatMul/Softmax, what onnxruntime's transformer optimizer fuses
+    around)."""
     if flat and target_for(Path(out), to) not in ("torch", "relax"):
         raise MscError("--flat applies to the torch and relax targets only")
     say = progress or (lambda s: None)

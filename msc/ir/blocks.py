@@ -11,10 +11,10 @@
 #   constant's where all its users are, a node with no module where its producers and users
 #   are) form one contiguous run of ``graph.nodes`` between its first and last non-constant
 #   node (a constant inside the run is the block's whoever's it is; its own constants just
-#   before the run join it), with at least ``min_ops`` non-constant nodes. A container (a Sequential, ModuleList or
-#   ModuleDict by the stack's type, or a path with numbered children when the source names no
-#   type) is not a block: its items are. Anything else stays inline in its parent: falling back
-#   is always right, a wrong call never is.
+#   before the run join it), with at least ``min_ops`` non-constant nodes. A container (a
+#   Sequential, ModuleList or ModuleDict by the stack's type, or a path with numbered children
+#   when the source names no type) is not a block: its items are. Anything else stays inline
+#   in its parent: falling back is always right, a wrong call never is.
 # - ``inputs`` are the values a block's nodes (and their subgraphs) read that it does not define,
 #   weights included, in the order first read; ``outputs`` the values it defines that a node
 #   outside it reads or the graph returns, in the order defined. Emitting a block's nodes in
@@ -150,8 +150,10 @@ def partition(graph: Graph, *, min_ops: int = 2) -> Partition:
         if len(inside) < min_ops:
             continue
         first = inside[0]
-        while first > 0 and _under(owner[graph.nodes[first - 1]], path) and (
-            graph.nodes[first - 1].op == "constant"
+        while (
+            first > 0
+            and _under(owner[graph.nodes[first - 1]], path)
+            and (graph.nodes[first - 1].op == "constant")
         ):  # its own constants just before it
             first -= 1
         nodes = graph.nodes[first : inside[-1] + 1]
