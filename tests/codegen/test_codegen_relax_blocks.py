@@ -211,6 +211,7 @@ def test_block_constants_are_passed_by_the_calls():
     np.testing.assert_allclose(cr.build(g)(x).numpy(), want, rtol=RTOL, atol=ATOL)
 
 
+@pytest.mark.slow  # a dynamic export and a compile: ~10 s
 def test_symbolic_sizes_are_the_functions_own():
     """A dynamic batch and sequence length: the layer function takes them from its parameters'
     shapes (and knows the sizes torch.export passes as tensors as those dims), its result keeps
