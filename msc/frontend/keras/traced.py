@@ -24,6 +24,7 @@ its symbolic dims the graph's own.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
@@ -108,9 +109,11 @@ def _export(module: Any, samples: tuple, dynamic: tuple) -> Any:
     try:
         return torch.export.export(module, samples, dynamic_shapes=dynamic, strict=False)
     except Exception as e:  # noqa: BLE001 - reported as this layer's problem
-        text = str(e).strip()
-        first = text.splitlines()[0] if text else type(e).__name__
-        raise Unsupported(f"torch.export could not trace it on the torch backend: {first}"
+        # Keras' own wrapper says where ("Exception encountered when calling X.call()"),
+        # the line after it what
+        lines = [re.sub(r"\x1b\[[0-9;]*m", "", x).strip() for x in str(e).splitlines()]
+        what = " ".join([x for x in lines if x][:2]) or type(e).__name__
+        raise Unsupported(f"torch.export could not trace it on the torch backend: {what}"
                           ) from None  # fmt: skip
 
 
