@@ -3,7 +3,7 @@ exactly one, else through one run-time helper.
 
 # NOTE: invariants
 # - The nodes msc's torch frontend makes of one nn.LSTM / nn.GRU / nn.RNN call (gate reorder,
-#   layers, batch_first transposes, state slices: msc.frontend.torch.recurrent.layers) are
+#   layers, batch_first transposes, state slices: msc.ops.recurrent.torch_layers) are
 #   that module again (``torch_modules``), with the source's parameters under their own
 #   state_dict keys: found by building what the frontend makes of the module the weights
 #   name and matching it node for node, so a re-import of the code gives the same graph.
@@ -30,8 +30,10 @@ from codegen.torch.core import Arg, NodeEmit
 from codegen.torch.helpers import runtime_helpers
 from codegen.torch.registry import EMITTERS, GroupModule, graph_rewrite, group_rule, unrolled
 from msc.ir.attrs import attr_equal
+from msc.ir.builder import Builder
 from msc.ir.dtype import DType
-from msc.ir.graph import Graph, Node, Value, Weight
+from msc.ir.graph import Graph, Node, Provenance, Value, Weight
+from msc.ops.recurrent import TORCH_SPEC, torch_layers
 
 
 def recurrent(e: NodeEmit, x: Arg, w: Arg, r: Arg, b: Arg | None = None,
@@ -60,6 +62,22 @@ _TORCH = {
 }
 
 
+class _TorchBuilder(Builder):
+    """Builds nodes as the torch frontend's converters do (their provenance: torch's op,
+    the module's path and type), so what it makes of a module matches what the frontend made."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.source_op = self.node_name = self.module = ""
+        self.stack: tuple[tuple[str, str], ...] = ()
+
+    def _current_name(self) -> str:
+        return self.node_name
+
+    def _current_provenance(self) -> Provenance:
+        return Provenance("torch", self.source_op, self.node_name, self.module, self.stack)
+
+
 @group_rule
 def torch_modules(graph: Graph) -> list[GroupModule]:
     """The node groups that are exactly one call of nn.LSTM / nn.GRU / nn.RNN."""
@@ -73,9 +91,6 @@ def torch_modules(graph: Graph) -> list[GroupModule]:
 
 
 def _module_call(graph: Graph, source_op: str, nodes: list[Node]) -> GroupModule | None:
-    from msc.frontend.torch.recurrent import layers
-    from msc.frontend.torch.registry import Ctx
-
     kind, module, kw = _TORCH[source_op]
     recs = [n for n in nodes if n.op in ("lstm", "gru", "rnn")]
     if not recs:
@@ -118,9 +133,9 @@ def _module_call(graph: Graph, source_op: str, nodes: list[Node]) -> GroupModule
     sp = [scratch.add_weight(k, None, read[k].type) for k in names]
     for a, b in zip([sx, *ss, *sp], [x, *states, *(read[k] for k in names)]):
         image[id(a)] = b
-    ctx = Ctx(scratch)
+    ctx = _TorchBuilder()
     try:
-        made = layers(ctx, kind, sx, ss, sp, bias, len(recs), False, nd == 2,
+        made = torch_layers(ctx, kind, sx, ss, sp, bias, len(recs), False, nd == 2,
                       batch_first)  # fmt: skip
     except Exception:  # noqa: BLE001  (not what the frontend makes: the helper computes it)
         return None
@@ -229,12 +244,9 @@ def _torch_kind(n: Node) -> str | None:
 
 def _as_module(g: Graph, n: Node) -> bool:
     """Rewrite ``n`` into the nodes of its torch module's call (False: it stays)."""
-    from msc.frontend.torch.recurrent import _SPEC, layers
-    from msc.frontend.torch.registry import Ctx
-    from msc.ir.builder import Builder
 
     kind = _torch_kind(n)
-    gates, order, _ = _SPEC[kind]
+    gates, order, _ = TORCH_SPEC[kind]
     a = n.attrs
     nd, hidden, layout = (
         2 if a["direction"] == "bidirectional" else 1,
@@ -268,7 +280,7 @@ def _as_module(g: Graph, n: Node) -> bool:
             t = np.ascontiguousarray(torch_order(t))
             params.append(g.add_weight(f"{prefix}.{k}_l0{sfx}", t, role="parameter"))
     glue = Builder(n.name, n.provenance)
-    ctx = Ctx(g)
+    ctx = _TorchBuilder()
     ctx.source_op, ctx.node_name, ctx.module = "aten.zeros.default", prefix, prefix
     ctx.stack = ((prefix, {"lstm": "LSTM", "gru": "GRU"}.get(kind, "RNN")),)
     if states[0] is None:  # what the module makes when called without states
@@ -278,7 +290,7 @@ def _as_module(g: Graph, n: Node) -> bool:
     else:
         hx = list(states)
     ctx.source_op = _SOURCE_OP[kind]
-    made = layers(ctx, kind, x, hx, params, bd is not None, 1, False, nd == 2, layout == 1)
+    made = torch_layers(ctx, kind, x, hx, params, bd is not None, 1, False, nd == 2, layout == 1)
     y = made[0]  # [seq, batch, nd * hidden] (layout 1: [batch, seq, ...])
     dims = [seq, batch] if layout == 0 else [batch, seq]
     y = glue.op("reshape", y, shape=[d if isinstance(d, int) else -1 for d in dims] + [nd, hidden])
@@ -337,7 +349,7 @@ def _value(v: Value) -> np.ndarray:
     """The value of ``v``, a weight or computed from weights alone (``_weight_only``)."""
     if isinstance(v, Weight):
         return v.numpy()
-    from msc.analysis.model import run_graph
+    from codegen.torch import to_module
 
     nodes = _weight_only(v) or []
     one = Graph("fold")
@@ -351,8 +363,9 @@ def _value(v: Value) -> np.ndarray:
         m = one.add_node(n.op, ins, dict(n.attrs), output_types=[o.type for o in n.outputs])
         image.update(zip((id(o) for o in n.outputs), m.outputs))
     one.set_outputs([image[id(v)]])
-    (out,), _ = run_graph(one, [])
-    return np.asarray(out)
+    with torch.no_grad():
+        out = to_module(one)()
+    return np.asarray((out[0] if isinstance(out, tuple | list) else out).detach().numpy())
 
 
 def _zeros(ctx, x: Value, axis: int, nd: int, hidden: int, count: int) -> list[Value]:
