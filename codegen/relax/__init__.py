@@ -145,16 +145,6 @@ def _from_tvm(x: Any) -> Any:
     return x
 
 
-def inline_blocks(mod: Any) -> Any:
-    """``mod`` with its private functions (the block types ``to_module`` writes) inlined into
-    their callers, as compiled: the functions are how the source reads, and inlined, TVM's
-    passes see what the flat graph gives them (constants bound in ``main`` folded into each
-    layer's operators; measured: GPT-2's compiled run took about twice as long uninlined)."""
-    from tvm import relax
-
-    return relax.transform.InlinePrivateFunctions()(mod)
-
-
 def build(graph: Graph, target: str = "llvm", *, flat: bool = False) -> Any:
     """Compile ``graph`` with ``tvm.compile`` (weights bound) for the Relax VM (``flat``: as
     ``to_module``).
@@ -169,7 +159,7 @@ def build(graph: Graph, target: str = "llvm", *, flat: bool = False) -> Any:
 
     mod = to_module(graph, params="bound", flat=flat)
     with native_stderr_captured():
-        ex = tvm.compile(inline_blocks(mod), target=target)
+        ex = tvm.compile(mod, target=target)
     vm = relax.VirtualMachine(ex, tvm.cpu())
     n_out = len(graph.outputs)
     tree = graph.output_tree
@@ -225,10 +215,8 @@ def module(directory=None):
 
 
 def load(directory=None, target="llvm"):
-    """Compile the module for ``target`` and return its ``main`` on the Relax VM. The block
-    functions are inlined first: the compiled code is the flat graph's, folded across calls."""
-    mod = relax.transform.InlinePrivateFunctions()(module(directory))
-    ex = tvm.compile(mod, target=target)
+    """Compile the module for ``target`` and return its ``main`` on the Relax VM."""
+    ex = tvm.compile(module(directory), target=target)
     return relax.VirtualMachine(ex, tvm.cpu())["main"]
 '''
 
