@@ -71,7 +71,8 @@ def _pad(op: str, ins: list) -> list:
 def _ident(name: str, taken: set[str]) -> str:
     """A Python identifier for a model's name (TVMScript prints parameter names as code),
     unique among ``taken``; a model's string never reaches the script otherwise."""
-    base = re.sub(r"\W", "_", name or "v", flags=re.ASCII) or "v"
+    # no leading underscore: msc's TVMScript reader refuses such names (the security model)
+    base = re.sub(r"\W", "_", name or "v", flags=re.ASCII).lstrip("_") or "v"
     if base[0].isdigit() or keyword.iskeyword(base) or base in ("R", "I", "T", "metadata"):
         base = f"v_{base}"
     out, k = base, 0

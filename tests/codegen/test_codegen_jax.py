@@ -108,7 +108,6 @@ STRUCTURAL_MISSES: dict[str, str] = {
     "number re-export with JAX's own start clamp and a carried start (the dynamic_slice rows' "
     "cause, inside the loop body)",
     "var": "JAX folds the graph's count (4 - cast(0)): the sum over it reads back as a mean",
-    "vecmat_batched": "jnp.expand_dims / jnp.squeeze re-export as reshapes (no unsqueeze spelling)",
     "outer": "the frontend drops the code's jnp.broadcast_to before the mul: the re-read "
     "broadcasts in the mul",
     "avg_pool": "the avg_pool emitter writes a sum window / 9, read back as avg_pool * 9 + 0, "
