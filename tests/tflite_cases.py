@@ -26,13 +26,16 @@ RNG = np.random.default_rng(0)
 
 @dataclass
 class In:
-    """An input: a run-time array, or a constant (``const``), quantized when ``scale`` is set."""
+    """An input: a run-time array, a constant (``const``), or a variable tensor (``variable``:
+    state the kernel keeps between runs, zeros at the first; ``value`` gives its shape),
+    quantized when ``scale`` is set."""
 
     value: np.ndarray
     const: bool = False
     scale: list[float] | None = None
     zero_point: list[int] | None = None
     axis: int = 0
+    variable: bool = False
 
 
 @dataclass
@@ -84,13 +87,13 @@ def _model(case: Case, out_shapes: list[list[int]], out_types: list[int]) -> byt
         if x.const:
             buffers.append(np.ascontiguousarray(x.value).tobytes())
             buf = len(buffers) - 1
-        t = flatbuf.Tensor(f"in{k}", code, list(x.value.shape), buf)
+        t = flatbuf.Tensor(f"in{k}", code, list(x.value.shape), buf, is_variable=x.variable)
         if x.scale is not None:
             t.scale, t.zero_point = x.scale, x.zero_point or [0] * len(x.scale)
             t.quantized_dimension = x.axis
         tensors.append(t)
         ins.append(len(tensors) - 1)
-        if not x.const:
+        if not x.const and not x.variable:
             feeds.append(len(tensors) - 1)
     outs = []
     for k, (shape, code) in enumerate(zip(out_shapes, out_types)):
@@ -106,7 +109,7 @@ def _model(case: Case, out_shapes: list[list[int]], out_types: list[int]) -> byt
 
 
 def feeds(case: Case) -> list[np.ndarray]:
-    return [x.value for x in case.inputs if x is not None and not x.const]
+    return [x.value for x in case.inputs if x is not None and not x.const and not x.variable]
 
 
 def run_litert(data: bytes, arrays: list[np.ndarray]) -> list[np.ndarray]:
@@ -126,7 +129,7 @@ def run_litert(data: bytes, arrays: list[np.ndarray]) -> list[np.ndarray]:
 
 def build(case: Case) -> bytes:
     """The one-op model with its outputs' shapes as LiteRT computes them."""
-    first = next((x for x in case.inputs if x is not None and not x.const), None)
+    first = next((x for x in case.inputs if x is not None and not x.const and not x.variable), None)
     first = first or case.inputs[0]
     dts = case.out_dtype if case.out_dtype is not None else first.value.dtype
     dts = dts if isinstance(dts, list) else [dts] * case.outputs

@@ -3,6 +3,8 @@ where, cast, clamp, constants."""
 
 from __future__ import annotations
 
+import math
+
 from codegen.jax.core import Held, JaxCodegen, _scalar, dtype_expr, literal
 from codegen.jax.registry import emitter, spelled_out
 from msc.ir import DType
@@ -64,7 +66,7 @@ BINARY = {
     "minimum": "jnp.minimum({}, {})",
     "floor_divide": "jnp.floor_divide({}, {})",
     "remainder": "jnp.remainder({}, {})",
-    "fmod": "jnp.fmod({}, {})",
+    "fmod": "lax.rem({}, {})",  # C fmod (the sign of a); jnp.fmod adds a zero guard to ints
     "atan2": "jnp.arctan2({}, {})",
     "logical_and": "jnp.logical_and({}, {})",
     "logical_or": "jnp.logical_or({}, {})",
@@ -189,8 +191,11 @@ def elu(e: JaxCodegen, node, x):
 
 @emitter("gelu")
 def gelu(e: JaxCodegen, node, x):
-    approx = node.attrs.get("approximate", "none") == "tanh"
-    return f"jax.nn.gelu({x}, approximate={approx!r})"
+    if node.attrs.get("approximate", "none") == "tanh":
+        return f"jax.nn.gelu({x}, approximate=True)"
+    # exact GELU as its definition: lax.erf stays one op (chlo.erf) in JAX's export, where
+    # jax.nn.gelu(approximate=False) is exported as erfc's polynomial
+    return f"{x} * 0.5 * (1.0 + lax.erf({x} * {1 / math.sqrt(2)!r}))"
 
 
 def _softplus(x: str, beta: float = 1.0, threshold: float = 20.0) -> str:

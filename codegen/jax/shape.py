@@ -275,6 +275,28 @@ def index_put(e: JaxCodegen, node, x, values, *indices):
     return f"{x}.at[{_at(node, list(indices), node.attrs['axes'])}].{how}({values})"
 
 
+def _sort_order(node):
+    """The sort / argsort node whose order ``node`` (a gather_elements) reorders its ``x``
+    by: ascending along the same axis, ``x`` shaped as the key. None otherwise."""
+    x, idx = node.inputs
+    p = idx.producer
+    if p is None or p.op not in ("sort", "argsort") or idx is not p.outputs[-1]:
+        return None
+    key, a = p.inputs[0], p.attrs
+    if a["descending"] or x.type.shape is None or x.type.shape != key.type.shape:
+        return None
+    rank = len(x.type.shape)
+    return p if a["axis"] % rank == node.attrs["axis"] % rank else None
+
+
 @emitter("gather_elements")
 def gather_elements(e: JaxCodegen, node, x, indices):
-    return f"jnp.take_along_axis({x}, {indices}, axis={node.attrs['axis']})"
+    p = _sort_order(node)
+    if p is not None:  # x sorted along with the key (lax.sort of both; the order unwritten)
+        axis = p.attrs["axis"] % node.inputs[0].type.rank
+        stable = bool(p.attrs["stable"])
+        key = e.ref(p.inputs[0])
+        return f"lax.sort(({key}, {x}), dimension={axis}, is_stable={stable!r}, num_keys=1)[1]"
+    # indices the source does not count from the end (torch.gather's) are not wrapped
+    wrap = "" if node.attrs.get("negative_indices") else ", wrap_negative_indices=False"
+    return f"jnp.take_along_axis({x}, {indices}, axis={node.attrs['axis']}{wrap})"

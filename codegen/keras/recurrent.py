@@ -1,6 +1,8 @@
-"""Keras emitters of the recurrent ops (batch first, one direction): ``layers.LSTM``,
-``layers.GRU`` and ``layers.SimpleRNN`` with ``return_sequences`` and ``return_state``, the
-weights reordered into Keras' gate order (LSTM: i, f, c, o; ONNX's is i, o, f, c)."""
+"""Keras emitters of the recurrent ops (one direction): ``layers.LSTM``, ``layers.GRU`` and
+``layers.SimpleRNN`` with ``return_sequences`` and ``return_state``, the weights reordered into
+Keras' gate order (LSTM: i, f, c, o; ONNX's is i, o, f, c). Keras' layers are batch first: a
+time-first op (layout 0, ONNX's default and what torch's nn.LSTM exports to) is written with a
+transpose of the sequence on each side of the layer and its states squeezed on axis 0."""
 
 from __future__ import annotations
 
@@ -19,8 +21,6 @@ def _check(e: Emit, node, n_inputs: int) -> list[str]:
         raise Unsupported("peepholes")
     if a.get("direction", "forward") != "forward":
         raise Unsupported(f"direction={a['direction']!r}")
-    if int(a.get("layout", 0)) != 1:
-        raise Unsupported("layout=0 (time first); Keras' recurrent layers are batch first")
     if a.get("clip") is not None:
         raise Unsupported("clip")
     acts = [str(x).lower() for x in a.get("activations") or ()]
@@ -52,16 +52,23 @@ def _emit(e: Emit, node, cls: str, n: int, order: list[int], bias_fn, **kw) -> l
         kw.update(recurrent_activation=acts[0], activation=acts[1])
     else:
         kw.update(activation=acts[0])
-    call = [e.arg(0)]
     hint = node.name or cls.lower()
+    time_first = int(node.attrs.get("layout", 0)) == 0
+    # the op's direction axis: y [seq, 1, batch, units] / states [1, batch, units] time first,
+    # y [batch, seq, 1, units] / states [batch, 1, units] batch first
+    state_axis = 0 if time_first else 1
+    x = e.arg(0)
+    if time_first:
+        x = e.stmt(f"ops.transpose({x}, [1, 0, 2])", f"{hint}_batch_first")
+    call = [x]
     states = [e.arg(i) for i in range(5, len(node.inputs)) if e.has(i)]
-    if states:  # [batch, 1, units] (layout 1) -> Keras' [batch, units]
-        squeezed = ", ".join(f"ops.squeeze({s}, 1)" for s in states)
+    if states:  # Keras' states are [batch, units]
+        squeezed = ", ".join(f"ops.squeeze({s}, {state_axis})" for s in states)
         call.append(f"initial_state={e.stmt(f'[{squeezed}]', f'{hint}_initial')}")
     if e.has(4):
         # sequence lengths as Keras' mask of the steps before each length; the op's outputs
         # past a length are zeros (zero_output_for_mask) and its states those at the length
-        steps = e.type(0).shape[1]
+        steps = e.type(0).shape[0 if time_first else 1]
         if not isinstance(steps, int):
             raise Unsupported("sequence lengths over a symbolic number of steps")
         lens = f"ops.expand_dims({e.arg(4)}, 1)"
@@ -74,8 +81,12 @@ def _emit(e: Emit, node, cls: str, n: int, order: list[int], bias_fn, **kw) -> l
     )  # fmt: skip
     outs = e.stmt(f"{layer}({', '.join(call)})", f"{hint}_outputs")
     # Keras gives [batch, time, units] and [batch, units] states; the op has a direction axis
-    y = f"ops.expand_dims({outs}[0], 2)"
-    states = [f"ops.expand_dims({outs}[{k}], 1)" for k in range(1, len(node.outputs))]
+    if time_first:
+        y = f"ops.expand_dims(ops.transpose({outs}[0], [1, 0, 2]), 1)"
+    else:
+        y = f"ops.expand_dims({outs}[0], 2)"
+    n_out = len(node.outputs)
+    states = [f"ops.expand_dims({outs}[{k}], {state_axis})" for k in range(1, n_out)]
     return [y, *states]
 
 

@@ -1,10 +1,15 @@
-"""msc Graph -> ``tvm.IRModule`` with one Relax function ``main``.
+"""msc Graph -> ``tvm.IRModule``: Relax function ``main``, and one private function per block
+type of the source's module hierarchy (codegen.relax.blocks; none with ``flat=True``).
 
 # NOTE: invariants
 # - ``main``'s parameters are the graph inputs (their names), then, with ``params="inputs"``,
 #   the weights whose role is "parameter" (or unknown), with the ``num_input`` and ``params``
 #   function attributes TVM's frontends write; buffers and constants (and every weight with
 #   ``params="bound"``) are bound as ``relax.Constant``s where they are used.
+# - ``main``'s top-level nodes are emitted in graph order; the nodes of a block are one call of
+#   its type's function (codegen.relax.blocks), unless ``flat``. A block function's array
+#   constants become its parameters in the script form (``lift_constants``), passed by its
+#   calls, so ``main`` lifts each once.
 # - The body is one dataflow block, unless the graph holds control flow (relax.If may not sit
 #   in a dataflow block). One output is returned bare when the source returned it bare (no
 #   output tree); otherwise the flat outputs are returned as a tuple.
@@ -30,6 +35,7 @@ import numpy as np
 import tvm
 from tvm import relax
 
+from codegen.relax.blocks import BlockFunctions
 from codegen.relax.registry import EMITTERS as default_emitters
 from codegen.relax.registry import Emit, EmitterRegistry, Unsupported, relax_dtype
 from msc.errors import ConversionError, NonNumericValuesError, UnsupportedOp, UnsupportedOpsError
@@ -84,6 +90,8 @@ class RelaxBuilder:
         params: "inputs" (parameters become function parameters) or "bound" (constants).
         emitters: emitter registry (default: the package's).
         decompositions: decomposition registry (default: ``msc.ops.decompose.registry``).
+        flat: one ``main`` holding every binding; else each block of the source's module
+            hierarchy is a call of its type's function (codegen.relax.blocks).
     """
 
     def __init__(
@@ -93,6 +101,7 @@ class RelaxBuilder:
         params: str = "inputs",
         emitters: EmitterRegistry | None = None,
         decompositions: DecompositionRegistry | None = None,
+        flat: bool = False,
     ) -> None:
         if params not in PARAMS:
             raise ConversionError(f"params must be one of {PARAMS}, got {params!r}")
@@ -110,6 +119,10 @@ class RelaxBuilder:
         self.param_weights: list[Weight] = []
         self._taken: set[str] = set()
         self.functions: list[tuple[relax.GlobalVar, relax.Function]] = []
+        # The values of small int parameters of the block function being written, as its
+        # shape variables' expressions (codegen.relax.blocks; codegen.relax.symbolic).
+        self.known: list[tuple[relax.Var, list]] = []
+        self.blocks = None if flat else BlockFunctions(self, self.graph)
 
     # ------------------------------------------------------------------ types
     def dim(self, d: Any) -> Any:
@@ -191,6 +204,7 @@ class RelaxBuilder:
                 self.loop,
                 self.repeat,
             )
+            e.known = self.known
             try:
                 result = fn(e, *ins, **node.attrs)
             except Unsupported as u:
@@ -237,9 +251,16 @@ class RelaxBuilder:
         return [env[v] for v in results]
 
     def _body(self, g: Graph) -> list[UnsupportedOp]:
-        """Emit the nodes of ``g`` into the current block; the unsupported ones."""
+        """Emit the nodes of ``g`` into the current block; the unsupported ones. The top
+        graph's blocks are calls of their functions (unless ``flat``)."""
+        if self.blocks is not None and g is self.graph:
+            return self.blocks.emit(g.nodes, self.blocks.top)
+        return self.nodes(g.nodes)
+
+    def nodes(self, nodes: Sequence[Node]) -> list[UnsupportedOp]:
+        """Emit ``nodes`` one by one into the current block; the unsupported ones."""
         unsupported: list[UnsupportedOp] = []
-        for node in g.nodes:
+        for node in nodes:
             ins = [None if v is None else self.env.get(v) for v in node.inputs]
             if any(x is None and v is not None for x, v in zip(ins, node.inputs)):
                 continue  # an input came from a node already reported
@@ -550,9 +571,10 @@ class RelaxBuilder:
         if bad:
             raise UnsupportedOpsError(bad, what=f"graph {g.name!r} to Relax")
         mod = self.bb.get()
-        for gv, func in self.functions:
+        functions = self.functions + (self.blocks.functions if self.blocks else [])
+        for gv, func in functions:
             mod[gv] = func
-        if self.functions:
+        if functions:
             mod = relax.transform.Normalize()(mod)
         if dataflow:
             mod["main"] = _fold_output(mod["main"])
@@ -621,28 +643,104 @@ def lift_constants(mod: tvm.IRModule, prefix: str = "const") -> tuple[tvm.IRModu
 
     TVMScript can only carry array constants as metadata, and TVM 0.27's metadata printer
     crashes; scalars print inline, so the script form lifts the arrays (and the scalars it
-    prints as metadata too: unsigned ints and bfloat16).
+    prints as metadata too: unsigned ints and bfloat16). A block function's arrays
+    (codegen.relax.blocks) become its trailing parameters first, passed by every call of it,
+    so they reach ``main`` once each and are lifted there like its own.
     """
-    lifted: list[tuple[relax.Var, np.ndarray]] = []
+    called = _callees(mod)
+    # function -> (its new GlobalVar, the arrays its calls append)
+    passed: dict[str, tuple[tvm.ir.GlobalVar, list[relax.Constant]]] = {}
+    funcs = {gv.name_hint: (gv, f) for gv, f in mod.functions.items()}
+    for gv in [*called, mod.get_global_var("main")]:
+        name = gv.name_hint
+        func = mod[gv]
+        lifted, body = _lift(func, prefix if name == "main" else "c", passed)
+        if not lifted and not any(n in passed for n in _calls(func)):
+            continue
+        new = relax.Function(
+            list(func.params) + [v for v, _ in lifted], body, func.ret_ty, func.is_pure,
+            func.attrs,
+        )  # fmt: skip
+        if name != "main" and lifted:  # its calls pass the arrays: a new signature
+            gv = relax.GlobalVar(name)
+            relax.expr._update_type(gv, new.ty)  # noqa: SLF001
+            passed[name] = (gv, [c for _, c in lifted])
+        funcs[name] = (gv, new)
+        if name == "main":
+            out = tvm.IRModule({g: f for g, f in funcs.values()})
+            return out, [c.value.numpy() for _, c in lifted]
+    return mod, []
+
+
+def _calls(func: relax.Function) -> list[str]:
+    """The module functions ``func`` calls."""
+    calls: list[str] = []
+    relax.analysis.post_order_visit(
+        func,
+        lambda e: (
+            calls.append(e.op.name_hint)
+            if isinstance(e, relax.Call) and isinstance(e.op, tvm.ir.GlobalVar)
+            else None
+        ),
+    )
+    return calls
+
+
+def _callees(mod: tvm.IRModule) -> list[tvm.ir.GlobalVar]:
+    """The block functions of ``mod`` (private, not recursive), each after those it calls."""
+    funcs = {gv.name_hint: gv for gv in mod.get_global_vars()}
+    order: list[tvm.ir.GlobalVar] = []
+    seen: set[str] = set()
+
+    def visit(name: str) -> None:
+        if name in seen:
+            return
+        seen.add(name)
+        calls = _calls(mod[name])
+        if name in calls:  # a loop: it stays as it is
+            return
+        for c in calls:
+            visit(c)
+        if name != "main":
+            order.append(funcs[name])
+
+    visit("main")
+    return order
+
+
+def _lift(
+    func: relax.Function,
+    prefix: str,
+    passed: dict[str, tuple[tvm.ir.GlobalVar, list[relax.Constant]]],
+) -> tuple[list[tuple[relax.Var, relax.Constant]], relax.Expr]:
+    """The arrays of ``func`` as new parameters (one per constant object, in first-use order)
+    and its body reading them; a call of a function in ``passed`` appends its arrays."""
+    lifted: list[tuple[relax.Var, relax.Constant]] = []
+    memo: dict[Any, relax.Var] = {}
 
     @relax.expr_functor.mutator
     class _Lift(relax.PyExprMutator):
-        def visit_generic_const_(self, op):
+        def visit_generic_const_(self, op, shared=False):
             arr = op.value.numpy()
             dt = str(op.ty.dtype)
             if arr.ndim == 0 and not dt.startswith(("uint", "bfloat")):
                 return op
+            if shared:  # an array a callee takes: one parameter however many calls pass it
+                for k, v in memo.items():
+                    if k.same_as(op):
+                        return v
             var = relax.Var(f"{prefix}{len(lifted)}", op.ty)
-            lifted.append((var, arr))
+            lifted.append((var, op))
+            if shared:
+                memo[op] = var
             return var
 
-    func = mod["main"]
-    body = _Lift().visit_expr(func.body)
-    if not lifted:
-        return mod, []
-    new = relax.Function(
-        list(func.params) + [v for v, _ in lifted], body, func.ret_ty, func.is_pure, func.attrs
-    )
-    out = tvm.IRModule(dict(mod.functions))  # the loop functions stay as they are
-    out["main"] = new
-    return out, [a for _, a in lifted]
+        def visit_call_(self, op):
+            call = super().visit_call_(op)
+            if isinstance(op.op, tvm.ir.GlobalVar) and op.op.name_hint in passed:
+                gv, arrays = passed[op.op.name_hint]
+                extra = [self.visit_generic_const_(c, True) for c in arrays]
+                call = relax.Call(gv, [*call.args, *extra], call.attrs, call.ty_args)
+            return call
+
+    return lifted, _Lift().visit_expr(func.body)

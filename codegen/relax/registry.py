@@ -166,6 +166,7 @@ class Emit:
         self._branch = branch
         self._loop = loop
         self._repeat = repeat
+        self.known: list = []  # what ``values`` knows of unbound variables (RelaxBuilder's)
 
     @property
     def source_op(self) -> str:
@@ -285,7 +286,7 @@ class Emit:
 
     def values(self) -> Values:
         """An evaluator of the integer tensors bound so far (codegen.relax.symbolic)."""
-        return Values(self.bb)
+        return Values(self.bb, self.known)
 
     def known_ints(self, t: relax.Expr, *valid: relax.Expr) -> list | None:
         """The values of ``t`` as dims when they follow from shapes Relax knows (computed

@@ -110,8 +110,13 @@ def _ints(t: Any) -> list[int] | None:
 class Values:
     """Evaluates integer tensors bound in ``bb`` (see the module docstring)."""
 
-    def __init__(self, bb: relax.BlockBuilder) -> None:
+    def __init__(
+        self, bb: relax.BlockBuilder, known: list[tuple[relax.Var, Vals]] | None = None
+    ) -> None:
         self.bb = bb
+        # The values of variables bound nowhere in ``bb`` (a block function's parameters whose
+        # every call passes them: codegen.relax.blocks).
+        self.known = known or []
         self.analyzer = tvm.sym.Analyzer()
         self._bounded: set[Any] = set()
 
@@ -144,7 +149,9 @@ class Values:
     def _eval(self, x: relax.Expr) -> Vals | None:
         if isinstance(x, relax.Var):
             bound = self.bb.lookup_binding(x)
-            return None if bound is None else self._eval(bound)
+            if bound is None:
+                return next((list(v) for k, v in self.known if k.same_as(x)), None)
+            return self._eval(bound)
         try:
             ty = x.ty
         except (AttributeError, ValueError, tvm.error.TVMError):  # not normalized yet

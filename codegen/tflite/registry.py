@@ -121,6 +121,8 @@ OPTIONS_OF: dict[str, str] = {
     "FILL": "FillOptions",
     "RANGE": "RangeOptions",
     "REVERSE_V2": "ReverseV2Options",
+    "UNIDIRECTIONAL_SEQUENCE_LSTM": "UnidirectionalSequenceLSTMOptions",
+    "UNIDIRECTIONAL_SEQUENCE_RNN": "SequenceRNNOptions",
 }
 
 
@@ -187,6 +189,67 @@ EMITTERS = EmitterRegistry()
 emitter = EMITTERS
 
 
+_FOLD_LIMIT = 1 << 24  # elements: a larger constant stays computed
+
+
+def fold_value(v: Any) -> np.ndarray | None:
+    """``v``'s values when it is a weight, or computed from weights alone by the arranging
+    ops below (static shapes only), else None."""
+    from msc.ir.graph import Weight
+
+    if isinstance(v, Weight):
+        return np.asarray(v.numpy()) if v.has_data else None
+    n = v.producer
+    if n is None or n.op not in _FOLDS or not v.type.is_static:
+        return None
+    if int(np.prod(v.type.shape)) > _FOLD_LIMIT:
+        return None
+    ins = [None if u is None else fold_value(u) for u in n.inputs]
+    if any(a is None for a, u in zip(ins, n.inputs) if u is not None):
+        return None
+    a = n.attrs
+    try:
+        if n.op == "split":
+            if a.get("sizes") is None or len(ins) > 1:
+                return None
+            edges = np.cumsum([int(k) for k in a["sizes"]])[:-1]
+            return np.split(ins[0], edges, axis=int(a["axis"]))[n.outputs.index(v)]
+        out = _FOLDS[n.op](ins, a)
+    except (KeyError, ValueError, TypeError, IndexError, AttributeError):
+        return None
+    if out is None:
+        return None
+    out = np.asarray(out)
+    return out.reshape(v.type.shape) if out.size == int(np.prod(v.type.shape)) else None
+
+
+def _slice(ins: list, a: dict) -> np.ndarray | None:
+    if len(ins) > 1:
+        return None
+    x = ins[0]
+    index = [slice(None)] * x.ndim
+    steps = a.get("steps") or [1] * len(a["axes"])
+    for st, en, ax, sp in zip(a["starts"], a["ends"], a["axes"], steps):
+        index[int(ax) % x.ndim] = slice(int(st), int(en), int(sp))
+    return x[tuple(index)]
+
+
+_FOLDS: dict[str, Callable[[list, dict], Any]] = {
+    "constant": lambda ins, a: a["value"],
+    "full": lambda ins, a: None if ins else np.full(a["shape"], a["value"], a["dtype"].to_numpy()),
+    "concat": lambda ins, a: np.concatenate(ins, axis=int(a["axis"])),
+    "split": lambda ins, a: None,  # in fold_value (one output of several)
+    "slice": _slice,
+    "unsqueeze": lambda ins, a: ins[0] if len(ins) == 1 else None,  # reshaped to the type
+    "squeeze": lambda ins, a: ins[0] if len(ins) == 1 else None,
+    "reshape": lambda ins, a: ins[0],
+    "transpose": lambda ins, a: np.transpose(ins[0], a["perm"]),
+    "neg": lambda ins, a: -ins[0],
+    "add": lambda ins, a: ins[0] + ins[1],
+    "cast": lambda ins, a: ins[0].astype(a["to"].to_numpy()),
+}
+
+
 class Emit:
     """Where an emitter writes: TFLite operators for one msc node (see ``model.Writer``)."""
 
@@ -204,6 +267,14 @@ class Emit:
     def const_value(self, r: Ref | None) -> np.ndarray | None:
         """The values of a constant input (a weight or a constant node), else None."""
         return None if r is None else self.w.const_value(r.index)
+
+    def folded(self, i: int) -> np.ndarray | None:
+        """Input ``i``'s values when the msc graph computes it from weights alone through ops
+        that only arrange or negate them (how frontends stack a cell's per-gate weights:
+        split, concat, unsqueeze, slice, ...), else None. An emitter that takes them as
+        constants writes its own tensors; what it read is dropped if nothing else reads it."""
+        v = self.node.inputs[i] if i < len(self.node.inputs) else None
+        return None if v is None else fold_value(v)
 
     def const(self, value: Any, dtype: DType | None = None) -> Ref:
         arr = np.asarray(value) if dtype is None else np.asarray(value, dtype.to_numpy())

@@ -283,6 +283,19 @@ TABLES: dict[str, list[tuple[str, str, object]]] = {
     ],
     "CumsumOptions": [("exclusive", "bool", False), ("reverse", "bool", False)],
     "GeluOptions": [("approximate", "bool", False)],
+    "UnidirectionalSequenceLSTMOptions": [
+        _ACT,
+        ("cell_clip", "f32", 0.0),
+        ("proj_clip", "f32", 0.0),
+        ("time_major", "bool", False),
+        ("asymmetric_quantize_inputs", "bool", False),
+        ("diagonal_recurrent_tensors", "bool", False),
+    ],
+    "SequenceRNNOptions": [
+        ("time_major", "bool", False),
+        _ACT,
+        ("asymmetric_quantize_inputs", "bool", False),
+    ],
 }
 
 # Options tables without fields (the op still names its table).

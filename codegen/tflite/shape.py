@@ -249,9 +249,14 @@ def gather_elements(e: Emit, x: Ref, indices: Ref, *, axis, negative_indices) ->
 
 @emitter("split")
 def split(e: Emit, x: Ref, sizes_in=None, *, axis, sizes, num_outputs):
-    e.require(sizes_in is None and sizes is not None, "a split with run-time sizes")
+    """SPLIT_V of the sizes; num_outputs pieces of a dim not known until run time are
+    SPLIT's even parts (LiteRT refuses a dim they do not divide, where the op's last piece
+    would be smaller: an error, never other values)."""
+    e.require(sizes_in is None, "a split with run-time sizes")
     a = int(axis) % x.rank
     types = [v.type for v in e.node.outputs]
+    if sizes is None:
+        return e.op("SPLIT", [e.ints([a]), x], types, num_splits=int(num_outputs))
     return e.op(
         "SPLIT_V",
         [x, e.ints(sizes), e.ints([a])],
@@ -262,8 +267,12 @@ def split(e: Emit, x: Ref, sizes_in=None, *, axis, sizes, num_outputs):
 
 @emitter("expand")
 def expand(e: Emit, x: Ref, shape_in=None, *, shape) -> Ref:
-    e.require(shape_in is None, "expand to a run-time shape")
+    """BROADCAST_TO; a run-time target as it is (exporters compute the result's shape: a
+    target with a 1 where x is larger, which the op reads as x's dim, LiteRT refuses at run
+    time, never giving other values)."""
     t = e.out_type()
+    if shape_in is not None:
+        return e.op("BROADCAST_TO", [x, e.cast(shape_in, I32)], t)
     if t == x.type:  # every dim kept (-1s, or the sizes it has)
         return x
     dims = [d if isinstance(d, int) else -1 for d in t.shape]

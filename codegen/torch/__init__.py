@@ -53,6 +53,7 @@ __all__ = [
     "WEIGHTS_FILE",
     "as_generated",
     "constants_as_nodes",
+    "unrolled_nodes",
 ]
 
 MODEL_FILE = "model.py"
@@ -183,6 +184,19 @@ def as_generated(graph: Graph, *, keep_unused: bool = False, drop_unused: bool =
         for name in unused:
             del out.weights[name]
     return out
+
+
+def unrolled_nodes(graph: Graph) -> list[str]:
+    """Names of the nodes of ``graph`` that the generated module computes through a run-time
+    helper torch.export unrolls (``registry.unrolled``: a recurrent layer torch's modules do
+    not compute, looped over its time steps), so a re-import of the module reads them back
+    as their steps; empty when there are none."""
+    cg = TorchCodegen(graph)
+    ops = {n.op for n in cg.graph.nodes if getattr(cg.emitters.get(n.op), "unrolled", False)}
+    if not ops:
+        return []
+    as_modules = {id(n) for rule in cg.group_rules for g in rule(cg.graph) for n in g.nodes}
+    return [n.name or n.op for n in cg.graph.nodes if n.op in ops and id(n) not in as_modules]
 
 
 def constants_as_nodes(reimported: Graph, source: Graph) -> Graph:

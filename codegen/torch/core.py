@@ -70,7 +70,15 @@ from codegen.torch.passes import (
     walk_stmts,
 )
 from codegen.torch.prepare import indices_from_the_end, shape_weights_as_constants
-from codegen.torch.registry import EMITTERS, MODULE_RULES, EmitterRegistry, ModuleRule
+from codegen.torch.registry import (
+    EMITTERS,
+    GRAPH_REWRITES,
+    GROUP_RULES,
+    MODULE_RULES,
+    EmitterRegistry,
+    GroupModule,
+    ModuleRule,
+)
 from msc.errors import NonNumericValuesError, UnsupportedOp, UnsupportedOpsError
 from msc.io.marker import SOURCES
 from msc.ir.dtype import DType
@@ -235,6 +243,8 @@ class TorchCodegen:
 
     emitters: EmitterRegistry = EMITTERS
     module_rules = MODULE_RULES
+    group_rules = GROUP_RULES
+    graph_rewrites = GRAPH_REWRITES
     base_reserved: frozenset[str] = frozenset()
 
     def __init__(
@@ -249,6 +259,8 @@ class TorchCodegen:
         if bad := non_numeric_values(graph):  # torch has no str, sequence or optional tensors
             raise NonNumericValuesError(bad, "codegen.torch", graph.name)
         self.graph = self.simplified(self.lowered(self.library_ops(channels_first(graph))))
+        for rewrite in self.graph_rewrites:  # ops in the form of torch's modules
+            self.graph = rewrite(self.graph)
         if keep_unused and drop_unused:
             raise ValueError("keep_unused and drop_unused exclude each other")
         self.keep_unused = keep_unused
@@ -272,6 +284,8 @@ class TorchCodegen:
         self._reads: list[set[int]] = [set()]  # values each node's code reads (a stack)
         self._emitted: list[tuple[Node, list[ast.stmt], set[int]]] = []
         self.plan_: ModulePlan | None = None
+        # Node groups emitted as one module call (an nn.LSTM): each node -> its group.
+        self.groups_: dict[Node, GroupModule] = {}
         self.class_name_ = ""
         # Tensor constants of the forward pass made non-persistent buffers: state_dict key ->
         # value. Loaded with the weights (to_module, save), never part of state_dict().
@@ -376,10 +390,19 @@ class TorchCodegen:
         tied = {a: w.name for w in self.graph.weights.values() for a in w.aliases}
         dropped = set(self.dropped_)
         kept = {n: w for n, w in self.graph.weights.items() if n not in dropped}
-        return plan_modules(
+        found = [g for rule in self.group_rules for g in rule(self.graph)]
+        fixed = [
+            Leaf(g.prefix, g.ctor, g.roles, {g.anchor: [_Deferred(self, a) for a in g.args]})
+            for g in found
+        ]
+        plan = plan_modules(
             self.graph, self.module_rules.get, self.call_module_rule, self.is_buffer,
-            self.is_constant, tied, kept,
+            self.is_constant, tied, kept, fixed,
         )  # fmt: skip
+        for g in found:  # the groups whose module found its place
+            if plan.node_leaf.get(g.anchor) is not None:
+                self.groups_.update((n, g) for n in g.nodes)
+        return plan
 
     def kept_weights(self) -> list[Weight]:
         """The graph's weights the generated module holds (after ``generate``)."""
@@ -476,7 +499,36 @@ class TorchCodegen:
             if id(v) in self.py_values
         }
 
+    def _emit_group(self, node: Node, g: GroupModule) -> list[ast.stmt]:
+        """The module call of group ``g`` at its last node; nothing for its other nodes."""
+        if node is not g.anchor:
+            return []
+        leaf = self.plan_.node_leaf[node]  # type: ignore[union-attr]
+        base = self.plan_.base  # type: ignore[union-attr]
+        rel = leaf.prefix.split(".")[len(base) :]
+        stem = "_".join(rel).lower() if leaf.prefix.split(".")[: len(base)] == base else None
+
+        slot = iter(("", "_h", "_c", "_3", "_4"))  # output, states: rnn, rnn_h, rnn_c
+
+        def target(t: Any) -> ast.expr:
+            if isinstance(t, list):
+                return ast.Tuple([target(x) for x in t], ast.Store())
+            suffix = next(slot)
+            if t is None:
+                return ast.Name("_", ast.Store())
+            nice = None if stem is None else stem + suffix
+            ident = self.ns.create(t.name or "", "v", base=nice)
+            self._refs[id(t)] = code.name(ident)
+            return ast.Name(ident, ast.Store())
+
+        callee = self.plan_.access(leaf.prefix.split("."))  # type: ignore[union-attr]
+        args = [code.to_ast(a) for a in leaf.calls[node]]
+        return [ast.Assign([target(g.target)], ast.Call(callee, args, []))]
+
     def _emit_node(self, node: Node) -> list[ast.stmt]:
+        group = self.groups_.get(node)
+        if group is not None:
+            return self._emit_group(node, group)
         out: list[ast.stmt] = []
         leaf = self.plan_.node_leaf.get(node) if self.plan_ else None
         names = [self._ident(node, v, leaf is not None) for v in node.outputs]
@@ -535,10 +587,12 @@ class TorchCodegen:
         live = set(self._reads[0])
         dead: set[int] = set()
         for node, stmts, reads in reversed(self._emitted):
-            if any(id(v) in live for v in node.outputs):
+            group = self.groups_.get(node)
+            results = group.results() if group is not None else node.outputs
+            if any(id(v) in live for v in results):
                 live |= reads
                 continue
-            used = any(v.uses or id(v) in outputs for v in node.outputs)
+            used = any(v.uses or id(v) in outputs for v in results)
             on_sizes = any(v is not None and id(v) in self.py_values for v in node.inputs)
             if used or on_sizes:
                 dead |= {id(st) for st in stmts}
@@ -1040,14 +1094,17 @@ class _Member:
 
 
 class _Deferred:
-    """An argument of a module call, resolved to its expression at emission time."""
+    """An argument of a module call, resolved to its expression at emission time (a list of
+    values: a tuple of them)."""
 
-    def __init__(self, cg: TorchCodegen, value: Value) -> None:
+    def __init__(self, cg: TorchCodegen, value: Value | list[Value]) -> None:
         self.cg = cg
         self.value = value
 
     @property
     def expr(self) -> ast.expr:
+        if isinstance(self.value, list):
+            return ast.Tuple([self.cg.ref(v) for v in self.value], ast.Load())
         return self.cg.ref(self.value)
 
 

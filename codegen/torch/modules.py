@@ -26,7 +26,7 @@
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -190,10 +190,13 @@ def plan_modules(
     is_constant: Callable[[Weight], bool] = lambda w: False,
     aliases: dict[str, str] | None = None,
     weights: dict[str, Weight] | None = None,
+    fixed: Sequence[Leaf] = (),
 ) -> ModulePlan:
     """Decide which nodes become torch modules and where every weight lives (and every
     tied name in ``aliases``: alias -> weight name, where its path fits). ``weights``: the
-    weights the module holds, by name (default: all of the graph's)."""
+    weights the module holds, by name (default: all of the graph's). ``fixed``: modules found
+    otherwise (a group of nodes that is one nn.LSTM), whose weights are theirs alone, placed
+    where no rule's module is and nothing else lives under their path."""
     weights = graph.weights if weights is None else weights
     aliases = aliases or {}
     # The tied names of each weight (alias -> weight): a node the source ran in the module at
@@ -240,6 +243,16 @@ def plan_modules(
         for extra in rules(members[0][0].op).extras:  # type: ignore[union-attr]
             if f"{prefix}.{extra}" in weights:
                 owner[f"{prefix}.{extra}"] = prefix
+
+    for leaf in fixed:
+        mine = {w.name for w in leaf.roles.values()}
+        if leaf.prefix in leaves or any(
+            name == leaf.prefix or (name.startswith(leaf.prefix + ".") and name not in mine)
+            for name in weights
+        ) or not all(w.name in weights for w in leaf.roles.values()):  # fmt: skip
+            continue
+        leaves[leaf.prefix] = leaf
+        owner.update((name, leaf.prefix) for name in mine)
 
     root = Holder()
     paths: dict[str, list[str]] = {}

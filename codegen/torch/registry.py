@@ -10,16 +10,20 @@
 #   or ``None`` after assigning the outputs itself (``e.assign``).
 # - A module rule says when a node and its weights are exactly one torch module (nn.Conv2d,
 #   nn.LayerNorm...): it returns ``(constructor expression, call arguments)`` or ``None``.
+# - A group rule finds groups of nodes that are together one call of a torch module (the nodes
+#   msc's torch frontend makes of one nn.LSTM call): ``GroupModule``s, emitted as that call.
 # - An op that cannot be emitted is declared with ``unsupported(op, reason)``; coverage tests
 #   and ``coverage_markdown()`` read both.
 """
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from msc.ir.graph import Graph, Node, Value, Weight
 from msc.ir.registry import Registry
 
 __all__ = [
@@ -32,6 +36,12 @@ __all__ = [
     "module_rule",
     "unsupported",
     "spelled_out",
+    "unrolled",
+    "GroupModule",
+    "GROUP_RULES",
+    "group_rule",
+    "GRAPH_REWRITES",
+    "graph_rewrite",
 ]
 
 Emit = Callable[..., Any]
@@ -144,6 +154,66 @@ class ModuleRuleRegistry:
         return new
 
 
+@dataclass(eq=False)
+class GroupModule:
+    """Nodes that together are one call of a torch module at ``prefix`` built by ``ctor``,
+    whose parameters (name -> weight) are ``roles``.
+
+    The call ``self.<prefix>(*args)`` (each arg a Value, or a list of Values passed as a
+    tuple) stands where the last of ``nodes`` (graph order) stood; it assigns ``target``
+    (a Value, None for a result nothing reads, or a list: a tuple, nested as the module
+    returns it). No node outside the group reads a value of it other than ``target``'s, and
+    none reads those before the call.
+    """
+
+    prefix: str
+    ctor: ast.expr
+    roles: dict[str, Weight]
+    nodes: list[Node]
+    args: list[Value | list[Value]]
+    target: list[Any]
+
+    @property
+    def anchor(self) -> Node:
+        return self.nodes[-1]
+
+    def results(self) -> list[Value]:
+        out: list[Value] = []
+
+        def walk(t: Any) -> None:
+            if isinstance(t, list):
+                for x in t:
+                    walk(x)
+            elif t is not None:
+                out.append(t)
+
+        walk(self.target)
+        return out
+
+
+GroupRule = Callable[[Graph], list[GroupModule]]
+GROUP_RULES: list[GroupRule] = []
+
+
+def group_rule(fn: GroupRule) -> GroupRule:
+    """Register a finder of ``GroupModule``s (run on the graph as the codegen emits it)."""
+    GROUP_RULES.append(fn)
+    return fn
+
+
+GraphRewrite = Callable[[Graph], Graph]
+GRAPH_REWRITES: list[GraphRewrite] = []
+
+
+def graph_rewrite(fn: GraphRewrite) -> GraphRewrite:
+    """Register an exact rewrite of the graph into the form the codegen writes as torch
+    modules (an ONNX-form LSTM node into the nodes of an nn.LSTM call): it returns the graph
+    itself when it changes nothing, else a changed copy. ``as_generated`` compares with its
+    result, as the code computes it."""
+    GRAPH_REWRITES.append(fn)
+    return fn
+
+
 EMITTERS = EmitterRegistry()
 MODULE_RULES = ModuleRuleRegistry()
 emitter = EMITTERS
@@ -156,4 +226,14 @@ def spelled_out(fn: Emit) -> Emit:
     op for op: torch.export captures the helper as those ops, so a re-import of the code
     reads back as the decomposition, which ``codegen.torch.as_generated`` compares with."""
     fn.spelled_out = True  # type: ignore[attr-defined]
+    return fn
+
+
+def unrolled(fn: Emit) -> Emit:
+    """Mark an emitter whose run-time helper loops in Python over a size known when the
+    module is exported (a recurrent layer's time steps): torch.export unrolls the loop, so a
+    re-import reads back as the steps, which no graph of the op is equal to. The check
+    compares like with like by saying so (``codegen.torch.unrolled_nodes``) and letting the
+    outputs decide."""
+    fn.unrolled = True  # type: ignore[attr-defined]
     return fn

@@ -17,7 +17,9 @@ Graph passes (spellings and constants, not patterns):
   read only weights are computed -> weights;
 - ``normalize_spellings``: axes non-negative and sorted, trailing absent inputs dropped, a
   slice's default and constant-input axes and steps as attributes, a per-tensor
-  quantize's or dequantize's axis as the default, a sort whose indices nothing reads as
+  quantize's or dequantize's axis as the default, an expand's target entry that is the
+  input's own static dim as -1, a shape's end at or past the rank as none, a slice's
+  start before a static dim's first element as 0, a sort whose indices nothing reads as
   stable (ties are equal values: their order does not show).
 
 Pattern rewrites (``msc.rewrite`` patterns, ``RULES``; each counted under its label):
@@ -33,10 +35,14 @@ Pattern rewrites (``msc.rewrite`` patterns, ``RULES``; each counted under its la
 - ``adaptive_avg_pool(x, 1...)`` -> ``reduce_mean`` (keepdims), and so is an ``avg_pool`` of one
   window that covers its whole input;
 - ``reshape`` of [N, ...] to [N, prod] -> ``flatten(start_axis=1)``;
+- a reshape or flatten that only takes out or puts in size-1 dims -> ``squeeze`` /
+  ``unsqueeze`` (a run of 1s losing or gaining one named by its first choice of axes);
 - reshape / expand to the same shape, transpose by the identity, cast to the same dtype -> x;
 - ``where(c, a, b)`` of a constant all-true / all-false condition -> ``a`` / ``b``;
 - ``attention(q, k, v, mask)`` with a mask that masks nothing (all true, all zero) -> no mask;
-- a norm's all-ones weight and all-zeros bias -> absent (the op's default);
+- a norm's all-ones weight and all-zeros bias, a recurrent op's all-zeros initial state ->
+  absent (the op's default); a recurrent op's input and recurrence biases as their sum
+  (where the op only adds them: TFLite keeps one bias per gate);
 - the spelled-out forms of GELU, LayerNorm, RMSNorm, SiLU and attention -> the fused op
   (``msc.ops.fusions``; attention's K^T through any transpose).
 
@@ -222,7 +228,8 @@ def normalize_spellings(g: Graph, done: Counter[str]) -> None:
     input; trailing absent inputs left out (``layer_norm(x, _, _)`` is ``layer_norm(x)``). An
     embedding's ``padding_idx`` (a training-only fact) is dropped; a padding of zeros is none
     (``[]``: a TFLite VALID conv, against ONNX's explicit ``pads``), and so is a dilation of
-    ones. Spellings, not rewrites: not counted."""
+    ones. A reshape's -1 of a static result is the size it inferred. Spellings, not
+    rewrites: not counted."""
     for n in g.nodes:
         if n.inputs and n.inputs[-1] is None:
             ins = list(n.inputs)
@@ -259,6 +266,15 @@ def normalize_spellings(g: Graph, done: Counter[str]) -> None:
             _set_op(g, n, n.op, {**n.attrs, "axis": 1})  # the default; it applies to nothing
         if n.op == "embedding" and n.attrs.get("padding_idx") is not None:
             _set_op(g, n, n.op, {**n.attrs, "padding_idx": None})
+        if n.op == "shape" and rank is not None and (n.attrs["end"] or 0) >= rank:
+            _set_op(g, n, n.op, {**n.attrs, "end": None})  # the shape up to its last dim
+        if n.op == "expand" and rank is not None and n.attrs["shape"] is not None:
+            _expand_keeps(g, n, t.shape)
+        if n.op == "reshape" and -1 in (n.attrs.get("shape") or ()):
+            out = n.outputs[0].type
+            dims = out.shape if isinstance(out, TensorType) else None
+            if dims is not None and all(isinstance(d, int) for d in dims):
+                _set_op(g, n, n.op, {**n.attrs, "shape": list(dims)})  # the -1 it inferred
         if n.op == "slice" and rank:
             _slice_defaults(g, n, rank)
             _slice_whole_axes(g, n, t.shape)
@@ -268,6 +284,19 @@ def normalize_spellings(g: Graph, done: Counter[str]) -> None:
         new = sorted(a % rank for a in axes)
         if list(axes) != new:
             _set_op(g, n, n.op, {**n.attrs, "axes": new})
+
+
+def _expand_keeps(g: Graph, n: Node, dims: Sequence[object]) -> None:
+    """An expand's target entry that is the input's own static dim is -1 (keep it): a
+    target of [-1, 3, 1, -1] of an input [b, 1, 1, s] is [-1, 3, -1, -1]."""
+    shape = list(n.attrs["shape"])
+    lead = len(shape) - len(dims)
+    new = [
+        -1 if i >= lead and isinstance(dims[i - lead], int) and s == dims[i - lead] else s
+        for i, s in enumerate(shape)
+    ]
+    if new != shape:
+        _set_op(g, n, n.op, {**n.attrs, "shape": new})
 
 
 def _per_tensor(n: Node) -> bool:
@@ -320,23 +349,28 @@ def _slice_whole_axes(g: Graph, n: Node, shape: Sequence[object]) -> None:
     steps = list(steps or [1] * len(axes))
     if not len(axes) == len(starts) == len(ends) == len(steps):
         return
-    keep, new_ends = [], []
+    keep, new_starts, new_ends = [], [], []
     for i, ax in enumerate(axes):
         d = shape[ax] if 0 <= ax < len(shape) else None
         past = ends[i] >= _TO_END or (isinstance(d, int) and ends[i] >= d)
-        if steps[i] == 1 and past and (starts[i] == 0 or (isinstance(d, int) and starts[i] <= -d)):
+        # a start before the first element is the first (int64's min, TFLite's int32 one)
+        start = 0 if steps[i] > 0 and isinstance(d, int) and starts[i] <= -d else starts[i]
+        if steps[i] == 1 and past and start == 0:
             continue
         keep.append(i)
+        new_starts.append(start)
         new_ends.append(_INT64_MAX if ends[i] >= _TO_END else ends[i])
     if not keep and shape:
         if list(axes) != [0] or list(starts) != [0] or list(ends) != [_INT64_MAX]:
             whole = {"axes": [0], "starts": [0], "ends": [_INT64_MAX], "steps": [1]}
             _set_op(g, n, n.op, {**a, **whole})
         return
-    if not keep or (len(keep) == len(axes) and new_ends == list(ends)):
+    if not keep or (
+        len(keep) == len(axes) and new_ends == list(ends) and new_starts == list(starts)
+    ):
         return
     _set_op(g, n, n.op, {
-        **a, "axes": [axes[i] for i in keep], "starts": [starts[i] for i in keep],
+        **a, "axes": [axes[i] for i in keep], "starts": new_starts,
         "ends": new_ends, "steps": [steps[i] for i in keep],
     })  # fmt: skip
 
@@ -587,6 +621,42 @@ def _find_flatten(n: Node) -> Match | None:
     return Match(n, [n], {"x": x}, info={"span": span})  # type: ignore[dict-item]
 
 
+def _unit_dims(longer: Sequence[object], shorter: Sequence[object]) -> list[int] | None:
+    """The positions of ``longer`` that are size-1 dims which, taken out, leave ``shorter``:
+    the first such choice (a run of 1s loses its last ones), None when there is none."""
+    axes, j = [], 0
+    for i, d in enumerate(longer):
+        if j < len(shorter) and d == shorter[j]:
+            j += 1
+        elif d == 1:
+            axes.append(i)
+        else:
+            return None
+    return axes if j == len(shorter) and axes else None
+
+
+def _find_unit_dims(n: Node) -> Match | None:
+    """A view that only takes out or puts in size-1 dims is a squeeze / unsqueeze (TFLite
+    writes them as RESHAPE, a reshape merging a 1 is a flatten), of the axes ``_unit_dims``
+    chooses: a run of 1s where one goes is one op whichever of them it names."""
+    if n.op not in ("reshape", "flatten", "squeeze", "unsqueeze") or n.inputs[0] is None:
+        return None
+    if n.op != "reshape" and any(v is not None for v in n.inputs[1:]):
+        return None  # run-time axes
+    xs, ys = n.inputs[0].type.shape, n.outputs[0].type.shape
+    if xs is None or ys is None or None in xs or None in ys or len(xs) == len(ys):
+        return None
+    op = "squeeze" if len(xs) > len(ys) else "unsqueeze"
+    axes = _unit_dims(xs, ys) if op == "squeeze" else _unit_dims(ys, xs)
+    if axes is None:
+        return None
+    if n.op == op and n.attrs["axes"] is not None:
+        rank = len(xs) if op == "squeeze" else len(ys)
+        if sorted(int(a) % rank for a in n.attrs["axes"]) == axes:
+            return None
+    return Match(n, [n], {"x": n.inputs[0]}, info={"op": op, "axes": axes})
+
+
 def _find_no_op(n: Node) -> Match | None:
     """A reshape / expand to the shape it had, a transpose by the identity, a cast to the
     dtype it had, a slice keeping every dim whole (as ``_slice_whole_axes`` spells it)."""
@@ -639,13 +709,24 @@ def _drop_mask(b: Builder, m: Match) -> Value:
 _NORMS = ("layer_norm", "rms_norm", "group_norm", "instance_norm")
 
 
+# op -> (what its defaults are called, the (input, value) pairs that equal an absent input)
+_DEFAULT_INPUTS = {
+    **{op: ("weight/bias", ((1, 1.0), (2, 0.0))) for op in _NORMS},
+    # a zero initial state (torch.export's zeros) is the recurrent ops' default
+    "rnn": ("initial state (zeros)", ((5, 0.0),)),
+    "gru": ("initial state (zeros)", ((5, 0.0),)),
+    "lstm": ("initial states (zeros)", ((5, 0.0), (6, 0.0))),
+}
+
+
 def _find_default_affine(n: Node) -> Match | None:
-    """A norm whose weight is all ones or whose bias is all zeros: the op's default."""
-    if n.op not in _NORMS:
+    """A constant input equal to the op's default when absent: a norm's all-ones weight or
+    all-zeros bias, a recurrent op's all-zeros initial state."""
+    if n.op not in _DEFAULT_INPUTS:
         return None
     ins = list(n.inputs)
     drop = []
-    for i, fill in ((1, 1.0), (2, 0.0)):
+    for i, fill in _DEFAULT_INPUTS[n.op][1]:
         c = constant_value(ins[i]) if i < len(ins) else None
         if c is not None and c.size and np.all(c == fill):
             drop.append(i)
@@ -655,11 +736,36 @@ def _find_default_affine(n: Node) -> Match | None:
     return Match(n, [n], keep, info={"n": len(ins)})  # type: ignore[arg-type]
 
 
-def _default_affine(b: Builder, m: Match) -> Value:
+def _default_affine(b: Builder, m: Match) -> Value | tuple[Value, ...]:
     ins = [m.values.get(f"in{i}") for i in range(m.info["n"])]
     while ins and ins[-1] is None:
         ins.pop()
-    return b.op(m.root.op, *ins, **m.root.attrs)
+    outs = b.multi(m.root.op, *ins, **m.root.attrs)
+    return outs[0] if len(outs) == 1 else outs
+
+
+def _find_recurrent_bias(n: Node) -> Match | None:
+    """A recurrent op's constant bias [input half, recurrence half] whose halves are only
+    ever added (all but a GRU candidate's with linear_before_reset) as their sum and zeros:
+    TFLite's cells keep one bias per gate."""
+    if n.op not in ("rnn", "gru", "lstm") or len(n.inputs) < 4:
+        return None
+    if n.op == "gru" and n.attrs.get("linear_before_reset"):
+        return None
+    b = constant_value(n.inputs[3])
+    if b is None or b.ndim != 2 or not np.any(b[:, b.shape[1] // 2 :]):
+        return None
+    half = b.shape[1] // 2
+    summed = b[:, :half] + b[:, half:]
+    ins = {f"in{i}": v for i, v in enumerate(n.inputs) if v is not None and i != 3}
+    info = {"n": len(n.inputs), "bias": np.concatenate([summed, np.zeros_like(summed)], 1)}
+    return Match(n, [n], ins, info=info)  # type: ignore[arg-type]
+
+
+def _summed_bias(b: Builder, m: Match) -> Value | tuple[Value, ...]:
+    name = m.root.inputs[3].name or "bias"
+    m.values["in3"] = _new_weight(m.graph, f"{name}_summed", m.info["bias"])
+    return _default_affine(b, m)
 
 
 def _keep(b: Builder, m: Match) -> Value:
@@ -708,12 +814,18 @@ RULES: list[Rule] = [
             "flatten", m["x"], start_axis=m.info["span"][0], end_axis=m.info["span"][1]
         ),
     ),
+    _rule(
+        lambda m: f"{m.root.op} of size-1 dims -> {m.info['op']}",
+        _find_unit_dims,
+        lambda b, m: b.op(m.info["op"], m["x"], axes=m.info["axes"]),
+    ),
     # linear, gemm and embedding have the broader rules above (a transposed copy is fine here).
     *[_fused(p) for p in FUSIONS if p.name not in ("linear", "gemm", "embedding")],
     _rule("attention's no-op mask dropped", _find_no_op_mask, _drop_mask),
     *[_rule(label, find, replace) for label, find, replace in EQUIVALENCES],
+    _rule(lambda m: f"{m.root.op}'s biases summed", _find_recurrent_bias, _summed_bias),
     _rule(
-        lambda m: f"{m.root.op}'s default weight/bias dropped",
+        lambda m: f"{m.root.op}'s default {_DEFAULT_INPUTS[m.root.op][0]} dropped",
         _find_default_affine,
         _default_affine,
     ),

@@ -76,6 +76,17 @@ JAX_ADVISORY = (
     "not blocking for the jax target: JAX's re-export is not yet read back as every op the "
     "code wrote (docs/guides/jax.md); the outputs decide"
 )
+# Why a torch target's real changes do not fail the conversion when the code runs a recurrent
+# node through its run-time helper (ONNX semantics torch's nn.LSTM / GRU / RNN lack: other
+# activations, clip, peepholes, sequence lengths; and, for now, every node not made by msc's
+# torch frontend from one of those modules): torch.export unrolls the helper's loop
+# over the time steps, so the re-import is the steps, not the node (codegen.torch
+# .unrolled_nodes). The outputs decide.
+UNROLLED_ADVISORY = (
+    "not blocking: the code runs {nodes} through the recurrent helper _msc_recurrent (not "
+    "as torch's nn.LSTM / GRU / RNN), which torch.export unrolls into its time steps; the "
+    "outputs decide"
+)
 # Targets written as one file (the others are directories).
 FILE_TARGETS = {"onnx": ".onnx", "tflite": ".tflite"}
 # Directory targets written as one file when OUT has this suffix.
@@ -255,7 +266,7 @@ def _write(
             from codegen.relax import save
         except ImportError as e:
             raise MscError(f"the relax target needs apache-tvm (the tvm extra): {e}") from None
-        save(g, dest)
+        save(g, dest, flat=flat)
     elif target == "keras":
         try:
             from codegen.keras import save
@@ -353,11 +364,12 @@ def convert(
     (``codegen.tflite.optimize``); False writes the graph node for node. The check compares
     the re-import with the graph before these rewrites, as equivalent up to them.
     ``flat``: a torch target's model.py is one flat forward, not one class per block of the
-    source's module hierarchy. ``decompose`` (the onnx
-    target): ops written through their decompositions (``("attention",)``: MatMul/Softmax,
-    what onnxruntime's transformer optimizer fuses around)."""
-    if flat and target_for(Path(out), to) != "torch":
-        raise MscError("--flat applies to the torch target only")
+    source's module hierarchy (a relax target: one ``main``, not one function per block type).
+    ``decompose`` (the onnx target): ops written through their decompositions
+    (``("attention",)``: MatMul/Softmax, what onnxruntime's transformer optimizer fuses
+    around)."""
+    if flat and target_for(Path(out), to) not in ("torch", "relax"):
+        raise MscError("--flat applies to the torch and relax targets only")
     say = progress or (lambda s: None)
     out_p = Path(out)
     target = target_for(out_p, to)
@@ -436,7 +448,7 @@ def convert(
                 again = load_model(staged, custom_ops=custom_ops)
             report.checked = True
             if target == "relax":
-                report.structural, report.changes = _structural_relax(g, again)
+                report.structural, report.changes = _structural_relax(g, again, flat)
                 equal = report.structural is None
                 report.verdict, report.equivalent = ("equal" if equal else "differs"), equal
             elif target == "jax":  # compared with what the generated code computes
@@ -455,9 +467,15 @@ def convert(
                 )
                 report.equivalent = True
             elif target == "torch":  # compared with what the generated code computes
+                from codegen.torch import unrolled_nodes
+
                 report.structural, report.changes, report.verdict, report.equivalent = _structural(
                     as_generated(g), constants_as_nodes(again.graph, g), keep_types=True
                 )
+                unrolled = [] if report.equivalent else unrolled_nodes(g)
+                if unrolled:
+                    shown = ", ".join(unrolled[:3]) + (" ..." if len(unrolled) > 3 else "")
+                    report.advisory = UNROLLED_ADVISORY.format(nodes=shown)
             else:  # an ONNX model holds the weights something reads
                 written = g
                 if target == "onnx":
@@ -664,7 +682,7 @@ def _name_user_paths(report: ConvertReport, tmp: Path, out: Path) -> None:
         report.numeric.notes = [fix(n) for n in report.numeric.notes]
 
 
-def _structural_relax(g: Graph, again: Model) -> tuple[str | None, str]:
+def _structural_relax(g: Graph, again: Model, flat: bool = False) -> tuple[str | None, str]:
     """The written module, read back, is the module ``g`` translates to (TVM's structural
     equality). (The graph read back from it is what the numeric check then runs.)"""
     import tvm_ffi
@@ -672,7 +690,7 @@ def _structural_relax(g: Graph, again: Model) -> tuple[str | None, str]:
 
     import codegen.relax as cr
 
-    want = cr.script_module(g)[0]
+    want = cr.script_module(g, flat=flat)[0]
     got = relax.frontend.detach_params(again.native)[0]
     mismatch = tvm_ffi.get_first_structural_mismatch(got, want)
     if mismatch is not None:

@@ -18,12 +18,16 @@ Rules (``msc.rewrite`` matchers, each exact; a rule's label is what ``diff`` cou
   sort's order ascending or descending (msc's and torch's ``stable``; JAX's jnp.sort /
   argsort give it too), so codegen.onnx's TopK spelling of a sort reads back as the sort;
 - ``argsort(x)`` -> the indices of ``sort(x)`` of the same attributes;
+- ``x != x`` of a float x -> ``isnan(x)`` (codegen.tflite's spelling: TFLite has no IsNaN);
+- a reshape's or expand's run-time int64 target through ``cast`` to int32 and back -> the
+  target (TFLite takes it as int32; its entries are dims);
 - ``gather(x, range(0, n, 1), axis)`` -> ``slice(x, 0, n, axis)`` where ``n`` is at most the
   dim (torch.export's slice to a symbolic end, against ONNX's Slice);
 - gather-style ops' ``negative_indices`` where the indices are known not to be negative;
 - ``gather_nd(x, concat([unsqueeze(expand(i_k), -1)...], -1))`` -> ``index(x, i_0, ...)``:
   torch.onnx's spelling of advanced indexing (and codegen.onnx's, without the expand, where
-  Concat makes the i_k one shape);
+  Concat makes the i_k one shape; codegen.tflite's, its int32 coordinates widened back to
+  int64 and each i_k wrapped by ``remainder`` of x's dim, which index does itself);
 - ``attention(q, k, v, where(m, 0, -inf))`` -> ``attention(q, k, v, m)``: an additive float
   mask of 0 and -inf is the boolean mask it was made from;
 - the guard ``where(reduce_max(mask) == -inf, 0, attention(..., mask))`` -> the attention:
@@ -71,7 +75,7 @@ from collections import Counter
 
 import numpy as np
 
-from msc.analysis.shape_values import refines
+from msc.analysis.shape_values import content_of, refines
 from msc.ir import symexpr
 from msc.ir.builder import Builder
 from msc.ir.dtype import DType
@@ -373,6 +377,39 @@ def _sorted_first_k(b: Builder, m: Match) -> list[Value]:
     return [b.op("slice", v, **cut) for v in out]
 
 
+def _find_int32_shape(n: Node) -> Match | None:
+    """A reshape's or expand's run-time target read through an int32 round trip
+    (``cast(cast(s, i32), i64)``: codegen.tflite writes the target as RESHAPE and
+    BROADCAST_TO take it, its reader widens it back) is ``s``: a target's entries are dims
+    (and -1), which int32 holds in any model a target can address."""
+    if n.op not in ("reshape", "expand") or len(n.inputs) != 2 or n.inputs[1] is None:
+        return None
+    wide = n.inputs[1].producer
+    if wide is None or wide.op != "cast" or wide.inputs[0] is None:
+        return None
+    narrow = wide.inputs[0].producer
+    if narrow is None or narrow.op != "cast" or narrow.inputs[0] is None:
+        return None
+    s = narrow.inputs[0]
+    if s.type.dtype is not DType.INT64 or n.inputs[1].type.dtype is not DType.INT64:
+        return None
+    if wide.inputs[0].type.dtype is not DType.INT32:
+        return None
+    nodes = [narrow, wide, n] if len(wide.inputs[0].uses) == 1 else [wide, n]
+    return Match(n, nodes if len(n.inputs[1].uses) == 1 else [n], {"x": n.inputs[0], "s": s})
+
+
+def _find_self_unequal(n: Node) -> Match | None:
+    """``x != x`` of a float x is isnan(x) (NaN is the one value unequal to itself): TFLite
+    has no IsNaN, codegen.tflite writes NOT_EQUAL through the op's decomposition."""
+    if n.op != "ne" or len(n.inputs) != 2 or n.inputs[0] is None:
+        return None
+    x = n.inputs[0]
+    if n.inputs[1] is not x or not x.type.dtype.is_floating:
+        return None
+    return Match(n, [n], {"x": x})
+
+
 def _find_argsort(n: Node) -> Match | None:
     """argsort(x) is the indices output of sort(x) of the same attributes: one spelling for
     both (a full-length TopK read back is a sort, whichever output was read)."""
@@ -418,13 +455,46 @@ def _index_component(v: Value | None, target: tuple) -> Value | None:
     return None
 
 
+def _widened(v: Value | None) -> Value | None:
+    """``x`` of ``cast(x)`` to an integer type that holds every value of x's, else ``v``."""
+    p = v.producer if v is not None else None
+    if p is None or p.op != "cast" or p.inputs[0] is None:
+        return v
+    src, dst = p.inputs[0].type.dtype, v.type.dtype  # type: ignore[union-attr]
+    if not (src.is_integer and dst.is_integer):
+        return v
+    return p.inputs[0] if np.can_cast(src.to_numpy(), dst.to_numpy(), "safe") else v
+
+
+def _unwrapped(i: Value, x: Value, k: int) -> Value:
+    """``i`` of ``remainder(cast(i, i32), d)`` with ``d`` x's dim k: codegen.tflite's index
+    coordinate (TFLite's GATHER_ND reads no negative index), which index wraps itself. The
+    int32 narrowing keeps every index in range (a dim is at most 2**31 - 1)."""
+    p = i.producer
+    if p is None or p.op != "remainder" or x.type.shape is None or k >= len(x.type.shape):
+        return i
+    d = content_of(p.inputs[1])
+    if d is None or d.size != 1 or d.reshape(-1)[0] is None:
+        return i
+    if d.reshape(-1)[0] != x.type.shape[k]:
+        return i
+    c = p.inputs[0].producer if p.inputs[0] is not None else None
+    if c is not None and c.op == "cast" and c.inputs[0] is not None:
+        src = c.inputs[0].type.dtype
+        if src.is_integer and c.output.type.dtype in (DType.INT32, DType.INT64):
+            return c.inputs[0]
+    return p.inputs[0]  # type: ignore[return-value]
+
+
 def _find_gather_nd_index(n: Node) -> Match | None:
     """gather_nd(x, concat(unsqueeze(expand(i_k, S), -1)..., axis=-1)) with S the broadcast
     of the i_k: advanced indexing of x's leading dims by the i_k (index broadcasts them
-    itself; both read a negative index from the end)."""
+    itself; both read a negative index from the end). The coordinates may be widened to
+    int64 (a TFLite file's int32 ones read back) and each i_k wrapped by x's dim k."""
     if n.op != "gather_nd" or n.attrs["batch_dims"] != 0 or n.inputs[1] is None:
         return None
-    cat = n.inputs[1].producer
+    at = _widened(n.inputs[1])
+    cat = at.producer if at is not None else None
     if cat is None or cat.op != "concat" or cat.output.type.rank is None:
         return None
     if cat.attrs["axis"] % cat.output.type.rank != cat.output.type.rank - 1:
@@ -438,9 +508,10 @@ def _find_gather_nd_index(n: Node) -> Match | None:
     types = [i.type for i in idx]  # type: ignore[union-attr]
     if any(t.shape is None for t in types) or broadcast(*types) != target:
         return None
-    nodes = [cat]
+    nodes = [cat] if at is n.inputs[1] else [cat, n.inputs[1].producer]
     for v in cat.inputs:
         nodes += [v.producer, v.producer.inputs[0].producer]  # type: ignore[union-attr]
+    idx = [_unwrapped(i, n.inputs[0], k) for k, i in enumerate(idx)]  # type: ignore[arg-type]
     found = {"x": n.inputs[0]} | {f"i{k}": v for k, v in enumerate(idx)}
     return Match(n, [*nodes, n], found, info={"k": len(idx)})  # type: ignore[arg-type]
 
@@ -1045,6 +1116,12 @@ RULES = [
     ),
     (_topk_label, _find_stable_topk, _sorted_first_k),
     ("argsort -> sort's indices", _find_argsort, _sort_indices),
+    ("x != x -> isnan", _find_self_unequal, lambda b, m: b.op("isnan", m["x"])),
+    (
+        "a target's int32 round trip dropped",
+        _find_int32_shape,
+        lambda b, m: b.op(m.root.op, m["x"], m["s"], **m.root.attrs),
+    ),
     (
         "negative_indices of indices never negative dropped",
         _find_negative_indices,

@@ -850,8 +850,8 @@ def _run_relax(m: Model, args: list[np.ndarray]) -> list[np.ndarray]:
             mod = relax.transform.BindParams("main", binding)(relax.frontend.detach_params(mod)[0])
         from msc.io.native import native_stderr_captured
 
-        with native_stderr_captured():
-            ex = tvm.compile(mod, target="llvm")
+        with native_stderr_captured():  # block functions inlined, as codegen.relax.build
+            ex = tvm.compile(relax.transform.InlinePrivateFunctions()(mod), target="llvm")
         m._session = relax.VirtualMachine(ex, tvm.cpu())
     import tvm
 

@@ -33,7 +33,7 @@ from msc.ir.graph import Graph, Node, Value, Weight, dead_nodes
 from msc.ir.types import Dim, SymDim, SymExpr, TensorType
 from msc.ops import registry
 
-__all__ = ["contents", "resolve_shape_values", "MAX_ELEMENTS"]
+__all__ = ["contents", "content_of", "resolve_shape_values", "MAX_ELEMENTS"]
 
 MAX_ELEMENTS = 16  # a shape, a few sizes: larger integer tensors are data
 
@@ -237,19 +237,24 @@ def _content_type(v: Value) -> bool:
     )
 
 
-def _evaluate(n: Node, out: dict[int, Content]) -> None:
+def _evaluated(n: Node, ins: list) -> Content | None:
+    """``n``'s output content from its inputs' (None where not known)."""
     ev = _EVAL.get(n.op)
     if ev is None or len(n.outputs) != 1 or not _content_type(n.outputs[0]):
-        return
-    ins = [None if v is None else out.get(id(v)) for v in n.inputs]
+        return None
     if n.op not in ("shape", "constant") and ins and ins[0] is None:
-        return
+        return None
     try:
         c = ev(n, ins)
     except (ValueError, TypeError, IndexError, OverflowError, ZeroDivisionError):
         c = None
     t = n.outputs[0].type
-    if c is not None and c.shape == tuple(t.shape):  # type: ignore[arg-type]
+    return c if c is not None and c.shape == tuple(t.shape) else None  # type: ignore[arg-type]
+
+
+def _evaluate(n: Node, out: dict[int, Content]) -> None:
+    c = _evaluated(n, [None if v is None else out.get(id(v)) for v in n.inputs])
+    if c is not None:
         out[id(n.outputs[0])] = c
 
 
@@ -271,6 +276,19 @@ def contents(g: Graph, refine: bool = False) -> dict[int, Content]:
             _refine(n, out)
         _evaluate(n, out)
     return out
+
+
+def content_of(v: Value | None, depth: int = 12) -> Content | None:
+    """What the small integer value ``v`` holds, worked out from its own producers (up to
+    ``depth`` of them deep): ``contents`` for one value, for a rule that has no graph."""
+    if v is None or depth < 0:
+        return None
+    if isinstance(v, Weight):
+        return _as_content(v.numpy()) if v.has_data and _int_type(v) else None
+    n = v.producer
+    if n is None or n.op not in _EVAL or not _content_type(v):
+        return None
+    return _evaluated(n, [content_of(x, depth - 1) for x in n.inputs])
 
 
 # ------------------------------------------------------------------------------ building

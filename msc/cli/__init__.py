@@ -561,7 +561,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--flat",
         action="store_true",
         help="torch target: write one flat forward instead of one class per block of the "
-        "source's module hierarchy",
+        "source's module hierarchy; relax target: one main instead of one function per block "
+        "type",
     )
     c.add_argument("--no-check", action="store_true", help="skip checking the output")
     c.add_argument(

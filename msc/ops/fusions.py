@@ -2,9 +2,10 @@
 
 ONNX files (and other lowered sources) spell linear as MatMul + Add (or Gemm), an embedding
 as Gather, GELU as its erf or tanh formula, LayerNorm and RMSNorm as reductions, softmax as
-exp over a sum (after the max is taken off), attention as two matmuls around a softmax (with
-the key and value heads copied to the query's count for grouped-query attention). These
-patterns (``msc.rewrite`` patterns) find them and put the canonical op back, so the code
+exp over a sum (after the max is taken off), attention as two matmuls around a softmax (a
+mask added, or a bool mask's hidden scores set to -inf by a where; the key and value heads
+copied to the query's count for grouped-query attention). These patterns (``msc.rewrite``
+patterns) find them and put the canonical op back, so the code
 generated from such a file reads, and runs, like the model it came from.
 
 # NOTE: invariants
@@ -566,8 +567,18 @@ def _attention(w: _Walk) -> dict[str, Value] | None:
     if sm.attrs["axis"] % sm.inputs[0].type.rank != sm.inputs[0].type.rank - 1:
         return None
     s, mask = sm.inputs[0], None
-    add = w.node(s, "add")
-    if add is not None:
+    hide = w.node(s, "where")
+    if hide is not None:
+        # A bool mask keeps its True scores and sets the others to -inf (the op's own
+        # decomposition, what codegen.tflite writes): softmax then weighs them exactly 0.
+        keep, kept, hidden = hide.inputs
+        if keep is None or keep.dtype is not DType.BOOL or _scalar(hidden) != -math.inf:
+            return None
+        if guard is not None or kept is None or hide.output.type.shape != kept.type.shape:
+            return None  # a guard reads an additive mask; the mask must not broadcast scores
+        w.const(hidden)
+        s, mask = kept, keep
+    elif (add := w.node(s, "add")) is not None:
         for a, b in (add.inputs, reversed(add.inputs)):
             if a.producer is not None and a.producer.op in ("matmul", "mul", "div"):
                 s, mask = a, b
@@ -616,7 +627,7 @@ def _attention(w: _Walk) -> dict[str, Value] | None:
     rq, rk, rv = q.type.rank, len(w.info.get("k_shape", k.type.shape or ())), v.type.rank
     if rq is None or rq < 3 or rk != rq or rv != rq:
         return None
-    if mask is not None and mask.dtype is not q.dtype:
+    if mask is not None and mask.dtype is not (DType.BOOL if hide is not None else q.dtype):
         return None
     found = {"q": q, "k": k, "v": v}
     if mask is not None:

@@ -454,6 +454,47 @@ def _select(k, spelled):
     return body
 
 
+def _unit_dims(spelled, last=(2, 4, 1, 4)):
+    """x [1, 2, 4, 4] without its 1 and with a 1 before the last dim: squeeze and unsqueeze,
+    or the RESHAPEs codegen.tflite writes for both at static shapes."""
+
+    def body(g, x):
+        if spelled:
+            y = _op(g, "reshape", x, shape=[2, 4, 4])
+            return _op(g, "relu", _op(g, "reshape", y, shape=list(last)))
+        y = _op(g, "squeeze", x, axes=[0])
+        return _op(g, "relu", _op(g, "unsqueeze", y, axes=[2]))
+
+    return body
+
+
+def _nan_guard(spelled, other=False):
+    """where(isnan(x), 0, x) as ONNX writes it, or with x != x (codegen.tflite's IsNaN)."""
+
+    def body(g, x):
+        y = _op(g, "relu", x)
+        nan = _op(g, "ne", y, x if other else y) if spelled else _op(g, "isnan", y)
+        return _op(g, "where", nan, g.add_weight("zero", np.zeros((), np.float32)), y)
+
+    return body
+
+
+def _runtime_target(spelled, end=None, start=0):
+    """x reshaped to its own shape's first two dims and -1, the target computed at run time:
+    read through an int32 round trip (codegen.tflite) or not, its shape's end spelled out."""
+
+    def body(g, x):
+        dims = _op(g, "shape", x, start=0, end=end)
+        lead = _op(g, "slice", dims, starts=[start], ends=[2], axes=[0], steps=[1])
+        minus = g.add_weight("minus", np.array([-1], np.int64))
+        target = _op(g, "concat", lead, minus, axis=0)
+        if spelled:
+            target = _op(g, "cast", _op(g, "cast", target, to=DType.INT32), to=DType.INT64)
+        return _op(g, "relu", _op(g, "reshape", _op(g, "relu", x), target))
+
+    return body
+
+
 def _take(k, spelled):
     """x[:, [k, 0]]: ONNX's index (GatherND) or torch.export's gather of one index tensor."""
 
@@ -582,6 +623,10 @@ CANONICAL_CASES = [
     ("select", _select(1, False), _select(1, True), _select(0, True),
      "slice of one element, squeezed -> gather"),
     ("index", _take(1, False), _take(1, True), _take(0, True), "index of one axis -> gather"),
+    ("unit dims", _unit_dims(False), _unit_dims(True), _unit_dims(True, (2, 4, 4, 1)),
+     "reshape of size-1 dims -> unsqueeze"),
+    ("isnan", _nan_guard(False), _nan_guard(True), _nan_guard(True, other=True),
+     "x != x -> isnan"),
     ("topk", _topk(2, False), _topk(2, True), _topk(3, True), "stable topk -> sort + slice"),
     ("clip", _clip(0, None), _clip(0.0, 6.0), _clip(0.0, 5.0),
      "clamp by constant bounds -> hardtanh"),
@@ -636,6 +681,23 @@ def _split(axis):
     return body
 
 
+def _expand(shape):
+    return lambda g, x: _op(g, "relu", _op(g, "expand", x, shape=shape))
+
+
+def _slice_of_shape(end, start):
+    """x reshaped to [-1, two of its dims], read through shape(x)[start:][:2]."""
+
+    def body(g, x):
+        last = _op(g, "slice", _op(g, "shape", x, start=0, end=end), starts=[start],
+                   ends=[_MAX], axes=[0], steps=[1])  # fmt: skip
+        tail = _op(g, "slice", last, starts=[0], ends=[2], axes=[0], steps=[1])
+        target = _op(g, "concat", g.add_weight("minus", np.array([-1], np.int64)), tail, axis=0)
+        return _op(g, "relu", _op(g, "reshape", _op(g, "relu", x), target))
+
+    return body
+
+
 _END, _MAX = 2**62, 2**63 - 1
 # One computation as two readers spell it (not rewrites: no count), and a real change.
 SPELLING_CASES = [
@@ -646,6 +708,9 @@ SPELLING_CASES = [
     ("slice of everything", _slice([0, -2, 0, 0], [_END] * 4, [0, 1, 2, 3]),
      _slice([-2], [_MAX], [1]), _slice([-1], [_MAX], [1])),
     ("split axis -1", _split(-1), _split(3), _split(2)),
+    # an expand's 1 where the input has its own 1 (TFLite's BROADCAST_TO) keeps that dim: -1
+    ("expand keeps a 1", _expand([3, -1, -1, -1]), _expand([3, 2, 4, -1]),
+     _expand([4, 2, 4, -1])),
 ]  # fmt: skip
 
 
@@ -657,6 +722,33 @@ def test_readers_spellings_are_equal(a, b, changed):
     r = diff_graphs(_graph(a), _graph(b))
     assert r.equivalent and r.real_changes == 0, r.verdict() + str(r)
     r = diff_graphs(_graph(a), _graph(changed))
+    assert not r.equivalent and r.real_changes >= 1, r.verdict()
+
+
+# A run-time target that no rule can work out (the input's first dim is unknown): how
+# codegen.tflite writes it (int32, SHAPE without an end, int32's min as a start) and back.
+RUNTIME_TARGET_CASES = [
+    ("int32 round trip", _runtime_target(False), _runtime_target(True),
+     _runtime_target(True, start=1)),
+    ("shape to its end", _slice_of_shape(4, -(2**63)), _slice_of_shape(None, -(2**31 - 1)),
+     _slice_of_shape(None, 1)),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("a,b,changed", [c[1:] for c in RUNTIME_TARGET_CASES],
+                         ids=[c[0] for c in RUNTIME_TARGET_CASES])  # fmt: skip
+def test_run_time_targets_of_unknown_dims_compare_as_written(a, b, changed):
+    from msc.analysis.diff import diff_graphs
+
+    def graph(body) -> Graph:
+        g = Graph("t")
+        x = g.add_input("x", TensorType(F32, (None, 2, 4, 4)))
+        g.set_outputs([body(g, x)])
+        return g
+
+    r = diff_graphs(graph(a), graph(b))
+    assert not r.equal and r.equivalent and r.real_changes == 0, r.verdict() + str(r)
+    r = diff_graphs(graph(a), graph(changed))
     assert not r.equivalent and r.real_changes >= 1, r.verdict()
 
 

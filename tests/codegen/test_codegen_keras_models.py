@@ -135,3 +135,45 @@ def test_weighted_layer_on_build_time_values_is_refused():
     g = msc.from_torch(_DenseOnArange().eval(), (torch.randn(3, 3, 4),))
     with pytest.raises(UnsupportedOpsError, match="computed without the model's inputs"):
         codegen.keras.generate(g)
+
+
+class _Recurrent(torch.nn.Module):
+    """A torch recurrent layer returning its sequence and final states (torch.export writes
+    the time-first canonical op, layout 0, with a transpose for batch_first)."""
+
+    def __init__(self, cls, **kw):
+        super().__init__()
+        self.rnn = cls(4, 5, **kw)
+
+    def forward(self, x, h):
+        if isinstance(self.rnn, torch.nn.LSTM):
+            y, (hn, cn) = self.rnn(x, (h, torch.tanh(h)))
+            return y, hn, cn
+        y, hn = self.rnn(x, h)
+        return y, hn
+
+
+RECURRENT = {
+    "lstm": (torch.nn.LSTM, {}),
+    "lstm_batch_first": (torch.nn.LSTM, {"batch_first": True}),
+    "gru": (torch.nn.GRU, {}),
+    "gru_batch_first": (torch.nn.GRU, {"batch_first": True}),
+    "rnn_relu": (torch.nn.RNN, {"nonlinearity": "relu"}),
+}
+
+
+@pytest.mark.parametrize("name", RECURRENT)
+def test_time_first_recurrent_layer_to_keras_agrees_with_eager(name):
+    """A time-first op (layout 0) is a batch-first Keras layer between two transposes, its
+    states squeezed and expanded on axis 0: sequence and final states agree (atol 1e-5)."""
+    cls, kw = RECURRENT[name]
+    m = _Recurrent(cls, **kw).eval()
+    x, h = torch.randn(3, 6, 4), torch.randn(1, 3 if kw.get("batch_first") else 6, 5)
+    g = msc.from_torch(m, (x, h))
+    assert [n.attrs["layout"] for n in g.nodes if n.op in ("lstm", "gru", "rnn")] == [0]
+    got = keras_run(codegen.keras.to_model(g), [x.numpy(), h.numpy()])
+    with torch.no_grad():
+        ref = m(x, h)
+    assert len(got) == len(ref)
+    for a, r in zip(got, ref):
+        np.testing.assert_allclose(a, r.numpy(), atol=1e-5, rtol=1e-5)

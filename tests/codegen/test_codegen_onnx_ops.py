@@ -1191,6 +1191,117 @@ CASES += [C("zeta", [_ZX, _ZQ], ref=t(torch.special.zeta), rtol=1e-5, atol=1e-6)
     for n in (1, 2, 3)
 ]  # fmt: skip
 
+
+# Recurrent ops: ONNX's equations in numpy (the reference for their decompositions, which
+# unroll the steps, and for the ONNX RNN / GRU / LSTM nodes written here).
+_RNN_ACTS = {
+    "sigmoid": lambda v, a, b: 1 / (1 + np.exp(-v)),
+    "tanh": lambda v, a, b: np.tanh(v),
+    "relu": lambda v, a, b: np.maximum(v, 0),
+    "affine": lambda v, a, b: a * v + b,
+    "leaky_relu": lambda v, a, b: np.where(v >= 0, v, a * v),
+    "hard_sigmoid": lambda v, a, b: np.clip(a * v + b, 0, 1),
+}
+
+
+def _recurrent_ref(op, hidden_size, direction="forward", activations=(), activation_alpha=(),
+                   activation_beta=(), clip=None, layout=0, linear_before_reset=False,
+                   input_forget=False):  # fmt: skip
+    n_act = {"rnn": 1, "gru": 2, "lstm": 3}[op]
+    H = hidden_size
+
+    def ref(x, w, r, b=None, lens=None, h0=None, c0=None, p=None):
+        assert lens is None
+        if layout == 1:
+            x = x.transpose(1, 0, 2)
+            h0 = None if h0 is None else h0.transpose(1, 0, 2)
+            c0 = None if c0 is None else c0.transpose(1, 0, 2)
+        T, B = x.shape[:2]
+        ys, hs, cs = [], [], []
+        for d in range(2 if direction == "bidirectional" else 1):
+            k = slice(d * n_act, (d + 1) * n_act)
+            fs = list(zip(activations[k], activation_alpha[k], activation_beta[k]))
+
+            def f(i, v, clipped=True, fs=fs):
+                v = np.clip(v, -clip, clip) if clip is not None and clipped else v
+                return _RNN_ACTS[fs[i][0]](v, fs[i][1], fs[i][2])
+
+            G = w.shape[1] // H
+            wb, rb = (np.zeros(G * H, np.float32),) * 2 if b is None else np.split(b[d], 2)
+            h = np.zeros((B, H), np.float32) if h0 is None else h0[d]
+            c = np.zeros((B, H), np.float32) if c0 is None else c0[d]
+            y = np.zeros((T, B, H), np.float32)
+            rev = direction == "reverse" or d == 1
+            for t in reversed(range(T)) if rev else range(T):
+                gx = x[t] @ w[d].T + wb
+                if op == "rnn":
+                    h = f(0, gx + h @ r[d].T + rb)
+                elif op == "gru":
+                    gh = h @ r[d].T + rb
+                    z = f(0, gx[:, :H] + gh[:, :H])
+                    rr = f(0, gx[:, H : 2 * H] + gh[:, H : 2 * H])
+                    if linear_before_reset:
+                        hh = f(1, gx[:, 2 * H :] + rr * gh[:, 2 * H :])
+                    else:
+                        hh = f(1, gx[:, 2 * H :] + (rr * h) @ r[d][2 * H :].T + rb[2 * H :])
+                    h = (1 - z) * hh + z * h
+                else:
+                    g = gx + h @ r[d].T + rb
+                    gi, go, gf, gc = np.split(g, 4, axis=1)
+                    pi, po, pf = np.split(p[d], 3) if p is not None else (0, 0, 0)
+                    i = f(0, gi + pi * c)
+                    fg = 1 - i if input_forget else f(0, gf + pf * c)
+                    c = fg * c + i * f(1, gc)
+                    h = f(0, go + po * c) * f(2, c, False)
+                y[t] = h
+            ys.append(y)
+            hs.append(h)
+            cs.append(c)
+        y, yh, yc = np.stack(ys, 1), np.stack(hs), np.stack(cs)
+        if layout == 1:
+            y, yh, yc = y.transpose(2, 0, 1, 3), yh.transpose(1, 0, 2), yc.transpose(1, 0, 2)
+        return [a.astype(np.float32) for a in ((y, yh, yc) if op == "lstm" else (y, yh))]
+
+    return ref
+
+
+def _rc(op, *, nd=1, states=False, bias=True, peep=False, layout=0, id, **attrs):
+    """A recurrent case: x [5 steps, batch 2, input 3] (time first), hidden 4."""
+    G, H = {"rnn": 1, "gru": 3, "lstm": 4}[op], 4
+    n_act = {"rnn": 1, "gru": 2, "lstm": 3}[op]
+    attrs.setdefault("activations", ["sigmoid", "tanh", "tanh"][:n_act] * nd if op != "rnn"
+                     else ["tanh"] * nd)  # fmt: skip
+    acts = attrs["activations"]
+    attrs.setdefault("activation_alpha", [{"affine": 0.5, "leaky_relu": 0.1,
+                     "hard_sigmoid": 0.2}.get(a, 0.0) for a in acts])  # fmt: skip
+    attrs.setdefault("activation_beta", [0.3 if a == "affine" else 0.5 if a == "hard_sigmoid"
+                     else 0.0 for a in acts])  # fmt: skip
+    attrs.update(hidden_size=H, layout=layout)
+    attrs.setdefault("direction", "bidirectional" if nd == 2 else "forward")
+    x = f32(5, 2, 3) if layout == 0 else f32(2, 5, 3)
+    s = (lambda: f32(nd, 2, H)) if layout == 0 else (lambda: f32(2, nd, H))
+    ins = [x, f32(nd, G * H, 3, lo=-1, hi=1), f32(nd, G * H, H, lo=-1, hi=1),
+           f32(nd, 2 * G * H, lo=-1, hi=1) if bias else None, None,
+           s() if states else None]  # fmt: skip
+    if op == "lstm":
+        ins += [s() if states else None, f32(nd, 3 * H, lo=-1, hi=1) if peep else None]
+    while ins[-1] is None:
+        ins.pop()
+    weights = (1, 2, 3, 7) if op == "lstm" else (1, 2, 3)
+    return C(op, ins, attrs, ref=_recurrent_ref(op, **attrs), rtol=1e-5, atol=1e-5,
+             weights=tuple(i for i in weights if i < len(ins)), id=id)  # fmt: skip
+
+
+CASES += [
+    _rc("lstm", states=True, peep=True, id="lstm_states_peepholes"),
+    _rc("lstm", nd=2, layout=1, clip=0.9, input_forget=True, id="lstm_bidirectional_batch_first"),
+    _rc("lstm", direction="reverse", bias=False, id="lstm_reverse_no_bias"),
+    _rc("gru", direction="reverse", states=True, id="gru_reverse"),
+    _rc("gru", nd=2, layout=1, linear_before_reset=True, id="gru_bidirectional_linear_first"),
+    _rc("rnn", activations=["relu"], bias=False, id="rnn_relu_no_bias"),
+    _rc("rnn", nd=2, states=True, activations=["affine", "hard_sigmoid"], id="rnn_bidirectional"),
+]
+
 _ids = [c.id for c in CASES]
 assert len(_ids) == len(set(_ids)), sorted({i for i in _ids if _ids.count(i) > 1})
 

@@ -114,13 +114,20 @@ _INDEXING = {
 def test_index_ops_transformers_use_run_in_litert_like_eager(op):
     """arange, advanced indexing of leading dims and gather_elements (GATHER_ND at the
     broadcast coordinates) are written, and LiteRT gives eager's values exactly."""
+    from msc.analysis.convert import _structural
+
     make, inputs = _INDEXING[op]
     m, args = make().eval(), inputs()
     g = msc.from_torch(m, tuple(args))
     assert op in {n.op for n in g.nodes}
-    got = run_litert(codegen.tflite.to_bytes(g), [a.numpy() for a in args])
+    data = codegen.tflite.to_bytes(g)
+    got = run_litert(data, [a.numpy() for a in args])
     with torch.no_grad():
         np.testing.assert_allclose(got[0], m(*args).numpy(), atol=1e-6, rtol=0)
+    if op != "gather_elements":  # its coordinates of aranges read back as GATHER_ND's
+        # the wrapped coordinates and the RESHAPEs of size-1 dims read as index's own
+        _, summary, verdict, equivalent = _structural(g, msc.from_tflite(data))
+        assert equivalent, (verdict, summary)
 
 
 def test_a_real_fft_is_written_as_rfft2d():
@@ -270,7 +277,12 @@ def test_index_and_expand_at_symbolic_shapes_run_in_litert():
     b, s = torch.export.Dim("batch"), torch.export.Dim("seq", max=32)
     x, mask = torch.randn(2, 5), torch.rand(2, 5) > 0.5
     ep = torch.export.export(_MaskIndex(), (x, mask), dynamic_shapes=({0: b, 1: s}, {0: b, 1: s}))
-    data = codegen.tflite.to_bytes(msc.from_exported_program(ep))
+    from msc.analysis.convert import _structural
+
+    g = msc.from_exported_program(ep)
+    data = codegen.tflite.to_bytes(g)
+    _, summary, verdict, equivalent = _structural(g, msc.from_tflite(data))
+    assert equivalent, (verdict, summary)  # GATHER_ND of run-time coordinates reads as index
     for n, m in ((1, 3), (4, 7)):
         x, mask = torch.randn(n, m), torch.rand(n, m) > 0.5
         (got,) = run_litert(data, [x.numpy(), mask.numpy()])
@@ -299,3 +311,161 @@ def test_symbolic_dims_read_back_with_their_names():
     junk[off : off + size] = b"{" * size
     names = [str(d) for v in msc.from_tflite(bytes(junk)).inputs for d in v.type.shape]
     assert names == ["batch", "x_1", "batch", "mask_1"], names
+
+
+class _Recurrent(torch.nn.Module):
+    """A torch recurrent layer and what a row returns of it: the sequence, the final h, the
+    final c (an LSTM's), and whether its initial states are inputs."""
+
+    def __init__(self, cls, returns=("y", "h"), states=False, **kw):
+        super().__init__()
+        self.rnn, self.returns, self.states = cls(5, 6, **kw), returns, states
+
+    def forward(self, x, *states):
+        init = None
+        if self.states:
+            init = tuple(states) if isinstance(self.rnn, torch.nn.LSTM) else states[0]
+        y, h = self.rnn(x, init)
+        h, c = h if isinstance(h, tuple) else (h, None)
+        return tuple({"y": y, "h": h, "c": c}[k] for k in self.returns)
+
+
+L, G, R = torch.nn.LSTM, torch.nn.GRU, torch.nn.RNN
+USL = "UNIDIRECTIONAL_SEQUENCE_LSTM"
+# row -> (module, the builtin ops the file holds)
+RECURRENT = {
+    "lstm_batch_first": (lambda: _Recurrent(L, batch_first=True), {USL: 1}),
+    "lstm_bidirectional_two_layers": (
+        lambda: _Recurrent(L, bidirectional=True, num_layers=2),
+        {USL: 4, "REVERSE_V2": 4},
+    ),
+    "rnn_relu": (lambda: _Recurrent(R, nonlinearity="relu"), {"UNIDIRECTIONAL_SEQUENCE_RNN": 1}),
+    # what the builtins cannot give is decomposed: no GRU builtin, the final cell state, an
+    # initial state given at run time
+    "gru_bidirectional": (lambda: _Recurrent(G, bidirectional=True), {"LOGISTIC": 28}),
+    "lstm_final_cell_state": (lambda: _Recurrent(L, returns=("c",)), {USL: 0}),
+    "lstm_initial_states": (lambda: _Recurrent(L, states=True), {USL: 0}),
+}  # fmt: skip
+
+
+def _ops(data: bytes):
+    from collections import Counter
+
+    from msc.frontend.tflite import read_model
+
+    m = read_model(data)
+    try:
+        return Counter(op.op for op in m.subgraphs[0].operators)
+    finally:
+        m.close()
+
+
+@pytest.mark.parametrize("name", RECURRENT)
+def test_recurrent_layers_run_in_litert_like_eager(name):
+    """lstm and rnn as LiteRT's sequence builtins where they fit (a reverse direction through
+    REVERSE_V2, the final h as the last step), else through their decompositions (steps
+    unrolled); each file runs (a fresh interpreter: the builtins' state variables start at
+    zeros) like eager (atol 1e-5)."""
+    make, want = RECURRENT[name]
+    m = make().eval()
+    x = torch.randn(3, 7, 5) if m.rnn.batch_first else torch.randn(7, 3, 5)  # 7 steps
+    n_dirs = 2 * m.rnn.num_layers if m.rnn.bidirectional else m.rnn.num_layers
+    states = [torch.randn(n_dirs, 3, 6) for _ in range(2 if isinstance(m.rnn, L) else 1)]
+    args = (x, *states) if m.states else (x,)
+    data = codegen.tflite.to_bytes(msc.from_torch(m, args))
+    ops = _ops(data)
+    assert {k: ops.get(k, 0) for k in want} == want, ops
+    got = run_litert(data, [a.numpy() for a in args])
+    with torch.no_grad():
+        ref = m(*args)
+    assert len(got) == len(ref)
+    for a, r in zip(got, ref):
+        np.testing.assert_allclose(a, r.numpy(), atol=1e-5, rtol=1e-5)
+
+
+def _onnx_recurrent(op: str, gates: int):
+    """One ONNX ``op`` node (batch 2, input 5, hidden 6, bidirectional) over "T" steps."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(3)
+    inits = [
+        numpy_helper.from_array(rng.uniform(-1, 1, shape).astype(np.float32), name)
+        for name, shape in (("w", (2, gates * 6, 5)), ("r", (2, gates * 6, 6)),
+                            ("b", (2, 2 * gates * 6)))
+    ]  # fmt: skip
+    node = helper.make_node(op, ["x", "w", "r", "b"], ["y"], hidden_size=6,
+                            direction="bidirectional")  # fmt: skip
+    graph = helper.make_graph(
+        [node], op, [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["T", 2, 5])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["T", 2, 2, 6])], inits,
+    )  # fmt: skip
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
+
+
+def test_recurrent_layers_at_a_symbolic_length():
+    """An LSTM's builtins run any number of steps (the final h a STRIDED_SLICE from -1),
+    checked against onnxruntime at two lengths; a GRU has no builtin and its decomposition
+    unrolls the steps: refused, saying why."""
+    import onnxruntime as ort
+
+    from msc.errors import UnsupportedOpsError
+
+    model = _onnx_recurrent("LSTM", 4)
+    data = codegen.tflite.to_bytes(msc.from_onnx(model))
+    assert _ops(data)["UNIDIRECTIONAL_SEQUENCE_LSTM"] == 2
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    for steps in (3, 11):
+        x = np.random.default_rng(steps).uniform(-1, 1, (steps, 2, 5)).astype(np.float32)
+        (got,) = run_litert(data, [x])
+        np.testing.assert_allclose(got, sess.run(None, {"x": x})[0], atol=1e-5, rtol=1e-5)
+    with pytest.raises(UnsupportedOpsError, match="gru.*symbolic number of steps"):
+        codegen.tflite.to_bytes(msc.from_onnx(_onnx_recurrent("GRU", 3)))
+
+
+class _LstmHead(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.rnn, self.fc = torch.nn.LSTM(5, 8, batch_first=True), torch.nn.Linear(8, 3)
+
+    def forward(self, x):
+        y, _ = self.rnn(x)
+        return self.fc(y)
+
+
+def test_a_pt2_lstm_converts_to_tflite_with_its_check(tmp_path):
+    """``msc convert model.pt2 --to tflite``: the re-import is equivalent (torch.export's
+    zero initial states and split biases are known rewrites) and LiteRT agrees."""
+    pt2 = tmp_path / "lstm.pt2"
+    torch.export.save(torch.export.export(_LstmHead().eval(), (torch.randn(2, 7, 5),)), pt2)
+    report = msc.convert(pt2, tmp_path / "lstm.tflite")
+    assert report.ok and report.equivalent, report.verdict
+    assert "lstm's biases summed" in report.verdict
+    assert report.numeric is not None and report.numeric.ok
+    assert _ops((tmp_path / "lstm.tflite").read_bytes())["UNIDIRECTIONAL_SEQUENCE_LSTM"] == 1
+
+
+def test_an_expand_to_a_run_time_shape_and_a_split_of_an_unknown_dim_are_written():
+    """What torch.onnx's dynamic exports hold where the frontend cannot tell a size: an
+    expand to a target computed at run time (BROADCAST_TO of it) and a split into three
+    even parts of an unknown dim (SPLIT): LiteRT runs the file at two sizes like numpy, and
+    the file reads back equivalent."""
+    from msc.analysis.convert import _structural
+    from msc.ir import DType, Graph, SymDim, TensorType
+
+    g = Graph("dyn")
+    batch, width = SymDim("batch"), SymDim("width")
+    x = g.add_input("x", TensorType(DType.FLOAT32, (batch, 1, width)))
+    y = g.add_input("y", TensorType(DType.FLOAT32, (batch, 3, width)))
+    wide = g.add_node("expand", [x, g.add_node("shape", [y], {}).output], {}).output
+    parts = g.add_node("split", [wide], {"axis": 2, "num_outputs": 3}).outputs
+    g.set_outputs([g.add_node("sub", [parts[0], parts[2]], {}).output])
+    data = codegen.tflite.to_bytes(g)
+    _, summary, verdict, equivalent = _structural(g, msc.from_tflite(data))
+    assert equivalent, (verdict, summary)
+    rng = np.random.default_rng(0)
+    for n in (1, 4):
+        a = rng.standard_normal((n, 1, 6), np.float32)
+        b = rng.standard_normal((n, 3, 6), np.float32)
+        (got,) = run_litert(data, [a, b])
+        full = np.broadcast_to(a, b.shape)
+        np.testing.assert_array_equal(got, full[..., 0:2] - full[..., 4:6])

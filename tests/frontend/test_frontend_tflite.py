@@ -42,6 +42,38 @@ def _binary(op: str, a=None, b=None, **kw) -> Case:
     return Case(op, [In(f32(2, 3, 4) if a is None else a), In(f32(3, 4) if b is None else b)], **kw)
 
 
+def _lstm(
+    *, batch=2, steps=5, size=3, units=4, peepholes=False, cifg=False, time_major=False, act=4, **kw
+) -> Case:
+    """UNIDIRECTIONAL_SEQUENCE_LSTM (its 24 inputs): per-gate weights i, f, c, o (no input
+    gate's with CIFG), optional peepholes, the two state variables; no projection or layer
+    norm."""
+    x = f32(steps, batch, size) if time_major else f32(batch, steps, size)
+
+    def gates(*shape, skip_input=cifg):
+        return [None if skip_input and k == 0 else In(f32(*shape, lo=-1, hi=1), const=True)
+                for k in range(4)]  # fmt: skip
+
+    peep = [None] * 3
+    if peepholes:
+        peep = [None if cifg and k == 0 else In(f32(units, lo=-1, hi=1), const=True)
+                for k in range(3)]  # fmt: skip
+    state = [In(np.zeros((batch, units), np.float32), variable=True) for _ in range(2)]
+    ins = [In(x), *gates(units, size), *gates(units, units), *peep, *gates(units),
+           None, None, *state, None, None, None, None]  # fmt: skip
+    return Case("UNIDIRECTIONAL_SEQUENCE_LSTM", ins,
+                {"fused_activation_function": act, "time_major": time_major}, **kw)  # fmt: skip
+
+
+def _rnn(*, batch=2, steps=5, size=3, units=4, time_major=False, act=4, **kw) -> Case:
+    x = f32(steps, batch, size) if time_major else f32(batch, steps, size)
+    ins = [In(x), In(f32(units, size, lo=-1, hi=1), const=True),
+           In(f32(units, units, lo=-1, hi=1), const=True), In(f32(units), const=True),
+           In(np.zeros((batch, units), np.float32), variable=True)]  # fmt: skip
+    return Case("UNIDIRECTIONAL_SEQUENCE_RNN", ins,
+                {"fused_activation_function": act, "time_major": time_major}, **kw)  # fmt: skip
+
+
 CASES = [
     # elementwise
     *[
@@ -203,6 +235,15 @@ CASES = [
         id="RESIZE_NEAREST_NEIGHBOR-half",
     ),
     Case("EMBEDDING_LOOKUP", [In(i32([1, 0, 3])), In(f32(5, 4), const=True)], out_dtype=np.float32),
+    # recurrent (the graph is the first run: the state variables start at zeros)
+    _lstm(id="UNIDIRECTIONAL_SEQUENCE_LSTM"),
+    _lstm(time_major=True, id="UNIDIRECTIONAL_SEQUENCE_LSTM-time-major"),
+    _lstm(peepholes=True, id="UNIDIRECTIONAL_SEQUENCE_LSTM-peepholes"),
+    _lstm(cifg=True, peepholes=True, id="UNIDIRECTIONAL_SEQUENCE_LSTM-cifg-peepholes"),
+    _lstm(act=1, id="UNIDIRECTIONAL_SEQUENCE_LSTM-relu"),
+    _rnn(id="UNIDIRECTIONAL_SEQUENCE_RNN"),
+    _rnn(time_major=True, act=1, id="UNIDIRECTIONAL_SEQUENCE_RNN-time-major-relu"),
+    _rnn(act=0, id="UNIDIRECTIONAL_SEQUENCE_RNN-none"),
     # shape
     Case("RESHAPE", [In(f32(2, 3, 4)), In(i32([4, -1]), const=True)]),
     Case("TRANSPOSE", [In(f32(2, 3, 4)), In(i32([2, 0, 1]), const=True)]),
@@ -563,6 +604,38 @@ def test_every_unsupported_op_is_reported_at_once():
         msc.from_tflite(data)
     assert "SPACE_TO_BATCH_ND" in str(e.value) and "out0" in str(e.value)
     assert "space <-> batch rearrangements" in str(e.value)  # the reason docs/ops.md gives
+
+
+def _with(case: Case, at: int, x: In | None = None, **options) -> Case:
+    ins = list(case.inputs)
+    if x is not None:
+        ins[at] = x
+    return Case(case.op, ins, {**case.options, **options}, id=case.id)
+
+
+@pytest.mark.parametrize(
+    "case, why",
+    [
+        (_with(_lstm(), 16, In(f32(3, 4), const=True)), "a projection layer"),
+        (_with(_lstm(), 20, In(f32(4), const=True)), "layer-normalized gates"),
+        (_with(_lstm(), 0, cell_clip=0.5), "cell_clip=0.5 (LiteRT clips the cell state"),
+        (_with(_lstm(), 0, fused_activation_function=3), "fused activation RELU6"),
+        (
+            _with(_lstm(), 2, In(np.ones((4, 3), np.int8), const=True, scale=[0.1])),
+            "input_to_forget_weights is i8 quantized",
+        ),
+        (_with(_rnn(), 0, fused_activation_function=3), "fused activation RELU6"),
+    ],
+    ids=["projection", "layer-norm", "cell-clip", "relu6", "int8-weights", "rnn-relu6"],
+)
+def test_recurrent_cells_without_a_canonical_form_are_refused_by_name(case, why):
+    from tests.tflite_cases import _model
+
+    units = case.inputs[-1 if case.op.endswith("RNN") else 18].value.shape[1]
+    data = _model(case, [[2, 5, units]], [0])  # LiteRT runs some of these; msc refuses
+    with pytest.raises(UnsupportedOpsError) as e:
+        msc.from_tflite(data)
+    assert case.op in str(e.value) and why in str(e.value)
 
 
 def test_custom_ops_kept_with_their_options():

@@ -97,6 +97,13 @@ ATTENTION = [
     ("Softmax", ["sm"], ["p"], {"axis": -1}),
     ("MatMul", ["p", "v"], ["y"]),
 ]
+# A bool mask as msc's attention decomposition spells it (what codegen.tflite writes): the
+# hidden scores set to -inf. Every query keeps its own key, so no row is hidden everywhere.
+BOOL_MASK = (np.random.default_rng(1).random((2, 1, 5, 5)) < 0.7) | np.eye(5, dtype=bool)
+ATTENTION_BOOL = [*ATTENTION[:3],
+    ("Where", ["mask", "ss", "ninf"], ["sm"]),
+    *ATTENTION[4:],
+]  # fmt: skip
 # The legacy torch.onnx exporter's attention (BERT): K^T as one transpose of [B, S, H, D] to
 # [B, H, D, S], the scale split over Q and K^T as sqrt(sqrt(1/d)) each, no mask.
 KS = rng.standard_normal((2, 5, 2, 4)).astype(np.float32)
@@ -152,6 +159,8 @@ CASES = [
     Case("rms_norm", RMS_NORM, NORM_CONSTS, "rms_norm", ("RMSNormalization", 23)),
     Case("attention", ATTENTION, {"sqrtd": c(2.0)}, "attention", ("Attention", 23),
          inputs={"q": Q, "k": K, "v": V, "mask": MASK}),
+    Case("attention_bool_mask", ATTENTION_BOOL, {"sqrtd": c(2.0), "ninf": c(-np.inf)},
+         "attention", ("Attention", 23), inputs={"q": Q, "k": K, "v": V, "mask": BOOL_MASK}),
     Case("attention_legacy", ATTENTION_LEGACY, {"c": c(0.25 ** 0.5)}, "attention",
          ("Attention", 23), inputs={"q": Q, "k": KS, "v": V}),
     Case("attention_gqa", _repeat_kv(2, [2, 2, 2, 5, 4]) + ATTENTION,
@@ -183,7 +192,8 @@ def model(case: Case, opset: int = 18) -> onnx.ModelProto:
         for i, n in enumerate(case.nodes)
     ]
     ins = [
-        helper.make_tensor_value_info(k, TensorProto.FLOAT, a.shape) for k, a in case.inputs.items()
+        helper.make_tensor_value_info(k, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
+        for k, a in case.inputs.items()
     ]
     outs = [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in case.outputs]
     inits = [numpy_helper.from_array(a, k) for k, a in case.consts.items()]

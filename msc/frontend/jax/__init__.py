@@ -23,11 +23,10 @@ import numpy as np
 
 from msc.frontend.jax.coverage import coverage_markdown
 from msc.frontend.jax.importer import Importer
-from msc.frontend.jax.passes import drop_broadcasts, jax_spellings
+from msc.frontend.jax.passes import drop_broadcasts, drop_dead, jax_spellings
 from msc.frontend.jax.reader import JAX_VERSION, parse_module
 from msc.frontend.jax.registry import CONVERTERS, REASONS, ConverterRegistry, converter
 from msc.ir import Graph, SymDim
-from msc.ir.graph import dead_nodes
 from msc.ops import import_families
 
 __all__ = [
@@ -91,7 +90,7 @@ def from_stablehlo(
         from msc.ops.fusions import fuse as fuse_patterns
 
         graph = fuse_patterns(jax_spellings(graph))
-        graph.remove_nodes(dead_nodes(graph))  # constants only the fused formulas read
+    drop_dead(graph)  # constants only the fused formulas read, converts branches do not
     return checked(graph)
 
 

@@ -106,39 +106,102 @@ def _counted(imp: Importer, sop: ShloOp, inits: list[Value]) -> int | None:
     return max(hi - lo, 0)
 
 
+def _plus_one(imp: Importer, v: Any, arg: Any, depth: int = 0) -> bool:
+    """The MLIR value ``v`` is ``arg + 1``, read into the ``func.call``s JAX wraps a loop's
+    body in (fori_loop's ``i + 1`` is in the body function it calls)."""
+    op = getattr(getattr(v, "owner", None), "operation", None)
+    if op is None:
+        return False
+    if op.name == "stablehlo.add":
+        a, b = op.operands
+        return a == arg and _const_of(imp, b) == 1 or b == arg and _const_of(imp, a) == 1
+    if op.name != "func.call" or depth > 8:
+        return False
+    fn = imp.funcs.get(ShloOp(op).attr("callee"))
+    if fn is None or arg not in list(op.operands):
+        return False
+    block = fn.regions[0].blocks[0]
+    ret = list(block.operations)[-1].operation
+    at = list(op.results).index(v)
+    inner = block.arguments[list(op.operands).index(arg)]
+    return _plus_one(imp, ret.operands[at], inner, depth + 1)
+
+
+def _counters(imp: Importer, sop: ShloOp, inits: list[Value], counted: bool) -> dict[int, int]:
+    """The carries that count the iterations, by position -> their first value: an integer
+    scalar from a constant, ``+ 1`` each iteration (fori_loop's ``i``, scan's and fori_loop's
+    own trip counters). Each is its first value plus the loop's iteration number, which the
+    body reads as such; in a loop that is not counted, only a counter its condition and the
+    code after it do not read."""
+    cond = sop.op.regions[0].blocks[0]
+    body = sop.op.regions[1].blocks[0]
+    ret = list(body.operations)[-1].operation
+    out: dict[int, int] = {}
+    for k, (v, arg) in enumerate(zip(inits, body.arguments)):
+        p = v.producer
+        if p is None or p.op != "constant" or p.attrs["value"].size != 1 or v.type.rank != 0:
+            continue
+        if v.dtype not in (DType.INT32, DType.INT64):
+            continue
+        if not _plus_one(imp, ret.operands[k], arg):
+            continue
+        if not counted and (list(cond.arguments[k].uses) or list(sop.op.results[k].uses)):
+            continue
+        out[k] = int(p.attrs["value"].reshape(-1)[0])
+    return out
+
+
 @converter("stablehlo.while")
 def while_(ctx: Ctx, sop: ShloOp, *inits):
     imp = ctx.imp
     cond = sop.op.regions[0].blocks[0]
     body = sop.op.regions[1].blocks[0]
-    carried = [(f"carried_{i}", v.type) for i, v in enumerate(inits)]
     fixed = [("i", TensorType(DType.INT64, [])), ("cond", TensorType(DType.BOOL, []))]
     trips = _counted(imp, sop, list(inits))
+    # the iteration counters are the loop's iteration number, not state it carries
+    counters = _counters(imp, sop, list(inits), trips is not None)
+    kept = [k for k in range(len(inits)) if k not in counters]
+    carried = [(f"carried_{j}", inits[k].type) for j, k in enumerate(kept)]
 
     def run(g: Graph, vals: list[Value]) -> list:
-        outs = imp.region(body, vals[2:])
+        b = Builder()
+        args: list = [None] * len(inits)
+        for k, v in zip(kept, vals[2:]):
+            args[k] = v
+        for k, first in counters.items():
+            at = b.cast(vals[0], inits[k].dtype)
+            args[k] = at if first == 0 else b.op("add", at, b.const(first, inits[k].dtype))
+        imp.add(b)
+        outs = imp.region(body, args)
         if any(v is None for v in outs):
             return outs
         if trips is not None:
             b = Builder()
             go = b.const(True, DType.BOOL)
             imp.add(b)
-        else:
+        else:  # (it reads no counter)
             (go,) = imp.region(cond, outs)  # type: ignore[arg-type]
-        return [go, *outs]
+        return [go, *[outs[k] for k in kept]]
 
     g = _subgraph(imp, "body", body, fixed + carried, run)
     try:
         if trips is not None:
             n = ctx.const(trips, DType.INT64)
-            return ctx.multi("loop", n, None, *inits, body=g)
-        first = imp.region(cond, list(inits))
-        if first[0] is None:
-            raise Unsupported("its cond region has ops msc cannot translate (reported)")
-        return ctx.multi("loop", None, first[0], *inits, body=g)
+            ys = ctx.multi("loop", n, None, *[inits[k] for k in kept], body=g)
+        else:
+            first = imp.region(cond, list(inits))
+            if first[0] is None:
+                raise Unsupported("its cond region has ops msc cannot translate (reported)")
+            ys = ctx.multi("loop", None, first[0], *[inits[k] for k in kept], body=g)
     except Exception:
         _dispose(g)
         raise
+    outs: list = [None] * len(inits)
+    for k, y in zip(kept, ys):
+        outs[k] = y
+    for k, first in counters.items():  # after the last iteration (unread where not counted)
+        outs[k] = ctx.const(first + (trips or 0), inits[k].dtype)
+    return tuple(outs)
 
 
 def _branch(imp: Importer, sop: ShloOp, k: int) -> Graph:

@@ -90,9 +90,30 @@ for _name, _op in BINARY.items():
     converter(f"stablehlo.{_name}")(_binary(_op))
 
 
-def _nonzero_constant(v) -> bool:
+def _constant(v) -> np.ndarray | None:
+    """``v``'s value when it is a constant, read through its broadcasts."""
+    while v.producer is not None and v.producer.op in ("reshape", "expand", "identity"):
+        v = v.producer.inputs[0]
     p = v.producer
-    return p is not None and p.op == "constant" and bool(np.all(p.attrs["value"] != 0))
+    return p.attrs["value"] if p is not None and p.op == "constant" else None
+
+
+def _nonzero(v) -> bool:
+    """``v`` holds no zero: a constant, or a divisor already made safe (``where(y == 0, k,
+    y)`` of a nonzero ``k``, what this converter writes and what JAX code spelling it out
+    re-exports as)."""
+    c = _constant(v)
+    if c is not None:
+        return bool(c.size) and bool(np.all(c != 0))
+    p = v.producer
+    if p is None or p.op != "where":
+        return False
+    cond, k, y = p.inputs
+    eq = cond.producer
+    if eq is None or eq.op != "eq" or y not in eq.inputs:
+        return False
+    zero = _constant(eq.inputs[1] if eq.inputs[0] is y else eq.inputs[0])
+    return zero is not None and bool(np.all(zero == 0)) and _nonzero(k)
 
 
 def _integer_by_zero(op: str):
@@ -102,7 +123,7 @@ def _integer_by_zero(op: str):
     (jnp.gcd's loop divides by the zeros it then discards)."""
 
     def convert(ctx: Ctx, sop: ShloOp, a, b):
-        if not a.dtype.is_integer or _nonzero_constant(b):
+        if not a.dtype.is_integer or _nonzero(b):
             return ctx.op(op, a, b)
         zero = ctx.op("eq", b, ctx.const(0, b.dtype))
         safe = ctx.op("where", zero, ctx.const(1, b.dtype), b)

@@ -16,31 +16,13 @@ import numpy as np
 
 from msc.ir import Graph, TensorType
 from msc.ir.graph import Weight, dead_nodes
+from msc.ops.elementwise import BINARY, COMPARISONS
 
-__all__ = ["drop_broadcasts", "jax_spellings"]
+__all__ = ["drop_broadcasts", "drop_dead", "jax_spellings"]
 
-BROADCASTING = {
-    "add",
-    "sub",
-    "mul",
-    "div",
-    "pow",
-    "maximum",
-    "minimum",
-    "where",
-    "eq",
-    "ne",
-    "lt",
-    "le",
-    "gt",
-    "ge",
-    "logical_and",
-    "logical_or",
-    "logical_xor",
-    "atan2",
-    "fmod",
-    "clamp",
-}
+# every binary op and comparison broadcasts as numpy does (prelu's slope broadcasts its own
+# way), and so do where and clamp
+BROADCASTING = (set(BINARY) - {"prelu"}) | set(COMPARISONS) | {"where", "clamp"}
 
 
 def _shape(v) -> tuple | None:
@@ -266,6 +248,31 @@ def _sigmoid(node):
     return None
 
 
+def _unit_batch_matmul(node):
+    """reshape(matmul(reshape(a), reshape(b))) that takes leading 1s off a and b and puts them
+    back on the product (jnp.matmul squeezes a batch dim of size one on both sides) ->
+    matmul(a, b)."""
+    from msc.ops.rewrite import Match
+
+    if node.op != "reshape" or node.inputs[0] is None or len(node.inputs) > 1:
+        return None
+    mm = node.inputs[0].producer
+    out, inner = _shape(node.outputs[0]), _shape(node.inputs[0])
+    if mm is None or mm.op != "matmul" or out is None or inner is None:
+        return None
+    k = len(out) - len(inner)
+    if k <= 0 or out != (1,) * k + inner or len(node.inputs[0].uses) != 1:
+        return None
+    ops = []
+    for v in mm.inputs:
+        p = v.producer
+        src = p.inputs[0] if p is not None and p.op == "reshape" and len(p.inputs) == 1 else None
+        if src is None or _shape(src) != (1,) * k + _shape(v):
+            return None
+        ops.append(src)
+    return Match(node, [node, mm], {"a": ops[0], "b": ops[1]})
+
+
 def _through_broadcasts(v):
     """``v``'s constant value, read through the reshapes and expands JAX broadcasts it with."""
     from msc.ops.rewrite import constant_value
@@ -409,13 +416,28 @@ def _cse(graph: Graph) -> None:
 
 
 def _bypass_identities(graph: Graph) -> None:
+    """Identities (a convert to the dtype a value has) bypassed, in bodies and branches too."""
     changed = False
+    for node in graph.nodes:
+        for sub in node.subgraphs():
+            _bypass_identities(sub)
     for node in graph.nodes:
         if node.op == "identity" and node.outputs[0] not in graph.outputs:
             node.outputs[0].replace_all_uses_with(node.inputs[0])
             changed = True
     if changed:
         graph.remove_nodes(dead_nodes(graph))
+
+
+def drop_dead(graph: Graph) -> Graph:
+    """``graph`` (in place) without the nodes nothing reads, in branch and loop bodies too
+    (lax.cond's bool-to-index convert, which an ``if`` on the bool does not read); a body
+    first, so what only it read goes with it."""
+    for node in graph.nodes:
+        for sub in node.subgraphs():
+            drop_dead(sub)
+    graph.remove_nodes(dead_nodes(graph))
+    return graph
 
 
 def jax_spellings(graph: Graph) -> Graph:
@@ -441,6 +463,11 @@ def jax_spellings(graph: Graph) -> Graph:
             "mean",
             matcher=_mean,
             replace=lambda b, m: b.op("reduce_mean", m["x"], **m.info["attrs"]),
+        ),
+        Pattern(
+            "unit_batch_matmul",
+            matcher=_unit_batch_matmul,
+            replace=lambda b, m: b.op("matmul", m["a"], m["b"]),
         ),
         Pattern(
             "conv_bias",

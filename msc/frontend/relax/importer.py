@@ -20,8 +20,10 @@
 #   an ``identity``); a branch that returns a tuple gives the node one output per field.
 #   Weights (bound array constants) always go to the top graph.
 # - A call of another Relax function of the module (TVM's torch frontend writes torch.cond's
-#   branches as such) is read inline, its parameters bound to the call's arguments; a recursive
-#   call is refused.
+#   branches as such, codegen.relax one function per block type) is read inline, its parameters
+#   bound to the call's arguments; a recursive call is refused. The callee's shape variables are
+#   the arguments' dims, and those the arguments do not give (an unknown dim, one its
+#   match_casts define) are new symbols at each call, never shared with another call.
 # - Dims known only at run time: a shape variable has a source, the value whose dim it is (an
 #   input's, or one ``match_cast`` binds: a tensor's dim, or an element of the int tensor a
 #   ``tensor_to_shape`` read). ``Ctx.shape_value`` turns dims into an int64 tensor computed
@@ -181,8 +183,10 @@ class RelaxImporter:
         self.unsupported: list[UnsupportedOp] = []
         self._names: set[str] = set()
         self._consts = 0
-        # The functions being read inline, each with its shape variables' values.
+        # The functions being read inline, each with its shape variables' values, and the
+        # symbols made for the shape variables a call defines itself.
         self._calling: list[tuple[str, dict[str, Any]]] = []
+        self._call_symbols: set[str] = set()
         # Where each shape variable's run-time value comes from: ("shape", value, axis) or
         # ("elem", 1-d int tensor, index); and the tensors made of them, per graph.
         self.sources: dict[str, tuple[str, Value, int]] = {}
@@ -196,8 +200,11 @@ class RelaxImporter:
             return int(d.value)
         if isinstance(d, tvm.tirx.Var):
             name = str(d.name)
-            if self._calling and name in self._calling[-1][1]:  # a callee's own shape variable
-                return self._calling[-1][1][name]
+            if self._calling:  # a callee's shape variable: its own (a function captures none)
+                local = self._calling[-1][1]
+                if name not in local:  # one its arguments do not give: new at each call
+                    local[name] = self._call_symbol(name)
+                return local[name]
             if name not in self.symbols:
                 lo = self.lower.get(name)
                 hi = self.upper.get(name)
@@ -218,6 +225,17 @@ class RelaxImporter:
             if isinstance(d, kind):
                 return fn(self.dim(d.a), self.dim(d.b))
         raise Unsupported(f"shape expression {d} has no msc form")
+
+    def _call_symbol(self, name: str) -> SymDim:
+        """A symbol for a callee's shape variable first defined in one call of it, named apart
+        from every other symbol (the same function called twice defines two)."""
+        taken = set(self.symbols) | self._call_symbols
+        base, k = name, 0
+        while name in taken:
+            k += 1
+            name = f"{base}_{k}"
+        self._call_symbols.add(name)
+        return SymDim(name)
 
     def tensor_type(self, ty: Any) -> TensorType:
         if not isinstance(ty, relax.TensorType):
@@ -401,17 +419,35 @@ class RelaxImporter:
         args = [self.read(a) for a in call.args]
         if len(args) != len(func.params):
             raise Unsupported(f"{callee} takes {len(func.params)} arguments, given {len(args)}")
-        dims: dict[str, Any] = {}  # the callee's shape variables: the arguments' dims
-        for p, a in zip(func.params, args):
+        # The callee's shape variables: the arguments' dims, as Relax knows them here (the
+        # caller's shape variables), else as the arguments' msc types do.
+        dims: dict[str, Any] = {}
+        for p, expr, a in zip(func.params, call.args, args):
             self.env[p] = a
             shape = getattr(p.ty, "shape", None)
-            if isinstance(a, Value) and isinstance(shape, relax.ShapeExpr) and a.type.shape:
-                for d, v in zip(shape.values, a.type.shape):
-                    if isinstance(d, tvm.tirx.Var):
-                        dims.setdefault(str(d.name), v)
+            if not isinstance(shape, relax.ShapeExpr):
+                continue
+            here = getattr(getattr(expr, "ty", None), "shape", None)
+            here = list(here.values) if isinstance(here, relax.ShapeExpr) else None
+            known = a.type.shape if isinstance(a, Value) else None
+            for k, d in enumerate(shape.values):
+                if not isinstance(d, tvm.tirx.Var) or str(d.name) in dims:
+                    continue
+                v = None
+                if here is not None and k < len(here):
+                    try:
+                        v = self.dim(here[k])
+                    except Unsupported:
+                        v = None
+                if v is None and known is not None and k < len(known):
+                    v = known[k]
+                if v is not None:
+                    dims[str(d.name)] = v
         before = len(self.unsupported)
         self._calling.append((callee, dims))
         try:
+            for p, a in zip(func.params, args):  # the others are read from the arguments
+                self._dims_of(p.ty, a)
             for block in func.body.blocks:
                 for b in block.bindings:
                     self.bind(b)
@@ -480,7 +516,12 @@ class RelaxImporter:
             return
         for axis, d in enumerate(shape.values):
             if isinstance(d, tvm.tirx.Var):
-                self.sources.setdefault(str(d.name), ("shape", value, axis))
+                self.sources.setdefault(self._symbol_name(d), ("shape", value, axis))
+
+    def _symbol_name(self, d: Any) -> str:
+        """The name of the symbol shape variable ``d`` is here (a callee's: of this call)."""
+        s = self.dim(d)
+        return s.name if isinstance(s, SymDim) else str(d.name)
 
     def _match_cast(self, b: Any) -> Any:
         """The value ``match_cast`` binds: its input, unchanged (the cast only names dims and
@@ -493,7 +534,7 @@ class RelaxImporter:
                 raise Unsupported("a match_cast of a shape to a shape of unknown rank")
             for i, d in enumerate(ctx_values):
                 if isinstance(d, tvm.tirx.Var):
-                    self.sources.setdefault(str(d.name), ("elem", value.tensor, i))
+                    self.sources.setdefault(self._symbol_name(d), ("elem", value.tensor, i))
             return value
         if not isinstance(value, Value):
             raise Unsupported(f"a match_cast of a {type(value).__name__}")

@@ -563,7 +563,11 @@ class Importer:
 
     def _call(self, conv: Any, op: TfOperator, ins: list[TfTensor | None]) -> list[Value]:
         opts = dict(op.options)
-        act = opts.pop("fused_activation_function", 0)
+        # a fused activation is its own node after the op, unless the converter reads it (a
+        # recurrent cell's is its cell and output activation, not one on its output)
+        act = 0
+        if "fused_activation_function" not in conv.options:
+            act = opts.pop("fused_activation_function", 0)
         for key in HANDLED:
             if key not in conv.options:
                 opts.pop(key, None)

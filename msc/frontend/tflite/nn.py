@@ -452,16 +452,6 @@ def embedding_lookup(ctx: Ctx, ids, table):
 
 
 not_read(
-    "a recurrent cell with TFLite's own weight layout and state tensors (variables)",
-    "LSTM",
-    "UNIDIRECTIONAL_SEQUENCE_LSTM",
-    "BIDIRECTIONAL_SEQUENCE_LSTM",
-    "RNN",
-    "UNIDIRECTIONAL_SEQUENCE_RNN",
-    "BIDIRECTIONAL_SEQUENCE_RNN",
-    "SVDF",
-)
-not_read(
     "hashing and sparse text features (legacy text models) have no canonical op",
     "LSH_PROJECTION",
     "SKIP_GRAM",

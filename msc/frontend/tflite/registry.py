@@ -32,7 +32,8 @@ __all__ = [
 
 # Options fields handled by the importer for every op, with why they need no converter.
 HANDLED = {
-    "fused_activation_function": "split into its own node after the op",
+    "fused_activation_function": "split into its own node after the op (a recurrent cell's "
+    "converter reads it: its cell activation)",
     "asymmetric_quantize_inputs": "how a hybrid kernel quantizes its float input at run time",
     "pot_scale_int16": "how an int16 kernel rescales (power-of-two scales or not)",
     "quantized_bias_type": "the accumulator type of a quantized kernel",

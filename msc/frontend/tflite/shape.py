@@ -97,7 +97,9 @@ def split(ctx: Ctx, axis, x, *, num_splits=0):
     n = len(ctx.operator.outputs)
     a = _axis(ctx, axis, "the axis")
     d = xv.type.shape[a] if xv.type.shape is not None else None
-    if not isinstance(d, int) or d % n:
+    if not isinstance(d, int):  # even parts of a size known at run time (LiteRT checks it)
+        return list(ctx.multi("split", xv, axis=a, num_outputs=n))
+    if d % n:
         raise Unsupported(f"SPLIT of a dim of {d} into {n}")
     return list(ctx.multi("split", xv, axis=a, sizes=[d // n] * n))
 

@@ -283,4 +283,4 @@ def decompose(
 
 
 # Importing the rule families registers them.
-from msc.ops.decompose import activation, linalg, nn, quant, shape, special  # noqa: E402,F401
+from msc.ops.decompose import activation, linalg, nn, quant, recurrent, shape, special  # noqa: E402,F401

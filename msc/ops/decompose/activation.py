@@ -158,6 +158,12 @@ def trunc(b: Builder, x: Value) -> Value:
     return b.op("where", b.op("lt", x, b.scalar(0.0, x)), b.op("ceil", x), b.op("floor", x))
 
 
+@registry("isnan")
+def isnan(b: Builder, x: Value) -> Value:
+    """x != x: NaN is the one value unequal to itself (IEEE 754)."""
+    return b.op("ne", x, x)
+
+
 @registry("isfinite")
 def isfinite(b: Builder, x: Value) -> Value:
     """not (isnan(x) or isinf(x))."""
