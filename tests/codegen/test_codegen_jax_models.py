@@ -60,7 +60,6 @@ STRUCTURAL_MISSES: dict[str, str] = {
     "gpt2": f"{_EMBEDDING}; a linear of a 3-d input (GPT-2's Conv1D: a 2-d addmm between "
     "views) re-exports with the views JAX keeps, and split as slices",
     "llama": f"{_EMBEDDING}; {_VIEWS}",
-    "vit": "a gather of the [CLS] row re-exports with JAX's own index handling around it",
     "whisper": _EMBEDDING,
     "moe": f"{_EMBEDDING}; {_VIEWS}; topk re-exports as a sort",
 }
