@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 
 from codegen.torch import code
 from codegen.torch.modules import Alias, Holder, Leaf, ModulePlan, Param
+from msc.ir.blocks import CONTAINERS, module_types, owners
 from msc.ir.graph import Graph, Node, Weight
 
 __all__ = [
@@ -77,49 +78,6 @@ class Block:
         return False
 
 
-# torch's containers: their items stay inline in the parent's forward.
-_CONTAINERS = frozenset({"Sequential", "ModuleList", "ModuleDict"})
-
-
-def _owners(graph: Graph) -> dict[Node, str]:
-    """The module of each top-level node; a constant belongs where all its users are, and a
-    node with no module (one a frontend or a rewrite made, e.g. an ONNX Split the optimizer
-    rebuilt) where its producers and users all are."""
-    owner = {n: n.provenance.module for n in graph.nodes}
-    for n in reversed(graph.nodes):
-        if n.op != "constant":
-            continue
-        users = {owner.get(u, u.provenance.module) for v in n.outputs for u, _ in v.uses}
-        if users:
-            owner[n] = _common(list(users))
-    for n in graph.nodes:
-        if n.op == "constant" or n.provenance.module or n.provenance.stack:
-            continue
-        users = [owner.get(u, u.provenance.module) for v in n.outputs for u, _ in v.uses]
-        made = [owner[v.producer] for v in n.inputs if v is not None and v.producer in owner]
-        if users and made:
-            owner[n] = _common(users + made)
-    return owner
-
-
-def _common(paths: list[str]) -> str:
-    split = [p.split(".") if p else [] for p in paths]
-    out: list[str] = []
-    for parts in zip(*split):
-        if len(set(parts)) != 1:
-            break
-        out.append(parts[0])
-    return ".".join(out)
-
-
-def _type_names(graph: Graph) -> dict[str, str]:
-    types: dict[str, str] = {}
-    for n in graph.nodes:
-        for path, t in n.provenance.stack:
-            types.setdefault(path, t)
-    return types
-
-
 def _weights_read(node: Node):
     for v in node.inputs:
         if isinstance(v, Weight):
@@ -142,8 +100,8 @@ def _holder(plan: ModulePlan, parts: list[str]) -> Holder | None:
 def find_blocks(graph: Graph, plan: ModulePlan) -> tuple[list[Block], dict[Node, Block]]:
     """The blocks of ``graph`` (the top level ones, each with its children) and the innermost
     block of every top-level node in one."""
-    owner = _owners(graph)
-    types = _type_names(graph)
+    owner = owners(graph)
+    types = module_types(graph)
     index = {n: i for i, n in enumerate(graph.nodes)}
     paths: set[str] = set()
     for m in set(owner.values()):
@@ -158,7 +116,7 @@ def find_blocks(graph: Graph, plan: ModulePlan) -> tuple[list[Block], dict[Node,
     for path in sorted(paths, key=lambda p: (p.count("."), p)):
         parts = path.split(".")
         h = _holder(plan, parts)
-        if h is None or h is plan.root or h.is_list or types.get(path) in _CONTAINERS:
+        if h is None or h is plan.root or h.is_list or types.get(path) in CONTAINERS:
             continue
         if any(k.isdigit() for k in h.children):  # a Sequential with gaps: its items inline
             continue

@@ -35,7 +35,7 @@ from msc.ir.equal import structural_equal, structural_hash
 from msc.ir.graph import Graph, Node, Value, Weight
 from msc.ir.validate import _all_inputs
 
-__all__ = ["Block", "Partition", "partition", "owners", "CONTAINERS"]
+__all__ = ["Block", "Partition", "partition", "owners", "module_types", "CONTAINERS"]
 
 # Source module types that only hold others: their items are the blocks.
 CONTAINERS = frozenset({"Sequential", "ModuleList", "ModuleDict"})
@@ -119,7 +119,8 @@ def _under(module: str, path: str) -> bool:
     return module == path or module.startswith(path + ".")
 
 
-def _types(graph: Graph) -> dict[str, str]:
+def module_types(graph: Graph) -> dict[str, str]:
+    """Module path -> its type name, as the nodes' provenance stacks say (the first seen)."""
     types: dict[str, str] = {}
     for n in graph.nodes:
         for path, t in n.provenance.stack:
@@ -130,7 +131,7 @@ def _types(graph: Graph) -> dict[str, str]:
 def partition(graph: Graph, *, min_ops: int = 2) -> Partition:
     """The blocks of ``graph``'s top level (see the module NOTE)."""
     owner = owners(graph)
-    types = _types(graph)
+    types = module_types(graph)
     index = {n: i for i, n in enumerate(graph.nodes)}
     paths: set[str] = set()
     for m in set(owner.values()):

@@ -34,7 +34,7 @@ from msc.ir.dtype import DType  # noqa: E402
 from msc.ir.equal import structural_equal  # noqa: E402
 from msc.ir.graph import Graph, Provenance  # noqa: E402
 from msc.ir.types import TensorType  # noqa: E402
-from tests.codegen.test_torch_hierarchy_models import _bert, _gpt2, _resnet  # noqa: E402
+from tests.codegen.test_torch_hierarchy_models import _bert, _gpt2, _graph, _resnet  # noqa: E402
 
 RTOL, ATOL = 1e-4, 1e-5  # float32, the VM's kernels against eager
 
@@ -50,15 +50,6 @@ MODELS = {
 }
 # torch.onnx's export is the slow part (each file over 10 s on a shared 2-core machine).
 SLOW = {("gpt2", "onnx"), ("bert", "onnx"), ("resnet", "onnx")}
-
-
-def _graph(model, inputs: dict, source: str, tmp_path_factory) -> Graph:
-    if source == "export":
-        return msc.from_torch(model, (), example_kwargs=inputs)
-    pytest.importorskip("onnxscript", reason="torch.onnx's dynamo exporter")
-    path = tmp_path_factory.mktemp("onnx") / "model.onnx"
-    torch.onnx.export(model, (), str(path), kwargs=inputs, dynamo=True, verbose=False)
-    return msc.from_onnx(str(path))
 
 
 @pytest.fixture(
