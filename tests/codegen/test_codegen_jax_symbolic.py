@@ -106,6 +106,11 @@ def _cli(*args: str) -> tuple[int, str]:
     return rc, out.getvalue()
 
 
+# The models whose re-export at symbolic sizes does not read back as the graph yet: the static
+# table's, and ViT, whose [CLS] row (x[:, 0] of a symbolic batch) re-exports as a reshape where
+# the graph gathers it (static, it reads back).
+SYMBOLIC_MISSES = {**STRUCTURAL_MISSES, "vit": "the [CLS] row's gather re-exports as a reshape"}
+
 # export, convert, check (with the re-export) and two runs: vit 4 s (12 s on a loaded
 # machine), the others 5-15 s
 CLI_SLOW = set(MODELS) - {"vit"}
@@ -124,7 +129,7 @@ def test_dynamic_pt2_converts_to_jax_with_the_cli(name, tmp_path):
     out = tmp_path / "out"
     # the structural check's verdict, honestly: a model whose re-export does not read back as
     # its graph yet is reported as real changes, not blocking for the jax target
-    changes = name in STRUCTURAL_MISSES
+    changes = name in SYMBOLIC_MISSES
     args = ["convert", str(tmp_path / "model.pt2"), "--to", "jax", "-o", str(out)]
     rc, said = _cli(*args)
     assert rc == 0, said
