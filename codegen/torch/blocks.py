@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 
 from codegen.torch import code
 from codegen.torch.modules import Alias, Holder, Leaf, ModulePlan, Param
-from msc.ir.blocks import CONTAINERS, module_types, owners
+from msc.ir.blocks import CONTAINERS, module_paths, module_types, nest, owners
 from msc.ir.graph import Graph, Node, Weight
 
 __all__ = [
@@ -103,11 +103,7 @@ def find_blocks(graph: Graph, plan: ModulePlan) -> tuple[list[Block], dict[Node,
     owner = owners(graph)
     types = module_types(graph)
     index = {n: i for i, n in enumerate(graph.nodes)}
-    paths: set[str] = set()
-    for m in set(owner.values()):
-        parts = m.split(".") if m else []
-        for k in range(1, len(parts) + 1):
-            paths.add(".".join(parts[:k]))
+    paths = module_paths(owner)
     for path, t in types.items():
         h = _holder(plan, path.split(".")) if t == "Sequential" else None
         if h is not None and h.is_list:
@@ -129,16 +125,7 @@ def find_blocks(graph: Graph, plan: ModulePlan) -> tuple[list[Block], dict[Node,
             continue
         t = types.get(path) or _camel(parts)
         found[path] = Block(path, parts, t, h, nodes)
-    top: list[Block] = []
-    for b in found.values():  # parents first (sorted by depth)
-        parts = b.parts
-        parent = None
-        for k in range(len(parts) - 1, 0, -1):
-            parent = found.get(".".join(parts[:k]))
-            if parent is not None:
-                break
-        b.parent = parent
-        (parent.children if parent is not None else top).append(b)
+    top = nest(found)  # parents first (sorted by depth)
     node_block: dict[Node, Block] = {}
     for b in found.values():  # deeper blocks later: they win
         for n in b.nodes:

@@ -35,7 +35,16 @@ from msc.ir.equal import structural_equal, structural_hash
 from msc.ir.graph import Graph, Node, Value, Weight
 from msc.ir.validate import _all_inputs
 
-__all__ = ["Block", "Partition", "partition", "owners", "module_types", "CONTAINERS"]
+__all__ = [
+    "Block",
+    "Partition",
+    "partition",
+    "owners",
+    "module_types",
+    "module_paths",
+    "nest",
+    "CONTAINERS",
+]
 
 # Source module types that only hold others: their items are the blocks.
 CONTAINERS = frozenset({"Sequential", "ModuleList", "ModuleDict"})
@@ -115,6 +124,33 @@ def owners(graph: Graph) -> dict[Node, str]:
     return owner
 
 
+def module_paths(owner: dict[Node, str]) -> set[str]:
+    """Every module path the owners name, with all its prefixes (``a.b.c``: a, a.b, a.b.c)."""
+    paths: set[str] = set()
+    for m in set(owner.values()):
+        parts = m.split(".") if m else []
+        for k in range(1, len(parts) + 1):
+            paths.add(".".join(parts[:k]))
+    return paths
+
+
+def nest(found: dict) -> list:
+    """Link blocks keyed by module path (in parents-first order) into a tree: each block's
+    ``parent`` is the nearest found prefix of its path, and it joins that parent's ``children``
+    or, with none, the returned top level."""
+    top = []
+    for path, b in found.items():
+        parts = path.split(".")
+        parent = None
+        for k in range(len(parts) - 1, 0, -1):
+            parent = found.get(".".join(parts[:k]))
+            if parent is not None:
+                break
+        b.parent = parent
+        (parent.children if parent is not None else top).append(b)
+    return top
+
+
 def _under(module: str, path: str) -> bool:
     return module == path or module.startswith(path + ".")
 
@@ -133,11 +169,7 @@ def partition(graph: Graph, *, min_ops: int = 2) -> Partition:
     owner = owners(graph)
     types = module_types(graph)
     index = {n: i for i, n in enumerate(graph.nodes)}
-    paths: set[str] = set()
-    for m in set(owner.values()):
-        parts = m.split(".") if m else []
-        for k in range(1, len(parts) + 1):
-            paths.add(".".join(parts[:k]))
+    paths = module_paths(owner)
     listed = {p.rpartition(".")[0] for p in paths if p.rpartition(".")[2].isdigit()}
     found: dict[str, Block] = {}
     for path in sorted(paths, key=lambda p: (p.count("."), p)):
@@ -161,17 +193,8 @@ def partition(graph: Graph, *, min_ops: int = 2) -> Partition:
         if len(nodes) - len(inside) != sum(n.op == "constant" for n in nodes):
             continue  # not contiguous (a constant inside the run may be anyone's)
         found[path] = Block(path, t, nodes, start=first)
-    blocks = list(found.values())  # parents first (sorted by depth)
-    top: list[Block] = []
-    for b in blocks:
-        parts = b.path.split(".")
-        parent = None
-        for k in range(len(parts) - 1, 0, -1):
-            parent = found.get(".".join(parts[:k]))
-            if parent is not None:
-                break
-        b.parent = parent
-        (parent.children if parent is not None else top).append(b)
+    blocks = list(found.values())
+    top = nest(found)
     for b in blocks:
         b.children.sort(key=lambda c: c.start)
     top.sort(key=lambda c: c.start)
