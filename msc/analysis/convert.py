@@ -81,7 +81,7 @@ JAX_ADVISORY = (
 # activations, clip, peepholes, sequence lengths; and, for now, every node not made by msc's
 # torch frontend from one of those modules): torch.export unrolls the helper's loop
 # over the time steps, so the re-import is the steps, not the node (codegen.torch
-# .unrolled_nodes). The outputs decide.
+# .unrolled_nodes). The outputs decide, and only there: a change elsewhere still blocks.
 UNROLLED_ADVISORY = (
     "not blocking: the code runs {nodes} through the recurrent helper _msc_recurrent (not "
     "as torch's nn.LSTM / GRU / RNN), which torch.export unrolls into its time steps; the "
@@ -473,7 +473,7 @@ def convert(
                     as_generated(g), constants_as_nodes(again.graph, g), keep_types=True
                 )
                 unrolled = [] if report.equivalent else unrolled_nodes(g)
-                if unrolled:
+                if unrolled and _only_unrolled(as_generated(g), again.graph, g, unrolled):
                     shown = ", ".join(unrolled[:3]) + (" ..." if len(unrolled) > 3 else "")
                     report.advisory = UNROLLED_ADVISORY.format(nodes=shown)
             else:  # an ONNX model holds the weights something reads
@@ -739,6 +739,20 @@ def _unranged(g: Graph, keep_types: bool = False) -> Graph:
     for v in values(out):
         v.type = strip(v.type)
     return out
+
+
+def _only_unrolled(a: Graph, b: Graph, source: Graph, unrolled: list[str]) -> bool:
+    """Whether the re-import ``b`` differs from ``a`` only where ``unrolled`` nodes were:
+    every node of ``a`` diff pairs is unchanged, and those it cannot pair are ops of the
+    unrolled nodes (their steps are what ``b`` adds). A change anywhere else still blocks."""
+    from msc.analysis.diff import diff_graphs
+
+    ops = {n.op for n in source.nodes if (n.name or n.op) in set(unrolled)}
+    a, b = _unranged(a, True), _unranged(b, True)
+    d = diff_graphs(a, b)
+    if d.changed or any(": renamed " not in s for s in d.io_changes):
+        return False
+    return all(a.nodes[i].op in ops for i, s in d.node_status_a.items() if s != "same")
 
 
 def _structural(a: Graph, b: Graph, keep_types: bool = False) -> tuple[str | None, str, str, bool]:

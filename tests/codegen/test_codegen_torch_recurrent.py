@@ -166,6 +166,48 @@ def test_onnx_lstm_with_clip_runs_the_helper(tmp_path):
     assert abs(want - got).max() <= ATOL
 
 
+def test_unrolled_advisory_excuses_only_the_unrolled_nodes(tmp_path, monkeypatch):
+    """The advisory covers the recurrent node torch.export unrolls, nothing else: a change
+    elsewhere in the graph (here the check told to expect a sigmoid where the code has a relu)
+    still blocks writing."""
+    pytest.importorskip("onnxruntime")
+    onnx = pytest.importorskip("onnx")
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    import codegen.torch
+
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(rng.standard_normal(s).astype(np.float32), n)
+             for n, s in (("W", (1, 32, 5)), ("R", (1, 32, 8)), ("B", (1, 64)))]  # fmt: skip
+    nodes = [
+        helper.make_node("LSTM", ["x", "W", "R", "B"], ["y"], hidden_size=8, clip=0.5),
+        helper.make_node("Relu", ["y"], ["z"]),
+    ]
+    graph = helper.make_graph(
+        nodes, "clipped", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [7, 2, 5])],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, [7, 1, 2, 8])], inits,
+    )  # fmt: skip
+    path = tmp_path / "clip.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    report = msc.convert(path, tmp_path / "out")
+    assert report.ok and "_msc_recurrent" in report.advisory  # only the unrolled node differs
+
+    real = codegen.torch.as_generated
+
+    def expecting_sigmoid(g, **kw):
+        out = real(g, **kw)
+        for n in out.nodes:
+            if n.op == "relu":
+                n.op = "sigmoid"
+        return out
+
+    monkeypatch.setattr(codegen.torch, "as_generated", expecting_sigmoid)
+    report = msc.convert(path, tmp_path / "out2")
+    assert not report.ok and not report.advisory and not report.equivalent
+    assert not (tmp_path / "out2").exists()  # nothing written
+
+
 @pytest.mark.parametrize("layer", ["LSTM", "GRU"])
 def test_keras_recurrent_to_torch_is_the_module(layer, tmp_path, monkeypatch):
     import os
