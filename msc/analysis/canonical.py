@@ -19,7 +19,8 @@ Graph passes (spellings and constants, not patterns):
   trailing absent inputs dropped, a slice's default and constant-input axes and steps as
   attributes, a per-tensor quantize's or dequantize's axis as the default, an expand's
   target entry that is the input's own static dim as -1, a shape's end at or past the rank
-  as none, a slice's start before a static dim's first element as 0, a sort whose indices
+  as none, a slice's start before a static dim's first element as 0 and its end at or past
+  it (stepping forward) as "to the end", a sort whose indices
   nothing reads as stable (ties are equal values: their order does not show).
 
 Pattern rewrites (``msc.rewrite`` patterns, ``RULES``; each counted under its label):

@@ -24,6 +24,7 @@ is *changed* when its op, attributes, output types, weights or wiring differ. Wh
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -232,7 +233,18 @@ def _forward(m: Match, a: Graph, b: Graph, strict: bool) -> None:
             # attributes, so an equal computation is never reported as a changed one.
             alike = [c for c in same if _attrs_equal(n, c)] or same
             named = [c for c in alike if _ident(c) and _ident(c) == _ident(n)]
+            if not named and len(alike) > 1:  # q, k and v projections of one input: the
+                # one whose module path and weight names share most words with n's
+                words = _words(n)
+                named = [max(alike, key=lambda c: len(words & _words(c)))]
             m.pair(n, (named or alike)[0], how)
+
+
+def _words(n: Node) -> set[str]:
+    """The words of a node's module path, name and weight names (``encoder.layer.0.query``
+    and Keras' ``encoder_layer_0_query_linear/kernel`` share five)."""
+    text = " ".join([n.provenance.module or "", n.name or "", *_weight_names(n)])
+    return {w for w in re.split(r"[^0-9a-zA-Z]+", text.lower()) if w}
 
 
 def _attrs_equal(a: Node, b: Node) -> bool:

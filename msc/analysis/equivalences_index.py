@@ -5,6 +5,10 @@ here is one block of ``msc.analysis.equivalences.RULES``, in its priority order)
 
 - ``unsqueeze(unsqueeze(x, a), b)`` as one unsqueeze (and squeezes alike): torch.export writes
   one dim at a time, torch.onnx several at once;
+- ``transpose(transpose(x, p), q)`` as one transpose, or ``x`` where the two undo each
+  other: a codegen moving a layout into a library call and back (Keras'
+  ``dot_product_attention`` takes [batch, length, heads, dim]) writes transposes the source
+  did not;
 - ``squeeze(slice(x, k, k + 1, axis), axis)`` -> ``gather(x, k, axis)`` of a 0-d ``k``:
   torch.export's ``select`` against ONNX's Gather of a scalar index;
 - ``index(x, i)`` on one axis -> ``gather(x, i, axis)`` (torch.export's ``x[i]``);
@@ -99,6 +103,29 @@ def _find_squeeze_chain(n: Node) -> Match | None:
     left = [k for k in range(rank) if k not in a]
     nodes = [inner, n] if len(inner.output.uses) == 1 else [n]
     return Match(n, nodes, {"x": x}, info={"axes": sorted(a + [left[k] for k in b])})
+
+
+def _find_transpose_chain(n: Node) -> Match | None:
+    """transpose(transpose(x, p), q) -> transpose(x, r), r[j] = p[q[j]]; x itself where r is
+    the identity: a codegen that moves a layout into a library call and back (Keras'
+    dot_product_attention takes [batch, length, heads, dim]) writes transposes the source
+    did not."""
+    if n.op != "transpose" or n.inputs[0] is None or n.inputs[0].producer is None:
+        return None
+    inner = n.inputs[0].producer
+    if inner.op != "transpose" or inner.inputs[0] is None:
+        return None
+    p, q = inner.attrs.get("perm"), n.attrs.get("perm")
+    if p is None or q is None or len(p) != len(q):
+        return None
+    nodes = [inner, n] if len(inner.output.uses) == 1 else [n]
+    r = [int(p[j]) for j in q]
+    return Match(n, nodes, {"x": inner.inputs[0]}, info={"perm": r})
+
+
+def _transposed(b: Builder, m: Match) -> Value:
+    r = m.info["perm"]
+    return m["x"] if r == list(range(len(r))) else b.op("transpose", m["x"], perm=r)
 
 
 # ------------------------------------------------------------------------------ indexing
@@ -596,6 +623,7 @@ RULES = [
         _find_squeeze_chain,
         lambda b, m: b.op("squeeze", m["x"], axes=m.info["axes"]),
     ),
+    ("transposes merged", _find_transpose_chain, _transposed),
     ("gather of a range -> slice", _find_gather_range, _gather_range_to_slice),
     ("slice of one element, squeezed -> gather", _find_slice_squeezed, _select),
     (
