@@ -160,7 +160,8 @@ _INT64_MAX = 2**63 - 1
 
 def _slice_whole_axes(g: Graph, n: Node, shape: Sequence[object]) -> None:
     """A slice's axes that keep the whole dim (start 0, step 1, end at or past the dim) left
-    out, and a "to the end" sentinel written as int64's max: TFLite's STRIDED_SLICE names every
+    out, and a "to the end" sentinel (or, stepping forward, an end at or past a static dim)
+    written as int64's max: TFLite's STRIDED_SLICE names every
     axis (its "to the end" is 2**62), torch.export's slice one. A slice of every axis whole
     (a copy) is spelled as one of axis 0. Left as it is when a bound is computed at run
     time."""
@@ -181,7 +182,8 @@ def _slice_whole_axes(g: Graph, n: Node, shape: Sequence[object]) -> None:
             continue
         keep.append(i)
         new_starts.append(start)
-        new_ends.append(_INT64_MAX if ends[i] >= _TO_END else ends[i])
+        # an end at or past a static dim is "to the end" (JAX writes the dim, torch int64's max)
+        new_ends.append(_INT64_MAX if ends[i] >= _TO_END or past and steps[i] > 0 else ends[i])
     if not keep and shape:
         if list(axes) != [0] or list(starts) != [0] or list(ends) != [_INT64_MAX]:
             whole = {"axes": [0], "starts": [0], "ends": [_INT64_MAX], "steps": [1]}
