@@ -107,14 +107,17 @@ def adaptive_avg_pool(e: JaxCodegen, node, x):
 
 @emitter("batch_norm")
 def batch_norm(e: JaxCodegen, node, x, w, b, mean, var):
+    # x * scale + shift of the statistics (torch's CPU kernel computes it so): JAX re-exports
+    # it as a MUL and an ADD of constants, which a diff reads as the batch_norm (folded into
+    # the conv before it, as the source's is)
     n = node.inputs[0].type.rank
     r = f".reshape({(-1,) + (1,) * (n - 2)!r})"
-    y = f"({x} - {mean}{r}) * lax.rsqrt({var}{r} + {_scalar(node.attrs['eps'])})"
-    if w is not None:
-        y = f"{y} * {w}{r}"
-    if b is not None:
-        y = f"{y} + {b}{r}"
-    return y
+    scale = e.fresh(f"{node.outputs[0].name}_scale", "scale")
+    rsqrt = f"lax.rsqrt({var} + {_scalar(node.attrs['eps'])})"
+    e.pre.append(f"{scale} = {rsqrt if w is None else f'{w} * {rsqrt}'}")
+    shift = e.fresh(f"{node.outputs[0].name}_shift", "shift")
+    e.pre.append(f"{shift} = {'-' if b is None else f'{b} -'} {mean} * {scale}")
+    return f"{x} * {scale}{r} + {shift}{r}"
 
 
 @emitter("layer_norm")

@@ -209,7 +209,9 @@ def gather(e: JaxCodegen, node, x, indices):
 
 @emitter("embedding")
 def embedding(e: JaxCodegen, node, weight, indices):
-    return f"jnp.take({weight}, {indices}, axis=0)"
+    # the source refuses an index out of [0, rows): "clip" (a bare gather) agrees on every one
+    # it takes, and re-exports as the gather alone (no wrap or fill around it)
+    return f'jnp.take({weight}, {indices}, axis=0, mode="clip")'
 
 
 @emitter("arange")

@@ -12,6 +12,12 @@ Rules (``msc.rewrite`` matchers, each exact; a rule's label is what ``diff`` cou
 - the guard ``where(reduce_max(mask) == -inf, 0, attention(..., mask))`` -> the attention:
   torch's scaled_dot_product_attention and ONNX Attention give 0 for a query row the mask
   hides everywhere, which is what the guard spells out;
+- ``attention(q, k, v, M)`` of a constant M that is exactly the causal mask (top-left
+  aligned, as ``msc.ops.fusions`` tests it) -> ``attention(q, k, v, is_causal=True)``: JAX
+  lowers jax.nn.dot_product_attention's ``is_causal`` to that mask;
+- a broadcasting op's operand's leading size-1 dims (a constant's, or those a view put in
+  front), dropped where another operand has at least its rank (numpy's broadcasting aligns
+  from the right): JAX's broadcast_in_dim reads back without them;
 - a resize's attributes its mode ignores at their defaults, pytorch_half_pixel as
   half_pixel where every resized dim is more than 1, constant scales as the sizes they give
   where that is exact;
@@ -63,7 +69,9 @@ from msc.ir.dtype import DType
 from msc.ir.graph import Graph, Node, Value, Weight, dead_nodes
 from msc.ir.types import TensorType
 from msc.ops import registry
+from msc.ops.elementwise import BINARY, COMPARISONS
 from msc.ops.folds import batch_norm_scale, batch_norm_shift
+from msc.ops.fusions import _is_causal_mask
 from msc.ops.nn import exact_resize_scale
 from msc.ops.quant import INT_RANGE
 from msc.ops.rewrite import Match, constant_value
@@ -167,6 +175,56 @@ def _bool_mask_attention(b: Builder, m: Match) -> Value:
     if mask is None:
         mask = b.op("constant", value=m.info["const"])
     return b.op("attention", m["q"], m["k"], m["v"], mask, **m.info["attrs"])
+
+
+def _find_causal_mask(n: Node) -> Match | None:
+    """attention(q, k, v, M) of a constant M that is exactly causal attention's (query i sees
+    keys j <= i, broadcast over the leading dims; ``msc.ops.fusions``' own test) ->
+    attention(q, k, v, is_causal=True): JAX lowers ``is_causal`` to that constant mask."""
+    if n.op != "attention" or n.attrs["is_causal"] or len(n.inputs) < 4 or n.inputs[3] is None:
+        return None
+    q, k, v, mask = n.inputs[:4]
+    if not _is_causal_mask(mask, q, k):
+        return None
+    return Match(n, [n], {"q": q, "k": k, "v": v})
+
+
+# Ops that broadcast their operands as numpy does (right-aligned); prelu's slope does not.
+_BROADCASTING = (set(BINARY) - {"prelu"}) | set(COMPARISONS) | {"where"}
+
+
+def _find_leading_ones(n: Node) -> Match | None:
+    """A broadcasting op's operand of leading size-1 dims (a constant, or a view of x that
+    only puts them in front of x's dims), where another operand has at least its rank:
+    numpy's broadcasting aligns shapes from the right, so those dims change nothing ([1, 1,
+    8, 8] and [8, 8] against [1, 4, 8, 8]). JAX's broadcast_in_dim reads back without the
+    ones the code's expand_dims or reshape put there."""
+    if n.op not in _BROADCASTING or any(v is None or v.type.rank is None for v in n.inputs):
+        return None
+    ranks = [v.type.rank for v in n.inputs]
+    for i, v in enumerate(n.inputs):
+        shape, c = v.type.shape, constant_value(v)
+        if not shape or shape[0] != 1:
+            continue
+        if max((r for j, r in enumerate(ranks) if j != i), default=0) < len(shape):
+            continue
+        lead = next((k for k, d in enumerate(shape) if d != 1), len(shape))
+        ins = {f"in{j}": u for j, u in enumerate(n.inputs)}
+        if c is not None:
+            return Match(n, [n], ins, info={"at": i, "value": c.reshape(c.shape[lead:])})
+        p = v.producer  # a view that only puts the ones in front
+        x = p.inputs[0] if p is not None and p.op in ("unsqueeze", "reshape") else None
+        if x is not None and x.type.shape is not None and list(x.type.shape) == list(shape[lead:]):
+            return Match(n, [n], {**ins, f"in{i}": x}, info={"at": i})
+    return None
+
+
+def _without_leading_ones(b: Builder, m: Match) -> Value:
+    n = m.root
+    ins = [m[f"in{j}"] for j in range(len(n.inputs))]
+    if "value" in m.info:
+        ins[m.info["at"]] = b.const(m.info["value"], ins[m.info["at"]].type.dtype)
+    return b.op(n.op, *ins, **n.attrs)
 
 
 def _find_masked_row_guard(n: Node) -> Match | None:
@@ -556,6 +614,18 @@ RULES = [
         ),
         _find_additive_bool_mask,
         _bool_mask_attention,
+    ),
+    (
+        "attention's causal constant mask -> is_causal",
+        _find_causal_mask,
+        lambda b, m: b.op(
+            "attention", m["q"], m["k"], m["v"], None, **{**m.root.attrs, "is_causal": True}
+        ),
+    ),
+    (
+        "a broadcast operand's leading size-1 dims dropped",
+        _find_leading_ones,
+        _without_leading_ones,
     ),
     ("resize's attributes that do not apply normalized", _find_resize_spelling, _respell_resize),
     (

@@ -23,6 +23,10 @@ here is one block of ``msc.analysis.equivalences.RULES``, in its priority order)
 - ``x != x`` of a float x -> ``isnan(x)`` (codegen.tflite's spelling: TFLite has no IsNaN);
 - a reshape's or expand's run-time int64 target through ``cast`` to int32 and back -> the
   target (TFLite takes it as int32; its entries are dims);
+- ``embedding(W, clamp(i, 0, rows - 1))`` -> ``embedding(W, i)``: JAX's gather clamps its
+  starts (the JAX frontend writes the clamp), and an embedding's indices are W's rows;
+- ``split(x, sizes, axis)`` of constant sizes -> one ``slice`` per piece (jnp.split's
+  re-export; ONNX's Split against slices alike);
 - ``gather(x, range(0, n, 1), axis)`` -> ``slice(x, 0, n, axis)`` where ``n`` is at most the
   dim (torch.export's slice to a symbolic end, against ONNX's Slice);
 - gather-style ops' ``negative_indices`` where the indices are known not to be negative;
@@ -171,6 +175,47 @@ def _no_negative_indices(b: Builder, m: Match) -> Value:
     return b.op(n.op, *ins, **{**n.attrs, "negative_indices": False})
 
 
+def _find_embedding_clamp(n: Node) -> Match | None:
+    """``embedding(W, clamp(i, 0, rows - 1))``: an embedding's indices are rows of W (the
+    source refuses any other), which the clamp leaves as they are. JAX's gather clamps its
+    starts, so the frontend writes the clamp back where generated code takes rows; a gather
+    (which counts a negative index from the end) or other bounds keep theirs."""
+    if n.op != "embedding" or n.inputs[1] is None or n.inputs[1].producer is None:
+        return None
+    c, w = n.inputs[1].producer, n.inputs[0]
+    if c.op != "clamp" or len(c.inputs) != 3 or c.inputs[0] is None or w.type.shape is None:
+        return None
+    rows = w.type.shape[0]
+    lo, hi = constant_value(c.inputs[1]), constant_value(c.inputs[2])
+    if not isinstance(rows, int) or lo is None or hi is None or lo.size != 1 or hi.size != 1:
+        return None
+    if int(lo.reshape(-1)[0]) != 0 or int(hi.reshape(-1)[0]) != rows - 1:
+        return None
+    nodes = [c, n] if len(c.output.uses) == 1 else [n]
+    return Match(n, nodes, {"w": w, "i": c.inputs[0]})
+
+
+def _find_static_split(n: Node) -> Match | None:
+    """split(x, sizes, axis) of sizes it holds as attributes: each piece is the slice of x
+    between the sizes' running sums (jnp.split re-exports as those slices)."""
+    if n.op != "split" or n.attrs["sizes"] is None or len(n.inputs) != 1 or n.inputs[0] is None:
+        return None
+    rank = n.inputs[0].type.rank
+    if rank is None:
+        return None
+    ends = np.cumsum(n.attrs["sizes"]).tolist()
+    starts = [0, *ends[:-1]]
+    bounds = list(zip(starts, ends))
+    return Match(n, [n], {"x": n.inputs[0]}, info={"axis": n.attrs["axis"] % rank, "at": bounds})
+
+
+def _split_to_slices(b: Builder, m: Match) -> tuple[Value, ...]:
+    axis = m.info["axis"]
+    return tuple(
+        b.op("slice", m["x"], starts=[s], ends=[e], axes=[axis], steps=[1]) for s, e in m.info["at"]
+    )
+
+
 def _find_gather_range(n: Node) -> Match | None:
     """gather(x, range(0, n, 1), axis) is x[start:n] along axis when n never exceeds the
     dim (past it, gather fails where slice clamps)."""
@@ -215,7 +260,8 @@ def _find_slice_squeezed(n: Node) -> Match | None:
     axis = a["axes"][0] % rank
     k, end, step = a["starts"][0], a["ends"][0], (a.get("steps") or [1])[0]
     dim = x.type.shape[axis]  # type: ignore[index]
-    if _axes(n, rank) != [axis] or step != 1 or k < 0 or end != k + 1:
+    last = isinstance(dim, int) and k == dim - 1 and end >= dim  # the end spelled "to the end"
+    if _axes(n, rank) != [axis] or step != 1 or k < 0 or (end != k + 1 and not last):
         return None
     if not (isinstance(dim, int) and k < dim):  # past the end, slice clamps, gather fails
         return None
@@ -624,6 +670,12 @@ RULES = [
         lambda b, m: b.op("squeeze", m["x"], axes=m.info["axes"]),
     ),
     ("transposes merged", _find_transpose_chain, _transposed),
+    (
+        "embedding's clamp into its rows dropped",
+        _find_embedding_clamp,
+        lambda b, m: b.op("embedding", m["w"], m["i"], **m.root.attrs),
+    ),
+    ("split -> slices", _find_static_split, _split_to_slices),
     ("gather of a range -> slice", _find_gather_range, _gather_range_to_slice),
     ("slice of one element, squeezed -> gather", _find_slice_squeezed, _select),
     (

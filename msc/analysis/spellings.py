@@ -182,9 +182,8 @@ def _slice_whole_axes(g: Graph, n: Node, shape: Sequence[object]) -> None:
             continue
         keep.append(i)
         new_starts.append(start)
-        # an end at or past a static dim (step > 0) is "to the end" as well
-        to_end = ends[i] >= _TO_END or (steps[i] > 0 and past)
-        new_ends.append(_INT64_MAX if to_end else ends[i])
+        # an end at or past a static dim is "to the end" (JAX writes the dim, torch int64's max)
+        new_ends.append(_INT64_MAX if ends[i] >= _TO_END or past and steps[i] > 0 else ends[i])
     if not keep and shape:
         if list(axes) != [0] or list(starts) != [0] or list(ends) != [_INT64_MAX]:
             whole = {"axes": [0], "starts": [0], "ends": [_INT64_MAX], "steps": [1]}

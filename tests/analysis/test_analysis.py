@@ -507,6 +507,64 @@ def _take(k, spelled):
     return body
 
 
+def _embedding_clamp(hi):
+    """Rows of a [4, 3] table at argmax(x) (0..3), the ids clamped into [0, hi] or not (JAX's
+    gather clamps its starts; the JAX frontend writes the clamp back)."""
+
+    def body(g, x):
+        ids = _op(g, "argmax", x, axis=3, keepdims=False)
+        if hi is not None:
+            lo, top = (g.add_weight(n, np.array(v, np.int64)) for n, v in (("lo", 0), ("hi", hi)))
+            ids = _op(g, "clamp", ids, lo, top)
+        w = g.add_weight("table", np.arange(12, dtype=np.float32).reshape(4, 3))
+        return _op(g, "relu", _op(g, "embedding", w, ids))
+
+    return body
+
+
+def _causal(k):
+    """Causal attention as the flag, or as a constant mask (JAX's lowering of is_causal):
+    np.tri(4, 4, k), k 0 the causal one."""
+
+    def body(g, x):
+        if k is None:
+            return _op(g, "attention", x, _op(g, "relu", x), x, None, scale=0.5, is_causal=True)
+        m = g.add_weight("mask", np.tri(4, 4, k, dtype=bool).reshape(1, 1, 4, 4))
+        return _op(g, "attention", x, _op(g, "relu", x), x, m, scale=0.5)
+
+    return body
+
+
+def _leading_ones(shape, view=False):
+    """x * c of a constant c [4] (or relu(x)'s row sums), with leading size-1 dims before it
+    (``shape``; None: as it is): numpy's broadcasting aligns from the right."""
+
+    def body(g, x):
+        if view:
+            c = _op(g, "reduce_sum", _op(g, "relu", x), axes=[0, 1, 2], keepdims=False)
+            c = c if shape is None else _op(g, "reshape", c, shape=list(shape))
+        else:
+            data = np.arange(1, 5, dtype=np.float32)
+            c = g.add_weight("c", data if shape is None else data.reshape(shape))
+        return _op(g, "mul", x, c)
+
+    return body
+
+
+def _split_pieces(spelled, at=2):
+    """x cut along dim 2 into [2, 2]: a split, or the slices JAX re-exports jnp.split as."""
+
+    def body(g, x):
+        if spelled:
+            a = _op(g, "slice", x, starts=[0], ends=[at], axes=[2], steps=[1])
+            b = _op(g, "slice", x, starts=[at], ends=[4], axes=[2], steps=[1])
+        else:
+            a, b = g.add_node("split", [x], {"axis": 2, "sizes": [2, 2]}).outputs
+        return _op(g, "concat", b, a, axis=2)
+
+    return body
+
+
 def _topk(k, spelled, stable=True):
     """The k largest along the last axis, in a stable order: ONNX's TopK, or generated
     PyTorch's stable sort and slice (``stable`` False: torch.topk, whose values alone are
@@ -639,6 +697,20 @@ CANONICAL_CASES = [
     # the indices: a TopK that does not order ties is no argsort
     ("argsort as topk", _sorted(False, indices=True), _sorted(True, indices=True),
      _sorted(True, stable=False, indices=True), "topk of the whole axis -> sort"),
+    # a clamp below the last row is a real change
+    ("embedding clamp", _embedding_clamp(None), _embedding_clamp(3), _embedding_clamp(2),
+     "embedding's clamp into its rows dropped"),
+    # a mask that also shows the next key is no causal one
+    ("causal mask", _causal(None), _causal(0), _causal(1),
+     "attention's causal constant mask -> is_causal"),
+    # ones before the last dim broadcast c along another axis: a real change
+    ("leading ones", _leading_ones(None), _leading_ones((1, 1, 1, 4)),
+     _leading_ones((1, 1, 4, 1)), "a broadcast operand's leading size-1 dims dropped"),
+    ("leading ones of a view", _leading_ones(None, True), _leading_ones((1, 1, 4), True),
+     _leading_ones((1, 1, 4, 1), True), "a broadcast operand's leading size-1 dims dropped"),
+    # pieces cut at another place
+    ("split as slices", _split_pieces(False), _split_pieces(True), _split_pieces(True, 1),
+     "split -> slices"),
 ]  # fmt: skip
 
 
