@@ -1,6 +1,6 @@
 """Keras 3 codegen: an msc Graph as readable Keras functional-model source plus weights.
 
-    src = codegen.keras.generate(g)        # model.py's source
+    src = codegen.keras.generate(g)        # model.py's source (flat=True: no block classes)
     model = codegen.keras.to_model(g)      # a keras.Model with its weights (in memory)
     codegen.keras.save(g, "out_dir")       # out_dir/model.py + out_dir/model.weights.npz
     codegen.keras.save(g, "model.keras")   # the generated model as Keras saves it
@@ -8,7 +8,10 @@
 The source imports only keras and numpy and runs on every Keras backend. Each canonical op
 has an emitter (``EMITTERS``), one module per op family named as in ``msc.ops``; an op
 without one is lowered through ``msc.ops.decompose``. Every node that can be written neither
-way is reported at once in one ``msc.errors.UnsupportedOpsError``.
+way is reported at once in one ``msc.errors.UnsupportedOpsError``. A block type the source
+repeats (a BertLayer, a ResNet BasicBlock) is one ``keras.layers.Layer`` subclass, instantiated
+per block and called from the functional model, a run of them in a loop
+(codegen.keras.blocks); ``flat=True`` writes every op in the functional model.
 """
 
 from __future__ import annotations
@@ -45,13 +48,14 @@ __all__ = [
 _counter = itertools.count()
 
 
-def generate(graph: Graph, *, emitters: EmitterRegistry = EMITTERS) -> str:
-    """The source of ``model.py`` for ``graph``.
+def generate(graph: Graph, *, emitters: EmitterRegistry = EMITTERS, flat: bool = False) -> str:
+    """The source of ``model.py`` for ``graph``: one Layer class per repeated block type of
+    the source's module hierarchy, or (``flat``) every op in the functional model.
 
     Raises:
         UnsupportedOpsError: every node Keras cannot express, all at once.
     """
-    return KerasCodegen(graph, emitters).generate()
+    return KerasCodegen(graph, emitters, flat=flat).generate()
 
 
 def _keras():
@@ -67,11 +71,11 @@ def _keras():
     return keras
 
 
-def to_model(graph: Graph, *, emitters: EmitterRegistry = EMITTERS) -> Any:
+def to_model(graph: Graph, *, emitters: EmitterRegistry = EMITTERS, flat: bool = False) -> Any:
     """The generated model, built in memory (its source registered with linecache so
-    tracebacks show it) with its weights set."""
+    tracebacks show it) with its weights set; ``flat`` as for ``generate``."""
     _keras()
-    cg = KerasCodegen(graph, emitters)
+    cg = KerasCodegen(graph, emitters, flat=flat)
     src = cg.generate()
     filename = f"<msc-generated-keras-{next(_counter)}>"
     linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
@@ -87,18 +91,24 @@ KERAS_FILE_MARK = "msc codegen.keras"
 
 
 def save(
-    graph: Graph, directory: str | os.PathLike, *, emitters: EmitterRegistry = EMITTERS
+    graph: Graph,
+    directory: str | os.PathLike,
+    *,
+    emitters: EmitterRegistry = EMITTERS,
+    flat: bool = False,
 ) -> Path:
     """Write ``model.py`` and ``model.weights.npz`` into ``directory`` (replaced atomically).
-    ``model.py``'s ``load()`` builds the model and sets its weights. A path ending in
-    ``.keras`` gets a Keras 3 file instead: the generated model with its weights, as
-    ``model.save`` writes it (its SourceWeight layers are registered as "msc>SourceWeight":
-    Keras loads them where the class is registered, ``msc.from_keras`` with msc's own)."""
+    ``model.py``'s ``load()`` builds the model and sets its weights; ``flat`` as for
+    ``generate``. A path ending in ``.keras`` gets a Keras 3 file instead: the flat generated
+    model with its weights, as ``model.save`` writes it (its SourceWeight layers are
+    registered as "msc>SourceWeight": Keras loads them where the class is registered,
+    ``msc.from_keras`` with msc's own; a block class would be code of the file's, which Keras'
+    safe mode and msc refuse to load)."""
     from msc.io import atomic_dir
 
     if os.fspath(directory).lower().endswith(".keras"):
         return _save_file(graph, Path(directory), emitters)
-    cg = KerasCodegen(graph, emitters)
+    cg = KerasCodegen(graph, emitters, flat=flat)
     src = cg.generate()
     arrays = cg.arrays()
     target = Path(directory)
@@ -115,7 +125,7 @@ def _save_file(graph: Graph, target: Path, emitters: EmitterRegistry) -> Path:
     import json
     import zipfile
 
-    model = to_model(graph, emitters=emitters)
+    model = to_model(graph, emitters=emitters, flat=True)
     target.parent.mkdir(parents=True, exist_ok=True)
     saved = target.with_name(f".{target.name}.{os.getpid()}.saved.keras")  # Keras wants .keras
     marked = target.with_name(f".{target.name}.{os.getpid()}.marked")

@@ -19,6 +19,9 @@
 #   the same use from ``SourceWeight`` operands does so (embedding).
 # - Ops without an emitter are lowered through msc.ops' decompositions first; every node that
 #   can still not be written is reported at once.
+# - A repeated block of the source is written by codegen.keras.blocks in a scope of its own
+#   (``self.block``: sublayers to its __init__, names the same in every instance); ``flat``
+#   writes none.
 """
 
 from __future__ import annotations
@@ -162,9 +165,10 @@ class Emit:
 
     def symbolic(self, i: int) -> bool:
         """Whether input ``i`` is a tensor of the functional graph (computed from the model's
-        inputs or a ``SourceWeight``), not a value Keras computes once when build() runs."""
+        inputs or a ``SourceWeight``), not a value Keras computes once when build() runs.
+        Inside a block's ``call`` every value is computed each time it runs."""
         v = self.node.inputs[i] if i < len(self.node.inputs) else None
-        return v is not None and id(v) in self.cg.symbolic
+        return v is not None and (id(v) in self.cg.symbolic or self.cg.block is not None)
 
     def weight(self, i: int, what: str) -> np.ndarray:
         a = self.const(i)
@@ -211,12 +215,14 @@ class Emit:
                 f"layers.{cls} holding weights on values computed without the model's inputs "
                 "(Keras runs it once in build(), before its weights are set)"
             )
-        if weights:
-            self.cg.weights[self.layer_name] = [
-                np.array(w, order="C") for w in weights
-            ]  # 0-d stays 0-d
+        arrays = [np.array(w, order="C") for w in weights or ()]  # 0-d stays 0-d
         text = f"layers.{cls}({', '.join(parts)})"
         self.parts = (text, [f"layers.{cls}(", *parts])
+        if self.cg.block is not None:  # made in the block's __init__, called in its call
+            self.parts = None
+            return self.cg.block.sublayer(self.layer_name, text, [f"layers.{cls}(", *parts], arrays)
+        if arrays:
+            self.cg.weights[self.layer_name] = arrays
         return text
 
     def sized(
@@ -239,10 +245,15 @@ class Emit:
         args.append(f"name={name!r}")
         head = f"Sized({', '.join(args)})"
         self.parts = (head, ["Sized(", *args])
+        if self.cg.block is not None:
+            self.parts = None
+            head = self.cg.block.sublayer(name, head, ["Sized(", *args], [])
         return f"{head}({', '.join(tensors)})"
 
     def stmt(self, expr: str, hint: str = "") -> str:
         """Write ``name = expr`` before the node's line; returns the name."""
+        if self.cg.block is not None and self.node.name and hint.startswith(self.node.name):
+            hint = self.cg.block.local(self.node, False) + hint[len(self.node.name) :]
         name = self.cg.values.fresh(hint or f"{self.node.name or 't'}_pre")
         self.cg.lines.extend(_wrap(f"    {name} = ", expr, self.parts))
         return name
@@ -251,7 +262,9 @@ class Emit:
 class KerasCodegen:
     """Writes ``build()`` (the functional model) and ``load()`` for one graph."""
 
-    def __init__(self, graph: Graph, emitters: EmitterRegistry = EMITTERS) -> None:
+    def __init__(
+        self, graph: Graph, emitters: EmitterRegistry = EMITTERS, *, flat: bool = False
+    ) -> None:
         from msc.ops.decompose import decompose
         from msc.ops.decompose import registry as rules
 
@@ -278,10 +291,16 @@ class KerasCodegen:
         self.poisoned: set[int] = set()  # ids of values downstream of an unsupported node
         self.nhwc: set[int] = set()  # ids of layout nodes written channels_last
         self.skip: set[int] = set()  # ids of transposes those nodes absorb
+        self.flat = flat
+        self.block: Any = None  # the BlockBody being written (codegen.keras.blocks), if any
+        self.classes: list[str] = []  # the source of the blocks' Layer classes
 
     # ------------------------------------------------------------ names
     def layer_name(self, node: Node) -> str:
         got = self._claimed.get(id(node))
+        if got is None and self.block is not None:  # named within the block, as in its source
+            got = self.layers.fresh(self.block.layer(node, node.op in WEIGHTED))
+            self._claimed[id(node)] = got
         if got is None:
             name = node.name or node.op
             if node.provenance.counted(name):
@@ -344,6 +363,10 @@ class KerasCodegen:
         ignores)."""
         name = self.var.get(id(v))
         if name is not None:
+            return name
+        if self.block is not None:
+            name = self.block.own_weight(v, a)
+            self.var[id(v)] = name
             return name
         if not self.inputs:
             raise Unsupported("a weight operand in a graph without inputs")
@@ -475,19 +498,12 @@ class KerasCodegen:
             for axis, d in enumerate(v.type.shape or ()):
                 if isinstance(d, SymDim) and d.name not in self.symbols:
                     self.symbols[d.name] = (name, axis)
-        for n in g.nodes:
-            if self._fold(n):
-                continue
-            if self._is_size(n):
-                self.sizes.update(id(o) for o in n.outputs)
-                continue
-            if any(v is not None and id(v) in self.poisoned for v in n.inputs):
-                self.poisoned.update(id(o) for o in n.outputs)
-                continue
-            if id(n) in self.skip:
-                self._absorbed(n)
-                continue
-            self._emit(n)
+        if self.flat:
+            self.walk(g.nodes)
+        else:
+            from codegen.keras.blocks import BlockClasses
+
+            BlockClasses(self).walk(g.nodes)
         if self.unsupported:
             raise UnsupportedOpsError(self.unsupported, what="graph (for Keras)")
         outs = []
@@ -500,6 +516,25 @@ class KerasCodegen:
                 )
             outs.append(name)
         return self._module(ins, outs)
+
+    def walk(self, nodes: list[Node]) -> None:
+        """Write ``nodes`` one by one (folded, sizes, absorbed transposes not written)."""
+        for n in nodes:
+            self.node(n)
+
+    def node(self, n: Node) -> None:
+        if self._fold(n):
+            return
+        if self._is_size(n):
+            self.sizes.update(id(o) for o in n.outputs)
+            return
+        if any(v is not None and id(v) in self.poisoned for v in n.inputs):
+            self.poisoned.update(id(o) for o in n.outputs)
+            return
+        if id(n) in self.skip:
+            self._absorbed(n)
+            return
+        self._emit(n)
 
     def _input(self, v: Value) -> str:
         t = v.type
@@ -551,6 +586,8 @@ class KerasCodegen:
             names = []
             for out in node.outputs:
                 vname = out.name if out.name and not out.name.isdigit() else node.name
+                if self.block is not None:
+                    vname = self.block.local(node, False)
                 names.append(self.values.fresh(vname or "t"))
                 self.var[id(out)] = names[-1]
             if isinstance(expr, list):  # one expression per output
@@ -566,6 +603,8 @@ class KerasCodegen:
             vname = post.outputs[0].name if post.name == node.name else node.name
         if not vname or vname.isdigit():  # a positional name: the node's source name reads better
             vname = node.name or vname
+        if self.block is not None:  # by its module and role in the block: the same in each
+            vname = self.block.local(node, node.op in WEIGHTED)
         name = self.values.fresh(vname or "t")
         self.var[id(out)] = name
         self.lines.extend(_wrap(f"    {name} = ", expr, e.parts))
@@ -619,6 +658,8 @@ class KerasCodegen:
             ]
         if self.uses_sized_layer:
             head[-3:-3] = SIZED_LAYER
+        for cls in self.classes:
+            head[-3:-3] = ["", *cls.splitlines(), ""]
         ret = f"    return keras.Model({i}, {o}, name={_layer_name(self.source.name)!r})"
         if len(ret) >= 100:  # one argument a line
             name = _layer_name(self.source.name)
@@ -724,10 +765,12 @@ def _wrap(lead: str, expr: str, parts: tuple[str, list[str]] | None) -> list[str
     line = lead + expr
     if len(line) < 100:
         return [line]
+    close = lead[: len(lead) - len(lead.lstrip())]  # the statement's indent
+    inner = close + "    "
     if parts is not None and expr.startswith(parts[0]):
         head, args = parts[1][0], parts[1][1:]
         rest = expr[len(parts[0]) :]
-        return [lead + head, *(f"        {a}," for a in args), f"    ){rest}"]
+        return [lead + head, *(f"{inner}{a}," for a in args), f"{close}){rest}"]
     import ast
 
     try:
@@ -741,15 +784,15 @@ def _wrap(lead: str, expr: str, parts: tuple[str, list[str]] | None) -> list[str
             call = call.left
         terms.insert(0, call)
         body = [
-            f"        {ast.unparse(terms[0])}",
-            *(f"        + {ast.unparse(t)}" for t in terms[1:]),
+            f"{inner}{ast.unparse(terms[0])}",
+            *(f"{inner}+ {ast.unparse(t)}" for t in terms[1:]),
         ]
-        return [f"{lead}(", *body, "    )"]
+        return [f"{lead}(", *body, f"{close})"]
     if not isinstance(call, ast.Call):
         return [line]
     args = [ast.unparse(a) for a in call.args]
     args += [f"{k.arg}={ast.unparse(k.value)}" for k in call.keywords if k.arg is not None]
-    return [f"{lead}{ast.unparse(call.func)}(", *(f"        {a}," for a in args), "    )"]
+    return [f"{lead}{ast.unparse(call.func)}(", *(f"{inner}{a}," for a in args), f"{close})"]
 
 
 def dtype_name(dt: DType) -> str:

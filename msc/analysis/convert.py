@@ -272,7 +272,7 @@ def _write(
             from codegen.keras import save
         except ImportError as e:
             raise MscError(f"the keras target needs keras (the keras extra): {e}") from None
-        save(g, dest)
+        save(g, dest, flat=flat)
     elif target == "jax":
         try:
             from codegen.jax import save
@@ -364,12 +364,13 @@ def convert(
     (``codegen.tflite.optimize``); False writes the graph node for node. The check compares
     the re-import with the graph before these rewrites, as equivalent up to them.
     ``flat``: a torch target's model.py is one flat forward, not one class per block of the
-    source's module hierarchy (a relax target: one ``main``, not one function per block type).
+    source's module hierarchy (a relax target: one ``main``, not one function per block type;
+    a keras target: every op in the functional model, no Layer class per repeated block type).
     ``decompose`` (the onnx target): ops written through their decompositions
     (``("attention",)``: MatMul/Softmax, what onnxruntime's transformer optimizer fuses
     around)."""
-    if flat and target_for(Path(out), to) not in ("torch", "relax"):
-        raise MscError("--flat applies to the torch and relax targets only")
+    if flat and target_for(Path(out), to) not in ("torch", "relax", "keras"):
+        raise MscError("--flat applies to the torch, relax and keras targets only")
     say = progress or (lambda s: None)
     out_p = Path(out)
     target = target_for(out_p, to)

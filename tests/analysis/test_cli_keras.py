@@ -78,8 +78,9 @@ def test_pt2_to_keras_file_and_back_through_the_cli(gpt2, tmp_path):
 
 
 def test_keras_outputs_given_to_the_cli_again(gpt2, tmp_path):
-    """The .keras file and the source directory: the same graph; both convert onwards; msc's
-    own .keras file is replaced by a new conversion."""
+    """The .keras file and the source directory: the same graph (the flat source's) or the
+    same computation (the blocks'); both convert onwards; msc's own .keras file is replaced
+    by a new conversion."""
     pt2, _, _ = gpt2
     kf, kdir = tmp_path / "gpt2.keras", tmp_path / "gpt2_keras"
     run("convert", pt2, "-o", kf)
@@ -89,12 +90,33 @@ def test_keras_outputs_given_to_the_cli_again(gpt2, tmp_path):
         "model.py",
         "model.weights.npz",
     ]
-    diff = run("diff", kf, kdir)
+    # the flat source is the .keras file's graph; the blocks' (each block's call read as its
+    # layers and ops, in its own order) the same computation
+    run("convert", pt2, "-o", tmp_path / "flat", "--to", "keras", "--flat")
+    diff = run("diff", kf, tmp_path / "flat")
     assert diff.stderr == "" and "structurally equal: yes" in diff.stdout, diff.stdout
+    diff = run("diff", kf, kdir)
+    assert diff.stderr == "" and diff.stdout.startswith("verdict: equivalent"), diff.stdout
     for src, out in ((kf, "from_file_torch"), (kdir, "from_dir_torch")):
         report = _json(run("convert", src, "-o", tmp_path / out, "--json"))
         assert report["ok"] and _max_abs(report["numeric"]) < 1e-5, report
     run("convert", pt2, "-o", kf)  # msc's own file: replaced
+
+
+def test_keras_blocks_and_flat_through_the_cli(gpt2, tmp_path):
+    """``--to keras`` writes GPT-2's two blocks as one Layer class called in a loop, its check
+    reading the class back; ``--flat`` writes the functional model alone."""
+    pt2, _, _ = gpt2
+    for flags, classes in (((), ["GPT2Block"]), (("--flat",), [])):
+        out = tmp_path / f"keras{len(flags)}"
+        report = _json(run("convert", pt2, "-o", out, "--to", "keras", "--json", *flags))
+        assert report["ok"] and _max_abs(report["numeric"]) < 1e-5, report
+        src = (out / "model.py").read_text()
+        found = [line.split("(")[0][6:] for line in src.splitlines() if line.startswith("class ")]
+        assert [c for c in found if c not in ("SourceWeight", "Sized")] == classes
+        assert ("    for layer in transformer_h:" in src) == bool(classes)
+    p = run("convert", pt2, "-o", tmp_path / "o.onnx", "--flat", ok=2)
+    assert "--flat applies to the torch, relax and keras targets only" in p.stderr
 
 
 @pytest.mark.slow

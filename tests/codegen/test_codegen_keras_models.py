@@ -1,8 +1,9 @@
 """PyTorch models -> Keras source (issue 32): the seven model families of the hierarchy table
 (a ResNet-style CNN, BERT, GPT-2, Llama, ViT, Whisper, Mixtral; tiny transformers configs,
-random weights) exported by torch.export, written by codegen.keras and run by Keras on its
-torch backend against eager PyTorch (atol 1e-4); the Keras model is then read back by
-msc.from_keras and run as generated PyTorch against eager too. What does not convert yet is a
+random weights) exported by torch.export, written by codegen.keras (a Layer class per repeated
+block type) and run by Keras on its torch backend against eager PyTorch (atol 1e-4); the Keras
+model (and the flat .keras file codegen.keras.save writes) is then read back by msc.from_keras
+and run as generated PyTorch against eager too. What does not convert yet is a
 strict xfail with its reason (it fails the day it passes)."""
 
 from __future__ import annotations
@@ -47,9 +48,10 @@ def test_model_to_keras_agrees_with_eager(name, tmp_path):
     for a, r in zip(got, ref):
         np.testing.assert_allclose(a, r.numpy(), atol=1e-4, rtol=1e-4)
     # the Keras model read back by msc.from_keras and run as generated PyTorch, as an object
-    # and from the .keras file Keras saves (its SourceWeight layers rebuilt by msc's own class)
+    # (its block classes traced) and from the .keras file codegen.keras saves (the flat model
+    # as Keras saves it; its SourceWeight layers rebuilt by msc's own class)
     path = tmp_path / f"{name}.keras"
-    back.save(path)
+    codegen.keras.save(g, path)
     for source in (back, path):
         again = run_torch(msc.from_keras(source), [np.asarray(v) for v in inputs.values()])
         assert len(again) == len(ref)

@@ -5,7 +5,9 @@ converter per layer class; and the safe reader of ``.keras`` files.
 # - The functional graph is walked as Keras records it (``_nodes_by_depth``, deepest first: a
 #   topological order); a Sequential model is walked through the functional model Keras
 #   builds for it. A nested model is flattened in place: its layers' values are named
-#   ``outer/inner`` (the model's name as a path prefix), its inputs are the outer tensors.
+#   ``outer/inner`` (the model's name as a path prefix), its inputs are the outer tensors. So is
+#   a block class codegen.keras wrote (registered as "msc>..."): its call run on Keras inputs
+#   builds the functional model read (``_unfolded``); another class outside Keras is traced.
 # - Names are kept: a layer's output value is named after the layer (a shared layer's second
 #   call gets ``name_1``), a graph input after its InputLayer, a weight after its variable's
 #   ``path`` (``block1_conv1/kernel``), made once however many calls share it. Weights keep
@@ -437,6 +439,7 @@ class Importer:
         self.values: dict[int, Value] = {}  # id(KerasTensor) -> value
         self.weights: dict[int, Value] = {}  # id(variable) -> weight
         self.poisoned: set[int] = set()
+        self._unfolding = 0  # inside a codegen.keras block's call (_unfolded)
         self.unsupported: list[UnsupportedOp] = []
         self._taken: set[str] = set()
         self._counter = 0
@@ -448,6 +451,17 @@ class Importer:
         self._most: dict[str, int] = {}
 
     # ------------------------------------------------------------ names and weights
+    def _constant(self, a: Any) -> Value:
+        """A tensor the model holds as a constant argument (computed when it was built, or
+        a block's variable its call reads), as a weight named under the layer's path."""
+        keras = keras_module()
+        arr = np.asarray(keras.ops.convert_to_numpy(a))
+        dt = DTYPES.get(str(arr.dtype))
+        if dt is None:
+            raise Unsupported(f"a constant argument of dtype {arr.dtype}")
+        name = self._unique(f"{self.ctx.path or 'constant'}/argument")
+        return self.graph.add_weight(name, arr, TensorType(dt, list(arr.shape)))
+
     def _unique(self, name: str) -> str:
         if name and name not in self._taken:
             self._taken.add(name)
@@ -595,6 +609,16 @@ class Importer:
                 if _is_model(op):
                     self._nested(op, ins, outs, prefix)
                     continue
+                inner = None
+                if _is_msc_block(op) and _converter(self.registry, op) is None:
+                    inner = _unfolded(op, node.arguments)
+                if inner is not None:  # codegen.keras' block: its call's layers and ops
+                    self._unfolding += 1
+                    try:
+                        self._nested(inner, ins, outs, prefix)
+                    finally:
+                        self._unfolding -= 1
+                    continue
                 masks = self._implicit_masks(op, node.arguments, outs, prefix)
                 if any(id(t) in self.poisoned for t in outs):
                     continue
@@ -620,11 +644,15 @@ class Importer:
         self._keep.extend(outs)
 
     def _arguments(self, arguments: Any) -> tuple[list, dict]:
+        keras = keras_module()
+
         def value(a: Any) -> Any:
             if id(a) in self.values:
                 return self.values[id(a)]
             if isinstance(a, list | tuple):
                 return type(a)(value(b) for b in a)
+            if self._unfolding and keras.ops.is_tensor(a):  # a block's own variable, read
+                return self._constant(a)
             return a
 
         return [value(a) for a in arguments.args], {
@@ -694,15 +722,20 @@ class Importer:
         """A layer call's tensors: those of its positional arguments in order (a list
         argument flattened, as ``Add()([a, b])``), and its keyword arguments that hold
         tensors by name (``mask=``, ``query_mask=``, ``initial_state=``: Keras records a
-        mask as an argument, computed by the graph's own nodes)."""
+        mask as an argument, computed by the graph's own nodes). A tensor the model holds as
+        a constant argument (computed once when it was built: codegen.keras passes such a mask
+        to a block's layer) is a weight named under the layer's path."""
         if node_args is None:
             return [self.values[id(t)] for t in ins], {}
+        keras = keras_module()
 
         def flat(a: Any) -> list:
             if id(a) in self.values:
                 return [self.values[id(a)]]
             if isinstance(a, list | tuple):
                 return [v for b in a for v in flat(b)]
+            if keras.ops.is_tensor(a) or isinstance(a, np.ndarray):
+                return [self._constant(a)]
             return []
 
         def value(a: Any) -> Any:
@@ -824,6 +857,45 @@ def _converter(registry: ConverterRegistry, op: Any) -> Any:
     if isinstance(own, type) and not isinstance(op, own):
         return None
     return conv
+
+
+def _is_msc_block(layer: Any) -> bool:
+    """A block class codegen.keras writes (registered in Keras' package "msc"; msc's own
+    SourceWeight and Sized have converters)."""
+    keras = keras_module()
+    try:
+        name = keras.saving.get_registered_name(type(layer))
+    except Exception:  # noqa: BLE001 - not a registered class
+        return False
+    return isinstance(layer, keras.layers.Layer) and name.startswith("msc>")
+
+
+def _unfolded(layer: Any, arguments: Any) -> Any:
+    """A codegen.keras block as the functional model its ``call`` builds when run on Keras
+    inputs of its tensors' specs (its constant arguments as they are): read as Keras layers
+    and ``keras.ops``, as the flat model would be. None when its call does not build one: then
+    it is traced. The layer runs (the caller built it: its code is already trusted), its
+    sublayers already built, so the model holds the layer's own variables."""
+    keras = keras_module()
+    if arguments.kwargs or not all(
+        _is_keras_tensor(a) or keras.ops.is_tensor(a) or isinstance(a, np.ndarray)
+        for a in arguments.args
+    ):
+        return None
+    inputs = [
+        keras.Input(batch_shape=a.shape, dtype=a.dtype) for a in arguments.args
+        if _is_keras_tensor(a)
+    ]  # fmt: skip
+    it = iter(inputs)
+    args = [next(it) if _is_keras_tensor(a) else a for a in arguments.args]
+    try:
+        outs = layer.call(*args)
+        model = keras.Model(inputs, outs, name=layer.name)
+    except Exception:  # noqa: BLE001 - its call does more than Keras layers and ops: traced
+        return None
+    if {id(v) for v in model.weights} - {id(v) for v in layer.weights}:
+        return None  # the call made variables of its own: traced
+    return model
 
 
 def _is_model(op: Any) -> bool:
