@@ -69,7 +69,11 @@ from codegen.torch.passes import (
     release_after_last_use,
     walk_stmts,
 )
-from codegen.torch.prepare import indices_from_the_end, shape_weights_as_constants
+from codegen.torch.prepare import (
+    constant_masks,
+    indices_from_the_end,
+    shape_weights_as_constants,
+)
 from codegen.torch.registry import (
     EMITTERS,
     GRAPH_REWRITES,
@@ -334,12 +338,14 @@ class TorchCodegen:
 
     def simplified(self, graph: Graph) -> Graph:
         """``graph`` without arithmetic that provably does nothing (``x + 0`` on integers,
-        ``x * 1``: msc.ops.simplify), with small integer initializers as constants and indices
-        that may count from the end wrapped by graph ops (prepare.py); the graph itself when
-        there is none of these."""
+        ``x * 1``: msc.ops.simplify), with attention masks computed from no input left out or
+        made ``is_causal``, small integer initializers as constants and indices that may count
+        from the end wrapped by graph ops (prepare.py); the graph itself when there is none of
+        these."""
         from msc.ops.simplify import fold_identities
 
-        return fold_identities(indices_from_the_end(shape_weights_as_constants(graph)))
+        graph = shape_weights_as_constants(constant_masks(graph))
+        return fold_identities(indices_from_the_end(graph))
 
     # ------------------------------------------------------------------ override points
     def class_name(self) -> str:
