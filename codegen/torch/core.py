@@ -69,7 +69,11 @@ from codegen.torch.passes import (
     release_after_last_use,
     walk_stmts,
 )
-from codegen.torch.prepare import indices_from_the_end, shape_weights_as_constants
+from codegen.torch.prepare import (
+    constant_masks,
+    indices_from_the_end,
+    shape_weights_as_constants,
+)
 from codegen.torch.registry import (
     EMITTERS,
     GRAPH_REWRITES,
@@ -294,16 +298,24 @@ class TorchCodegen:
         self.scratch_values: list[Value] = []  # values made during emission (unsigned.py)
 
     # The spelled-out norms fused back (msc.ops.fusions: only where the op computes the same
-    # function), so a source's own RMSNorm class (LlamaRMSNorm) is written as nn.RMSNorm.
-    LIBRARY_FUSIONS = ("layer_norm", "rms_norm", "layer_norm_mul", "layer_norm_add", "rms_norm_mul")
+    # function), so a source's own RMSNorm class (LlamaRMSNorm) is written as nn.RMSNorm; and
+    # key / value heads repeated for grouped-query attention (transformers' repeat_kv) read
+    # by SDPA's enable_gqa, as transformers calls it without a mask: no copy of K and V per
+    # layer.
+    LIBRARY_FUSIONS = (
+        "layer_norm", "rms_norm", "layer_norm_mul", "layer_norm_add", "rms_norm_mul",
+        "attention_gqa",
+    )  # fmt: skip
 
     def library_ops(self, graph: Graph) -> Graph:
-        """``graph`` with the norms torch has a module for, spelled out in it, fused back
-        (``LIBRARY_FUSIONS``); the graph itself when there are none."""
+        """``graph`` with the norms torch has a module for, spelled out in it, fused back, and
+        attention over repeated heads made grouped-query attention (``LIBRARY_FUSIONS``); the
+        graph itself when there are none."""
         from msc.ops.fusions import FUSIONS, fuse
 
         ops = {n.op for n in graph.nodes}
-        if not {"rsqrt", "sqrt", "reduce_mean"} & ops or "reduce_mean" not in ops:
+        norms = "reduce_mean" in ops and {"rsqrt", "sqrt"} & ops
+        if not norms and not ("attention" in ops and "expand" in ops):
             return graph
         fused = fuse(graph, [p for p in FUSIONS if p.name in self.LIBRARY_FUSIONS])
         for n in fused.nodes:  # the axis as torch's modules give it (from the end)
@@ -334,12 +346,14 @@ class TorchCodegen:
 
     def simplified(self, graph: Graph) -> Graph:
         """``graph`` without arithmetic that provably does nothing (``x + 0`` on integers,
-        ``x * 1``: msc.ops.simplify), with small integer initializers as constants and indices
-        that may count from the end wrapped by graph ops (prepare.py); the graph itself when
-        there is none of these."""
+        ``x * 1``: msc.ops.simplify), with attention masks computed from no input left out or
+        made ``is_causal``, small integer initializers as constants and indices that may count
+        from the end wrapped by graph ops (prepare.py); the graph itself when there is none of
+        these."""
         from msc.ops.simplify import fold_identities
 
-        return fold_identities(indices_from_the_end(shape_weights_as_constants(graph)))
+        graph = shape_weights_as_constants(constant_masks(graph))
+        return fold_identities(indices_from_the_end(graph))
 
     # ------------------------------------------------------------------ override points
     def class_name(self) -> str:

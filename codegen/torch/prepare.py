@@ -20,7 +20,13 @@ from msc.ir.dtype import DType
 from msc.ir.graph import Graph, GraphError, Node, Value, Weight
 from msc.ops.rewrite import Match, Pattern, rewrite
 
-__all__ = ["SHAPE_WEIGHT_ELEMENTS", "shape_weights_as_constants", "indices_from_the_end"]
+__all__ = [
+    "SHAPE_WEIGHT_ELEMENTS",
+    "shape_weights_as_constants",
+    "indices_from_the_end",
+    "MASK_ELEMENTS",
+    "constant_masks",
+]
 
 # An integer initializer this small (0-d or 1-d) is a shape, axis or index list, not state.
 SHAPE_WEIGHT_ELEMENTS = 16
@@ -116,3 +122,117 @@ def indices_from_the_end(graph: Graph) -> Graph:
     if not any(_from_end_match(n) for n in graph.nodes):
         return graph
     return rewrite(graph, [FROM_END])
+
+
+# Largest attention mask computed when the code is generated (elements).
+MASK_ELEMENTS = 1 << 22
+
+
+def _computed_from_nothing(graph: Graph) -> set[int]:
+    """Ids of the nodes whose outputs no graph input, weight or random op feeds: ``arange``s,
+    constants and what is computed from them alone (a mask transformers builds for inputs
+    without an attention_mask)."""
+    from msc.ops.custom import is_custom
+
+    free: set[int] = set()
+    made: set[int] = set()  # ids of their output values
+    for n in graph.nodes:
+        if (
+            "rand" in n.op
+            or is_custom(n.op)
+            or any(True for _ in n.subgraphs())
+            or any(v is not None and id(v) not in made for v in n.inputs)
+        ):
+            continue
+        free.add(id(n))
+        made.update(id(v) for v in n.outputs)
+    return free
+
+
+def _mask_cone(graph: Graph, masks: list[Value]) -> Graph:
+    """The nodes computing ``masks`` as a graph of their own, with the masks its outputs."""
+    want = {id(v) for v in masks}
+    cone = []
+    for n in reversed(graph.nodes):
+        if any(id(v) in want for v in n.outputs):
+            cone.append(n)
+            want.update(id(v) for v in n.inputs if v is not None)
+    one = Graph("masks")
+    image: dict[int, Value] = {}
+    for n in reversed(cone):
+        ins = [None if v is None else image[id(v)] for v in n.inputs]
+        node = one.add_node(n.op, ins, dict(n.attrs), output_types=[v.type for v in n.outputs])
+        image.update(zip((id(v) for v in n.outputs), node.outputs))
+    one.set_outputs([image[id(v)] for v in masks])
+    return one
+
+
+def _mask_facts(c: np.ndarray, q: Value, k: Value) -> tuple[bool, bool] | None:
+    """(the mask hides nothing, the mask is the causal triangle) for a mask value ``c`` of
+    attention over ``q`` and ``k``; None when it is neither."""
+    from msc.ops.fusions import causal_mask_value
+
+    if c.dtype == np.bool_ and c.all() or np.issubdtype(c.dtype, np.floating) and not c.any():
+        return True, False
+    n, s = q.type.shape[-2], k.type.shape[-2]  # type: ignore[index]
+    if c.ndim < 2 or any(d != 1 for d in c.shape[:-2]) or type(n) is not int or type(s) is not int:
+        return None
+    try:
+        c = np.broadcast_to(c.reshape(c.shape[-2:]), (n, s))
+    except ValueError:
+        return None
+    return (False, True) if causal_mask_value(c) else None
+
+
+def constant_masks(graph: Graph) -> Graph:
+    """``graph`` with each attention mask that no input, weight or random op feeds computed
+    now, by the codegen's own code: a mask that hides nothing is left out, and the causal
+    triangle becomes ``is_causal=True``. That is how the eager model calls SDPA where
+    transformers builds such a mask for the export (inputs without an attention_mask): the
+    kernel then reads no mask (no bool -> float conversion per call) and skips what the
+    triangle hides. The nodes that computed the mask go when nothing else reads them."""
+    free = _computed_from_nothing(graph)
+    todo: list[tuple[int, Value]] = []
+    for i, n in enumerate(graph.nodes):
+        if n.op != "attention" or len(n.inputs) < 4 or n.inputs[3] is None:
+            continue
+        q, k, m = n.inputs[0], n.inputs[1], n.inputs[3]
+        p = m.producer
+        if p is None or id(p) not in free or not m.type.is_static or q is None or k is None:
+            continue
+        if q.type.shape is None or k.type.shape is None or q.type.rank < 2:
+            continue
+        if (m.type.numel() or 0) > MASK_ELEMENTS:
+            continue
+        todo.append((i, m))
+    if not todo:
+        return graph
+    from codegen.torch import to_module
+
+    masks = list({id(m): m for _, m in todo}.values())
+    try:
+        values = to_module(_mask_cone(graph, masks), flat=True)()
+    except Exception:  # noqa: BLE001  (an op that cannot run here: the mask stays computed)
+        return graph
+    from torch.utils._pytree import tree_leaves
+
+    computed = {id(m): v.numpy() for m, v in zip(masks, tree_leaves(values))}
+    facts = {}
+    for i, m in todo:
+        n = graph.nodes[i]
+        f = _mask_facts(computed[id(m)], n.inputs[0], n.inputs[1])  # type: ignore[arg-type]
+        if f is not None:
+            facts[i] = f
+    if not facts:
+        return graph
+    from msc.ir.graph import dead_nodes
+    from msc.ops.rewrite import copy_graph
+
+    out = copy_graph(graph)
+    for i, (_, causal) in facts.items():
+        n = out.nodes[i]
+        n.inputs = [*n.inputs[:3], None]
+        n.attrs = {**n.attrs, "is_causal": n.attrs["is_causal"] or causal}
+    cone = {id(out.nodes[i]) for i, n in enumerate(graph.nodes) if id(n) in free}
+    out.remove_nodes([n for n in dead_nodes(out) if id(n) in cone])
+    return out

@@ -31,7 +31,7 @@ from msc.ir.graph import Graph, Node, Value, Weight
 from msc.ir.types import TensorType
 from msc.ops.rewrite import Match, Pattern, constant_value, rewrite
 
-__all__ = ["FUSIONS", "fuse", "transposed_weight", "PRETRANSPOSED"]
+__all__ = ["FUSIONS", "fuse", "transposed_weight", "PRETRANSPOSED", "causal_mask_value"]
 
 
 def _near(v: Value | None, want: float, rtol: float = 1e-6) -> bool:
@@ -641,10 +641,8 @@ _CAUSAL_CHECK_LIMIT = 1 << 22
 
 
 def _is_causal_mask(mask: Value, q: Value, k: Value) -> bool:
-    """A constant mask that is exactly causal attention's (top-left aligned: query i sees keys
-    j <= i), broadcast over every leading dim. Float masks add 0 where seen and -inf or the
-    dtype's lowest value elsewhere: with a seen key on every row, the scores those hide get
-    weight exp(lowest - max) = 0 either way, and no row is hidden everywhere."""
+    """A constant mask that is exactly causal attention's (``causal_mask_value``), broadcast
+    over every leading dim."""
     qs, ks = q.type.shape, k.type.shape
     if qs is None or ks is None or mask.type.shape is None or mask.type.rank < 2:
         return False
@@ -654,10 +652,15 @@ def _is_causal_mask(mask: Value, q: Value, k: Value) -> bool:
     if any(d != 1 for d in mask.type.shape[:-2]) or n * s > _CAUSAL_CHECK_LIMIT:
         return False
     c = constant_value(mask)
-    if c is None:
-        return False
-    c = np.asarray(c).reshape(n, s)
-    seen = np.tri(n, s, dtype=bool)
+    return c is not None and causal_mask_value(np.asarray(c).reshape(n, s))
+
+
+def causal_mask_value(c: np.ndarray) -> bool:
+    """Whether the [n, s] mask ``c`` is causal attention's (top-left aligned: query i sees
+    keys j <= i): a bool mask True exactly there, or a float mask 0 there and -inf or the
+    dtype's lowest value elsewhere (with a seen key on every row, the scores those hide get
+    weight exp(lowest - max) = 0 either way, and no row is hidden everywhere)."""
+    seen = np.tri(*c.shape, dtype=bool)
     if c.dtype == np.bool_:
         return bool(np.array_equal(c, seen))
     if not np.issubdtype(c.dtype, np.floating) or not np.all(c[seen] == 0):
