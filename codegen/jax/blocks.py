@@ -23,7 +23,8 @@
 #   outputs the next one's arguments at the same places and read by nothing else, the other
 #   arguments the same, is a Python ``for`` loop over the list (a slice of it when the run is
 #   part of the list): jit traces it as the calls one after another, so the computation is the
-#   flat form's.
+#   flat form's. The one value a loop carries is the function's ``hidden_states`` (``x`` when
+#   it takes no other), renamed token by token in its source.
 """
 
 from __future__ import annotations
@@ -109,6 +110,8 @@ class Function:
     name: str
     takes_params: bool
     held_outputs: list[bool] = field(default_factory=list)
+    lines: list[str] = field(default_factory=list)  # its source (``BlockWriter.functions``)
+    params: list[str] = field(default_factory=list)
 
 
 @dataclass(eq=False)
@@ -238,14 +241,13 @@ class BlockWriter:
             return None
         name = self._name(b)
         ret = outs[0] if len(outs) == 1 else ", ".join(outs)  # type: ignore[arg-type]
-        self.functions.append(
-            [
-                f"def {name}({', '.join(params)}):",
-                *["    " + line for line in lines],
-                f"    return {ret}",
-            ]
-        )
-        fn = Function(name, takes_params, held_outputs)
+        source = [
+            f"def {name}({', '.join(params)}):",
+            *["    " + line for line in lines],
+            f"    return {ret}",
+        ]
+        self.functions.append(source)
+        fn = Function(name, takes_params, held_outputs, source, params)
         self.done[key] = fn
         return fn
 
@@ -361,8 +363,32 @@ class BlockWriter:
             head = f"for {var} in {it}:"
         else:
             head = f"for {var} in range({len(calls)}):"
+        if len(pos) == 1:
+            _carried_name(first.fn, pos[0])
         call = f"{', '.join(last.outs)} = {first.fn.name}({', '.join(args)})"
         return [*lines, head, "    " + call], list(last.outs)
+
+
+def _carried_name(fn: Function, k: int) -> None:
+    """Name the one parameter a loop carries through ``fn`` ``hidden_states`` (``x`` when it
+    takes no other value), unless the function already uses that name: the identifier's
+    tokens renamed in place (the same name inside a string stays)."""
+    import io
+    import tokenize
+
+    others = len(fn.params) - (2 if fn.takes_params else 1)
+    new, old = ("hidden_states" if others else "x"), fn.params[k]
+    src = "\n".join(fn.lines) + "\n"
+    tokens = list(tokenize.generate_tokens(io.StringIO(src).readline))
+    if new == old or any(t.type == tokenize.NAME and t.string == new for t in tokens):
+        return
+    rows = [list(line) for line in fn.lines]
+    for t in reversed(tokens):  # right to left: earlier columns stay put
+        if t.type == tokenize.NAME and t.string == old:
+            (r, c), (_, e) = t.start, t.end
+            rows[r - 1][c:e] = list(new)
+    fn.lines[:] = ["".join(r) for r in rows]
+    fn.params[k] = new
 
 
 def _item(path: str) -> tuple[str, int] | None:

@@ -95,6 +95,10 @@ def test_a_run_of_layers_is_a_for_loop_over_the_params_list(case):
     # the loop carries the call's output into its next call, the layer's params its own
     assert ast.unparse(st.value.args[0]) == ast.unparse(loop.target)
     assert ast.unparse(st.targets[0]) in [ast.unparse(a) for a in st.value.args[1:]]
+    # and the function names the parameter it carries as the source's layers do
+    carried = [ast.unparse(a) for a in st.value.args].index(ast.unparse(st.targets[0]))
+    want = "hidden_states" if name == "bert" else "x"
+    assert _defs(src)[f].args.args[carried].arg == want
 
 
 def test_outputs_agree_with_eager_and_params_nest_by_module_path(case):
