@@ -1,13 +1,19 @@
-"""JAX codegen: an msc Graph as readable JAX, a pure function over a params dict.
+"""JAX codegen: an msc Graph as readable JAX, pure functions over a params tree.
 
     src = codegen.jax.generate(g)               # the source of model.py
     fn, params = codegen.jax.to_function(g)     # forward(params, *inputs), jit-able
     codegen.jax.save(g, "out/")                 # out/model.py + out/weights.safetensors
+    codegen.jax.generate(g, flat=True)          # one flat forward over a flat params dict
 
-``forward(params, *inputs)`` uses jax.numpy / jax.lax / jax.nn; ``params`` is keyed by the
-graph's weight names (the source's parameter names). Each canonical op has an emitter
-(``EMITTERS``), one module per op family named as in ``msc.ops``; an op without one is lowered
-through ``msc.ops.decompose``; what can be written neither way is reported at once.
+``forward(params, *inputs)`` uses jax.numpy / jax.lax / jax.nn. The source's module hierarchy
+is kept (codegen.jax.blocks): one function per block type (``def bert_layer(params, ...)``),
+called with its module's params subtree, a run of layers a ``for`` loop; ``params`` is the
+weights nested by their names (``params["encoder"]["layer"][0]``, the generated ``nest``),
+whose safetensors keys are the graph's weight names (the source's parameter names). With
+``flat=True``, or when the graph has no blocks, one flat ``forward`` reads ``params[name]``.
+Each canonical op has an emitter (``EMITTERS``), one module per op family named as in
+``msc.ops``; an op without one is lowered through ``msc.ops.decompose``; what can be written
+neither way is reported at once.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from codegen.jax.blocks import flat_params
 from codegen.jax.core import JaxCodegen
 from codegen.jax.coverage import coverage_markdown
 from codegen.jax.registry import EMITTERS, EmitterRegistry, emitter, spelled_out
@@ -33,6 +40,7 @@ __all__ = [
     "to_function",
     "save",
     "params_of",
+    "flat_params",
     "EMITTERS",
     "EmitterRegistry",
     "emitter",
@@ -46,9 +54,10 @@ WEIGHTS_FILE = "weights.safetensors"
 _counter = itertools.count()
 
 
-def generate(graph: Graph, *, emitters: EmitterRegistry = EMITTERS) -> str:
-    """The source of a module with ``forward(params, *inputs)`` and ``load_params(path)``."""
-    return JaxCodegen(graph, emitters).generate()
+def generate(graph: Graph, *, emitters: EmitterRegistry = EMITTERS, flat: bool = False) -> str:
+    """The source of a module with ``forward(params, *inputs)`` and ``load_params(path)``;
+    ``flat``: one flat ``forward`` instead of one function per block type."""
+    return JaxCodegen(graph, emitters, flat=flat).generate()
 
 
 def params_of(graph: Graph) -> dict[str, np.ndarray]:
@@ -56,26 +65,31 @@ def params_of(graph: Graph) -> dict[str, np.ndarray]:
     return {name: np.asarray(w.numpy()) for name, w in graph.weights.items()}
 
 
-def to_function(graph: Graph, *, emitters: EmitterRegistry = EMITTERS) -> tuple[Any, dict]:
-    """``(forward, params)``: the generated function, loaded in memory, and its params."""
+def to_function(
+    graph: Graph, *, emitters: EmitterRegistry = EMITTERS, flat: bool = False
+) -> tuple[Any, dict]:
+    """``(forward, params)``: the generated function, loaded in memory, and its params (the
+    tree ``forward`` reads: nested by module path, or by name with ``flat``)."""
     import jax.numpy as jnp
 
-    src = generate(graph, emitters=emitters)
+    src = generate(graph, emitters=emitters, flat=flat)
     filename = f"<msc-generated-jax-{next(_counter)}>"
     linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
     namespace: dict[str, Any] = {"__name__": f"msc_generated_jax_{filename[-2:-1]}"}
     exec(compile(src, filename, "exec"), namespace)
     fn = namespace["forward"]
     fn.msc_source = src
-    return fn, {k: jnp.asarray(v) for k, v in params_of(graph).items()}
+    params = {k: jnp.asarray(v) for k, v in params_of(graph).items()}
+    return fn, namespace["nest"](params) if "nest" in namespace else params
 
 
-def save(graph: Graph, directory: str | os.PathLike) -> Path:
+def save(graph: Graph, directory: str | os.PathLike, *, flat: bool = False) -> Path:
     """Write ``model.py`` and ``weights.safetensors`` into ``directory`` (replaced
-    atomically); ``model.load_params()`` reads the weights back as the params dict."""
+    atomically); ``model.load_params()`` reads the weights back as the params ``forward``
+    takes. ``flat``: as ``generate``."""
     from msc.io import atomic_dir, safetensors, source
 
-    src = generate(graph)
+    src = generate(graph, flat=flat)
     tensors = [(w.name, w.type.dtype, w.type.shape, source(w)) for w in graph.weights.values()]
     target = Path(directory)
     with atomic_dir(target) as tmp:

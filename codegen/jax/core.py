@@ -13,7 +13,7 @@ params dict keyed by the graph's weight names, in jax.numpy / jax.lax / jax.nn.
 #   input_ids.shape[0]``), shape arithmetic is Python arithmetic on such names (``held``
 #   values: an expression, or a list of them for a 1-d size), and reshape / expand / full /
 #   arange take sizes written from the graph's symbolic types. Nothing depends on the example
-#   size of a symbolic dim. Statements only sizes read are dropped (``_drop_unread``).
+#   size of a symbolic dim. Statements only sizes read are dropped (``drop_unread``).
 """
 
 from __future__ import annotations
@@ -33,9 +33,18 @@ from msc.ir import DType
 from msc.ir.graph import Graph, Node, Value
 from msc.ir.types import Func, SymDim, SymExpr
 
-__all__ = ["JaxCodegen", "Held", "literal", "dtype_expr", "need"]
+__all__ = ["JaxCodegen", "Held", "literal", "dtype_expr", "need", "drop_unread"]
 
-RESERVED = {"jax", "jnp", "lax", "np", "os", "params", "forward", "load_params", "WEIGHTS_FILE"}
+RESERVED = {
+    "jax", "jnp", "lax", "np", "os", "params", "forward", "load_params", "nest", "WEIGHTS_FILE"
+}  # fmt: skip
+
+
+def _fresh_namespace(reserved: set[str]) -> set[str]:
+    """The names a function's locals may not take."""
+    return set(reserved) | set(keyword.kwlist) | set(dir(builtins))
+
+
 _INVALID = re.compile(r"[^0-9A-Za-z_]+")
 
 
@@ -92,10 +101,23 @@ _FUNCS = {"floordiv": "({} // {})", "mod": "({} % {})", "min": "min({}, {})", "m
 
 
 class JaxCodegen:
-    def __init__(self, graph: Graph, emitters: EmitterRegistry = EMITTERS) -> None:
+    def __init__(
+        self, graph: Graph, emitters: EmitterRegistry = EMITTERS, *, flat: bool = False
+    ) -> None:
         self.emitters = emitters
         self.graph = self._lower(graph)
-        self._taken = set(RESERVED) | set(keyword.kwlist) | set(dir(builtins))
+        self.flat = flat
+        self._taken = _fresh_namespace(RESERVED)
+        self.seen: set[str] = set()  # every local name of every function (codegen.jax.blocks)
+        self.globals: set[str] = set()  # the block functions' names
+        # Weights: ``params[name]`` (flat), else by their path in ``tree`` under ``base``
+        # (the params subtree the current function is given; codegen.jax.blocks), or the
+        # argument ``wargs`` names (a weight a block reads from outside its module).
+        self.tree: Any = None
+        self.base = ""
+        self.wargs: dict[Value, str] = {}
+        self.returned: set[Value] = set(self.graph.outputs)
+        self.nested = False  # params is the tree (load_params nests it)
         self.names: dict[Value, str] = {}
         self.lines: list[str] = []
         self.pre: list[str] = []  # statements an emitter puts before its node's assignment
@@ -123,17 +145,22 @@ class JaxCodegen:
         if base[0].isdigit():
             base = fallback + base
         name, k = base, 0
-        while name in self._taken or name.startswith("__"):
+        while name in self._taken or name in self.globals or name.startswith("__"):
             k += 1
             name = f"{base}_{k}"
         self._taken.add(name)
+        self.seen.add(name)
         return name
 
     def ref(self, v: Value | None) -> str | None:
         if v is None:
             return None
         if v.producer is None and v.name in self.graph.weights:
-            return f"params[{v.name!r}]"
+            if v in self.wargs:
+                return self.wargs[v]
+            if self.tree is None:
+                return f"params[{v.name!r}]"
+            return self.access(v.name)
         if v in self.held:  # a size used as an array
             return f"jnp.asarray({self.py(v)}, dtype={dtype_expr(v.type.dtype)})"
         return self.names[v]
@@ -209,10 +236,31 @@ class JaxCodegen:
         items = [unknown if d is None else d for d in dims]
         return f"({items[0]},)" if len(items) == 1 else f"({', '.join(items)})"  # type: ignore[arg-type]
 
-    def _bind_symbols(self) -> list[tuple[list[str], list[str]]]:
+    def access(self, path: str) -> str:
+        """``params["encoder"]["layer"][0]``: the params subtree (or weight) of a module path
+        (a weight name), from the current function's ``params`` (the subtree of ``base``)."""
+        parts = path.split(".")
+        node = self.tree
+        if self.base:
+            skip = self.base.split(".")
+            assert parts[: len(skip)] == skip, (path, self.base)
+            for k in skip:
+                node = node[int(k)] if isinstance(node, list) else node[k]
+            parts = parts[len(skip) :]
+        text = "params"
+        for k in parts:
+            if isinstance(node, list):
+                node = node[int(k)]
+                text += f"[{int(k)}]"
+            else:
+                node = node[k]
+                text += f"[{k!r}]"
+        return text
+
+    def _bind_symbols(self, inputs: list[Value] | None = None) -> list[tuple[list[str], list[str]]]:
         """``batch = input_ids.shape[0]`` for each symbol an input's shape holds first."""
         out = []
-        for v in self.graph.inputs:
+        for v in self.graph.inputs if inputs is None else inputs:
             for i, d in enumerate(v.type.shape or ()):
                 if isinstance(d, SymDim) and d.name not in self.symbols:
                     name = self.fresh(d.name, "n")
@@ -222,30 +270,34 @@ class JaxCodegen:
 
     # ------------------------------------------------------------ emission
     def generate(self) -> str:
+        from codegen.jax.blocks import BlockWriter
+
         g = self.graph
+        writer = None if self.flat else BlockWriter(self)
+        if writer is not None and writer.tree is None:
+            writer = None  # weight names that do not nest: the flat form
+        if writer is not None:
+            self.tree, self.nested = writer.tree, True
         args = [self.fresh(v.name, "x") for v in g.inputs]
         for v, a in zip(g.inputs, args):
             self.names[v] = a
         # (lines, names they assign, dropped when none is read)
         stmts: list[tuple[list[str], list[str]]] = self._bind_symbols()
         bad: list[UnsupportedOp] = []
-        for node in g.nodes:
-            try:
-                lines = self._node(node)
-            except Unsupported as e:
-                bad.append(UnsupportedOp(str(node.op), node.name or "", "", str(e)))
-                for o in node.outputs:
-                    self.names[o] = "None"
-                continue
-            used = all(o.uses for o in node.outputs) and not set(node.outputs) & set(g.outputs)
-            stmts.append(
-                (lines, [self.names[o] for o in node.outputs if o in self.names] if used else [])
-            )
+        if writer is None:
+            for node in g.nodes:
+                self.statement(node, stmts, bad)
+        else:
+            writer.body(g.nodes, writer.part.top, stmts, bad)
+            if not writer.functions:  # no block to write as a function: the flat form
+                return JaxCodegen(g, self.emitters, flat=True).generate()
         if bad:
             raise UnsupportedOpsError(bad, what="graph (for JAX)")
         outs = [self.ref(v) for v in g.outputs]
-        body = _drop_unread(stmts, outs)
+        body = drop_unread(stmts, outs)
         ret = outs[0] if len(outs) == 1 else "(" + ", ".join(outs) + ")"
+        if writer is not None:
+            return self._module(body, args, ret, writer)
         head = [
             f'{SOURCES["jax"]}{g.name!r}."""',
             "",
@@ -272,6 +324,58 @@ class JaxCodegen:
             f"def forward({', '.join(['params', *args])}):",
         ]
         return "\n".join(head + ["    " + line for line in body] + [f"    return {ret}", ""])
+
+    def _module(self, body: list[str], args: list[str], ret: str, writer: Any) -> str:
+        """The module of the block form: ``load_params`` nests the weights (``nest``), one
+        function per block type, then ``forward``."""
+        from codegen.jax.blocks import NEST_SOURCE
+
+        head = [
+            f'{SOURCES["jax"]}{self.graph.name!r}."""',
+            "",
+            "import os",
+            "",
+            "import jax",
+            "import jax.numpy as jnp",
+            "import numpy as np",
+            "from jax import lax",
+            "",
+            'WEIGHTS_FILE = "weights.safetensors"',
+            "",
+            "",
+            "def load_params(path=None):",
+            '    """The params tree (``nest``) of the weights in ``path`` (default: the weights',
+            '    saved next to this file)."""',
+            "    from safetensors.numpy import load_file",
+            "",
+            "    if path is None:",
+            "        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), WEIGHTS_FILE)",
+            "    return nest({k: jnp.asarray(v) for k, v in load_file(path).items()})",
+            "",
+            "",
+            *NEST_SOURCE.strip("\n").splitlines(),
+        ]
+        for fn in writer.functions:
+            head += ["", "", *fn]
+        head += ["", "", f"def forward({', '.join(['params', *args])}):"]
+        return "\n".join(head + ["    " + line for line in body] + [f"    return {ret}", ""])
+
+    def statement(
+        self, node: Node, stmts: list[tuple[list[str], list[str]]], bad: list[UnsupportedOp]
+    ) -> None:
+        """Append ``node``'s statement to ``stmts`` (its lines, and the names it assigns when
+        ``_drop_unread`` may drop it), or its error to ``bad``."""
+        try:
+            lines = self._node(node)
+        except Unsupported as e:
+            bad.append(UnsupportedOp(str(node.op), node.name or "", "", str(e)))
+            for o in node.outputs:
+                self.names[o] = "None"
+            return
+        used = all(o.uses for o in node.outputs) and not set(node.outputs) & self.returned
+        stmts.append(
+            (lines, [self.names[o] for o in node.outputs if o in self.names] if used else [])
+        )
 
     def _node(self, node: Node) -> list[str]:
         fn = self.emitters.get(node.op)
@@ -318,7 +422,7 @@ class JaxCodegen:
 _WORD = re.compile(r"[A-Za-z_][0-9A-Za-z_]*")
 
 
-def _drop_unread(stmts: list[tuple[list[str], list[str]]], outs: list[str]) -> list[str]:
+def drop_unread(stmts: list[tuple[list[str], list[str]]], outs: list[str]) -> list[str]:
     """The lines of ``stmts`` without the statements whose names no kept line reads (what
     only sizes used: constants and shape reads folded into Python values). A statement with
     no names listed is always kept (a node the graph leaves unused stays, as in the source)."""

@@ -36,10 +36,9 @@ from tvm import relax, tirx
 
 from codegen.relax.symbolic import MAX_ELEMENTS, Values
 from msc.errors import UnsupportedOp
-from msc.ir.blocks import Block, partition
+from msc.ir.blocks import Block, closed, partition
 from msc.ir.graph import Graph, Node, Weight
-from msc.ir.symexpr import symbols
-from msc.ir.types import SymDim, TensorType
+from msc.ir.types import TensorType
 
 if TYPE_CHECKING:
     from codegen.relax.module import RelaxBuilder
@@ -47,29 +46,6 @@ if TYPE_CHECKING:
 __all__ = ["BlockFunctions"]
 
 _CONTROL = {"if", "loop", "scan"}
-
-
-def _closed(b: Block) -> bool:
-    """Whether the block's symbols are all defined by its inputs' shapes (see the NOTE)."""
-    bare: set[str] = set()
-    for v in b.inputs:
-        if not isinstance(v.type, TensorType) or v.type.shape is None:
-            continue
-        for d in v.type.shape:
-            if isinstance(d, SymDim):
-                bare.add(d.name)
-            elif d is not None and not isinstance(d, int):
-                return False
-    for n in b.nodes:
-        for o in n.outputs:
-            t = o.type
-            if not isinstance(t, TensorType) or t.shape is None:
-                continue
-            for d in t.shape:
-                if d is not None and not isinstance(d, int):
-                    if any(s.name not in bare for s in symbols(d)):
-                        return False
-    return True
 
 
 def _substitute(e: Any, vmap: dict) -> Any:
@@ -135,7 +111,7 @@ class BlockFunctions:
                 bad.extend(self.builder.nodes([n]))
                 continue
             skip.update(b.nodes)
-            if b.key not in self.repeated or not _closed(b):  # inline, its children called
+            if b.key not in self.repeated or not closed(b):  # inline, its children called
                 bad.extend(self.emit(b.nodes, b.children))
                 continue
             gv = self.function(b, bad, self._knowledge(b))

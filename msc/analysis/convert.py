@@ -286,7 +286,7 @@ def _write(
             from codegen.jax import save
         except ImportError as e:
             raise MscError(f"the jax target needs codegen.jax: {e}") from None
-        save(g, dest)
+        save(g, dest, flat=flat)
     elif target == "tflite":
         try:
             from codegen.tflite import save
@@ -373,12 +373,13 @@ def convert(
     the re-import with the graph before these rewrites, as equivalent up to them.
     ``flat``: a torch target's model.py is one flat forward, not one class per block of the
     source's module hierarchy (a relax target: one ``main``, not one function per block type;
-    a keras target: every op in the functional model, no Layer class per repeated block type).
+    a keras target: every op in the functional model, no Layer class per repeated block type;
+    a jax target: one ``forward`` over a flat params dict, not one function per block type).
     ``decompose`` (the onnx target): ops written through their decompositions
     (``("attention",)``: MatMul/Softmax, what onnxruntime's transformer optimizer fuses
     around)."""
-    if flat and target_for(Path(out), to) not in ("torch", "relax", "keras"):
-        raise MscError("--flat applies to the torch, relax and keras targets only")
+    if flat and target_for(Path(out), to) not in ("torch", "relax", "keras", "jax"):
+        raise MscError("--flat applies to the torch, relax, keras and jax targets only")
     say = progress or (lambda s: None)
     out_p = Path(out)
     target = target_for(out_p, to)
@@ -547,7 +548,11 @@ def reexport_jax(fn: Any, params: dict[str, Any], g: Graph) -> Graph:
         raise MscError(f"checking the jax target needs JAX (the jax extra): {e}") from None
     specs, symbols = _jax_specs(g)
     leaves = jax.tree_util.tree_flatten_with_path(params)[0]
-    weights = {i: (path[0].key, np.asarray(leaf)) for i, (path, leaf) in enumerate(leaves)}
+    # a leaf's name: its path in the params tree joined by dots (the weight's name)
+    weights = {
+        i: (".".join(str(getattr(k, "key", getattr(k, "idx", k))) for k in path), np.asarray(x))
+        for i, (path, x) in enumerate(leaves)
+    }
     try:
         # keep_unused: a weight the code does not read stays one of main's, as in the source;
         # 64-bit types (int64 token ids) stay 64-bit where the graph has them, as JAX computes

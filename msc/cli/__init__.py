@@ -563,7 +563,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="torch target: write one flat forward instead of one class per block of the "
         "source's module hierarchy; relax target: one main instead of one function per block "
         "type; keras target: one functional model instead of a Layer class per repeated block "
-        "type",
+        "type; jax target: one forward over a flat params dict instead of one function per "
+        "block type",
     )
     c.add_argument("--no-check", action="store_true", help="skip checking the output")
     c.add_argument(

@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 
 from msc.ir.equal import structural_equal, structural_hash
 from msc.ir.graph import Graph, Node, Value, Weight
+from msc.ir.symexpr import symbols
+from msc.ir.types import SymDim, TensorType
 from msc.ir.validate import _all_inputs
 
 __all__ = [
@@ -43,6 +45,7 @@ __all__ = [
     "module_types",
     "module_paths",
     "nest",
+    "closed",
     "CONTAINERS",
 ]
 
@@ -250,3 +253,27 @@ def same_computation(a: Block, b: Block) -> bool:
     if a.key.startswith("control:") or b.key.startswith("control:"):
         return a is b
     return bool(structural_equal(subgraph(a), subgraph(b), weights="types"))
+
+
+def closed(b: Block) -> bool:
+    """Whether every symbol of the block's types is a dim of its inputs' shapes (none an
+    expression there): a function of the block can read its sizes from its arguments."""
+    bare: set[str] = set()
+    for v in b.inputs:
+        if not isinstance(v.type, TensorType) or v.type.shape is None:
+            continue
+        for d in v.type.shape:
+            if isinstance(d, SymDim):
+                bare.add(d.name)
+            elif d is not None and not isinstance(d, int):
+                return False
+    for n in b.nodes:
+        for o in n.outputs:
+            t = o.type
+            if not isinstance(t, TensorType) or t.shape is None:
+                continue
+            for d in t.shape:
+                if d is not None and not isinstance(d, int):
+                    if any(s.name not in bare for s in symbols(d)):
+                        return False
+    return True
