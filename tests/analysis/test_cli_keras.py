@@ -116,7 +116,7 @@ def test_keras_blocks_and_flat_through_the_cli(gpt2, tmp_path):
         assert [c for c in found if c not in ("SourceWeight", "Sized")] == classes
         assert ("    for layer in transformer_h:" in src) == bool(classes)
     p = run("convert", pt2, "-o", tmp_path / "o.onnx", "--flat", ok=2)
-    assert "--flat applies to the torch, relax and keras targets only" in p.stderr
+    assert "--flat applies to the torch, relax, keras and jax targets only" in p.stderr
 
 
 @pytest.mark.slow
