@@ -241,9 +241,10 @@ def _forward(m: Match, a: Graph, b: Graph, strict: bool) -> None:
 
 
 def _words(n: Node) -> set[str]:
-    """The words of a node's module path, name and weight names (``encoder.layer.0.query``
-    and Keras' ``encoder_layer_0_query_linear/kernel`` share five)."""
-    text = " ".join([n.provenance.module or "", n.name or "", *_weight_names(n)])
+    """The words of a node's module path and weight names (``encoder.layer.0.query`` and
+    Keras' ``encoder_layer_0_query_linear/kernel`` share five); not its name, which is often
+    positional (``linear_1``)."""
+    text = " ".join([n.provenance.module or "", *_weight_names(n)])
     return {w for w in re.split(r"[^0-9a-zA-Z]+", text.lower()) if w}
 
 
