@@ -78,8 +78,8 @@ JAX_ADVISORY = (
     "code wrote (docs/guides/jax.md); the outputs decide"
 )
 # Why a keras target's real changes do not fail the conversion (yet): the static model table
-# reads back equivalent (tests/codegen/test_codegen_keras_models.py), a MoE's routing and
-# symbolic sizes (the Sized layer) not yet.
+# reads back equivalent (tests/codegen/test_codegen_keras_models.py), symbolic sizes (the
+# Sized layer) not yet.
 KERAS_ADVISORY = (
     "not blocking for the keras target: a Keras model read back is not yet the graph for every "
     "model (docs/guides/keras.md); the outputs decide"

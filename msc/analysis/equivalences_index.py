@@ -20,6 +20,8 @@ here is one block of ``msc.analysis.equivalences.RULES``, in its priority order)
   sort's order ascending or descending (msc's and torch's ``stable``; JAX's jnp.sort /
   argsort give it too), so codegen.onnx's TopK spelling of a sort reads back as the sort;
 - ``argsort(x)`` -> the indices of ``sort(x)`` of the same attributes;
+- ``cast(cast(i, int32), int64)`` of a topk's, sort's, argsort's, argmax's or argmin's
+  indices along a static axis -> ``i`` (they lie in [0, dim); Keras' top_k gives int32);
 - ``x != x`` of a float x -> ``isnan(x)`` (codegen.tflite's spelling: TFLite has no IsNaN);
 - a reshape's or expand's run-time int64 target through ``cast`` to int32 and back -> the
   target (TFLite takes it as int32; its entries are dims);
@@ -381,6 +383,38 @@ def _find_int32_shape(n: Node) -> Match | None:
     return Match(n, nodes if len(n.inputs[1].uses) == 1 else [n], {"x": n.inputs[0], "s": s})
 
 
+# index outputs: (op, output) -> the attribute naming the axis their values index
+_INDEX_OUTPUTS = {("topk", 1): "axis", ("sort", 1): "axis", ("argsort", 0): "axis",
+                  ("argmax", 0): "axis", ("argmin", 0): "axis"}  # fmt: skip
+
+
+def _find_int32_indices(n: Node) -> Match | None:
+    """``cast(cast(i, i32), i64)`` of the indices a topk, sort, argsort, argmax or argmin
+    gives along a static axis is ``i``: they lie in [0, dim), which int32 holds (Keras'
+    top_k gives int32 indices; a reader widens them back)."""
+    if n.op != "cast" or n.inputs[0] is None or n.output.type.dtype is not DType.INT64:
+        return None
+    narrow = n.inputs[0].producer
+    if narrow is None or narrow.op != "cast" or narrow.inputs[0] is None:
+        return None
+    i = narrow.inputs[0]
+    if i.type.dtype is not DType.INT64 or n.inputs[0].type.dtype is not DType.INT32:
+        return None
+    p = i.producer
+    key = None if p is None else (p.op, i.index)
+    if key not in _INDEX_OUTPUTS or p.inputs[0] is None:
+        return None
+    shape, rank = p.inputs[0].type.shape, p.inputs[0].type.rank
+    axis = p.attrs.get(_INDEX_OUTPUTS[key])
+    if shape is None or rank is None or not isinstance(axis, int):
+        return None
+    dim = shape[axis % rank] if rank else 1
+    if not isinstance(dim, int) or dim > 2**31 - 1:
+        return None
+    nodes = [narrow, n] if len(narrow.output.uses) == 1 else [n]
+    return Match(n, nodes, {"i": i})
+
+
 def _find_self_unequal(n: Node) -> Match | None:
     """``x != x`` of a float x is isnan(x) (NaN is the one value unequal to itself): TFLite
     has no IsNaN, codegen.tflite writes NOT_EQUAL through the op's decomposition."""
@@ -676,6 +710,7 @@ RULES = [
         lambda b, m: b.op("embedding", m["w"], m["i"], **m.root.attrs),
     ),
     ("split -> slices", _find_static_split, _split_to_slices),
+    ("indices through int32 and back dropped", _find_int32_indices, lambda b, m: m["i"]),
     ("gather of a range -> slice", _find_gather_range, _gather_range_to_slice),
     ("slice of one element, squeezed -> gather", _find_slice_squeezed, _select),
     (

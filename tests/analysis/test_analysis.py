@@ -565,6 +565,19 @@ def _split_pieces(spelled, at=2):
     return body
 
 
+def _topk_indices(spelled, narrow=DType.INT32):
+    """The indices of the 2 largest along the last axis, read through an int32 round trip
+    (Keras' top_k) or not; ``narrow`` int8 cannot hold every index of a wider axis: a change."""
+
+    def body(g, x):
+        i = g.add_node("topk", [x], {"k": 2, "axis": -1, "stable": True}).outputs[1]
+        if spelled:
+            i = _op(g, "cast", _op(g, "cast", i, to=narrow), to=DType.INT64)
+        return _op(g, "neg", i)
+
+    return body
+
+
 def _topk(k, spelled, stable=True):
     """The k largest along the last axis, in a stable order: ONNX's TopK, or generated
     PyTorch's stable sort and slice (``stable`` False: torch.topk, whose values alone are
@@ -686,6 +699,8 @@ CANONICAL_CASES = [
     ("isnan", _nan_guard(False), _nan_guard(True), _nan_guard(True, other=True),
      "x != x -> isnan"),
     ("topk", _topk(2, False), _topk(2, True), _topk(3, True), "stable topk -> sort + slice"),
+    ("int32 indices", _topk_indices(False), _topk_indices(True),
+     _topk_indices(True, DType.INT8), "indices through int32 and back dropped"),
     ("clip", _clip(0, None), _clip(0.0, 6.0), _clip(0.0, 5.0),
      "clamp by constant bounds -> hardtanh"),
     ("topk values", _topk(2, True), _topk(2, False, False), _topk(3, False, False),
