@@ -28,9 +28,7 @@ from tests.tflite_cases import run_torch  # noqa: E402
 SLOW = {"whisper", "moe"}  # the largest exports
 MISSES: dict[str, str] = {}
 # Read back, these differ from the graph (real changes; convert says so in KERAS_ADVISORY).
-STRUCTURAL_MISSES = {
-    "moe": "the experts' top-k indices read back through int32 casts (Keras' top_k)"
-}
+STRUCTURAL_MISSES: dict[str, str] = {}
 
 
 def _param(name: str):
