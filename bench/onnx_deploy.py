@@ -1,7 +1,7 @@
 """msc's ONNX files against torch.onnx's, as a deployment engineer sees them (issue 34).
 
-    python bench/onnx_deploy.py [--quick] [--models resnet50 bert-base gpt2 llama-100m vit-b16]
-                                [--iters 20] [--loads 5]
+    python bench/onnx_deploy.py [--quick] [--iters 20] [--loads 5]
+        [--models resnet50 bert-base gpt2 llama-100m vit-b16 mobilenetv3]
 
 Per model (bench/models.py), the files of one export: msc's optimized file (the default),
 msc's written node for node (``optimize=False``), for transformers msc's with attention as
@@ -12,6 +12,11 @@ whose shape inference reads ONNX ``Attention`` as com.microsoft's and gives up),
 - nodes: the file's node count, ``Constant`` nodes among them, initializers;
 - ort nodes: the node count after onnxruntime's own optimizations (ORT_ENABLE_ALL), read from
   the optimized model onnxruntime writes;
+- session fusions: the fused ops in that optimized graph (``session_fusions``): com.microsoft
+  ops (FusedConv, FusedGemm, FusedMatMul, SkipLayerNormalization, BiasGelu, FastGelu, ...),
+  NCHWc convs that took an activation or a residual add (``FusedConv``), and ONNX's own fused
+  kernels where the file has them (``Attention``: one kernel for what torch.onnx spells as
+  MatMul/Softmax, which the session fuses into two FusedMatMul);
 - load: median session-creation time (``--loads`` sessions each, interleaved);
 - run: median ``session.run`` time (calls interleaved across the files, as bench/measure.race);
 - fusions: onnxruntime.transformers.optimizer's fused-op statistics (model type bert for BERT,
@@ -29,6 +34,7 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import os
 import statistics
 import sys
 import time
@@ -60,7 +66,8 @@ def _session(path: Path):
     return ort.InferenceSession(str(path), _options(), providers=["CPUExecutionProvider"])
 
 
-def _ort_nodes(path: Path, tmp: Path) -> int:
+def _ort_graph(path: Path, tmp: Path):
+    """The graph onnxruntime's session runs (ORT_ENABLE_ALL), as the ModelProto it writes."""
     import onnx
     import onnxruntime as ort
 
@@ -68,7 +75,26 @@ def _ort_nodes(path: Path, tmp: Path) -> int:
     o = _options(ort.GraphOptimizationLevel.ORT_ENABLE_ALL)
     o.optimized_model_filepath = str(out)
     ort.InferenceSession(str(path), o, providers=["CPUExecutionProvider"])
-    return len(onnx.load(str(out), load_external_data=False).graph.node)
+    return onnx.load(str(out), load_external_data=False)
+
+
+# ONNX ops that are one fused kernel in onnxruntime's session (the file's, not a fusion of its).
+_NATIVE_FUSED = ("Attention",)
+
+
+def session_fusions(model) -> dict[str, int]:
+    """The fused ops of a session's optimized graph (an onnx ModelProto), by name: com.microsoft
+    ops, NCHWc convs with a fused activation or residual add (as FusedConv), ONNX Attention."""
+    found: collections.Counter[str] = collections.Counter()
+    for n in model.graph.node:
+        if n.domain == "com.microsoft":
+            found[n.op_type] += 1
+        elif n.domain == "com.microsoft.nchwc" and n.op_type == "Conv":
+            if any(a.name == "activation" for a in n.attribute) or len(n.input) > 3:
+                found["FusedConv"] += 1
+        elif n.domain in ("", "ai.onnx") and n.op_type in _NATIVE_FUSED:
+            found[n.op_type] += 1
+    return dict(sorted(found.items()))
 
 
 def _fusions(path: Path, model_type: str | None) -> dict[str, int] | str | None:
@@ -107,7 +133,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="small configurations of each model")
     ap.add_argument(
-        "--models", nargs="*", default=["resnet50", "bert-base", "gpt2", "llama-100m", "vit-b16"]
+        "--models",
+        nargs="*",
+        default=["resnet50", "bert-base", "gpt2", "llama-100m", "vit-b16", "mobilenetv3"],
     )
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--loads", type=int, default=5)
@@ -124,6 +152,7 @@ def main() -> None:
     torch.set_num_threads(1)
     import onnxruntime
 
+    load = [round(v, 2) for v in os.getloadavg()]
     out: dict = {
         "environment": {
             "date": time.strftime("%Y-%m-%d"),
@@ -133,6 +162,7 @@ def main() -> None:
             "quick": a.quick,
             "iters": a.iters,
             "loads": a.loads,
+            "loadavg_start": load,
         },
         "models": {},
     }
@@ -179,11 +209,13 @@ def main() -> None:
         rows = out["models"][name] = {"description": b.description, "files": {}}
         for key, path in files.items():
             nodes, consts, inits = _counts(path)
+            ran = _ort_graph(path, tmp)
             row = rows["files"][key] = {
                 "nodes": nodes,
                 "constants": consts,
                 "initializers": inits,
-                "ort_nodes": _ort_nodes(path, tmp),
+                "ort_nodes": len(ran.graph.node),
+                "session_fusions": session_fusions(ran),
                 "load_s": statistics.median(loads[key]),
                 "run_s": runs[key],
                 "fusions": _fusions(path, MODEL_TYPES.get(name)),
@@ -193,9 +225,11 @@ def main() -> None:
                 f"ort nodes {row['ort_nodes']:5d}, "
                 f"load {row['load_s'] * 1e3:8.1f} ms, "
                 f"run {row['run_s'] * 1e3:8.2f} ms, "
-                f"fusions: {_said(row['fusions'])}",
+                f"session: {_said(row['session_fusions'])}; "
+                f"optimizer: {_said(row['fusions'])}",
                 flush=True,
             )
+        out["environment"]["loadavg_end"] = [round(v, 2) for v in os.getloadavg()]
         if a.json:
             Path(a.json).write_text(json.dumps(out, indent=1) + "\n")
 
