@@ -17,8 +17,12 @@ whose shape inference reads ONNX ``Attention`` as com.microsoft's and gives up),
   NCHWc convs that took an activation or a residual add (``FusedConv``), and ONNX's own fused
   kernels where the file has them (``Attention``: one kernel for what torch.onnx spells as
   MatMul/Softmax, which the session fuses into two FusedMatMul);
-- load: median session-creation time (``--loads`` sessions each, interleaved);
-- run: median ``session.run`` time (calls interleaved across the files, as bench/measure.race);
+- load: median session-creation CPU time of the process (``--loads`` sessions each,
+  interleaved);
+- run: median ``session.run`` CPU time of the calling thread (one onnxruntime thread runs on
+  it; calls interleaved across the files, as bench/measure.race); the wall times of both are
+  recorded too (``load_wall_s``, ``run_wall_s``): on a shared machine they also count the time
+  other processes held the core;
 - fusions: onnxruntime.transformers.optimizer's fused-op statistics (model type bert for BERT,
   vit for ViT, gpt2 for GPT-2 and Llama; not run for CNNs), or the error it raised. Its
   "Attention" count includes ONNX's own ``Attention`` op, which it does not fuse but counts.
@@ -196,14 +200,22 @@ def main() -> None:
             chk = measure.compare(ref[:1], got[:1])
             assert chk["ok"], (name, key, chk)
             sessions[key] = s
+        # CPU time (the process's, one onnxruntime thread): on a shared machine the wall time
+        # also counts the time other processes held the core; both are recorded.
         loads: dict[str, list[float]] = {k: [] for k in files}
-        for _ in range(a.loads):
-            for key, path in files.items():
-                t = time.perf_counter()
-                _session(path)
-                loads[key].append(time.perf_counter() - t)
-        runs = measure.race(
-            {k: (lambda s=s, f=feeds[k]: s.run(None, f)) for k, s in sessions.items()}, a.iters
+        load_walls: dict[str, list[float]] = {k: [] for k in files}
+        for i in range(a.loads):
+            keys = list(files)
+            for key in keys[i % len(keys) :] + keys[: i % len(keys)]:
+                c, t = time.process_time(), time.perf_counter()
+                _session(files[key])
+                load_walls[key].append(time.perf_counter() - t)
+                loads[key].append(time.process_time() - c)
+        run_cpu: dict[str, float] = {}
+        run_walls = measure.race(
+            {k: (lambda s=s, f=feeds[k]: s.run(None, f)) for k, s in sessions.items()},
+            a.iters,
+            cpu=run_cpu,
         )
         print(f"{name}: {b.description}{' (quick)' if a.quick else ''}", flush=True)
         rows = out["models"][name] = {"description": b.description, "files": {}}
@@ -217,7 +229,9 @@ def main() -> None:
                 "ort_nodes": len(ran.graph.node),
                 "session_fusions": session_fusions(ran),
                 "load_s": statistics.median(loads[key]),
-                "run_s": runs[key],
+                "run_s": run_cpu[key],
+                "load_wall_s": statistics.median(load_walls[key]),
+                "run_wall_s": run_walls[key],
                 "fusions": _fusions(path, MODEL_TYPES.get(name)),
             }
             print(

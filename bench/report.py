@@ -178,7 +178,8 @@ def _deploy_section(d: dict) -> list[str]:
         'with attention as MatMul/Softmax (`decompose=("attention",)`, the file for',
         "onnxruntime's transformer optimizer); torch.onnx's (dynamo).",
         f"One onnxruntime thread, CPU. Load: median session creation of {env['loads']}. Run:",
-        f"median `session.run` of {env['iters']}, calls interleaved across the files. (x): the",
+        f"median `session.run` of {env['iters']}, calls interleaved across the files. "
+        f"{_timed(env)} (x): the",
         "ratio to torch.onnx's file. ort nodes: after onnxruntime's own optimizations.",
         "Session fusions: the fused ops in the graph onnxruntime's session runs (com.microsoft",
         "ops; NCHWc convs with a fused activation or residual add as FusedConv; ONNX's",
@@ -212,6 +213,14 @@ def _fused(fu: dict | str | None) -> str:
     if isinstance(fu, str):
         return fu.replace("|", "/")
     return ", ".join(f"{k} {v}" for k, v in fu.items()) or "none"
+
+
+def _timed(env: dict) -> str:
+    """What the load and run figures measure: CPU time where the run recorded wall times
+    beside them (``load_wall_s``), else wall time."""
+    if "loadavg_start" in env:
+        return "Both are CPU time (the wall times are in the JSON)."
+    return "Both are wall time."
 
 
 def _load_line(env: dict) -> list[str]:
@@ -353,8 +362,8 @@ def readme_section(results: dict, deploy: dict | None = None) -> str:
             f"{denv['onnxruntime']}",
             f"(one thread; `python bench/onnx_deploy.py`, {denv['date']}, commit "
             f"{denv['commit']}): nodes in the file and after",
-            "onnxruntime's optimizations, session creation and run time as ratios to "
-            "torch.onnx's file.",
+            "onnxruntime's optimizations, session creation and run time (CPU time) as ratios "
+            "to torch.onnx's file.",
             "",
             "| model | nodes msc / torch.onnx | after onnxruntime | session creation | run |",
             "| --- | --- | --- | --- | --- |",
