@@ -16,7 +16,7 @@ whose shape inference reads ONNX ``Attention`` as com.microsoft's and gives up),
   ops (FusedConv, FusedGemm, FusedMatMul, SkipLayerNormalization, BiasGelu, FastGelu, ...),
   NCHWc convs that took an activation or a residual add (``FusedConv``), and ONNX's own fused
   kernels where the file has them (``Attention``: one kernel for what torch.onnx spells as
-  MatMul/Softmax, which the session fuses into two FusedMatMul);
+  MatMul/Softmax, where the session fuses the scaled Q K^T into a FusedMatMul);
 - load: median session-creation CPU time of the process (``--loads`` sessions each,
   interleaved);
 - run: median ``session.run`` CPU time of the calling thread (one onnxruntime thread runs on

@@ -183,7 +183,7 @@ def _deploy_section(d: dict) -> list[str]:
         "ratio to torch.onnx's file. ort nodes: after onnxruntime's own optimizations.",
         "Session fusions: the fused ops in the graph onnxruntime's session runs (com.microsoft",
         "ops; NCHWc convs with a fused activation or residual add as FusedConv; ONNX's",
-        "`Attention`, one kernel where torch.onnx's MatMul/Softmax become two FusedMatMul).",
+        "`Attention`, one kernel, where torch.onnx's MatMul/Softmax keeps a FusedMatMul: Q K^T).",
         "Optimizer fusions: `onnxruntime.transformers.optimizer`'s fused-op counts (its",
         "`Attention` count includes ONNX's own `Attention` op, which it counts but does not fuse).",
         *_load_line(env),
