@@ -1,4 +1,6 @@
-"""The benchmark's models: transformers models built from configs with seeded random weights.
+"""The benchmark's models: transformers models built from configs with seeded random weights,
+and MobileNetV3-Large written out from its paper (transformers has none, torchvision is not a
+dependency).
 
 Nothing is downloaded. Every process that builds a model by name gets bit-identical weights
 (``torch.manual_seed(0)`` before construction), so a model converted in one process can be
@@ -94,12 +96,115 @@ def _vit(quick: bool) -> tuple[torch.nn.Module, tuple, str]:
     )
 
 
+# MobileNetV3-Large's bottlenecks (Howard et al. 2019, "Searching for MobileNetV3", table 1):
+# kernel, expanded width, output width, squeeze-and-excitation, hardswish (else ReLU), stride.
+MOBILENET_V3_LARGE = [
+    (3, 16, 16, False, False, 1),
+    (3, 64, 24, False, False, 2),
+    (3, 72, 24, False, False, 1),
+    (5, 72, 40, True, False, 2),
+    (5, 120, 40, True, False, 1),
+    (5, 120, 40, True, False, 1),
+    (3, 240, 80, False, True, 2),
+    (3, 200, 80, False, True, 1),
+    (3, 184, 80, False, True, 1),
+    (3, 184, 80, False, True, 1),
+    (3, 480, 112, True, True, 1),
+    (3, 672, 112, True, True, 1),
+    (5, 672, 160, True, True, 2),
+    (5, 960, 160, True, True, 1),
+    (5, 960, 160, True, True, 1),
+]
+
+
+def _divisible(v: float, d: int = 8) -> int:
+    """The paper's channel rounding: to a multiple of ``d``, never below 90% of ``v``."""
+    n = max(d, int(v + d / 2) // d * d)
+    return n + d if n < 0.9 * v else n
+
+
+def _conv_bn(cin: int, cout: int, k: int, stride: int = 1, groups: int = 1, act=None):
+    layers = [
+        torch.nn.Conv2d(cin, cout, k, stride, (k - 1) // 2, groups=groups, bias=False),
+        torch.nn.BatchNorm2d(cout, eps=0.001, momentum=0.01),
+    ]
+    return torch.nn.Sequential(*layers, *([act()] if act else []))
+
+
+class SqueezeExcitation(torch.nn.Module):
+    """Global average pool, 1x1 conv down to a quarter, ReLU, 1x1 conv up, hard sigmoid, scale."""
+
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        squeezed = _divisible(channels // 4)
+        self.fc1 = torch.nn.Conv2d(channels, squeezed, 1)
+        self.fc2 = torch.nn.Conv2d(squeezed, channels, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        s = torch.nn.functional.adaptive_avg_pool2d(x, 1)
+        s = self.fc2(torch.relu(self.fc1(s)))
+        return x * torch.nn.functional.hardsigmoid(s)
+
+
+class InvertedResidual(torch.nn.Module):
+    """1x1 expansion (when wider), depthwise kxk, optional SE, 1x1 linear projection; the input
+    added back when the shape is kept."""
+
+    def __init__(self, cin: int, k: int, exp: int, cout: int, se: bool, hs: bool, stride: int):
+        super().__init__()
+        act = torch.nn.Hardswish if hs else torch.nn.ReLU
+        layers = [] if exp == cin else [_conv_bn(cin, exp, 1, act=act)]
+        layers.append(_conv_bn(exp, exp, k, stride, groups=exp, act=act))
+        if se:
+            layers.append(SqueezeExcitation(exp))
+        layers.append(_conv_bn(exp, cout, 1))
+        self.block = torch.nn.Sequential(*layers)
+        self.residual = stride == 1 and cin == cout
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.block(x)
+        return x + y if self.residual else y
+
+
+class MobileNetV3(torch.nn.Module):
+    """MobileNetV3-Large: stem, the bottlenecks of ``rows``, 1x1 conv to 6x the last width,
+    pooled, a hardswish classifier head (dropout omitted: inference)."""
+
+    def __init__(self, rows=MOBILENET_V3_LARGE, last: int = 1280, classes: int = 1000) -> None:
+        super().__init__()
+        layers = [_conv_bn(3, 16, 3, 2, act=torch.nn.Hardswish)]
+        cin = 16
+        for k, exp, cout, se, hs, stride in rows:
+            layers.append(InvertedResidual(cin, k, exp, cout, se, hs, stride))
+            cin = cout
+        layers.append(_conv_bn(cin, 6 * cin, 1, act=torch.nn.Hardswish))
+        self.features = torch.nn.Sequential(*layers)
+        self.classifier = torch.nn.Sequential(
+            torch.nn.Linear(6 * cin, last), torch.nn.Hardswish(), torch.nn.Linear(last, classes)
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = torch.nn.functional.adaptive_avg_pool2d(self.features(x), 1)
+        return self.classifier(torch.flatten(x, 1))
+
+
+def _mobilenet(quick: bool) -> tuple[torch.nn.Module, tuple, str]:
+    rows = MOBILENET_V3_LARGE[:1] + MOBILENET_V3_LARGE[3:4] + MOBILENET_V3_LARGE[10:11]
+    model = MobileNetV3(rows, last=128, classes=10) if quick else MobileNetV3()
+    return (
+        model,
+        (torch.randn(1, 3, 224, 224),),
+        "MobileNetV3-Large (paper's table 1; SE, hardswish), 1x3x224x224",
+    )
+
+
 MODELS: dict[str, Callable[[bool], tuple[torch.nn.Module, tuple, str]]] = {
     "resnet50": _resnet,
     "bert-base": _bert,
     "gpt2": _gpt2,
     "llama-100m": _llama,
     "vit-b16": _vit,
+    "mobilenetv3": _mobilenet,
 }
 
 

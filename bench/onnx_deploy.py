@@ -1,7 +1,7 @@
 """msc's ONNX files against torch.onnx's, as a deployment engineer sees them (issue 34).
 
-    python bench/onnx_deploy.py [--quick] [--models resnet50 bert-base gpt2 llama-100m vit-b16]
-                                [--iters 20] [--loads 5]
+    python bench/onnx_deploy.py [--quick] [--iters 20] [--loads 5]
+        [--models resnet50 bert-base gpt2 llama-100m vit-b16 mobilenetv3]
 
 Per model (bench/models.py), the files of one export: msc's optimized file (the default),
 msc's written node for node (``optimize=False``), for transformers msc's with attention as
@@ -12,8 +12,17 @@ whose shape inference reads ONNX ``Attention`` as com.microsoft's and gives up),
 - nodes: the file's node count, ``Constant`` nodes among them, initializers;
 - ort nodes: the node count after onnxruntime's own optimizations (ORT_ENABLE_ALL), read from
   the optimized model onnxruntime writes;
-- load: median session-creation time (``--loads`` sessions each, interleaved);
-- run: median ``session.run`` time (calls interleaved across the files, as bench/measure.race);
+- session fusions: the fused ops in that optimized graph (``session_fusions``): com.microsoft
+  ops (FusedConv, FusedGemm, FusedMatMul, SkipLayerNormalization, BiasGelu, FastGelu, ...),
+  NCHWc convs that took an activation or a residual add (``FusedConv``), and ONNX's own fused
+  kernels where the file has them (``Attention``: one kernel for what torch.onnx spells as
+  MatMul/Softmax, where the session fuses the scaled Q K^T into a FusedMatMul);
+- load: median session-creation CPU time of the process (``--loads`` sessions each,
+  interleaved);
+- run: median ``session.run`` CPU time of the calling thread (one onnxruntime thread runs on
+  it; calls interleaved across the files, as bench/measure.race); the wall times of both are
+  recorded too (``load_wall_s``, ``run_wall_s``): on a shared machine they also count the time
+  other processes held the core;
 - fusions: onnxruntime.transformers.optimizer's fused-op statistics (model type bert for BERT,
   vit for ViT, gpt2 for GPT-2 and Llama; not run for CNNs), or the error it raised. Its
   "Attention" count includes ONNX's own ``Attention`` op, which it does not fuse but counts.
@@ -29,6 +38,7 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import os
 import statistics
 import sys
 import time
@@ -60,7 +70,8 @@ def _session(path: Path):
     return ort.InferenceSession(str(path), _options(), providers=["CPUExecutionProvider"])
 
 
-def _ort_nodes(path: Path, tmp: Path) -> int:
+def _ort_graph(path: Path, tmp: Path):
+    """The graph onnxruntime's session runs (ORT_ENABLE_ALL), as the ModelProto it writes."""
     import onnx
     import onnxruntime as ort
 
@@ -68,7 +79,26 @@ def _ort_nodes(path: Path, tmp: Path) -> int:
     o = _options(ort.GraphOptimizationLevel.ORT_ENABLE_ALL)
     o.optimized_model_filepath = str(out)
     ort.InferenceSession(str(path), o, providers=["CPUExecutionProvider"])
-    return len(onnx.load(str(out), load_external_data=False).graph.node)
+    return onnx.load(str(out), load_external_data=False)
+
+
+# ONNX ops that are one fused kernel in onnxruntime's session (the file's, not a fusion of its).
+_NATIVE_FUSED = ("Attention",)
+
+
+def session_fusions(model) -> dict[str, int]:
+    """The fused ops of a session's optimized graph (an onnx ModelProto), by name: com.microsoft
+    ops, NCHWc convs with a fused activation or residual add (as FusedConv), ONNX Attention."""
+    found: collections.Counter[str] = collections.Counter()
+    for n in model.graph.node:
+        if n.domain == "com.microsoft":
+            found[n.op_type] += 1
+        elif n.domain == "com.microsoft.nchwc" and n.op_type == "Conv":
+            if any(a.name == "activation" for a in n.attribute) or len(n.input) > 3:
+                found["FusedConv"] += 1
+        elif n.domain in ("", "ai.onnx") and n.op_type in _NATIVE_FUSED:
+            found[n.op_type] += 1
+    return dict(sorted(found.items()))
 
 
 def _fusions(path: Path, model_type: str | None) -> dict[str, int] | str | None:
@@ -107,7 +137,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="small configurations of each model")
     ap.add_argument(
-        "--models", nargs="*", default=["resnet50", "bert-base", "gpt2", "llama-100m", "vit-b16"]
+        "--models",
+        nargs="*",
+        default=["resnet50", "bert-base", "gpt2", "llama-100m", "vit-b16", "mobilenetv3"],
     )
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--loads", type=int, default=5)
@@ -124,6 +156,7 @@ def main() -> None:
     torch.set_num_threads(1)
     import onnxruntime
 
+    load = [round(v, 2) for v in os.getloadavg()]
     out: dict = {
         "environment": {
             "date": time.strftime("%Y-%m-%d"),
@@ -133,6 +166,7 @@ def main() -> None:
             "quick": a.quick,
             "iters": a.iters,
             "loads": a.loads,
+            "loadavg_start": load,
         },
         "models": {},
     }
@@ -166,26 +200,38 @@ def main() -> None:
             chk = measure.compare(ref[:1], got[:1])
             assert chk["ok"], (name, key, chk)
             sessions[key] = s
+        # CPU time (the process's, one onnxruntime thread): on a shared machine the wall time
+        # also counts the time other processes held the core; both are recorded.
         loads: dict[str, list[float]] = {k: [] for k in files}
-        for _ in range(a.loads):
-            for key, path in files.items():
-                t = time.perf_counter()
-                _session(path)
-                loads[key].append(time.perf_counter() - t)
-        runs = measure.race(
-            {k: (lambda s=s, f=feeds[k]: s.run(None, f)) for k, s in sessions.items()}, a.iters
+        load_walls: dict[str, list[float]] = {k: [] for k in files}
+        for i in range(a.loads):
+            keys = list(files)
+            for key in keys[i % len(keys) :] + keys[: i % len(keys)]:
+                c, t = time.process_time(), time.perf_counter()
+                _session(files[key])
+                load_walls[key].append(time.perf_counter() - t)
+                loads[key].append(time.process_time() - c)
+        run_cpu: dict[str, float] = {}
+        run_walls = measure.race(
+            {k: (lambda s=s, f=feeds[k]: s.run(None, f)) for k, s in sessions.items()},
+            a.iters,
+            cpu=run_cpu,
         )
         print(f"{name}: {b.description}{' (quick)' if a.quick else ''}", flush=True)
         rows = out["models"][name] = {"description": b.description, "files": {}}
         for key, path in files.items():
             nodes, consts, inits = _counts(path)
+            ran = _ort_graph(path, tmp)
             row = rows["files"][key] = {
                 "nodes": nodes,
                 "constants": consts,
                 "initializers": inits,
-                "ort_nodes": _ort_nodes(path, tmp),
+                "ort_nodes": len(ran.graph.node),
+                "session_fusions": session_fusions(ran),
                 "load_s": statistics.median(loads[key]),
-                "run_s": runs[key],
+                "run_s": run_cpu[key],
+                "load_wall_s": statistics.median(load_walls[key]),
+                "run_wall_s": run_walls[key],
                 "fusions": _fusions(path, MODEL_TYPES.get(name)),
             }
             print(
@@ -193,9 +239,11 @@ def main() -> None:
                 f"ort nodes {row['ort_nodes']:5d}, "
                 f"load {row['load_s'] * 1e3:8.1f} ms, "
                 f"run {row['run_s'] * 1e3:8.2f} ms, "
-                f"fusions: {_said(row['fusions'])}",
+                f"session: {_said(row['session_fusions'])}; "
+                f"optimizer: {_said(row['fusions'])}",
                 flush=True,
             )
+        out["environment"]["loadavg_end"] = [round(v, 2) for v in os.getloadavg()]
         if a.json:
             Path(a.json).write_text(json.dumps(out, indent=1) + "\n")
 

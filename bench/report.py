@@ -178,13 +178,19 @@ def _deploy_section(d: dict) -> list[str]:
         'with attention as MatMul/Softmax (`decompose=("attention",)`, the file for',
         "onnxruntime's transformer optimizer); torch.onnx's (dynamo).",
         f"One onnxruntime thread, CPU. Load: median session creation of {env['loads']}. Run:",
-        f"median `session.run` of {env['iters']}, calls interleaved across the files. (x): the",
+        f"median `session.run` of {env['iters']}, calls interleaved across the files. "
+        f"{_timed(env)} (x): the",
         "ratio to torch.onnx's file. ort nodes: after onnxruntime's own optimizations.",
-        "Fusions: `onnxruntime.transformers.optimizer`'s fused-op counts (its `Attention` count",
-        "includes ONNX's own `Attention` op, which it counts but does not fuse).",
+        "Session fusions: the fused ops in the graph onnxruntime's session runs (com.microsoft",
+        "ops; NCHWc convs with a fused activation or residual add as FusedConv; ONNX's",
+        "`Attention`, one kernel, where torch.onnx's MatMul/Softmax keeps a FusedMatMul: Q K^T).",
+        "Optimizer fusions: `onnxruntime.transformers.optimizer`'s fused-op counts (its",
+        "`Attention` count includes ONNX's own `Attention` op, which it counts but does not fuse).",
+        *_load_line(env),
         "",
-        "| model | file | nodes | ort nodes | load ms | run ms | optimizer fusions |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
+        "| model | file | nodes | ort nodes | load ms | run ms | session fusions "
+        "| optimizer fusions |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for model, r in d["models"].items():
         ref = r["files"].get("torch.onnx")
@@ -193,17 +199,37 @@ def _deploy_section(d: dict) -> list[str]:
             if ref and key != "torch.onnx":
                 load += f" ({f['load_s'] / ref['load_s']:.2f}x)"
                 run += f" ({f['run_s'] / ref['run_s']:.2f}x)"
-            fu = f["fusions"]
-            if fu is None:
-                fused = "-"
-            elif isinstance(fu, str):
-                fused = fu.replace("|", "/")
-            else:
-                fused = ", ".join(f"{k} {v}" for k, v in fu.items()) or "none"
             lines.append(
-                f"| {model} | {key} | {f['nodes']} | {f['ort_nodes']} | {load} | {run} | {fused} |"
+                f"| {model} | {key} | {f['nodes']} | {f['ort_nodes']} | {load} | {run} "
+                f"| {_fused(f.get('session_fusions'))} | {_fused(f['fusions'])} |"
             )
     return lines
+
+
+def _fused(fu: dict | str | None) -> str:
+    """Fused-op counts as ``Op n, ...``; an error string as it is; None as ``-``."""
+    if fu is None:
+        return "-"
+    if isinstance(fu, str):
+        return fu.replace("|", "/")
+    return ", ".join(f"{k} {v}" for k, v in fu.items()) or "none"
+
+
+def _timed(env: dict) -> str:
+    """What the load and run figures measure: CPU time where the run recorded wall times
+    beside them (``load_wall_s``), else wall time."""
+    if "loadavg_start" in env:
+        return "Both are CPU time (the wall times are in the JSON)."
+    return "Both are wall time."
+
+
+def _load_line(env: dict) -> list[str]:
+    """The machine's load average over the run, where the run recorded it."""
+    if "loadavg_start" not in env:
+        return []
+    start, end = env["loadavg_start"][0], env.get("loadavg_end", [None])[0]
+    during = f"{start:.1f} at the start" + ("" if end is None else f", {end:.1f} at the end")
+    return [f"Load average (1 min) {during}: a shared machine, hence the interleaved race."]
 
 
 def _jax2onnx_section(d: dict) -> list[str]:
@@ -336,8 +362,8 @@ def readme_section(results: dict, deploy: dict | None = None) -> str:
             f"{denv['onnxruntime']}",
             f"(one thread; `python bench/onnx_deploy.py`, {denv['date']}, commit "
             f"{denv['commit']}): nodes in the file and after",
-            "onnxruntime's optimizations, session creation and run time as ratios to "
-            "torch.onnx's file.",
+            "onnxruntime's optimizations, session creation and run time (CPU time) as ratios "
+            "to torch.onnx's file.",
             "",
             "| model | nodes msc / torch.onnx | after onnxruntime | session creation | run |",
             "| --- | --- | --- | --- | --- |",
@@ -346,9 +372,14 @@ def readme_section(results: dict, deploy: dict | None = None) -> str:
             m, t = r["files"].get("msc"), r["files"].get("torch.onnx")
             if not (m and t):
                 continue
+            fused = "-"
+            if "session_fusions" in m and "session_fusions" in t:
+                fused = (
+                    f"{sum(m['session_fusions'].values())} / {sum(t['session_fusions'].values())}"
+                )
             lines.append(
                 f"| {model} | {m['nodes']} / {t['nodes']} | {m['ort_nodes']} / {t['ort_nodes']} "
-                f"| {x(m['load_s'] / t['load_s'])} | {x(m['run_s'] / t['run_s'])} |"
+                f"| {fused} | {x(m['load_s'] / t['load_s'])} | {x(m['run_s'] / t['run_s'])} |"
             )
     lines += [
         "",

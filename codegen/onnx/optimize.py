@@ -13,7 +13,13 @@
   stored once);
 - ``BatchNormalization`` (inference: no ``training_mode``) folded into the ``Conv`` or
   ``Gemm`` before it when that node's output feeds only the BatchNorm and every parameter is
-  an initializer;
+  an initializer; a folded bias that is all zeros (a fresh BatchNorm after a conv without one)
+  is not written: the Conv or Gemm without a bias computes the same (torch.onnx writes none);
+- ``GlobalAveragePool`` of a value the graph also returns written ``ReduceMean`` over the
+  spatial axes (keepdims): onnxruntime's NCHWc layout pass turns the returned value back to
+  NCHW anyway, and a pool left on the blocked layout takes a second ``ReorderOutput`` of its
+  own (ResNet's pooled output beside its last hidden state); a pool that a conv reads (a
+  squeeze-and-excitation block) stays on the blocked layout, as ``GlobalAveragePool``;
 - ``Mul(x, x)`` written ``Pow(x, 2)`` (RMSNorm's square as onnxruntime's transformer
   optimizer matches it; onnxruntime computes ``Pow(x, 2)`` as ``x * x``);
 - a data movement (``Transpose``, ``Reshape``, ``Squeeze``, ``Unsqueeze``, ``Flatten``) of a
@@ -230,8 +236,8 @@ def optimize_model(
 
     Returns:
         What was done: a count per rewrite ("constants as initializers", "nodes folded",
-        "batch norms folded", "squares as Pow", "moves before dequantize", "initializers
-        shared", "initializers dropped").
+        "batch norms folded", "squares as Pow", "returned values pooled as ReduceMean",
+        "moves before dequantize", "initializers shared", "initializers dropped").
     """
     g = model.graph
     opset = _opset(model)
@@ -353,6 +359,9 @@ def optimize_model(
         g, producer, removed, uses, const, value, new, made
     )
     done["squares as Pow"] += _squares_as_pow(g, removed, new, value)
+    done["returned values pooled as ReduceMean"] += _pools_of_outputs_as_mean(
+        g, removed, new, opset
+    )
 
     keep = [n for k, n in enumerate(g.node) if k not in removed]
     del g.node[:]
@@ -465,19 +474,23 @@ def _fold_batch_norms(g, producer, removed, uses, const, value, new, made) -> in
             else:
                 continue
             conv_attrs = {"alpha": 1.0, "beta": 1.0}
-        bias = batch_norm_shift(bias, mean, scale, beta)
+        bias = batch_norm_shift(bias, mean, scale, beta).astype(w.dtype)
         for i in list(prev.input[1:]) + list(bn.input[1:]):
             if i:
                 uses[i] -= 1
         # The conv's own names where nothing else reads its weight and bias (torch.onnx's).
         wname, bname = prev.input[1], prev.input[2] if len(prev.input) > 2 else ""
         wname = wname if not uses[wname] else f"{wname}~bn"
-        bname = bname if bname and not uses[bname] else f"{bn.output[0]}~bias"
         again = _ScaledAgain(value, prev.input[1], wscale, axis)
-        new[wname], new[bname] = made(again.blocks(w), again), bias.astype(w.dtype)
-        uses[wname] = uses[bname] = 1
+        new[wname] = made(again.blocks(w), again)
+        uses[wname] = 1
         del prev.input[1:]
-        prev.input.extend([wname, bname])
+        prev.input.append(wname)
+        if b is not None or np.any(bias):  # a zero bias only adds zeros: not written
+            bname = bname if bname and not uses[bname] else f"{bn.output[0]}~bias"
+            new[bname] = bias
+            uses[bname] = 1
+            prev.input.append(bname)
         if conv_attrs:
             kept = [a for a in prev.attribute if a.name not in conv_attrs]
             del prev.attribute[:]
@@ -534,6 +547,37 @@ def _squares_as_pow(g, removed, new, value) -> int:
         new[two] = np.asarray(2, dtype=dt)
         n.op_type = "Pow"
         n.input[1] = two
+        count += 1
+    return count
+
+
+def _pools_of_outputs_as_mean(g, removed, new, opset: int) -> int:
+    """``GlobalAveragePool(x)`` with ``x`` a graph output -> ``ReduceMean(x)`` over the spatial
+    axes, keepdims (see the module docstring); x's rank from the graph's types."""
+    returned = {o.name for o in g.output}
+    ranks = {
+        v.name: len(v.type.tensor_type.shape.dim)
+        for v in [*g.input, *g.value_info, *g.output]
+        if v.type.tensor_type.HasField("shape")
+    }
+    count = 0
+    for k, n in enumerate(g.node):
+        if k in removed or n.op_type != "GlobalAveragePool" or n.domain not in ("", "ai.onnx"):
+            continue
+        x = n.input[0]
+        rank = ranks.get(x, 0) or ranks.get(n.output[0], 0)
+        if x not in returned or rank < 3:
+            continue
+        axes = list(range(2, rank))
+        n.op_type = "ReduceMean"
+        del n.attribute[:]
+        n.attribute.append(onnx.helper.make_attribute("keepdims", 1))
+        if opset >= 18:  # axes an input since opset 18
+            name = f"{n.output[0]}~axes"
+            new[name] = np.asarray(axes, np.int64)
+            n.input.append(name)
+        else:
+            n.attribute.append(onnx.helper.make_attribute("axes", axes))
         count += 1
     return count
 

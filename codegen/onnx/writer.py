@@ -44,11 +44,12 @@ _PENDING = "msc.pending"  # an external initializer whose bytes are written afte
 _FLOAT_TYPES = {ONNX_DTYPE[d] for d in DType if d.is_floating and d in ONNX_DTYPE}
 PROTO_LIMIT = 2**31 - 2**26  # above this many weight bytes, external data is forced
 # Above this many weight bytes, the default is external data: onnxruntime maps an external
-# data file where it parses inline weights out of the protobuf, and the crossing is near here
-# (one thread, session creation, a MatMul chain: 16 MiB loads in 19 ms inline against 40 ms
-# external, 64 MiB in 91 against 63, 256 MiB in 177 against 129; BERT base 1773 against
-# 812 ms, where torch.onnx's file, external by default, loads in 887).
-EXTERNAL_ABOVE = 2**26
+# data file where it parses inline weights out of the protobuf. onnxruntime 1.32, one thread,
+# median session-creation CPU time, files at rest: a Linear chain of 4 MiB loads in 5.1 ms
+# inline against 3.3 ms external, 16 MiB in 23 against 12.5, MobileNetV3-Large (22 MB) in 45
+# against 29 (torch.onnx's file, external by default: 35); BERT base 1773 against 812 ms.
+# Below 4 MiB the gain is under a millisecond and one file is handier.
+EXTERNAL_ABOVE = 2**22
 ALIGN = 64
 
 
@@ -106,7 +107,7 @@ def save(
             installed onnxruntime has a kernel for every op).
         external_data: True to store weights in ``<file name>.data`` beside the model, a
             string to name that file (relative to the model's directory), False to keep them
-            inline. None (default): external when the weights are over 64 MiB
+            inline. None (default): external when the weights are over 4 MiB
             (``EXTERNAL_ABOVE``: onnxruntime loads such a model faster from a data file),
             inline below.
         size_threshold: with external data, weights smaller than this many bytes stay inline.

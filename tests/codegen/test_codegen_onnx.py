@@ -248,17 +248,24 @@ def test_save_inline_by_default_and_named_data_file(tmp_path) -> None:
 
 
 def test_save_goes_external_above_the_size_where_onnxruntime_loads_it_faster(tmp_path) -> None:
-    """Over 64 MiB of weights, the default writes them to a data file beside the model."""
-    g = Graph("m")
-    x = g.add_input("x", TensorType(DType.FLOAT32, [1, 2048]))
-    w = np.zeros((2048, 8192 + 1), np.float32)  # 64 MiB and one column
-    y = g.op("matmul", x, g.add_weight("w", w, TensorType(DType.FLOAT32, list(w.shape))))
-    g.set_outputs([y])
-    conx.save(g, tmp_path / "big.onnx")
+    """Over 4 MiB of weights, the default writes them to a data file beside the model; at
+    4 MiB and below they stay inline, one file."""
+
+    def graph(columns: int) -> Graph:
+        g = Graph("m")
+        x = g.add_input("x", TensorType(DType.FLOAT32, [1, 512]))
+        w = np.zeros((512, columns), np.float32)
+        y = g.op("matmul", x, g.add_weight("w", w, TensorType(DType.FLOAT32, list(w.shape))))
+        g.set_outputs([y])
+        return g
+
+    conx.save(graph(2048 + 1), tmp_path / "big.onnx")  # 4 MiB and one column
     assert sorted(os.listdir(tmp_path)) == ["big.onnx", "big.onnx.data"]
     assert os.path.getsize(tmp_path / "big.onnx") < 1 << 20
-    conx.save(g, tmp_path / "inline.onnx", external_data=False)
-    assert os.path.getsize(tmp_path / "inline.onnx") > 1 << 26
+    conx.save(graph(2048 + 1), tmp_path / "inline.onnx", external_data=False)
+    assert os.path.getsize(tmp_path / "inline.onnx") > 1 << 22
+    conx.save(graph(2048), tmp_path / "small.onnx")  # 4 MiB
+    assert not (tmp_path / "small.onnx.data").exists()
 
 
 def test_save_goes_external_above_the_protobuf_limit(tmp_path, monkeypatch) -> None:

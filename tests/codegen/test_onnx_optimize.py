@@ -413,3 +413,62 @@ def test_a_per_axis_dequantize_moves_behind_its_transpose_with_its_axis() -> Non
     d = diff_graphs(conx.as_written(g), msc.from_onnx(proto))
     assert d.equivalent, d.verdict()
     assert "move of quantized integers -> move of the dequantized values x1 (B)" in d.verdict()
+
+
+class _Pooled(torch.nn.Module):
+    """A conv with a fresh BatchNorm and no bias, a squeeze-and-excitation gate (a pool a conv
+    reads), and the features returned beside their global average (ResNetModel's outputs)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 16, 3, padding=1, bias=False)
+        self.bn = torch.nn.BatchNorm2d(16)
+        self.se = torch.nn.Conv2d(16, 16, 1)
+        self.out = torch.nn.Conv2d(16, 16, 1)
+
+    def forward(self, x):
+        y = torch.relu(self.bn(self.conv(x)))
+        y = y * torch.sigmoid(self.se(torch.nn.functional.adaptive_avg_pool2d(y, 1)))
+        y = torch.relu(self.out(y))
+        return y, torch.nn.functional.adaptive_avg_pool2d(y, 1)
+
+
+def _session_graph(model: onnx.ModelProto, path) -> onnx.ModelProto:
+    """The graph onnxruntime's session runs (all its optimizations), as it writes it."""
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    opts.intra_op_num_threads = 1
+    opts.optimized_model_filepath = str(path)
+    ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    return onnx.load(str(path))
+
+
+def test_zero_folded_bias_dropped_and_returned_value_pooled_as_reduce_mean(tmp_path) -> None:
+    torch.manual_seed(0)
+    m, args = _Pooled().eval(), (torch.randn(1, 3, 8, 8),)
+    g = _graph(m, args)
+    plain, opt = conx.to_model(g, optimize=False), conx.to_model(g)
+    # A fresh BatchNorm shifts by zero: the folded conv has no bias (torch.onnx's has none).
+    conv = next(n for n in opt.graph.node if n.op_type == "Conv" and n.input[0] == "x")
+    assert list(conv.input) == ["x", "conv.weight"]
+    # The pool of a returned value is ReduceMean; the gate's pool, read by a conv, is not.
+    assert _ops(plain)["GlobalAveragePool"] == 2
+    assert _ops(opt)["GlobalAveragePool"] == 1 and _ops(opt)["ReduceMean"] == 1
+    s = ort.InferenceSession(opt.SerializeToString(), providers=["CPUExecutionProvider"])
+    got = s.run(None, {s.get_inputs()[0].name: args[0].numpy()})
+    with torch.no_grad():
+        want = [t.numpy() for t in m(*args)]
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+    r = msc.convert(msc.save(g, tmp_path / "pooled.msc"), tmp_path / "pooled.onnx")
+    assert r.ok and r.equivalent
+    assert r.optimized["returned values pooled as ReduceMean"] == 1
+
+    # In onnxruntime's NCHWc layout the returned value is reordered to NCHW anyway; a pool on
+    # the blocked layout took a second ReorderOutput of its own.
+    ran = {k: _session_graph(f, tmp_path / f"{k}.ort.onnx") for k, f in [("p", plain), ("o", opt)]}
+    reorders = {k: _ops(v)["ReorderOutput"] for k, v in ran.items()}
+    if not any(n.domain == "com.microsoft.nchwc" for n in ran["p"].graph.node):
+        pytest.skip("onnxruntime uses no NCHWc layout on this CPU")
+    assert reorders["o"] == reorders["p"] - 1, reorders
+    assert len(ran["o"].graph.node) < len(ran["p"].graph.node)

@@ -96,6 +96,48 @@ def test_optimizer_fuses_at_least_what_it_fuses_in_torch_onnx(files):
     assert ours["SkipLayerNormalization"] + ours["SkipSimplifiedLayerNormalization"] > 0
 
 
+def _session_fused(path, out) -> Counter[str]:
+    """The fused ops in the graph onnxruntime's session runs: com.microsoft ops, and ONNX's
+    ``Attention`` (one kernel where a spelled-out attention leaves MatMul/Softmax)."""
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    opts.intra_op_num_threads = 1
+    opts.optimized_model_filepath = str(out)
+    ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+    nodes = onnx.load(str(out), load_external_data=False).graph.node
+    return Counter(
+        n.op_type
+        for n in nodes
+        if n.domain == "com.microsoft" or (n.domain in ("", "ai.onnx") and n.op_type == "Attention")
+    )
+
+
+def test_session_fuses_at_least_what_it_fuses_in_torch_onnx(files, tmp_path):
+    paths, model_type, _, _ = files
+    got = {k: _session_fused(paths[k], tmp_path / f"{k}.ort.onnx") for k in paths}
+    theirs = got["torch"]
+    assert theirs.total() > 0
+    # The file for the transformer optimizer: every fused op as often as in torch.onnx's.
+    short = {op: (got["ortopt"][op], n) for op, n in theirs.items() if got["ortopt"][op] < n}
+    assert not short, f"msc {dict(got['ortopt'])} vs torch.onnx {dict(theirs)}"
+    # The default file: the same, but ONNX Attention (one kernel a layer) where torch.onnx's
+    # MatMul/Softmax attention leaves a FusedMatMul (the scaled Q K^T) a layer.
+    ours = got["msc"]
+    native = conx.has_kernel("Attention", 23)
+    if native:
+        assert ours["Attention"] == 2 and ours["Attention"] >= theirs["FusedMatMul"]
+    short = {
+        op: (ours[op], n)
+        for op, n in theirs.items()
+        if ours[op] < n and not (native and op == "FusedMatMul")
+    }
+    assert not short, f"msc {dict(ours)} vs torch.onnx {dict(theirs)}"
+    if model_type == "bert":  # post-norm: each residual Add + LayerNorm is one kernel
+        assert ours["SkipLayerNormalization"] == theirs["SkipLayerNormalization"] > 0
+
+
 def test_default_file_keeps_onnx_attention_and_the_option_writes_matmul_softmax(files):
     paths, _, args, ref = files
     import onnxruntime as ort
