@@ -299,38 +299,20 @@ class JaxCodegen:
         if writer is not None:
             return self._module(body, args, ret, writer)
         head = [
-            f'{SOURCES["jax"]}{g.name!r}."""',
-            "",
-            "import os",
-            "",
-            "import jax",
-            "import jax.numpy as jnp",
-            "import numpy as np",
-            "from jax import lax",
-            "",
-            'WEIGHTS_FILE = "weights.safetensors"',
-            "",
-            "",
-            "def load_params(path=None):",
-            '    """The params dict (weight name -> array) from ``path`` (default: the weights',
-            '    saved next to this file)."""',
-            "    from safetensors.numpy import load_file",
-            "",
-            "    if path is None:",
-            "        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), WEIGHTS_FILE)",
-            "    return {k: jnp.asarray(v) for k, v in load_file(path).items()}",
+            *self._head(
+                "The params dict (weight name -> array) from ``path`` (default: the weights",
+                "{k: jnp.asarray(v) for k, v in arrays}",
+            ),
             "",
             "",
             f"def forward({', '.join(['params', *args])}):",
         ]
         return "\n".join(head + ["    " + line for line in body] + [f"    return {ret}", ""])
 
-    def _module(self, body: list[str], args: list[str], ret: str, writer: Any) -> str:
-        """The module of the block form: ``load_params`` nests the weights (``nest``), one
-        function per block type, then ``forward``."""
-        from codegen.jax.blocks import NEST_SOURCE
-
-        head = [
+    def _head(self, doc: str, returned: str) -> list[str]:
+        """The module's docstring, imports and ``load_params`` (``doc``: its docstring's first
+        line; ``returned``: what it returns of ``arrays``, the file's weights)."""
+        return [
             f'{SOURCES["jax"]}{self.graph.name!r}."""',
             "",
             "import os",
@@ -344,13 +326,26 @@ class JaxCodegen:
             "",
             "",
             "def load_params(path=None):",
-            '    """The params tree (``nest``) of the weights in ``path`` (default: the weights',
+            f'    """{doc}',
             '    saved next to this file)."""',
             "    from safetensors.numpy import load_file",
             "",
             "    if path is None:",
             "        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), WEIGHTS_FILE)",
-            "    return nest({k: jnp.asarray(v) for k, v in load_file(path).items()})",
+            "    arrays = load_file(path).items()",
+            f"    return {returned}",
+        ]
+
+    def _module(self, body: list[str], args: list[str], ret: str, writer: Any) -> str:
+        """The module of the block form: ``load_params`` nests the weights (``nest``), one
+        function per block type, then ``forward``."""
+        from codegen.jax.blocks import NEST_SOURCE
+
+        head = [
+            *self._head(
+                "The params tree (``nest``) of the weights in ``path`` (default: the weights",
+                "nest({k: jnp.asarray(v) for k, v in arrays})",
+            ),
             "",
             "",
             *NEST_SOURCE.strip("\n").splitlines(),
