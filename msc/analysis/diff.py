@@ -242,10 +242,11 @@ def _forward(m: Match, a: Graph, b: Graph, strict: bool) -> None:
 
 def _words(n: Node) -> set[str]:
     """The words of a node's module path and weight names (``encoder.layer.0.query`` and
-    Keras' ``encoder_layer_0_query_linear/kernel`` share five); not its name, which is often
-    positional (``linear_1``)."""
+    Keras' ``encoder_layer_0_query_linear/kernel`` share ``encoder``, ``layer`` and
+    ``query``); not its name nor numbers, often positional (``linear_1``, a constant ``5_1``:
+    the layer a node is in, its inputs say)."""
     text = " ".join([n.provenance.module or "", *_weight_names(n)])
-    return {w for w in re.split(r"[^0-9a-zA-Z]+", text.lower()) if w}
+    return {w for w in re.split(r"[^0-9a-zA-Z]+", text.lower()) if w and not w.isdigit()}
 
 
 def _attrs_equal(a: Node, b: Node) -> bool:
