@@ -78,7 +78,7 @@ def keras_class_names() -> set[str]:
     hold (``__keras_tensor__``, a functional model's argument)."""
     if _KERAS_NAMES:
         return _KERAS_NAMES
-    from msc.frontend.keras.importer import CODE_LAYERS, keras_module
+    from msc.frontend.keras.loading import CODE_LAYERS, keras_module
 
     keras = keras_module()
     names = {"Functional", "__keras_tensor__"}
@@ -144,7 +144,7 @@ def _names(node: Any, name: str) -> list[str]:
 def _refused(config: Any) -> list[str]:
     """Every class in a legacy config that loading would run code for (the .keras rules, and
     any class name, without a Keras module beside it, that is not Keras' own)."""
-    from msc.frontend.keras.importer import _refused_classes
+    from msc.frontend.keras.loading import _refused_classes
 
     found = _refused_classes(config, 0)
     ours = keras_class_names()
@@ -341,7 +341,7 @@ def load_legacy(path: str | os.PathLike) -> Any:
     docstring for what is checked, and when)."""
     import h5py
 
-    from msc.frontend.keras.importer import keras_module
+    from msc.frontend.keras.loading import keras_module
 
     path = os.fspath(path)
     keras = keras_module()
