@@ -361,6 +361,19 @@ def _sorted_first_k(b: Builder, m: Match) -> list[Value]:
     return [b.op("slice", v, **cut) for v in out]
 
 
+def _int32_round_trip(wide: Node | None) -> tuple[Node, Value] | None:
+    """``wide = cast(cast(s, int32), int64)`` of an int64 ``s``: the inner cast and ``s``."""
+    if wide is None or wide.op != "cast" or wide.inputs[0] is None:
+        return None
+    if wide.output.type.dtype is not DType.INT64 or wide.inputs[0].type.dtype is not DType.INT32:
+        return None
+    narrow = wide.inputs[0].producer
+    if narrow is None or narrow.op != "cast" or narrow.inputs[0] is None:
+        return None
+    s = narrow.inputs[0]
+    return (narrow, s) if s.type.dtype is DType.INT64 else None
+
+
 def _find_int32_shape(n: Node) -> Match | None:
     """A reshape's or expand's run-time target read through an int32 round trip
     (``cast(cast(s, i32), i64)``: codegen.tflite writes the target as RESHAPE and
@@ -369,17 +382,11 @@ def _find_int32_shape(n: Node) -> Match | None:
     if n.op not in ("reshape", "expand") or len(n.inputs) != 2 or n.inputs[1] is None:
         return None
     wide = n.inputs[1].producer
-    if wide is None or wide.op != "cast" or wide.inputs[0] is None:
+    trip = _int32_round_trip(wide)
+    if trip is None:
         return None
-    narrow = wide.inputs[0].producer
-    if narrow is None or narrow.op != "cast" or narrow.inputs[0] is None:
-        return None
-    s = narrow.inputs[0]
-    if s.type.dtype is not DType.INT64 or n.inputs[1].type.dtype is not DType.INT64:
-        return None
-    if wide.inputs[0].type.dtype is not DType.INT32:
-        return None
-    nodes = [narrow, wide, n] if len(wide.inputs[0].uses) == 1 else [wide, n]
+    narrow, s = trip
+    nodes = [narrow, wide, n] if len(narrow.output.uses) == 1 else [wide, n]
     return Match(n, nodes if len(n.inputs[1].uses) == 1 else [n], {"x": n.inputs[0], "s": s})
 
 
@@ -392,14 +399,10 @@ def _find_int32_indices(n: Node) -> Match | None:
     """``cast(cast(i, i32), i64)`` of the indices a topk, sort, argsort, argmax or argmin
     gives along a static axis is ``i``: they lie in [0, dim), which int32 holds (Keras'
     top_k gives int32 indices; a reader widens them back)."""
-    if n.op != "cast" or n.inputs[0] is None or n.output.type.dtype is not DType.INT64:
+    trip = _int32_round_trip(n)
+    if trip is None:
         return None
-    narrow = n.inputs[0].producer
-    if narrow is None or narrow.op != "cast" or narrow.inputs[0] is None:
-        return None
-    i = narrow.inputs[0]
-    if i.type.dtype is not DType.INT64 or n.inputs[0].type.dtype is not DType.INT32:
-        return None
+    narrow, i = trip
     p = i.producer
     key = None if p is None else (p.op, i.index)
     if key not in _INDEX_OUTPUTS or p.inputs[0] is None:
