@@ -19,6 +19,11 @@
 #   too, so the function is also written per which arguments are; its symbolic sizes are read
 #   from its arguments' shapes (a block whose types use a symbol they do not give, or an
 #   expression, is inline: ``msc.ir.blocks.closed``).
+# - Names by role: a function's one argument is ``x``, several are named as its first caller
+#   names them; what a call returns (one value) is named after the module
+#   (``input_layernorm = llama_rms_norm(...)``, a block of blocks ``attention_output``); a
+#   value a loop carries takes the name the layers' function gives it (``hidden_states``),
+#   in the caller too, where the name is free there; a model output keeps its name.
 # - A run of calls of one function over consecutive items of one params list, each call's
 #   outputs the next one's arguments at the same places and read by nothing else, the other
 #   arguments the same, is a Python ``for`` loop over the list (a slice of it when the run is
@@ -179,7 +184,9 @@ class BlockWriter:
                 continue
             values.append(v)
             args.append(cg.py(v) if cg.size(v) is not None else cg.ref(v))  # type: ignore[arg-type]
-        outs = [cg.fresh(o.name) for o in b.outputs]
+        given = set(cg.graph.outputs)  # a model output keeps its name (``pooler_output``)
+        role = _role(b) if len(b.outputs) == 1 and b.outputs[0] not in given else None
+        outs = [cg.fresh(role or o.name) for o in b.outputs]
         for o, name, held in zip(b.outputs, outs, fn.held_outputs):
             cg.names[o] = name
             if held:
@@ -211,11 +218,13 @@ class BlockWriter:
         cg.base = b.path
         try:
             params = ["params"] if takes_params else []
+            # one argument: ``x``; several: each as the caller names it (the first call's)
+            alone = sum(not self._under(v, b) for v in b.inputs) == 1
             tensors = []
             for v, held in zip(b.inputs, known):
                 if self._under(v, b):
                     continue
-                name = cg.fresh(v.name, "x")
+                name = cg.fresh("x" if alone else _plain(saved[0].get(v)) or v.name, "x")
                 params.append(name)
                 if isinstance(v, Weight):
                     cg.wargs[v] = name
@@ -271,6 +280,7 @@ class BlockWriter:
     def _loops(self, stmts: Stmts, calls: dict[int, Call]) -> None:
         """Each run of calls that loops (see the NOTE) rewritten in ``stmts`` as one loop."""
         out: Stmts = []
+        renames: dict[str, str] = {}
         i = 0
         while i < len(stmts):
             n = self._run(stmts, calls, i)
@@ -278,9 +288,33 @@ class BlockWriter:
                 out.append(stmts[i])
                 i += 1
                 continue
-            out.append(self._loop([calls[i + k] for k in range(n)]))
+            run = [calls[i + k] for k in range(n)]
+            out.append(self._loop(run))
+            renames.update(self._carried_names(run))
             i += n
+        if renames:
+            out = [(_renamed(lines, renames), [renames.get(x, x) for x in names])
+                   for lines, names in out]  # fmt: skip
+            for v, name in list(self.cg.names.items()):
+                if name in renames:
+                    self.cg.names[v] = renames[name]
         stmts[:] = out
+
+    def _carried_names(self, run: list[Call]) -> dict[str, str]:
+        """What a loop carries named as the layers' function takes it (``hidden_states``),
+        where the name is free here: old name -> new name."""
+        cg, last = self.cg, run[-1]
+        pos = self._carried(run)
+        new = {}
+        for t, j in enumerate(pos or []):
+            old, want = last.outs[t], last.fn.params[j]
+            if last.block.outputs[t] in cg.graph.outputs:
+                continue  # a model output keeps its name
+            if want != old and want not in cg._taken and not _taken_globally(want):  # noqa: SLF001
+                cg._taken.add(want)  # noqa: SLF001
+                cg.seen.add(want)
+                new[old] = want
+        return new
 
     def _run(self, stmts: Stmts, calls: dict[int, Call], i: int) -> int:
         first = calls.get(i)
@@ -382,13 +416,40 @@ def _carried_name(fn: Function, k: int) -> None:
     tokens = list(tokenize.generate_tokens(io.StringIO(src).readline))
     if new == old or any(t.type == tokenize.NAME and t.string == new for t in tokens):
         return
-    rows = [list(line) for line in fn.lines]
-    for t in reversed(tokens):  # right to left: earlier columns stay put
-        if t.type == tokenize.NAME and t.string == old:
-            (r, c), (_, e) = t.start, t.end
-            rows[r - 1][c:e] = list(new)
-    fn.lines[:] = ["".join(r) for r in rows]
+    fn.lines[:] = _renamed(fn.lines, {old: new})
     fn.params[k] = new
+
+
+def _renamed(lines: list[str], names: dict[str, str]) -> list[str]:
+    """``lines`` (whole statements) with each identifier token in ``names`` renamed (the same
+    text inside a string stays)."""
+    import io
+    import tokenize
+
+    src = "\n".join(lines) + "\n"
+    rows = [list(line) for line in lines]
+    for t in reversed(list(tokenize.generate_tokens(io.StringIO(src).readline))):
+        if t.type == tokenize.NAME and t.string in names:  # right to left: columns stay put
+            (r, c), (_, e) = t.start, t.end
+            rows[r - 1][c:e] = list(names[t.string])
+    return ["".join(r) for r in rows]
+
+
+def _plain(name: str | None) -> str | None:
+    """A caller's name for a value, when it is one identifier (not ``None``, not an
+    expression): the name a function's parameter takes."""
+    return name if name and name.isidentifier() and name != "None" else None
+
+
+def _role(b: Block) -> str | None:
+    """The name of what a call of ``b`` returns, after its module (``input_layernorm``; a
+    block of blocks: ``attention_output``), None for a numbered item (``layers.3``)."""
+    seg = b.path.rpartition(".")[2]
+    if not seg.isidentifier() or seg.startswith("_"):
+        return None
+    if (b.children or seg == "self") and not seg.endswith(("output", "outputs")):
+        seg += "_output"
+    return None if _taken_globally(seg) else seg
 
 
 def _item(path: str) -> tuple[str, int] | None:

@@ -30,6 +30,7 @@ from codegen.jax.registry import EMITTERS, EmitterRegistry
 from msc.errors import Unsupported, UnsupportedOp, UnsupportedOpsError
 from msc.io.marker import SOURCES
 from msc.ir import DType
+from msc.ir.dtype import shortest
 from msc.ir.graph import Graph, Node, Value
 from msc.ir.types import Func, SymDim, SymExpr
 
@@ -60,7 +61,9 @@ def dtype_expr(dt: DType) -> str:
     return f"jnp.{np.dtype(dt.to_numpy()).name}"
 
 
-def _scalar(v: Any) -> str:
+def _scalar(v: Any, dtype: np.dtype | None = None) -> str:
+    """``v`` as a Python literal; a float of ``dtype`` (float32, float16) as the shortest
+    decimal that rounds back to it there (``1e-06``)."""
     if isinstance(v, bool | np.bool_):
         return repr(bool(v))
     if isinstance(v, int | np.integer):
@@ -70,7 +73,7 @@ def _scalar(v: Any) -> str:
         return "jnp.nan"
     if math.isinf(f):
         return "jnp.inf" if f > 0 else "-jnp.inf"
-    return repr(f)
+    return repr(f if dtype is None else shortest(f, dtype))
 
 
 def literal(arr: np.ndarray) -> str:
@@ -79,7 +82,7 @@ def literal(arr: np.ndarray) -> str:
 
     def nested(a: np.ndarray) -> str:
         if a.ndim == 0:
-            return _scalar(a.item())
+            return _scalar(a.item(), arr.dtype)
         return "[" + ", ".join(nested(x) for x in a) + "]"
 
     return f"jnp.asarray({nested(arr)}, dtype={dtype_expr(dt)})"

@@ -232,5 +232,5 @@ def constant(e: JaxCodegen, node):
     arr = value.numpy() if hasattr(value, "numpy") else value
     if arr.ndim == 0 and arr.dtype != bool:
         dt = DType.from_numpy(arr.dtype)
-        return f"jnp.asarray({_scalar(arr.item())}, dtype={dtype_expr(dt)})"
+        return f"jnp.asarray({_scalar(arr.item(), arr.dtype)}, dtype={dtype_expr(dt)})"
     return literal(arr)

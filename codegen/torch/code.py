@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from msc.ir.dtype import DType
+from msc.ir.dtype import DType, shortest
 
 __all__ = [
     "const",
@@ -60,17 +60,6 @@ TORCH_DTYPES: dict[DType, str] = {
     DType.UINT2: "uint8",
     DType.FLOAT4_E2M1: "float32",
 }
-
-
-def shortest(v: float, dtype: np.dtype) -> float:
-    """``v``, a value of float type ``dtype``, as the shortest decimal that rounds back to it in
-    that type (``1e-06``, not ``9.999999974752427e-07``): torch rounds a Python scalar to the
-    tensor's type, so the code computes the same."""
-    if dtype not in (np.float32, np.float16) or not np.isfinite(v):
-        return v
-    short = float(str(dtype.type(v)))
-    top = float(np.finfo(dtype).max)  # '3.4028235e+38' is past float32's largest: torch refuses it
-    return short if dtype.type(short) == dtype.type(v) and abs(short) <= top else v
 
 
 def name(ident: str) -> ast.Name:

@@ -21,7 +21,7 @@ import enum
 import ml_dtypes
 import numpy as np
 
-__all__ = ["DType", "check_strings"]
+__all__ = ["DType", "check_strings", "shortest"]
 
 
 class DType(enum.Enum):
@@ -194,3 +194,15 @@ _SUB_BYTE_BITS = {
     DType.INT2: 2,
     DType.UINT2: 2,
 }
+
+
+def shortest(v: float, dtype: np.dtype) -> float:
+    """``v``, a value of float type ``dtype``, as the shortest decimal that rounds back to it in
+    that type (``1e-06``, not ``9.999999974752427e-07``): a framework rounds a Python scalar to
+    the tensor's type, so code written with it computes the same. Other types: ``v``."""
+    dtype = np.dtype(dtype)
+    if dtype not in (np.float32, np.float16) or not np.isfinite(v):
+        return v
+    short = float(str(dtype.type(v)))
+    top = float(np.finfo(dtype).max)  # '3.4028235e+38' is past float32's largest: torch refuses it
+    return short if dtype.type(short) == dtype.type(v) and abs(short) <= top else v

@@ -101,6 +101,45 @@ def test_a_run_of_layers_is_a_for_loop_over_the_params_list(case):
     assert _defs(src)[f].args.args[carried].arg == want
 
 
+def test_values_are_named_by_role(case):
+    """A call's result is named after its module, a one-argument function's argument is
+    ``x``, a model output keeps its name; no value is named after an op counter where the
+    module says what it is (issue 30: names from the source)."""
+    name, _, _, g = case
+    defs = _defs(codegen.jax.generate(g))
+    if name == "bert":
+        calls = {
+            ast.unparse(st.value.func): ast.unparse(st.targets[0])
+            for st in defs["bert_layer"].body
+            if isinstance(st, ast.Assign) and isinstance(st.value, ast.Call)
+        }
+        assert calls == {
+            "bert_attention": "attention_output",
+            "bert_intermediate": "intermediate",
+            "bert_output": "output",
+        }
+        assert [a.arg for a in defs["bert_intermediate"].args.args] == ["params", "x"]
+        ret = defs["forward"].body[-1].value
+        assert ast.unparse(ret) == "(last_hidden_state, pooler_output)"
+    else:
+        assert [a.arg for a in defs["bottleneck"].args.args] == ["params", "x"]
+
+
+def test_float32_literals_print_as_the_shortest_decimal():
+    """A float32 constant prints as the shortest decimal that rounds back to it (``1e-06``,
+    not ``9.999999974752427e-07``) and the code computes the same float32."""
+    from codegen.jax.core import literal
+
+    eps = np.float32(1e-6)
+    src = literal(np.asarray(eps))
+    assert src == "jnp.asarray(1e-06, dtype=jnp.float32)"
+    assert np.float32(float(src.split("(")[1].split(",")[0])) == eps
+    third = np.asarray([1 / 3, 0.1], dtype=np.float32)
+    assert literal(third) == "jnp.asarray([0.33333334, 0.1], dtype=jnp.float32)"
+    # float64 keeps every digit it needs
+    assert literal(np.asarray(1 / 3)) == "jnp.asarray(0.3333333333333333, dtype=jnp.float64)"
+
+
 def test_outputs_agree_with_eager_and_params_nest_by_module_path(case):
     name, model, inputs, g = case
     fn, params = codegen.jax.to_function(g)
