@@ -37,6 +37,7 @@ from codegen.keras.registry import EMITTERS, EmitterRegistry
 from msc.errors import Unsupported, UnsupportedOp, UnsupportedOpsError
 from msc.io.marker import SOURCES
 from msc.ir import DType, Graph, Node, SymDim, SymExpr, TensorType, Value, Weight
+from msc.ir.dtype import shortest
 
 __all__ = ["KerasCodegen", "Emit", "WEIGHTS_FILE", "MODEL_FILE", "WEIGHTED"]
 
@@ -188,13 +189,13 @@ class Emit:
             raise Unsupported(f"input {i} ({v.name!r}) is not available")
         if a.size > LITERAL_LIMIT or v.name in self.cg.graph.weights:
             return self.cg.weight_operand(v, a)
-        text = f"np.array({a.tolist()!r}, dtype={str(a.dtype)!r})"
+        text = f"np.array({_as_list(a)!r}, dtype={str(a.dtype)!r})"
         if len(text) <= 48:
             return text
         # a longer literal gets its own lines (broken inside its brackets)
         import pprint
 
-        body = pprint.pformat(a.tolist(), width=80).splitlines()
+        body = pprint.pformat(_as_list(a), width=80).splitlines()
         name = self.cg.values.fresh(f"{v.name or 'const'}_value")
         self.cg.lines.append(f"    {name} = np.array(")
         self.cg.lines.extend(f"        {line}" for line in body)
@@ -797,3 +798,13 @@ def _wrap(lead: str, expr: str, parts: tuple[str, list[str]] | None) -> list[str
 
 def dtype_name(dt: DType) -> str:
     return dt.to_numpy().name
+
+
+def _as_list(a: np.ndarray) -> Any:
+    """``a.tolist()``, a float32 / float16 element as the shortest decimal that rounds back
+    to it (``1e-06``, not ``9.999999974752427e-07``)."""
+
+    def short(x: Any) -> Any:
+        return [short(y) for y in x] if isinstance(x, list) else shortest(x, a.dtype)
+
+    return short(a.tolist()) if a.dtype in (np.float32, np.float16) else a.tolist()

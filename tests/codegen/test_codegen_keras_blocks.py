@@ -190,3 +190,21 @@ def test_blocks_run_on_jax(case, tmp_path):
     assert res.returncode == 0, res.stderr[-2000:]
     with np.load(tmp_path / "got.npz") as got:
         _agree([got[k] for k in got.files], ref)
+
+
+def test_float32_literals_print_as_the_shortest_decimal():
+    """A small float32 constant is written as the shortest decimal that rounds back to it
+    (``1e-06``, not ``9.999999974752427e-07``; issue 30's literals rule), and the model
+    computes the same as eager."""
+
+    class Eps(nn.Module):
+        def forward(self, x):
+            return x / (x.abs() + torch.tensor([1e-6, 1 / 3], dtype=torch.float32))
+
+    x = torch.randn(3, 2)
+    g = msc.from_torch(Eps(), (x,))
+    src = codegen.keras.generate(g)
+    assert "1e-06" in src and "0.33333334" in src, src
+    assert "9.99999" not in src and "0.3333333432674408" not in src
+    got = keras_run(codegen.keras.to_model(g), [x.numpy()])
+    np.testing.assert_allclose(got[0], Eps()(x).numpy(), atol=ATOL, rtol=0)
