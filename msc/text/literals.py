@@ -7,12 +7,14 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from msc.errors import MscError
 from msc.ir.dtype import DType
 
-__all__ = ["ParseError", "unescape", "elements"]
+__all__ = ["ParseError", "unescape", "elements", "parse_stack"]
 
 
 class ParseError(MscError, ValueError):
@@ -94,3 +96,42 @@ def elements(items: tuple, dt: DType, line: int, col: int) -> np.ndarray:
         bad = items[int(np.argmax(lost))]
         raise ParseError(f"{bad!r} is out of range for {dt.short}", line, col)
     return arr
+
+
+_STACK_ENTRY = re.compile(r"([^ ;]+) ([^ ;]+)")
+_PERCENT = re.compile(r"%([0-9A-F]{2})?")
+
+
+def _unesc(s: str) -> str:
+    """A field of a ``stack`` (printer.format_stack): ``%`` alone is empty, ``%XX`` a char."""
+    if s == "%":
+        return ""
+    if "%" not in s:
+        return s
+
+    def one(m: re.Match[str]) -> str:
+        if m.group(1) is None:
+            raise ParseError("a bare '%' in a module stack", 0, 0)
+        return chr(int(m.group(1), 16))
+
+    return _PERCENT.sub(one, s)
+
+
+def parse_stack(text: str) -> tuple[tuple[str, str], ...]:
+    """A node's module stack from its ``stack`` metadata (the inverse of format_stack)."""
+    out: list[tuple[str, str]] = []
+    prev = None
+    for item in text.split("; ") if text else ():
+        m = _STACK_ENTRY.fullmatch(item)
+        if m is None:
+            raise ParseError(f"a module stack entry is 'path Type', got {item!r}", 0, 0)
+        path, t = m.groups()
+        if path[0] == ".":
+            if prev is None:
+                raise ParseError("a module stack starts with a relative path", 0, 0)
+            path = prev + "." + _unesc(path[1:])
+        else:
+            path = _unesc(path)
+        out.append((path, _unesc(t)))
+        prev = path
+    return tuple(out)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import bisect
 import re
 from typing import Any
 
@@ -19,134 +18,22 @@ from msc.ir.bulk import paused
 from msc.ir.dtype import DType
 from msc.ir.graph import Graph, Node, Provenance, Value, Weight, default_opset
 from msc.ir.types import VALUE_TYPES, OptionalType, SequenceType, SymDim, TensorType, ValueType
-from msc.text.literals import ParseError, elements, unescape
+from msc.text.lexer import (
+    LINE,
+    OUT_RE,
+    REF_RE,
+    Tok,
+    kind_of,
+    lex,
+    lex_fast,
+    line_col,
+    newlines,
+    token_ends,
+)
+from msc.text.literals import ParseError, elements, parse_stack, unescape
 from msc.text.printer import FORMAT_VERSION, OPS_VERSION
 
 __all__ = ["from_text", "parse_dim", "ParseError"]
-
-
-# Blanks, then comments each followed by blanks: every repetition starts with "#", so there is one
-# way to match and no backtracking (a nested "(?:[ \t]+|#...)*" was exponential on a long run of
-# trailing blanks).
-_SKIP = r"[ \t\r\n]*(?:\#[^\n]*[ \t\r\n]*)*"
-_TOKEN_BODY = (
-    # Compound tokens for the common shapes, so a node line is ~9 tokens, not ~22:
-    r"[%@](?:[A-Za-z_][A-Za-z0-9_]*|[0-9]+)(?![A-Za-z0-9_])"  # a bare %value / @weight
-    r"|[a-z0-9]+\[[^\[\]\"\n]*\]"  # a type with no quoted symbol: f32[1, batch{1..8}, ?]
-    r'|!\{(?:[A-Za-z0-9_ \t=,]|"[^"\\\n]*")*\}'  # node metadata with no escapes
-    r'|"(?:[^"\\\n]|\\.)*"?'  # a string; unterminated: the rest of the line, one bad token
-    r"|-inf\b|-nan\b|-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?"  # number
-    r"|[A-Za-z_][A-Za-z0-9_]*"  # identifier
-    r"|\.\.|!\{|[{}()\[\],:=?*%@<>]"  # punctuation
-    r"|[^ \t\r\n]"  # anything else: reported as an unexpected character
-    r"|\Z"  # end of input after blanks: matched here rather than by backtracking over them
-)
-# Each token swallows the blanks and comments before it; findall returns just the token texts.
-_TOKEN = re.compile(_SKIP + "(" + _TOKEN_BODY + ")")
-_KINDS = {c: "num" for c in "-0123456789"}
-
-
-_PUNCT = frozenset("{}()[],:=?*%@<>") | {"..", "!{"}
-
-
-def _kind(text: str) -> str:
-    """A token's kind from its text (the grammar keeps these disjoint)."""
-    if not text:
-        return "eof"
-    c = text[0]
-    if c == '"':
-        # Closed when it ends in a quote that an odd run of backslashes does not escape.
-        body = text[1:-1] if len(text) > 1 and text[-1] == '"' else None
-        if body is None or (len(body) - len(body.rstrip("\\"))) % 2:
-            return "bad"
-        return "str"
-    if c in _KINDS:
-        return _KINDS[c]
-    if text[-1] == "]" and len(text) > 1:
-        return "type"
-    if c == "_" or c.isalpha():
-        return "ident"
-    if (c == "%" or c == "@") and len(text) > 1:
-        return "ref"
-    if c == "!" and len(text) > 2:
-        return "meta"
-    return "punct" if text in _PUNCT else "bad"
-
-
-class _Tok:
-    """One token, built only when an error message needs its line and column."""
-
-    __slots__ = ("kind", "text", "line", "col")
-
-    def __init__(self, kind: str, text: str, line: int, col: int) -> None:
-        self.kind, self.text, self.line, self.col = kind, text, line, col
-
-    def __repr__(self) -> str:
-        return "end of input" if self.kind == "eof" else repr(self.text)
-
-
-def _lex(src: str) -> list[str]:
-    """Token texts, ending with "" for end of input (stray characters are "bad" tokens)."""
-    texts = _TOKEN.findall(src)
-    if not texts or texts[-1] != "":
-        texts.append("")
-    return texts
-
-
-# A whole node line in the printer's plain spelling (see _Parser). Every repetition starts with
-# a character its neighbours cannot, so a match is one left-to-right pass (linear time).
-_NAME = r'(?:[A-Za-z_][A-Za-z0-9_]*|[0-9]+|"[^"\\\n]*")'
-_REF = r"(?:[%@]" + _NAME + r"|_)"
-_OUT = r"%" + _NAME + r': [a-z][a-z0-9]*\[[^\[\]"\n]*\]'
-_STR = r'"[^"\\\n]*"'
-_LINE_RE = re.compile(
-    r"[ \t]*(" + _OUT + r"(?:, " + _OUT + r")*)"  # outputs
-    r" = ([A-Za-z_][A-Za-z0-9_]*)"  # op
-    r"\((" + _REF + r"(?:, " + _REF + r")*)?\)"  # inputs
-    r"(?: (\{(?:[^{}\"\n!#]|" + _STR + r")*\}))?"  # attributes: no braces, no escapes
-    r"(?: !\{((?:[A-Za-z_][A-Za-z0-9_]* = " + _STR + r", )*"
-    r"[A-Za-z_][A-Za-z0-9_]* = " + _STR + r")\})?"  # metadata
-    r"[ \t\r]*\Z"
-)
-_OUT_RE = re.compile(_OUT)
-_REF_RE = re.compile(_REF)
-# The placeholder token of a matched line (never a token text: the lexer cannot produce it).
-_LINE = "\x00line"
-
-
-def _lex_fast(src: str, lines: dict[int, re.Match[str]]) -> list[str]:
-    """As ``_lex``, but each line ``_LINE_RE`` matches is one ``_LINE`` token (its match in
-    ``lines`` by token index). A line is taken only when the next line cannot continue its
-    node (attributes or metadata on a line of their own)."""
-    texts: list[str] = []
-    start = pos = 0  # start of the pending run of ordinary lines; start of this line
-    size = len(src)
-    match, find, starts = _LINE_RE.match, src.find, src.startswith
-    while pos <= size:  # line by line, matched in place (no copy of each line)
-        nl = find("\n", pos)
-        if nl < 0:
-            nl = size
-        end = nl + 1
-        if starts((" ", "%"), pos) and (m := match(src, pos, nl)) is not None:
-            if nl == size or starts("  %", end):  # last line, or the next is a node
-                take = True
-            else:
-                after = find("\n", end)
-                nxt = src[end : after if after >= 0 else size].lstrip()[:1]
-                take = bool(nxt) and nxt not in "{!#"
-            if take:
-                if start < pos:
-                    texts += _TOKEN.findall(src, start, pos)
-                    while texts and texts[-1] == "":  # end-of-run matches, not end of input
-                        texts.pop()
-                lines[len(texts)] = m
-                texts.append(_LINE)
-                start = end
-        pos = end
-    texts += _TOKEN.findall(src, min(start, len(src)))
-    if not texts or texts[-1] != "":
-        texts.append("")
-    return texts
 
 
 def _immutable(v: Any) -> bool:
@@ -154,25 +41,6 @@ def _immutable(v: Any) -> bool:
     if isinstance(v, tuple):
         return all(_immutable(x) for x in v)
     return v is None or isinstance(v, int | float | str | bytes | DType | VALUE_TYPES)
-
-
-def _newlines(src: str) -> list[int]:
-    return [m.start() for m in re.finditer("\n", src)]
-
-
-def _token_ends(src: str) -> list[int]:
-    """End offsets of the tokens (only computed when an error message needs a position)."""
-    matches = list(_TOKEN.finditer(src))
-    ends = [m.end() for m in matches]
-    if not matches or matches[-1].group(1) != "":  # as _lex: one "" token for end of input
-        ends.append(len(src))
-    return ends
-
-
-def _line_col(newlines: list[int], pos: int) -> tuple[int, int]:
-    line = bisect.bisect_left(newlines, pos)
-    start = newlines[line - 1] + 1 if line else 0
-    return line + 1, pos - start + 1
 
 
 class _Scope:
@@ -210,7 +78,7 @@ class _Parser:
         self.attr_cache: dict[tuple[str, str], tuple[Any, dict[str, Any], str]] = {}
         # One tuple per distinct module stack (a model's nodes share a few dozen).
         self.stacks: dict[str, tuple[tuple[str, str], ...]] = {}
-        self.texts = _lex_fast(src, self.lines) if fast else _lex(src)
+        self.texts = lex_fast(src, self.lines) if fast else lex(src)
         self.i = 0
         self.depth = 0  # nesting of lists, graphs and output structures
         self._ends: list[int] | None = None
@@ -218,18 +86,18 @@ class _Parser:
 
     # ------------------------------------------------------------ token helpers
     @property
-    def tok(self) -> _Tok:
+    def tok(self) -> Tok:
         i = self.i
         if self.fast:  # no positions: an error is answered by a parse without fast mode
-            return _Tok(_kind(self.texts[i]), self.texts[i], 0, 0)
+            return Tok(kind_of(self.texts[i]), self.texts[i], 0, 0)
         if self._ends is None:
-            self._ends = _token_ends(self.src)
-            self._newlines = _newlines(self.src)
+            self._ends = token_ends(self.src)
+            self._newlines = newlines(self.src)
         text = self.texts[i]
-        line, col = _line_col(self._newlines, self._ends[i] - len(text))
-        return _Tok(_kind(text), text, line, col)
+        line, col = line_col(self._newlines, self._ends[i] - len(text))
+        return Tok(kind_of(text), text, line, col)
 
-    def error(self, expected: str, tok: _Tok | None = None) -> ParseError:
+    def error(self, expected: str, tok: Tok | None = None) -> ParseError:
         t = tok or self.tok
         if t.kind == "bad":
             if t.text.startswith('"'):
@@ -260,7 +128,7 @@ class _Parser:
 
     def name(self, what: str = "a name") -> str:
         i = self.i
-        kind = _kind(self.texts[i])
+        kind = kind_of(self.texts[i])
         if kind == "ident":
             self.i = i + 1
             return self.texts[i]
@@ -280,14 +148,14 @@ class _Parser:
     def ref_name(self, what: str) -> str:
         """A name after % or @: an identifier, a quoted string, or a run of digits."""
         i = self.i
-        if _kind(self.texts[i]) == "num" and self.texts[i].isdigit():
+        if kind_of(self.texts[i]) == "num" and self.texts[i].isdigit():
             self.i = i + 1
             return self.texts[i]
         return self.name(what)
 
     def string(self) -> str:
         i = self.i
-        if _kind(self.texts[i]) != "str":
+        if kind_of(self.texts[i]) != "str":
             raise self.error("a string")
         text = self.texts[i]
         if "\\" not in text:
@@ -299,7 +167,7 @@ class _Parser:
 
     def integer(self) -> int:
         i = self.i
-        if _kind(self.texts[i]) != "num" or not _INT.fullmatch(self.texts[i]):
+        if kind_of(self.texts[i]) != "num" or not _INT.fullmatch(self.texts[i]):
             raise self.error("an integer")
         v = self.int_literal(i)
         self.i = i + 1
@@ -325,7 +193,7 @@ class _Parser:
     # ------------------------------------------------------------ types
     def dtype(self) -> DType:
         i = self.i
-        dt = _DTYPES.get(self.texts[i]) if _kind(self.texts[i]) == "ident" else None
+        dt = _DTYPES.get(self.texts[i]) if kind_of(self.texts[i]) == "ident" else None
         if dt is None:
             raise self.error("a dtype (f32, i64, bool, ...)")
         self.i = i + 1
@@ -437,7 +305,7 @@ class _Parser:
         if t == "-":
             self.i += 1
             return self._dim_op(symexpr.neg, self.dim_factor())
-        if _kind(t) == "num":
+        if kind_of(t) == "num":
             return self.integer()
         if t == "(" or (t in symexpr.FUNCS and self.texts[i + 1] == "("):
             self.nest()
@@ -457,10 +325,10 @@ class _Parser:
         name = self.name("a dim (an integer, ?, a symbol or an expression)")
         lo = hi = None
         if self.accept("{"):
-            if _kind(self.texts[self.i]) == "num":
+            if kind_of(self.texts[self.i]) == "num":
                 lo = self.integer()
             self.expect("..")
-            if _kind(self.texts[self.i]) == "num":
+            if kind_of(self.texts[self.i]) == "num":
                 hi = self.integer()
             self.expect("}")
         try:
@@ -472,7 +340,7 @@ class _Parser:
     # ------------------------------------------------------------ attribute values
     def value(self, scope: _Scope) -> Any:
         i = self.i
-        kind, text = _kind(self.texts[i]), self.texts[i]
+        kind, text = kind_of(self.texts[i]), self.texts[i]
         if kind == "num":
             self.i = i + 1
             if text == "-inf":
@@ -611,7 +479,7 @@ class _Parser:
                 self.expect(",")
         return meta
 
-    def toks_at(self, i: int) -> _Tok:
+    def toks_at(self, i: int) -> Tok:
         saved, self.i = self.i, i
         try:
             return self.tok
@@ -686,7 +554,7 @@ class _Parser:
         self.expect("{")
         texts, lines = self.texts, self.lines
         while True:
-            if texts[self.i] is _LINE:  # most lines are nodes: checked first
+            if texts[self.i] is LINE:  # most lines are nodes: checked first
                 self.line_node(g, scope, lines.pop(self.i))  # freed as used: memory reused
                 self.i += 1
                 continue
@@ -783,17 +651,17 @@ class _Parser:
                     items.append(self.tree())
             self.depth -= 1
             return {text: items}
-        kind = _kind(text)
+        kind = kind_of(text)
         if kind in ("num", "str") or text in ("none", "true", "false"):
             return {"const": self.value(_Scope())}
         raise self.error("an output structure (leaf N, tuple(...), list(...), dict(...))")
 
     def line_node(self, g: Graph, scope: _Scope, m: re.Match[str]) -> None:
-        """A node line matched whole by ``_LINE_RE`` (fast mode; errors raise anything)."""
+        """A node line matched whole by ``LINE_RE`` (fast mode; errors raise anything)."""
         outs_text, op, ins_text, attrs_text, meta_text = m.groups()
         values = []
         for out in (
-            outs_text[1:].split(", %") if '"' not in outs_text else _OUT_RE.findall(outs_text)
+            outs_text[1:].split(", %") if '"' not in outs_text else OUT_RE.findall(outs_text)
         ):
             if out[0] == "%":  # from findall: "%name: type" or '%"name": type'
                 out = out[1:]
@@ -810,7 +678,7 @@ class _Parser:
         if ins_text:
             table = scope.values
             wtable = scope.weights
-            for ref in ins_text.split(", ") if '"' not in ins_text else _REF_RE.findall(ins_text):
+            for ref in ins_text.split(", ") if '"' not in ins_text else REF_RE.findall(ins_text):
                 if ref == "_":
                     inputs.append(None)
                     continue
@@ -955,43 +823,6 @@ _META_FULL = re.compile(
 _DTYPES = {d.short: d for d in DType}
 _SIMPLE = {"none": None, "true": True, "false": False, "inf": float("inf"), "nan": float("nan")}
 _META_KEYS = frozenset({"name", "framework", "op", "source", "module", "stack"})
-_STACK_ENTRY = re.compile(r"([^ ;]+) ([^ ;]+)")
-_PERCENT = re.compile(r"%([0-9A-F]{2})?")
-
-
-def _unesc(s: str) -> str:
-    """A field of a ``stack`` (printer.format_stack): ``%`` alone is empty, ``%XX`` a char."""
-    if s == "%":
-        return ""
-    if "%" not in s:
-        return s
-
-    def one(m: re.Match[str]) -> str:
-        if m.group(1) is None:
-            raise ParseError("a bare '%' in a module stack", 0, 0)
-        return chr(int(m.group(1), 16))
-
-    return _PERCENT.sub(one, s)
-
-
-def parse_stack(text: str) -> tuple[tuple[str, str], ...]:
-    """A node's module stack from its ``stack`` metadata (the inverse of format_stack)."""
-    out: list[tuple[str, str]] = []
-    prev = None
-    for item in text.split("; ") if text else ():
-        m = _STACK_ENTRY.fullmatch(item)
-        if m is None:
-            raise ParseError(f"a module stack entry is 'path Type', got {item!r}", 0, 0)
-        path, t = m.groups()
-        if path[0] == ".":
-            if prev is None:
-                raise ParseError("a module stack starts with a relative path", 0, 0)
-            path = prev + "." + _unesc(path[1:])
-        else:
-            path = _unesc(path)
-        out.append((path, _unesc(t)))
-        prev = path
-    return tuple(out)
 
 
 def from_text(text: str) -> Graph:
