@@ -313,7 +313,15 @@ class BlockClasses:
             if cg.unsupported or not b.outputs or any(o is None for o in outs):
                 return None
             sized = cg.uses_sized_layer
-            call = [f"    def call(self, {', '.join(names)}):", *_indented(cg.lines)]
+            head = [f"    def call(self, {', '.join(names)}):"]
+            if len(head[0]) >= 100:  # one argument a line, as a formatter breaks it
+                head = [
+                    "    def call(",
+                    "        self,",
+                    *(f"        {n}," for n in names),
+                    "    ):",
+                ]
+            call = [*head, *_indented(cg.lines)]
             call.append(f"        return {', '.join(outs)}")  # type: ignore[arg-type]
             init = ["    def __init__(self, **kwargs):", "        super().__init__(**kwargs)",
                     *body.init]  # fmt: skip

@@ -6,7 +6,8 @@ from __future__ import annotations
 from codegen.keras.model import Emit
 from codegen.keras.registry import emitter
 from msc.errors import Unsupported
-from msc.ir.symexpr import product
+from msc.ir.graph import Value
+from msc.ir.symexpr import add, product
 
 
 @emitter("transpose")
@@ -298,11 +299,51 @@ def tile(e: Emit, node):
     return f"ops.tile({e.arg(0)}, {tuple(int(r) for r in repeats)!r})"
 
 
+# Ops that move or repeat an index tensor's entries without changing any of them.
+_MOVES = ("unsqueeze", "squeeze", "reshape", "expand", "transpose", "flatten")
+
+
+def _within(e: Emit, v: Value, dim) -> bool:
+    """Every entry of the index ``v`` lies in [0, ``dim``): a range counting up from a
+    non-negative start to at most ``dim`` (``arange(seq_len)`` indexing a ``seq_len`` axis),
+    seen through moves of its entries and additions of a constant (``arange(seq_len) + 0``,
+    GPT-2's past length). Such an index needs no wrap."""
+    shift = 0
+    for _ in range(8):
+        p = v.producer if v is not None else None
+        if p is not None and p.op == "add" and len(p.inputs) == 2:
+            c = [e.cg.folded.get(id(u)) for u in p.inputs]
+            k = 1 if c[1] is not None and c[1].size == 1 else 0
+            if c[k] is None or c[k].size != 1 or not isinstance(c[k].item(), int):
+                return False
+            shift, v = shift + c[k].item(), p.inputs[1 - k]
+        elif p is not None and p.op in _MOVES:
+            v = p.inputs[0]
+        else:
+            break
+    if p is None or p.op != "range":
+        return False
+    start, step = (e.cg.folded.get(id(p.inputs[i])) for i in (0, 2))
+    (n,) = p.outputs[0].type.shape or (None,)
+    if start is None or step is None or start.size != 1 or step.size != 1 or n is None:
+        return False
+    start, step = start.item(), step.item()
+    if not (isinstance(start, int) and isinstance(step, int)) or step < 1:
+        return False
+    start += shift
+    if start < 0:
+        return False
+    if isinstance(n, int) and isinstance(dim, int):
+        return n == 0 or start + (n - 1) * step < dim
+    return step == 1 and add(n, start) == dim  # its last entry is dim - 1
+
+
 @emitter("index")
 def index(e: Emit, node):
     """Advanced indexing as one take: the indexed dims (moved to the front first when they are
     not adjacent, as numpy's result puts them) flattened into one, the index tensors combined
-    into a flat index (negative ones wrapped)."""
+    into a flat index in Horner form (``i1 + i0 * d1``), each wrapped into its dim (a negative
+    index counts from the end) unless it is known to lie in it."""
     shape = e.type(0).shape
     if shape is None:
         raise Unsupported("indexing a tensor of unknown rank")
@@ -321,19 +362,27 @@ def index(e: Emit, node):
         flat = e.sized("reshape", [*shape[:first], product(dims), *shape[axes[-1] + 1 :]], x,
                        part="flat")  # fmt: skip
     x = e.stmt(flat, f"{node.name or 'index'}_flat")
-    terms = []
+    sizes: dict[int, str] = {}
+
+    def size(k: int) -> str:  # dim k of the indexed ones, as a literal or read when run
+        if k not in sizes:
+            d = dims[k]
+            sizes[k] = str(d) if isinstance(d, int) else e.stmt(
+                e.sized("size", [d], value_dtype="int64", part=f"size{k}"),
+                f"{node.name or 'index'}_size{k}",
+            )  # fmt: skip
+        return sizes[k]
+
+    at = ""
     for k, d in enumerate(dims):
-        stride = product(dims[k + 1 :])
-        size = d if isinstance(d, int) else e.stmt(
-            e.sized("size", [d], value_dtype="int64", part=f"size{k}"), f"{node.name}_size{k}"
-        )  # fmt: skip
-        i = f"ops.cast({e.arg(k + 1)}, 'int64') % {size}"
-        if not isinstance(stride, int):
-            stride = e.stmt(e.sized("size", [stride], value_dtype="int64", part=f"stride{k}"),
-                            f"{node.name}_stride{k}")  # fmt: skip
-        terms.append(i if stride == 1 else f"({i}) * {stride}")
-    flat = e.stmt(" + ".join(terms), f"{node.name or 'index'}_at")
-    return f"ops.take({x}, {flat}, axis={first})"
+        v = node.inputs[k + 1]
+        i = f"ops.cast({e.arg(k + 1)}, 'int64')"
+        if not _within(e, v, d):
+            i = f"{i} % {size(k)}"
+        lin = f"({at})" if " + " in at or " % " in at else at
+        at = i if k == 0 else f"{i} + {lin} * {size(k)}"
+    at = e.stmt(at, f"{node.name or 'index'}_at")
+    return f"ops.take({x}, {at}, axis={first})"
 
 
 @emitter("one_hot")

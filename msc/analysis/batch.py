@@ -83,7 +83,9 @@ _SUFFIX = {
     "tflite": ".tflite",
     "keras": "_keras",
 }
-_MODEL_SUFFIXES = (".onnx", ".pt2", ".ep", ".tflite", ".keras", ".msc")
+_MODEL_SUFFIXES = (".onnx", ".pt2", ".ep", ".tflite", ".keras", ".h5", ".hdf5", ".msc")
+# Keras' save_weights file: weights without the model's config, nothing msc can read alone.
+_WEIGHTS_ONLY = ".weights.h5"
 
 
 @dataclass
@@ -159,11 +161,12 @@ def _models_in(directory: Path) -> list[str]:
         if p.is_dir():
             if (p / "graph.msc").is_file() or (p / "model.py").is_file():
                 found.append(p.name)
-        elif p.suffix.lower() in _MODEL_SUFFIXES:
+        elif p.suffix.lower() in _MODEL_SUFFIXES and not p.name.lower().endswith(_WEIGHTS_ONLY):
             found.append(p.name)
     if not found:
         raise MscError(
-            f"{directory}: no models in it (.onnx, .pt2, .tflite, .keras, .msc, model directories)"
+            f"{directory}: no models in it (.onnx, .pt2, .tflite, .keras, .h5, .msc, model "
+            "directories)"
         )
     return found
 

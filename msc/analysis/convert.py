@@ -9,8 +9,8 @@ Targets: ``torch`` (a directory with ``model.py`` + ``model.safetensors``, by
 (a directory with Keras 3 ``model.py`` + ``model.weights.npz`` by ``codegen.keras.save``, only
 with ``to``; or a ``.keras`` file, the generated model as Keras saves it; re-imported through
 Keras on the torch backend, compared with the graph as the other file targets are (the
-frontend reads Keras' weight layouts back into msc's; real changes are an advisory for now,
-``KERAS_ADVISORY``) and run against the source),
+frontend reads Keras' weight layouts back into msc's; the graph's types kept, as Keras stores
+no sizes) and run against the source),
 ``jax`` (only with ``to``: a directory with ``model.py`` + ``weights.safetensors`` by
 ``codegen.jax``; re-exported with jax.export at the graph's input shapes, symbolic dims
 symbolic, and read back by msc.from_stablehlo: compared with the graph as the code computes it,
@@ -76,13 +76,6 @@ TARGETS = ("torch", "onnx", "msc", "relax", "tflite", "keras", "jax")
 JAX_ADVISORY = (
     "not blocking for the jax target: JAX's re-export is not yet read back as every op the "
     "code wrote (docs/guides/jax.md); the outputs decide"
-)
-# Why a keras target's real changes do not fail the conversion (yet): the static model table
-# reads back equivalent (tests/codegen/test_codegen_keras_models.py), symbolic sizes (the
-# Sized layer) not yet.
-KERAS_ADVISORY = (
-    "not blocking for the keras target: a Keras model read back is not yet the graph for every "
-    "model (docs/guides/keras.md); the outputs decide"
 )
 # Why a torch target's real changes do not fail the conversion when the code runs a recurrent
 # node through its run-time helper (ONNX semantics torch's nn.LSTM / GRU / RNN lack: other
@@ -468,11 +461,10 @@ def convert(
                     as_generated(g), again.graph
                 )
                 report.advisory = "" if report.equivalent else JAX_ADVISORY
-            elif target == "keras":
+            elif target == "keras":  # the sizes the graph proved (Keras stores none)
                 report.structural, report.changes, report.verdict, report.equivalent = _structural(
-                    g, again.graph
+                    g, again.graph, keep_types=True
                 )
-                report.advisory = "" if report.equivalent else KERAS_ADVISORY
             elif target == "torch" and report.uncaptured:
                 report.verdict, report.equivalent = "not re-imported", True
             elif target == "torch":  # compared with what the generated code computes

@@ -232,6 +232,10 @@ def _forward(m: Match, a: Graph, b: Graph, strict: bool) -> None:
             # Of several nodes fed alike (shape(x) of dims 0:1 and 1:2), the one of the same
             # attributes, so an equal computation is never reported as a changed one.
             alike = [c for c in same if _attrs_equal(n, c)] or same
+            # and reading the same weights by name (the concat of a shape's [4, 8] or its
+            # [2, 8], the query's and the key's heads: canonical weights are named by value)
+            w = _weight_names(n)
+            alike = [c for c in alike if w and _weight_names(c) == w] or alike
             named = [c for c in alike if _ident(c) and _ident(c) == _ident(n)]
             if not named and len(alike) > 1:  # q, k and v projections of one input: the
                 # one whose module path and weight names share most words with n's

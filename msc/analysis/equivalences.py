@@ -17,7 +17,8 @@ Rules (``msc.rewrite`` matchers, each exact; a rule's label is what ``diff`` cou
   lowers jax.nn.dot_product_attention's ``is_causal`` to that mask;
 - a broadcasting op's operand's leading size-1 dims (a constant's, or those a view put in
   front), dropped where another operand has at least its rank (numpy's broadcasting aligns
-  from the right): JAX's broadcast_in_dim reads back without them;
+  from the right): JAX's broadcast_in_dim reads back without them; a size read as a
+  1-element vector (``shape(x)[1:2]``) squeezed to the scalar codegen.keras reads;
 - a resize's attributes its mode ignores at their defaults, pytorch_half_pixel as
   half_pixel where every resized dim is more than 1, constant scales as the sizes they give
   where that is exact;
@@ -216,14 +217,21 @@ def _find_leading_ones(n: Node) -> Match | None:
         x = p.inputs[0] if p is not None and p.op in ("unsqueeze", "reshape") else None
         if x is not None and x.type.shape is not None and list(x.type.shape) == list(shape[lead:]):
             return Match(n, [n], {**ins, f"in{i}": x}, info={"at": i})
+        if p is not None and p.op == "shape" and max(ranks) > 1:
+            # a size read as a 1-element vector, against a tensor (not sizes): as a scalar
+            # (a size codegen.keras reads when the model runs is one), squeezed
+            return Match(n, [n], ins, info={"at": i, "squeeze": lead})
     return None
 
 
 def _without_leading_ones(b: Builder, m: Match) -> Value:
     n = m.root
     ins = [m[f"in{j}"] for j in range(len(n.inputs))]
+    at = m.info["at"]
     if "value" in m.info:
-        ins[m.info["at"]] = b.const(m.info["value"], ins[m.info["at"]].type.dtype)
+        ins[at] = b.const(m.info["value"], ins[at].type.dtype)
+    elif "squeeze" in m.info:
+        ins[at] = b.op("squeeze", ins[at], axes=list(range(m.info["squeeze"])))
     return b.op(n.op, *ins, **n.attrs)
 
 

@@ -36,6 +36,9 @@ here is one block of ``msc.analysis.equivalences.RULES``, in its priority order)
   torch.onnx's spelling of advanced indexing (and codegen.onnx's, without the expand, where
   Concat makes the i_k one shape; codegen.tflite's, its int32 coordinates widened back to
   int64 and each i_k wrapped by ``remainder`` of x's dim, which index does itself);
+- ``gather(flatten(x), i_1 % d_1 + (i_0 % d_0) * d_1)`` (codegen.keras' take of a flat
+  index in Horner form, each index wrapped into its dim unless never negative) -> ``index(x,
+  i_0, i_1)``, which wraps a negative index itself;
 - gather_nd of constant indices -> gather; an index of leading dims -> a gather of their
   linear index; a gather of an unsqueezed tensor -> the unsqueeze of the gather; a reshape
   of a view -> one reshape; views back to the shape they began with, dropped.
@@ -690,6 +693,70 @@ def _linear_index(b: Builder, m: Match) -> Value:
     return b.op("gather", flat, lin, axis=0)
 
 
+def _is_size(v: Value | None, d) -> bool:
+    """``v`` holds the one size ``d`` (a scalar or a 1-element vector)."""
+    c = content_of(v)
+    return c is not None and c.size == 1 and c.reshape(-1)[0] is not None and c.reshape(-1)[0] == d
+
+
+def _scaled_by(v: Value | None, d) -> Value | None:
+    """``rest`` of ``v = mul(rest, d)`` with ``d`` holding the size d, else None."""
+    q = v.producer if v is not None else None
+    return q.inputs[0] if q is not None and q.op == "mul" and _is_size(q.inputs[1], d) else None
+
+
+def _wrapped_term(t: Value | None, d) -> tuple[Value | None, bool]:
+    """(i, wrapped) for a term ``remainder(i, d)`` (i wrapped into [0, d)); else (t, False)."""
+    p = t.producer if t is not None else None
+    if p is not None and p.op == "remainder" and _is_size(p.inputs[1], d):
+        return _widened(p.inputs[0]), True
+    return t, False
+
+
+def _find_wrapped_linear_index(n: Node) -> Match | None:
+    """gather(flatten(x, a, a + k - 1), t_k-1 + (... + t_0 * d_1) * d_k-1, axis=a), each t_j
+    ``remainder(i_j, d_j)`` of x's dim d_j or an i_j never negative, one at least wrapped ->
+    index(x, i_0, ..., i_k-1, axes=[a, ...]): codegen.keras' advanced indexing (one take of
+    the flat index in Horner form), which wraps a negative index into its dim as index
+    does (x[i_0, ...] for every index x accepts)."""
+    if n.op != "gather" or n.inputs[0] is None or n.inputs[1] is None:
+        return None
+    f = n.inputs[0].producer
+    if f is None or f.op != "flatten" or f.inputs[0] is None or f.inputs[0].type.shape is None:
+        return None
+    x = f.inputs[0]
+    r = len(x.type.shape)
+    a, end = f.attrs["start_axis"] % r, f.attrs["end_axis"] % r
+    k = end - a + 1
+    if k < 2 or n.attrs["axis"] != a or None in x.type.shape[a : end + 1]:
+        return None
+    idx: list[Value | None] = [None] * k
+    wrapped, lin = False, n.inputs[1]
+    for j in range(k - 1, -1, -1):
+        d = x.type.shape[a + j]
+        t = lin
+        if j > 0:  # lin = t_j + rest * d_j
+            p = lin.producer if lin is not None else None
+            if p is None or p.op != "add":
+                return None
+            split = [(u, _scaled_by(m, d)) for u, m in (p.inputs, p.inputs[::-1])]
+            t, lin = next(((u, rest) for u, rest in split if rest is not None), (None, None))
+            if lin is None:
+                return None
+        i, w = _wrapped_term(t, d)
+        if i is None or not i.type.dtype.is_integer or not (w or _non_negative(i)):
+            return None
+        idx[j], wrapped = i, wrapped or w
+    if not wrapped:
+        return None
+    return Match(n, [n], {"x": x} | {f"i{j}": v for j, v in enumerate(idx)}, info={"a": a, "k": k})  # type: ignore[operator]
+
+
+def _wrapped_index(b: Builder, m: Match) -> Value:
+    a, k = m.info["a"], m.info["k"]
+    return b.op("index", m["x"], *(m[f"i{j}"] for j in range(k)), axes=list(range(a, a + k)))
+
+
 def _keep(b: Builder, m: Match) -> Value:
     return m["x"]
 
@@ -739,6 +806,11 @@ RULES = [
         "gather_nd of constant indices -> gather",
         _find_constant_gather_nd,
         _constant_gather_nd_to_gather,
+    ),
+    (
+        "gather of a wrapped linear index -> index",
+        _find_wrapped_linear_index,
+        _wrapped_index,
     ),
     ("index of leading dims -> gather of a linear index", _find_leading_index, _linear_index),
     (

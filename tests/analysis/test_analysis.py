@@ -991,3 +991,75 @@ def test_diff_compares_up_to_symbol_renaming_and_unknown_dims():
     one.set_outputs([one.op("concat", *ys, axis=0)])
     r = diff_graphs(two, one)
     assert not r.equivalent and "input 1" in " ".join(r.io_changes), r.io_changes
+
+
+def test_a_size_read_as_a_vector_is_the_scalar_it_holds():
+    # torch.export's linear index multiplies by shape(x)[1:2], a 1-element vector; the code
+    # codegen.keras writes reads the size as a scalar (msc's Sized layer): the same product.
+    from msc.analysis.diff import diff_graphs
+
+    def graph(spelled: bool, axis: int = 1) -> Graph:
+        g = Graph("t")
+        x = g.add_input("x", TensorType(DType.INT64, (SymDim("batch"), SymDim("seq"), 4)))
+        s = g.op("shape", x, start=axis, end=axis + 1)
+        g.set_outputs([g.op("mul", x, g.op("squeeze", s, axes=[0]) if spelled else s)])
+        return g
+
+    r = diff_graphs(graph(False), graph(True))
+    assert r.equivalent and "leading size-1 dims dropped" in r.verdict(), r.verdict()
+    assert not diff_graphs(graph(False), graph(True, axis=0)).equivalent  # another size
+
+
+def test_diff_pairs_nodes_fed_alike_by_the_weights_they_read():
+    # Llama's query and key views: concat(shape(x)[:2], [4, 8]) and concat(..., [8, 4]), one
+    # input each, the generated Keras computing them in the other order. Paired by position
+    # they swapped ("values differ" on both, every consumer "rewired").
+    from msc.analysis.diff import diff_graphs
+
+    def graph(order: tuple[str, str]) -> Graph:
+        g = Graph("t")
+        x = g.add_input("x", TensorType(F32, (SymDim("batch"), SymDim("seq"), 32)))
+        lead = g.op("shape", x, start=0, end=2)
+        heads = {"q": [4, 8], "k": [8, 4]}
+        cat = {}
+        for k in order:
+            w = g.add_weight(f"sizes{heads[k]}", np.array(heads[k], np.int64))
+            cat[k] = g.op("concat", lead, w, axis=0)
+        outs = {}
+        for k in ("q", "k"):
+            node = g.add_node("reshape", [g.op("relu", x), cat[k]], {"shape": None}, name=k)
+            outs[k] = node.output
+        g.set_outputs([outs["q"], outs["k"]])
+        return g
+
+    r = diff_graphs(graph(("q", "k")), graph(("k", "q")))
+    assert r.equivalent and not r.changed, str(r)
+
+
+def test_a_take_of_a_wrapped_flat_index_is_the_index():
+    # codegen.keras writes x[i, j] as one take of the flat index j % seq + (i % batch) * seq
+    # (each index wrapped into its dim, as index does with a negative one): the same index.
+    # A wrap by another dim is not.
+    from msc.analysis.diff import diff_graphs
+
+    def graph(spelled: bool, j_dim: int = 1) -> Graph:
+        g = Graph("t")
+        x = g.add_input("x", TensorType(F32, (SymDim("batch"), SymDim("seq"), 4)))
+        i = g.add_input("i", TensorType(DType.INT64, (3,)))
+        j = g.add_input("j", TensorType(DType.INT64, (3,)))
+        if not spelled:
+            g.set_outputs([g.op("index", x, i, j, axes=[0, 1])])
+            return g
+        size = [g.op("squeeze", g.op("shape", x, start=a, end=a + 1), axes=[0]) for a in (0, 1)]
+        at = g.op(
+            "add",
+            g.op("remainder", j, size[j_dim]),
+            g.op("mul", g.op("remainder", i, size[0]), size[1]),
+        )
+        flat = g.op("flatten", x, start_axis=0, end_axis=1)
+        g.set_outputs([g.op("gather", flat, at, axis=0)])
+        return g
+
+    r = diff_graphs(graph(False), graph(True))
+    assert r.equivalent and "gather of a wrapped linear index -> index" in r.verdict(), str(r)
+    assert not diff_graphs(graph(False), graph(True, j_dim=0)).equivalent

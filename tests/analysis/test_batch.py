@@ -208,6 +208,23 @@ def test_directory_and_yaml_manifest(models, tmp_path):
     assert r.ok and (tmp_path / "yout" / "zoo" / "cnn.msc" / "graph.msc").is_file()
 
 
+def test_directory_of_keras_h5_files(tmp_path, monkeypatch):
+    # A legacy Keras model file (.h5, as Keras 3's model.save writes one) is a model of the
+    # directory; Keras' save_weights file beside it (.weights.h5: no config) is not.
+    monkeypatch.setenv("KERAS_BACKEND", "torch")
+    keras = pytest.importorskip("keras", reason="the keras extra is not installed")
+    d = tmp_path / "zoo"
+    d.mkdir()
+    inp = keras.Input((4,), name="x")
+    model = keras.Model(inp, keras.layers.Dense(3, name="fc")(inp))
+    model.save(d / "dense.h5")
+    model.save_weights(d / "dense.weights.h5")
+    r = msc.batch(d, tmp_path / "zoo_out")  # no target: inspect each model
+    assert [(m["name"], m["task"], m["status"]) for m in r.models] == [
+        ("dense.h5", "inspect", "ok")
+    ], r.models
+
+
 @pytest.mark.slow  # starts Ray: ~16 s
 def test_ray_batch_on_a_local_instance(models, tmp_path):
     ray = pytest.importorskip("ray")

@@ -144,3 +144,40 @@ def test_keras_file_through_the_cli_in_subprocesses(gpt2, tmp_path):
     report = json.loads(msc_cli("verify", pt2, kf, "--json").stdout)
     assert _max_abs(report) < 1e-5
     msc_cli("convert", kf, "-o", tmp_path / "back_torch")
+
+
+def test_a_real_change_in_the_keras_output_fails_the_conversion(tmp_path, monkeypatch):
+    """The keras target's check blocks as the other targets' do: an output that reads back
+    with a ReLU as LeakyReLU(0) (the same values, another op: a real change to diff) fails
+    the conversion and writes nothing; --allow-changes writes it."""
+    import importlib
+
+    conv = importlib.import_module("msc.analysis.convert")  # the module, not msc.convert
+    write = conv._write
+
+    def changing(g, target, dest, *args):
+        from msc.ir.graph import Node
+        from msc.ops.rewrite import copy_graph
+
+        g = copy_graph(g)
+        at, relu = next((k, n) for k, n in enumerate(g.nodes) if n.op == "relu")
+        leaky = Node("leaky_relu", relu.inputs, {"negative_slope": 0.0}, name=relu.name)
+        g.nodes.insert(at, leaky)
+        relu.output.replace_all_uses_with(leaky.output)
+        g.remove_node(relu)
+        write(g, target, dest, *args)
+
+    m = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2)).eval()
+    pt2 = tmp_path / "mlp.pt2"
+    torch.export.save(torch.export.export(m, (torch.randn(3, 4),)), pt2)
+    monkeypatch.setattr(conv, "_write", changing)
+    for out in (tmp_path / "mlp.keras", tmp_path / "mlp_keras"):
+        p = run("convert", pt2, "-o", out, "--to", "keras", ok=1)
+        assert "1 real change" in p.stdout and "op relu -> leaky_relu" in p.stdout, p.stdout
+        assert "check: outputs match" in p.stdout and "--allow-changes" in p.stdout, p.stdout
+        assert not out.exists()
+        run("convert", pt2, "-o", out, "--to", "keras", "--allow-changes")
+        assert out.exists()
+    monkeypatch.setattr(conv, "_write", write)  # as written: equivalent, and written
+    p = run("convert", pt2, "-o", tmp_path / "ok.keras")
+    assert "re-imported output is equ" in p.stdout, p.stdout

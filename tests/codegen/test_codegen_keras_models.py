@@ -27,7 +27,7 @@ from tests.tflite_cases import run_torch  # noqa: E402
 
 SLOW = {"whisper", "moe"}  # the largest exports
 MISSES: dict[str, str] = {}
-# Read back, these differ from the graph (real changes; convert says so in KERAS_ADVISORY).
+# Read back, these differ from the graph (real changes: `msc convert --to keras` fails on them).
 STRUCTURAL_MISSES: dict[str, str] = {}
 
 

@@ -260,7 +260,15 @@ def take_op(ctx: Ctx, op, x, indices):
         return ctx.op("gather", x, indices, axis=axis)
     idx = np.asarray(indices).astype(np.int64)
     if idx.ndim == 1 and idx.size and np.all(idx >= 0) and np.all(np.diff(idx) == 1):
-        return ctx.op("slice", x, starts=[int(idx[0])], ends=[int(idx[-1]) + 1], axes=[axis])
+        out = ctx.op("slice", x, starts=[int(idx[0])], ends=[int(idx[-1]) + 1], axes=[axis])
+        shape = out.type.shape
+        if shape is not None and not isinstance(shape[axis], int):
+            # as many as it takes: a dim too short for them fails when the model runs
+            # (a slice's type, not knowing the dim, leaves the size open)
+            from msc.ir import TensorType
+
+            out.type = TensorType(out.type.dtype, [*shape[:axis], idx.size, *shape[axis + 1 :]])
+        return out
     from msc.ir import DType
 
     return ctx.op("gather", x, ctx.const(idx, DType.INT64), axis=axis)
@@ -310,9 +318,16 @@ def sized(ctx: Ctx, layer, x, *others):
         return out
     if op == "slice":
         half = len(values) // 2
-        starts = ctx.op("concat", *values[:half], axis=0)
-        ends = ctx.op("add", starts, ctx.op("concat", *values[half:], axis=0))
-        out = ctx.op("slice", x, starts, ends)
+        # the axes it cuts: one from 0 to its whole size is no cut (a position table's
+        # leading 1 of [1, 512] sliced to [1, seq_len])
+        axes = [
+            a
+            for a in range(half)
+            if not (layer.shape[a] == 0 and dims[half + a] == x.type.shape[a])
+        ] or [0]
+        starts = ctx.op("concat", *(values[a] for a in axes), axis=0)
+        ends = ctx.op("add", starts, ctx.op("concat", *(values[half + a] for a in axes), axis=0))
+        out = ctx.op("slice", x, starts, ends, axes=axes)
         out.type = TensorType(x.dtype, list(dims[half:]))
         return out
     shape = ctx.op("concat", *values, axis=0)
