@@ -102,10 +102,12 @@ def as_generated(graph: Graph, *, emitters: EmitterRegistry = EMITTERS) -> Graph
     """``graph`` as the generated code computes it, to compare a re-export of the code with:
     the ops without an emitter lowered through their decompositions (as ``generate`` writes
     them), and the ops whose emitter is ``spelled_out`` (JAX lowers the code to the op's
-    decomposition, which the frontend's fusions do not recover) decomposed the same way.
+    decomposition, which the frontend's fusions do not recover) decomposed the same way, and
+    the ops whose emitter ``computes`` them with more definite attributes given those.
     ``graph`` itself is not changed."""
     from msc.ops.decompose import NotDecomposable, decompose
     from msc.ops.decompose import registry as rules
+    from msc.ops.rewrite import copy_graph
 
     out = JaxCodegen(graph, emitters).graph
 
@@ -122,6 +124,12 @@ def as_generated(graph: Graph, *, emitters: EmitterRegistry = EMITTERS) -> Graph
 
     if any(spelled(n) for n in out.nodes):  # recursively: a rule's nodes may be spelled too
         out = decompose(out, spelled)
+    refined = {n.op for n in out.nodes if getattr(emitters.get(n.op), "computes", None)}
+    if refined:
+        out = copy_graph(out) if out is graph else out
+        for n in out.nodes:
+            if n.op in refined:
+                n.attrs = {**n.attrs, **emitters[n.op].computes}
     return out
 
 

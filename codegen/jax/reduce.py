@@ -4,7 +4,8 @@ topk."""
 from __future__ import annotations
 
 from codegen.jax.core import JaxCodegen, need
-from codegen.jax.registry import emitter
+from codegen.jax.registry import computes, emitter
+from msc.ir import DType
 
 REDUCE = {
     "reduce_sum": "jnp.sum",
@@ -114,23 +115,29 @@ def argsort(e: JaxCodegen, node, x):
 
 
 @emitter("topk")
+@computes(stable=True)
 def topk(e: JaxCodegen, node, x, k=None):
-    """``lax.top_k`` (the largest along the last axis, ties in index order); another axis is
-    moved last and back, the smallest are the largest of ``-x``."""
+    """``lax.top_k``: the largest along the last axis, ties in index order (a stable topk);
+    another axis is moved last and back, the smallest are the largest of ``-x``, and the
+    int32 indices are widened where the graph's are int64 (as argmax's)."""
     need(node, "k")
     a = node.attrs
     rank = node.inputs[0].type.rank
     axis = a["axis"] % rank
+    wide = node.outputs[1].type.dtype is DType.INT64
     src = x if axis == rank - 1 else f"jnp.moveaxis({x}, {axis}, -1)"
     if not a["largest"]:
         src = f"-{src}"
     call = f"lax.top_k({src}, {int(a['k'])})"
-    values, idx = f"{call}[0]", f"{call}[1]"
+    if axis == rank - 1 and a["largest"] and not wide:
+        return call
+    values, idx = (e.fresh(f"{o.name}_top", "top") for o in node.outputs)
+    e.pre.append(f"{values}, {idx} = {call}")
     if not a["largest"]:
         values = f"-{values}"
     if axis != rank - 1:
         values = f"jnp.moveaxis({values}, -1, {axis})"
         idx = f"jnp.moveaxis({idx}, -1, {axis})"
-    if axis == rank - 1 and a["largest"]:
-        return call
+    if wide:
+        idx = f"{idx}.astype(jnp.int64)"
     return values, idx

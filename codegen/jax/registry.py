@@ -9,6 +9,9 @@
 # - ``@spelled_out`` marks an emitter whose code JAX lowers to the op's decomposition
 #   (msc.ops.decompose) and the frontend's fusions do not recover: a re-export of the code
 #   reads back as that decomposition, which ``codegen.jax.as_generated`` compares with.
+# - ``@computes(attr=value)`` marks an emitter whose code computes its op with those
+#   attributes, one behaviour the op's own attributes allow (lax.top_k orders ties by index,
+#   one order of a topk with ``stable=False``): ``as_generated`` sets them.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from collections.abc import Callable
 
 from msc.ir.registry import Registry
 
-__all__ = ["EMITTERS", "EmitterRegistry", "emitter", "spelled_out"]
+__all__ = ["EMITTERS", "EmitterRegistry", "emitter", "spelled_out", "computes"]
 
 
 class EmitterRegistry(Registry[str, Callable[..., object]]):
@@ -36,3 +39,13 @@ def spelled_out(fn: Callable[..., object]) -> Callable[..., object]:
     """Mark an emitter whose code re-exports as its op's decomposition (see the NOTE)."""
     fn.spelled_out = True  # type: ignore[attr-defined]
     return fn
+
+
+def computes(**attrs: object) -> Callable[[Callable[..., object]], Callable[..., object]]:
+    """Mark an emitter whose code computes its op with ``attrs`` (see the NOTE)."""
+
+    def mark(fn: Callable[..., object]) -> Callable[..., object]:
+        fn.computes = attrs  # type: ignore[attr-defined]
+        return fn
+
+    return mark

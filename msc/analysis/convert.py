@@ -71,8 +71,9 @@ __all__ = [
 TARGETS = ("torch", "onnx", "msc", "relax", "tflite", "keras", "jax")
 # Why the jax target's real changes are reported and do not fail the conversion: jax.export
 # re-lowers every op, and msc.from_stablehlo does not yet read each of JAX's own lowerings
-# back as the op the code wrote (jnp.take's index wrap and fill, loops' counters, erf's
-# polynomial, ...: docs/guides/jax.md lists them); the outputs are compared all the same.
+# back as the op the code wrote (take_along_axis's index handling, loops' counters, the shape
+# computations of symbolic sizes, ...: docs/guides/jax.md lists them); the outputs are
+# compared all the same.
 JAX_ADVISORY = (
     "not blocking for the jax target: JAX's re-export is not yet read back as every op the "
     "code wrote (docs/guides/jax.md); the outputs decide"
@@ -539,12 +540,17 @@ def reexport_jax(fn: Any, params: dict[str, Any], g: Graph) -> Graph:
     except ImportError as e:
         raise MscError(f"checking the jax target needs JAX (the jax extra): {e}") from None
     specs, symbols = _jax_specs(g)
-    leaves = jax.tree_util.tree_flatten_with_path(params)[0]
-    # a leaf's name: its path in the params tree joined by dots (the weight's name)
-    weights = {
-        i: (".".join(str(getattr(k, "key", getattr(k, "idx", k))) for k in path), np.asarray(x))
-        for i, (path, x) in enumerate(leaves)
-    }
+    leaves, tree = jax.tree_util.tree_flatten_with_path(params)
+    # a leaf's name: its path in the params tree joined by dots (the weight's name); its
+    # array as the graph holds it (JAX without x64 made an int64 buffer int32 on loading)
+    names = [".".join(str(getattr(k, "key", getattr(k, "idx", k))) for k in p) for p, _ in leaves]
+    arrays = [np.asarray(x) for _, x in leaves]
+    for k, (n, x) in enumerate(zip(names, arrays)):
+        w = g.weights.get(n)
+        if w is not None and w.has_data and tuple(w.type.shape or ()) == x.shape:
+            arrays[k] = np.asarray(w.numpy())
+    weights = {i: (n, x) for i, (n, x) in enumerate(zip(names, arrays))}
+    params = jax.tree_util.tree_unflatten(tree, arrays)
     try:
         # keep_unused: a weight the code does not read stays one of main's, as in the source;
         # 64-bit types (int64 token ids) stay 64-bit where the graph has them, as JAX computes

@@ -6,7 +6,8 @@ Rules (``msc.rewrite`` matchers, each exact; a rule's label is what ``diff`` cou
 - arithmetic that does nothing (``x + 0`` of integers, ``x * 1``, ``x - 0``, ``x / 1``, a
   ``logical_and`` with true) by a constant of any kind (a weight too), dropped;
 - the shape, view, indexing and sorting rules of ``msc.analysis.equivalences_index``
-  (its module docstring lists them), as one run of ``RULES`` in this priority order;
+  (its module docstring lists them), as one run of ``RULES`` in this priority order, then
+  the gather rules of ``msc.analysis.equivalences_gather`` (jnp.take's fill);
 - ``attention(q, k, v, where(m, 0, -inf))`` -> ``attention(q, k, v, m)``: an additive float
   mask of 0 and -inf is the boolean mask it was made from;
 - the guard ``where(reduce_max(mask) == -inf, 0, attention(..., mask))`` -> the attention:
@@ -61,6 +62,7 @@ from collections import Counter
 
 import numpy as np
 
+from msc.analysis.equivalences_gather import RULES as GATHER_RULES
 from msc.analysis.equivalences_index import RULES as INDEX_RULES
 from msc.analysis.equivalences_index import _axes
 from msc.analysis.shape_values import refines
@@ -613,6 +615,7 @@ RULES = [
     ("no-op arithmetic dropped", _find_no_op_arithmetic, _keep),
     (lambda m: f"{m.root.op}'s all-zero bias dropped", _find_zero_bias, _without_bias),
     *INDEX_RULES,
+    *GATHER_RULES,
     ("attention's fully-masked-row guard dropped", _find_masked_row_guard, lambda b, m: m["y"]),
     (
         lambda m: (

@@ -5,6 +5,7 @@ here is one block of ``msc.analysis.equivalences.RULES``, in its priority order)
 
 - ``unsqueeze(unsqueeze(x, a), b)`` as one unsqueeze (and squeezes alike): torch.export writes
   one dim at a time, torch.onnx several at once;
+- ``squeeze(unsqueeze(x, a), a)`` -> ``x`` (JAX's gather reads its index vectors so);
 - ``transpose(transpose(x, p), q)`` as one transpose, or ``x`` where the two undo each
   other: a codegen moving a layout into a library call and back (Keras'
   ``dot_product_attention`` takes [batch, length, heads, dim]) writes transposes the source
@@ -112,6 +113,20 @@ def _find_squeeze_chain(n: Node) -> Match | None:
     left = [k for k in range(rank) if k not in a]
     nodes = [inner, n] if len(inner.output.uses) == 1 else [n]
     return Match(n, nodes, {"x": x}, info={"axes": sorted(a + [left[k] for k in b])})
+
+
+def _find_unsqueeze_undone(n: Node) -> Match | None:
+    """squeeze(unsqueeze(x, a), a) -> x: the dims put in taken out again, whatever x's sizes
+    (JAX's gather reads its index vectors so: a trailing dim put in, squeezed back)."""
+    inner = n.inputs[0].producer if n.op == "squeeze" and n.inputs[0] is not None else None
+    if inner is None or inner.op != "unsqueeze" or inner.inputs[0] is None:
+        return None
+    rank = inner.output.type.rank
+    a = None if rank is None else _axes(inner, rank)
+    if a is None or a != _axes(n, rank):
+        return None
+    nodes = [inner, n] if len(inner.output.uses) == 1 else [n]
+    return Match(n, nodes, {"x": inner.inputs[0]})
 
 
 def _find_transpose_chain(n: Node) -> Match | None:
@@ -773,6 +788,7 @@ RULES = [
         _find_squeeze_chain,
         lambda b, m: b.op("squeeze", m["x"], axes=m.info["axes"]),
     ),
+    ("squeeze of an unsqueeze's dims dropped", _find_unsqueeze_undone, lambda b, m: m["x"]),
     ("transposes merged", _find_transpose_chain, _transposed),
     (
         "embedding's clamp into its rows dropped",

@@ -522,6 +522,44 @@ def _embedding_clamp(hi):
     return body
 
 
+def _take_fill(hi):
+    """Rows of a [4, 3] table at argmax(x) (0..3): the gather, or jnp.take's default mode as
+    JAX re-exports it (the index wrapped from the end, its int32 index vectors tested in [0,
+    hi], clamped, the gather's rows kept where in bounds and NaN elsewhere); ``hi`` 2 tests
+    and clamps below the last row: a change."""
+
+    def body(g, x):
+        def c(name, v, dt=np.int64):
+            return g.add_weight(name, np.array(v, dt))
+
+        i = _op(g, "argmax", x, axis=3, keepdims=False)
+        w = g.add_weight("table", np.arange(12, dtype=np.float32).reshape(4, 3))
+        if hi is None:
+            return _op(g, "relu", _op(g, "gather", w, i, axis=0))
+        wrapped = _op(g, "where", _op(g, "lt", i, c("zero", 0)), _op(g, "add", i, c("d", 4)), i)
+        u = _op(g, "cast", _op(g, "unsqueeze", wrapped, axes=[3]), to=DType.INT32)
+        lo, top = c("lo", 0, np.int32), c("hi", hi, np.int32)
+        both = _op(g, "logical_and", _op(g, "ge", u, lo), _op(g, "le", u, top))
+        ok = _op(g, "unsqueeze", _op(g, "reduce_all", both, axes=[3], keepdims=False), axes=[3])
+        rows = _op(g, "clamp", _op(g, "squeeze", u, axes=[3]), lo, top)
+        kept = _op(g, "where", ok, _op(g, "gather", w, rows, axis=0), c("nan", np.nan, np.float32))
+        return _op(g, "relu", kept)
+
+    return body
+
+
+def _unsqueezed(spelled, back=2):
+    """x, or x with a dim put in at 2 and taken out at ``back`` (JAX's gather index vectors;
+    ``back`` 0 takes out x's own first dim: a change)."""
+
+    def body(g, x):
+        if spelled:
+            x = _op(g, "squeeze", _op(g, "unsqueeze", x, axes=[2]), axes=[back])
+        return _op(g, "relu", x)
+
+    return body
+
+
 def _causal(k):
     """Causal attention as the flag, or as a constant mask (JAX's lowering of is_causal):
     np.tri(4, 4, k), k 0 the causal one."""
@@ -715,6 +753,10 @@ CANONICAL_CASES = [
     # a clamp below the last row is a real change
     ("embedding clamp", _embedding_clamp(None), _embedding_clamp(3), _embedding_clamp(2),
      "embedding's clamp into its rows dropped"),
+    ("unsqueeze undone", _unsqueezed(False), _unsqueezed(True), _unsqueezed(True, 0),
+     "squeeze of an unsqueeze's dims dropped"),
+    ("take's fill", _take_fill(None), _take_fill(3), _take_fill(2),
+     "jnp.take's in-bounds fill around a gather dropped"),
     # a mask that also shows the next key is no causal one
     ("causal mask", _causal(None), _causal(0), _causal(1),
      "attention's causal constant mask -> is_causal"),

@@ -708,6 +708,32 @@ def test_symbolic_slice_reads_as_a_slice():
                 assert not close(run(g, [t]), [np.asarray(fn(pos, t))], 1e-6, 1e-6), (n, run)
 
 
+def test_symbolic_window_from_zero_and_iota_read_as_the_source_wrote_them():
+    """``p[:n]`` at a symbolic ``n`` (a dynamic_gather from constant zero starts) is one slice
+    of the dim it cuts, with no start clamp (a window no longer than its dim fits from 0),
+    and ``jnp.arange(n)`` (a 1-d dynamic_iota) is a range: what torch.export and ONNX write."""
+    pos = f32(16, 4)
+
+    def head(p, t):
+        return t + p[: t.shape[1]]
+
+    def positions(p, t):
+        return t + jnp.arange(t.shape[1], dtype=jnp.float32)[None, :, None]
+
+    dyn = {"t": {1: msc.SymDim("n", 1, 12)}}
+    g = msc.from_jax(head, f32(2, 5, 4), params=pos, dynamic=dyn)
+    ops = [n.op for n in g.nodes]
+    assert not {"minimum", "maximum", "clamp"} & set(ops), ops
+    (cut,) = [n for n in g.nodes if n.op == "slice" and n.inputs[0].type.shape == (16, 4)]
+    assert list(cut.attrs["axes"]) == [0] and str(cut.outputs[0].type.shape[0]) == "n"
+    g = msc.from_jax(positions, f32(2, 5, 4), params=pos, dynamic=dyn)
+    ops = [n.op for n in g.nodes]
+    assert "range" in ops and "cumsum" not in ops, ops
+    for n in (1, 12):
+        t = f32(2, n, 4)
+        assert not close(run_torch(g, [t]), [np.asarray(positions(pos, t))], 1e-6, 1e-6)
+
+
 def test_symbolic_running_sums_splits_and_index_grids_read_back():
     """What the transformers masks written as JAX lower to at a symbolic length, read with the
     length kept: ``jnp.cumsum`` (a custom_call @stablehlo.dynamic_reduce_window, onto cumsum),

@@ -29,14 +29,38 @@ def reshape(ctx: Ctx, sop: ShloOp, x):
 
 @converter("stablehlo.dynamic_reshape")
 def dynamic_reshape(ctx: Ctx, sop: ShloOp, x, shape):
-    """A reshape to a run-time shape (what jax.export writes under symbolic dims): the static
-    form when the result has at most one run-time size, else the shape operand itself."""
+    """A reshape to a run-time shape (what jax.export writes under symbolic dims): a squeeze
+    or unsqueeze where it only takes out or puts in size-1 dims (jnp.squeeze of a symbolic
+    shape), else the static form when the result has at most one run-time size, else the
+    shape operand itself."""
     out = ctx.out_type().shape
+    unit = _unit_dims(x.type.shape, known_sizes(shape))
+    if unit is not None:
+        return ctx.op(unit[0], x, axes=unit[1])
     if out is not None and sum(not isinstance(d, int) for d in out) <= 1:
         y = ctx.op("reshape", x, shape=[d if isinstance(d, int) else -1 for d in out])
     else:
         y = ctx.op("reshape", x, ctx.cast(shape, DType.INT64))
     return with_dims(y, known_sizes(shape))
+
+
+def _unit_dims(have, want) -> tuple[str, list[int]] | None:
+    """("squeeze", the dims of ``have`` to take out) or ("unsqueeze", the dims of ``want`` to
+    put in) when that alone makes ``have`` into ``want`` (sizes known, symbolic ones equal)."""
+    if have is None or want is None or None in have or None in want or have == want:
+        return None
+    long, short, op = (
+        (have, want, "squeeze") if len(have) > len(want) else (want, have, "unsqueeze")
+    )
+    axes, j = [], 0
+    for a, d in enumerate(long):
+        if j < len(short) and str(short[j]) == str(d):
+            j += 1
+        elif d == 1:
+            axes.append(a)
+        else:
+            return None
+    return (op, axes) if j == len(short) and axes else None
 
 
 @converter("stablehlo.get_dimension_size")
@@ -562,6 +586,27 @@ def dynamic_slice(ctx: Ctx, sop: ShloOp, x, *starts):
     return ctx.op("slice", x, begin, end, axes=axes)
 
 
+def _window_from_zero(ctx: Ctx, x, length):
+    """``x[:l0, :l1, ...]`` of run-time lengths (no clamp: a window no longer than its dim
+    fits from 0): a slice of the dims the window cuts (its length known not to be the dim),
+    by constant ends where the lengths are numbers, else by run-time ones."""
+    shape, sizes = x.type.shape, known_sizes(length)
+    if shape is None or sizes is None:
+        zero = ctx.const(np.zeros(x.type.rank, np.int64), DType.INT64)
+        return ctx.op("slice", x, zero, length, axes=list(range(x.type.rank)))
+    cut = [a for a, (d, n) in enumerate(zip(shape, sizes)) if d is None or n is None or d != n]
+    if not cut:
+        return ctx.op("identity", x)
+    if all(isinstance(sizes[a], int) for a in cut):
+        y = ctx.op("slice", x, starts=[0] * len(cut), ends=[sizes[a] for a in cut], axes=cut)
+    else:
+        ends = [ctx.op("slice", length, starts=[a], ends=[a + 1], axes=[0]) for a in cut]
+        end = ends[0] if len(ends) == 1 else ctx.op("concat", *ends, axis=0)
+        zero = ctx.const(np.zeros(len(cut), np.int64), DType.INT64)
+        y = ctx.op("slice", x, zero, end, axes=cut)
+    return with_dims(y, sizes)
+
+
 @converter("stablehlo.dynamic_gather")
 def dynamic_gather(ctx: Ctx, sop: ShloOp, x, idx, sizes):
     """A gather whose window sizes are run-time values: jax.export writes ``x[:n]`` and
@@ -579,6 +624,9 @@ def dynamic_gather(ctx: Ctx, sop: ShloOp, x, idx, sizes):
         or list(d.offset_dims) != list(range(r - len(collapsed)))
     ):
         raise Unsupported("a dynamic_gather that is not one window (a slice of run-time length)")
+    if all(k == 0 for k in known_sizes(idx) or [None]):
+        y = _window_from_zero(ctx, x, ctx.cast(sizes, DType.INT64))
+        return ctx.op("squeeze", y, axes=collapsed) if collapsed else y
     start = ctx.cast(idx, DType.INT64)
     zero = ctx.const(np.zeros(1, np.int64), DType.INT64)
     parts = [
@@ -600,10 +648,15 @@ def dynamic_gather(ctx: Ctx, sop: ShloOp, x, idx, sizes):
 
 @converter("stablehlo.dynamic_iota")
 def dynamic_iota(ctx: Ctx, sop: ShloOp, shape):
-    """An iota of a run-time shape (``jnp.arange(n)`` with a symbolic ``n``): a running count
-    of ones along the axis, less one."""
+    """An iota of a run-time shape (``jnp.arange(n)`` with a symbolic ``n``): one dim, the
+    range [0, n) (as torch.export's and ONNX's arange); more, a running count of ones along
+    the axis, less one."""
     out = ctx.out_type()
     axis = sop.attr("iota_dimension")
+    if out.rank == 1:
+        n = ctx.op("squeeze", ctx.cast(shape, DType.INT64), axes=[0])
+        r = ctx.op("range", ctx.const(0, DType.INT64), n, ctx.const(1, DType.INT64))
+        return with_dims(ctx.cast(r, out.dtype), known_sizes(shape))
     ones = ctx.op("full", ctx.cast(shape, DType.INT64), value=1.0, dtype=DType.INT64)
     r = ctx.op("sub", ctx.op("cumsum", ones, axis=axis), ctx.const(1, DType.INT64))
     return with_dims(ctx.cast(r, out.dtype), known_sizes(shape))
