@@ -4,10 +4,11 @@
         [--models resnet50 bert-base gpt2 llama-100m vit-b16 mobilenetv3]
 
 Per model (bench/models.py), the files of one export: msc's optimized file (the default),
-msc's written node for node (``optimize=False``), for transformers msc's with attention as
-MatMul/Softmax (``decompose=("attention",)``: the file for onnxruntime's transformer optimizer,
-whose shape inference reads ONNX ``Attention`` as com.microsoft's and gives up), torch.onnx's
-(dynamo, its own opset). For each, in one process, one onnxruntime thread, CPU provider:
+msc's written node for node (``optimize=False``), for transformers msc's file for onnxruntime's
+transformer optimizer (``msc convert --for ort-optimizer``: attention as MatMul/Softmax, since
+the optimizer's shape inference reads ONNX ``Attention`` as com.microsoft's and gives up;
+``codegen.onnx.CONSUMERS``), torch.onnx's (dynamo, its own opset). For each, in one process,
+one onnxruntime thread, CPU provider:
 
 - nodes: the file's node count, ``Constant`` nodes among them, initializers;
 - ort nodes: the node count after onnxruntime's own optimizations (ORT_ENABLE_ALL), read from
@@ -181,8 +182,9 @@ def main() -> None:
                 "msc-plain": codegen.onnx.save(g, tmp / "msc_plain.onnx", optimize=False),
             }
             if name in MODEL_TYPES:
+                for_optimizer = codegen.onnx.decompose_for("ort-optimizer")
                 files["msc-ortopt"] = codegen.onnx.save(
-                    g, tmp / "msc_ortopt.onnx", decompose=("attention",)
+                    g, tmp / "msc_ortopt.onnx", decompose=for_optimizer
                 )
             try:
                 torch.onnx.export(b.model, b.args, str(tmp / "torch.onnx"), dynamo=True)

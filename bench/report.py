@@ -175,8 +175,8 @@ def _deploy_section(d: dict) -> list[str]:
         f"({env['date']}, commit {env['commit']}, torch {env['torch']}, onnxruntime "
         f"{env['onnxruntime']}{', quick sizes' if env['quick'] else ''}).",
         "Per model: msc's default file; msc's written node for node (`optimize=False`); msc's",
-        'with attention as MatMul/Softmax (`decompose=("attention",)`, the file for',
-        "onnxruntime's transformer optimizer); torch.onnx's (dynamo).",
+        "file for onnxruntime's transformer optimizer (msc-ortopt: `msc convert --for",
+        "ort-optimizer`, attention as MatMul/Softmax); torch.onnx's (dynamo).",
         f"One onnxruntime thread, CPU. Load: median session creation of {env['loads']}. Run:",
         f"median `session.run` of {env['iters']}, calls interleaved across the files. "
         f"{_timed(env)} (x): the",
@@ -213,6 +213,13 @@ def _fused(fu: dict | str | None) -> str:
     if isinstance(fu, str):
         return fu.replace("|", "/")
     return ", ".join(f"{k} {v}" for k, v in fu.items()) or "none"
+
+
+def _total(fu: dict | str | None) -> str:
+    """The optimizer's fused ops as one count; ``error`` where it failed, ``-`` where not run."""
+    if fu is None:
+        return "-"
+    return "error" if isinstance(fu, str) else str(sum(fu.values()))
 
 
 def _timed(env: dict) -> str:
@@ -362,11 +369,15 @@ def readme_section(results: dict, deploy: dict | None = None) -> str:
             f"{denv['onnxruntime']}",
             f"(one thread; `python bench/onnx_deploy.py`, {denv['date']}, commit "
             f"{denv['commit']}): nodes in the file and after",
-            "onnxruntime's optimizations, session creation and run time (CPU time) as ratios "
-            "to torch.onnx's file.",
+            "onnxruntime's optimizations, fused ops in the session, session creation and run "
+            "time (CPU time) as ratios",
+            "to torch.onnx's file; fused ops from onnxruntime's transformer optimizer in msc's "
+            "file for it",
+            "(`msc convert --for ort-optimizer`) and in torch.onnx's.",
             "",
-            "| model | nodes msc / torch.onnx | after onnxruntime | session creation | run |",
-            "| --- | --- | --- | --- | --- |",
+            "| model | nodes msc / torch.onnx | after onnxruntime | session fusions "
+            "| session creation | run | optimizer fusions |",
+            "| --- | --- | --- | --- | --- | --- | --- |",
         ]
         for model, r in deploy["models"].items():
             m, t = r["files"].get("msc"), r["files"].get("torch.onnx")
@@ -377,9 +388,12 @@ def readme_section(results: dict, deploy: dict | None = None) -> str:
                 fused = (
                     f"{sum(m['session_fusions'].values())} / {sum(t['session_fusions'].values())}"
                 )
+            o = r["files"].get("msc-ortopt", m)
+            optimized = f"{_total(o['fusions'])} / {_total(t['fusions'])}"
             lines.append(
                 f"| {model} | {m['nodes']} / {t['nodes']} | {m['ort_nodes']} / {t['ort_nodes']} "
-                f"| {fused} | {x(m['load_s'] / t['load_s'])} | {x(m['run_s'] / t['run_s'])} |"
+                f"| {fused} | {x(m['load_s'] / t['load_s'])} | {x(m['run_s'] / t['run_s'])} "
+                f"| {optimized} |"
             )
     lines += [
         "",

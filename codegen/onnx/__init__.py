@@ -17,6 +17,7 @@ from typing import Any
 
 import onnx
 
+from codegen.onnx.consumers import CONSUMERS, DEFAULT_CONSUMER, Consumer, decompose_for
 from codegen.onnx.model import ModelBuilder, written_weights
 from codegen.onnx.opset import (
     MIN_OPSET,
@@ -35,6 +36,10 @@ __all__ = [
     "save",
     "as_written",
     "written_weights",
+    "CONSUMERS",
+    "DEFAULT_CONSUMER",
+    "Consumer",
+    "decompose_for",
     "default_opset",
     "choose_opset",
     "has_kernel",
@@ -65,8 +70,9 @@ def to_model(
             squares as ``Pow``, identical constants shared); False writes the graph node
             for node.
         **kwargs: passed to ``ModelBuilder`` (``emitters``, ``decompositions``, ``value_infos``,
-            ``decompose``: ops written through their decompositions, e.g. ``("attention",)``
-            for onnxruntime's transformer optimizer).
+            ``decompose``: ops written through their decompositions, e.g.
+            ``decompose_for("ort-optimizer")``, ``("attention",)``: the file for onnxruntime's
+            transformer optimizer, ``CONSUMERS``).
 
     Returns:
         The ModelProto; ``onnx.checker.check_model(m, full_check=True)`` accepts it.

@@ -117,6 +117,10 @@ class ConvertReport:
     ok: bool = True
     opset: int | None = None  # the ONNX opset written
     opset_reason: str = ""  # why that one
+    # The tool the ONNX file was written for (codegen.onnx.CONSUMERS; --for), and the ops
+    # written through their decompositions (for it, or --decompose).
+    consumer: str = ""
+    decompose: tuple[str, ...] = ()
     # What the ONNX or TFLite codegen's export-time optimization did (rewrite -> count);
     # empty when it was turned off (optimize=False) or did nothing.
     optimized: dict[str, int] = field(default_factory=dict)
@@ -153,6 +157,8 @@ class ConvertReport:
             "opset": self.opset,
             "optimized": self.optimized,
             "opset_reason": self.opset_reason,
+            "consumer": self.consumer or None,
+            "decompose": list(self.decompose),
         }
 
 
@@ -356,6 +362,7 @@ def convert(
     optimize: bool = True,
     flat: bool = False,
     decompose: Sequence[str] = (),
+    consumer: str | None = None,
 ) -> ConvertReport:
     """Convert ``src`` to ``out`` (see the module docstring). Raises MscError for user errors;
     a failed check is reported (``ok`` False) and nothing is written. The output read back
@@ -371,7 +378,9 @@ def convert(
     a jax target: one ``forward`` over a flat params dict, not one function per block type).
     ``decompose`` (the onnx target): ops written through their decompositions
     (``("attention",)``: MatMul/Softmax, what onnxruntime's transformer optimizer fuses
-    around)."""
+    around). ``consumer`` (the onnx target): the tool the file is for, a name in
+    ``codegen.onnx.CONSUMERS`` (``"ort-optimizer"``: onnxruntime's transformer optimizer),
+    whose ops are decomposed besides ``decompose``; recorded in the report."""
     if flat and target_for(Path(out), to) not in ("torch", "relax", "keras", "jax"):
         raise MscError("--flat applies to the torch, relax, keras and jax targets only")
     say = progress or (lambda s: None)
@@ -385,6 +394,13 @@ def convert(
         raise MscError("--no-optimize applies to the onnx and tflite targets only")
     if decompose and target != "onnx":
         raise MscError("--decompose applies to the onnx target only")
+    if consumer is not None:
+        if target != "onnx":
+            raise MscError("--for applies to the onnx target only")
+        from codegen.onnx import consumers
+
+        decompose = (*decompose, *consumers.consumer(consumer).decompose)
+    decompose = tuple(dict.fromkeys(decompose))
     # The source file (module.py of module.py:Class), or a directory holding it (a generated
     # model.py and its weights given as the file): replaced only with --force.
     text = os.fspath(src)
@@ -416,6 +432,7 @@ def convert(
         _check_dynamic(model.graph, g, dynamic)
     source = model if g is model.graph else Model(g, "msc", f"{src} (adjusted)")
     report = ConvertReport(str(src), str(out_p), target)
+    report.consumer, report.decompose = consumer or "", decompose
     tmp = None
     try:
         with files.uninterrupted():

@@ -280,12 +280,17 @@ def _cmd_convert(args: argparse.Namespace) -> int:
             optimize=not args.no_optimize,
             flat=args.flat,
             decompose=args.decompose or (),
+            consumer=args.consumer,
         )
     lines: list[str] = []
     if r.ok:
         lines.append(f"wrote {r.out} ({r.target}): " + ", ".join(r.files))
         if r.opset is not None:
             lines.append(f"onnx opset {r.opset} ({r.opset_reason})")
+        if r.consumer:
+            from codegen.onnx import CONSUMERS
+
+            lines.append(f"written for {r.consumer}: {CONSUMERS[r.consumer].reason}")
         did = ", ".join(f"{k} x{v}" for k, v in sorted(r.optimized.items()) if v)
         if did:  # nothing to fold: no line
             # without optimize, only what the runtime needs to load the file (onnx's moves
@@ -555,6 +560,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="onnx: write OP through its decomposition where the opset has it (repeatable; "
         "'attention': MatMul/Softmax, the form onnxruntime's transformer optimizer fuses "
         "around, instead of ONNX Attention)",
+    )
+    c.add_argument(
+        "--for",
+        dest="consumer",
+        metavar="TOOL",
+        help="onnx: write the file for TOOL: 'onnxruntime' (the default: ONNX Attention "
+        "where onnxruntime has a kernel) or 'ort-optimizer' (onnxruntime.transformers."
+        "optimizer, whose shape inference gives up on ONNX Attention: attention as "
+        "MatMul/Softmax); the report says which",
     )
     _shape_opts(c)
     c.add_argument(
