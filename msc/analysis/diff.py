@@ -257,27 +257,29 @@ def _attrs_equal(a: Node, b: Node) -> bool:
         return False
 
 
-def _heads_known_equal(n: Node) -> bool:
-    """An attention node's query and key have one head count, known (the same int or the
-    same symbol): dim 1 of rank-4 operands."""
+def _heads_known_unequal(n: Node) -> bool:
+    """An attention node's query and key (rank 4) have head counts known to differ: two
+    ints that differ (symbols may be equal at run time)."""
     q, k = (v.type.shape if v is not None else None for v in n.inputs[:2])
     if q is None or k is None or len(q) != 4 or len(k) != 4:
         return False
-    return q[1] is not None and k[1] is not None and q[1] == k[1]
+    return isinstance(q[1], int) and isinstance(k[1], int) and q[1] != k[1]
 
 
 # Attribute values that differ without changing what two paired nodes compute on the values
 # they read (their inputs are each other's images, which the wiring check asks): (op,
 # attribute) -> (the rule's label in diff's list of known rewrites, the test on the two
 # nodes). An attention with enable_gqa over query and key of one head count computes plain
-# attention (each query head reads the key head of its own index), so enable_gqa true and
-# false agree when either node's head counts are known equal; an ONNX Attention, which
-# groups implicitly, reads back as enable_gqa true when they are not known (a Reshape to -1
-# heads at run time). Heads unknown on both sides, or known unequal, stay a real change.
+# attention (each query head reads the key head of its own index); the node without
+# enable_gqa runs only on equal head counts, and the other reads the same values, so the two
+# agree wherever the plain one is defined, unless a node's head counts are known to differ.
+# An ONNX Attention, which groups implicitly, reads back as enable_gqa true when the head
+# counts are not known (a Reshape to -1 heads at run time). Heads known unequal (4 over 2)
+# stay a real change.
 SAME_ATTRS = {
     ("attention", "enable_gqa"): (
         "enable_gqa over equal heads (plain attention)",
-        lambda a, b: _heads_known_equal(a) or _heads_known_equal(b),
+        lambda a, b: not _heads_known_unequal(a) and not _heads_known_unequal(b),
     ),
 }
 

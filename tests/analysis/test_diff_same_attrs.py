@@ -35,10 +35,12 @@ GQA_ROWS = [
     ("known_equal_vs_unknown", (4, 4, False), (None, None, True), True, "B"),
     ("grouped_known_equal_vs_plain", (4, 4, True), (4, 4, False), True, "A"),
     ("one_symbol_both_sides", ("h", "h", False), ("h", "h", True), True, "B"),
-    # near misses: heads known unequal (B must group to read them), or unknown on both sides
+    # the plain node runs only on equal heads, and B reads the same values
+    ("unknown_on_both_sides", (None, None, False), (None, None, True), True, "B"),
+    ("two_symbols", ("h", "g", False), ("h", "g", True), True, "B"),
+    # near misses: heads known unequal (B must group to read them) on either side
     ("known_unequal_vs_unknown", (4, 2, True), (None, None, False), False, None),
-    ("unknown_on_both_sides", (None, None, False), (None, None, True), False, None),
-    ("two_symbols", ("h", "g", False), ("h", "g", True), False, None),
+    ("unknown_vs_known_unequal", (None, None, False), (8, 2, True), False, None),
 ]
 
 
