@@ -251,10 +251,14 @@ def attention(e: Emit, node):
         if m.type.rank != 4:
             raise Unsupported(f"a mask of rank {m.type.rank}")
         extra = f"{'mask' if m.dtype is DType.BOOL else 'bias'}={e.arg(3)}, "
-    if a.get("enable_gqa"):
-        raise Unsupported("enable_gqa=True")
     if any(e.type(i).rank != 4 for i in range(3)):
         raise Unsupported("operands of rank other than 4")
+    # grouped-query attention: Keras' dot_product_attention groups the query heads over
+    # fewer key / value heads itself (query head j reads key head j // (N / K), as torch's
+    # enable_gqa), so only heads known not to divide are refused
+    qh, kh = e.type(0).shape[1], e.type(1).shape[1]
+    if a.get("enable_gqa") and isinstance(qh, int) and isinstance(kh, int) and qh % kh:
+        raise Unsupported(f"grouped-query attention of {qh} query heads over {kh} key heads")
     if e.type(2).shape[-1] != e.type(0).shape[-1]:
         return _attention_explicit(e, node)
     scale = a.get("scale")
@@ -299,6 +303,14 @@ def _attention_explicit(e: Emit, node) -> str:
         )
     else:
         q, k, v = (e.arg(i) for i in range(3))
+    qh, kh = e.type(0).shape[1], e.type(1).shape[1]
+    if a.get("enable_gqa") and qh != kh:  # each key / value head repeated in a row
+        if not (isinstance(qh, int) and isinstance(kh, int)):
+            raise Unsupported("grouped-query attention over head counts not known")
+        k, v = (
+            e.stmt(f"ops.repeat({x}, {qh // kh}, axis=1)", f"{hint}_{role}_heads")
+            for x, role in ((k, "k"), (v, "v"))
+        )
     d = e.type(0).shape[-1]
     scale = a.get("scale")
     if scale is None:

@@ -641,18 +641,36 @@ def _mask_to(e: Emit, mask, dims: list):
     return mask
 
 
+def _grouped_heads(e: Emit, x: relax.Expr, query: relax.Expr) -> relax.Expr:
+    """[B, K, S, D] ``x`` with each head repeated H // K times in a row, H the [B, H, L, D]
+    query's head count: [B, H, S, D], H and K symbolic; the VM stops unless K divides H."""
+    b, k, s, d = e.shape(x)
+    heads = e.shape(query)[1]
+    one = e.const(1, "int64")
+    hq, hk = (e.emit(R.take(e.shape_tensor(t), one, axis=0)) for t in (query, x))
+    e.check(R.equal(R.floor_mod(hq, hk), e.const(0, "int64")))
+    y = e.emit(R.broadcast_to(R.expand_dims(x, [2]), [b, k, tvm.tirx.floordiv(heads, k), s, d]))
+    return e.emit(R.reshape(y, [b, heads, s, d]))  # K * (H // K) elements are H when K | H
+
+
 @emitter("attention")
 def attention(e: Emit, query, key, value, mask=None, *, is_causal=False, scale=None,
               enable_gqa=False):  # fmt: skip
     # torch's layout is [batch, heads, seq, dim]; nn.attention's is [batch, seq, heads, dim].
     r = e.rank(query)
     e.require(r == 4, f"attention of rank {r} (nn.attention takes 4-d)")
+    query, key, value = (e.sized(t) for t in (query, key, value))
     qh, kh = e.shape(query)[1], e.shape(key)[1]
-    if enable_gqa and qh != kh:
+    if enable_gqa and isinstance(qh, int) and isinstance(kh, int):
         # query head j reads key and value head j // (qh / kh): each repeated in a row
-        whole = isinstance(qh, int) and isinstance(kh, int) and qh % kh == 0
-        e.require(whole, "grouped-query attention with heads not a known multiple")
-        key, value = (e.emit(R.repeat(t, qh // kh, axis=1)) for t in (key, value))
+        e.require(qh % kh == 0, f"grouped-query attention of {qh} heads over {kh}")
+        if qh != kh:
+            key, value = (e.emit(R.repeat(t, qh // kh, axis=1)) for t in (key, value))
+    elif enable_gqa and not tvm.sym.Analyzer().can_prove_equal(qh, kh):
+        # head counts known at run time only (an ONNX Attention after a Reshape to -1
+        # heads): each key / value head broadcast to qh // kh in a row, and the VM checks
+        # that kh * (qh // kh) is qh (kh divides qh) where the op reads them
+        key, value = (_grouped_heads(e, t, query) for t in (key, value))
     if mask is not None:
         e.require(e.dtype(mask) != "bool", "a boolean attention mask (nn.attention adds a bias)")
         e.require(e.rank(mask) == 4, "an attention mask that is not 4-d")

@@ -298,16 +298,24 @@ class TorchCodegen:
         self.scratch_values: list[Value] = []  # values made during emission (unsigned.py)
 
     # The spelled-out norms fused back (msc.ops.fusions: only where the op computes the same
-    # function), so a source's own RMSNorm class (LlamaRMSNorm) is written as nn.RMSNorm.
-    LIBRARY_FUSIONS = ("layer_norm", "rms_norm", "layer_norm_mul", "layer_norm_add", "rms_norm_mul")
+    # function), so a source's own RMSNorm class (LlamaRMSNorm) is written as nn.RMSNorm; and
+    # key / value heads repeated for grouped-query attention (transformers' repeat_kv) read
+    # by SDPA's enable_gqa, as transformers calls it without a mask: no copy of K and V per
+    # layer.
+    LIBRARY_FUSIONS = (
+        "layer_norm", "rms_norm", "layer_norm_mul", "layer_norm_add", "rms_norm_mul",
+        "attention_gqa",
+    )  # fmt: skip
 
     def library_ops(self, graph: Graph) -> Graph:
-        """``graph`` with the norms torch has a module for, spelled out in it, fused back
-        (``LIBRARY_FUSIONS``); the graph itself when there are none."""
+        """``graph`` with the norms torch has a module for, spelled out in it, fused back, and
+        attention over repeated heads made grouped-query attention (``LIBRARY_FUSIONS``); the
+        graph itself when there are none."""
         from msc.ops.fusions import FUSIONS, fuse
 
         ops = {n.op for n in graph.nodes}
-        if not {"rsqrt", "sqrt", "reduce_mean"} & ops or "reduce_mean" not in ops:
+        norms = "reduce_mean" in ops and {"rsqrt", "sqrt"} & ops
+        if not norms and not ("attention" in ops and "expand" in ops):
             return graph
         fused = fuse(graph, [p for p in FUSIONS if p.name in self.LIBRARY_FUSIONS])
         for n in fused.nodes:  # the axis as torch's modules give it (from the end)

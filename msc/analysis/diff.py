@@ -256,9 +256,43 @@ def _words(n: Node) -> set[str]:
 def _attrs_equal(a: Node, b: Node) -> bool:
     keys = set(a.attrs) | set(b.attrs)
     try:
-        return all(attr_equal(a.attrs.get(k), b.attrs.get(k)) for k in keys)
+        return all(attr_equal(a.attrs.get(k), b.attrs.get(k)) or _same_attr(a, b, k) for k in keys)
     except Exception:  # noqa: BLE001 - a subgraph attribute: not compared here
         return False
+
+
+def _heads_known_unequal(n: Node) -> bool:
+    """An attention node's query and key (rank 4) have head counts known to differ: two
+    ints that differ (symbols may be equal at run time)."""
+    q, k = (v.type.shape if v is not None else None for v in n.inputs[:2])
+    if q is None or k is None or len(q) != 4 or len(k) != 4:
+        return False
+    return isinstance(q[1], int) and isinstance(k[1], int) and q[1] != k[1]
+
+
+# Attribute values that differ without changing what two paired nodes compute on the values
+# they read (their inputs are each other's images, which the wiring check asks): (op,
+# attribute) -> (the rule's label in diff's list of known rewrites, the test on the two
+# nodes). An attention with enable_gqa over query and key of one head count computes plain
+# attention (each query head reads the key head of its own index); the node without
+# enable_gqa runs only on equal head counts, and the other reads the same values, so the two
+# agree wherever the plain one is defined, unless a node's head counts are known to differ.
+# An ONNX Attention, which groups implicitly, reads back as enable_gqa true when the head
+# counts are not known (a Reshape to -1 heads at run time). Heads known unequal (4 over 2)
+# stay a real change.
+SAME_ATTRS = {
+    ("attention", "enable_gqa"): (
+        "enable_gqa over equal heads (plain attention)",
+        lambda a, b: not _heads_known_unequal(a) and not _heads_known_unequal(b),
+    ),
+}
+
+
+def _same_attr(a: Node, b: Node, key: str) -> str | None:
+    """The label of the SAME_ATTRS rule that makes ``a``'s and ``b``'s attribute ``key``
+    agree though their values differ, or None."""
+    rule = SAME_ATTRS.get((a.op, key)) if a.op == b.op else None
+    return rule[0] if rule is not None and rule[1](a, b) else None
 
 
 def _backward(m: Match, a: Graph, b: Graph, strict: bool = True) -> None:
@@ -441,8 +475,15 @@ def _untyped(t: ValueType) -> ValueType:
 
 
 def _node_changes(
-    m: Match, n: Node, c: Node, close: bool = False, ren: symexpr.Renaming | None = None
+    m: Match,
+    n: Node,
+    c: Node,
+    close: bool = False,
+    ren: symexpr.Renaming | None = None,
+    agreed: Counter[tuple[str, str]] | None = None,
 ) -> list[str]:
+    """What differs between paired nodes ``n`` (A) and ``c`` (B); an attribute a SAME_ATTRS
+    rule lets agree is counted in ``agreed`` under (the side whose value is true, label)."""
     ren = ren if ren is not None else symexpr.Renaming(ranges=False)
     out: list[str] = []
     if n.op != c.op:
@@ -450,6 +491,10 @@ def _node_changes(
     else:
         for k in sorted(set(n.attrs) | set(c.attrs)):
             x, y = n.attrs.get(k), c.attrs.get(k)
+            if not attr_equal(x, y) and (label := _same_attr(n, c, k)):
+                if agreed is not None:
+                    agreed["B" if y else "A", label] += 1
+                continue
             if not attr_equal(x, y):
                 note = ""
                 if isinstance(x, float) and isinstance(y, float) and np.float32(x) == np.float32(y):
@@ -567,6 +612,7 @@ def _diff(a: Graph, b: Graph, eq: Any, rewrites: list, close: bool) -> DiffRepor
     ren = symexpr.Renaming(ranges=False)
     io_types = [_types_agree(ren, x.type, y.type) for x, y in zip(a.inputs, b.inputs)]
     matched, changed = [], []
+    agreed: Counter[tuple[str, str]] = Counter()
     pos_b = {id(n): j for j, n in enumerate(b.nodes)}
     status_a = {i: "removed" for i in range(len(a.nodes))}
     status_b = {j: "added" for j in range(len(b.nodes))}
@@ -575,7 +621,7 @@ def _diff(a: Graph, b: Graph, eq: Any, rewrites: list, close: bool) -> DiffRepor
         if c is None:
             continue
         matched.append((_label(n, a), _label(c, b), m.how[id(n)]))
-        ch = _node_changes(m, n, c, close, ren)
+        ch = _node_changes(m, n, c, close, ren, agreed)
         j = pos_b[id(c)]
         status_a[i] = status_b[j] = "changed" if ch else "same"
         if ch:
@@ -614,6 +660,7 @@ def _diff(a: Graph, b: Graph, eq: Any, rewrites: list, close: bool) -> DiffRepor
             if why:
                 wc.append(f"@{k}: {why}")
     real = len(changed) + len(removed) + len(added) + len(io) - renames
+    rewrites = rewrites + [(side, k, count) for (side, k), count in sorted(agreed.items())]
     return DiffReport(
         equal=bool(eq),
         first_difference=eq.diff,

@@ -750,9 +750,12 @@ def _repeated_heads(w: _Walk, v: Value) -> tuple[Value, int] | None:
 def _gqa(w: _Walk) -> dict[str, Value] | None:
     """attention over keys and values whose heads were repeated to the query's: the op's own
     grouped-query form reads them unrepeated (torch's enable_gqa: query head j reads key head
-    j // r, the same pairing)."""
+    j // r, the same pairing). An attention already grouped over the repeated heads (an ONNX
+    Attention groups implicitly; heads only known at run time read as grouped) pairs query
+    head j with repeated head j // g, which is head j // (g r) of the unrepeated: the same
+    grouped attention again."""
     a = w.root
-    if a.op != "attention" or a.attrs["enable_gqa"]:
+    if a.op != "attention":
         return None
     q, k, v = a.inputs[:3]
     kr, vr = _repeated_heads(w, k), _repeated_heads(w, v)

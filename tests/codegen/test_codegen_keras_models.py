@@ -89,6 +89,14 @@ OPS = {
     "attention_constant_mask": lambda x: torch.nn.functional.scaled_dot_product_attention(
         x[None], x[None], x[None], torch.ones(1, 1, 3, 3, dtype=torch.bool).tril()
     ),
+    # grouped-query attention: 6 query heads over 3 key / value heads (Keras groups them),
+    # and with a value dim other than the query's (spelled out, the heads repeated)
+    "attention_gqa": lambda x: torch.nn.functional.scaled_dot_product_attention(
+        torch.cat([x, -x])[None], x[None], x[None] * 0.5, enable_gqa=True
+    ),
+    "attention_gqa_value_dim": lambda x: torch.nn.functional.scaled_dot_product_attention(
+        torch.cat([x, -x])[None], x[None], x[None, ..., :2], enable_gqa=True
+    ),
 }
 
 

@@ -237,3 +237,27 @@ def test_reshape_of_a_matmul_of_run_time_shapes() -> None:
         {"x": _img(5, 8), "to4": np.array([1, 5, 2, 4]), "to2": np.array([5, -1])},
     ]
     _check(model, *feeds)
+
+
+# ------------------------------------------------- grouped-query attention of run-time heads
+def test_attention_of_run_time_head_counts_groups_them() -> None:
+    """ONNX Attention groups query heads over fewer key / value heads by itself; with head
+    counts only known at run time (msc's own ONNX of a Llama: a Reshape to -1 heads) it reads
+    as enable_gqa, and Relax repeats each key / value head h // kh times in a row: plain
+    attention at 4 over 4 heads, grouped at 4 over 2 and 6 over 1, against onnxruntime. A
+    head count that does not divide (5 over 2) stops the VM instead of reading memory."""
+    q, k, v = (
+        helper.make_tensor_value_info(n, F32, [1, h, 3, 8])
+        for n, h in (("q", "h"), ("k", "kh"), ("v", "kh"))
+    )
+    y = helper.make_tensor_value_info("y", F32, [1, None, 3, 8])
+    m = _model([helper.make_node("Attention", ["q", "k", "v"], ["y"])], [q, k, v], [y], opset=23)
+    assert msc.from_onnx(m).nodes[0].attrs["enable_gqa"]
+
+    def feed(h: int, kh: int) -> dict:
+        return {"q": _img(1, h, 3, 8), "k": _img(1, kh, 3, 8, seed=1), "v": _img(1, kh, 3, 8)}
+
+    f = _check(m, feed(4, 4), feed(4, 2), feed(6, 1))
+    bad = feed(5, 2)
+    with pytest.raises(Exception, match="match_cast"):
+        f(bad["q"], bad["k"], bad["v"])

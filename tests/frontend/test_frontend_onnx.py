@@ -169,6 +169,36 @@ OP_ROWS = [
         {"is_causal": True, "enable_gqa": False},
     ),
     (
+        # ONNX groups kv heads implicitly: 2 query heads read 1 key / value head
+        "attention_fewer_kv_heads_grouped",
+        helper.make_node("Attention", ["q", "k", "v"], ["y"]),
+        [vi("q", [1, 2, 4, 8]), vi("k", [1, 1, 4, 8]), vi("v", [1, 1, 4, 8])],
+        [],
+        23,
+        "attention",
+        {"is_causal": False, "enable_gqa": True},
+    ),
+    (
+        # heads only known at run time: grouped, as ONNX computes it (equal heads = plain)
+        "attention_unknown_heads_grouped",
+        helper.make_node("Attention", ["q", "k", "v"], ["y"]),
+        [vi("q", [1, None, 4, 8]), vi("k", [1, None, 4, 8]), vi("v", [1, None, 4, 8])],
+        [],
+        23,
+        "attention",
+        {"is_causal": False, "enable_gqa": True},
+    ),
+    (
+        # one named head count on both sides: known equal, plain attention
+        "attention_same_symbolic_heads_plain",
+        helper.make_node("Attention", ["q", "k", "v"], ["y"]),
+        [vi("q", [1, "h", 4, 8]), vi("k", [1, "h", 4, 8]), vi("v", [1, "h", 4, 8])],
+        [],
+        23,
+        "attention",
+        {"is_causal": False, "enable_gqa": False},
+    ),
+    (
         "topk_k_input",
         helper.make_node("TopK", ["x", "k"], ["v", "i"], largest=0),
         [vi("x", [3, 5])],

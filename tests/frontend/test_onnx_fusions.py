@@ -394,6 +394,31 @@ def test_repeated_key_and_value_heads_become_grouped_query_attention() -> None:
     close(run_torch(g, GQA_INPUTS), run_ort(m, GQA_INPUTS))
 
 
+def test_attention_grouped_over_repeated_heads_reads_them_unrepeated() -> None:
+    # ONNX Attention groups 8 query heads over the 4 repeated key / value heads by itself
+    # (query head j reads repeated head j // 2, which is head j // 4 of the 2 unrepeated):
+    # grouped-query attention over k0 and v0, as onnxruntime computes it.
+    nodes = [helper.make_node(op, i, o) for op, i, o in _repeat_kv(2, [2, 2, 2, 5, 4])]
+    nodes.append(helper.make_node("Attention", ["q", "k", "v"], ["y"]))
+    q = rng.standard_normal((2, 8, 5, 4)).astype(np.float32)
+    inputs = {"q": q, "k0": KG, "v0": VG}
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info(k, TensorProto.FLOAT, x.shape) for k, x in inputs.items()],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(np.array([2], np.int64), "ax"),
+         numpy_helper.from_array(np.array([2, 2, 2, 5, 4], np.int64), "target"),
+         numpy_helper.from_array(GQA_CONSTS["heads"], "heads")],
+    )  # fmt: skip
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)])
+    g = msc.from_onnx(m)
+    (a,) = [n for n in g.nodes if n.op == "attention"]
+    assert a.attrs["enable_gqa"] and [v.name for v in a.inputs[1:3]] == ["k0", "v0"]
+    assert not {"expand", "unsqueeze", "reshape"} & {n.op for n in g.nodes}
+    close(run_torch(g, inputs), run_ort(m, inputs))
+
+
 def test_heads_tiled_rather_than_repeated_stay_explicit() -> None:
     # Unsqueezed at 1, the copies are tiled (query head j reads key head j % 2): not the
     # grouped-query pairing, so the repeat stays in the graph.

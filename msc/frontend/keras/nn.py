@@ -424,6 +424,11 @@ def dot_product_attention_op(ctx: Ctx, op, q, k, v, bias=None, mask=None, scale=
     perm = [0, 2, 1, 3]
     q, k, v = (ctx.op("transpose", t, perm=perm) for t in (q, k, v))
     kw = {} if scale is None else {"scale": float(scale)}
+    # Keras groups query heads over fewer key / value heads itself (GQA when N is a multiple
+    # of K): grouped unless the head counts are known equal
+    qh, kh = q.type.shape[1], k.type.shape[1]
+    if qh is None or qh != kh:
+        kw["enable_gqa"] = True
     y = ctx.op("attention", q, k, v, extra, is_causal=bool(op.is_causal), **kw)
     return ctx.op("transpose", y, perm=perm)
 

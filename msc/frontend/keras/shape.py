@@ -204,15 +204,21 @@ def flip_op(ctx: Ctx, op, x):
 
 @converter("ops.Repeat")
 def repeat_op(ctx: Ctx, op, x):
-    """``ops.repeat`` of a length-1 axis: a broadcast (other repeats are not read)."""
+    """``ops.repeat`` of one count along one axis: a broadcast of a length-1 axis; of a
+    longer one, each element repeated in a row (a new axis after it broadcast, the two
+    flattened: the spelling of transformers' repeat_kv)."""
     if op.axis is None or not isinstance(op.repeats, int):
         raise Unsupported("repeats other than one count along one axis")
-    axis = int(op.axis) % x.type.rank
-    if x.type.shape[axis] != 1:
-        raise Unsupported("repeating an axis longer than 1")
-    shape = [-1] * x.type.rank
-    shape[axis] = int(op.repeats)
-    return ctx.op("expand", x, shape=shape)
+    rank = x.type.rank
+    axis = int(op.axis) % rank
+    if x.type.shape[axis] == 1:
+        shape = [-1] * rank
+        shape[axis] = int(op.repeats)
+        return ctx.op("expand", x, shape=shape)
+    shape = [-1] * (rank + 1)
+    shape[axis + 1] = int(op.repeats)
+    y = ctx.op("expand", ctx.op("unsqueeze", x, axes=[axis + 1]), shape=shape)
+    return ctx.op("flatten", y, start_axis=axis, end_axis=axis + 1)
 
 
 @converter("ops.Tile")

@@ -233,7 +233,11 @@ def attention(
             None if causal_flag else bias,
             is_causal=causal_flag,
             scale=scale,
-            enable_gqa=qh != kvh,
+            # ONNX groups key / value heads whenever kv_num_heads divides q_num_heads, and
+            # grouped attention over equal heads is plain attention: grouped unless the
+            # head counts are known equal (a Reshape to -1 heads at run time leaves them
+            # unknown).
+            enable_gqa=qh is None or qh != kvh,
         )
     if bias is not None and dynamic:
         # ONNX gives 0 for a query row masked everywhere; softmax over all -inf gives NaN.

@@ -166,8 +166,9 @@ def attention(b: Builder, query, key, value, mask, *, is_causal, scale, enable_g
     if enable_gqa:
         if rq != 4 or _rank(key, "attention") != 4:
             raise NotDecomposable("attention: grouped-query attention needs rank-4 inputs")
-        hq, hk = _static(query.shape[1], "gqa heads"), _static(key.shape[1], "gqa heads")
-        if hq != hk:
+        hq, hk = query.shape[1], key.shape[1]
+        if hq is None or hq != hk:  # one head count (an int or a symbol): plain attention
+            hq, hk = _static(hq, "gqa heads"), _static(hk, "gqa heads")
             if hq % hk:
                 raise NotDecomposable(f"attention: {hq} query heads, {hk} kv heads")
             key = _repeat_heads(b, key, hq // hk)
