@@ -631,12 +631,8 @@ def _item_call(st: ast.stmt) -> tuple[list[str], int, str, str] | None:
         return None
     if not (isinstance(f.slice, ast.Constant) and type(f.slice.value) is int):
         return None
-    parts: list[str] = []
-    e = f.value
-    while isinstance(e, ast.Attribute):
-        parts.insert(0, e.attr)
-        e = e.value
-    if not (isinstance(e, ast.Name) and e.id == "self" and parts):
+    parts = _self_path(f.value)
+    if not parts:
         return None
     return parts, f.slice.value, arg.id, t.id
 
@@ -644,7 +640,19 @@ def _item_call(st: ast.stmt) -> tuple[list[str], int, str, str] | None:
 def sequential_leaves(body: list[ast.stmt], plan: ModulePlan, base: list[str]) -> list[ast.stmt]:
     """``body`` with the calls of all the items of a source nn.Sequential of torch modules in
     a chain (``d0 = self.downsample[0](x); d1 = self.downsample[1](d0)``) as one call of it
-    (``d1 = self.downsample(x)``), where nothing else reads the intermediates."""
+    (``d1 = self.downsample(x)``), where nothing else reads the intermediates; nested ones
+    inside out (``self.block[0][0](x)`` ... ``self.block[3][1](y)``: ``self.block(x)`` when
+    every item of ``block`` is then one call in the chain)."""
+    while True:
+        out = _sequential_leaves_once(body, plan, base)
+        if len(out) == len(body):
+            return out
+        body = out
+
+
+def _sequential_leaves_once(
+    body: list[ast.stmt], plan: ModulePlan, base: list[str]
+) -> list[ast.stmt]:
     out: list[ast.stmt] = []
     i = 0
     while i < len(body):

@@ -585,3 +585,61 @@ def test_no_in_place_where_the_left_value_lives_on():
             for got, want in zip(gen(x), model(before)):
                 torch.testing.assert_close(got, want)
         assert torch.equal(x, before)  # the input is as it was
+
+
+def _ConvBN(cin: int, cout: int, groups: int = 1) -> nn.Sequential:  # noqa: N802
+    return nn.Sequential(
+        nn.Conv2d(cin, cout, 3, padding=1, groups=groups, bias=False),
+        nn.BatchNorm2d(cout),
+        nn.Hardswish(),
+    )
+
+
+class _SE(nn.Module):
+    def __init__(self, c: int) -> None:
+        super().__init__()
+        self.fc1 = nn.Conv2d(c, c // 2, 1)
+        self.fc2 = nn.Conv2d(c // 2, c, 1)
+
+    def forward(self, x):
+        return x * torch.sigmoid(self.fc2(torch.relu(self.fc1(x.mean((2, 3), keepdim=True)))))
+
+
+class _Inverted(nn.Module):
+    """torchvision's InvertedResidual shape: one nn.Sequential of nn.Sequentials and a
+    block, run as ``self.block(x)``."""
+
+    def __init__(self, c: int) -> None:
+        super().__init__()
+        project = nn.Sequential(nn.Conv2d(2 * c, c, 1), nn.BatchNorm2d(c))
+        self.block = nn.Sequential(
+            _ConvBN(c, 2 * c), _ConvBN(2 * c, 2 * c, 2 * c), _SE(2 * c), project
+        )
+
+    def forward(self, x):
+        return x + self.block(x)
+
+
+class _Stem(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.features = nn.Sequential(_ConvBN(3, 8), _Inverted(8), _Inverted(8))
+
+    def forward(self, x):
+        return self.features(x).mean((2, 3))
+
+
+def test_nested_sequentials_are_called_whole():
+    """A Sequential whose items are Sequentials (and blocks) applied in a chain is one call,
+    as the source wrote it (``self.block(x)``), not ``self.block[0][0](x)`` per leaf."""
+    model = seeded(_Stem()).eval()
+    x = torch.randn(1, 3, 8, 8)
+    g = msc.from_torch(model, (x,))
+    src = ct.generate(g)
+    assert "][" not in src, src  # no item of an item
+    assert re.search(r"= self\.block\(x\)$", src, re.M), src
+    assert re.search(r"= self\.features\(x\)$", src, re.M), src
+    gen = ct.to_module(g)
+    assert list(gen.state_dict()) == list(model.state_dict())
+    with torch.no_grad():
+        torch.testing.assert_close(gen(x), model(x), atol=1e-5, rtol=1e-5)
